@@ -1,0 +1,93 @@
+//! `/mcp` inside the Session DO: feeds the request to the pure MCP core and acts on its
+//! [`Outcome`]: replies as they are, legacy GET streams kept alive, tool calls run, cancels.
+
+use super::executor::sse_headers;
+use super::runs;
+use super::session::{Caller, Shared};
+use super::store::{self, McpSessions};
+use crate::auth::tenant::hex;
+use crate::edge::{http, now_ms, random};
+use crate::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView, Tool};
+use futures::StreamExt;
+use std::rc::Rc;
+use std::time::Duration;
+use worker::{Delay, Headers, Request, Response, Result};
+
+/// How often a quiet legacy GET stream gets a keep-alive comment.
+const KEEPALIVE_MS: u64 = 15_000;
+
+pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Result<Response> {
+    let request = HttpRequest {
+        method: req.method().to_string(),
+        headers: req.headers().entries().filter(|(name, _)| !name.starts_with("x-relay-")).collect(),
+        body: req.bytes().await?,
+    };
+    let new_session_id = || format!("mcp_{}", hex(&random::<16>()));
+    let cx = Context {
+        now_ms: now_ms(),
+        new_session_id: &new_session_id,
+        relay: relay_view(&shared, &caller),
+        page_url: caller.page_url(),
+        limits_json: serde_json::to_value(&caller.tenant.defaults.policy.limits)?,
+    };
+    let outcome = {
+        let sql = shared.storage.sql();
+        mcp::handle(&request, &mut McpSessions(&sql), &cx)
+    };
+    match outcome {
+        Outcome::Reply(reply) => Ok(to_response(reply)),
+        Outcome::OpenStream { .. } => keepalive_stream(),
+        Outcome::Call(call) if matches!(call.tool, Tool::RunJs | Tool::RunPy) => {
+            runs::respond(shared, caller, call).await
+        }
+        Outcome::Call(call) => {
+            // read/write/search go to the tab's OPFS; until that protocol exists, say so.
+            let (name, message) = if shared.inner.borrow().tabs.is_empty() {
+                (mcp::ErrorName::NoExecutorAttached, runs::no_executor_message(&caller))
+            } else {
+                (mcp::ErrorName::Internal, format!("{} over the tab's filesystem is not available in this release; use run_js or run_py to read and write files", call.tool.name()))
+            };
+            Ok(http::json(200, &mcp::tool_error(&call, name, &message)))
+        }
+        Outcome::Cancel { request_id, session_id } => {
+            runs::cancel_request(&shared, session_id.as_deref(), &request_id);
+            Ok(to_response(HttpResponse::accepted()))
+        }
+    }
+}
+
+/// What `relay://session` shows: tabs, queue, recent runs.
+fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
+    let inner = shared.inner.borrow();
+    RelayView {
+        session: caller.session.clone(),
+        tab_ids: inner.tabs.iter().map(|t| t.id.clone()).collect(),
+        queue_depth: inner.queue.as_ref().map_or(0, |q| q.depth()),
+        recent_runs: store::recent_runs(&shared.storage.sql(), 10),
+    }
+}
+
+/// The core's answer as a Worker response.
+pub fn to_response(reply: HttpResponse) -> Response {
+    let response = match reply.body {
+        Some(body) => http::json(reply.status, &body),
+        None => Response::empty().expect("empty body").with_status(reply.status),
+    };
+    let headers = response.headers().clone();
+    for (name, value) in &reply.headers {
+        let _ = headers.set(name, value);
+    }
+    response.with_headers(headers)
+}
+
+/// The legacy server-to-client stream: we send nothing unprompted, so it carries keep-alives
+/// until the client closes it.
+fn keepalive_stream() -> Result<Response> {
+    let first = futures::stream::once(async { Ok::<_, worker::Error>(mcp::SSE_KEEPALIVE.as_bytes().to_vec()) });
+    let ticks = futures::stream::unfold((), |()| async {
+        Delay::from(Duration::from_millis(KEEPALIVE_MS)).await;
+        Some((Ok(mcp::SSE_KEEPALIVE.as_bytes().to_vec()), ()))
+    });
+    let headers: Headers = sse_headers();
+    Ok(Response::from_stream(first.chain(ticks))?.with_headers(headers))
+}

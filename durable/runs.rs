@@ -1,0 +1,309 @@
+//! A run from `tools/call` to result: build and store the capsule, queue it, wait for a tab,
+//! forward the tab's output to the MCP client as it arrives, and answer with the result.
+//! The driver is a future owned by the response: if the client goes away (its stream is
+//! dropped), a guard cancels the run, which is how closing the response cancels a request.
+
+use super::executor::{finish, heartbeat, pump, send_to_tab, sse_frame, sse_headers};
+use super::mcp::to_response;
+use super::session::{Caller, RunSlot, Shared, Signal};
+use super::store;
+use crate::auth::tenant::hex;
+use crate::auth::AttachClaims;
+use crate::capsule::{self, Capsule};
+use crate::edge::capsules::{signer, store as store_capsule};
+use crate::edge::{http, now_ms, random};
+use crate::mcp::jsonrpc::RpcError;
+use crate::mcp::{self, ErrorName, LogLevel, ToolCall, ToolResult};
+use crate::run::args::capsule_spec;
+use crate::run::backchannel::{EventBody, RunError, RunLog};
+use crate::run::queue::{Admission, RunQueue};
+use futures::channel::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use futures::{future, FutureExt, StreamExt};
+use serde_json::{json, Value};
+use std::rc::Rc;
+use std::time::Duration;
+use worker::{Delay, Response, Result};
+
+/// How often tabs get a heartbeat and SSE clients a keep-alive while a run is in flight.
+const TICK_MS: u64 = 5_000;
+/// How long past its own timeout a silent tab gets before the DO declares the run timed out.
+const TIMEOUT_GRACE_MS: u64 = 10_000;
+/// JSON-RPC server error for a full queue (the HTTP status, 429, says the rest).
+const QUEUE_FULL: i64 = -32000;
+/// Finished runs kept in memory (so late or retried batches get a clear 409).
+const FINISHED_KEPT: usize = 64;
+
+type Frames = UnboundedSender<Result<Vec<u8>>>;
+
+/// A queued run and what its driver needs.
+struct Admitted {
+    run_id: String,
+    signals: UnboundedReceiver<Signal>,
+    timeout_ms: u64,
+    attach_wait_ms: u64,
+}
+
+/// Answers a `tools/call` of `run_js` / `run_py`.
+pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Result<Response> {
+    let admitted = match admit(&shared, &caller, &call).await? {
+        Ok(admitted) => admitted,
+        Err(response) => return Ok(response),
+    };
+    if !call.stream {
+        let answer = drive(shared, admitted, &call, &caller, None).await;
+        return Ok(http::json(200, &answer));
+    }
+    let (frames, body) = mpsc::unbounded();
+    let driver = async move {
+        let answer = drive(shared, admitted, &call, &caller, Some(&frames)).await;
+        let _ = frames.unbounded_send(Ok(mcp::sse_event(&answer, None).into_bytes()));
+    };
+    // The body is the frames, merged with the driver (which yields nothing) so that polling the
+    // body drives the run and dropping the body drops the driver.
+    let driver = driver.into_stream().filter_map(|_| future::ready(None));
+    let stream = futures::stream::select(body, driver);
+    Ok(Response::from_stream(stream)?.with_headers(sse_headers()))
+}
+
+/// Builds, signs and stores the capsule and queues the run; an error is the response to send.
+async fn admit(
+    shared: &Rc<Shared>,
+    caller: &Caller,
+    call: &ToolCall,
+) -> Result<std::result::Result<Admitted, Response>> {
+    let language = call.tool.name();
+    let spec = match capsule_spec(language, &call.arguments, &caller.tenant.defaults.policy) {
+        Ok(spec) => spec,
+        Err(e) => return Ok(Err(http::json(200, &mcp::tool_error(call, e.name, &e.message)))),
+    };
+    let timeout_ms = spec.policy.limits.timeout_ms;
+    let output_cap = spec.policy.limits.stdout_bytes;
+    let capsule = match capsule::build_capsule(spec, &signer(&shared.env)?) {
+        Ok(capsule) => capsule,
+        Err(e) => return Ok(Err(http::json(200, &mcp::tool_error(call, ErrorName::ValidationError, &e.to_string())))),
+    };
+    store_capsule(&shared.env.bucket("R2_CAPSULES")?, &caller.tenant.id, &capsule).await?;
+    let run_id = format!("r_{}", hex(&random::<8>()));
+    let capsule_event = capsule_event(shared, caller, &run_id, &capsule)?;
+    let (signals_tx, signals) = mpsc::unbounded();
+    let settings = &caller.tenant.defaults.queue;
+    {
+        let mut inner = shared.inner.borrow_mut();
+        let queue = inner.queue.get_or_insert_with(|| RunQueue::new(settings.max_queued, settings.max_wait_ms));
+        if let Admission::Full { max } = queue.admit(&run_id, now_ms()) {
+            let message = format!("{max} runs are already waiting in relay session '{}'; retry later", caller.session);
+            let reply = RpcError::failed(QUEUE_FULL, message).with_status(429).into_response(Some(&call.id));
+            return Ok(Err(http::with_header(to_response(reply), "retry-after", "5")));
+        }
+        let slot = RunSlot {
+            log: RunLog::new(output_cap),
+            signals: signals_tx,
+            capsule_event,
+            tab_id: None,
+            request_key: request_key(call.session_id.as_deref(), &call.id),
+        };
+        inner.runs.insert(run_id.clone(), slot);
+    }
+    store::audit_queued(&shared.storage.sql(), &run_id, language, &capsule.hash, now_ms());
+    Ok(Ok(Admitted { run_id, signals, timeout_ms, attach_wait_ms: settings.attach_wait_ms }))
+}
+
+/// The `capsule` command for the tab, with a token scoped to this tenant for fetching files.
+fn capsule_event(shared: &Shared, caller: &Caller, run_id: &str, capsule: &Capsule) -> Result<Vec<u8>> {
+    let claims = AttachClaims::new(&caller.tenant.id, &caller.session, now_ms() / 1000, format!("cap_{run_id}"));
+    let token = claims.sign(&signer(&shared.env)?);
+    let size: u64 =
+        capsule.layers.iter().map(|(layer, _)| layer.size).sum::<u64>() + capsule.manifest_json.len() as u64;
+    let data = json!({
+        "runId": run_id,
+        "hash": capsule.hash,
+        "language": capsule.manifest.language,
+        "size": size,
+        "manifestUrl": format!("/capsules/{}/capsule.json?token={token}", capsule.hash),
+        "token": token,
+    });
+    Ok(sse_frame("capsule", &data))
+}
+
+/// Identifies an MCP request across eras: legacy session id (if any) and JSON-RPC id.
+pub fn request_key(session_id: Option<&str>, id: &Value) -> String {
+    format!("{}/{id}", session_id.unwrap_or("-"))
+}
+
+/// Cancels a run wherever it is, telling its tab if it is running.
+pub fn cancel(shared: &Shared, run_id: &str, name: &str, message: String, exit_code: i32) {
+    let tab = {
+        let mut inner = shared.inner.borrow_mut();
+        let Some(slot) = inner.runs.get_mut(run_id) else { return };
+        if slot.log.exit.is_some() {
+            return;
+        }
+        slot.log.fail(name, message, exit_code);
+        let _ = slot.signals.unbounded_send(Signal::Ended);
+        slot.tab_id.clone()
+    };
+    if let Some(tab_id) = tab {
+        send_to_tab(shared, &tab_id, sse_frame("cancel", &json!({ "runId": run_id })));
+    }
+    finish(shared, run_id);
+}
+
+/// `notifications/cancelled`: cancels the run of that request, if there is one.
+pub fn cancel_request(shared: &Shared, session_id: Option<&str>, request_id: &Value) {
+    let key = request_key(session_id, request_id);
+    let run_id = shared.inner.borrow().runs.iter().find(|(_, s)| s.request_key == key).map(|(id, _)| id.clone());
+    if let Some(run_id) = run_id {
+        cancel(shared, &run_id, "Cancelled", "the client cancelled the request".into(), 130);
+    }
+}
+
+/// Cancels the run if the response is dropped before the run ended.
+struct CancelOnDrop {
+    shared: Rc<Shared>,
+    run_id: String,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        cancel(&self.shared, &self.run_id, "Cancelled", "the client closed the request".into(), 130);
+    }
+}
+
+/// Waits for the run to end, forwarding its output; returns the JSON-RPC response.
+async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Caller, frames: Option<&Frames>) -> Value {
+    let guard = CancelOnDrop { shared: shared.clone(), run_id: run.run_id.clone() };
+    let mut signals = run.signals;
+    pump(&shared);
+    let mut no_tab_since: Option<u64> = None;
+    let mut deadline: Option<u64> = None;
+    loop {
+        if shared.inner.borrow().runs.get(&run.run_id).is_none_or(|s| s.log.exit.is_some()) {
+            break;
+        }
+        let now = now_ms();
+        let started = deadline.is_some();
+        let no_tab = !started && shared.inner.borrow().tabs.is_empty();
+        no_tab_since = if no_tab { no_tab_since.or(Some(now)) } else { None };
+        if no_tab_since.is_some_and(|t| now >= t + run.attach_wait_ms) {
+            let message = no_executor_message(caller);
+            cancel(&shared, &run.run_id, ErrorName::NoExecutorAttached.as_str(), message, 1);
+            break;
+        }
+        if deadline.is_some_and(|d| now >= d) {
+            let message = format!("the run did not finish within its {} ms timeout; it was stopped", run.timeout_ms);
+            cancel(&shared, &run.run_id, ErrorName::Timeout.as_str(), message, 124);
+            break;
+        }
+        let wait = [Some(now + TICK_MS), no_tab_since.map(|t| t + run.attach_wait_ms), deadline]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now + TICK_MS)
+            .saturating_sub(now)
+            .max(1);
+        let timer = Delay::from(Duration::from_millis(wait));
+        match future::select(signals.next(), timer).await {
+            future::Either::Left((Some(signal), _)) => match signal {
+                Signal::Started => {
+                    deadline = Some(now_ms() + run.timeout_ms + TIMEOUT_GRACE_MS);
+                    forward(
+                        frames,
+                        call,
+                        &EventBody::Progress {
+                            progress: 0.0,
+                            total: None,
+                            message: Some("running in the executor tab".into()),
+                        },
+                    );
+                }
+                Signal::Event(body) => forward(frames, call, &body),
+                Signal::Expired => cancel(
+                    &shared,
+                    &run.run_id,
+                    "Cancelled",
+                    "the run waited in the queue for over 5 minutes".into(),
+                    1,
+                ),
+                Signal::TabGone => cancel(
+                    &shared,
+                    &run.run_id,
+                    ErrorName::Internal.as_str(),
+                    "the executor tab went away mid-run (closed or reloaded); run the tool again".into(),
+                    1,
+                ),
+                Signal::TabAttached => no_tab_since = None,
+                Signal::Ended => {}
+            },
+            future::Either::Left((None, _)) => break,
+            future::Either::Right(_) => {
+                heartbeat(&shared);
+                pump(&shared);
+                if let Some(frames) = frames {
+                    let _ = frames.unbounded_send(Ok(mcp::SSE_KEEPALIVE.as_bytes().to_vec()));
+                }
+            }
+        }
+    }
+    std::mem::forget(guard);
+    conclude(&shared, &run.run_id, call)
+}
+
+/// Streams one event to the client, as the era and the request's options allow.
+fn forward(frames: Option<&Frames>, call: &ToolCall, body: &EventBody) {
+    let Some(frames) = frames else { return };
+    let message = match body {
+        EventBody::Stdout { data } => mcp::log_notification(call, LogLevel::Info, "stdout", json!(data)),
+        EventBody::Stderr { data } => mcp::log_notification(call, LogLevel::Warning, "stderr", json!(data)),
+        EventBody::Progress { progress, total, message } => call
+            .progress_token
+            .as_ref()
+            .map(|token| mcp::progress_notification(token, *progress, *total, message.as_deref())),
+        EventBody::Exit { .. } | EventBody::Error(_) => None,
+    };
+    if let Some(message) = message {
+        let _ = frames.unbounded_send(Ok(mcp::sse_event(&message, None).into_bytes()));
+    }
+}
+
+/// The JSON-RPC response for a run that ended; audits it and frees its slot later.
+fn conclude(shared: &Shared, run_id: &str, call: &ToolCall) -> Value {
+    let mut inner = shared.inner.borrow_mut();
+    let Some(slot) = inner.runs.get(run_id) else {
+        return mcp::tool_error(call, ErrorName::Internal, "the run was lost");
+    };
+    let log = &slot.log;
+    let exit = log.exit.clone().expect("the driver returns only once the run ended");
+    store::audit_finished(&shared.storage.sql(), run_id, &exit, &log.stdout, &log.stderr, now_ms());
+    let result = ToolResult {
+        exit_code: exit.exit_code,
+        stdout: log.stdout.clone(),
+        stderr: log.stderr.clone(),
+        wall_ms: exit.usage.wall_ms,
+        mem_peak_mb: exit.usage.mem_peak_mb,
+        files: Vec::new(),
+        error: exit.error.as_ref().map(named_error),
+    };
+    inner.finished.push_back(run_id.to_owned());
+    while inner.finished.len() > FINISHED_KEPT {
+        if let Some(old) = inner.finished.pop_front() {
+            inner.runs.remove(&old);
+        }
+    }
+    mcp::tool_result(call, result)
+}
+
+/// The seed's error name of an executor error; other names (Cancelled) travel in the message.
+fn named_error(error: &RunError) -> (ErrorName, String) {
+    match ErrorName::ALL.into_iter().find(|n| n.as_str() == error.name) {
+        Some(name) => (name, error.message.clone()),
+        None => (ErrorName::Internal, format!("{}: {}", error.name, error.message)),
+    }
+}
+
+/// NoExecutorAttached, saying exactly what to do.
+pub fn no_executor_message(caller: &Caller) -> String {
+    format!(
+        "no browser tab is attached to relay session '{}' of tenant '{}': open {} in a browser, enter your API key once, keep the tab open, and call the tool again",
+        caller.session, caller.tenant.name, caller.page_url()
+    )
+}

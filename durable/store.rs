@@ -1,0 +1,109 @@
+//! The DO's SQLite: migrations from `migrations/`, legacy MCP sessions, and the run audit
+//! (output hashes and sizes, never output bodies).
+
+use crate::capsule::canonical::sha256_hex;
+use crate::mcp::{SessionStatus, SessionStore};
+use crate::run::backchannel::Exit;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use worker::{SqlStorage, SqlStorageValue};
+
+/// The migrations, in order. Each runs once; `schema_version` remembers how far we got.
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+
+/// Brings the schema up to date.
+pub fn migrate(sql: &SqlStorage) -> worker::Result<()> {
+    sql.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)", None)?;
+    #[derive(Deserialize)]
+    struct Version {
+        v: Option<i64>,
+    }
+    let done = sql.exec("SELECT MAX(version) AS v FROM schema_version", None)?.one::<Version>()?.v.unwrap_or(0);
+    for (i, migration) in MIGRATIONS.iter().enumerate().skip(done as usize) {
+        sql.exec(migration, None)?;
+        sql.exec("INSERT INTO schema_version (version) VALUES (?)", vec![((i + 1) as i64).into()])?;
+    }
+    Ok(())
+}
+
+/// Legacy MCP sessions over SQLite.
+pub struct McpSessions<'a>(pub &'a SqlStorage);
+
+#[derive(Deserialize)]
+struct SessionRow {
+    protocol_version: String,
+    ended_ms: Option<i64>,
+}
+
+impl SessionStore for McpSessions<'_> {
+    fn create(&mut self, id: &str, protocol_version: &str, now_ms: u64) {
+        let args: Vec<SqlStorageValue> = vec![id.into(), protocol_version.into(), (now_ms as i64).into()];
+        log_err(
+            self.0
+                .exec("INSERT OR REPLACE INTO mcp_sessions (id, protocol_version, created_ms) VALUES (?, ?, ?)", args),
+        );
+    }
+
+    fn status(&self, id: &str) -> SessionStatus {
+        let rows = self
+            .0
+            .exec("SELECT protocol_version, ended_ms FROM mcp_sessions WHERE id = ?", vec![id.into()])
+            .and_then(|c| c.to_array::<SessionRow>());
+        match rows.ok().and_then(|r| r.into_iter().next()) {
+            None => SessionStatus::Unknown,
+            Some(SessionRow { ended_ms: Some(_), .. }) => SessionStatus::Ended,
+            Some(row) => SessionStatus::Active { protocol_version: row.protocol_version },
+        }
+    }
+
+    fn end(&mut self, id: &str) -> bool {
+        let active = matches!(self.status(id), SessionStatus::Active { .. });
+        if active {
+            let now = crate::edge::now_ms() as i64;
+            log_err(self.0.exec("UPDATE mcp_sessions SET ended_ms = ? WHERE id = ?", vec![now.into(), id.into()]));
+        }
+        active
+    }
+}
+
+fn log_err<T>(result: worker::Result<T>) {
+    if let Err(e) = result {
+        worker::console_error!("session store: {e}");
+    }
+}
+
+/// Records a run when it is queued.
+pub fn audit_queued(sql: &SqlStorage, run_id: &str, tool: &str, capsule_hash: &str, now_ms: u64) {
+    let args: Vec<SqlStorageValue> = vec![run_id.into(), tool.into(), capsule_hash.into(), (now_ms as i64).into()];
+    log_err(sql.exec("INSERT INTO runs (run_id, tool, capsule_hash, queued_ms) VALUES (?, ?, ?, ?)", args));
+}
+
+/// Records how a run ended, with hashes of its output.
+pub fn audit_finished(sql: &SqlStorage, run_id: &str, exit: &Exit, stdout: &str, stderr: &str, now_ms: u64) {
+    let args: Vec<SqlStorageValue> = vec![
+        (now_ms as i64).into(),
+        exit.exit_code.into(),
+        exit.error.as_ref().map(|e| e.name.clone()).unwrap_or_default().into(),
+        (exit.usage.wall_ms as i64).into(),
+        (stdout.len() as i64).into(),
+        sha256_hex(stdout.as_bytes()).into(),
+        (stderr.len() as i64).into(),
+        sha256_hex(stderr.as_bytes()).into(),
+        run_id.into(),
+    ];
+    log_err(sql.exec(
+        "UPDATE runs SET finished_ms = ?, exit_code = ?, error_name = NULLIF(?, ''), wall_ms = ?, stdout_bytes = ?, stdout_sha256 = ?, stderr_bytes = ?, stderr_sha256 = ? WHERE run_id = ?",
+        args,
+    ));
+}
+
+/// The latest runs, newest first, for `relay://session`.
+pub fn recent_runs(sql: &SqlStorage, limit: i64) -> Value {
+    let rows = sql
+        .exec(
+            "SELECT run_id AS runId, tool, capsule_hash AS capsuleHash, queued_ms AS queuedMs, finished_ms AS finishedMs, exit_code AS exitCode, error_name AS errorName, wall_ms AS wallMs, stdout_bytes AS stdoutBytes, stdout_sha256 AS stdoutSha256 FROM runs ORDER BY queued_ms DESC LIMIT ?",
+            vec![limit.into()],
+        )
+        .and_then(|c| c.to_array::<Value>());
+    rows.map(Value::from).unwrap_or_else(|e| json!({ "error": e.to_string() }))
+}

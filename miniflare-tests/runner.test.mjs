@@ -1,0 +1,396 @@
+// Browser-side tests of the executor: real QuickJS and Pyodide, vendored by
+// scripts/build-assets.mjs, running in the runner Web Worker in Debian's Chromium
+// (/usr/bin/chromium, driven by playwright-core). The page is dist/public/runner-test.html,
+// served by a tiny static server; it exposes the executor's own modules as window.relayTest.
+// Run: node --test miniflare-tests/runner.test.mjs
+
+import assert from "node:assert/strict";
+import { generateKeyPairSync, sign } from "node:crypto";
+import { existsSync } from "node:fs";
+import { after, before, describe, test } from "node:test";
+import { crc32, deflateRawSync } from "node:zlib";
+import { chromium } from "playwright-core";
+import { buildAssets } from "../scripts/build-assets.mjs";
+import { startStaticServer } from "./lib/static-server.mjs";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+const RUNTIMES = { js: "quickjs@0.32", py: "pyodide@314" };
+
+let server;
+let browser;
+let context;
+let page;
+
+before(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`);
+  const { outDir } = await buildAssets({ log: () => {} });
+  server = await startStaticServer(outDir);
+  // launch() gives every browser a fresh, temporary user-data-dir.
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  context = await browser.newContext();
+  page = await openTestPage();
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+async function openTestPage() {
+  const opened = await context.newPage();
+  opened.on("pageerror", (err) => console.error(`page error: ${err.message}`));
+  await opened.goto(`${server.url}/runner-test.html`);
+  await opened.waitForFunction(() => window.relayTest);
+  return opened;
+}
+
+let runCount = 0;
+
+/** A runner job for `code` as the entry file, with the given entry fields and limits. */
+function job(language, code, { files = {}, entry = {}, limits = {}, cancelAfterMs } = {}) {
+  const path = `/entry.${language}`;
+  return {
+    runId: `r_${++runCount}`,
+    language,
+    runtimeId: RUNTIMES[language],
+    files: { [path.slice(1)]: code, ...files },
+    entry: { path, argv: [], env: {}, cwd: "/", stdin: "", ...entry },
+    limits: { timeoutMs: 30_000, memMb: 256, stdoutBytes: 1 << 20, ...limits },
+    cancelAfterMs,
+  };
+}
+
+function run(spec, onPage = page) {
+  return onPage.evaluate((j) => window.relayTest.run(j), spec);
+}
+
+test("the build vendors both runtimes with SRI hashes under their ids", async () => {
+  const catalog = await (await fetch(`${server.url}/runtimes.json`)).json();
+  assert.deepEqual(Object.keys(catalog).sort(), Object.values(RUNTIMES).sort());
+  for (const { files } of Object.values(catalog)) {
+    for (const file of Object.values(files)) assert.match(file.integrity, /^sha384-[A-Za-z0-9+/]{64}$/);
+  }
+  assert.ok(catalog["pyodide@314"].files["pyodide.asm.wasm"]);
+});
+
+describe("JavaScript in QuickJS", () => {
+  test("stdout, stderr and process.exit(3)", async () => {
+    const result = await run(
+      job(
+        "js",
+        `console.log("out", 1, { a: [1, "x"] });
+         console.error("err");
+         console.warn("warned");
+         process.stdout.write("raw");
+         process.exit(3);
+         console.log("never");`,
+      ),
+    );
+    assert.equal(result.exitCode, 3);
+    assert.equal(result.stdout, `out 1 { a: [ 1, 'x' ] }\nraw`);
+    assert.equal(result.stderr, "err\nwarned\n");
+    assert.equal(result.error, undefined);
+    assert.ok(result.usage.memPeakMb > 0);
+  });
+
+  test("stdin, args, env, cwd, timers and promise jobs", async () => {
+    const result = await run(
+      job(
+        "js",
+        `const input = process.stdin.read();
+         await new Promise((resolve) => setTimeout(resolve, 20));
+         Promise.resolve().then(() => console.log("job ran"));
+         console.log(JSON.stringify({ input, args: process.argv.slice(2), foo: process.env.FOO, cwd: process.cwd() }));`,
+        { entry: { stdin: "line 1\nline 2\n", argv: ["a", "b c"], env: { FOO: "bar" }, cwd: "/tmp" } },
+      ),
+    );
+    assert.equal(result.exitCode, 0, result.stderr);
+    const [first, second] = result.stdout.trim().split("\n");
+    assert.deepEqual(JSON.parse(first), { input: "line 1\nline 2\n", args: ["a", "b c"], foo: "bar", cwd: "/tmp" });
+    assert.equal(second, "job ran");
+  });
+
+  test("relative imports between the capsule's files", async () => {
+    const result = await run(
+      job("js", `import { twice } from "./lib/math.js"; console.log(twice(21));`, {
+        files: { "lib/math.js": "export const twice = (n) => n * 2;" },
+      }),
+    );
+    assert.equal(result.exitCode, 0, result.stderr);
+    assert.equal(result.stdout, "42\n");
+  });
+
+  test("an uncaught exception goes to stderr and exits 1", async () => {
+    const result = await run(job("js", `function f() { throw new TypeError("bad thing"); }\nf();`));
+    assert.equal(result.exitCode, 1);
+    assert.match(result.stderr, /^Uncaught TypeError: bad thing\n.*entry\.js/s);
+    const rejected = await run(job("js", `await Promise.reject(new RangeError("nope"));`));
+    assert.equal(rejected.exitCode, 1);
+    assert.match(rejected.stderr, /Uncaught RangeError: nope/);
+  });
+
+  test("runs share nothing and a warm run takes a few ms", async (t) => {
+    await run(job("js", `globalThis.leak = 1;`));
+    const times = [];
+    for (let i = 0; i < 5; i++) {
+      const result = await run(job("js", `console.log(typeof globalThis.leak)`));
+      assert.equal(result.stdout, "undefined\n");
+      times.push(result.pageMs);
+    }
+    const best = Math.min(...times);
+    t.diagnostic(`warm QuickJS run of console.log: best ${best.toFixed(1)} ms, all ${times.map((ms) => ms.toFixed(1)).join(", ")} ms`);
+    assert.ok(best < 50, `a warm run took ${best} ms`);
+  });
+
+  test("the output cap stops the run with OutputLimitExceeded", async () => {
+    const result = await run(
+      job("js", `for (let i = 0; ; i++) console.log("line " + i + " ".padEnd(90, "x"));`, { limits: { stdoutBytes: 1000 } }),
+    );
+    assert.notEqual(result.exitCode, 0);
+    assert.equal(result.error.name, "OutputLimitExceeded");
+    assert.match(result.error.message, /1000 bytes/);
+    assert.equal(Buffer.byteLength(result.stdout + result.stderr), 1000);
+  });
+
+  test("memMb caps the wasm heap: a runaway allocation fails cleanly", async () => {
+    const hog = await run(job("js", `const a = []; while (true) a.push(new Array(1e5).fill(1));`, { limits: { memMb: 64 } }));
+    assert.equal(hog.exitCode, 1);
+    assert.match(hog.stderr, /^Uncaught InternalError: out of memory/);
+    assert.ok(hog.usage.memPeakMb > 16 && hog.usage.memPeakMb <= 64, `memPeakMb ${hog.usage.memPeakMb}`);
+    const next = await run(job("js", `console.log("fine")`));
+    assert.equal(next.stdout, "fine\n");
+    assert.equal(next.usage.memPeakMb, 16, "the next run starts on a fresh, small heap");
+  });
+
+  test("an infinite loop is killed at timeoutMs, and the next run works", async () => {
+    const looping = await run(job("js", `console.log("spinning"); while (true) {}`, { limits: { timeoutMs: 500 } }));
+    assert.equal(looping.exitCode, 124);
+    assert.equal(looping.error.name, "Timeout");
+    assert.match(looping.error.message, /500 ms/);
+    assert.equal(looping.stdout, "spinning\n");
+    const next = await run(job("js", `console.log("alive")`));
+    assert.equal(next.exitCode, 0);
+    assert.equal(next.stdout, "alive\n");
+    assert.equal(next.loaded, true, "a fresh worker loads its runtime again");
+  });
+
+  test("cancel stops a running run", async () => {
+    const result = await run(job("js", `while (true) {}`, { cancelAfterMs: 300 }));
+    assert.equal(result.exitCode, 130);
+    assert.equal(result.error.name, "Cancelled");
+  });
+});
+
+describe("Python in Pyodide", () => {
+  test("stdout, stderr and SystemExit(2)", async (t) => {
+    const result = await run(
+      job(
+        "py",
+        `import sys
+print("hello", 42)
+print("oops", file=sys.stderr)
+sys.exit(2)
+print("never")`,
+      ),
+    );
+    t.diagnostic(`cold Pyodide (network, SRI-checked, cached) load + run: ${result.pageMs.toFixed(0)} ms; run alone ${result.usage.wallMs} ms`);
+    assert.equal(result.loaded, true);
+    assert.equal(result.exitCode, 2, result.stderr);
+    assert.equal(result.stdout, "hello 42\n");
+    assert.equal(result.stderr, "oops\n");
+    assert.ok(result.usage.memPeakMb > 0);
+  });
+
+  test("an uncaught exception prints its traceback and exits 1", async () => {
+    const result = await run(job("py", `def f():\n    return 1 / 0\n\nf()\n`));
+    assert.equal(result.exitCode, 1);
+    assert.match(result.stderr, /^Traceback \(most recent call last\):\n {2}File "\/entry\.py", line 4/);
+    assert.match(result.stderr, /ZeroDivisionError: division by zero\n$/);
+    assert.doesNotMatch(result.stderr, /runpy|relay_run/);
+  });
+
+  test("stdin, argv, env and cwd; the next run starts clean", async (t) => {
+    const code = `import os, sys, json, helper
+print(json.dumps({"argv": sys.argv, "foo": os.environ.get("FOO"), "cwd": os.getcwd(), "stdin": sys.stdin.read(), "helper": helper.NAME}))`;
+    const first = await run(
+      job("py", code, {
+        files: { "helper.py": `NAME = "one"` },
+        entry: { stdin: "a\nb\n", argv: ["x", "y z"], env: { FOO: "bar" }, cwd: "/work" },
+      }),
+    );
+    assert.equal(first.exitCode, 0, first.stderr);
+    assert.deepEqual(JSON.parse(first.stdout), { argv: ["/entry.py", "x", "y z"], foo: "bar", cwd: "/work", stdin: "a\nb\n", helper: "one" });
+    const second = await run(job("py", code, { files: { "helper.py": `NAME = "two"` } }));
+    t.diagnostic(`warm Pyodide run: ${second.pageMs.toFixed(1)} ms`);
+    assert.equal(second.exitCode, 0, second.stderr);
+    assert.deepEqual(JSON.parse(second.stdout), { argv: ["/entry.py"], foo: null, cwd: "/", stdin: "", helper: "two" });
+  });
+
+  test("pure-Python wheels in the capsule are importable", async () => {
+    const wheel = makeZip([
+      { name: "greet/__init__.py", data: `def hello(name):\n    return f"hello {name}"\n`, deflate: true },
+      { name: "greet-1.0.dist-info/METADATA", data: "Name: greet\nVersion: 1.0\n", deflate: false },
+    ]);
+    const result = await run(
+      job("py", `import greet\nprint(greet.hello("wheel"))`, {
+        files: { "wheels/greet-1.0-py3-none-any.whl": { base64: wheel.toString("base64") } },
+      }),
+    );
+    assert.equal(result.exitCode, 0, result.stderr);
+    assert.equal(result.stdout, "hello wheel\n");
+  });
+
+  test("the output cap stops a printing loop", async () => {
+    const result = await run(job("py", `i = 0\nwhile True:\n    print("line", i)\n    i += 1\n`, { limits: { stdoutBytes: 500 } }));
+    assert.equal(result.error?.name, "OutputLimitExceeded");
+    assert.notEqual(result.exitCode, 0);
+    assert.equal(Buffer.byteLength(result.stdout + result.stderr), 500);
+    const next = await run(job("py", `print("fine")`));
+    assert.equal(next.stdout, "fine\n");
+  });
+});
+
+test("after a reload the runtimes come from the Cache API, not the network", async (t) => {
+  const reloaded = await openTestPage();
+  const before = server.requests.length;
+  const js = await run(job("js", `console.log("js")`), reloaded);
+  const py = await run(job("py", `print("py")`), reloaded);
+  t.diagnostic(`reload: QuickJS load + run ${js.pageMs.toFixed(0)} ms, Pyodide load + run ${py.pageMs.toFixed(0)} ms`);
+  assert.equal(js.stdout, "js\n");
+  assert.equal(py.stdout, "py\n");
+  const fetched = server.requests.slice(before).filter((path) => path.startsWith("/vendor/"));
+  assert.deepEqual(fetched, []);
+  await reloaded.close();
+});
+
+describe("capsule manifest signatures", () => {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const kid = "k1";
+  const keySet = { keys: [{ ...publicKey.export({ format: "jwk" }), kid, alg: "EdDSA" }] };
+  const unsigned = {
+    version: "1",
+    language: "js",
+    runtime: { id: "quickjs@0.32" },
+    entry: { path: "/entry.js", argv: ["é", "𝔘"], env: { Z: "1", a: "\u0001\"\\" }, cwd: "/" },
+    fsLayers: [{ id: "code", sha256: "ab".repeat(32), path: "fs.code.zip", size: 123 }],
+    policy: { limits: { timeoutMs: 60000, memMb: 256, stdoutBytes: 1048576 } },
+    // Keys that sort differently by UTF-16 unit and by code point.
+    ordering: { "\uff61": 1, "\u{1d518}": 2, b: 3, B: 4 },
+  };
+
+  const signWith = (key, manifest, header = { alg: "EdDSA", kid, typ: "JWT" }) => {
+    const encode = (bytes) => Buffer.from(bytes).toString("base64url");
+    const signingInput = `${encode(JSON.stringify(header))}.${encode(canonical(manifest))}`;
+    return { ...manifest, sig: `${signingInput}.${encode(sign(null, Buffer.from(signingInput), key))}` };
+  };
+  const verify = (manifest, keys = keySet) => page.evaluate(([m, k]) => window.relayTest.verify(m, k), [manifest, keys]);
+
+  test("the page's canonical JSON matches an independent one", async () => {
+    assert.equal(await page.evaluate((m) => window.relayTest.canonicalJson(m), unsigned), canonical(unsigned));
+  });
+
+  test("a correctly signed manifest verifies, whatever its key order", async () => {
+    const signed = signWith(privateKey, unsigned);
+    assert.equal(await verify(signed), "ok");
+    const reordered = Object.fromEntries(Object.entries(signed).reverse());
+    assert.equal(await verify(reordered), "ok");
+  });
+
+  test("tampering, foreign keys and unknown key ids are refused", async () => {
+    const signed = signWith(privateKey, unsigned);
+    const tampered = { ...signed, fsLayers: [{ ...signed.fsLayers[0], sha256: "cd".repeat(32) }] };
+    assert.match(await verify(tampered), /^ValidationError: JWS payload differs/);
+    const foreign = signWith(generateKeyPairSync("ed25519").privateKey, unsigned);
+    assert.match(await verify(foreign), /^ValidationError: bad signature/);
+    const unknownKid = signWith(privateKey, unsigned, { alg: "EdDSA", kid: "k9" });
+    assert.match(await verify(unknownKid), /^ValidationError: signed with unknown key id "k9"/);
+    assert.match(await verify({ ...unsigned }), /^ValidationError: manifest has no signature/);
+    const withFloat = signWith(privateKey, { ...unsigned, extra: 1.5 });
+    assert.match(await verify(withFloat), /^ValidationError: manifest has no canonical form/);
+  });
+});
+
+describe("capsule layers", () => {
+  const unzipInPage = (bytes) => page.evaluate((b64) => window.relayTest.unzip(b64), bytes.toString("base64"));
+
+  test("stored and deflated entries unzip; directories are skipped", async () => {
+    const big = "hello ".repeat(1000);
+    const zip = makeZip([
+      { name: "entry.js", data: "console.log(1)", deflate: false },
+      { name: "lib/", data: "", deflate: false },
+      { name: "lib/big.txt", data: big, deflate: true },
+    ]);
+    assert.deepEqual(await unzipInPage(zip), { "entry.js": "console.log(1)", "lib/big.txt": big });
+  });
+
+  test("entries that escape the capsule are refused", async () => {
+    for (const name of ["../evil.js", "/etc/passwd", "a//b"]) {
+      const result = await unzipInPage(makeZip([{ name, data: "x", deflate: false }]));
+      assert.match(result, /^ValidationError: zip entry .* escapes/);
+    }
+  });
+});
+
+/** Canonical JSON as the Rust side makes it: keys in UTF-8 byte (= code point) order. */
+function canonical(value) {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value && typeof value === "object") {
+    const keys = Object.keys(value).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** A minimal zip writer (no zip64, no data descriptors), as capsule layers are built. */
+function makeZip(entries) {
+  const locals = [];
+  const centrals = [];
+  let offset = 0;
+  for (const { name, data, deflate } of entries) {
+    const raw = Buffer.from(data);
+    const body = deflate ? deflateRawSync(raw) : raw;
+    const nameBytes = Buffer.from(name);
+    const local = header(30, 0x04034b50);
+    local.writeUInt16LE(20, 4);
+    local.writeUInt16LE(deflate ? 8 : 0, 8);
+    local.writeUInt32LE(crc32(raw), 14);
+    local.writeUInt32LE(body.length, 18);
+    local.writeUInt32LE(raw.length, 22);
+    local.writeUInt16LE(nameBytes.length, 26);
+    const central = header(46, 0x02014b50);
+    central.writeUInt16LE(20, 4);
+    central.writeUInt16LE(20, 6);
+    central.writeUInt16LE(deflate ? 8 : 0, 10);
+    central.writeUInt32LE(crc32(raw), 16);
+    central.writeUInt32LE(body.length, 20);
+    central.writeUInt32LE(raw.length, 24);
+    central.writeUInt16LE(nameBytes.length, 28);
+    central.writeUInt32LE(offset, 42);
+    locals.push(local, nameBytes, body);
+    centrals.push(central, nameBytes);
+    offset += local.length + nameBytes.length + body.length;
+  }
+  const directory = Buffer.concat(centrals);
+  const end = header(22, 0x06054b50);
+  end.writeUInt16LE(entries.length, 8);
+  end.writeUInt16LE(entries.length, 10);
+  end.writeUInt32LE(directory.length, 12);
+  end.writeUInt32LE(offset, 16);
+  return Buffer.concat([...locals, directory, end]);
+}
+
+function header(size, signature) {
+  const bytes = Buffer.alloc(size);
+  bytes.writeUInt32LE(signature, 0);
+  return bytes;
+}

@@ -1,0 +1,126 @@
+// The executor page: a person opens it to lend this tab to relay-edge. It attaches to a relay
+// session with the person's API key, takes commands over SSE (lib/session.js), runs the
+// capsules it receives one at a time in the runner Web Worker (lib/run-queue.js) and streams
+// their output back over the NDJSON backchannel (lib/backchannel.js).
+//
+// The key comes from the URL fragment (#key=<key>, then removed from the address bar) or from
+// localStorage, else from a small form; #session=<name> picks the relay session ("default").
+
+import { Backchannel } from "./lib/backchannel.js";
+import { HttpError, sleep } from "./lib/http.js";
+import { KeyRing, keySetFromServer } from "./lib/jws.js";
+import { RunQueue } from "./lib/run-queue.js";
+import { RunnerHost } from "./lib/runner-host.js";
+import { SessionClient } from "./lib/session.js";
+import { Status } from "./lib/status.js";
+
+const KEY_STORAGE = "relay.key";
+const ATTACH_RETRY_MAX_MS = 30_000;
+
+const status = new Status();
+const runner = new RunnerHost(new URL("runner.js", import.meta.url));
+const keyRing = new KeyRing(keySetFromServer());
+
+main().catch((err) => status.error(err.message));
+
+async function main() {
+  if (!window.isSecureContext) {
+    // WebCrypto (signature checks) and the Cache API exist only in secure contexts.
+    throw new Error("open this page over https or on localhost: capsule signatures cannot be checked here");
+  }
+  const { key, session } = readFragment();
+  let client;
+  const backchannel = new Backchannel(() => client.resultUrl(), {
+    onUnauthorized: () => client.renew(),
+    onDropped: (err) => status.error(`results lost after retries: ${err.message}`),
+  });
+  const queue = new RunQueue({ runner, keyRing, backchannel, status });
+  const handlers = {
+    onCommand(type, data) {
+      switch (type) {
+        case "hello":
+          status.setState("connected");
+          status.log(`Connected to server (session: ${client.sessionId})`);
+          status.log("Ready. Waiting for execution requests...");
+          break;
+        case "capsule":
+          queue.add(data);
+          break;
+        case "cancel":
+          queue.cancel(data.runId);
+          break;
+        case "shutdown":
+          client.stop();
+          status.setState("closed");
+          status.error(`the server closed this session: ${data.reason}`);
+          break;
+      }
+    },
+    async onState(state, detail) {
+      status.setState(state, detail);
+      if (state === "reconnecting") status.error(`lost the connection to the server; ${detail}`);
+      if (state !== "unauthorized") return;
+      status.error(`the server refused the API key: ${detail}`);
+      localStorage.removeItem(KEY_STORAGE);
+      client = await connect(null, session, handlers);
+    },
+  };
+  client = await connect(key ?? localStorage.getItem(KEY_STORAGE), session, handlers);
+}
+
+/**
+ * Attaches to the relay session and opens its command stream, asking for the key while the
+ * server refuses it and retrying with backoff while the server cannot be reached.
+ */
+async function connect(key, session, handlers) {
+  for (let failures = 0; ; ) {
+    key ??= await askForKey();
+    const client = new SessionClient({ key, session, ...handlers });
+    status.setState("attaching");
+    try {
+      await client.start();
+      localStorage.setItem(KEY_STORAGE, key);
+      status.setSession(client.sessionId);
+      return client;
+    } catch (err) {
+      if (err instanceof HttpError && (err.status === 401 || err.status === 403)) {
+        status.error(`the server refused the API key: ${err.message}`);
+        localStorage.removeItem(KEY_STORAGE);
+        key = null;
+      } else {
+        const delay = Math.min(1000 * 2 ** failures++, ATTACH_RETRY_MAX_MS);
+        status.error(`could not attach (${err.message}); retrying in ${delay / 1000} s`);
+        status.setState("offline");
+        await sleep(delay);
+      }
+    }
+  }
+}
+
+/** Reads #key= and #session= from the URL fragment; the key is then removed from the URL. */
+function readFragment() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const key = params.get("key");
+  if (key) {
+    localStorage.setItem(KEY_STORAGE, key);
+    params.delete("key");
+    const rest = params.toString();
+    history.replaceState(null, "", `${location.pathname}${location.search}${rest ? `#${rest}` : ""}`);
+  }
+  return { key, session: params.get("session") || "default" };
+}
+
+function askForKey() {
+  const form = document.getElementById("key-form");
+  form.hidden = false;
+  status.setState("waiting for an API key");
+  return new Promise((resolve) => {
+    form.onsubmit = (event) => {
+      event.preventDefault();
+      const key = new FormData(form).get("key").trim();
+      if (!key) return;
+      form.hidden = true;
+      resolve(key);
+    };
+  });
+}

@@ -1,0 +1,70 @@
+// The result backchannel: run events go to POST /session/<id>/result?token=... as NDJSON
+// batches, one line per event {runId, seq, type, ...}. seq counts from 0 per run, so the server
+// can put events in order and drop a batch it already has. Chrome streams request bodies only
+// over HTTP/2, so instead of one endless upload events are batched (every ~20 ms, at 64 KiB,
+// and at once on exit) and sent strictly one batch after another; a failed batch is retried
+// with the same seq numbers.
+
+import { fetchOk, isTransient, withRetry } from "./http.js";
+
+const FLUSH_DELAY_MS = 20;
+const FLUSH_BYTES = 64 * 1024;
+
+export class Backchannel {
+  /**
+   * @param resultUrl () => string, the current backchannel URL (its token changes on refresh)
+   * @param options.onUnauthorized () => Promise, called before retrying a batch refused with 401
+   * @param options.onDropped (error) => void, a batch that failed all its retries
+   */
+  constructor(resultUrl, { onUnauthorized = async () => {}, onDropped = () => {} } = {}) {
+    this.resultUrl = resultUrl;
+    this.onUnauthorized = onUnauthorized;
+    this.onDropped = onDropped;
+    this.lines = [];
+    this.bytes = 0;
+    this.timer = null;
+    this.sending = null; // the batch in flight, if any
+  }
+
+  /** A reporter for one run: report({type, ...}) numbers and queues its events. */
+  forRun(runId) {
+    let seq = 0;
+    return (event) => this.push({ runId, seq: seq++, ...event });
+  }
+
+  push(line) {
+    const text = JSON.stringify(line);
+    this.lines.push(text);
+    this.bytes += text.length + 1;
+    if (line.type === "exit" || this.bytes >= FLUSH_BYTES) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), FLUSH_DELAY_MS);
+  }
+
+  flush() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    // One batch at a time: what queues meanwhile goes as soon as the batch in flight is done.
+    if (this.sending || this.lines.length === 0) return;
+    const body = this.lines.join("\n") + "\n";
+    this.lines = [];
+    this.bytes = 0;
+    this.sending = this.send(body).finally(() => {
+      this.sending = null;
+      this.flush();
+    });
+  }
+
+  async send(body) {
+    try {
+      await withRetry(
+        () => fetchOk(this.resultUrl(), { method: "POST", headers: { "content-type": "application/x-ndjson" }, body }),
+        {
+          retryable: (err) => err.status === 401 || isTransient(err),
+          beforeRetry: (err) => (err.status === 401 ? this.onUnauthorized() : undefined),
+        },
+      );
+    } catch (err) {
+      this.onDropped(err);
+    }
+  }
+}

@@ -1,0 +1,85 @@
+// Fetches a capsule the server announced and checks it before anything runs: the manifest's
+// signature (jws.js) and shape, each layer's size and sha256; then unzips the layers into the
+// file map the runner takes. Layers are content-addressed, so verified ones are kept in the
+// Cache API (keyed by sha256) and identical code or deps are not downloaded again.
+
+import { ValidationError } from "./errors.js";
+import { fetchOk, withRetry } from "./http.js";
+import { verifyManifestSignature } from "./jws.js";
+import { unzip } from "./zip.js";
+
+const LAYER_CACHE = "relay-capsule-layers";
+const MAX_CACHED_LAYERS = 32;
+const DEFAULT_LIMITS = { timeoutMs: 60_000, memMb: 256, stdoutBytes: 1_048_576 };
+
+/**
+ * @param announced the `capsule` SSE event's data: {hash, manifestUrl, language}
+ * @returns {Promise<{manifest, files: Object<string, Uint8Array>, limits}>}
+ * @throws {ValidationError} when the capsule must be refused
+ */
+export async function loadCapsule(announced, keyRing, { signal } = {}) {
+  const manifestUrl = new URL(announced.manifestUrl, location.href);
+  const text = await withRetry(async () => (await fetchOk(manifestUrl, { signal })).text(), { signal });
+  const manifest = parseManifest(text);
+  await verifyManifestSignature(manifest, keyRing);
+  checkManifest(manifest, announced.language);
+  const layers = await Promise.all(manifest.fsLayers.map((layer) => layerBytes(layer, manifestUrl, signal)));
+  const files = {};
+  for (const bytes of layers) Object.assign(files, await unzip(bytes));
+  const entry = manifest.entry.path.slice(1);
+  if (!files[entry]) throw new ValidationError(`entry ${manifest.entry.path} is not in any layer`);
+  return { manifest, files, limits: { ...DEFAULT_LIMITS, ...manifest.policy?.limits } };
+}
+
+function parseManifest(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ValidationError("capsule.json is not JSON");
+  }
+}
+
+function checkManifest(manifest, language) {
+  const fail = (why) => {
+    throw new ValidationError(why);
+  };
+  if (manifest.language !== language) fail(`manifest language "${manifest.language}" differs from the announced "${language}"`);
+  if (typeof manifest.runtime?.id !== "string") fail("manifest has no runtime.id");
+  if (typeof manifest.entry?.path !== "string" || !manifest.entry.path.startsWith("/")) fail("manifest entry.path must be absolute");
+  if (!Array.isArray(manifest.fsLayers)) fail("manifest has no fsLayers");
+  for (const layer of manifest.fsLayers) {
+    if (!/^[0-9a-f]{64}$/.test(layer.sha256 ?? "")) fail(`layer ${layer.id} has no sha256`);
+    if (!/^[\w.-]+$/.test(layer.path ?? "") || layer.path.startsWith(".")) fail(`layer ${layer.id} has a bad path "${layer.path}"`);
+  }
+}
+
+/** A layer's verified bytes: from the layer cache, else from the server next to the manifest. */
+async function layerBytes(layer, manifestUrl, signal) {
+  const cache = self.caches ? await caches.open(LAYER_CACHE) : null;
+  const key = new URL(`/.relay-layers/${layer.sha256}`, location.origin);
+  const hit = await cache?.match(key);
+  if (hit) return new Uint8Array(await hit.arrayBuffer());
+
+  // Layers sit beside capsule.json and take the same access token.
+  const url = new URL(layer.path, manifestUrl);
+  url.search = manifestUrl.search;
+  const bytes = await withRetry(async () => new Uint8Array(await (await fetchOk(url, { signal })).arrayBuffer()), { signal });
+  if (layer.size !== undefined && bytes.length !== layer.size) {
+    throw new ValidationError(`layer ${layer.id} is ${bytes.length} bytes, the manifest says ${layer.size}`);
+  }
+  const digest = await sha256Hex(bytes);
+  if (digest !== layer.sha256) throw new ValidationError(`layer ${layer.id} has sha256 ${digest}, the manifest says ${layer.sha256}`);
+  if (cache) await remember(cache, key, bytes);
+  return bytes;
+}
+
+async function remember(cache, key, bytes) {
+  await cache.put(key, new Response(bytes));
+  const keys = await cache.keys(); // oldest first
+  await Promise.all(keys.slice(0, Math.max(0, keys.length - MAX_CACHED_LAYERS)).map((old) => cache.delete(old)));
+}
+
+async function sha256Hex(bytes) {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -1,0 +1,49 @@
+// HTTP helpers shared by the executor: fetch that turns the server's JSON errors
+// ({error:{name, message}}) into exceptions, and the retry schedule the design fixes for
+// capsule transfer and the result backchannel (3 retries, after 1 s, 2 s and 4 s).
+
+export const RETRY_DELAYS_MS = [1000, 2000, 4000];
+
+export class HttpError extends Error {
+  constructor(status, name, message) {
+    super(message);
+    this.status = status;
+    this.serverName = name;
+  }
+}
+
+/** fetch() that resolves only for 2xx answers. */
+export async function fetchOk(url, init) {
+  const res = await fetch(url, init);
+  if (res.ok) return res;
+  const body = await res.json().catch(() => null);
+  const name = body?.error?.name ?? `HTTP ${res.status}`;
+  const message = body?.error?.message ?? res.statusText;
+  throw new HttpError(res.status, name, `${init?.method ?? "GET"} ${new URL(url, location.href).pathname}: ${name}: ${message}`);
+}
+
+/** Worth retrying: network failures, timeouts, rate limits, server errors (not 4xx refusals). */
+export function isTransient(err) {
+  if (!(err instanceof HttpError)) return err.name !== "AbortError";
+  return err.status === 408 || err.status === 425 || err.status === 429 || err.status >= 500;
+}
+
+/**
+ * Calls `attempt(n)` until it succeeds, retrying transient failures after each delay in turn.
+ * `beforeRetry(err)` may repair things between attempts (e.g. refresh an expired token).
+ */
+export async function withRetry(attempt, { retryable = isTransient, beforeRetry = async () => {}, signal } = {}) {
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt(n);
+    } catch (err) {
+      if (n >= RETRY_DELAYS_MS.length || signal?.aborted || !retryable(err)) throw err;
+      await sleep(RETRY_DELAYS_MS[n]);
+      await beforeRetry(err);
+    }
+  }
+}
+
+export function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,129 @@
+// This tab's membership in a relay session: attach with the API key (POST /session), keep the
+// short-lived attach token fresh (POST /session/<id>/refresh), and keep the command stream
+// (SSE GET /session/<id>/events) open, reopening it with a fresh token whenever it drops.
+
+import { HttpError, fetchOk } from "./http.js";
+
+const COMMANDS = ["hello", "capsule", "cancel", "shutdown"];
+const REFRESH_MARGIN_MS = 60_000;
+const RETRY_REFRESH_MS = 5_000;
+const RECONNECT_MAX_MS = 30_000;
+
+export class SessionClient {
+  /**
+   * @param options.key the API key
+   * @param options.session the relay session name
+   * @param options.onCommand (type, data) => void for hello, capsule, cancel, shutdown
+   * @param options.onState (state, detail) => void: "reconnecting" | "unauthorized"
+   */
+  constructor({ key, session, onCommand, onState }) {
+    this.key = key;
+    this.session = session;
+    this.onCommand = onCommand;
+    this.onState = onState;
+    this.grant = null; // {sessionId, attachToken, expiresAt, refreshUrl}
+    this.events = null;
+    this.failures = 0;
+    this.renewing = null;
+    this.refreshTimer = null;
+    this.stopped = false;
+  }
+
+  /** Attaches and opens the command stream; rejects (HttpError) when the server refuses the key. */
+  async start() {
+    await this.attach();
+    this.listen();
+  }
+
+  stop() {
+    this.stopped = true;
+    this.events?.close();
+    clearTimeout(this.refreshTimer);
+  }
+
+  get sessionId() {
+    return this.grant?.sessionId;
+  }
+
+  resultUrl() {
+    return this.url("result");
+  }
+
+  url(action) {
+    return `/session/${encodeURIComponent(this.grant.sessionId)}/${action}?token=${encodeURIComponent(this.grant.attachToken)}`;
+  }
+
+  async attach() {
+    const res = await fetchOk("/session", {
+      method: "POST",
+      headers: { authorization: `Bearer ${this.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ session: this.session }),
+    });
+    this.useGrant(await res.json());
+  }
+
+  useGrant(grant) {
+    this.grant = grant;
+    const left = grant.expiresAt - Date.now();
+    this.scheduleRenew(Math.max(left - REFRESH_MARGIN_MS, left / 2));
+  }
+
+  scheduleRenew(ms) {
+    clearTimeout(this.refreshTimer);
+    if (this.stopped) return;
+    this.refreshTimer = setTimeout(() => this.renew().catch(() => this.scheduleRenew(RETRY_REFRESH_MS)), ms);
+  }
+
+  /** Gets a fresh token: refresh the current one, or attach anew once it is expired or refused. */
+  renew() {
+    this.renewing ??= this.renewOnce().finally(() => (this.renewing = null));
+    return this.renewing;
+  }
+
+  async renewOnce() {
+    if (!this.grant || this.grant.expiresAt <= Date.now()) return this.attach();
+    try {
+      const res = await fetchOk(this.grant.refreshUrl ?? this.url("refresh"), { method: "POST" });
+      this.useGrant(await res.json());
+    } catch (err) {
+      if (!(err instanceof HttpError) || err.status >= 500) throw err;
+      await this.attach(); // the token or session is gone: start over with the key
+    }
+  }
+
+  listen() {
+    const source = new EventSource(this.url("events"));
+    this.events = source;
+    for (const type of COMMANDS) {
+      source.addEventListener(type, (event) => {
+        if (type === "hello") this.failures = 0;
+        this.onCommand(type, JSON.parse(event.data));
+      });
+    }
+    // EventSource would retry with the same, possibly expired, token: reconnect ourselves.
+    source.onerror = () => {
+      source.close();
+      if (source === this.events && !this.stopped) this.reconnectLater();
+    };
+  }
+
+  reconnectLater() {
+    const delay = Math.min(1000 * 2 ** this.failures, RECONNECT_MAX_MS);
+    this.failures++;
+    this.onState("reconnecting", `retrying in ${delay / 1000} s`);
+    setTimeout(async () => {
+      if (this.stopped) return;
+      try {
+        await this.renew();
+        this.listen();
+      } catch (err) {
+        if (err instanceof HttpError && (err.status === 401 || err.status === 403)) {
+          this.stop();
+          this.onState("unauthorized", err.message);
+        } else {
+          this.reconnectLater();
+        }
+      }
+    }, delay);
+  }
+}

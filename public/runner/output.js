@@ -1,0 +1,42 @@
+// A run's output: forwards stdout/stderr text to the page as it is produced, and enforces the
+// capsule's output cap (limits.stdoutBytes, counted over stdout and stderr together, in UTF-8
+// bytes). Past the cap nothing more is forwarded and the engines stop the run.
+
+const encoder = new TextEncoder();
+
+export class OutputSink {
+  constructor(runId, limitBytes, post) {
+    this.runId = runId;
+    this.limitBytes = limitBytes;
+    this.post = post;
+    this.usedBytes = 0;
+    this.exceeded = false;
+  }
+
+  /** Forwards `text` on `stream` ("stdout" | "stderr"); false once the cap is reached. */
+  write(stream, text) {
+    if (this.exceeded) return false;
+    if (text === "") return true;
+    const bytes = encoder.encode(text);
+    const room = this.limitBytes - this.usedBytes;
+    if (bytes.length <= room) {
+      this.usedBytes += bytes.length;
+      this.post({ type: stream, runId: this.runId, data: text });
+      return true;
+    }
+    this.exceeded = true;
+    // Forward what still fits, cut on a character boundary (a streaming decode holds back a
+    // trailing partial character instead of emitting U+FFFD).
+    const head = new TextDecoder().decode(bytes.subarray(0, room), { stream: true });
+    if (head) this.post({ type: stream, runId: this.runId, data: head });
+    this.usedBytes = this.limitBytes;
+    return false;
+  }
+
+  limitError() {
+    return {
+      name: "OutputLimitExceeded",
+      message: `output exceeded the limit of ${this.limitBytes} bytes (stdout and stderr together, policy.limits.stdoutBytes); the run was stopped and the rest dropped`,
+    };
+  }
+}

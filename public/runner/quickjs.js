@@ -1,0 +1,223 @@
+// Runs JS capsules in QuickJS (quickjs-emscripten, release-sync variant, wasm from our vendored
+// copy). The wasm is compiled once per worker. A QuickJS instance (wasm memory + module) is
+// reused while runs leave its heap at its initial size; every run gets a fresh QuickJS runtime
+// and context, so runs share no JS state. The entry is evaluated as an ES module (top-level
+// await, relative imports between the capsule's files); promise jobs and timers are driven
+// until the program has nothing left to do, like Node's event loop.
+
+import { newQuickJSWASMModuleFromVariant, newVariant } from "quickjs-emscripten";
+import RELEASE_SYNC from "@jitl/quickjs-wasmfile-release-sync";
+import { guestPrelude } from "./guest-prelude.js";
+
+const MiB = 1024 * 1024;
+const PAGE = 64 * 1024;
+const WASM_FILE = "emscripten-module.wasm";
+// The module's own minimum heap (emscripten INITIAL_MEMORY) and the wasm32 ceiling.
+const INITIAL_HEAP_MIB = 16;
+const MAX_HEAP_MIB = 2048;
+// Node's exit code when the program ends while its top-level await can never settle.
+const EXIT_UNSETTLED_AWAIT = 13;
+
+export async function createQuickJsEngine({ files }) {
+  const wasmModule = await WebAssembly.compile(files.get(WASM_FILE));
+  let instance = null; // {module, memory, capMiB}
+  return {
+    async run(job, sink) {
+      const capMiB = Math.min(MAX_HEAP_MIB, Math.max(job.limits.memMb, 2 * INITIAL_HEAP_MIB));
+      if (instance?.capMiB !== capMiB) instance = await instantiate(wasmModule, capMiB);
+      const { module, memory } = instance;
+      const outcome = await new QuickJsRun(module, job, sink).result;
+      const memPeakMb = memory.buffer.byteLength / MiB;
+      // Wasm memory never shrinks: after a run that grew the heap the next run gets a fresh
+      // instance, so every run starts small and memPeakMb is that run's own peak.
+      if (memPeakMb > INITIAL_HEAP_MIB) instance = null;
+      return { ...outcome, memPeakMb };
+    },
+  };
+}
+
+/** A QuickJS instance whose wasm heap cannot grow past capMiB: the hard memory limit. */
+async function instantiate(wasmModule, capMiB) {
+  const memory = new WebAssembly.Memory({ initial: (INITIAL_HEAP_MIB * MiB) / PAGE, maximum: (capMiB * MiB) / PAGE });
+  const module = await newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmModule, wasmMemory: memory }));
+  return { module, memory, capMiB };
+}
+
+class QuickJsRun {
+  constructor(module, job, sink) {
+    this.job = job;
+    this.sink = sink;
+    this.timers = new Map();
+    this.nextTimerId = 1;
+    this.exitCode = undefined; // set by process.exit()
+    this.done = false;
+
+    this.result = new Promise((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+
+    this.runtime = module.newRuntime();
+    // QuickJS's own accounting stops most runaway allocations with a clean "out of memory"
+    // error; the capped wasm memory (instantiate) is the backstop.
+    this.runtime.setMemoryLimit(job.limits.memMb * MiB);
+    // Called regularly while guest code runs: stops it right after process.exit() or the output cap.
+    this.runtime.setInterruptHandler(() => this.stopped());
+    this.runtime.setModuleLoader(
+      (name) => this.moduleSource(name),
+      (base, requested) => resolveModule(base, requested, job.files),
+    );
+    this.context = this.runtime.newContext();
+    this.start();
+  }
+
+  stopped() {
+    return this.exitCode !== undefined || this.sink.exceeded;
+  }
+
+  start() {
+    const { entry } = this.job;
+    const source = this.moduleSource(entry.path);
+    if (typeof source !== "string") {
+      this.sink.write("stderr", `${source.error.message}\n`);
+      return this.finish(1);
+    }
+    this.formatError = this.installPrelude();
+    const evaluated = this.context.evalCode(source, entry.path, { type: "module" });
+    if (evaluated.error) return this.fail(evaluated.error);
+    this.main = evaluated.value; // the module's evaluation promise
+    this.settle();
+  }
+
+  /** Gives the guest its globals (guest-prelude.js); returns the guest's error formatter. */
+  installPrelude() {
+    const ctx = this.context;
+    const { entry } = this.job;
+    const config = JSON.stringify({ entry: entry.path, argv: entry.argv, env: entry.env, cwd: entry.cwd, stdin: entry.stdin });
+    const host = ctx.newObject();
+    const define = (name, fn) => ctx.newFunction(name, fn).consume((handle) => ctx.setProp(host, name, handle));
+    define("write", (fd, text) => {
+      if (!this.stopped()) this.sink.write(ctx.getNumber(fd) === 2 ? "stderr" : "stdout", ctx.getString(text));
+    });
+    define("exit", (code) => {
+      this.exitCode ??= ctx.getNumber(code);
+    });
+    define("setTimer", (callback, ms, repeat) =>
+      ctx.newNumber(this.addTimer(callback.dup(), ctx.getNumber(ms), ctx.dump(repeat))),
+    );
+    define("clearTimer", (id) => {
+      this.dropTimer(ctx.getNumber(id));
+    });
+    const prelude = ctx.unwrapResult(ctx.evalCode(`(${guestPrelude})`, "relay:prelude.js"));
+    const configHandle = ctx.newString(config);
+    const formatError = ctx.unwrapResult(ctx.callFunction(prelude, ctx.undefined, host, configHandle));
+    for (const handle of [prelude, configHandle, host]) handle.dispose();
+    return formatError;
+  }
+
+  addTimer(callback, ms, repeat) {
+    const id = this.nextTimerId++;
+    const fire = () => {
+      if (!repeat) this.timers.delete(id);
+      try {
+        const called = this.context.callFunction(callback, this.context.undefined);
+        if (!repeat) callback.dispose();
+        if (called.error) return this.fail(called.error);
+        called.value.dispose();
+        this.settle();
+      } catch (err) {
+        this.reject(err); // the wasm trapped; the runner drops this engine
+      }
+    };
+    const handle = repeat ? setInterval(fire, ms) : setTimeout(fire, ms);
+    this.timers.set(id, { handle, callback });
+    return id;
+  }
+
+  dropTimer(id) {
+    const timer = this.timers.get(id);
+    if (!timer) return;
+    clearTimeout(timer.handle); // also clears intervals: they share one id space
+    timer.callback.dispose();
+    this.timers.delete(id);
+  }
+
+  /** Runs pending promise jobs, then ends the run if nothing can happen any more. */
+  settle() {
+    if (this.done) return;
+    const jobs = this.runtime.executePendingJobs(-1);
+    if (jobs.error) return this.fail(jobs.error);
+    if (this.stopped()) return this.finish(1);
+    const state = this.context.getPromiseState(this.main);
+    if (state.type === "rejected") return this.fail(state.error);
+    if (this.timers.size > 0) return; // a timer will call settle() again
+    if (state.type === "fulfilled") {
+      // A module without top-level await may evaluate to a plain value: then it is this.main.
+      if (!state.notAPromise) state.value.dispose();
+      return this.finish(0);
+    }
+    this.sink.write("stderr", "Warning: Detected unsettled top-level await\n");
+    this.finish(EXIT_UNSETTLED_AWAIT);
+  }
+
+  /** An exception escaped the program: print it like Node does and exit 1. */
+  fail(errorHandle) {
+    if (!this.stopped()) this.sink.write("stderr", `Uncaught ${this.describe(errorHandle)}\n`);
+    errorHandle.dispose();
+    this.finish(1);
+  }
+
+  describe(errorHandle) {
+    const ctx = this.context;
+    const formatted = this.formatError && ctx.callFunction(this.formatError, ctx.undefined, errorHandle);
+    if (formatted && !formatted.error) return formatted.value.consume((text) => ctx.getString(text));
+    formatted?.error.dispose();
+    // The formatter itself failed (e.g. out of memory): fall back to the host's view.
+    const dumped = ctx.dump(errorHandle);
+    return dumped?.message ? `${dumped.name}: ${dumped.message}` : JSON.stringify(dumped);
+  }
+
+  /** Ends the run; an exit code passed to process.exit() wins over `exitCode`. */
+  finish(exitCode) {
+    if (this.done) return;
+    this.done = true;
+    for (const id of [...this.timers.keys()]) this.dropTimer(id);
+    this.main?.dispose();
+    this.formatError?.dispose();
+    this.context.dispose();
+    this.runtime.dispose();
+    this.resolve({ exitCode: this.exitCode ?? exitCode });
+  }
+
+  /** The module loader: the source of a capsule file by absolute path, or an error. */
+  moduleSource(path) {
+    if (!path.startsWith("/")) {
+      const why = "only relative imports between the capsule's files work in QuickJS; bundle dependencies into the code";
+      return { error: new Error(`cannot import "${path}": ${why}`) };
+    }
+    const bytes = this.job.files[path.slice(1)];
+    if (!bytes) return { error: new Error(`cannot find module ${path}: it is not a file of this capsule`) };
+    return new TextDecoder().decode(bytes);
+  }
+}
+
+/**
+ * The module normalizer: resolves a relative or absolute `requested` against `base`, trying
+ * the usual extensions. Anything else is returned as it is, for moduleSource() to refuse
+ * (quickjs-emscripten loses a normalizer's error message).
+ */
+function resolveModule(base, requested, files) {
+  if (!/^\.{0,2}\//.test(requested)) return requested;
+  const dir = requested.startsWith("/") ? "" : base.slice(0, base.lastIndexOf("/") + 1);
+  const path = normalizePath(dir + requested);
+  return [path, `${path}.js`, `${path}.mjs`, `${path}/index.js`].find((p) => files[p.slice(1)]) ?? path;
+}
+
+function normalizePath(path) {
+  const parts = [];
+  for (const part of path.split("/")) {
+    if (part === "..") parts.pop();
+    else if (part && part !== ".") parts.push(part);
+  }
+  return `/${parts.join("/")}`;
+}

@@ -1,0 +1,18 @@
+//! Who is calling: tenants behind API keys, and the attach tokens that let a tab join a relay
+//! session. Pure: the Worker looks records up in KV and passes them in.
+
+pub mod tenant;
+pub mod token;
+
+pub use tenant::{
+    check_key_shape, key_hash, mint_api_key, session_name_ok, ApiKeyError, QueueSettings, Tenant, TenantDefaults,
+};
+pub use token::{AttachClaims, TokenError, ATTACH_TOKEN_TTL_S};
+
+/// The token of an `Authorization: Bearer <token>` header, if that is what the header holds.
+pub fn bearer(header: Option<&str>) -> Option<&str> {
+    let value = header?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}

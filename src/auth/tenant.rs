@@ -1,0 +1,104 @@
+//! Tenants: the holders of API keys. `KV_CONFIG` maps `tenant:<sha256 hex of key>` to a
+//! [`Tenant`]; the key itself is never stored.
+
+use crate::capsule::jws::b64url;
+use crate::policy::Policy;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Prefix that makes a relay-edge key recognisable in a config file or a leak scanner.
+const KEY_PREFIX: &str = "rk_";
+
+/// A tenant record as stored in KV.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tenant {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub defaults: TenantDefaults,
+}
+
+/// What a tenant's runs get unless a client narrows it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TenantDefaults {
+    pub policy: Policy,
+    pub queue: QueueSettings,
+    /// Browser origins (scheme://host[:port]) besides the Worker's own that may call `/mcp`.
+    pub allowed_origins: Vec<String>,
+}
+
+/// The run queue of each of the tenant's relay sessions (seed 000 section 1.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct QueueSettings {
+    /// More runs than this waiting answers 429.
+    pub max_queued: u32,
+    /// A run waiting longer than this is cancelled.
+    pub max_wait_ms: u64,
+    /// How long a call waits for a tab to attach before NoExecutorAttached.
+    pub attach_wait_ms: u64,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        QueueSettings { max_queued: 100, max_wait_ms: 300_000, attach_wait_ms: 5_000 }
+    }
+}
+
+impl Tenant {
+    /// The KV key under which the tenant holding `api_key` is stored.
+    pub fn kv_key(api_key: &str) -> String {
+        format!("tenant:{}", key_hash(api_key))
+    }
+
+    /// Whether a browser `Origin` may call `/mcp` for this tenant.
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        self.defaults.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin.trim_end_matches('/')))
+    }
+}
+
+/// Why a presented key was refused before any lookup.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiKeyError {
+    Missing,
+    Malformed,
+}
+
+impl std::fmt::Display for ApiKeyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiKeyError::Missing => f.write_str("missing API key: send `Authorization: Bearer <key>`"),
+            ApiKeyError::Malformed => {
+                f.write_str("malformed API key: relay-edge keys look like `rk_` followed by 43 characters")
+            }
+        }
+    }
+}
+
+/// Lowercase hex sha256 of a key: the only form in which keys are stored or logged.
+pub fn key_hash(api_key: &str) -> String {
+    hex(&Sha256::digest(api_key.as_bytes()))
+}
+
+/// Checks a presented key's shape, so garbage never reaches KV.
+pub fn check_key_shape(api_key: &str) -> Result<(), ApiKeyError> {
+    let body = api_key.strip_prefix(KEY_PREFIX).ok_or(ApiKeyError::Malformed)?;
+    let ok = body.len() == 43 && body.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    ok.then_some(()).ok_or(ApiKeyError::Malformed)
+}
+
+/// A new API key from 32 random bytes.
+pub fn mint_api_key(random: &[u8; 32]) -> String {
+    format!("{KEY_PREFIX}{}", b64url(random))
+}
+
+/// Relay session names: short, URL-safe, so they can sit in a path and a DO name.
+pub fn session_name_ok(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,84 @@
+//! Attach tokens: short-lived JWTs (EdDSA, signed with the capsule key) that let one tab join
+//! one relay session of one tenant. The tenant comes from the token, never from the URL, so a
+//! session id in a path cannot reach another tenant's Durable Object.
+
+use crate::capsule::jws::{self, KeySet, Signer};
+use serde::{Deserialize, Serialize};
+
+/// Seed 000 section 1.3: attach tokens last five minutes.
+pub const ATTACH_TOKEN_TTL_S: u64 = 300;
+const ISSUER: &str = "relay-edge";
+
+/// The claims of an attach token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachClaims {
+    pub iss: String,
+    /// Tenant id.
+    pub sub: String,
+    /// Relay session name.
+    pub sid: String,
+    pub iat: u64,
+    pub exp: u64,
+    /// Unique token id (for audit and refresh).
+    pub jti: String,
+}
+
+/// Why an attach token was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TokenError {
+    Invalid(String),
+    Expired,
+    WrongSession,
+}
+
+impl std::fmt::Display for TokenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenError::Invalid(why) => write!(f, "invalid attach token: {why}"),
+            TokenError::Expired => f.write_str("attach token expired: attach again with POST /session"),
+            TokenError::WrongSession => f.write_str("attach token is for another relay session"),
+        }
+    }
+}
+
+impl AttachClaims {
+    /// Claims for a new token issued at `now_s`.
+    pub fn new(tenant_id: &str, session: &str, now_s: u64, jti: String) -> Self {
+        AttachClaims {
+            iss: ISSUER.into(),
+            sub: tenant_id.into(),
+            sid: session.into(),
+            iat: now_s,
+            exp: now_s + ATTACH_TOKEN_TTL_S,
+            jti,
+        }
+    }
+
+    pub fn sign(&self, signer: &Signer) -> String {
+        let payload = serde_json::to_vec(self).expect("claims serialize");
+        signer.sign(&payload, Some("JWT"))
+    }
+
+    /// Verifies signature, issuer and expiry.
+    pub fn verify(token: &str, keys: &KeySet, now_s: u64) -> Result<Self, TokenError> {
+        let verified = jws::verify(token, keys).map_err(|e| TokenError::Invalid(e.to_string()))?;
+        let claims: AttachClaims =
+            serde_json::from_slice(&verified.payload).map_err(|e| TokenError::Invalid(format!("claims: {e}")))?;
+        if claims.iss != ISSUER {
+            return Err(TokenError::Invalid(format!("issuer {:?}", claims.iss)));
+        }
+        if now_s >= claims.exp {
+            return Err(TokenError::Expired);
+        }
+        Ok(claims)
+    }
+
+    /// Verifies as [`AttachClaims::verify`] and that the token is for `session` (a path's id).
+    pub fn verify_for(token: &str, keys: &KeySet, session: &str, now_s: u64) -> Result<Self, TokenError> {
+        let claims = Self::verify(token, keys, now_s)?;
+        if claims.sid != session {
+            return Err(TokenError::WrongSession);
+        }
+        Ok(claims)
+    }
+}

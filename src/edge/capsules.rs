@@ -1,0 +1,172 @@
+//! Capsules at the edge: the signing key and the public key set, building and storing a
+//! capsule in R2, verifying one, and serving its files to the tenant that owns it.
+//!
+//! R2 layout: `capsules/<tenantId>/<hash>/capsule.json` (the signed manifest) and
+//! `layers/<sha256>` (layer zips, shared: content-addressed, written once). A capsule file is
+//! served only to its tenant, proven by an attach token (`?token=`) or the tenant's API key.
+
+use super::http::{error, json, with_header};
+use super::tenants::authenticate;
+use crate::auth::AttachClaims;
+use crate::capsule::jws::{KeySet, Signer};
+use crate::capsule::{self, Capsule};
+use crate::range::{self, RangeAnswer};
+use crate::run::args::capsule_spec;
+use serde_json::{json, Value};
+use worker::{Bucket, Env, Headers, Range, Request, Response, Result};
+
+/// The Worker's capsule signer, from the `CAPSULE_SIGNING_KEY` secret (a 32-byte Ed25519 seed).
+pub fn signer(env: &Env) -> Result<Signer> {
+    let secret = env.secret("CAPSULE_SIGNING_KEY").map_err(|_| {
+        worker::Error::RustError("CAPSULE_SIGNING_KEY is not set: wrangler secret put CAPSULE_SIGNING_KEY".into())
+    })?;
+    Signer::from_base64url_seed(&secret.to_string())
+        .map_err(|e| worker::Error::RustError(format!("CAPSULE_SIGNING_KEY: {e}")))
+}
+
+/// The keys that verify capsules: the current one plus any retired public keys kept in the
+/// `CAPSULE_RETIRED_KEYS` variable (a JWK set), so capsules signed before a rotation verify.
+pub fn key_set(env: &Env) -> Result<KeySet> {
+    let mut jwks = KeySet::from_signers(&[&signer(env)?]).to_jwks();
+    if let Ok(retired) = env.var("CAPSULE_RETIRED_KEYS") {
+        let retired: Value = serde_json::from_str(&retired.to_string())?;
+        let keys = jwks["keys"].as_array_mut().expect("keys array");
+        keys.extend(retired["keys"].as_array().cloned().unwrap_or_default());
+    }
+    KeySet::from_jwks(&jwks).map_err(|e| worker::Error::RustError(format!("key set: {e}")))
+}
+
+/// `GET /.well-known/relay-keys.json`.
+pub fn jwks(env: &Env) -> Result<Response> {
+    Ok(with_header(json(200, &key_set(env)?.to_jwks()), "cache-control", "public, max-age=300"))
+}
+
+/// Stores a built capsule: layers once by hash (R2 checks each body's sha256), then the manifest.
+pub async fn store(bucket: &Bucket, tenant_id: &str, capsule: &Capsule) -> Result<()> {
+    for (layer, bytes) in &capsule.layers {
+        let key = format!("layers/{}", layer.sha256);
+        if bucket.head(&key).await?.is_none() {
+            bucket.put(&key, bytes.clone()).sha256(hex_bytes(&layer.sha256)).execute().await?;
+        }
+    }
+    let key = manifest_key(tenant_id, &capsule.hash);
+    bucket.put(&key, capsule.manifest_json.clone()).execute().await?;
+    Ok(())
+}
+
+fn manifest_key(tenant_id: &str, hash: &str) -> String {
+    format!("capsules/{tenant_id}/{hash}/capsule.json")
+}
+
+/// `POST /capsules`: build, sign and store a capsule from run_js/run_py-shaped arguments plus
+/// `language`. Returns its hash and manifest; the executor page fetches the same files.
+pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
+    let tenant = match authenticate(&req, env).await? {
+        Ok(tenant) => tenant,
+        Err(response) => return Ok(response),
+    };
+    let Ok(body) = serde_json::from_slice::<Value>(&req.bytes().await?) else {
+        return Ok(error(400, "ValidationError", "body: expected a JSON object"));
+    };
+    let language = body.get("language").and_then(Value::as_str).unwrap_or_default();
+    let spec = match capsule_spec(language, &body, &tenant.defaults.policy) {
+        Ok(spec) => spec,
+        Err(e) => return Ok(error(e.name.http_status(), e.name.as_str(), e.message)),
+    };
+    let capsule = match capsule::build_capsule(spec, &signer(env)?) {
+        Ok(capsule) => capsule,
+        Err(e) => return Ok(error(400, e.error_name(), e.to_string())),
+    };
+    store(&env.bucket("R2_CAPSULES")?, &tenant.id, &capsule).await?;
+    let manifest: Value = serde_json::from_slice(&capsule.manifest_json)?;
+    Ok(json(
+        201,
+        &json!({ "hash": capsule.hash, "manifest": manifest, "manifestUrl": format!("/capsules/{}/capsule.json", capsule.hash) }),
+    ))
+}
+
+/// `POST /capsules/verify`: checks a capsule.json against this Worker's keys.
+pub async fn verify(mut req: Request, env: &Env) -> Result<Response> {
+    let body = req.bytes().await?;
+    Ok(match capsule::verify_manifest(&body, &key_set(env)?) {
+        Ok(manifest) => json(200, &json!({ "valid": true, "hash": capsule::capsule_hash(&manifest) })),
+        Err(e) => error(400, "ValidationError", e.to_string()),
+    })
+}
+
+/// `GET /capsules/:hash/:file`: the manifest or one of its layers, for the owning tenant only.
+pub async fn fetch(req: &Request, env: &Env, hash: &str, file: &str) -> Result<Response> {
+    let tenant_id = match owner(req, env).await? {
+        Ok(id) => id,
+        Err(response) => return Ok(response),
+    };
+    let bucket = env.bucket("R2_CAPSULES")?;
+    let Some(manifest) = bucket.get(manifest_key(&tenant_id, hash)).execute().await? else {
+        return Ok(error(404, "NotFound", format!("no capsule {hash} for this tenant")));
+    };
+    let manifest_bytes = manifest.body().expect("get has a body").bytes().await?;
+    if file == "capsule.json" {
+        return Ok(immutable(Response::from_bytes(manifest_bytes)?, hash, "application/json"));
+    }
+    let manifest: capsule::Manifest = serde_json::from_slice(&manifest_bytes)?;
+    let Some(layer) = manifest.fs_layers.iter().find(|l| l.path == file) else {
+        return Ok(error(404, "NotFound", format!("capsule {hash} has no file {file}")));
+    };
+    serve_layer(req, &bucket, &layer.sha256).await
+}
+
+async fn serve_layer(req: &Request, bucket: &Bucket, sha256: &str) -> Result<Response> {
+    let key = format!("layers/{sha256}");
+    let Some(head) = bucket.head(&key).await? else {
+        return Ok(error(404, "NotFound", format!("layer {sha256} is missing")));
+    };
+    if req.headers().get("if-none-match")?.is_some_and(|tag| tag.trim_matches('"') == sha256) {
+        return Ok(immutable(Response::empty()?.with_status(304), sha256, "application/zip"));
+    }
+    let size = head.size();
+    let (get, status, content_range) = match range::answer(req.headers().get("range")?.as_deref(), size) {
+        RangeAnswer::Whole => (bucket.get(&key), 200, None),
+        RangeAnswer::Partial { start, len } => (
+            bucket.get(&key).range(Range::OffsetWithLength { offset: start, length: len }),
+            206,
+            Some(format!("bytes {start}-{}/{size}", start + len - 1)),
+        ),
+        RangeAnswer::Unsatisfiable => {
+            let response = error(416, "RangeNotSatisfiable", format!("layer is {size} bytes"));
+            return Ok(with_header(response, "content-range", &format!("bytes */{size}")));
+        }
+    };
+    let object = get.execute().await?.expect("layer exists: checked by head");
+    let body = object.body().expect("get has a body").stream()?;
+    let response = immutable(Response::from_stream(body)?.with_status(status), sha256, "application/zip");
+    Ok(match content_range {
+        Some(range) => with_header(response, "content-range", &range),
+        None => response,
+    })
+}
+
+/// Content-addressed files never change: cache forever, validate by hash.
+fn immutable(response: Response, sha256: &str, content_type: &str) -> Response {
+    let headers = Headers::new();
+    let _ = headers.set("content-type", content_type);
+    let _ = headers.set("etag", &format!("\"{sha256}\""));
+    let _ = headers.set("cache-control", "private, max-age=31536000, immutable");
+    let _ = headers.set("accept-ranges", "bytes");
+    response.with_headers(headers)
+}
+
+/// The tenant a capsule request speaks for: an attach token in `?token=` or an API key.
+async fn owner(req: &Request, env: &Env) -> Result<std::result::Result<String, Response>> {
+    let url = req.url()?;
+    if let Some((_, token)) = url.query_pairs().find(|(k, _)| k == "token") {
+        return Ok(match AttachClaims::verify(&token, &key_set(env)?, super::now_ms() / 1000) {
+            Ok(claims) => Ok(claims.sub),
+            Err(e) => Err(error(401, "Unauthorized", e.to_string())),
+        });
+    }
+    Ok(authenticate(req, env).await?.map(|tenant| tenant.id))
+}
+
+fn hex_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len()).step_by(2).filter_map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok()).collect()
+}

@@ -1,0 +1,80 @@
+//! Response helpers shared by the handlers: JSON bodies, the error shape, CORS, health.
+
+use serde_json::{json, Value};
+use worker::{Env, Headers, Response};
+
+/// Headers a browser page may send to `/mcp` and the capsule routes (seed 000 section 2.1).
+const ALLOW_HEADERS: &str = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, Range";
+/// Headers a browser page may read back.
+const EXPOSE_HEADERS: &str = "Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate, ETag, Content-Range, Retry-After";
+
+/// A JSON response with `status`.
+pub fn json(status: u16, body: &Value) -> Response {
+    let headers = Headers::new();
+    let _ = headers.set("content-type", "application/json");
+    Response::from_bytes(serde_json::to_vec(body).unwrap_or_default())
+        .expect("byte body")
+        .with_status(status)
+        .with_headers(headers)
+}
+
+/// The one error shape of the non-MCP routes: `{"error": {"name", "message"}}`.
+pub fn error(status: u16, name: &str, message: impl Into<String>) -> Response {
+    json(status, &json!({ "error": { "name": name, "message": message.into() } }))
+}
+
+pub fn not_found(path: &str) -> Response {
+    error(404, "NotFound", format!("no route for {path}: see GET /healthz and the README for the endpoints"))
+}
+
+/// Turns an unexpected failure into a logged 500 instead of a runtime error page.
+pub fn internal(err: worker::Error) -> Response {
+    worker::console_error!("internal error: {err}");
+    error(500, "Internal", "internal error; the Worker's log has the details")
+}
+
+/// `response` with one more header.
+pub fn with_header(response: Response, name: &str, value: &str) -> Response {
+    let headers = response.headers().clone();
+    let _ = headers.set(name, value);
+    response.with_headers(headers)
+}
+
+/// The answer to a CORS preflight.
+pub fn preflight() -> Response {
+    let headers = Headers::new();
+    let _ = headers.set("access-control-allow-methods", "GET, POST, DELETE, OPTIONS");
+    let _ = headers.set("access-control-allow-headers", ALLOW_HEADERS);
+    let _ = headers.set("access-control-max-age", "86400");
+    Response::empty().expect("empty body").with_status(204).with_headers(headers)
+}
+
+/// Adds `Access-Control-Allow-Origin: *` and the exposed headers. Safe with `*` because auth is
+/// a bearer key, never a cookie or other ambient credential.
+pub fn with_cors(response: Response) -> Response {
+    let headers = response.headers().clone();
+    let _ = headers.set("access-control-allow-origin", "*");
+    let _ = headers.set("access-control-expose-headers", EXPOSE_HEADERS);
+    response.with_headers(headers)
+}
+
+/// `GET /healthz`: name, version, and which bindings and secrets are present.
+pub fn healthz(env: &Env) -> worker::Result<Response> {
+    let version = env.var("RELAY_VERSION").map(|v| v.to_string()).unwrap_or_default();
+    let bindings = json!({
+        "SESSIONS": env.durable_object("SESSIONS").is_ok(),
+        "R2_CAPSULES": env.bucket("R2_CAPSULES").is_ok(),
+        "KV_CONFIG": env.kv("KV_CONFIG").is_ok(),
+        "ASSETS": env.assets("ASSETS").is_ok(),
+    });
+    let secrets = json!({
+        "CAPSULE_SIGNING_KEY": env.secret("CAPSULE_SIGNING_KEY").is_ok(),
+        "ADMIN_TOKEN": env.secret("ADMIN_TOKEN").is_ok(),
+    });
+    Ok(json(200, &json!({ "name": "relay-edge", "version": version, "bindings": bindings, "secrets": secrets })))
+}
+
+/// The origin (`scheme://host[:port]`) this Worker was reached at.
+pub fn own_origin(url: &url::Url) -> String {
+    url.origin().ascii_serialization()
+}

@@ -1,0 +1,76 @@
+//! Tabs attaching as executors: `POST /session` mints an attach token (EdDSA JWT, 5 minutes)
+//! for a relay session of the caller's tenant; `/session/:id/refresh` renews it; `events` and
+//! `result` are forwarded to the session's DO once the token is checked. The tenant is taken
+//! from the token, so a session id in the path never reaches another tenant.
+
+use super::capsules::{key_set, signer};
+use super::http::{error, json, own_origin};
+use super::mcp::{session_stub, to_session};
+use super::tenants::authenticate;
+use super::{now_ms, random};
+use crate::auth::tenant::hex;
+use crate::auth::{session_name_ok, AttachClaims, Tenant};
+use serde_json::{json, Value};
+use worker::{Env, Request, Response, Result};
+
+/// `POST /session` with the tenant's key and `{"session": NAME}` (default `default`).
+pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
+    let tenant = match authenticate(&req, env).await? {
+        Ok(tenant) => tenant,
+        Err(response) => return Ok(response),
+    };
+    let body = req.bytes().await?;
+    let asked: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
+    let Some(session) = asked.get("session").map_or(Some("default"), Value::as_str) else {
+        return Ok(error(400, "ValidationError", "body: expected {\"session\": \"<name>\"}"));
+    };
+    if !session_name_ok(session) {
+        return Ok(error(400, "ValidationError", "session: 1 to 64 of A-Z a-z 0-9 - _"));
+    }
+    issue(env, &tenant.id, session)
+}
+
+/// `POST /session/:id/refresh?token=`: a new token for the same session, before the old expires.
+pub fn refresh(req: &Request, env: &Env, session: &str) -> Result<Response> {
+    match check_token(req, env, session)? {
+        Ok(claims) => issue(env, &claims.sub, session),
+        Err(response) => Ok(response),
+    }
+}
+
+fn issue(env: &Env, tenant_id: &str, session: &str) -> Result<Response> {
+    let claims = AttachClaims::new(tenant_id, session, now_ms() / 1000, format!("att_{}", hex(&random::<12>())));
+    let token = claims.sign(&signer(env)?);
+    Ok(json(
+        200,
+        &json!({
+            "sessionId": session,
+            "attachToken": token,
+            "expiresAt": claims.exp * 1000,
+            "refreshUrl": format!("/session/{session}/refresh"),
+        }),
+    ))
+}
+
+/// Checks `?token=` for the path's session.
+fn check_token(req: &Request, env: &Env, session: &str) -> Result<std::result::Result<AttachClaims, Response>> {
+    let url = req.url()?;
+    let Some((_, token)) = url.query_pairs().find(|(k, _)| k == "token") else {
+        return Ok(Err(error(401, "Unauthorized", "missing ?token=: attach with POST /session first")));
+    };
+    Ok(AttachClaims::verify_for(&token, &key_set(env)?, session, now_ms() / 1000)
+        .map_err(|e| error(401, "Unauthorized", e.to_string())))
+}
+
+/// `GET /session/:id/events` and `POST /session/:id/result`, forwarded to the session's DO.
+pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str) -> Result<Response> {
+    let claims = match check_token(&req, env, session)? {
+        Ok(claims) => claims,
+        Err(response) => return Ok(response),
+    };
+    let body = if what == "result" { Some(req.bytes().await?) } else { None };
+    // Tab routes need only the tenant id, which the token carries.
+    let tenant = Tenant { id: claims.sub.clone(), name: claims.sub.clone(), defaults: Default::default() };
+    let inner = to_session(&req, &tenant, session, &own_origin(&req.url()?), &format!("/{what}"), body)?;
+    session_stub(env, &claims.sub, session)?.fetch_with_request(inner).await
+}

@@ -1,0 +1,127 @@
+//! What the server says about itself: server info, capabilities, instructions, the
+//! `use-relay` prompt (how an agent uses relay) and the `relay://session` resource.
+
+use serde_json::{json, Value};
+
+use super::results::ErrorName;
+use super::{Context, RelayView};
+
+pub const SERVER_NAME: &str = "relay-edge";
+pub const PROMPT_NAME: &str = "use-relay";
+pub const SESSION_URI: &str = "relay://session";
+
+/// `Implementation` (serverInfo) in both eras.
+pub fn server_info() -> Value {
+    json!({
+        "name": SERVER_NAME,
+        "title": "relay-mcp (managed)",
+        "version": env!("CARGO_PKG_VERSION"),
+        "description": "Runs JavaScript and Python in a browser tab attached as executor.",
+    })
+}
+
+/// Server capabilities. `logging` because run output is streamed as `notifications/message`
+/// (deprecated in 2026-07-28 but still defined); the lists never change at run time.
+pub fn capabilities() -> Value {
+    json!({
+        "tools": { "listChanged": false },
+        "resources": { "subscribe": false, "listChanged": false },
+        "prompts": { "listChanged": false },
+        "logging": {},
+    })
+}
+
+/// Instructions for the model (`initialize` and `server/discover`).
+pub fn instructions(cx: &Context) -> String {
+    format!(
+        "relay runs code in a browser tab attached to this relay session as executor (a person \
+         opens {page} to attach one). Tools: run_js, run_py, read, write, search. Filesystem: \
+         /host (persistent workspace, read-only to code), /tmp (scratch), /out (files left here \
+         are returned with the result), /mcps (upstream MCP servers). Get the prompt `{PROMPT_NAME}` \
+         for limits and what each error means; read `{SESSION_URI}` for live status.",
+        page = cx.page_url
+    )
+}
+
+/// The `prompts/list` entry.
+pub fn prompt() -> Value {
+    json!({
+        "name": PROMPT_NAME,
+        "title": "How to use relay",
+        "description": "Teaches an agent to run code with relay: the executor tab, the filesystem, limits, and how to fix each error.",
+        "arguments": [{ "name": "task", "description": "What you want to get done (optional).", "required": false }],
+    })
+}
+
+/// The `prompts/get` result body for `use-relay`.
+pub fn prompt_messages(cx: &Context, task: Option<&str>) -> Value {
+    let mut text = guide(cx);
+    if let Some(task) = task {
+        text.push_str(&format!("\n\n## Your task\n{task}"));
+    }
+    json!({
+        "description": "How to use relay",
+        "messages": [{ "role": "user", "content": { "type": "text", "text": text } }],
+    })
+}
+
+fn guide(cx: &Context) -> String {
+    let tabs = cx.relay.tab_ids.len();
+    let limits = serde_json::to_string_pretty(&cx.limits_json).unwrap_or_default();
+    let errors: Vec<String> =
+        ErrorName::ALL.iter().map(|e| format!("- {} (HTTP {}): {}", e.as_str(), e.http_status(), e.remedy())).collect();
+    format!(
+        "# Using relay\n\n\
+         Five tools run in a browser tab attached to relay session `{session}`: run_js, run_py, \
+         read, write, search.\n\n\
+         ## First: a browser tab must be attached\n\
+         Code runs in the tab, not on the server. Tabs attached now: {tabs}. If a call fails with \
+         NoExecutorAttached, ask the user to open {page} in a browser and keep it open, then retry.\n\n\
+         ## Filesystem\n\
+         - /host: the tab's persistent workspace (read-only to code)\n\
+         - /tmp: scratch space, writable\n\
+         - /out: writable; files a run leaves here come back in the result's `files`\n\
+         - /mcps: upstream MCP servers, as files\n\n\
+         ## Running code\n\
+         - run_js: JavaScript bundled by esbuild, run in QuickJS; pure-JS npm packages via \
+         `npm.dependencies`, no Node built-ins.\n\
+         - run_py: Python on Pyodide; pure-Python wheels via `pip.requirements` (pinned) or \
+         `pip.wheelUrls`.\n\
+         - stdin, args, env and cwd work as usual. Never put secrets in code, args or env.\n\
+         - Print what you need; write bulky or binary results to /out and they come back as files.\n\
+         - `policy` can only narrow the tenant's rules and limits (deny wins), e.g. \
+         `policy.limits.timeoutMs`.\n\
+         - Runs of one relay session execute one at a time, in order.\n\n\
+         ## Limits in force\n```json\n{limits}\n```\n\n\
+         ## Errors and how to fix them\n{errors}",
+        session = cx.relay.session,
+        page = cx.page_url,
+        errors = errors.join("\n"),
+    )
+}
+
+/// The `resources/list` entry.
+pub fn session_resource() -> Value {
+    json!({
+        "uri": SESSION_URI,
+        "name": "relay-session",
+        "title": "Relay session status",
+        "description": "The relay session: attached executor tabs, queue depth, recent runs, and the page that attaches a tab.",
+        "mimeType": "application/json",
+    })
+}
+
+/// The `relay://session` contents.
+pub fn session_json(relay: &RelayView, page_url: &str) -> Value {
+    json!({
+        "session": relay.session,
+        "executor": {
+            "attached": !relay.tab_ids.is_empty(),
+            "tabs": relay.tab_ids.len(),
+            "tabIds": relay.tab_ids,
+            "pageUrl": page_url,
+        },
+        "queueDepth": relay.queue_depth,
+        "recentRuns": relay.recent_runs,
+    })
+}

@@ -1,0 +1,250 @@
+//! Answers to tool calls and the notifications sent while a call runs: the seed's error
+//! names (seed 000 §10), run results with `structuredContent`, progress and log messages.
+
+use serde_json::{json, Value};
+
+use super::jsonrpc::{notification, response_envelope, shape_result};
+use super::{Era, ToolCall};
+
+/// The seed's uniform error names (seed 000 §10), carried in tool results with `isError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorName {
+    ValidationError,
+    PolicyDenied,
+    Timeout,
+    OutputLimitExceeded,
+    DepsResolutionFailed,
+    NoExecutorAttached,
+    Internal,
+}
+
+impl ErrorName {
+    pub const ALL: [ErrorName; 7] = [
+        ErrorName::ValidationError,
+        ErrorName::PolicyDenied,
+        ErrorName::Timeout,
+        ErrorName::OutputLimitExceeded,
+        ErrorName::DepsResolutionFailed,
+        ErrorName::NoExecutorAttached,
+        ErrorName::Internal,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorName::ValidationError => "ValidationError",
+            ErrorName::PolicyDenied => "PolicyDenied",
+            ErrorName::Timeout => "Timeout",
+            ErrorName::OutputLimitExceeded => "OutputLimitExceeded",
+            ErrorName::DepsResolutionFailed => "DepsResolutionFailed",
+            ErrorName::NoExecutorAttached => "NoExecutorAttached",
+            ErrorName::Internal => "Internal",
+        }
+    }
+
+    /// The seed's HTTP status for this error, where a plain HTTP status applies.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorName::ValidationError => 400,
+            ErrorName::PolicyDenied => 403,
+            ErrorName::Timeout => 408,
+            ErrorName::OutputLimitExceeded => 413,
+            ErrorName::DepsResolutionFailed => 424,
+            ErrorName::NoExecutorAttached => 425,
+            ErrorName::Internal => 500,
+        }
+    }
+
+    /// What the error means and how an agent fixes it (quoted in the `use-relay` prompt).
+    pub fn remedy(self) -> &'static str {
+        match self {
+            ErrorName::ValidationError => "the arguments do not match the tool's inputSchema; the message names the field. Fix that field and call again.",
+            ErrorName::PolicyDenied => "the code tried a network request or a file access the policy forbids; the message names the domain or path. Use an allowed one, or ask the user to allow it in the tenant's policy (a `policy` argument can only narrow it).",
+            ErrorName::Timeout => "the run hit its time limit (policy.limits.timeoutMs). Do less per call, make the code faster, or split the work across calls.",
+            ErrorName::OutputLimitExceeded => "stdout/stderr went over policy.limits.stdoutBytes. Print summaries and write bulky results to /out instead.",
+            ErrorName::DepsResolutionFailed => "a dependency could not be resolved or bundled: npm packages must be pure JavaScript (no Node built-ins, no native addons), Python packages pure-Python wheels. Pick another version or package; the message quotes the log.",
+            ErrorName::NoExecutorAttached => "no browser tab is attached to this relay session, so nothing can run. Ask the user to open the relay page (its URL is in the message) and keep the tab open, then retry.",
+            ErrorName::Internal => "a fault in relay itself, not in your code. Retry once; if it happens again, tell the user the message.",
+        }
+    }
+}
+
+/// Log severities (RFC 5424 via MCP server/utilities/logging), least severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    const ALL: [LogLevel; 8] = [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Notice,
+        LogLevel::Warning,
+        LogLevel::Error,
+        LogLevel::Critical,
+        LogLevel::Alert,
+        LogLevel::Emergency,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Notice => "notice",
+            LogLevel::Warning => "warning",
+            LogLevel::Error => "error",
+            LogLevel::Critical => "critical",
+            LogLevel::Alert => "alert",
+            LogLevel::Emergency => "emergency",
+        }
+    }
+
+    /// Parses a JSON level string; `None` for anything else.
+    pub fn from_json(value: &Value) -> Option<LogLevel> {
+        let name = value.as_str()?;
+        LogLevel::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+}
+
+/// The outcome of a `run_js` / `run_py` run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolResult {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub wall_ms: u64,
+    pub mem_peak_mb: u64,
+    /// Files left in `/out`: objects with at least `path` (see the run tools' outputSchema).
+    pub files: Vec<Value>,
+    pub error: Option<(ErrorName, String)>,
+}
+
+/// The JSON-RPC response to a run: a text summary for the model, `structuredContent` per the
+/// run tools' outputSchema, `isError` when the exit code is not 0 or an error is named
+/// (2026-07-28 server/tools: tool failures are results, so the model can self-correct).
+pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
+    let is_error = result.exit_code != 0 || result.error.is_some();
+    let mut structured = json!({
+        "exitCode": result.exit_code,
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "usage": { "wallMs": result.wall_ms, "memPeakMb": result.mem_peak_mb },
+        "files": result.files,
+    });
+    if let Some((name, message)) = &result.error {
+        structured["error"] = error_object(*name, message);
+    }
+    let body = json!({
+        "content": [text(&summary(&result))],
+        "structuredContent": structured,
+        "isError": is_error,
+    });
+    envelope(call, body)
+}
+
+/// A failed call with no run output: `isError`, text "Name: message", and
+/// `structuredContent.error {name, message}` (every tool's outputSchema admits it).
+pub fn tool_error(call: &ToolCall, name: ErrorName, message: &str) -> Value {
+    envelope(call, error_result(name, message))
+}
+
+/// A successful `read` / `write` / `search` answer: `structured` as `structuredContent`,
+/// and its serialization as text, as server/tools "Structured Content" asks for clients
+/// that predate structured results.
+pub fn data_result(call: &ToolCall, structured: Value) -> Value {
+    let body = json!({
+        "content": [text(&structured.to_string())],
+        "structuredContent": structured,
+        "isError": false,
+    });
+    envelope(call, body)
+}
+
+/// A `notifications/progress` for a call's progress token.
+pub fn progress_notification(token: &Value, progress: f64, total: Option<f64>, message: Option<&str>) -> Value {
+    let mut params = json!({ "progressToken": token, "progress": progress });
+    if let Some(total) = total {
+        params["total"] = json!(total);
+    }
+    if let Some(message) = message {
+        params["message"] = json!(message);
+    }
+    notification("notifications/progress", params)
+}
+
+/// A `notifications/message` carrying run output, or `None` when it must not be sent: only
+/// on a streamed answer; in 2026-07-28 only when the request set
+/// `io.modelcontextprotocol/logLevel` and `level` is at or above it (server/utilities/
+/// logging "Per-request log level"); legacy clients always get it on a streamed answer.
+pub fn log_notification(call: &ToolCall, level: LogLevel, logger: &str, data: Value) -> Option<Value> {
+    let wanted = match call.era {
+        Era::Modern => call.log_level.is_some_and(|min| level >= min),
+        Era::Legacy => true,
+    };
+    (call.stream && wanted).then(|| {
+        let params = json!({ "level": level.as_str(), "logger": logger, "data": data });
+        notification("notifications/message", params)
+    })
+}
+
+/// The result body of a failed call (no envelope), shared with argument validation.
+pub(crate) fn error_result(name: ErrorName, message: &str) -> Value {
+    json!({
+        "content": [text(&format!("{}: {message}", name.as_str()))],
+        "structuredContent": { "error": error_object(name, message) },
+        "isError": true,
+    })
+}
+
+fn envelope(call: &ToolCall, body: Value) -> Value {
+    response_envelope(&call.id, shape_result(call.era, body, None))
+}
+
+fn error_object(name: ErrorName, message: &str) -> Value {
+    json!({ "name": name.as_str(), "message": message })
+}
+
+fn text(text: &str) -> Value {
+    json!({ "type": "text", "text": text })
+}
+
+/// The model-facing summary: the error first, then exit and usage, output, files.
+fn summary(result: &ToolResult) -> String {
+    let mut out = String::new();
+    if let Some((name, message)) = &result.error {
+        out.push_str(&format!("{}: {message}\n", name.as_str()));
+    }
+    out.push_str(&format!(
+        "exit code {} in {} ms, peak memory {} MB\n",
+        result.exit_code, result.wall_ms, result.mem_peak_mb
+    ));
+    for (label, stream) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
+        if !stream.is_empty() {
+            out.push_str(&format!("--- {label} ---\n{stream}\n"));
+        }
+    }
+    if !result.files.is_empty() {
+        out.push_str("--- files in /out ---\n");
+        for file in &result.files {
+            out.push_str(&format!("{}\n", file_line(file)));
+        }
+    }
+    out.trim_end().to_string()
+}
+
+/// `path url` when the file entry has them, else its JSON.
+fn file_line(file: &Value) -> String {
+    let field = |name| file.get(name).and_then(Value::as_str);
+    match (field("path"), field("url")) {
+        (Some(path), Some(url)) => format!("{path} {url}"),
+        (Some(path), None) => path.to_string(),
+        _ => file.to_string(),
+    }
+}

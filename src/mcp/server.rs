@@ -1,0 +1,211 @@
+//! The Streamable HTTP endpoint: POST/GET/DELETE on `/mcp`, the transport checks every POST
+//! passes (size, content type, `Accept`), legacy sessions (`initialize`, `Mcp-Session-Id`),
+//! and the hand-off of each message to its method.
+
+use serde_json::{json, Map, Value};
+
+use super::era::{self, check_modern, era_of_version, latest_legacy, unsupported_version};
+use super::http::{accepts, header, is_json_content, wants_sse};
+use super::jsonrpc::{
+    parse, response_envelope, shape_result, Message, Rejection, RpcError, INTERNAL_ERROR, INVALID_PARAMS,
+    INVALID_REQUEST,
+};
+use super::methods::{dispatch, Answer, Req};
+use super::MAX_BODY_BYTES;
+use super::{content, Context, Era, HttpRequest, HttpResponse, Outcome, SessionStatus, SessionStore};
+
+/// Handles one request to `/mcp`. Never panics on any input; bad input gets a 4xx with a
+/// JSON-RPC error body (or 202, for anything that needs no answer).
+pub fn handle(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Outcome {
+    let result = match req.method.to_ascii_uppercase().as_str() {
+        "POST" => post(req, store, cx),
+        "GET" => get(req, &*store),
+        "DELETE" => delete(req, store),
+        _ => Err((None, not_allowed())),
+    };
+    result.unwrap_or_else(|(id, error)| {
+        let response = error.into_response(id.as_ref());
+        let allow = response.status == 405;
+        Outcome::Reply(if allow { response.with_header("allow", "GET, POST, DELETE") } else { response })
+    })
+}
+
+fn post(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Result<Outcome, Rejection> {
+    check_post(&req.headers, req.body.len()).map_err(|e| (None, e))?;
+    match parse(&req.body)? {
+        Message::Request { id, method, params } => {
+            request(req, store, cx, &id, &method, &params).map_err(|e| (Some(id), e))
+        }
+        Message::Notification { method, params } => notification(req, &*store, &method, &params),
+        Message::Response => {
+            if era::detect(None, &Map::new(), &req.headers) == Era::Legacy {
+                legacy_session(&req.headers, &*store).map_err(|e| (None, e))?;
+            }
+            Ok(Outcome::Reply(HttpResponse::accepted()))
+        }
+    }
+}
+
+/// Transport rules of every POST: a bounded body (413), `Content-Type: application/json`
+/// (415), and an `Accept` listing both `application/json` and `text/event-stream` (406), as
+/// "Sending Messages" requires of clients in every revision we speak (wildcards count).
+fn check_post(headers: &[(String, String)], body_len: usize) -> Result<(), RpcError> {
+    if body_len > MAX_BODY_BYTES {
+        let message = format!("Request body over {MAX_BODY_BYTES} bytes");
+        return Err(RpcError::rejected(INVALID_REQUEST, message).with_status(413));
+    }
+    if !is_json_content(headers) {
+        let message = "Content-Type must be application/json";
+        return Err(RpcError::rejected(INVALID_REQUEST, message).with_status(415));
+    }
+    if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
+        let message = "Accept must list both application/json and text/event-stream";
+        return Err(RpcError::rejected(INVALID_REQUEST, message).with_status(406));
+    }
+    Ok(())
+}
+
+fn request(
+    req: &HttpRequest,
+    store: &mut dyn SessionStore,
+    cx: &Context,
+    id: &Value,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<Outcome, RpcError> {
+    let era = era::detect(Some(method), params, &req.headers);
+    let (session_id, log_level) = match era {
+        Era::Legacy if method == "initialize" => return initialize(id, params, store, cx),
+        Era::Legacy => (Some(legacy_session(&req.headers, &*store)?), None),
+        Era::Modern => (None, check_modern(method, params, &req.headers)?),
+    };
+    let call =
+        Req { id, method, params, era, session_id: session_id.as_deref(), stream: wants_sse(&req.headers), log_level };
+    match dispatch(&call, cx)? {
+        Answer::Result(result, cache) => {
+            let body = response_envelope(id, shape_result(era, result, cache));
+            Ok(Outcome::Reply(HttpResponse::json(200, body)))
+        }
+        Answer::Call(tool_call) => Ok(Outcome::Call(tool_call)),
+    }
+}
+
+/// Notifications need no answer: 202, after the legacy session check when the client is a
+/// legacy one. `notifications/cancelled` goes to the Durable Object.
+fn notification(
+    req: &HttpRequest,
+    store: &dyn SessionStore,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<Outcome, Rejection> {
+    let session_id = match era::detect(Some(method), params, &req.headers) {
+        Era::Legacy => Some(legacy_session(&req.headers, store).map_err(|e| (None, e))?),
+        Era::Modern => None,
+    };
+    if method != "notifications/cancelled" {
+        return Ok(Outcome::Reply(HttpResponse::accepted()));
+    }
+    match params.get("requestId") {
+        Some(id) if id.is_string() || id.is_number() => Ok(Outcome::Cancel { request_id: id.clone(), session_id }),
+        _ => {
+            let message = "notifications/cancelled needs `requestId`, a string or a number";
+            Err((None, RpcError::rejected(INVALID_PARAMS, message)))
+        }
+    }
+}
+
+/// Legacy `initialize`: negotiates the version, then opens a session whose id travels in
+/// the `Mcp-Session-Id` response header.
+fn initialize(
+    id: &Value,
+    params: &Map<String, Value>,
+    store: &mut dyn SessionStore,
+    cx: &Context,
+) -> Result<Outcome, RpcError> {
+    let asked = params.get("protocolVersion").and_then(Value::as_str);
+    let message = "initialize needs `protocolVersion`, a string";
+    let asked = asked.ok_or_else(|| RpcError::failed(INVALID_PARAMS, message))?;
+    let version = negotiate(asked);
+    let session_id = mint_session_id(cx)?;
+    store.create(&session_id, version, cx.now_ms);
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": content::capabilities(),
+        "serverInfo": content::server_info(),
+        "instructions": content::instructions(cx),
+    });
+    let response = HttpResponse::json(200, response_envelope(id, result));
+    Ok(Outcome::Reply(response.with_header("mcp-session-id", &session_id)))
+}
+
+/// 2025-11-25 basic/lifecycle "Version Negotiation": the client's version when we speak it,
+/// else our latest. Only legacy versions are negotiable: 2026-07-28 has no `initialize`.
+fn negotiate(asked: &str) -> &str {
+    match era_of_version(asked) {
+        Some(Era::Legacy) => asked,
+        _ => latest_legacy(),
+    }
+}
+
+/// A new session id, which 2025-11-25 transports "Session Management" wants to be visible
+/// ASCII (0x21 to 0x7E): anything else from the minting closure is our bug, so 500.
+fn mint_session_id(cx: &Context) -> Result<String, RpcError> {
+    let id = (cx.new_session_id)();
+    if !id.is_empty() && id.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Ok(id);
+    }
+    let message = "Internal error: could not mint a session id";
+    Err(RpcError::failed(INTERNAL_ERROR, message).with_status(500))
+}
+
+/// The legacy session of a request (2025-11-25 transports "Session Management"): 400
+/// without `Mcp-Session-Id`, 404 once unknown or ended (the client then re-initializes),
+/// 400 for an `MCP-Protocol-Version` that is not a legacy version we speak.
+fn legacy_session(headers: &[(String, String)], store: &dyn SessionStore) -> Result<String, RpcError> {
+    let id = header(headers, "mcp-session-id").ok_or_else(|| {
+        RpcError::rejected(
+            INVALID_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required (send initialize first, or use protocol 2026-07-28)",
+        )
+    })?;
+    match store.status(id) {
+        SessionStatus::Active { .. } => {}
+        SessionStatus::Unknown | SessionStatus::Ended => {
+            let message = "Session not found: it ended or never existed; send initialize to start a new one";
+            return Err(RpcError::rejected(INVALID_REQUEST, message).with_status(404));
+        }
+    }
+    match header(headers, "mcp-protocol-version") {
+        Some(v) if era_of_version(v) != Some(Era::Legacy) => Err(unsupported_version(v)),
+        _ => Ok(id.to_string()),
+    }
+}
+
+/// `GET /mcp`: a legacy session's server-to-client stream. Without a session there is no
+/// such stream: 405, as both revisions allow (2026-07-28 removed the GET stream).
+fn get(req: &HttpRequest, store: &dyn SessionStore) -> Result<Outcome, Rejection> {
+    if header(&req.headers, "mcp-session-id").is_none() {
+        return Err((None, not_allowed()));
+    }
+    if !accepts(&req.headers, "text/event-stream") {
+        let message = "Accept must list text/event-stream";
+        return Err((None, RpcError::rejected(INVALID_REQUEST, message).with_status(406)));
+    }
+    let session_id = legacy_session(&req.headers, store).map_err(|e| (None, e))?;
+    Ok(Outcome::OpenStream { session_id })
+}
+
+/// `DELETE /mcp`: ends a legacy session (204); its id then gets 404. Without a session: 405.
+fn delete(req: &HttpRequest, store: &mut dyn SessionStore) -> Result<Outcome, Rejection> {
+    if header(&req.headers, "mcp-session-id").is_none() {
+        return Err((None, not_allowed()));
+    }
+    let session_id = legacy_session(&req.headers, &*store).map_err(|e| (None, e))?;
+    store.end(&session_id);
+    Ok(Outcome::Reply(HttpResponse::empty(204)))
+}
+
+fn not_allowed() -> RpcError {
+    let message = "Method Not Allowed: POST a JSON-RPC message (GET and DELETE need a legacy Mcp-Session-Id)";
+    RpcError::rejected(INVALID_REQUEST, message).with_status(405)
+}

@@ -1,0 +1,88 @@
+//! The egress decision for one URL: the rule the browser's guarded fetch applies to every
+//! request and every redirect hop (seed 000 sections 9 and 16).
+
+use std::net::IpAddr;
+
+use url::{Host, Url};
+
+use super::domain::{first_match, host_text};
+use super::ip::blocked_range;
+use super::NetworkPolicy;
+
+/// The decision on one URL; a denial says which rule refused it and how to allow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Deny { reason: String },
+}
+
+/// Decides whether a fetch of `url` is allowed under `policy`.
+///
+/// The URL is parsed as a browser parses it (WHATWG), so `http://2130706433/`,
+/// `http://0x7f.1/` and `http://127.1/` are the IP literal 127.0.0.1 here as they are there.
+pub fn check_url(policy: &NetworkPolicy, url: &str) -> Verdict {
+    match check(policy, url) {
+        Ok(()) => Verdict::Allow,
+        Err(reason) => Verdict::Deny { reason },
+    }
+}
+
+fn check(policy: &NetworkPolicy, url: &str) -> Result<(), String> {
+    let url = Url::parse(url).map_err(|e| format!("not a valid absolute URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("scheme \"{}:\" is not allowed; only http and https are", url.scheme()));
+    }
+    let host = url.host().ok_or("URL has no host")?;
+    let text = host_text(&host);
+    match host {
+        Host::Domain(_) => check_name(policy, &text)?,
+        Host::Ipv4(ip) => check_ip(policy, ip.into(), &text)?,
+        Host::Ipv6(ip) => check_ip(policy, ip.into(), &text)?,
+    }
+    check_lists(policy, &text)
+}
+
+fn check_name(policy: &NetworkPolicy, name: &str) -> Result<(), String> {
+    if policy.block_private_ranges && (name == "localhost" || name.ends_with(".localhost")) {
+        return Err(format!("host {name:?} is a loopback name and blockPrivateRanges is on"));
+    }
+    Ok(())
+}
+
+fn check_ip(policy: &NetworkPolicy, ip: IpAddr, shown: &str) -> Result<(), String> {
+    if policy.deny_ip_literals {
+        return Err(format!(
+            "host {shown} is an IP address literal and denyIpLiterals is on; \
+             use a domain name listed in network.allowedDomains"
+        ));
+    }
+    match blocked_range(ip) {
+        Some(range) if policy.block_private_ranges => {
+            Err(format!("host {shown} is in the {range} and blockPrivateRanges is on"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_lists(policy: &NetworkPolicy, host: &str) -> Result<(), String> {
+    if let Some(entry) = first_match(&policy.denied_domains, host) {
+        return Err(format!(
+            "host {host:?} matches deniedDomains entry {entry:?}; deny beats allow, so no \
+             allowedDomains entry can admit it"
+        ));
+    }
+    if policy.allowed_domains.is_empty() {
+        return Err(format!(
+            "host {host:?} is not allowed: network.allowedDomains is empty, so no host is; \
+             add {host:?} to network.allowedDomains to allow it"
+        ));
+    }
+    if first_match(&policy.allowed_domains, host).is_none() {
+        return Err(format!(
+            "host {host:?} is not in network.allowedDomains {:?}; add {host:?} (or a parent \
+             domain) to network.allowedDomains to allow it",
+            policy.allowed_domains
+        ));
+    }
+    Ok(())
+}

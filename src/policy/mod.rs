@@ -1,0 +1,147 @@
+//! The run policy of seed 000 sections 1.1 and 9: network, filesystem and resource limits.
+//!
+//! A tenant's defaults are narrowed by a client's [`PolicyOverride`] with [`intersect`] (never
+//! widened), the result is written into the capsule, and [`check_url`] decides each fetch. The
+//! browser enforces the same rules; `tests/policy_cases.json` is the table both sides test.
+//!
+//! Domain patterns (allowedDomains, deniedDomains):
+//! - `example.com` admits `example.com` and every subdomain (`api.example.com`), never a
+//!   parent (`api.example.com` does not admit `example.com`) and never a mere suffix
+//!   (`badexample.com`, `example.com.evil.net`);
+//! - `*.example.com` admits strict subdomains only;
+//! - matching is case-insensitive, ignores one trailing dot and compares IDNs in punycode;
+//! - an IP address entry (`93.184.216.34`, `[2001:db8::1]`) admits exactly that address, and
+//!   only matters when `denyIpLiterals` is off;
+//! - deniedDomains beat allowedDomains; an empty allowedDomains admits nothing.
+
+mod check;
+mod domain;
+pub(crate) mod fs_path;
+mod intersect;
+mod ip;
+
+use serde::{Deserialize, Serialize};
+
+pub use check::{check_url, Verdict};
+pub use intersect::intersect;
+
+use domain::DomainPattern;
+use fs_path::clean_path;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Policy {
+    pub network: NetworkPolicy,
+    pub filesystem: FsPolicy,
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NetworkPolicy {
+    pub allowed_domains: Vec<String>,
+    pub denied_domains: Vec<String>,
+    pub deny_ip_literals: bool,
+    pub block_private_ranges: bool,
+    pub max_body_bytes: u64,
+    pub max_redirects: u32,
+}
+
+impl Default for NetworkPolicy {
+    /// Seed 000's example, except that no domain is allowed until the tenant says so.
+    fn default() -> Self {
+        NetworkPolicy {
+            allowed_domains: Vec::new(),
+            denied_domains: Vec::new(),
+            deny_ip_literals: true,
+            block_private_ranges: true,
+            max_body_bytes: 5 * 1024 * 1024,
+            max_redirects: 5,
+        }
+    }
+}
+
+/// Absolute paths in the runtime's filesystem: everything under `readonly` can be read,
+/// only what is under `writable` can be written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FsPolicy {
+    pub readonly: Vec<String>,
+    pub writable: Vec<String>,
+}
+
+impl Default for FsPolicy {
+    fn default() -> Self {
+        FsPolicy { readonly: vec!["/".into()], writable: vec!["/tmp".into(), "/out".into()] }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Limits {
+    pub timeout_ms: u64,
+    pub mem_mb: u32,
+    pub stdout_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { timeout_ms: 60_000, mem_mb: 256, stdout_bytes: 1024 * 1024 }
+    }
+}
+
+/// What a client may ask for in a tool call; every field optional, unknown fields refused
+/// (a typo must not silently leave a rule out).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyOverride {
+    pub network: Option<NetworkOverride>,
+    pub filesystem: Option<FsOverride>,
+    pub limits: Option<LimitsOverride>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkOverride {
+    pub allowed_domains: Option<Vec<String>>,
+    pub denied_domains: Option<Vec<String>>,
+    pub deny_ip_literals: Option<bool>,
+    pub block_private_ranges: Option<bool>,
+    pub max_body_bytes: Option<u64>,
+    pub max_redirects: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FsOverride {
+    pub readonly: Option<Vec<String>>,
+    pub writable: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitsOverride {
+    pub timeout_ms: Option<u64>,
+    pub mem_mb: Option<u32>,
+    pub stdout_bytes: Option<u64>,
+}
+
+impl Policy {
+    /// Refuses entries that could never match as written (`https://x.com`, `api.*.com`,
+    /// `tmp/../etc`), naming the first one.
+    pub fn validate(&self) -> Result<(), String> {
+        let network = &self.network;
+        for entry in network.allowed_domains.iter().chain(&network.denied_domains) {
+            DomainPattern::parse(entry).map_err(|e| format!("domain pattern {entry:?}: {e}"))?;
+        }
+        let filesystem = &self.filesystem;
+        for path in filesystem.readonly.iter().chain(&filesystem.writable) {
+            if clean_path(path).is_none() {
+                return Err(format!(
+                    "filesystem path {path:?} must be absolute with no empty, \".\" or \"..\" segments"
+                ));
+            }
+        }
+        Ok(())
+    }
+}

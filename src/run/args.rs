@@ -1,0 +1,93 @@
+//! `run_js` / `run_py` arguments (seed 000 section 5.2) turned into a capsule spec, with the
+//! client's policy override intersected with the tenant's defaults. Every refusal is a
+//! ValidationError that names the argument and says how to fix it.
+
+use crate::capsule::manifest::Language;
+use crate::capsule::CapsuleSpec;
+use crate::mcp::ErrorName;
+use crate::policy::{intersect, Policy, PolicyOverride};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A refused tool call: the seed's error name and a message for the agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArgsError {
+    pub name: ErrorName,
+    pub message: String,
+}
+
+fn invalid(message: impl Into<String>) -> ArgsError {
+    ArgsError { name: ErrorName::ValidationError, message: message.into() }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunArgs {
+    code: String,
+    #[serde(default)]
+    stdin: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    npm: Option<Value>,
+    #[serde(default)]
+    pip: Option<Value>,
+    #[serde(default)]
+    policy: Option<PolicyOverride>,
+}
+
+/// The language a tool runs, from its name (`run_js`, `run_py`) or `js`/`py`.
+pub fn language_of(name: &str) -> Option<Language> {
+    match name {
+        "run_js" | "js" => Some(Language::Js),
+        "run_py" | "py" => Some(Language::Py),
+        _ => None,
+    }
+}
+
+/// Builds the capsule spec of a run from its tool arguments.
+pub fn capsule_spec(language: &str, arguments: &Value, tenant_policy: &Policy) -> Result<CapsuleSpec, ArgsError> {
+    let language = language_of(language).ok_or_else(|| invalid("language: expected \"js\" or \"py\""))?;
+    let args: RunArgs = serde_json::from_value(arguments.clone()).map_err(|e| invalid(format!("arguments: {e}")))?;
+    if args.code.trim().is_empty() {
+        return Err(invalid("code: must not be empty"));
+    }
+    refuse_dependencies("npm", args.npm.as_ref(), "dependencies")?;
+    refuse_dependencies("pip", args.pip.as_ref(), "requirements")?;
+    refuse_dependencies("pip", args.pip.as_ref(), "wheelUrls")?;
+    let cwd = args.cwd.unwrap_or_else(|| "/".into());
+    if !cwd.starts_with('/') || cwd.split('/').any(|s| s == "..") {
+        return Err(invalid(format!("cwd: {cwd:?} must be an absolute path without `..`")));
+    }
+    Ok(CapsuleSpec {
+        language,
+        code: args.code,
+        entry_argv: args.args,
+        env: args.env,
+        stdin: args.stdin.filter(|s| !s.is_empty()),
+        cwd,
+        policy: intersect(tenant_policy, args.policy.as_ref()),
+        deps: None,
+    })
+}
+
+/// Dependencies need a build step that is not there yet: say so rather than ignore them.
+fn refuse_dependencies(tool: &str, section: Option<&Value>, field: &str) -> Result<(), ArgsError> {
+    let listed = section.and_then(|s| s.get(field)).is_some_and(|v| match v {
+        Value::Object(map) => !map.is_empty(),
+        Value::Array(list) => !list.is_empty(),
+        Value::Null => false,
+        _ => true,
+    });
+    if listed {
+        return Err(invalid(format!(
+            "{tool}.{field}: dependencies are not supported yet; inline the code you need (a later release builds {tool} dependencies into the capsule's deps layer)"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! The executor's backchannel (`POST /session/:id/result`): NDJSON batches of numbered events,
+//! applied to a run's log exactly once and in order. A batch the tab retries after a lost
+//! answer carries the same sequence numbers, so its events are recognised and skipped.
+
+use serde::{Deserialize, Serialize};
+
+/// The most events one batch may carry.
+pub const MAX_BATCH_EVENTS: usize = 10_000;
+
+/// One line of a batch.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TabEvent {
+    pub run_id: String,
+    pub seq: u64,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum EventBody {
+    Stdout {
+        data: String,
+    },
+    Stderr {
+        data: String,
+    },
+    Progress {
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Exit {
+        exit_code: i32,
+        #[serde(default)]
+        usage: Usage,
+        error: Option<RunError>,
+    },
+    Error(RunError),
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Usage {
+    pub wall_ms: u64,
+    pub mem_peak_mb: u64,
+}
+
+/// An error the executor reports, named with the seed's error names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunError {
+    pub name: String,
+    pub message: String,
+}
+
+/// Parses a batch. Any bad line refuses the whole batch, naming the line, so nothing is
+/// half-applied.
+pub fn parse_batch(body: &[u8]) -> Result<Vec<TabEvent>, String> {
+    let text = std::str::from_utf8(body).map_err(|_| "batch is not UTF-8".to_owned())?;
+    let events: Vec<TabEvent> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1)))
+        .collect::<Result<_, _>>()?;
+    if events.len() > MAX_BATCH_EVENTS {
+        return Err(format!("batch has {} events; at most {MAX_BATCH_EVENTS}", events.len()));
+    }
+    Ok(events)
+}
+
+/// What applying one event did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// New: forward it to the client.
+    New,
+    /// Seen before (a retried batch): ignore.
+    Duplicate,
+    /// An event is missing before it: refuse, the tab resends from `expected`.
+    Gap { expected: u64 },
+    /// The run has already ended.
+    Finished,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exit {
+    pub exit_code: i32,
+    pub usage: Usage,
+    pub error: Option<RunError>,
+}
+
+/// Everything a run has produced so far, capped at the policy's output limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunLog {
+    next_seq: u64,
+    pub stdout: String,
+    pub stderr: String,
+    output_cap: usize,
+    /// Output the cap kept out of the log.
+    pub dropped_bytes: u64,
+    pub exit: Option<Exit>,
+    /// An `error` event seen before the exit.
+    pub error: Option<RunError>,
+}
+
+impl RunLog {
+    pub fn new(output_cap: u64) -> Self {
+        RunLog {
+            next_seq: 0,
+            stdout: String::new(),
+            stderr: String::new(),
+            output_cap: usize::try_from(output_cap).unwrap_or(usize::MAX),
+            dropped_bytes: 0,
+            exit: None,
+            error: None,
+        }
+    }
+
+    pub fn apply(&mut self, event: &TabEvent) -> Applied {
+        // A retried batch that carried the exit is a duplicate, not a late event.
+        if event.seq < self.next_seq {
+            return Applied::Duplicate;
+        }
+        if self.exit.is_some() {
+            return Applied::Finished;
+        }
+        if event.seq > self.next_seq {
+            return Applied::Gap { expected: self.next_seq };
+        }
+        self.next_seq += 1;
+        match &event.body {
+            EventBody::Stdout { data } => self.append(true, data),
+            EventBody::Stderr { data } => self.append(false, data),
+            EventBody::Progress { .. } => {}
+            EventBody::Error(error) => self.error = Some(error.clone()),
+            EventBody::Exit { exit_code, usage, error } => {
+                let error = error.clone().or_else(|| self.error.clone()).or_else(|| self.cap_error());
+                let exit_code = if error.is_some() && *exit_code == 0 { 1 } else { *exit_code };
+                self.exit = Some(Exit { exit_code, usage: *usage, error });
+            }
+        }
+        Applied::New
+    }
+
+    /// Appends output while under the cap (stdout and stderr share it), cutting at a char boundary.
+    fn append(&mut self, stdout: bool, data: &str) {
+        let room = self.output_cap.saturating_sub(self.stdout.len() + self.stderr.len());
+        let mut keep = data.len().min(room);
+        while !data.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        self.dropped_bytes += (data.len() - keep) as u64;
+        let target = if stdout { &mut self.stdout } else { &mut self.stderr };
+        target.push_str(&data[..keep]);
+    }
+
+    fn cap_error(&self) -> Option<RunError> {
+        (self.dropped_bytes > 0).then(|| RunError {
+            name: "OutputLimitExceeded".into(),
+            message: format!(
+                "output exceeded the limit of {} bytes ({} more bytes were dropped); raise policy.limits.stdoutBytes or print less",
+                self.output_cap, self.dropped_bytes
+            ),
+        })
+    }
+
+    /// Ends the run from the server's side (timeout, tab gone, cancelled), unless it has ended.
+    pub fn fail(&mut self, name: &str, message: String, exit_code: i32) {
+        if self.exit.is_none() {
+            let error = Some(RunError { name: name.into(), message });
+            self.exit = Some(Exit { exit_code, usage: Usage::default(), error });
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The run queue of one relay session (seed 000 section 1.3): FIFO, one run at a time, a
+//! bounded number waiting, and runs that waited too long cancelled.
+
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Waiting {
+    run_id: String,
+    since_ms: u64,
+}
+
+/// Where a new run was put.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Queued; `ahead` runs (waiting or running) are before it.
+    Queued { ahead: usize },
+    /// `max` runs are already waiting: answer 429.
+    Full { max: u32 },
+}
+
+/// What the queue did when asked to move on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Step {
+    /// The run that now holds the executor, if one was started.
+    pub started: Option<String>,
+    /// Runs dropped for waiting longer than the limit.
+    pub expired: Vec<String>,
+}
+
+/// Where a run was when it was removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removed {
+    Waiting,
+    Running,
+    Absent,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunQueue {
+    waiting: VecDeque<Waiting>,
+    running: Option<String>,
+    max_queued: u32,
+    max_wait_ms: u64,
+}
+
+impl RunQueue {
+    pub fn new(max_queued: u32, max_wait_ms: u64) -> Self {
+        RunQueue { waiting: VecDeque::new(), running: None, max_queued, max_wait_ms }
+    }
+
+    /// Adds a run at the back, unless `max_queued` runs already wait.
+    pub fn admit(&mut self, run_id: &str, now_ms: u64) -> Admission {
+        if self.waiting.len() >= self.max_queued as usize {
+            return Admission::Full { max: self.max_queued };
+        }
+        let ahead = self.waiting.len() + usize::from(self.running.is_some());
+        self.waiting.push_back(Waiting { run_id: run_id.to_owned(), since_ms: now_ms });
+        Admission::Queued { ahead }
+    }
+
+    /// Drops expired runs and, when the executor is free and `executor_ready`, starts the next.
+    pub fn step(&mut self, now_ms: u64, executor_ready: bool) -> Step {
+        let expired = self.expire(now_ms);
+        let started =
+            if self.running.is_none() && executor_ready { self.waiting.pop_front().map(|w| w.run_id) } else { None };
+        self.running = self.running.take().or_else(|| started.clone());
+        Step { started, expired }
+    }
+
+    fn expire(&mut self, now_ms: u64) -> Vec<String> {
+        let max_wait = self.max_wait_ms;
+        let (old, fresh): (Vec<_>, Vec<_>) =
+            self.waiting.drain(..).partition(|w| now_ms.saturating_sub(w.since_ms) > max_wait);
+        self.waiting = fresh.into();
+        old.into_iter().map(|w| w.run_id).collect()
+    }
+
+    /// Takes a run out, wherever it is: finished, cancelled, or its client went away.
+    pub fn remove(&mut self, run_id: &str) -> Removed {
+        if self.running.as_deref() == Some(run_id) {
+            self.running = None;
+            return Removed::Running;
+        }
+        match self.waiting.iter().position(|w| w.run_id == run_id) {
+            Some(i) => {
+                self.waiting.remove(i);
+                Removed::Waiting
+            }
+            None => Removed::Absent,
+        }
+    }
+
+    /// Puts the running run back at the front: its executor went away before it started.
+    pub fn requeue_front(&mut self, run_id: &str, now_ms: u64) {
+        if self.running.as_deref() == Some(run_id) {
+            self.running = None;
+            self.waiting.push_front(Waiting { run_id: run_id.to_owned(), since_ms: now_ms });
+        }
+    }
+
+    pub fn running(&self) -> Option<&str> {
+        self.running.as_deref()
+    }
+
+    /// Runs waiting (not counting the one running).
+    pub fn depth(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// When the oldest waiting run will have waited too long, for the DO's alarm.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        self.waiting.front().map(|w| w.since_ms + self.max_wait_ms + 1)
+    }
+}

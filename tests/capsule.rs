@@ -1,0 +1,462 @@
+//! Capsules: deterministic layers and hashes, canonical JSON, size limits, and verification
+//! that refuses any manifest changed after signing.
+
+use std::collections::BTreeMap;
+use std::io::{Cursor, Write};
+
+use proptest::prelude::*;
+use relay_edge::capsule::jws::{KeySet, Signer};
+use relay_edge::capsule::layer::{build_layer, check_path, read_layer, read_layer_with_limit};
+use relay_edge::capsule::limits::{check_sizes, CODE_LAYER_MAX, DEPS_LAYER_MAX, TOTAL_MAX};
+use relay_edge::capsule::manifest::{Language, PYODIDE_RUNTIME, QUICKJS_RUNTIME};
+use relay_edge::capsule::{
+    build_capsule, canonical_json, capsule_hash, verify_layer, verify_manifest, CapsuleError, CapsuleSpec,
+};
+use relay_edge::policy::Policy;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const MIB: u64 = 1024 * 1024;
+
+fn signer() -> Signer {
+    Signer::from_seed(&[7; 32])
+}
+
+fn files(list: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
+    list.iter().map(|(p, c)| (p.to_string(), c.as_bytes().to_vec())).collect()
+}
+
+fn spec(code: &str) -> CapsuleSpec {
+    let mut policy = Policy::default();
+    policy.network.allowed_domains = vec!["api.github.com".into()];
+    CapsuleSpec {
+        language: Language::Js,
+        code: code.into(),
+        entry_argv: vec!["--flag".into()],
+        env: BTreeMap::from([("B".into(), "2".into()), ("A".into(), "1".into())]),
+        stdin: Some("input".into()),
+        cwd: "/".into(),
+        policy,
+        deps: None,
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ---- layers ---------------------------------------------------------------------------------
+
+#[test]
+fn layer_bytes_do_not_depend_on_input_order() {
+    let a = files(&[("b.txt", "bee"), ("a/x.js", "x"), ("a/y.js", "y")]);
+    let mut b = a.clone();
+    b.reverse();
+    let (za, zb) = (build_layer(&a).unwrap(), build_layer(&b).unwrap());
+    assert_eq!(za, zb);
+    assert_eq!(sha256_hex(&za), sha256_hex(&zb));
+}
+
+#[test]
+fn different_content_gives_a_different_layer_hash() {
+    let one = build_layer(&files(&[("a.js", "1")])).unwrap();
+    let two = build_layer(&files(&[("a.js", "2")])).unwrap();
+    let renamed = build_layer(&files(&[("b.js", "1")])).unwrap();
+    assert_ne!(sha256_hex(&one), sha256_hex(&two));
+    assert_ne!(sha256_hex(&one), sha256_hex(&renamed));
+}
+
+#[test]
+fn layer_entries_are_sorted_deflated_dated_1980_mode_0644_without_extra_fields() {
+    let zip_bytes = build_layer(&files(&[("z.txt", "zzz"), ("a.txt", "aaa")])).unwrap();
+    // First local file header (APPNOTE 4.3.7): it must be the alphabetically first entry.
+    let u16_at = |at: usize| u16::from_le_bytes([zip_bytes[at], zip_bytes[at + 1]]);
+    assert_eq!(&zip_bytes[..4], b"PK\x03\x04");
+    assert_eq!(u16_at(8), 8, "deflate");
+    assert_eq!(u16_at(10), 0, "time 00:00:00");
+    assert_eq!(u16_at(12), (1 << 5) | 1, "date 1980-01-01");
+    assert_eq!(u16_at(28), 0, "no extra field");
+    assert_eq!(&zip_bytes[30..35], b"a.txt");
+    let mut archive = zip::ZipArchive::new(Cursor::new(&zip_bytes)).unwrap();
+    for i in 0..archive.len() {
+        let entry = archive.by_index(i).unwrap();
+        assert_eq!(entry.unix_mode(), Some(0o100644));
+        assert!(entry.extra_data().is_none_or(|d| d.is_empty()));
+    }
+}
+
+#[test]
+fn layers_round_trip_through_read_layer() {
+    let input = files(&[("pkg/mod.py", "x = 1\n"), ("entry.py", "import pkg.mod"), ("empty", "")]);
+    let read = read_layer(&build_layer(&input).unwrap()).unwrap();
+    let mut expected = input.clone();
+    expected.sort();
+    assert_eq!(read, expected);
+}
+
+#[test]
+fn bad_layer_paths_are_refused_with_the_reason() {
+    let cases = [
+        ("", "it is empty"),
+        ("/etc/passwd", "starts with \"/\""),
+        ("../escape.js", "\"..\" segment"),
+        ("a/../../b", "\"..\" segment"),
+        ("a/./b", "\".\" segment"),
+        ("a//b", "empty segment"),
+        ("dir/", "empty segment"),
+        ("a\\b", "backslash"),
+        ("..\\windows", "backslash"),
+        ("nul\0byte", "NUL byte"),
+    ];
+    for (path, reason) in cases {
+        let err = build_layer(&files(&[("ok.js", ""), (path, "x")])).unwrap_err();
+        assert!(matches!(&err, CapsuleError::BadPath { path: p, .. } if p == path), "{path:?}: {err:?}");
+        assert!(err.to_string().contains(reason), "{path:?}: {err}");
+        assert_eq!(err.error_name(), "ValidationError");
+    }
+    for path in ["a", "a/b/c.js", "..a", "a..", ".hidden/x", "with space/ü.txt"] {
+        assert_eq!(check_path(path), Ok(()), "{path:?}");
+    }
+}
+
+#[test]
+fn duplicate_layer_paths_are_refused() {
+    let err = build_layer(&files(&[("a.js", "1"), ("b.js", ""), ("a.js", "2")])).unwrap_err();
+    assert_eq!(err, CapsuleError::DuplicatePath("a.js".into()));
+    assert!(err.to_string().contains("more than once"));
+}
+
+/// A zip written by someone else, with entries exactly as given.
+fn raw_zip(entries: &[(&str, &[u8])], symlink: bool) -> Vec<u8> {
+    let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::DEFAULT;
+    for (name, content) in entries {
+        if symlink {
+            zip.add_symlink(*name, "/etc/passwd", options).unwrap();
+        } else {
+            zip.start_file(*name, options).unwrap();
+            zip.write_all(content).unwrap();
+        }
+    }
+    zip.finish().unwrap().into_inner()
+}
+
+#[test]
+fn read_layer_refuses_escaping_paths_symlinks_duplicates_and_garbage() {
+    let escaping = raw_zip(&[("../../evil.sh", b"rm -rf /")], false);
+    assert!(matches!(read_layer(&escaping), Err(CapsuleError::BadPath { .. })));
+    let absolute = raw_zip(&[("/etc/cron.d/x", b"")], false);
+    assert!(matches!(read_layer(&absolute), Err(CapsuleError::BadPath { .. })));
+    let link = raw_zip(&[("link", b"")], true);
+    assert_eq!(read_layer(&link), Err(CapsuleError::NotAFile("link".into())));
+    let err = read_layer(b"definitely not a zip").unwrap_err();
+    assert!(matches!(err, CapsuleError::BadZip(_)), "{err:?}");
+    assert_eq!(err.error_name(), "ValidationError");
+}
+
+#[test]
+fn read_layer_caps_inflation_by_the_bytes_actually_inflated() {
+    let limit = 64 * 1024;
+    let exact = build_layer(&[("zeros".into(), vec![0; limit as usize])]).unwrap();
+    assert_eq!(read_layer_with_limit(&exact, limit).unwrap()[0].1.len(), limit as usize);
+    let one_over = build_layer(&[("zeros".into(), vec![0; limit as usize + 1])]).unwrap();
+    assert_eq!(read_layer_with_limit(&one_over, limit), Err(CapsuleError::UnpackedTooLarge { limit }));
+    // A bomb: 8 MiB of zeros is a few KiB zipped; the cap counts across entries.
+    let bomb =
+        build_layer(&[("a".into(), vec![0; 4 * MIB as usize]), ("b".into(), vec![0; 4 * MIB as usize])]).unwrap();
+    assert!(bomb.len() < 64 * 1024);
+    let err = read_layer_with_limit(&bomb, 6 * MIB).unwrap_err();
+    assert!(err.to_string().contains("more than 6 MiB"), "{err}");
+}
+
+// ---- limits ---------------------------------------------------------------------------------
+
+#[test]
+fn size_limits_pass_at_the_boundary_and_fail_one_byte_over() {
+    assert_eq!((CODE_LAYER_MAX, DEPS_LAYER_MAX, TOTAL_MAX), (2 * MIB, 20 * MIB, 22 * MIB));
+    assert_eq!(check_sizes(CODE_LAYER_MAX, DEPS_LAYER_MAX), Ok(()));
+    let code = check_sizes(CODE_LAYER_MAX + 1, 0).unwrap_err();
+    assert_eq!(code.to_string(), "code layer is 2.0 MiB (2097153 bytes); the limit is 2 MiB (2097152 bytes)");
+    let deps = check_sizes(0, DEPS_LAYER_MAX + 1).unwrap_err();
+    assert!(deps.to_string().starts_with("deps layer is"), "{deps}");
+    assert!(deps.to_string().contains("the limit is 20 MiB (20971520 bytes)"), "{deps}");
+    assert_eq!(deps.error_name(), "ValidationError");
+}
+
+#[test]
+fn size_messages_read_naturally() {
+    let err = check_sizes(2 * MIB + MIB / 2, 0).unwrap_err();
+    assert_eq!(err.to_string(), "code layer is 2.5 MiB (2621440 bytes); the limit is 2 MiB (2097152 bytes)");
+}
+
+#[test]
+fn build_capsule_refuses_a_code_layer_over_the_limit() {
+    // Pseudo-random text barely compresses, so 3 MiB of it zips to more than 2 MiB.
+    let mut state = 1u32;
+    let code: String = (0..3 * MIB)
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            char::from(b' ' + (state >> 24) as u8 % 94)
+        })
+        .collect();
+    let err = build_capsule(spec(&code), &signer()).unwrap_err();
+    assert!(matches!(err, CapsuleError::TooLarge { what: "code layer", .. }), "{err:?}");
+    assert!(err.to_string().contains("the limit is 2 MiB"), "{err}");
+}
+
+// ---- canonical JSON -------------------------------------------------------------------------
+
+#[test]
+fn canonical_json_sorts_keys_and_drops_whitespace() {
+    let value = json!({ "b": [1, { "d": true, "c": null }], "a": -5, "": "empty key" });
+    assert_eq!(canonical_json(&value).unwrap(), br#"{"":"empty key","a":-5,"b":[1,{"c":null,"d":true}]}"#);
+}
+
+#[test]
+fn canonical_json_orders_keys_by_utf16_code_units_as_rfc8785() {
+    // U+E000 sorts before U+10000 as UTF-8 bytes, after it as UTF-16 (surrogate D800).
+    let value = json!({ "\u{e000}": 1, "\u{10000}": 2, "z": 3 });
+    assert_eq!(String::from_utf8(canonical_json(&value).unwrap()).unwrap(), "{\"z\":3,\"\u{10000}\":2,\"\u{e000}\":1}");
+}
+
+#[test]
+fn canonical_json_escapes_only_what_json_requires() {
+    let value = json!(["quote\" back\\ nl\n tab\t cr\r bs\u{8} ff\u{c}", "\u{1}\u{1f}", "é/€\u{2028}"]);
+    let text = String::from_utf8(canonical_json(&value).unwrap()).unwrap();
+    assert_eq!(text, "[\"quote\\\" back\\\\ nl\\n tab\\t cr\\r bs\\b ff\\f\",\"\\u0001\\u001f\",\"é/€\u{2028}\"]");
+    // And the result is JSON that parses back to the same value.
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
+}
+
+#[test]
+fn canonical_json_refuses_floats_and_keeps_large_integers() {
+    let err = canonical_json(&json!({ "x": 1.5 })).unwrap_err();
+    assert!(err.to_string().contains("1.5 is not an integer"), "{err}");
+    assert_eq!(
+        canonical_json(&json!([u64::MAX, i64::MIN])).unwrap(),
+        br#"[18446744073709551615,-9223372036854775808]"#
+    );
+}
+
+proptest! {
+    #[test]
+    fn canonical_json_is_stable_under_reparsing(value in arb_json()) {
+        let once = canonical_json(&value).unwrap();
+        let reparsed: Value = serde_json::from_slice(&once).unwrap();
+        prop_assert_eq!(&reparsed, &value);
+        prop_assert_eq!(canonical_json(&reparsed).unwrap(), once);
+    }
+}
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<String>().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(any::<String>(), inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// The worked example of docs/CAPSULE.md: the doc must show these exact bytes and hash.
+#[test]
+fn docs_worked_example_matches_the_code() {
+    let manifest: relay_edge::capsule::Manifest = serde_json::from_value(json!({
+        "version": "1",
+        "language": "js",
+        "runtime": { "id": "quickjs@0.32" },
+        "entry": { "path": "/entry.js", "argv": [], "env": { "GREETING": "héllo" }, "cwd": "/" },
+        "fsLayers": [{
+            "id": "code",
+            "sha256": "0000000000000000000000000000000000000000000000000000000000000000",
+            "path": "fs.code.zip",
+            "size": 128
+        }],
+        "policy": {
+            "network": { "allowedDomains": ["api.github.com"], "deniedDomains": [],
+                         "denyIpLiterals": true, "blockPrivateRanges": true,
+                         "maxBodyBytes": 5242880, "maxRedirects": 5 },
+            "filesystem": { "readonly": ["/"], "writable": ["/tmp", "/out"] },
+            "limits": { "timeoutMs": 60000, "memMb": 256, "stdoutBytes": 1048576 }
+        },
+        "sig": "ignored.for.hashing"
+    }))
+    .unwrap();
+    let unsigned = relay_edge::capsule::Manifest { sig: None, ..manifest.clone() };
+    let canonical = String::from_utf8(canonical_json(&unsigned).unwrap()).unwrap();
+    let hash = capsule_hash(&manifest);
+    assert_eq!(hash, sha256_hex(canonical.as_bytes()));
+    let doc = include_str!("../docs/CAPSULE.md");
+    assert!(doc.contains(&canonical), "docs/CAPSULE.md should show:\n{canonical}");
+    assert!(doc.contains(&hash), "docs/CAPSULE.md should show the hash {hash}");
+}
+
+// ---- building -------------------------------------------------------------------------------
+
+#[test]
+fn the_same_spec_builds_byte_identical_capsules() {
+    let (a, b) =
+        (build_capsule(spec("print()"), &signer()).unwrap(), build_capsule(spec("print()"), &signer()).unwrap());
+    assert_eq!(a, b);
+    let other = build_capsule(spec("print(2)"), &signer()).unwrap();
+    assert_ne!(a.hash, other.hash);
+    // The hash names content, not the signing key.
+    let other_key = build_capsule(spec("print()"), &Signer::from_seed(&[8; 32])).unwrap();
+    assert_eq!(a.hash, other_key.hash);
+    assert_ne!(a.manifest_json, other_key.manifest_json);
+}
+
+#[test]
+fn a_js_capsule_has_the_seed_layout() {
+    let capsule = build_capsule(spec("console.log('hi')"), &signer()).unwrap();
+    let m = &capsule.manifest;
+    assert_eq!((m.version.as_str(), m.language, m.runtime.id.as_str()), ("1", Language::Js, QUICKJS_RUNTIME));
+    assert_eq!(QUICKJS_RUNTIME, "quickjs@0.32");
+    assert_eq!((m.entry.path.as_str(), m.entry.cwd.as_str()), ("/entry.js", "/"));
+    assert_eq!(m.entry.stdin.as_deref(), Some("input"));
+    assert_eq!(capsule.layers.len(), 1, "no deps asked for, no deps layer");
+    let (code, bytes) = &capsule.layers[0];
+    assert_eq!((code.id.as_str(), code.path.as_str(), code.size), ("code", "fs.code.zip", bytes.len() as u64));
+    assert_eq!(code.sha256, sha256_hex(bytes));
+    assert_eq!(m.fs_layers, vec![code.clone()]);
+    assert_eq!(read_layer(bytes).unwrap(), files(&[("entry.js", "console.log('hi')")]));
+}
+
+#[test]
+fn a_py_capsule_with_deps_has_both_layers() {
+    let mut s = spec("import lib");
+    s.language = Language::Py;
+    s.deps = Some(files(&[("lib/__init__.py", "X = 1")]));
+    let capsule = build_capsule(s, &signer()).unwrap();
+    let m = &capsule.manifest;
+    assert_eq!((m.runtime.id.as_str(), m.entry.path.as_str()), (PYODIDE_RUNTIME, "/entry.py"));
+    assert_eq!(PYODIDE_RUNTIME, "pyodide@314");
+    let paths: Vec<_> = m.fs_layers.iter().map(|l| (l.id.as_str(), l.path.as_str())).collect();
+    assert_eq!(paths, [("code", "fs.code.zip"), ("deps", "fs.deps.zip")]);
+    assert_eq!(read_layer(&capsule.layers[1].1).unwrap(), files(&[("lib/__init__.py", "X = 1")]));
+}
+
+#[test]
+fn build_refuses_deps_that_shadow_the_entry_bad_cwd_and_bad_policy() {
+    let mut s = spec("x");
+    s.deps = Some(files(&[("entry.js", "evil")]));
+    assert!(matches!(build_capsule(s, &signer()), Err(CapsuleError::BadPath { .. })));
+    let mut s = spec("x");
+    s.cwd = "/tmp/../etc".into();
+    assert_eq!(build_capsule(s, &signer()).unwrap_err(), CapsuleError::BadCwd("/tmp/../etc".into()));
+    let mut s = spec("x");
+    s.policy.network.allowed_domains = vec!["https://api.github.com".into()];
+    let err = build_capsule(s, &signer()).unwrap_err();
+    assert!(err.to_string().contains("\"https://api.github.com\""), "{err}");
+    assert_eq!(err.error_name(), "ValidationError");
+}
+
+#[test]
+fn the_hash_is_sha256_of_the_signed_payload_and_manifest_json_is_canonical() {
+    let capsule = build_capsule(spec("1"), &signer()).unwrap();
+    assert_eq!(capsule.hash, capsule_hash(&capsule.manifest));
+    assert_eq!(capsule.hash.len(), 64);
+    let keys = KeySet::from_signers(&[&signer()]);
+    let verified = relay_edge::capsule::jws::verify(capsule.manifest.sig.as_deref().unwrap(), &keys).unwrap();
+    assert_eq!(sha256_hex(&verified.payload), capsule.hash);
+    assert_eq!(verified.header["typ"], "relay-capsule+jws");
+    let document: Value = serde_json::from_slice(&capsule.manifest_json).unwrap();
+    assert_eq!(canonical_json(&document).unwrap(), capsule.manifest_json);
+    assert!(document["sig"].is_string());
+}
+
+// ---- verification ---------------------------------------------------------------------------
+
+#[test]
+fn verify_manifest_accepts_what_build_signed() {
+    let capsule = build_capsule(spec("ok"), &signer()).unwrap();
+    let keys = KeySet::from_signers(&[&signer()]);
+    assert_eq!(verify_manifest(&capsule.manifest_json, &keys).unwrap(), capsule.manifest);
+    // Key order and whitespace do not matter: the comparison is on canonical JSON.
+    let pretty = serde_json::to_vec_pretty(&capsule.manifest).unwrap();
+    assert_eq!(verify_manifest(&pretty, &keys).unwrap(), capsule.manifest);
+}
+
+#[test]
+fn any_change_to_a_signed_manifest_fails_verification() {
+    let capsule = build_capsule(spec("ok"), &signer()).unwrap();
+    let keys = KeySet::from_signers(&[&signer()]);
+    let original: Value = serde_json::from_slice(&capsule.manifest_json).unwrap();
+    type Tamper = fn(&mut Value);
+    let tampers: Vec<(&str, Tamper)> = vec![
+        ("version", |m| m["version"] = json!("2")),
+        ("language", |m| m["language"] = json!("py")),
+        ("runtime", |m| m["runtime"]["id"] = json!("quickjs@0.31")),
+        ("entry path", |m| m["entry"]["path"] = json!("/other.js")),
+        ("argv", |m| m["entry"]["argv"] = json!(["--evil"])),
+        ("env", |m| m["entry"]["env"]["A"] = json!("changed")),
+        ("cwd", |m| m["entry"]["cwd"] = json!("/tmp")),
+        ("stdin removed", |m| drop(m["entry"].as_object_mut().unwrap().remove("stdin"))),
+        ("layer sha256", |m| m["fsLayers"][0]["sha256"] = json!("0".repeat(64))),
+        ("layer size", |m| m["fsLayers"][0]["size"] = json!(1)),
+        ("allowed domain added", |m| {
+            m["policy"]["network"]["allowedDomains"].as_array_mut().unwrap().push(json!("evil.com"))
+        }),
+        ("ip literals allowed", |m| m["policy"]["network"]["denyIpLiterals"] = json!(false)),
+        ("writable widened", |m| m["policy"]["filesystem"]["writable"] = json!(["/"])),
+        ("timeout raised", |m| m["policy"]["limits"]["timeoutMs"] = json!(600000)),
+        ("field added", |m| m["extra"] = json!(1)),
+    ];
+    for (what, tamper) in tampers {
+        let mut document = original.clone();
+        tamper(&mut document);
+        let err = verify_manifest(&serde_json::to_vec(&document).unwrap(), &keys).unwrap_err();
+        assert_eq!(err, CapsuleError::SigMismatch, "{what}");
+        assert!(err.to_string().contains("changed after signing"));
+    }
+}
+
+#[test]
+fn verify_manifest_refuses_unknown_keys_missing_sig_and_foreign_tokens() {
+    let capsule = build_capsule(spec("ok"), &signer()).unwrap();
+    let stranger = Signer::from_seed(&[9; 32]);
+    let err = verify_manifest(&capsule.manifest_json, &KeySet::from_signers(&[&stranger])).unwrap_err();
+    assert!(matches!(err, CapsuleError::Jws(relay_edge::capsule::jws::JwsError::UnknownKid(_))), "{err:?}");
+
+    let keys = KeySet::from_signers(&[&signer()]);
+    let mut document: Value = serde_json::from_slice(&capsule.manifest_json).unwrap();
+    document.as_object_mut().unwrap().remove("sig");
+    let unsigned = serde_json::to_vec(&document).unwrap();
+    assert_eq!(verify_manifest(&unsigned, &keys), Err(CapsuleError::MissingSig));
+
+    // The right payload signed as some other kind of token (an attach-token JWT, say).
+    let payload = canonical_json(&document).unwrap();
+    document["sig"] = json!(signer().sign(&payload, Some("JWT")));
+    let err = verify_manifest(&serde_json::to_vec(&document).unwrap(), &keys).unwrap_err();
+    assert_eq!(err, CapsuleError::WrongSigType(Some("JWT".into())));
+
+    assert!(matches!(verify_manifest(b"[]", &keys), Err(CapsuleError::BadManifest(_))));
+    assert!(matches!(verify_manifest(b"{", &keys), Err(CapsuleError::BadManifest(_))));
+}
+
+#[test]
+fn verify_layer_checks_size_and_digest() {
+    let capsule = build_capsule(spec("ok"), &signer()).unwrap();
+    let (layer, bytes) = &capsule.layers[0];
+    assert_eq!(verify_layer(layer, bytes), Ok(()));
+    let short = &bytes[..bytes.len() - 1];
+    assert!(matches!(verify_layer(layer, short), Err(CapsuleError::LayerSize { .. })));
+    let mut flipped = bytes.clone();
+    flipped[40] ^= 1;
+    let err = verify_layer(layer, &flipped).unwrap_err();
+    assert!(matches!(err, CapsuleError::LayerDigest { .. }), "{err:?}");
+    assert!(err.to_string().contains(&layer.sha256), "{err}");
+}
+
+#[test]
+fn only_a_zip_writer_failure_is_internal() {
+    assert_eq!(CapsuleError::ZipWrite("disk".into()).error_name(), "Internal");
+    assert_eq!(CapsuleError::SigMismatch.error_name(), "ValidationError");
+}

@@ -1,0 +1,203 @@
+//! Test support shared by the tests/mcp_*.rs files (each includes it with `#[path]`): a
+//! map-backed SessionStore, a fixed Context, and request builders for both eras.
+#![allow(dead_code)] // each test file uses a different part of it
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use relay_edge::mcp::{handle, Context, HttpRequest, HttpResponse, Outcome, RelayView, SessionStatus, SessionStore};
+use serde_json::{json, Value};
+
+pub const PAGE_URL: &str = "https://relay.example/?session=default";
+pub const MODERN: &str = "2026-07-28";
+pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+/// Legacy sessions in a map: id -> (protocol version, created at, ended).
+#[derive(Default)]
+pub struct MemStore {
+    pub sessions: HashMap<String, (String, u64, bool)>,
+}
+
+impl SessionStore for MemStore {
+    fn create(&mut self, id: &str, protocol_version: &str, now_ms: u64) {
+        self.sessions.insert(id.to_string(), (protocol_version.to_string(), now_ms, false));
+    }
+
+    fn status(&self, id: &str) -> SessionStatus {
+        match self.sessions.get(id) {
+            None => SessionStatus::Unknown,
+            Some((_, _, true)) => SessionStatus::Ended,
+            Some((version, _, false)) => SessionStatus::Active { protocol_version: version.clone() },
+        }
+    }
+
+    fn end(&mut self, id: &str) -> bool {
+        match self.sessions.get_mut(id) {
+            Some(entry) if !entry.2 => {
+                entry.2 = true;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
+
+fn next_session_id() -> String {
+    format!("sess-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A context with two tabs attached and a small limits object.
+pub fn cx() -> Context<'static> {
+    Context {
+        now_ms: 1_700_000_000_000,
+        new_session_id: &next_session_id,
+        relay: RelayView {
+            session: "default".into(),
+            tab_ids: vec!["tab-a".into(), "tab-b".into()],
+            queue_depth: 3,
+            recent_runs: json!([{ "runId": "r_1", "exitCode": 0 }]),
+        },
+        page_url: PAGE_URL.into(),
+        limits_json: json!({ "timeoutMs": 60000, "memMb": 256, "stdoutBytes": 1048576 }),
+    }
+}
+
+pub fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+}
+
+/// A POST with the given headers and a JSON body.
+pub fn post(pairs: &[(&str, &str)], body: &Value) -> HttpRequest {
+    HttpRequest { method: "POST".into(), headers: headers(pairs), body: serde_json::to_vec(body).unwrap() }
+}
+
+/// The `_meta` every 2026-07-28 request carries.
+pub fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": { "name": "test", "version": "1" },
+        "io.modelcontextprotocol/clientCapabilities": {},
+    })
+}
+
+/// The value `Mcp-Name` must carry for a method, if any.
+pub fn name_of(method: &str, params: &Value) -> Option<String> {
+    let field = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    params.get(field).and_then(Value::as_str).map(str::to_string)
+}
+
+/// A well-formed 2026-07-28 request: `_meta` merged into params, every mirrored header set.
+pub fn modern(method: &str, params: Value) -> HttpRequest {
+    let mut params = params;
+    params["_meta"] = merge(modern_meta(), params.get("_meta").cloned());
+    let mut pairs = vec![
+        ("content-type", "application/json".to_string()),
+        ("accept", ACCEPT_BOTH.to_string()),
+        ("mcp-protocol-version", MODERN.to_string()),
+        ("mcp-method", method.to_string()),
+    ];
+    if let Some(name) = name_of(method, &params) {
+        pairs.push(("mcp-name", name));
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    HttpRequest {
+        method: "POST".into(),
+        headers: pairs.into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
+        body: serde_json::to_vec(&body).unwrap(),
+    }
+}
+
+fn merge(mut base: Value, extra: Option<Value>) -> Value {
+    if let Some(Value::Object(extra)) = extra {
+        for (k, v) in extra {
+            base[k] = v;
+        }
+    }
+    base
+}
+
+/// Replaces (or, with `None`, removes) one header.
+pub fn set_header(req: &mut HttpRequest, name: &str, value: Option<&str>) {
+    req.headers.retain(|(n, _)| n != name);
+    if let Some(value) = value {
+        req.headers.push((name.to_string(), value.to_string()));
+    }
+}
+
+/// A legacy request with a session id (and no MCP-Protocol-Version header).
+pub fn legacy(session: &str, id: u64, method: &str, params: Value) -> HttpRequest {
+    post(
+        &[("content-type", "application/json"), ("accept", ACCEPT_BOTH), ("mcp-session-id", session)],
+        &json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }),
+    )
+}
+
+/// A bodiless request (GET, DELETE, ...).
+pub fn bare(method: &str, pairs: &[(&str, &str)]) -> HttpRequest {
+    HttpRequest { method: method.into(), headers: headers(pairs), body: Vec::new() }
+}
+
+/// A server: one store, one context.
+pub struct Server {
+    pub store: MemStore,
+    pub cx: Context<'static>,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Server { store: MemStore::default(), cx: cx() }
+    }
+}
+
+impl Server {
+    pub fn new() -> Self {
+        Server::default()
+    }
+
+    pub fn send(&mut self, req: &HttpRequest) -> Outcome {
+        handle(req, &mut self.store, &self.cx)
+    }
+
+    /// Sends and expects an immediate reply.
+    pub fn reply(&mut self, req: &HttpRequest) -> HttpResponse {
+        match self.send(req) {
+            Outcome::Reply(response) => response,
+            other => panic!("expected a reply, got {other:?}"),
+        }
+    }
+
+    /// Runs `initialize` with `version` and returns the new session id.
+    pub fn initialize(&mut self, version: &str) -> String {
+        let req = post(
+            &[("content-type", "application/json"), ("accept", ACCEPT_BOTH)],
+            &json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": {},
+                "clientInfo": { "name": "legacy-test", "version": "1" } } }),
+        );
+        let response = self.reply(&req);
+        assert_eq!(response.status, 200, "{response:?}");
+        header_of(&response, "mcp-session-id").expect("a session id")
+    }
+}
+
+pub fn header_of(response: &HttpResponse, name: &str) -> Option<String> {
+    response.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+}
+
+/// The JSON-RPC error code of a reply.
+pub fn code(response: &HttpResponse) -> Option<i64> {
+    response.body.as_ref()?.get("error")?.get("code")?.as_i64()
+}
+
+/// The `result` of a reply, asserting success.
+pub fn result(response: &HttpResponse) -> Value {
+    let body = response.body.as_ref().expect("a body");
+    assert_eq!(response.status, 200, "{body}");
+    body.get("result").cloned().unwrap_or_else(|| panic!("no result: {body}"))
+}

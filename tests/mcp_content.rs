@@ -1,0 +1,145 @@
+//! What the server teaches: the `use-relay` prompt, the `relay://session` resource, the
+//! resource template list, and pagination of the lists, in both eras.
+
+#[path = "mcp_common.rs"]
+mod common;
+
+use common::*;
+use relay_edge::mcp::ErrorName;
+use serde_json::{json, Value};
+
+fn prompt_text(params: Value) -> String {
+    let result = result(&Server::new().reply(&modern("prompts/get", params)));
+    assert_eq!(result["messages"][0]["role"], "user");
+    assert_eq!(result["messages"][0]["content"]["type"], "text");
+    result["messages"][0]["content"]["text"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn prompts_list_offers_use_relay() {
+    let result = result(&Server::new().reply(&modern("prompts/list", json!({}))));
+    let prompts = result["prompts"].as_array().unwrap();
+    assert_eq!(prompts.len(), 1);
+    assert_eq!(prompts[0]["name"], "use-relay");
+    assert!(prompts[0]["description"].as_str().is_some());
+    assert_eq!(
+        prompts[0]["arguments"],
+        json!([{"name": "task", "description": "What you want to get done (optional).", "required": false}])
+    );
+}
+
+#[test]
+fn the_prompt_teaches_vfs_limits_errors_and_the_executor_page() {
+    let text = prompt_text(json!({"name": "use-relay"}));
+    let needles = [
+        PAGE_URL,
+        "/host",
+        "/tmp",
+        "/out",
+        "/mcps",
+        "\"timeoutMs\": 60000",
+        "\"stdoutBytes\": 1048576",
+        "Tabs attached now: 2",
+        "`default`",
+        "run_js",
+        "run_py",
+        "npm.dependencies",
+        "pip.requirements",
+        "policy.limits.timeoutMs",
+    ];
+    for needle in needles {
+        assert!(text.contains(needle), "{needle} missing from the prompt");
+    }
+    for name in ErrorName::ALL {
+        let line = format!("- {} (HTTP {}): {}", name.as_str(), name.http_status(), name.remedy());
+        assert!(text.contains(&line), "{line}");
+    }
+    assert!(!text.contains("## Your task"));
+}
+
+#[test]
+fn the_prompt_takes_an_optional_task() {
+    let text = prompt_text(json!({"name": "use-relay", "arguments": {"task": "plot sales.csv"}}));
+    assert!(text.ends_with("## Your task\nplot sales.csv"), "{text}");
+}
+
+#[test]
+fn prompt_errors_are_invalid_params() {
+    let cases = [
+        json!({"name": "other"}),
+        json!({"name": "use-relay", "arguments": ["task"]}),
+        json!({"name": "use-relay", "arguments": {"task": 5}}),
+    ];
+    for params in cases {
+        let response = Server::new().reply(&modern("prompts/get", params.clone()));
+        assert_eq!((response.status, code(&response)), (200, Some(-32602)), "{params}");
+    }
+}
+
+#[test]
+fn resources_list_and_templates() {
+    let result = result(&Server::new().reply(&modern("resources/list", json!({}))));
+    assert_eq!(result["resources"].as_array().unwrap().len(), 1);
+    assert_eq!(result["resources"][0]["uri"], "relay://session");
+    assert_eq!(result["resources"][0]["mimeType"], "application/json");
+    let templates = result_of("resources/templates/list");
+    assert_eq!(templates["resourceTemplates"], json!([]));
+}
+
+fn result_of(method: &str) -> Value {
+    result(&Server::new().reply(&modern(method, json!({}))))
+}
+
+#[test]
+fn the_session_resource_describes_the_relay_session() {
+    let result = result(&Server::new().reply(&modern("resources/read", json!({"uri": "relay://session"}))));
+    assert_eq!((result["ttlMs"].as_u64(), &result["cacheScope"]), (Some(0), &json!("private")));
+    let contents = result["contents"].as_array().unwrap();
+    assert_eq!(contents.len(), 1);
+    assert_eq!(contents[0]["uri"], "relay://session");
+    assert_eq!(contents[0]["mimeType"], "application/json");
+    let status: Value = serde_json::from_str(contents[0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        status,
+        json!({
+            "session": "default",
+            "executor": {"attached": true, "tabs": 2, "tabIds": ["tab-a", "tab-b"], "pageUrl": PAGE_URL},
+            "queueDepth": 3,
+            "recentRuns": [{"runId": "r_1", "exitCode": 0}],
+        })
+    );
+}
+
+#[test]
+fn reading_an_unknown_resource_is_32602_with_the_uri() {
+    for params in [json!({"uri": "relay://nope"}), json!({"uri": "file:///etc/passwd"})] {
+        let response = Server::new().reply(&modern("resources/read", params.clone()));
+        assert_eq!(code(&response), Some(-32602));
+        assert_eq!(response.body.unwrap()["error"]["data"]["uri"], params["uri"]);
+    }
+    let mut no_uri = modern("resources/read", json!({}));
+    set_header(&mut no_uri, "mcp-name", None);
+    assert_eq!(code(&Server::new().reply(&no_uri)), Some(-32602));
+}
+
+#[test]
+fn lists_have_one_page_so_any_cursor_is_invalid() {
+    for method in ["tools/list", "resources/list", "resources/templates/list", "prompts/list"] {
+        let response = Server::new().reply(&modern(method, json!({"cursor": "page-2"})));
+        assert_eq!((response.status, code(&response)), (200, Some(-32602)), "{method}");
+        let response = Server::new().reply(&modern(method, json!({"cursor": null})));
+        assert_eq!(response.status, 200, "{method}");
+        assert!(response.body.unwrap().get("result").is_some(), "{method}");
+    }
+}
+
+#[test]
+fn legacy_clients_get_the_same_content_without_cache_hints() {
+    let mut server = Server::new();
+    let session = server.initialize("2025-06-18");
+    let read = result(&server.reply(&legacy(&session, 1, "resources/read", json!({"uri": "relay://session"}))));
+    assert!(read.get("ttlMs").is_none() && read.get("resultType").is_none());
+    assert!(read["contents"][0]["text"].as_str().unwrap().contains("tab-a"));
+    let prompt = result(&server.reply(&legacy(&session, 2, "prompts/get", json!({"name": "use-relay"}))));
+    assert!(prompt["messages"][0]["content"]["text"].as_str().unwrap().contains(PAGE_URL));
+}

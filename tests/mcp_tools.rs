@@ -1,0 +1,447 @@
+//! The tools: `tools/list` (order, seed 000 §5.2 input schemas, output schemas,
+//! annotations), argument validation, `tools/call` outcomes, and the result and
+//! notification builders the Durable Object answers with.
+
+#[path = "mcp_common.rs"]
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+use relay_edge::mcp::{
+    data_result, log_notification, progress_notification, tool_error, tool_result, Era, ErrorName, LogLevel, Outcome,
+    Tool, ToolCall, ToolResult,
+};
+use serde_json::{json, Value};
+
+fn tools() -> Vec<Value> {
+    let listed = result(&Server::new().reply(&modern("tools/list", json!({}))));
+    listed["tools"].as_array().unwrap().clone()
+}
+
+fn tool(name: &str) -> Value {
+    tools().into_iter().find(|t| t["name"] == name).unwrap()
+}
+
+fn keys(value: &Value) -> BTreeSet<String> {
+    value.as_object().unwrap().keys().cloned().collect()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn tools_are_listed_in_a_fixed_order() {
+    let names: Vec<Value> = tools().iter().map(|t| t["name"].clone()).collect();
+    assert_eq!(names, json!(["run_js", "run_py", "read", "write", "search"]).as_array().unwrap().clone());
+    assert_eq!(tools(), tools(), "deterministic");
+    let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+    assert_eq!(names, ["run_js", "run_py", "read", "write", "search"]);
+}
+
+/// Seed 000 §5.2: the properties of each tool's arguments, and which are required.
+#[test]
+fn input_schemas_have_the_seeds_properties() {
+    let run_common = ["code", "stdin", "args", "env", "cwd", "policy"];
+    let cases: [(&str, Vec<&str>, &[&str]); 5] = [
+        ("run_js", [&run_common[..], &["npm"]].concat(), &["code"]),
+        ("run_py", [&run_common[..], &["pip"]].concat(), &["code"]),
+        ("read", vec!["path", "encoding", "maxBytes"], &["path"]),
+        ("write", vec!["path", "content", "encoding", "mode"], &["path", "content"]),
+        ("search", vec!["pattern", "paths", "filePattern", "caseSensitive", "maxResults"], &["pattern"]),
+    ];
+    for (name, properties, required) in cases {
+        let schema = &tool(name)["inputSchema"];
+        assert_eq!(schema["type"], "object", "{name}");
+        assert_eq!(keys(&schema["properties"]), set(&properties), "{name}");
+        assert_eq!(schema["required"], json!(required), "{name}");
+        assert_eq!(schema["additionalProperties"], false, "{name}");
+    }
+}
+
+#[test]
+fn input_schema_details_follow_the_seed() {
+    let run_js = tool("run_js")["inputSchema"]["properties"].clone();
+    assert_eq!(keys(&run_js["npm"]["properties"]), set(&["dependencies"]));
+    assert_eq!(run_js["npm"]["properties"]["dependencies"]["additionalProperties"]["type"], "string");
+    assert_eq!(run_js["args"]["items"]["type"], "string");
+    assert_eq!(run_js["env"]["additionalProperties"]["type"], "string");
+    assert_eq!(run_js["stdin"]["type"], "string");
+    assert_eq!(run_js["cwd"]["default"], "/");
+    let policy = &run_js["policy"]["properties"];
+    assert_eq!(keys(policy), set(&["network", "filesystem", "limits"]));
+    assert_eq!(
+        keys(&policy["network"]["properties"]),
+        set(&[
+            "allowedDomains",
+            "deniedDomains",
+            "denyIpLiterals",
+            "blockPrivateRanges",
+            "maxBodyBytes",
+            "maxRedirects"
+        ])
+    );
+    assert_eq!(keys(&policy["filesystem"]["properties"]), set(&["readonly", "writable"]));
+    assert_eq!(keys(&policy["limits"]["properties"]), set(&["timeoutMs", "memMb", "stdoutBytes"]));
+    let pip = &tool("run_py")["inputSchema"]["properties"]["pip"]["properties"];
+    assert_eq!(keys(pip), set(&["requirements", "wheelUrls"]));
+    let read = tool("read")["inputSchema"]["properties"].clone();
+    assert_eq!(read["encoding"]["enum"], json!(["utf-8", "base64", "binary"]));
+    assert_eq!(read["maxBytes"]["default"], 1_048_576);
+    let write = tool("write")["inputSchema"]["properties"].clone();
+    assert_eq!(write["encoding"]["enum"], json!(["utf-8", "base64"]));
+    assert_eq!(write["mode"]["enum"], json!(["create", "append", "overwrite"]));
+    assert_eq!(write["mode"]["default"], "create");
+    let search = tool("search")["inputSchema"]["properties"].clone();
+    assert_eq!(search["caseSensitive"]["default"], true);
+    assert_eq!(search["maxResults"]["default"], 100);
+}
+
+/// The validator understands these keywords; the schemas may use nothing else.
+fn check_keywords(schema: &Value, path: &str) {
+    const KNOWN: [&str; 11] = [
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "minimum",
+        "description",
+        "default",
+        "title",
+        "examples",
+    ];
+    let Some(object) = schema.as_object() else {
+        return;
+    };
+    for (key, value) in object {
+        assert!(KNOWN.contains(&key.as_str()), "{path}: unsupported keyword {key}");
+        match key.as_str() {
+            "properties" => {
+                value.as_object().unwrap().iter().for_each(|(name, sub)| check_keywords(sub, &format!("{path}.{name}")))
+            }
+            "items" | "additionalProperties" => check_keywords(value, &format!("{path}[{key}]")),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn input_schemas_use_only_validated_keywords() {
+    for tool in tools() {
+        check_keywords(&tool["inputSchema"], tool["name"].as_str().unwrap());
+    }
+}
+
+#[test]
+fn output_schemas_describe_structured_content() {
+    let cases: [(&str, &[&str]); 5] = [
+        ("run_js", &["exitCode", "stdout", "stderr", "usage", "files"]),
+        ("run_py", &["exitCode", "stdout", "stderr", "usage", "files"]),
+        ("read", &["content", "encoding", "size"]),
+        ("write", &["path", "bytesWritten"]),
+        ("search", &["matches", "totalMatches", "truncated"]),
+    ];
+    for (name, required) in cases {
+        let schema = &tool(name)["outputSchema"];
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["anyOf"], json!([{"required": required}, {"required": ["error"]}]), "{name}");
+        for field in required.iter().chain(&["error"]) {
+            assert!(schema["properties"][field].is_object(), "{name}.{field}");
+        }
+    }
+    let usage = &tool("run_js")["outputSchema"]["properties"]["usage"];
+    assert_eq!(keys(&usage["properties"]), set(&["wallMs", "memPeakMb"]));
+}
+
+#[test]
+fn annotations_and_titles() {
+    for tool in tools() {
+        let name = tool["name"].as_str().unwrap();
+        let hints = &tool["annotations"];
+        assert!(tool["title"].as_str().is_some_and(|t| !t.is_empty()), "{name}");
+        assert!(tool["description"].as_str().unwrap().len() > 80, "{name}");
+        match name {
+            "read" | "search" => {
+                assert_eq!((&hints["readOnlyHint"], &hints["openWorldHint"]), (&json!(true), &json!(false)))
+            }
+            "run_js" | "run_py" => {
+                assert_eq!(hints["openWorldHint"], true);
+                assert_eq!(hints["readOnlyHint"], false);
+                assert_eq!(hints["destructiveHint"], true);
+            }
+            "write" => {
+                assert_eq!(hints["readOnlyHint"], false);
+                assert_eq!(hints["destructiveHint"], true);
+                assert_eq!(hints["openWorldHint"], false);
+            }
+            other => panic!("unexpected tool {other}"),
+        }
+    }
+}
+
+fn call(name: &str, arguments: Value) -> Outcome {
+    Server::new().send(&modern("tools/call", json!({"name": name, "arguments": arguments})))
+}
+
+/// Arguments failing the input schema: a tool result with isError + ValidationError that
+/// names the field (a tool execution error, so the model can correct itself).
+#[test]
+fn invalid_arguments_are_validation_errors_naming_the_field() {
+    let cases = [
+        ("run_js", json!({}), "`code`"),
+        ("run_js", json!({"code": 42}), "`code` must be a string"),
+        ("run_js", json!({"code": "", "args": ["a", 1]}), "`args[1]`"),
+        ("run_js", json!({"code": "", "env": {"A": 1}}), "`env.A`"),
+        ("run_js", json!({"code": "", "npm": {"dependencies": {"lodash": 4}}}), "`npm.dependencies.lodash`"),
+        ("run_js", json!({"code": "", "pip": {}}), "unknown field `pip`"),
+        ("run_js", json!({"code": "", "timeoutMs": 10}), "unknown field `timeoutMs`"),
+        (
+            "run_py",
+            json!({"code": "", "policy": {"limits": {"timeoutMs": "10"}}}),
+            "`policy.limits.timeoutMs` must be an integer",
+        ),
+        (
+            "run_py",
+            json!({"code": "", "policy": {"limits": {"timeoutMs": 0}}}),
+            "`policy.limits.timeoutMs` must be at least 1",
+        ),
+        (
+            "run_py",
+            json!({"code": "", "policy": {"network": {"allowed": []}}}),
+            "unknown field `policy.network.allowed`",
+        ),
+        ("run_py", json!({"code": "", "pip": {"requirements": "requests"}}), "`pip.requirements` must be an array"),
+        ("read", json!({"path": "/out/x", "encoding": "utf-16"}), "`encoding` must be one of"),
+        ("read", json!({"path": "/out/x", "maxBytes": 1.5}), "`maxBytes` must be an integer"),
+        ("write", json!({"path": "/out/x"}), "missing required field `content`"),
+        ("write", json!({"path": "/out/x", "content": "", "mode": "replace"}), "`mode` must be one of"),
+        ("search", json!({"pattern": "x", "maxResults": 0}), "`maxResults` must be at least 1"),
+        ("search", json!({"pattern": "x", "caseSensitive": "yes"}), "`caseSensitive` must be a boolean"),
+    ];
+    for (name, arguments, fragment) in cases {
+        let Outcome::Reply(response) = call(name, arguments.clone()) else {
+            panic!("{name} {arguments}: expected a validation error");
+        };
+        let result = result(&response);
+        assert_eq!(result["isError"], true);
+        assert_eq!(result["resultType"], "complete");
+        assert_eq!(result["structuredContent"]["error"]["name"], "ValidationError");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("ValidationError: "), "{text}");
+        assert!(text.contains(fragment), "{name} {arguments}: {text}");
+    }
+}
+
+/// The seed's own examples (§5.2) are valid calls.
+#[test]
+fn the_seeds_examples_are_valid() {
+    let cases = [
+        (
+            "run_js",
+            json!({"code": "console.log('hi')", "stdin": "", "args": [], "env": {}, "cwd": "/",
+                          "npm": {"dependencies": {"lodash": "^4.17.21"}},
+                          "policy": {"network": {"allowedDomains": ["api.github.com", "*.npmjs.org"], "deniedDomains": [],
+                                     "denyIpLiterals": true, "blockPrivateRanges": true, "maxBodyBytes": 5242880, "maxRedirects": 5},
+                                     "filesystem": {"readonly": ["/"], "writable": ["/tmp", "/out"]},
+                                     "limits": {"timeoutMs": 60000, "memMb": 256, "stdoutBytes": 1048576}}}),
+        ),
+        (
+            "run_py",
+            json!({"code": "print('hi')", "stdin": "", "args": [], "env": {}, "cwd": "/",
+                          "pip": {"requirements": ["requests==2.32.0"], "wheelUrls": []}, "policy": {}}),
+        ),
+        ("read", json!({"path": "/host/myfile.txt", "encoding": "utf-8", "maxBytes": 1048576})),
+        (
+            "write",
+            json!({"path": "/out/result.json", "content": "{\"result\": 42}", "encoding": "utf-8", "mode": "create"}),
+        ),
+        (
+            "search",
+            json!({"pattern": "function.*export", "paths": ["/host"], "filePattern": "*.ts",
+                          "caseSensitive": true, "maxResults": 100}),
+        ),
+    ];
+    for (name, arguments) in cases {
+        match call(name, arguments.clone()) {
+            Outcome::Call(call) => {
+                assert_eq!(call.tool.name(), name);
+                assert_eq!(call.arguments, arguments);
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn protocol_errors_of_tools_call_are_32602() {
+    let cases = [
+        json!({"name": "rm_rf", "arguments": {}}),
+        json!({"arguments": {"code": "1"}}),
+        json!({"name": 7}),
+        json!({"name": "run_js", "arguments": ["code"]}),
+        json!({"name": "run_js", "arguments": {"code": "1"}, "_meta": {"progressToken": true}}),
+        json!({"name": "run_js", "arguments": {"code": "1"}, "_meta": {"progressToken": 1.5}}),
+    ];
+    for params in cases {
+        let mut req = modern("tools/call", params.clone());
+        if params["name"].is_string() {
+            set_header(&mut req, "mcp-name", params["name"].as_str());
+        }
+        let response = Server::new().reply(&req);
+        assert_eq!((response.status, code(&response)), (200, Some(-32602)), "{params}");
+    }
+    let response = Server::new().reply(&modern("tools/call", json!({"name": "rm_rf"})));
+    let error = &response.body.unwrap()["error"];
+    assert_eq!(error["message"], "Unknown tool: rm_rf");
+    assert_eq!(error["data"]["tools"], json!(["run_js", "run_py", "read", "write", "search"]));
+}
+
+#[test]
+fn missing_arguments_count_as_empty() {
+    let Outcome::Reply(response) = Server::new().send(&modern("tools/call", json!({"name": "run_js"}))) else {
+        panic!("expected a validation error");
+    };
+    assert!(result(&response)["content"][0]["text"].as_str().unwrap().contains("`code`"));
+}
+
+fn a_call(era: Era, stream: bool, log_level: Option<LogLevel>) -> ToolCall {
+    ToolCall {
+        id: json!(11),
+        tool: Tool::RunJs,
+        arguments: json!({"code": "1"}),
+        progress_token: Some(json!("tok")),
+        stream,
+        era,
+        log_level,
+        session_id: None,
+    }
+}
+
+fn run(exit_code: i32, error: Option<(ErrorName, String)>) -> ToolResult {
+    ToolResult {
+        exit_code,
+        stdout: "hello\n".into(),
+        stderr: "warn\n".into(),
+        wall_ms: 812,
+        mem_peak_mb: 74,
+        files: vec![json!({"path": "/out/a.png", "size": 3, "url": "https://x/a.png"})],
+        error,
+    }
+}
+
+#[test]
+fn tool_result_shape() {
+    let response = tool_result(&a_call(Era::Modern, true, None), run(0, None));
+    assert_eq!(response["jsonrpc"], "2.0");
+    assert_eq!(response["id"], 11);
+    let result = &response["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["isError"], false);
+    assert_eq!(
+        result["structuredContent"],
+        json!({"exitCode": 0, "stdout": "hello\n", "stderr": "warn\n",
+               "usage": {"wallMs": 812, "memPeakMb": 74},
+               "files": [{"path": "/out/a.png", "size": 3, "url": "https://x/a.png"}]})
+    );
+    let text = result["content"][0]["text"].as_str().unwrap();
+    for needle in ["exit code 0", "812 ms", "74 MB", "hello", "warn", "/out/a.png https://x/a.png"] {
+        assert!(text.contains(needle), "{needle} in {text}");
+    }
+    let legacy = tool_result(&a_call(Era::Legacy, true, None), run(0, None));
+    assert!(legacy["result"].get("resultType").is_none());
+    assert!(legacy["result"].get("_meta").is_none());
+}
+
+#[test]
+fn tool_result_is_error_on_nonzero_exit_or_named_error() {
+    let failed = tool_result(&a_call(Era::Modern, false, None), run(1, None));
+    assert_eq!(failed["result"]["isError"], true);
+    assert!(failed["result"]["structuredContent"].get("error").is_none());
+    let timed_out = tool_result(
+        &a_call(Era::Modern, false, None),
+        run(124, Some((ErrorName::Timeout, "deadline of 60000 ms hit".into()))),
+    );
+    let result = &timed_out["result"];
+    assert_eq!(result["isError"], true);
+    assert_eq!(result["structuredContent"]["error"], json!({"name": "Timeout", "message": "deadline of 60000 ms hit"}));
+    assert_eq!(result["structuredContent"]["exitCode"], 124);
+    assert!(result["content"][0]["text"].as_str().unwrap().starts_with("Timeout: deadline"));
+}
+
+#[test]
+fn tool_error_shape() {
+    let message = format!("no executor attached: open {PAGE_URL}");
+    let response = tool_error(&a_call(Era::Modern, false, None), ErrorName::NoExecutorAttached, &message);
+    let result = &response["result"];
+    assert_eq!(response["id"], 11);
+    assert_eq!(result["isError"], true);
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["content"][0], json!({"type": "text", "text": format!("NoExecutorAttached: {message}")}));
+    assert_eq!(result["structuredContent"], json!({"error": {"name": "NoExecutorAttached", "message": message}}));
+}
+
+#[test]
+fn data_result_shape() {
+    let structured = json!({"path": "/out/result.json", "bytesWritten": 16});
+    let response = data_result(&a_call(Era::Legacy, false, None), structured.clone());
+    let result = &response["result"];
+    assert_eq!(result["structuredContent"], structured);
+    assert_eq!(result["isError"], false);
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, structured, "the text block is the serialized JSON");
+}
+
+#[test]
+fn progress_notification_shape() {
+    let full = progress_notification(&json!("tok"), 2.0, Some(4.0), Some("building capsule"));
+    assert_eq!(
+        full,
+        json!({"jsonrpc": "2.0", "method": "notifications/progress",
+               "params": {"progressToken": "tok", "progress": 2.0, "total": 4.0, "message": "building capsule"}})
+    );
+    let bare = progress_notification(&json!(3), 1.0, None, None);
+    assert_eq!(bare["params"], json!({"progressToken": 3, "progress": 1.0}));
+}
+
+#[test]
+fn log_notifications_follow_the_era_rules() {
+    use LogLevel::*;
+    let cases = [
+        (Era::Modern, true, None, Info, false),
+        (Era::Modern, true, Some(Info), Info, true),
+        (Era::Modern, true, Some(Info), Error, true),
+        (Era::Modern, true, Some(Warning), Info, false),
+        (Era::Modern, false, Some(Debug), Error, false),
+        (Era::Legacy, true, None, Debug, true),
+        (Era::Legacy, false, None, Error, false),
+    ];
+    for (era, stream, wanted, level, sent) in cases {
+        let note = log_notification(&a_call(era, stream, wanted), level, "stdout", json!("line"));
+        assert_eq!(note.is_some(), sent, "{era:?} stream={stream} {wanted:?} {level:?}");
+        if let Some(note) = note {
+            assert_eq!(note["method"], "notifications/message");
+            assert_eq!(note["params"], json!({"level": level.as_str(), "logger": "stdout", "data": "line"}));
+        }
+    }
+}
+
+#[test]
+fn error_names_and_statuses() {
+    let expected = [
+        (ErrorName::ValidationError, "ValidationError", 400),
+        (ErrorName::PolicyDenied, "PolicyDenied", 403),
+        (ErrorName::Timeout, "Timeout", 408),
+        (ErrorName::OutputLimitExceeded, "OutputLimitExceeded", 413),
+        (ErrorName::DepsResolutionFailed, "DepsResolutionFailed", 424),
+        (ErrorName::NoExecutorAttached, "NoExecutorAttached", 425),
+        (ErrorName::Internal, "Internal", 500),
+    ];
+    assert_eq!(ErrorName::ALL.len(), expected.len());
+    for (name, text, status) in expected {
+        assert_eq!((name.as_str(), name.http_status()), (text, status));
+        assert!(!name.remedy().is_empty());
+    }
+}

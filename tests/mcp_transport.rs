@@ -1,0 +1,202 @@
+//! Streamable HTTP transport rules shared by both eras: body size, Content-Type, Accept,
+//! JSON-RPC envelope errors, notifications and responses, methods other than POST, SSE.
+
+#[path = "mcp_common.rs"]
+mod common;
+
+use common::*;
+use relay_edge::mcp::{sse_event, wants_sse, HttpRequest, Outcome, MAX_BODY_BYTES, SSE_HEADERS, SSE_KEEPALIVE};
+use serde_json::{json, Value};
+
+fn raw(pairs: &[(&str, &str)], body: &[u8]) -> HttpRequest {
+    HttpRequest { method: "POST".into(), headers: headers(pairs), body: body.to_vec() }
+}
+
+const JSON_BOTH: [(&str, &str); 2] = [("content-type", "application/json"), ("accept", ACCEPT_BOTH)];
+
+#[test]
+fn oversized_body_is_413() {
+    let body = vec![b' '; MAX_BODY_BYTES + 1];
+    let response = Server::new().reply(&raw(&JSON_BOTH, &body));
+    assert_eq!(response.status, 413);
+    assert_eq!(code(&response), Some(-32600));
+}
+
+#[test]
+fn body_of_exactly_the_limit_is_read() {
+    let mut body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "notifications/x"})).unwrap();
+    body.resize(MAX_BODY_BYTES, b' ');
+    assert_eq!(Server::new().reply(&raw(&JSON_BOTH, &body)).status, 202);
+}
+
+#[test]
+fn content_type_must_be_json() {
+    let note = br#"{"jsonrpc":"2.0","method":"notifications/x"}"#;
+    let cases: [(Option<&str>, u16); 6] = [
+        (None, 415),
+        (Some("text/plain"), 415),
+        (Some("application/jsonx"), 415),
+        (Some("application/json"), 202),
+        (Some("application/json; charset=utf-8"), 202),
+        (Some("Application/JSON"), 202),
+    ];
+    for (content_type, status) in cases {
+        let mut pairs = vec![("accept", ACCEPT_BOTH)];
+        pairs.extend(content_type.map(|ct| ("content-type", ct)));
+        let response = Server::new().reply(&raw(&pairs, note));
+        assert_eq!(response.status, status, "{content_type:?}");
+    }
+}
+
+#[test]
+fn accept_must_list_json_and_event_stream() {
+    let note = br#"{"jsonrpc":"2.0","method":"notifications/x"}"#;
+    let cases: [(Option<&str>, u16); 9] = [
+        (None, 406),
+        (Some("application/json"), 406),
+        (Some("text/event-stream"), 406),
+        (Some("text/html"), 406),
+        (Some("application/json, text/event-stream;q=0"), 406),
+        (Some("application/json, text/event-stream"), 202),
+        (Some("text/event-stream; q=0.5, application/json"), 202),
+        (Some("*/*"), 202),
+        (Some("application/*, text/*"), 202),
+    ];
+    for (accept, status) in cases {
+        let mut pairs = vec![("content-type", "application/json")];
+        pairs.extend(accept.map(|a| ("accept", a)));
+        let response = Server::new().reply(&raw(&pairs, note));
+        assert_eq!(response.status, status, "{accept:?}");
+        if status == 406 {
+            assert_eq!(code(&response), Some(-32600));
+        }
+    }
+}
+
+#[test]
+fn wants_sse_needs_event_stream_listed() {
+    let cases = [
+        ("application/json, text/event-stream", true),
+        ("TEXT/EVENT-STREAM", true),
+        ("text/event-stream;q=0", false),
+        ("*/*", false),
+        ("application/json", false),
+    ];
+    for (accept, expected) in cases {
+        assert_eq!(wants_sse(&headers(&[("accept", accept)])), expected, "{accept}");
+    }
+    assert!(!wants_sse(&[]));
+}
+
+#[test]
+fn malformed_bodies_are_jsonrpc_errors() {
+    let cases: [(&[u8], i64); 14] = [
+        (b"", -32700),
+        (b"{", -32700),
+        (b"\xff\xfe", -32700),
+        (b"not json", -32700),
+        (b"null", -32600),
+        (b"42", -32600),
+        (b"\"text\"", -32600),
+        (b"[]", -32600),
+        (br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, -32600),
+        (br#"{"id":1,"method":"ping"}"#, -32600),
+        (br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#, -32600),
+        (br#"{"jsonrpc":"2.0","id":1,"method":7}"#, -32600),
+        (br#"{"jsonrpc":"2.0","id":null,"method":"tools/list"}"#, -32600),
+        (br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[1]}"#, -32602),
+    ];
+    for (body, expected) in cases {
+        let response = Server::new().reply(&raw(&JSON_BOTH, body));
+        assert_eq!(response.status, 400, "{}", String::from_utf8_lossy(body));
+        assert_eq!(code(&response), Some(expected), "{}", String::from_utf8_lossy(body));
+        assert_eq!(response.body.as_ref().unwrap()["jsonrpc"], "2.0");
+    }
+}
+
+#[test]
+fn error_carries_the_id_only_when_readable() {
+    let with_id = raw(&JSON_BOTH, br#"{"jsonrpc":"1.0","id":"abc","method":"ping"}"#);
+    let body = Server::new().reply(&with_id).body.unwrap();
+    assert_eq!(body["id"], "abc");
+    let unreadable = raw(&JSON_BOTH, br#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#);
+    let body = Server::new().reply(&unreadable).body.unwrap();
+    assert!(body.get("id").is_none(), "{body}");
+}
+
+#[test]
+fn client_responses_and_notifications_get_202_with_no_body() {
+    let bodies = [
+        json!({"jsonrpc": "2.0", "id": 5, "result": {}}),
+        json!({"jsonrpc": "2.0", "id": "x", "error": {"code": -1, "message": "no"}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed", "params": {}}),
+    ];
+    for body in bodies {
+        let response = Server::new().reply(&post(&JSON_BOTH, &body));
+        assert_eq!(response.status, 202, "{body}");
+        assert_eq!(response.body, None);
+    }
+}
+
+#[test]
+fn a_response_needs_exactly_one_outcome() {
+    let bodies = [
+        json!({"jsonrpc": "2.0", "id": 5}),
+        json!({"jsonrpc": "2.0", "id": 5, "result": {}, "error": {"code": 1, "message": "x"}}),
+        json!({"jsonrpc": "2.0", "result": {}}),
+    ];
+    for body in bodies {
+        let response = Server::new().reply(&post(&JSON_BOTH, &body));
+        assert_eq!((response.status, code(&response)), (400, Some(-32600)), "{body}");
+    }
+}
+
+#[test]
+fn cancelled_notification_goes_to_the_durable_object() {
+    let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 7, "reason": "user"}});
+    let outcome = Server::new().send(&post(&JSON_BOTH, &body));
+    assert_eq!(outcome, Outcome::Cancel { request_id: json!(7), session_id: None });
+    let bad = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}});
+    let response = Server::new().reply(&post(&JSON_BOTH, &bad));
+    assert_eq!((response.status, code(&response)), (400, Some(-32602)));
+}
+
+#[test]
+fn other_http_methods_are_405() {
+    for method in ["PUT", "PATCH", "OPTIONS", "HEAD", "GET", "DELETE"] {
+        let response = Server::new().reply(&bare(method, &[("accept", "text/event-stream")]));
+        assert_eq!(response.status, 405, "{method}");
+        assert_eq!(header_of(&response, "allow").as_deref(), Some("GET, POST, DELETE"));
+    }
+}
+
+#[test]
+fn post_method_name_is_case_insensitive() {
+    let mut req = post(&JSON_BOTH, &json!({"jsonrpc": "2.0", "method": "notifications/x"}));
+    req.method = "post".into();
+    assert_eq!(Server::new().reply(&req).status, 202);
+}
+
+#[test]
+fn json_replies_declare_their_content_type() {
+    let response = Server::new().reply(&modern("tools/list", json!({})));
+    assert_eq!(header_of(&response, "content-type").as_deref(), Some("application/json"));
+}
+
+#[test]
+fn sse_frames() {
+    let message = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"text": "a\nb"}});
+    let frame = sse_event(&message, None);
+    assert!(frame.starts_with("event: message\ndata: {"));
+    assert!(frame.ends_with("}\n\n"));
+    assert_eq!(frame.lines().filter(|l| l.starts_with("data:")).count(), 1);
+    let data: Value = serde_json::from_str(frame.lines().nth(1).unwrap().trim_start_matches("data: ")).unwrap();
+    assert_eq!(data, message);
+    let with_id = sse_event(&message, Some("s1-\r\n7"));
+    assert!(with_id.starts_with("id: s1-7\nevent: message\n"), "{with_id}");
+    assert!(SSE_KEEPALIVE.starts_with(':') && SSE_KEEPALIVE.ends_with("\n\n"));
+    assert!(SSE_HEADERS.contains(&("content-type", "text/event-stream")));
+    assert!(SSE_HEADERS.contains(&("x-accel-buffering", "no")));
+}

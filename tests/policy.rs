@@ -1,0 +1,372 @@
+//! Policy: the shared URL table, defaults and serde shape, validation, intersection cases,
+//! and property tests that intersection never widens what the tenant allows.
+
+use proptest::prelude::*;
+use relay_edge::policy::{
+    check_url, intersect, FsOverride, FsPolicy, Limits, LimitsOverride, NetworkOverride, NetworkPolicy, Policy,
+    PolicyOverride, Verdict,
+};
+use serde_json::{json, Value};
+
+fn cases() -> Value {
+    serde_json::from_str(include_str!("policy_cases.json")).unwrap()
+}
+
+#[test]
+fn the_shared_url_table_holds() {
+    let table = cases();
+    let mut failures = Vec::new();
+    for case in table["cases"].as_array().unwrap() {
+        let mut network = table["basePolicy"].clone();
+        for (field, value) in case.get("network").and_then(Value::as_object).into_iter().flatten() {
+            network[field] = value.clone();
+        }
+        let policy: NetworkPolicy = serde_json::from_value(network).unwrap();
+        let url = case["url"].as_str().unwrap();
+        let verdict = check_url(&policy, url);
+        let ok = match (case["verdict"].as_str().unwrap(), &verdict) {
+            ("allow", Verdict::Allow) => true,
+            ("deny", Verdict::Deny { reason }) => case
+                .get("reasonContains")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .all(|needle| reason.contains(needle.as_str().unwrap())),
+            _ => false,
+        };
+        if !ok {
+            failures.push(format!("{url} with {:?}: got {verdict:?}, want {case}", case.get("network")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(table["cases"].as_array().unwrap().len() >= 70);
+}
+
+#[test]
+fn a_denial_says_how_to_allow_the_host() {
+    let policy = NetworkPolicy { allowed_domains: vec!["example.com".into()], ..Default::default() };
+    let Verdict::Deny { reason } = check_url(&policy, "https://evil.com/x") else {
+        panic!("evil.com is not listed");
+    };
+    assert_eq!(
+        reason,
+        "host \"evil.com\" is not in network.allowedDomains [\"example.com\"]; add \"evil.com\" \
+         (or a parent domain) to network.allowedDomains to allow it"
+    );
+}
+
+#[test]
+fn defaults_are_the_seed_example_with_no_domains_allowed() {
+    assert_eq!(
+        serde_json::to_value(Policy::default()).unwrap(),
+        json!({
+            "network": { "allowedDomains": [], "deniedDomains": [], "denyIpLiterals": true,
+                         "blockPrivateRanges": true, "maxBodyBytes": 5242880, "maxRedirects": 5 },
+            "filesystem": { "readonly": ["/"], "writable": ["/tmp", "/out"] },
+            "limits": { "timeoutMs": 60000, "memMb": 256, "stdoutBytes": 1048576 }
+        })
+    );
+    let Verdict::Deny { reason } = check_url(&Policy::default().network, "https://example.com/") else {
+        panic!("the default policy must deny all network access");
+    };
+    assert!(reason.contains("allowedDomains is empty"), "{reason}");
+}
+
+#[test]
+fn a_partial_policy_fills_in_defaults() {
+    let policy: Policy =
+        serde_json::from_value(json!({ "network": { "allowedDomains": ["x.org"] }, "limits": { "memMb": 64 } }))
+            .unwrap();
+    assert_eq!(policy.network.allowed_domains, ["x.org"]);
+    assert!(policy.network.deny_ip_literals);
+    assert_eq!((policy.limits.mem_mb, policy.limits.timeout_ms), (64, 60_000));
+    assert_eq!(policy.filesystem.writable, ["/tmp", "/out"]);
+}
+
+#[test]
+fn overrides_refuse_unknown_fields() {
+    for bad in [
+        json!({ "network": { "allowDomains": ["x.com"] } }),
+        json!({ "limits": { "timeout": 1 } }),
+        json!({ "filesystem": { "writeable": [] } }),
+        json!({ "netwerk": {} }),
+    ] {
+        let err = serde_json::from_value::<PolicyOverride>(bad.clone()).unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{bad}: {err}");
+    }
+    let ok: PolicyOverride = serde_json::from_value(json!({ "limits": { "timeoutMs": 5 } })).unwrap();
+    assert_eq!(ok.limits.unwrap().timeout_ms, Some(5));
+}
+
+#[test]
+fn validate_names_entries_that_can_never_match() {
+    let with_domains = |list: &[&str]| {
+        let mut policy = Policy::default();
+        policy.network.denied_domains = list.iter().map(|s| s.to_string()).collect();
+        policy.validate()
+    };
+    for bad in ["https://x.com", "x.com:443", "x.com/path", "api.*.com", "*", "*.", "", "a..b", "*.127.0.0.1", "::1"] {
+        let err = with_domains(&[bad]).unwrap_err();
+        assert!(err.starts_with(&format!("domain pattern {bad:?}")), "{bad:?}: {err}");
+    }
+    let good = ["example.com", "*.example.com", "EXAMPLE.com.", "bücher.de", "93.184.216.34", "[::1]", "localhost"];
+    assert_eq!(with_domains(&good), Ok(()));
+    for bad in ["tmp", "/tmp/../etc", "/a//b", "/./x", ""] {
+        let mut policy = Policy::default();
+        policy.filesystem.writable = vec![bad.into()];
+        let err = policy.validate().unwrap_err();
+        assert!(err.contains(&format!("{bad:?}")), "{bad:?}: {err}");
+    }
+}
+
+// ---- intersection ---------------------------------------------------------------------------
+
+fn tenant() -> Policy {
+    let mut policy = Policy::default();
+    policy.network.allowed_domains = vec!["*.github.com".into(), "example.com".into()];
+    policy.network.denied_domains = vec!["evil.example.com".into()];
+    policy
+}
+
+fn with_network(network: NetworkOverride) -> PolicyOverride {
+    PolicyOverride { network: Some(network), ..Default::default() }
+}
+
+fn allowed_after(client: &[&str]) -> Vec<String> {
+    let list = client.iter().map(|s| s.to_string()).collect();
+    let client = with_network(NetworkOverride { allowed_domains: Some(list), ..Default::default() });
+    intersect(&tenant(), Some(&client)).network.allowed_domains
+}
+
+#[test]
+fn no_override_means_the_tenant_policy() {
+    assert_eq!(intersect(&tenant(), None), tenant());
+    assert_eq!(intersect(&tenant(), Some(&PolicyOverride::default())), tenant());
+}
+
+#[test]
+fn a_client_can_narrow_the_allowlist_but_not_widen_it() {
+    // Seed 000 section 9: server allows *.github.com, client restricts to api.github.com.
+    assert_eq!(allowed_after(&["api.github.com"]), ["api.github.com"]);
+    assert_eq!(allowed_after(&["*.api.github.com", "API.example.com"]), ["*.api.github.com", "API.example.com"]);
+    assert_eq!(allowed_after(&["*.example.com"]), ["*.example.com"]);
+    assert!(allowed_after(&["evil.com", "github.com", "com", "*.com", "notexample.com"]).is_empty());
+    assert_eq!(allowed_after(&["api.github.com", "api.github.com"]), ["api.github.com"]);
+    assert!(allowed_after(&[]).is_empty(), "an empty client list turns the network off");
+}
+
+#[test]
+fn deny_always_wins() {
+    // Seed 000 section 9: server denies evil.com, the client cannot undo it.
+    let client = with_network(NetworkOverride {
+        allowed_domains: Some(vec!["evil.example.com".into()]),
+        denied_domains: Some(vec!["api.github.com".into()]),
+        ..Default::default()
+    });
+    let result = intersect(&tenant(), Some(&client)).network;
+    assert_eq!(result.denied_domains, ["evil.example.com", "api.github.com"]);
+    assert!(matches!(check_url(&result, "https://evil.example.com/"), Verdict::Deny { .. }));
+    let widened = intersect(
+        &tenant(),
+        Some(&with_network(NetworkOverride {
+            allowed_domains: Some(vec!["api.github.com".into()]),
+            ..Default::default()
+        })),
+    );
+    assert!(matches!(check_url(&widened.network, "https://api.github.com/"), Verdict::Allow));
+    let narrowed = intersect(&tenant(), Some(&client));
+    assert!(matches!(check_url(&narrowed.network, "https://api.github.com/"), Verdict::Deny { .. }));
+}
+
+#[test]
+fn safety_switches_can_only_be_turned_on() {
+    let mut lax = tenant();
+    lax.network.deny_ip_literals = false;
+    lax.network.block_private_ranges = false;
+    let off = with_network(NetworkOverride {
+        deny_ip_literals: Some(false),
+        block_private_ranges: Some(false),
+        ..Default::default()
+    });
+    let on = with_network(NetworkOverride {
+        deny_ip_literals: Some(true),
+        block_private_ranges: Some(true),
+        ..Default::default()
+    });
+    let strict = intersect(&tenant(), Some(&off)).network;
+    assert!(strict.deny_ip_literals && strict.block_private_ranges);
+    let tightened = intersect(&lax, Some(&on)).network;
+    assert!(tightened.deny_ip_literals && tightened.block_private_ranges);
+    let unchanged = intersect(&lax, Some(&off)).network;
+    assert!(!unchanged.deny_ip_literals && !unchanged.block_private_ranges);
+}
+
+#[test]
+fn limits_take_the_minimum() {
+    // Seed 000 section 9: server allows 60 s, client asks for 30 s (and for more memory).
+    let client = PolicyOverride {
+        limits: Some(LimitsOverride { timeout_ms: Some(30_000), mem_mb: Some(4096), stdout_bytes: None }),
+        network: Some(NetworkOverride { max_body_bytes: Some(1), max_redirects: Some(50), ..Default::default() }),
+        ..Default::default()
+    };
+    let result = intersect(&tenant(), Some(&client));
+    assert_eq!((result.limits.timeout_ms, result.limits.mem_mb, result.limits.stdout_bytes), (30_000, 256, 1_048_576));
+    assert_eq!((result.network.max_body_bytes, result.network.max_redirects), (1, 5));
+}
+
+#[test]
+fn writable_paths_narrow_to_tenant_writable_ones_and_readonly_grows() {
+    let client = PolicyOverride {
+        filesystem: Some(FsOverride {
+            writable: Some(
+                ["/tmp/work", "/out/", "/", "/etc", "/tmpx", "/tmp/../etc", "tmp", "/tmp//x"]
+                    .map(String::from)
+                    .to_vec(),
+            ),
+            readonly: Some(vec!["/host".into()]),
+        }),
+        ..Default::default()
+    };
+    let fs = intersect(&tenant(), Some(&client)).filesystem;
+    assert_eq!(fs.writable, ["/tmp/work", "/out/"]);
+    assert_eq!(fs.readonly, ["/", "/host"]);
+}
+
+// ---- properties -----------------------------------------------------------------------------
+
+fn domain() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(vec!["a", "b", "example", "xn--bcher-kva"]), 1..=3)
+        .prop_map(|labels| labels.join("."))
+}
+
+fn pattern() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => domain(),
+        2 => domain().prop_map(|d| format!("*.{d}")),
+        1 => prop::sample::select(vec!["127.0.0.1", "10.0.0.1", "93.184.216.34", "[::1]", "localhost", "bad pattern/"]).prop_map(String::from),
+    ]
+}
+
+fn patterns(max: usize) -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec(pattern(), 0..max)
+}
+
+fn url() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::collection::vec(prop::sample::select(vec!["a", "b", "example"]), 1..=4)
+            .prop_map(|labels| format!("https://{}/", labels.join("."))),
+        1 => prop::sample::select(vec![
+            "http://127.0.0.1/", "http://2130706433/", "http://10.0.0.1/", "http://93.184.216.34/",
+            "http://[::1]/", "http://[::ffff:10.0.0.1]/", "http://localhost/", "http://a.localhost/",
+            "https://bücher.de/", "ftp://example.com/",
+        ])
+        .prop_map(String::from),
+    ]
+}
+
+fn fs_path() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(vec!["tmp", "out", "a", "..", "."]), 0..3)
+        .prop_map(|segments| format!("/{}", segments.join("/")))
+}
+
+prop_compose! {
+    fn tenant_policy()(
+        allowed in patterns(5), denied in patterns(3), ip in any::<bool>(), private in any::<bool>(),
+        body in any::<u64>(), redirects in any::<u32>(), writable in prop::collection::vec(fs_path(), 0..3),
+        timeout in any::<u64>(), mem in any::<u32>(), stdout in any::<u64>(),
+    ) -> Policy {
+        Policy {
+            network: NetworkPolicy {
+                allowed_domains: allowed, denied_domains: denied, deny_ip_literals: ip,
+                block_private_ranges: private, max_body_bytes: body, max_redirects: redirects,
+            },
+            filesystem: FsPolicy { writable, ..Default::default() },
+            limits: Limits { timeout_ms: timeout, mem_mb: mem, stdout_bytes: stdout },
+        }
+    }
+}
+
+/// Client entries mostly derived from the tenant's (narrower, wider, apex or wildcard), so that
+/// the interesting part of narrowing is exercised, not just unrelated domains.
+fn near(tenant: Vec<String>) -> BoxedStrategy<String> {
+    if tenant.is_empty() {
+        return pattern().boxed();
+    }
+    let label = prop::option::of(prop::sample::select(vec!["a", "b", "example"]));
+    let derived = (prop::sample::select(tenant), label, any::<bool>()).prop_map(|(entry, label, wildcard)| {
+        let base = entry.trim_start_matches("*.");
+        let host = label.map_or(base.to_string(), |label| format!("{label}.{base}"));
+        if wildcard {
+            format!("*.{host}")
+        } else {
+            host
+        }
+    });
+    prop_oneof![3 => derived, 1 => pattern()].boxed()
+}
+
+/// A tenant, a client override and URLs to try; entries and URLs near the tenant's entries.
+fn scenario() -> impl Strategy<Value = (Policy, PolicyOverride, Vec<String>)> {
+    tenant_policy().prop_flat_map(|tenant| {
+        let allowed = tenant.network.allowed_domains.clone();
+        let client = client_override(near(allowed.clone()));
+        let near_url = near(allowed).prop_map(|host| format!("https://{}/", host.trim_start_matches("*.")));
+        let urls = prop::collection::vec(prop_oneof![url(), near_url], 1..8);
+        (Just(tenant), client, urls)
+    })
+}
+
+prop_compose! {
+    fn client_override(near: BoxedStrategy<String>)(
+        allowed in prop::option::of(prop::collection::vec(near, 0..5)), denied in prop::option::of(patterns(3)),
+        ip in prop::option::of(any::<bool>()), private in prop::option::of(any::<bool>()),
+        body in prop::option::of(any::<u64>()), redirects in prop::option::of(any::<u32>()),
+        writable in prop::option::of(prop::collection::vec(fs_path(), 0..4)),
+        timeout in prop::option::of(any::<u64>()), mem in prop::option::of(any::<u32>()),
+        stdout in prop::option::of(any::<u64>()),
+    ) -> PolicyOverride {
+        PolicyOverride {
+            network: Some(NetworkOverride {
+                allowed_domains: allowed, denied_domains: denied, deny_ip_literals: ip,
+                block_private_ranges: private, max_body_bytes: body, max_redirects: redirects,
+            }),
+            filesystem: Some(FsOverride { readonly: None, writable }),
+            limits: Some(LimitsOverride { timeout_ms: timeout, mem_mb: mem, stdout_bytes: stdout }),
+        }
+    }
+}
+
+fn within(path: &str, root: &str) -> bool {
+    let segments = |p: &str| p.split('/').filter(|s| !s.is_empty()).map(String::from).collect::<Vec<_>>();
+    let (path, root) = (segments(path), segments(root));
+    path.iter().all(|s| s != ".." && s != ".") && root.iter().all(|s| s != ".." && s != ".") && path.starts_with(&root)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn intersect_never_widens((tenant, client, urls) in scenario()) {
+        let result = intersect(&tenant, Some(&client));
+        for url in &urls {
+            if check_url(&result.network, url) == Verdict::Allow {
+                prop_assert_eq!(check_url(&tenant.network, url), Verdict::Allow, "{} widened", url);
+            }
+        }
+        let (n, t) = (&result.network, &tenant.network);
+        prop_assert!(n.deny_ip_literals >= t.deny_ip_literals && n.block_private_ranges >= t.block_private_ranges);
+        prop_assert!(n.max_body_bytes <= t.max_body_bytes && n.max_redirects <= t.max_redirects);
+        prop_assert!(t.denied_domains.iter().all(|d| n.denied_domains.contains(d)));
+        let (l, tl) = (&result.limits, &tenant.limits);
+        prop_assert!(l.timeout_ms <= tl.timeout_ms && l.mem_mb <= tl.mem_mb && l.stdout_bytes <= tl.stdout_bytes);
+        for path in &result.filesystem.writable {
+            prop_assert!(tenant.filesystem.writable.iter().any(|root| within(path, root) || path == root), "{} widened", path);
+        }
+    }
+
+    #[test]
+    fn check_url_never_panics(url in any::<String>(), policy in tenant_policy()) {
+        let _ = check_url(&policy.network, &url);
+        let _ = check_url(&policy.network, &format!("http://{url}/"));
+    }
+}
