@@ -1,0 +1,35 @@
+// The Worker under test: its URL (scripts/test.sh starts `wrangler dev` and exports RELAY_URL),
+// the local secrets from .dev.vars, and helpers to create tenants and call /mcp.
+
+import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const BASE = process.env.RELAY_URL ?? "http://127.0.0.1:8799";
+
+/** The values of .dev.vars, which `wrangler dev` gives the Worker as secrets. */
+export const devVars = Object.fromEntries(
+  readFileSync(path.join(ROOT, ".dev.vars"), "utf8")
+    .split("\n")
+    .filter((line) => line.includes("="))
+    .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1).trim()]),
+);
+
+/** Creates a tenant through the admin endpoint; returns `{key, tenant}`. */
+export async function createTenant(name = "test", defaults = undefined) {
+  const res = await fetch(`${BASE}/admin/tenants`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(defaults ? { name, defaults } : { name }),
+  });
+  if (res.status !== 201) throw new Error(`creating tenant: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+/** Runs the native `relay-capsule` CLI (built by scripts/test.sh) with `input` on stdin. */
+export function relayCapsule(args, input) {
+  const bin = path.join(ROOT, "target/debug/relay-capsule");
+  return execFileSync(bin, args, { input, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"] });
+}
