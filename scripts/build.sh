@@ -6,6 +6,11 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 
+# One build at a time: wrangler dev rebuilds on change, and tests may build too.
+mkdir -p build
+exec 9>build/.lock
+flock 9
+
 stamp=build/.relay-stamp
 inputs=(src durable migrations Cargo.toml Cargo.lock public scripts/build-assets.mjs package-lock.json)
 if [ -f "$stamp" ] && [ -z "$(find "${inputs[@]}" -newer "$stamp" -print -quit)" ]; then
