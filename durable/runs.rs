@@ -157,7 +157,7 @@ pub fn cancel_request(shared: &Shared, session_id: Option<&str>, request_id: &Va
     }
 }
 
-/// Cancels the run if the response is dropped before the run ended.
+/// Cancels the run if the response is dropped before the run ended (a no-op once it ended).
 struct CancelOnDrop {
     shared: Rc<Shared>,
     run_id: String,
@@ -176,6 +176,7 @@ async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Call
     pump(&shared);
     let mut no_tab_since: Option<u64> = None;
     let mut deadline: Option<u64> = None;
+    let mut steps = 0.0;
     loop {
         if shared.inner.borrow().runs.get(&run.run_id).is_none_or(|s| s.log.exit.is_some()) {
             break;
@@ -206,17 +207,10 @@ async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Call
             future::Either::Left((Some(signal), _)) => match signal {
                 Signal::Started => {
                     deadline = Some(now_ms() + run.timeout_ms + TIMEOUT_GRACE_MS);
-                    forward(
-                        frames,
-                        call,
-                        &EventBody::Progress {
-                            progress: 0.0,
-                            total: None,
-                            message: Some("running in the executor tab".into()),
-                        },
-                    );
+                    let started = EventBody::Progress { phase: "started".into(), runtime_id: None };
+                    forward(frames, call, &started, &mut steps);
                 }
-                Signal::Event(body) => forward(frames, call, &body),
+                Signal::Event(body) => forward(frames, call, &body, &mut steps),
                 Signal::Expired => cancel(
                     &shared,
                     &run.run_id,
@@ -244,20 +238,26 @@ async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Call
             }
         }
     }
-    std::mem::forget(guard);
-    conclude(&shared, &run.run_id, call)
+    let answer = conclude(&shared, &run.run_id, call);
+    drop(guard);
+    answer
 }
 
-/// Streams one event to the client, as the era and the request's options allow.
-fn forward(frames: Option<&Frames>, call: &ToolCall, body: &EventBody) {
+/// Streams one event to the client, as the era and the request's options allow. Phases become
+/// progress notifications numbered by `steps`, which only grows (the spec requires it).
+fn forward(frames: Option<&Frames>, call: &ToolCall, body: &EventBody, steps: &mut f64) {
     let Some(frames) = frames else { return };
     let message = match body {
         EventBody::Stdout { data } => mcp::log_notification(call, LogLevel::Info, "stdout", json!(data)),
         EventBody::Stderr { data } => mcp::log_notification(call, LogLevel::Warning, "stderr", json!(data)),
-        EventBody::Progress { progress, total, message } => call
-            .progress_token
-            .as_ref()
-            .map(|token| mcp::progress_notification(token, *progress, *total, message.as_deref())),
+        EventBody::Progress { phase, runtime_id } => call.progress_token.as_ref().map(|token| {
+            *steps += 1.0;
+            let message = match runtime_id {
+                Some(runtime) => format!("{phase} ({runtime})"),
+                None => phase.clone(),
+            };
+            mcp::progress_notification(token, *steps, None, Some(&message))
+        }),
         EventBody::Exit { .. } | EventBody::Error(_) => None,
     };
     if let Some(message) = message {

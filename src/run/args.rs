@@ -6,8 +6,8 @@ use crate::capsule::manifest::Language;
 use crate::capsule::CapsuleSpec;
 use crate::mcp::ErrorName;
 use crate::policy::{intersect, Policy, PolicyOverride};
-use serde::Deserialize;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// A refused tool call: the seed's error name and a message for the agent.
@@ -21,24 +21,13 @@ fn invalid(message: impl Into<String>) -> ArgsError {
     ArgsError { name: ErrorName::ValidationError, message: message.into() }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RunArgs {
-    code: String,
-    #[serde(default)]
-    stdin: Option<String>,
-    #[serde(default)]
-    args: Vec<String>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    #[serde(default)]
-    cwd: Option<String>,
-    #[serde(default)]
-    npm: Option<Value>,
-    #[serde(default)]
-    pip: Option<Value>,
-    #[serde(default)]
-    policy: Option<PolicyOverride>,
+/// One argument, `None` when absent or null. Read one by one (not as one derived struct) so
+/// that a wrong type names its argument, and a JSON array is not taken field by field.
+fn field<T: DeserializeOwned>(arguments: &Map<String, Value>, name: &str) -> Result<Option<T>, ArgsError> {
+    match arguments.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => T::deserialize(value).map(Some).map_err(|e| invalid(format!("{name}: {e}"))),
+    }
 }
 
 /// The language a tool runs, from its name (`run_js`, `run_py`) or `js`/`py`.
@@ -53,31 +42,38 @@ pub fn language_of(name: &str) -> Option<Language> {
 /// Builds the capsule spec of a run from its tool arguments.
 pub fn capsule_spec(language: &str, arguments: &Value, tenant_policy: &Policy) -> Result<CapsuleSpec, ArgsError> {
     let language = language_of(language).ok_or_else(|| invalid("language: expected \"js\" or \"py\""))?;
-    let args: RunArgs = serde_json::from_value(arguments.clone()).map_err(|e| invalid(format!("arguments: {e}")))?;
-    if args.code.trim().is_empty() {
+    let arguments = arguments.as_object().ok_or_else(|| invalid("arguments: expected a JSON object"))?;
+    let code: String = field(arguments, "code")?.unwrap_or_default();
+    if code.trim().is_empty() {
         return Err(invalid("code: must not be empty"));
     }
-    refuse_dependencies("npm", args.npm.as_ref(), "dependencies")?;
-    refuse_dependencies("pip", args.pip.as_ref(), "requirements")?;
-    refuse_dependencies("pip", args.pip.as_ref(), "wheelUrls")?;
-    let cwd = args.cwd.unwrap_or_else(|| "/".into());
+    let npm: Option<Map<String, Value>> = field(arguments, "npm")?;
+    let pip: Option<Map<String, Value>> = field(arguments, "pip")?;
+    refuse_dependencies("npm", npm.as_ref(), "dependencies")?;
+    refuse_dependencies("pip", pip.as_ref(), "requirements")?;
+    refuse_dependencies("pip", pip.as_ref(), "wheelUrls")?;
+    let stdin: Option<String> = field(arguments, "stdin")?;
+    let entry_argv: Vec<String> = field(arguments, "args")?.unwrap_or_default();
+    let env: BTreeMap<String, String> = field(arguments, "env")?.unwrap_or_default();
+    let policy: Option<PolicyOverride> = field(arguments, "policy")?;
+    let cwd: String = field(arguments, "cwd")?.unwrap_or_else(|| "/".into());
     if !cwd.starts_with('/') || cwd.split('/').any(|s| s == "..") {
         return Err(invalid(format!("cwd: {cwd:?} must be an absolute path without `..`")));
     }
     Ok(CapsuleSpec {
         language,
-        code: args.code,
-        entry_argv: args.args,
-        env: args.env,
-        stdin: args.stdin.filter(|s| !s.is_empty()),
+        code,
+        entry_argv,
+        env,
+        stdin: stdin.filter(|s| !s.is_empty()),
         cwd,
-        policy: intersect(tenant_policy, args.policy.as_ref()),
+        policy: intersect(tenant_policy, policy.as_ref()),
         deps: None,
     })
 }
 
 /// Dependencies need a build step that is not there yet: say so rather than ignore them.
-fn refuse_dependencies(tool: &str, section: Option<&Value>, field: &str) -> Result<(), ArgsError> {
+fn refuse_dependencies(tool: &str, section: Option<&Map<String, Value>>, field: &str) -> Result<(), ArgsError> {
     let listed = section.and_then(|s| s.get(field)).is_some_and(|v| match v {
         Value::Object(map) => !map.is_empty(),
         Value::Array(list) => !list.is_empty(),

@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 /// The most events one batch may carry.
 pub const MAX_BATCH_EVENTS: usize = 10_000;
 
-/// One line of a batch.
+/// One line of a batch. Unknown fields are refused by `EventBody`: serde's
+/// `deny_unknown_fields` cannot sit next to `flatten` (it refused every body field).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TabEvent {
     pub run_id: String,
     pub seq: u64,
@@ -18,7 +19,7 @@ pub struct TabEvent {
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
 pub enum EventBody {
     Stdout {
         data: String,
@@ -26,10 +27,11 @@ pub enum EventBody {
     Stderr {
         data: String,
     },
+    /// A phase of the run in the tab: `load-runtime` (with `runtimeId`), `execute`.
+    #[serde(rename_all = "camelCase")]
     Progress {
-        progress: f64,
-        total: Option<f64>,
-        message: Option<String>,
+        phase: String,
+        runtime_id: Option<String>,
     },
     #[serde(rename_all = "camelCase")]
     Exit {
@@ -42,7 +44,7 @@ pub enum EventBody {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct Usage {
     pub wall_ms: u64,
     pub mem_peak_mb: u64,
@@ -50,6 +52,7 @@ pub struct Usage {
 
 /// An error the executor reports, named with the seed's error names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunError {
     pub name: String,
     pub message: String,
@@ -146,8 +149,10 @@ impl RunLog {
     }
 
     /// Appends output while under the cap (stdout and stderr share it), cutting at a char boundary.
+    /// Once anything was dropped nothing more is kept, so the log stays a prefix of the output.
     fn append(&mut self, stdout: bool, data: &str) {
-        let room = self.output_cap.saturating_sub(self.stdout.len() + self.stderr.len());
+        let used = self.stdout.len() + self.stderr.len();
+        let room = if self.dropped_bytes > 0 { 0 } else { self.output_cap.saturating_sub(used) };
         let mut keep = data.len().min(room);
         while !data.is_char_boundary(keep) {
             keep -= 1;

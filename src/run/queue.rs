@@ -107,8 +107,10 @@ impl RunQueue {
         self.waiting.len()
     }
 
-    /// When the oldest waiting run will have waited too long, for the DO's alarm.
+    /// When the oldest waiting run will have waited too long, for the DO's alarm. Not always
+    /// the front: a run given back by `requeue_front` waits anew ahead of older runs.
     pub fn next_deadline_ms(&self) -> Option<u64> {
-        self.waiting.front().map(|w| w.since_ms + self.max_wait_ms + 1)
+        let oldest = self.waiting.iter().map(|w| w.since_ms).min()?;
+        Some(oldest.saturating_add(self.max_wait_ms).saturating_add(1))
     }
 }

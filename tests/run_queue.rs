@@ -1,0 +1,328 @@
+//! The run queue of one relay session: FIFO, one run at a time, at most `max_queued` waiting,
+//! runs that waited longer than `max_wait_ms` expired and never started.
+
+use std::collections::{HashSet, VecDeque};
+
+use proptest::prelude::*;
+use relay_edge::run::queue::{Admission, Removed, RunQueue, Step};
+
+const MAX_WAIT: u64 = 300_000;
+
+fn queue() -> RunQueue {
+    RunQueue::new(100, MAX_WAIT)
+}
+
+fn started(id: &str) -> Step {
+    Step { started: Some(id.into()), expired: vec![] }
+}
+
+#[test]
+fn runs_start_in_admission_order_one_at_a_time() {
+    let mut q = queue();
+    for id in ["a", "b", "c"] {
+        q.admit(id, 0);
+    }
+    assert_eq!(q.step(1, true), started("a"));
+    assert_eq!(q.running(), Some("a"));
+    assert_eq!(q.depth(), 2);
+    // While `a` runs, nothing else starts, however often the queue is stepped.
+    for _ in 0..3 {
+        assert_eq!(q.step(2, true), Step::default());
+    }
+    assert_eq!(q.running(), Some("a"));
+    assert_eq!(q.remove("a"), Removed::Running);
+    assert_eq!(q.step(3, true), started("b"));
+    assert_eq!(q.remove("b"), Removed::Running);
+    assert_eq!(q.step(4, true), started("c"));
+    assert_eq!(q.remove("c"), Removed::Running);
+    assert_eq!(q.step(5, true), Step::default());
+    assert_eq!(q.running(), None);
+    assert_eq!(q.depth(), 0);
+}
+
+#[test]
+fn nothing_starts_until_the_executor_is_ready() {
+    let mut q = queue();
+    q.admit("a", 0);
+    assert_eq!(q.step(1, false), Step::default());
+    assert_eq!(q.running(), None);
+    assert_eq!(q.depth(), 1);
+    assert_eq!(q.step(2, true), started("a"));
+}
+
+#[test]
+fn ahead_counts_the_waiting_and_the_running() {
+    let mut q = queue();
+    assert_eq!(q.admit("a", 0), Admission::Queued { ahead: 0 });
+    assert_eq!(q.admit("b", 0), Admission::Queued { ahead: 1 });
+    q.step(0, true); // a runs, b waits
+    assert_eq!(q.admit("c", 0), Admission::Queued { ahead: 2 });
+    q.remove("a");
+    assert_eq!(q.admit("d", 0), Admission::Queued { ahead: 2 }); // b, c waiting; none running
+}
+
+#[test]
+fn admit_refuses_at_exactly_max_queued_waiting() {
+    let mut q = RunQueue::new(100, MAX_WAIT);
+    for i in 0..100 {
+        assert_eq!(q.admit(&format!("r{i}"), 0), Admission::Queued { ahead: i }, "run {i}");
+    }
+    assert_eq!(q.depth(), 100);
+    assert_eq!(q.admit("r100", 0), Admission::Full { max: 100 });
+    assert_eq!(q.depth(), 100, "a refused run is not queued");
+    // The running run does not count against the waiting limit.
+    q.step(0, true);
+    assert_eq!(q.depth(), 99);
+    assert_eq!(q.admit("r100", 0), Admission::Queued { ahead: 100 });
+    assert_eq!(q.admit("r101", 0), Admission::Full { max: 100 });
+}
+
+#[test]
+fn a_queue_of_zero_admits_nothing() {
+    let mut q = RunQueue::new(0, MAX_WAIT);
+    assert_eq!(q.admit("a", 0), Admission::Full { max: 0 });
+    assert_eq!(q.step(0, true), Step::default());
+}
+
+#[test]
+fn a_run_is_expired_only_after_waiting_longer_than_max_wait() {
+    let mut q = queue();
+    q.admit("a", 1_000);
+    // Exactly max_wait_ms of waiting is still allowed.
+    assert_eq!(q.step(1_000 + MAX_WAIT, false), Step::default());
+    assert_eq!(q.depth(), 1);
+    let step = q.step(1_000 + MAX_WAIT + 1, true);
+    assert_eq!(step, Step { started: None, expired: vec!["a".into()] }, "an expired run never starts");
+    assert_eq!(q.depth(), 0);
+    assert_eq!(q.running(), None);
+    assert_eq!(q.remove("a"), Removed::Absent);
+}
+
+#[test]
+fn expiry_happens_before_starting_so_the_next_fresh_run_starts() {
+    let mut q = queue();
+    q.admit("old", 0);
+    q.admit("older-too", 5);
+    q.admit("fresh", 10);
+    let step = q.step(MAX_WAIT + 6, true);
+    assert_eq!(step.expired, vec!["old".to_string(), "older-too".to_string()]);
+    assert_eq!(step.started.as_deref(), Some("fresh"));
+}
+
+#[test]
+fn the_running_run_never_expires() {
+    let mut q = queue();
+    q.admit("a", 0);
+    q.step(0, true);
+    let step = q.step(10 * MAX_WAIT, true);
+    assert_eq!(step, Step::default());
+    assert_eq!(q.running(), Some("a"));
+}
+
+#[test]
+fn a_clock_going_backwards_expires_nothing() {
+    let mut q = queue();
+    q.admit("a", 10_000);
+    assert_eq!(q.step(0, false), Step::default());
+    assert_eq!(q.depth(), 1);
+}
+
+#[test]
+fn remove_finds_a_run_wherever_it_is() {
+    let mut q = queue();
+    q.admit("a", 0);
+    q.admit("b", 0);
+    q.admit("c", 0);
+    q.step(0, true);
+    assert_eq!(q.remove("b"), Removed::Waiting);
+    assert_eq!(q.remove("b"), Removed::Absent);
+    assert_eq!(q.remove("nope"), Removed::Absent);
+    assert_eq!(q.remove(""), Removed::Absent);
+    assert_eq!(q.running(), Some("a"), "removing a waiting run leaves the running one");
+    assert_eq!(q.remove("a"), Removed::Running);
+    assert_eq!(q.remove("a"), Removed::Absent);
+    assert_eq!(q.step(0, true), started("c"), "b was removed: c is next");
+}
+
+#[test]
+fn requeue_front_gives_the_running_run_back_first_in_line() {
+    let mut q = queue();
+    q.admit("a", 0);
+    q.admit("b", 0);
+    q.step(0, true);
+    q.requeue_front("a", 50);
+    assert_eq!(q.running(), None);
+    assert_eq!(q.depth(), 2);
+    assert_eq!(q.step(60, true), started("a"), "the requeued run goes before b");
+}
+
+#[test]
+fn requeue_front_ignores_runs_that_are_not_running() {
+    let mut q = queue();
+    q.admit("a", 0);
+    q.admit("b", 0);
+    q.step(0, true);
+    q.requeue_front("b", 10); // waiting, not running
+    q.requeue_front("zzz", 10); // absent
+    assert_eq!(q.running(), Some("a"));
+    assert_eq!(q.depth(), 1);
+    q.remove("a");
+    assert_eq!(q.step(20, true), started("b"));
+    assert_eq!(q.step(20, true), Step::default(), "b was not duplicated");
+}
+
+#[test]
+fn next_deadline_is_one_past_the_oldest_wait() {
+    let mut q = queue();
+    assert_eq!(q.next_deadline_ms(), None);
+    q.admit("a", 100);
+    q.admit("b", 200);
+    assert_eq!(q.next_deadline_ms(), Some(100 + MAX_WAIT + 1));
+    // At the deadline the oldest run is expired, not a millisecond before.
+    assert!(q.step(100 + MAX_WAIT, false).expired.is_empty());
+    assert_eq!(q.step(100 + MAX_WAIT + 1, false).expired, vec!["a".to_string()]);
+    assert_eq!(q.next_deadline_ms(), Some(200 + MAX_WAIT + 1));
+    q.step(200, true);
+    assert_eq!(q.next_deadline_ms(), None, "a running run has no queue deadline");
+}
+
+#[test]
+fn next_deadline_after_a_requeue_is_that_of_the_oldest_waiting_run() {
+    // `b` has waited since 0; `a` is given back at 1_000 with a fresh wait. The alarm must fire
+    // for `b`, which is behind `a` in line but older.
+    let mut q = queue();
+    q.admit("a", 0);
+    q.step(0, true);
+    q.admit("b", 0);
+    q.requeue_front("a", 1_000);
+    assert_eq!(q.next_deadline_ms(), Some(MAX_WAIT + 1));
+    assert_eq!(q.step(MAX_WAIT + 1, false).expired, vec!["b".to_string()]);
+    assert_eq!(q.next_deadline_ms(), Some(1_000 + MAX_WAIT + 1));
+}
+
+#[test]
+fn huge_max_wait_never_overflows_the_deadline() {
+    let mut q = RunQueue::new(10, u64::MAX);
+    q.admit("a", 5);
+    assert_eq!(q.next_deadline_ms(), Some(u64::MAX));
+    assert!(q.step(u64::MAX, false).expired.is_empty());
+}
+
+/// One operation of the property below.
+#[derive(Debug, Clone)]
+enum Op {
+    Admit,
+    Step {
+        advance_ms: u64,
+        ready: bool,
+    },
+    /// Removes the n-th run ever admitted (modulo their number); may be absent already.
+    Remove(usize),
+    RemoveRunning,
+    /// The running run's executor went away before it started: back to the front.
+    RequeueRunning,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => Just(Op::Admit),
+        4 => (0u64..40, any::<bool>()).prop_map(|(advance_ms, ready)| Op::Step { advance_ms, ready }),
+        1 => any::<usize>().prop_map(Op::Remove),
+        2 => Just(Op::RemoveRunning),
+        1 => Just(Op::RequeueRunning),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Against a plain model: one run at a time, nothing both waiting and running, expired and
+    /// removed runs never start, and the start order is the admission order of the others.
+    #[test]
+    fn the_queue_matches_a_fifo_model(ops in proptest::collection::vec(op(), 0..200), max_queued in 0u32..8) {
+        let max_wait = 50;
+        let mut q = RunQueue::new(max_queued, max_wait);
+        let mut model: VecDeque<(String, u64)> = VecDeque::new();
+        let mut running: Option<String> = None;
+        let mut admitted: Vec<String> = Vec::new();
+        let mut gone: HashSet<String> = HashSet::new();
+        let mut start_order: Vec<String> = Vec::new();
+        let mut now = 0u64;
+        for op in ops {
+            match op {
+                Op::Admit => {
+                    let id = format!("r{}", admitted.len());
+                    let got = q.admit(&id, now);
+                    if model.len() >= max_queued as usize {
+                        prop_assert_eq!(got, Admission::Full { max: max_queued });
+                    } else {
+                        let ahead = model.len() + usize::from(running.is_some());
+                        prop_assert_eq!(got, Admission::Queued { ahead });
+                        model.push_back((id.clone(), now));
+                        admitted.push(id);
+                    }
+                }
+                Op::Step { advance_ms, ready } => {
+                    now += advance_ms;
+                    let step = q.step(now, ready);
+                    let expired: Vec<String> =
+                        model.iter().filter(|(_, since)| now - since > max_wait).map(|(id, _)| id.clone()).collect();
+                    model.retain(|(_, since)| now - since <= max_wait);
+                    prop_assert_eq!(&step.expired, &expired);
+                    gone.extend(expired);
+                    let expect_start =
+                        if running.is_none() && ready { model.pop_front().map(|(id, _)| id) } else { None };
+                    prop_assert_eq!(&step.started, &expect_start);
+                    if let Some(id) = expect_start {
+                        prop_assert!(!gone.contains(&id), "{} started after it was removed or expired", id);
+                        if !start_order.contains(&id) {
+                            start_order.push(id.clone());
+                        }
+                        running = Some(id);
+                    }
+                }
+                Op::Remove(n) => {
+                    if admitted.is_empty() {
+                        continue;
+                    }
+                    let id = admitted[n % admitted.len()].clone();
+                    let expect = if running.as_deref() == Some(id.as_str()) {
+                        running = None;
+                        Removed::Running
+                    } else if let Some(i) = model.iter().position(|(w, _)| *w == id) {
+                        model.remove(i);
+                        gone.insert(id.clone());
+                        Removed::Waiting
+                    } else {
+                        Removed::Absent
+                    };
+                    prop_assert_eq!(q.remove(&id), expect);
+                }
+                Op::RemoveRunning => {
+                    if let Some(id) = running.take() {
+                        prop_assert_eq!(q.remove(&id), Removed::Running);
+                    }
+                }
+                Op::RequeueRunning => {
+                    if let Some(id) = running.take() {
+                        q.requeue_front(&id, now);
+                        model.push_front((id, now));
+                    }
+                }
+            }
+            prop_assert_eq!(q.running(), running.as_deref());
+            prop_assert_eq!(q.depth(), model.len());
+            // A requeued run was admitted already: it may take the queue one past its limit.
+            prop_assert!(q.depth() <= max_queued as usize + 1);
+            if let Some(r) = &running {
+                prop_assert!(!model.iter().any(|(w, _)| w == r), "{} is both waiting and running", r);
+            }
+            let deadline = model.iter().map(|(_, since)| since + max_wait + 1).min();
+            prop_assert_eq!(q.next_deadline_ms(), deadline);
+        }
+        // Start order (first starts) is admission order, restricted to runs that started.
+        let expected: Vec<&String> = admitted.iter().filter(|id| start_order.contains(id)).collect();
+        let got: Vec<&String> = start_order.iter().collect();
+        prop_assert_eq!(got, expected);
+    }
+}
