@@ -6,6 +6,7 @@ use crate::auth::tenant::hex;
 use crate::edge::http::{error, json};
 use crate::edge::{now_ms, random};
 use crate::run::backchannel::{parse_batch, Applied, EventBody};
+use crate::run::lease::Lease;
 use futures::channel::mpsc;
 use serde_json::json;
 use std::rc::Rc;
@@ -86,6 +87,7 @@ pub fn pump(shared: &Shared) {
         if send_to_tab(shared, &tab_id, frame) {
             if let Some(slot) = shared.inner.borrow_mut().runs.get_mut(&run_id) {
                 slot.tab_id = Some(tab_id.clone());
+                slot.lease = Some(Lease::new(now_ms()));
             }
             signal(shared, &run_id, Signal::Started);
             return;
@@ -118,6 +120,9 @@ pub async fn result(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
                 return Ok(error(404, "UnknownRun", format!("no run {} in this relay session", event.run_id)));
             };
             let outcome = slot.log.apply(event);
+            if let Some(lease) = slot.lease.as_mut() {
+                lease.heard(now_ms());
+            }
             if outcome == Applied::New {
                 let _ = slot.signals.unbounded_send(Signal::Event(event.body.clone()));
             }

@@ -6,12 +6,11 @@ use super::runs;
 use super::session::{Caller, Shared};
 use super::store::{self, McpSessions};
 use crate::auth::tenant::hex;
-use crate::edge::{http, now_ms, random};
+use crate::edge::{http, now_ms, random, sleep};
 use crate::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView, Tool};
 use futures::StreamExt;
 use std::rc::Rc;
-use std::time::Duration;
-use worker::{Delay, Headers, Request, Response, Result};
+use worker::{Headers, Request, Response, Result};
 
 /// How often a quiet legacy GET stream gets a keep-alive comment.
 const KEEPALIVE_MS: u64 = 15_000;
@@ -85,7 +84,7 @@ pub fn to_response(reply: HttpResponse) -> Response {
 fn keepalive_stream() -> Result<Response> {
     let first = futures::stream::once(async { Ok::<_, worker::Error>(mcp::SSE_KEEPALIVE.as_bytes().to_vec()) });
     let ticks = futures::stream::unfold((), |()| async {
-        Delay::from(Duration::from_millis(KEEPALIVE_MS)).await;
+        let _ = sleep(KEEPALIVE_MS).await;
         Some((Ok(mcp::SSE_KEEPALIVE.as_bytes().to_vec()), ()))
     });
     let headers: Headers = sse_headers();

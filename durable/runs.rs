@@ -11,18 +11,18 @@ use crate::auth::tenant::hex;
 use crate::auth::AttachClaims;
 use crate::capsule::{self, Capsule};
 use crate::edge::capsules::{signer, store as store_capsule};
-use crate::edge::{http, now_ms, random};
+use crate::edge::{http, now_ms, random, sleep};
 use crate::mcp::jsonrpc::RpcError;
 use crate::mcp::{self, ErrorName, LogLevel, ToolCall, ToolResult};
 use crate::run::args::capsule_spec;
 use crate::run::backchannel::{EventBody, RunError, RunLog};
+use crate::run::lease::Verdict;
 use crate::run::queue::{Admission, RunQueue};
 use futures::channel::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use futures::{future, FutureExt, StreamExt};
 use serde_json::{json, Value};
 use std::rc::Rc;
-use std::time::Duration;
-use worker::{Delay, Response, Result};
+use worker::{Response, Result};
 
 /// How often tabs get a heartbeat and SSE clients a keep-alive while a run is in flight.
 const TICK_MS: u64 = 5_000;
@@ -100,6 +100,7 @@ async fn admit(
             signals: signals_tx,
             capsule_event,
             tab_id: None,
+            lease: None,
             request_key: request_key(call.session_id.as_deref(), &call.id),
         };
         inner.runs.insert(run_id.clone(), slot);
@@ -177,13 +178,13 @@ async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Call
     let mut no_tab_since: Option<u64> = None;
     let mut deadline: Option<u64> = None;
     let mut steps = 0.0;
-    loop {
-        if shared.inner.borrow().runs.get(&run.run_id).is_none_or(|s| s.log.exit.is_some()) {
-            break;
-        }
+    while !ended(&shared, &run.run_id) {
         let now = now_ms();
-        let started = deadline.is_some();
-        let no_tab = !started && shared.inner.borrow().tabs.is_empty();
+        let lease_check = check_lease(&shared, &run.run_id, now);
+        if lease_check.is_none() {
+            deadline = None;
+        }
+        let no_tab = deadline.is_none() && shared.inner.borrow().tabs.is_empty();
         no_tab_since = if no_tab { no_tab_since.or(Some(now)) } else { None };
         if no_tab_since.is_some_and(|t| now >= t + run.attach_wait_ms) {
             let message = no_executor_message(caller);
@@ -195,39 +196,21 @@ async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Call
             cancel(&shared, &run.run_id, ErrorName::Timeout.as_str(), message, 124);
             break;
         }
-        let wait = [Some(now + TICK_MS), no_tab_since.map(|t| t + run.attach_wait_ms), deadline]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(now + TICK_MS)
-            .saturating_sub(now)
-            .max(1);
-        let timer = Delay::from(Duration::from_millis(wait));
-        match future::select(signals.next(), timer).await {
-            future::Either::Left((Some(signal), _)) => match signal {
-                Signal::Started => {
-                    deadline = Some(now_ms() + run.timeout_ms + TIMEOUT_GRACE_MS);
-                    let started = EventBody::Progress { phase: "started".into(), runtime_id: None };
-                    forward(frames, call, &started, &mut steps);
-                }
-                Signal::Event(body) => forward(frames, call, &body, &mut steps),
-                Signal::Expired => cancel(
-                    &shared,
-                    &run.run_id,
-                    "Cancelled",
-                    "the run waited in the queue for over 5 minutes".into(),
-                    1,
-                ),
-                Signal::TabGone => cancel(
-                    &shared,
-                    &run.run_id,
-                    ErrorName::Internal.as_str(),
-                    "the executor tab went away mid-run (closed or reloaded); run the tool again".into(),
-                    1,
-                ),
-                Signal::TabAttached => no_tab_since = None,
-                Signal::Ended => {}
-            },
+        let wake = [Some(now + TICK_MS), no_tab_since.map(|t| t + run.attach_wait_ms), deadline, lease_check];
+        let wait = wake.into_iter().flatten().min().unwrap_or(now + TICK_MS).saturating_sub(now).max(1);
+        match future::select(signals.next(), sleep(wait)).await {
+            future::Either::Left((Some(Signal::Started), _)) => {
+                deadline = Some(now_ms() + run.timeout_ms + TIMEOUT_GRACE_MS);
+                let started = EventBody::Progress { phase: "started".into(), runtime_id: None };
+                forward(frames, call, &started, &mut steps);
+            }
+            future::Either::Left((Some(Signal::Event(body)), _)) => forward(frames, call, &body, &mut steps),
+            future::Either::Left((Some(Signal::Expired), _)) => {
+                let message = "the run waited in the queue for over 5 minutes".into();
+                cancel(&shared, &run.run_id, "Cancelled", message, 1);
+            }
+            future::Either::Left((Some(Signal::TabGone), _)) => tab_gone(&shared, &run.run_id),
+            future::Either::Left((Some(Signal::TabAttached | Signal::Ended), _)) => {}
             future::Either::Left((None, _)) => break,
             future::Either::Right(_) => {
                 heartbeat(&shared);
@@ -238,9 +221,52 @@ async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Call
             }
         }
     }
+    // Output that arrived in the same batch as the exit is still waiting in the channel.
+    while let Ok(signal) = signals.try_recv() {
+        if let Signal::Event(body) = signal {
+            forward(frames, call, &body, &mut steps);
+        }
+    }
     let answer = conclude(&shared, &run.run_id, call);
     drop(guard);
     answer
+}
+
+fn ended(shared: &Shared, run_id: &str) -> bool {
+    shared.inner.borrow().runs.get(run_id).is_none_or(|s| s.log.exit.is_some())
+}
+
+fn tab_gone(shared: &Shared, run_id: &str) {
+    let message = "the executor tab went away mid-run (closed, reloaded or offline); run the tool again".into();
+    cancel(shared, run_id, ErrorName::Internal.as_str(), message, 1);
+}
+
+/// Acts on the lease of a started run: a tab that never acknowledged the capsule is dropped and
+/// the run goes back to the front of the queue; a tab gone silent ends the run. Returns when to
+/// look again, or `None` when the run is not (or no longer) started.
+fn check_lease(shared: &Shared, run_id: &str, now: u64) -> Option<u64> {
+    let (verdict, tab_id) = {
+        let inner = shared.inner.borrow();
+        let slot = inner.runs.get(run_id)?;
+        (slot.lease?.verdict(now), slot.tab_id.clone())
+    };
+    match verdict {
+        Verdict::Alive { check_at_ms } => return Some(check_at_ms),
+        Verdict::Silent => tab_gone(shared, run_id),
+        Verdict::NeverAcknowledged => {
+            let mut inner = shared.inner.borrow_mut();
+            inner.tabs.retain(|t| Some(&t.id) != tab_id.as_ref());
+            if let Some(slot) = inner.runs.get_mut(run_id) {
+                slot.lease = None;
+                slot.tab_id = None;
+            }
+            if let Some(queue) = inner.queue.as_mut() {
+                queue.requeue_front(run_id, now);
+            }
+        }
+    }
+    pump(shared);
+    None
 }
 
 /// Streams one event to the client, as the era and the request's options allow. Phases become

@@ -7,6 +7,7 @@ use super::store;
 use crate::auth::Tenant;
 use crate::edge::http::error;
 use crate::run::backchannel::RunLog;
+use crate::run::lease::Lease;
 use crate::run::queue::RunQueue;
 use futures::channel::mpsc::UnboundedSender;
 use std::cell::RefCell;
@@ -73,6 +74,8 @@ pub struct RunSlot {
     /// The capsule's event for the tab, sent when the run starts.
     pub capsule_event: Vec<u8>,
     pub tab_id: Option<String>,
+    /// Set when the run is handed to a tab: the tab's proof of life for this run.
+    pub lease: Option<Lease>,
     /// Identifies the MCP request for `notifications/cancelled`: session id + request id.
     pub request_key: String,
 }

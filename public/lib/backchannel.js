@@ -24,12 +24,20 @@ export class Backchannel {
     this.bytes = 0;
     this.timer = null;
     this.sending = null; // the batch in flight, if any
+    this.nextSeq = new Map(); // runId -> the seq its next event gets
   }
 
-  /** A reporter for one run: report({type, ...}) numbers and queues its events. */
+  /**
+   * A reporter for one run: report({type, ...}) numbers and queues its events. Every reporter
+   * of a run shares one numbering, which ends with the run's exit.
+   */
   forRun(runId) {
-    let seq = 0;
-    return (event) => this.push({ runId, seq: seq++, ...event });
+    return (event) => {
+      const seq = this.nextSeq.get(runId) ?? 0;
+      if (event.type === "exit") this.nextSeq.delete(runId);
+      else this.nextSeq.set(runId, seq + 1);
+      this.push({ runId, seq, ...event });
+    };
   }
 
   push(line) {

@@ -1,10 +1,13 @@
 // Runs the capsules the server sends to this tab, one at a time in arrival order: fetch and
 // check the capsule (capsule.js), run it in the runner worker (runner-host.js), and report
 // every step over the backchannel and in the console. A capsule that fails a check is refused
-// and never runs.
+// and never runs. The server holds a lease on this tab for each run: it is acknowledged at
+// once and renewed every LEASE_RENEW_MS until the run ends, so a closed tab is noticed quickly.
 
 import { loadCapsule } from "./capsule.js";
 import { cancelledOutcome } from "./runner-host.js";
+
+const LEASE_RENEW_MS = 2_000;
 
 export class RunQueue {
   constructor({ runner, keyRing, backchannel, status }) {
@@ -21,6 +24,7 @@ export class RunQueue {
     // The same run announced again (e.g. re-sent after a reconnect) is already in hand.
     const known = (run) => run?.runId === announced.runId;
     if (known(this.current) || this.pending.some(known)) return;
+    this.backchannel.forRun(announced.runId)({ type: "progress", phase: "received" });
     this.pending.push(announced);
     if (!this.current) this.next();
   }
@@ -38,10 +42,14 @@ export class RunQueue {
     const announced = this.pending.shift();
     if (!announced) return;
     this.current = { runId: announced.runId, abort: new AbortController() };
+    const report = this.backchannel.forRun(announced.runId);
+    const lease = setInterval(() => report({ type: "progress", phase: "running" }), LEASE_RENEW_MS);
     try {
       await this.execute(announced, this.current.abort.signal);
     } catch (err) {
       this.status.error(`run ${announced.runId}: ${err.message}`);
+    } finally {
+      clearInterval(lease);
     }
     this.current = null;
     this.next();

@@ -7,9 +7,23 @@ pub mod mcp;
 pub mod session;
 pub mod tenants;
 
+use worker::wasm_bindgen_futures;
+
 /// Milliseconds since the epoch, from the runtime's clock.
 pub fn now_ms() -> u64 {
     worker::Date::now().as_millis()
+}
+
+/// Resolves after `ms`. Unlike `worker::Delay`, which keeps the waker of its first poll, this
+/// wakes whichever task polled it last: a timer inside a response stream is polled by a new
+/// task on every pull, and a stale waker would leave the stream stuck.
+pub fn sleep(ms: u64) -> wasm_bindgen_futures::JsFuture {
+    use worker::{js_sys, wasm_bindgen::JsCast, wasm_bindgen_futures};
+    let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+        let global: worker::web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+        let _ = global.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms.min(i32::MAX as u64) as i32);
+    });
+    wasm_bindgen_futures::JsFuture::from(promise)
 }
 
 /// Random bytes from the runtime's CSPRNG.

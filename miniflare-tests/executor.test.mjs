@@ -1,0 +1,198 @@
+// End to end: the official SDK client calls run_js / run_py on the Worker, the Session DO sends
+// the signed capsule to a real executor page in headless Chromium, QuickJS or Pyodide runs it in
+// a Web Worker, and the output streams back to the client. One browser serves every test.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
+import { connectClient } from "./lib/mcp-client.mjs";
+import { createTenant } from "./lib/relay.mjs";
+
+let browser;
+let key;
+let executor;
+let client;
+
+before(async () => {
+  ({ key } = await createTenant("executor", { queue: { attachWaitMs: 500 } }));
+  browser = await launchBrowser();
+  executor = await openExecutor(browser, key);
+  client = await connectClient(key);
+});
+
+after(async () => {
+  await client?.close();
+  await browser?.close();
+});
+
+const runJs = (code, extra = {}, c = client) => c.callTool({ name: "run_js", arguments: { code, ...extra } });
+const runPy = (code, extra = {}, c = client) => c.callTool({ name: "run_py", arguments: { code, ...extra } });
+
+describe("run_js", () => {
+  test("stdout, stderr and a non-zero exit code", async () => {
+    const result = await runJs("console.log('out', 1 + 1); console.error('err'); process.exit(3)");
+    assert.equal(result.isError, true);
+    assert.equal(result.structuredContent.exitCode, 3);
+    assert.equal(result.structuredContent.stdout, "out 2\n");
+    assert.equal(result.structuredContent.stderr, "err\n");
+    assert.ok(result.structuredContent.usage.wallMs >= 0);
+    assert.match(result.content[0].text, /out 2/);
+  });
+
+  test("a clean exit is not an error", async () => {
+    const result = await runJs("console.log(JSON.stringify({a: [1, 2]}))");
+    assert.equal(result.isError, false);
+    assert.equal(result.structuredContent.exitCode, 0);
+    assert.equal(result.structuredContent.stdout, '{"a":[1,2]}\n');
+  });
+
+  test("stdin, args and env reach the program", async () => {
+    const code = "console.log(process.stdin.read().toUpperCase(), process.argv.slice(2).join(','), process.env.GREETING)";
+    const result = await runJs(code, { stdin: "piped", args: ["x", "y"], env: { GREETING: "hi" } });
+    assert.equal(result.structuredContent.stdout, "PIPED x,y hi\n");
+  });
+
+  test("output streams to the client as notifications before the result", async () => {
+    const seen = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => seen.push(n.params));
+    const progress = [];
+    const result = await client.callTool(
+      { name: "run_js", arguments: { code: "console.log('first'); console.error('second')" } },
+      undefined,
+      { onprogress: (p) => progress.push(p) },
+    );
+    assert.equal(result.structuredContent.exitCode, 0);
+    assert.deepEqual(
+      seen.map((p) => [p.logger, p.data]),
+      [["stdout", "first\n"], ["stderr", "second\n"]],
+    );
+    assert.ok(progress.length >= 2, `progress notifications: ${JSON.stringify(progress)}`);
+    assert.ok(progress.every((p, i) => i === 0 || p.progress > progress[i - 1].progress), "progress only grows");
+  });
+});
+
+describe("run_py", () => {
+  test("stdout, stderr and SystemExit", async () => {
+    const result = await runPy("import sys\nprint('py out')\nprint('py err', file=sys.stderr)\nsys.exit(2)");
+    assert.equal(result.isError, true);
+    assert.equal(result.structuredContent.exitCode, 2);
+    assert.equal(result.structuredContent.stdout, "py out\n");
+    assert.equal(result.structuredContent.stderr, "py err\n");
+  });
+
+  test("an exception gives a traceback and exit code 1", async () => {
+    const result = await runPy("def f():\n    raise ValueError('boom')\nf()");
+    assert.equal(result.structuredContent.exitCode, 1);
+    assert.match(result.structuredContent.stderr, /Traceback[\s\S]*ValueError: boom/);
+  });
+
+  test("stdin and argv", async () => {
+    const code = "import sys\nprint(sys.stdin.read().strip()[::-1], sys.argv[1:])";
+    const result = await runPy(code, { stdin: "abc\n", args: ["--flag"] });
+    assert.equal(result.structuredContent.stdout, "cba ['--flag']\n");
+  });
+});
+
+describe("limits", () => {
+  test("a run past its timeout is killed as Timeout, and the next run works", async () => {
+    const result = await runJs("for (;;) {}", { policy: { limits: { timeoutMs: 1000 } } });
+    assert.equal(result.isError, true);
+    assert.equal(result.structuredContent.error.name, "Timeout");
+    const next = await runJs("console.log('alive')");
+    assert.equal(next.structuredContent.stdout, "alive\n");
+  });
+
+  test("output over the cap gives OutputLimitExceeded", async () => {
+    const result = await runJs("for (let i = 0; i < 100; i++) console.log('x'.repeat(99))", {
+      policy: { limits: { stdoutBytes: 1000 } },
+    });
+    assert.equal(result.isError, true);
+    assert.equal(result.structuredContent.error.name, "OutputLimitExceeded");
+    assert.ok(result.structuredContent.stdout.length <= 1000);
+    assert.match(result.structuredContent.error.message, /1000/);
+  });
+});
+
+describe("capsule integrity", () => {
+  // The network between Worker and tab is where tampering would happen: rewrite responses there.
+  async function withTampering(pattern, rewrite, fn) {
+    await executor.page.route(pattern, async (route) => {
+      const response = await route.fetch();
+      await route.fulfill({ response, body: rewrite(await response.body()) });
+    });
+    try {
+      return await fn();
+    } finally {
+      await executor.page.unroute(pattern);
+    }
+  }
+
+  test("a manifest whose signed content was changed is refused by the page", async () => {
+    const result = await withTampering(
+      "**/capsules/*/capsule.json*",
+      (body) => Buffer.from(body.toString().replace('"timeoutMs":60000', '"timeoutMs":60001')),
+      () => runJs("console.log('tampered manifest')"),
+    );
+    assert.equal(result.isError, true);
+    assert.equal(result.structuredContent.error.name, "ValidationError");
+    assert.match(result.structuredContent.error.message, /refused/);
+    assert.equal(result.structuredContent.stdout, "");
+    await waitForLine(executor.lines, /^ERROR - .*refused/);
+  });
+
+  test("a layer whose bytes differ from its sha256 is refused by the page", async () => {
+    const result = await withTampering(
+      "**/capsules/*/fs.code.zip*",
+      (body) => Buffer.concat([body, Buffer.from([0])]),
+      () => runJs("console.log('tampered layer ' + 1)"),
+    );
+    assert.equal(result.isError, true);
+    assert.equal(result.structuredContent.error.name, "ValidationError");
+    assert.match(result.structuredContent.error.message, /refused: layer code (is \d+ bytes|sha256)/);
+  });
+});
+
+describe("the queue and the executor's presence", () => {
+  test("two clients calling at once are served one after the other", async () => {
+    const other = await connectClient(key, "default", "second-client");
+    try {
+      const code = "const t0 = Date.now(); while (Date.now() - t0 < 300) {} console.log(t0, Date.now())";
+      const [a, b] = await Promise.all([runJs(code), runJs(code, {}, other)]);
+      const spans = [a, b].map((r) => r.structuredContent.stdout.trim().split(" ").map(Number));
+      spans.sort((x, y) => x[0] - y[0]);
+      assert.ok(spans[1][0] >= spans[0][1], `runs overlapped: ${JSON.stringify(spans)}`);
+    } finally {
+      await other.close();
+    }
+  });
+
+  test("with no tab attached the call fails with NoExecutorAttached and the page URL", async () => {
+    const lonely = await connectClient(key, "no-tab-here");
+    try {
+      const started = Date.now();
+      const result = await runJs("console.log(1)", {}, lonely);
+      assert.equal(result.isError, true);
+      assert.equal(result.structuredContent.error.name, "NoExecutorAttached");
+      assert.match(result.structuredContent.error.message, /#session=no-tab-here/);
+      assert.ok(Date.now() - started < 10_000);
+    } finally {
+      await lonely.close();
+    }
+  });
+
+  test("a tab closed mid-run gives the client an error, not a hang", async () => {
+    const tab = await openExecutor(browser, key, "closing");
+    const c = await connectClient(key, "closing");
+    try {
+      const pending = runJs("for (;;) {}", {}, c);
+      await waitForLine(tab.lines, /^Executing capsule/);
+      await tab.context.close();
+      const result = await pending;
+      assert.equal(result.isError, true);
+      assert.match(result.structuredContent.error.message, /tab went away/);
+    } finally {
+      await c.close();
+    }
+  });
+});

@@ -1,0 +1,48 @@
+//! Whether the tab running a run is still there. A closed tab's SSE stream is not reliably
+//! noticed by the runtime (a client disconnect does not always cancel a response stream), so
+//! the executor holds a lease instead: it acknowledges a capsule at once and reports at least
+//! every couple of seconds while the run lasts. Silence ends the lease.
+
+/// How long a tab has to acknowledge a capsule before it is taken for dead.
+pub const ACK_WITHIN_MS: u64 = 5_000;
+/// How long a running tab may stay silent (it reports every 2 s).
+pub const SILENCE_MS: u64 = 10_000;
+
+/// The lease of one started run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    started_ms: u64,
+    last_heard_ms: Option<u64>,
+}
+
+/// What the lease says at a given moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Fine; look again at `check_at_ms`.
+    Alive { check_at_ms: u64 },
+    /// The tab never acknowledged the capsule: it was gone before the run began, so the run can
+    /// go to another tab.
+    NeverAcknowledged,
+    /// The tab went silent mid-run.
+    Silent,
+}
+
+impl Lease {
+    pub fn new(started_ms: u64) -> Self {
+        Lease { started_ms, last_heard_ms: None }
+    }
+
+    /// The tab reported something for this run.
+    pub fn heard(&mut self, now_ms: u64) {
+        self.last_heard_ms = Some(now_ms.max(self.last_heard_ms.unwrap_or(0)));
+    }
+
+    pub fn verdict(&self, now_ms: u64) -> Verdict {
+        match self.last_heard_ms {
+            None if now_ms >= self.started_ms + ACK_WITHIN_MS => Verdict::NeverAcknowledged,
+            None => Verdict::Alive { check_at_ms: self.started_ms + ACK_WITHIN_MS },
+            Some(last) if now_ms >= last + SILENCE_MS => Verdict::Silent,
+            Some(last) => Verdict::Alive { check_at_ms: last + SILENCE_MS },
+        }
+    }
+}
