@@ -53,9 +53,11 @@ impl Tenant {
         format!("tenant:{}", key_hash(api_key))
     }
 
-    /// Whether a browser `Origin` may call `/mcp` for this tenant.
+    /// Whether a browser `Origin` may call `/mcp` for this tenant. A trailing `/` is ignored on
+    /// both sides: a configured `https://app.example.com/` must still admit the browser's origin.
     pub fn origin_allowed(&self, origin: &str) -> bool {
-        self.defaults.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin.trim_end_matches('/')))
+        let origin = origin.trim_end_matches('/');
+        self.defaults.allowed_origins.iter().any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin))
     }
 }
 

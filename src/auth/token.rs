@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 /// Seed 000 section 1.3: attach tokens last five minutes.
 pub const ATTACH_TOKEN_TTL_S: u64 = 300;
 const ISSUER: &str = "relay-edge";
+/// The JWS `typ` of attach tokens: other JWSs of the same key (capsule signatures) never pass.
+const TYP: &str = "JWT";
 
 /// The claims of an attach token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,12 +58,16 @@ impl AttachClaims {
 
     pub fn sign(&self, signer: &Signer) -> String {
         let payload = serde_json::to_vec(self).expect("claims serialize");
-        signer.sign(&payload, Some("JWT"))
+        signer.sign(&payload, Some(TYP))
     }
 
-    /// Verifies signature, issuer and expiry.
+    /// Verifies signature, `typ`, issuer and expiry.
     pub fn verify(token: &str, keys: &KeySet, now_s: u64) -> Result<Self, TokenError> {
         let verified = jws::verify(token, keys).map_err(|e| TokenError::Invalid(e.to_string()))?;
+        let typ = verified.header.get("typ").and_then(serde_json::Value::as_str);
+        if typ != Some(TYP) {
+            return Err(TokenError::Invalid(format!("typ {typ:?}; expected {TYP:?}")));
+        }
         let claims: AttachClaims =
             serde_json::from_slice(&verified.payload).map_err(|e| TokenError::Invalid(format!("claims: {e}")))?;
         if claims.iss != ISSUER {

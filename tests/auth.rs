@@ -1,0 +1,442 @@
+//! Who is calling: API keys (shape, hash, minting), tenant records, relay session names, the
+//! bearer header, and attach tokens (EdDSA JWTs, five minutes, one relay session).
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use relay_edge::auth::tenant::hex;
+use relay_edge::auth::{
+    bearer, check_key_shape, key_hash, mint_api_key, session_name_ok, ApiKeyError, AttachClaims, QueueSettings, Tenant,
+    TenantDefaults, TokenError, ATTACH_TOKEN_TTL_S,
+};
+use relay_edge::capsule::jws::{b64url, b64url_decode, KeySet, Signer};
+use relay_edge::capsule::{build_capsule, verify_manifest, CapsuleError, CapsuleSpec, Language};
+use relay_edge::policy::Policy;
+use serde_json::{json, Value};
+
+// ---- API keys ----
+
+#[test]
+fn key_hash_is_lowercase_sha256_hex() {
+    assert_eq!(key_hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    assert_eq!(key_hash(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    let key = mint_api_key(&[7; 32]);
+    assert_eq!(key_hash(&key), key_hash(&key), "stable");
+    assert_ne!(key_hash(&key), key_hash(&mint_api_key(&[8; 32])));
+    assert!(!key_hash(&key).contains(&key[3..]), "the hash never shows the key");
+}
+
+#[test]
+fn hex_is_lowercase_two_digits_per_byte() {
+    assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
+    assert_eq!(hex(&[]), "");
+}
+
+#[test]
+fn the_kv_key_of_a_tenant_is_its_key_hash() {
+    let key = mint_api_key(&[1; 32]);
+    assert_eq!(Tenant::kv_key(&key), format!("tenant:{}", key_hash(&key)));
+    assert!(!Tenant::kv_key(&key).contains(&key));
+}
+
+#[test]
+fn minted_keys_have_the_documented_shape() {
+    let key = mint_api_key(&[0; 32]);
+    assert_eq!(key, format!("rk_{}", "A".repeat(43)));
+    let key = mint_api_key(&[0xff; 32]);
+    assert_eq!(key.len(), 46);
+    assert!(key.starts_with("rk_"));
+    assert_eq!(b64url_decode(&key[3..]).unwrap(), [0xff; 32]);
+    assert_eq!(check_key_shape(&key), Ok(()));
+}
+
+#[test]
+fn badly_shaped_keys_are_malformed() {
+    let body = "A".repeat(43);
+    let cases = [
+        String::new(),
+        "rk_".into(),
+        body.clone(),
+        format!("sk_{body}"),
+        format!("RK_{body}"),
+        format!("rk-{body}"),
+        format!("rk_{}", "A".repeat(42)),
+        format!("rk_{}", "A".repeat(44)),
+        format!("rk_{}=", "A".repeat(42)),
+        format!("rk_{}+", "A".repeat(42)),
+        format!("rk_{}/", "A".repeat(42)),
+        format!("rk_{}.", "A".repeat(42)),
+        format!("rk_{} ", "A".repeat(42)),
+        format!(" rk_{body}"),
+        format!("rk_{body}\n"),
+        format!("rk_{}é", "A".repeat(41)), // 43 bytes, not 43 URL-safe characters
+        format!("rk_{}\0", "A".repeat(42)),
+        format!("Bearer rk_{body}"),
+    ];
+    for key in cases {
+        assert_eq!(check_key_shape(&key), Err(ApiKeyError::Malformed), "{key:?}");
+    }
+}
+
+#[test]
+fn key_errors_say_what_to_send() {
+    assert!(ApiKeyError::Missing.to_string().contains("Authorization: Bearer"));
+    assert!(ApiKeyError::Malformed.to_string().contains("rk_"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_minted_key_has_a_good_shape_and_its_own_hash(a in any::<[u8; 32]>(), b in any::<[u8; 32]>()) {
+        let (ka, kb) = (mint_api_key(&a), mint_api_key(&b));
+        prop_assert_eq!(check_key_shape(&ka), Ok(()));
+        prop_assert_eq!(ka.len(), 46);
+        prop_assert_eq!(ka == kb, a == b);
+        prop_assert_eq!(key_hash(&ka) == key_hash(&kb), a == b);
+        prop_assert_eq!(mint_api_key(&a), ka, "deterministic in its randomness");
+    }
+
+    #[test]
+    fn only_rk_and_43_url_safe_characters_pass(key in any::<String>()) {
+        let ok = key.strip_prefix("rk_").is_some_and(|body| {
+            body.chars().count() == 43 && body.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        });
+        prop_assert_eq!(check_key_shape(&key).is_ok(), ok);
+    }
+
+    #[test]
+    fn near_miss_keys_are_judged_right(body in "[A-Za-z0-9_+/=. -]{41,45}") {
+        let key = format!("rk_{body}");
+        let ok = body.len() == 43 && body.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        prop_assert_eq!(check_key_shape(&key).is_ok(), ok);
+    }
+}
+
+// ---- tenants ----
+
+fn tenant(origins: &[&str]) -> Tenant {
+    Tenant {
+        id: "t_1".into(),
+        name: "Acme".into(),
+        defaults: TenantDefaults {
+            allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
+            ..Default::default()
+        },
+    }
+}
+
+#[test]
+fn a_tenant_record_reads_with_defaults_and_round_trips() {
+    let t: Tenant = serde_json::from_value(json!({"id": "t_1", "name": "Acme"})).unwrap();
+    assert_eq!(t.defaults, TenantDefaults::default());
+    assert_eq!(t.defaults.queue, QueueSettings { max_queued: 100, max_wait_ms: 300_000, attach_wait_ms: 5_000 });
+    assert_eq!(t.defaults.policy, Policy::default());
+    let t: Tenant = serde_json::from_value(json!({
+        "id": "t_2", "name": "B",
+        "defaults": {"queue": {"maxQueued": 3}, "allowedOrigins": ["https://b.example"]}
+    }))
+    .unwrap();
+    assert_eq!(t.defaults.queue.max_queued, 3);
+    assert_eq!(t.defaults.queue.max_wait_ms, 300_000, "unset settings keep their defaults");
+    let back: Tenant = serde_json::from_value(serde_json::to_value(&t).unwrap()).unwrap();
+    assert_eq!(back, t);
+    let stored = serde_json::to_value(&t).unwrap();
+    assert!(stored["defaults"].get("allowedOrigins").is_some(), "camelCase on the wire: {stored}");
+}
+
+#[test]
+fn origins_match_case_insensitively_ignoring_a_trailing_slash() {
+    let t = tenant(&["https://app.example.com", "http://localhost:5173", "https://b.example/"]);
+    for ok in [
+        "https://app.example.com",
+        "HTTPS://APP.EXAMPLE.COM",
+        "https://app.example.com/",
+        "http://localhost:5173",
+        "https://b.example",
+        "https://b.example/",
+    ] {
+        assert!(t.origin_allowed(ok), "{ok}");
+    }
+    for refused in [
+        "http://app.example.com",
+        "https://app.example.com:8443",
+        "https://app.example.com.evil.net",
+        "https://evil-app.example.com",
+        "https://example.com",
+        "http://localhost:5174",
+        "http://localhost",
+        "null",
+        "",
+        "/",
+        "https://app.example.com/path",
+        " https://app.example.com",
+    ] {
+        assert!(!t.origin_allowed(refused), "{refused:?}");
+    }
+    assert!(!tenant(&[]).origin_allowed("https://app.example.com"), "no origins configured, none allowed");
+}
+
+// ---- relay session names ----
+
+#[test]
+fn session_names_are_short_and_url_safe() {
+    for ok in ["default", "a", "A-b_9", &"x".repeat(64)] {
+        assert!(session_name_ok(ok), "{ok}");
+    }
+    for bad in ["", &"x".repeat(65), "a/b", "../default", "a b", "a.b", "é", "tenant/other", "%2e%2e", "a\0", "a\n"] {
+        assert!(!session_name_ok(bad), "{bad:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_session_name_is_1_to_64_url_safe_characters(name in prop_oneof![any::<String>(), "[A-Za-z0-9_-]{0,70}", "[A-Za-z0-9_/.é -]{0,66}"]) {
+        let ok = (1..=64).contains(&name.chars().count())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        prop_assert_eq!(session_name_ok(&name), ok);
+    }
+}
+
+// ---- bearer ----
+
+#[test]
+fn bearer_takes_the_token_of_a_bearer_header() {
+    assert_eq!(bearer(Some("Bearer abc")), Some("abc"));
+    assert_eq!(bearer(Some("bearer abc")), Some("abc"));
+    assert_eq!(bearer(Some("BEARER abc")), Some("abc"));
+    assert_eq!(bearer(Some("BeArEr abc")), Some("abc"));
+    assert_eq!(bearer(Some("Bearer   abc")), Some("abc"));
+    assert_eq!(bearer(Some("  Bearer abc  ")), Some("abc"));
+    assert_eq!(bearer(Some("Bearer rk_x-y_z")), Some("rk_x-y_z"));
+}
+
+#[test]
+fn bearer_refuses_anything_else() {
+    for header in [
+        "",
+        "   ",
+        "Bearer",
+        "Bearer ",
+        "Bearer     ",
+        "Bearerabc",
+        "Basic YWxhZGRpbjpvcGVuc2VzYW1l",
+        "Token abc",
+        "Bearer: abc",
+        "abc",
+        "Bearer\tabc",
+        "Bearers abc",
+        "Digest Bearer abc",
+    ] {
+        assert_eq!(bearer(Some(header)), None, "{header:?}");
+    }
+    assert_eq!(bearer(None), None);
+}
+
+// ---- attach tokens ----
+
+const NOW: u64 = 1_800_000_000;
+
+fn signer() -> Signer {
+    Signer::from_seed(&[42; 32])
+}
+
+fn keys() -> KeySet {
+    KeySet::from_signers(&[&signer()])
+}
+
+fn claims() -> AttachClaims {
+    AttachClaims::new("t_1", "default", NOW, "j_1".into())
+}
+
+/// A token over any JSON payload, signed by the real key with the given `typ`.
+fn token_over(payload: &Value, typ: Option<&str>) -> String {
+    signer().sign(payload.to_string().as_bytes(), typ)
+}
+
+fn invalid(token: &str, now: u64) -> String {
+    match AttachClaims::verify(token, &keys(), now) {
+        Err(TokenError::Invalid(why)) => why,
+        other => panic!("{token}: expected Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn new_claims_last_five_minutes() {
+    let c = claims();
+    assert_eq!(ATTACH_TOKEN_TTL_S, 300);
+    assert_eq!(
+        (c.iss.as_str(), c.sub.as_str(), c.sid.as_str(), c.jti.as_str()),
+        ("relay-edge", "t_1", "default", "j_1")
+    );
+    assert_eq!((c.iat, c.exp), (NOW, NOW + 300));
+}
+
+#[test]
+fn a_signed_token_verifies_to_its_claims() {
+    let token = claims().sign(&signer());
+    assert_eq!(token.split('.').count(), 3);
+    assert_eq!(AttachClaims::verify(&token, &keys(), NOW), Ok(claims()));
+    assert_eq!(AttachClaims::verify_for(&token, &keys(), "default", NOW), Ok(claims()));
+    let header: Value = serde_json::from_slice(&b64url_decode(token.split('.').next().unwrap()).unwrap()).unwrap();
+    assert_eq!(header, json!({"alg": "EdDSA", "kid": signer().kid(), "typ": "JWT"}));
+}
+
+#[test]
+fn a_token_expires_exactly_at_exp() {
+    let token = claims().sign(&signer());
+    assert!(AttachClaims::verify(&token, &keys(), NOW + 299).is_ok());
+    assert_eq!(AttachClaims::verify(&token, &keys(), NOW + 300), Err(TokenError::Expired));
+    assert_eq!(AttachClaims::verify(&token, &keys(), u64::MAX), Err(TokenError::Expired));
+    assert_eq!(AttachClaims::verify_for(&token, &keys(), "default", NOW + 300), Err(TokenError::Expired));
+    assert!(TokenError::Expired.to_string().contains("POST /session"));
+}
+
+#[test]
+fn a_token_is_for_its_relay_session_only() {
+    let token = claims().sign(&signer());
+    for other in ["other", "Default", "default ", "", "t_1/default", "default/../default"] {
+        assert_eq!(AttachClaims::verify_for(&token, &keys(), other, NOW), Err(TokenError::WrongSession), "{other:?}");
+    }
+}
+
+#[test]
+fn the_tenant_comes_from_the_token() {
+    // Two tenants may both have a session named `default`; the token says whose it is.
+    let token = AttachClaims::new("t_2", "default", NOW, "j".into()).sign(&signer());
+    assert_eq!(AttachClaims::verify_for(&token, &keys(), "default", NOW).unwrap().sub, "t_2");
+}
+
+#[test]
+fn another_issuer_is_refused() {
+    let mut other = serde_json::to_value(claims()).unwrap();
+    other["iss"] = json!("relay-edge-staging");
+    let why = invalid(&token_over(&other, Some("JWT")), NOW);
+    assert!(why.contains("issuer"), "{why}");
+}
+
+#[test]
+fn claims_missing_or_mistyped_are_refused() {
+    let full = serde_json::to_value(claims()).unwrap();
+    for field in ["iss", "sub", "sid", "iat", "exp", "jti"] {
+        let mut partial = full.clone();
+        partial.as_object_mut().unwrap().remove(field);
+        invalid(&token_over(&partial, Some("JWT")), NOW);
+    }
+    let mut stringly = full.clone();
+    stringly["exp"] = json!((NOW + 300).to_string());
+    invalid(&token_over(&stringly, Some("JWT")), NOW);
+    let mut negative = full;
+    negative["exp"] = json!(-1);
+    invalid(&token_over(&negative, Some("JWT")), NOW);
+    invalid(&token_over(&json!("not claims"), Some("JWT")), NOW);
+}
+
+#[test]
+fn a_token_signed_by_another_key_is_refused() {
+    let stranger = Signer::from_seed(&[7; 32]);
+    let token = claims().sign(&stranger);
+    let why = invalid(&token, NOW);
+    assert!(why.contains(stranger.kid()), "unknown kid: {why}");
+    // The trusted kid on a stranger's signature.
+    let parts: Vec<&str> = token.split('.').collect();
+    let header = json!({"alg": "EdDSA", "kid": signer().kid(), "typ": "JWT"}).to_string();
+    let forged = format!("{}.{}.{}", b64url(header.as_bytes()), parts[1], parts[2]);
+    assert!(invalid(&forged, NOW).contains("does not verify"));
+}
+
+#[test]
+fn a_token_from_before_a_key_rotation_still_verifies() {
+    let (old, new) = (Signer::from_seed(&[1; 32]), Signer::from_seed(&[2; 32]));
+    let token = claims().sign(&old);
+    assert_eq!(AttachClaims::verify(&token, &KeySet::from_signers(&[&new, &old]), NOW), Ok(claims()));
+    assert!(AttachClaims::verify(&token, &KeySet::from_signers(&[&new]), NOW).is_err());
+}
+
+#[test]
+fn a_tampered_token_is_refused() {
+    let token = claims().sign(&signer());
+    let parts: Vec<&str> = token.split('.').collect();
+    let mut longer = serde_json::to_value(claims()).unwrap();
+    longer["exp"] = json!(NOW + 1_000_000);
+    let mut elsewhere = serde_json::to_value(claims()).unwrap();
+    elsewhere["sid"] = json!("admin");
+    elsewhere["sub"] = json!("t_other");
+    for payload in [longer, elsewhere] {
+        let tampered = format!("{}.{}.{}", parts[0], b64url(payload.to_string().as_bytes()), parts[2]);
+        assert!(invalid(&tampered, NOW).contains("does not verify"));
+    }
+    // One flipped signature bit.
+    let mut signature = b64url_decode(parts[2]).unwrap();
+    signature[10] ^= 1;
+    invalid(&format!("{}.{}.{}", parts[0], parts[1], b64url(&signature)), NOW);
+}
+
+#[test]
+fn unsigned_and_malformed_tokens_are_refused() {
+    let payload = b64url(serde_json::to_string(&claims()).unwrap().as_bytes());
+    let none = b64url(json!({"alg": "none", "kid": signer().kid(), "typ": "JWT"}).to_string().as_bytes());
+    let hs = b64url(json!({"alg": "HS256", "kid": signer().kid(), "typ": "JWT"}).to_string().as_bytes());
+    for token in [
+        String::new(),
+        "x".into(),
+        "a.b".into(),
+        "a.b.c.d".into(),
+        format!("{none}.{payload}."),
+        format!("{hs}.{payload}.{}", b64url(&[0; 32])),
+        format!("{}.{payload}", claims().sign(&signer()).split('.').next().unwrap()),
+        format!("{} ", claims().sign(&signer())),
+    ] {
+        invalid(&token, NOW);
+    }
+}
+
+#[test]
+fn a_jws_of_another_type_is_not_an_attach_token() {
+    // Valid claims, the right key, but signed as something else: a capsule signature, or no typ.
+    let payload = serde_json::to_value(claims()).unwrap();
+    for typ in [Some("relay-capsule+jws"), None, Some("jwt"), Some("at+jwt")] {
+        let why = invalid(&token_over(&payload, typ), NOW);
+        assert!(why.contains("typ"), "{typ:?}: {why}");
+    }
+}
+
+fn capsule_spec() -> CapsuleSpec {
+    CapsuleSpec {
+        language: Language::Js,
+        code: "console.log(1)".into(),
+        entry_argv: vec![],
+        env: BTreeMap::new(),
+        stdin: None,
+        cwd: "/".into(),
+        policy: Policy::default(),
+        deps: None,
+    }
+}
+
+#[test]
+fn a_capsule_signature_is_not_an_attach_token() {
+    let capsule = build_capsule(capsule_spec(), &signer()).unwrap();
+    let sig = capsule.manifest.sig.as_deref().unwrap();
+    invalid(sig, NOW);
+    assert!(AttachClaims::verify_for(sig, &keys(), "default", NOW).is_err());
+}
+
+#[test]
+fn an_attach_token_is_not_a_capsule_signature() {
+    let capsule = build_capsule(capsule_spec(), &signer()).unwrap();
+    let mut document: Value = serde_json::from_slice(&capsule.manifest_json).unwrap();
+    document["sig"] = json!(claims().sign(&signer()));
+    let forged = serde_json::to_vec(&document).unwrap();
+    assert!(matches!(verify_manifest(&forged, &keys()), Err(CapsuleError::WrongSigType(Some(t))) if t == "JWT"));
+    // The genuine capsule still verifies with the same keys.
+    assert!(verify_manifest(&capsule.manifest_json, &keys()).is_ok());
+}
+
+#[test]
+fn token_errors_explain_themselves() {
+    assert!(TokenError::Invalid("x".into()).to_string().starts_with("invalid attach token: x"));
+    assert!(TokenError::WrongSession.to_string().contains("another relay session"));
+}
