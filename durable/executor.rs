@@ -74,7 +74,8 @@ pub fn pump(shared: &Shared) {
     loop {
         let (step, tab_id) = {
             let mut inner = shared.inner.borrow_mut();
-            let tab_id = inner.tabs.first().map(|t| t.id.clone());
+            // The newest tab: an older one may have gone without the runtime noticing.
+            let tab_id = inner.tabs.last().map(|t| t.id.clone());
             let Some(queue) = inner.queue.as_mut() else { return };
             (queue.step(now_ms(), tab_id.is_some()), tab_id)
         };

@@ -82,7 +82,10 @@ async fn admit(
         Ok(capsule) => capsule,
         Err(e) => return Ok(Err(http::json(200, &mcp::tool_error(call, ErrorName::ValidationError, &e.to_string())))),
     };
-    store_capsule(&shared.env.bucket("R2_CAPSULES")?, &caller.tenant.id, &capsule).await?;
+    if !shared.inner.borrow().stored.contains(&capsule.hash) {
+        store_capsule(&shared.env.bucket("R2_CAPSULES")?, &caller.tenant.id, &capsule).await?;
+        shared.inner.borrow_mut().stored.insert(capsule.hash.clone());
+    }
     let run_id = format!("r_{}", hex(&random::<8>()));
     let capsule_event = capsule_event(shared, caller, &run_id, &capsule)?;
     let (signals_tx, signals) = mpsc::unbounded();

@@ -11,7 +11,7 @@ use crate::run::lease::Lease;
 use crate::run::queue::RunQueue;
 use futures::channel::mpsc::UnboundedSender;
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State, Storage};
 
@@ -87,6 +87,8 @@ pub struct Inner {
     pub runs: HashMap<String, RunSlot>,
     /// Finished run ids, oldest first, so their slots can be dropped after a while.
     pub finished: VecDeque<String>,
+    /// Capsules this instance has stored in R2 (content-addressed: stored once is stored).
+    pub stored: HashSet<String>,
 }
 
 /// State shared by the DO and the streams it returns (which outlive a `&self`).

@@ -10,6 +10,10 @@ import { fetchOk, isTransient, withRetry } from "./http.js";
 const FLUSH_DELAY_MS = 20;
 const FLUSH_BYTES = 64 * 1024;
 
+// Phase reports that need no batch of their own: they go with the next output, lease renewal
+// or exit. ("received" is not one: it acknowledges the capsule, which the server waits for.)
+const RIDES_ALONG = new Set(["load-runtime", "execute"]);
+
 export class Backchannel {
   /**
    * @param resultUrl () => string, the current backchannel URL (its token changes on refresh)
@@ -45,7 +49,7 @@ export class Backchannel {
     this.lines.push(text);
     this.bytes += text.length + 1;
     if (line.type === "exit" || this.bytes >= FLUSH_BYTES) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), FLUSH_DELAY_MS);
+    else if (!RIDES_ALONG.has(line.phase)) this.timer ??= setTimeout(() => this.flush(), FLUSH_DELAY_MS);
   }
 
   flush() {

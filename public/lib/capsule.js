@@ -3,6 +3,7 @@
 // file map the runner takes. Layers are content-addressed, so verified ones are kept in the
 // Cache API (keyed by sha256) and identical code or deps are not downloaded again.
 
+import { canonicalJson } from "./canonical-json.js";
 import { ValidationError } from "./errors.js";
 import { fetchOk, withRetry } from "./http.js";
 import { verifyManifestSignature } from "./jws.js";
@@ -11,6 +12,11 @@ import { unzip } from "./zip.js";
 const LAYER_CACHE = "relay-capsule-layers";
 const MAX_CACHED_LAYERS = 32;
 const DEFAULT_LIMITS = { timeoutMs: 60_000, memMb: 256, stdoutBytes: 1_048_576 };
+const MAX_KNOWN_MANIFESTS = 64;
+
+// Manifests already fetched and verified, by capsule hash. The hash is the sha256 of the
+// manifest's canonical form (checked below), so a known hash needs no second download.
+const knownManifests = new Map();
 
 /**
  * @param announced the `capsule` SSE event's data: {hash, manifestUrl, language}
@@ -19,16 +25,26 @@ const DEFAULT_LIMITS = { timeoutMs: 60_000, memMb: 256, stdoutBytes: 1_048_576 }
  */
 export async function loadCapsule(announced, keyRing, { signal } = {}) {
   const manifestUrl = new URL(announced.manifestUrl, location.href);
-  const text = await withRetry(async () => (await fetchOk(manifestUrl, { signal })).text(), { signal });
-  const manifest = parseManifest(text);
-  await verifyManifestSignature(manifest, keyRing);
-  checkManifest(manifest, announced.language);
+  const manifest = knownManifests.get(announced.hash) ?? (await fetchManifest(announced, manifestUrl, keyRing, signal));
   const layers = await Promise.all(manifest.fsLayers.map((layer) => layerBytes(layer, manifestUrl, signal)));
   const files = {};
   for (const bytes of layers) Object.assign(files, await unzip(bytes));
   const entry = manifest.entry.path.slice(1);
   if (!files[entry]) throw new ValidationError(`entry ${manifest.entry.path} is not in any layer`);
   return { manifest, files, limits: { ...DEFAULT_LIMITS, ...manifest.policy?.limits } };
+}
+
+async function fetchManifest(announced, manifestUrl, keyRing, signal) {
+  const text = await withRetry(async () => (await fetchOk(manifestUrl, { signal })).text(), { signal });
+  const manifest = parseManifest(text);
+  await verifyManifestSignature(manifest, keyRing);
+  checkManifest(manifest, announced.language);
+  const { sig, ...unsigned } = manifest;
+  const hash = await sha256Hex(new TextEncoder().encode(canonicalJson(unsigned)));
+  if (hash !== announced.hash) throw new ValidationError(`capsule.json hashes to ${hash}, not the announced ${announced.hash}`);
+  knownManifests.set(hash, manifest);
+  if (knownManifests.size > MAX_KNOWN_MANIFESTS) knownManifests.delete(knownManifests.keys().next().value);
+  return manifest;
 }
 
 function parseManifest(text) {
