@@ -44,14 +44,20 @@ ensure_chromium() {
   apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
 }
 
+random_b64url() { head -c "$1" /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '='; }
+
+# dev_var NAME VALUE: appends NAME=VALUE to .dev.vars unless NAME is there already.
+dev_var() {
+  grep -q "^$1=" .dev.vars 2>/dev/null && return
+  say "writing $1 to .dev.vars (gitignored, local only)"
+  echo "$1=$2" >> .dev.vars
+}
+
 ensure_dev_vars() {
-  [ -f .dev.vars ] && grep -q '^CAPSULE_SIGNING_KEY=' .dev.vars && return
-  say "writing a local signing key and admin token to .dev.vars (gitignored)"
-  {
-    echo "RELAY_ALLOW_LOCALHOST=1"
-    echo "CAPSULE_SIGNING_KEY=$(head -c 32 /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '=')"
-    echo "ADMIN_TOKEN=$(head -c 24 /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '=')"
-  } >> .dev.vars
+  dev_var CAPSULE_SIGNING_KEY "$(random_b64url 32)"
+  dev_var ADMIN_TOKEN "$(random_b64url 24)"
+  dev_var DEV_API_KEY "rk_$(random_b64url 32)"
+  dev_var RELAY_ALLOW_LOCALHOST 1
 }
 
 ensure_wasm_target
