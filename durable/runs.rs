@@ -24,8 +24,10 @@ use serde_json::{json, Value};
 use std::rc::Rc;
 use worker::{Response, Result};
 
-/// How often tabs get a heartbeat and SSE clients a keep-alive while a run is in flight.
-const TICK_MS: u64 = 5_000;
+/// How often tabs get a heartbeat and SSE clients a keep-alive while a run is in flight. A
+/// client that went away is noticed when a keep-alive cannot be written, so this bounds how
+/// long a run outlives its caller.
+const TICK_MS: u64 = 2_000;
 /// How long past its own timeout a silent tab gets before the DO declares the run timed out.
 const TIMEOUT_GRACE_MS: u64 = 10_000;
 /// JSON-RPC server error for a full queue (the HTTP status, 429, says the rest).
@@ -161,21 +163,23 @@ pub fn cancel_request(shared: &Shared, session_id: Option<&str>, request_id: &Va
     }
 }
 
-/// Cancels the run if the response is dropped before the run ended (a no-op once it ended).
-struct CancelOnDrop {
+/// Ends the run when its driver is done or dropped: a response dropped before the run ended
+/// (the client went away) cancels the run; either way the run is audited once.
+struct EndRun {
     shared: Rc<Shared>,
     run_id: String,
 }
 
-impl Drop for CancelOnDrop {
+impl Drop for EndRun {
     fn drop(&mut self) {
         cancel(&self.shared, &self.run_id, "Cancelled", "the client closed the request".into(), 130);
+        record_end(&self.shared, &self.run_id);
     }
 }
 
 /// Waits for the run to end, forwarding its output; returns the JSON-RPC response.
 async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Caller, frames: Option<&Frames>) -> Value {
-    let guard = CancelOnDrop { shared: shared.clone(), run_id: run.run_id.clone() };
+    let end = EndRun { shared: shared.clone(), run_id: run.run_id.clone() };
     let mut signals = run.signals;
     pump(&shared);
     let mut no_tab_since: Option<u64> = None;
@@ -231,7 +235,7 @@ async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Call
         }
     }
     let answer = conclude(&shared, &run.run_id, call);
-    drop(guard);
+    drop(end);
     answer
 }
 
@@ -294,31 +298,38 @@ fn forward(frames: Option<&Frames>, call: &ToolCall, body: &EventBody, steps: &m
     }
 }
 
-/// The JSON-RPC response for a run that ended; audits it and frees its slot later.
+/// The JSON-RPC response for a run that ended.
 fn conclude(shared: &Shared, run_id: &str, call: &ToolCall) -> Value {
-    let mut inner = shared.inner.borrow_mut();
-    let Some(slot) = inner.runs.get(run_id) else {
+    let inner = shared.inner.borrow();
+    let Some(exit) = inner.runs.get(run_id).and_then(|slot| slot.log.exit.clone().map(|exit| (slot, exit))) else {
         return mcp::tool_error(call, ErrorName::Internal, "the run was lost");
     };
-    let log = &slot.log;
-    let exit = log.exit.clone().expect("the driver returns only once the run ended");
-    store::audit_finished(&shared.storage.sql(), run_id, &exit, &log.stdout, &log.stderr, now_ms());
+    let (slot, exit) = exit;
     let result = ToolResult {
         exit_code: exit.exit_code,
-        stdout: log.stdout.clone(),
-        stderr: log.stderr.clone(),
+        stdout: slot.log.stdout.clone(),
+        stderr: slot.log.stderr.clone(),
         wall_ms: exit.usage.wall_ms,
         mem_peak_mb: exit.usage.mem_peak_mb,
         files: Vec::new(),
         error: exit.error.as_ref().map(named_error),
     };
+    mcp::tool_result(call, result)
+}
+
+/// Audits a run that ended and keeps its slot a while (for late or retried batches).
+fn record_end(shared: &Shared, run_id: &str) {
+    let mut inner = shared.inner.borrow_mut();
+    let Some(log) = inner.runs.get(run_id).map(|slot| &slot.log) else { return };
+    if let Some(exit) = &log.exit {
+        store::audit_finished(&shared.storage.sql(), run_id, exit, &log.stdout, &log.stderr, now_ms());
+    }
     inner.finished.push_back(run_id.to_owned());
     while inner.finished.len() > FINISHED_KEPT {
         if let Some(old) = inner.finished.pop_front() {
             inner.runs.remove(&old);
         }
     }
-    mcp::tool_result(call, result)
 }
 
 /// The seed's error name of an executor error; other names (Cancelled) travel in the message.

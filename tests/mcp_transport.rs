@@ -5,7 +5,9 @@
 mod common;
 
 use common::*;
-use relay_edge::mcp::{sse_event, wants_sse, HttpRequest, Outcome, MAX_BODY_BYTES, SSE_HEADERS, SSE_KEEPALIVE};
+use relay_edge::mcp::{
+    sse_event, wants_sse, HttpRequest, HttpResponse, Outcome, MAX_BODY_BYTES, SSE_HEADERS, SSE_KEEPALIVE,
+};
 use serde_json::{json, Value};
 
 fn raw(pairs: &[(&str, &str)], body: &[u8]) -> HttpRequest {
@@ -153,11 +155,12 @@ fn a_response_needs_exactly_one_outcome() {
 }
 
 #[test]
-fn cancelled_notification_goes_to_the_durable_object() {
+fn stateless_cancelled_notification_is_checked_then_ignored() {
+    // 2026-07-28 cancels by closing the stream; a bare id could name another client's request.
     let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                       "params": {"requestId": 7, "reason": "user"}});
     let outcome = Server::new().send(&post(&JSON_BOTH, &body));
-    assert_eq!(outcome, Outcome::Cancel { request_id: json!(7), session_id: None });
+    assert_eq!(outcome, Outcome::Reply(HttpResponse::accepted()));
     let bad = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}});
     let response = Server::new().reply(&post(&JSON_BOTH, &bad));
     assert_eq!((response.status, code(&response)), (400, Some(-32602)));

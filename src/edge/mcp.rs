@@ -9,6 +9,7 @@ use super::http::{error, own_origin};
 use super::tenants::authenticate;
 use crate::auth::{session_name_ok, Tenant};
 use crate::mcp::MAX_BODY_BYTES;
+use futures::StreamExt;
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 
 pub async fn forward(mut req: Request, env: &Env) -> Result<Response> {
@@ -30,16 +31,35 @@ pub async fn forward(mut req: Request, env: &Env) -> Result<Response> {
     if !session_name_ok(&session) {
         return Ok(error(400, "ValidationError", "session: 1 to 64 of A-Z a-z 0-9 - _"));
     }
-    let length = req.headers().get("content-length")?.and_then(|l| l.parse::<usize>().ok()).unwrap_or(0);
-    if length > MAX_BODY_BYTES {
+    let Some(body) = read_body(&mut req).await? else {
         return Ok(too_large());
-    }
-    let body = if req.method() == Method::Post { req.bytes().await? } else { Vec::new() };
-    if body.len() > MAX_BODY_BYTES {
-        return Ok(too_large());
-    }
+    };
     let inner = to_session(&req, &tenant, &session, &own_origin(&url), "/mcp", Some(body))?;
     session_stub(env, &tenant.id, &session)?.fetch_with_request(inner).await
+}
+
+/// A POST's body (other methods have none), or `None` once it is over the limit: a declared
+/// length is checked first, and a streamed body is read chunk by chunk, so an oversized body
+/// is never buffered whole.
+async fn read_body(req: &mut Request) -> Result<Option<Vec<u8>>> {
+    if req.method() != Method::Post {
+        return Ok(Some(Vec::new()));
+    }
+    let declared = req.headers().get("content-length")?.and_then(|l| l.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY_BYTES) {
+        return Ok(None);
+    }
+    let Ok(mut chunks) = req.stream() else {
+        return Ok(Some(Vec::new())); // no body at all
+    };
+    let mut body = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        body.extend_from_slice(&chunk?);
+        if body.len() > MAX_BODY_BYTES {
+            return Ok(None);
+        }
+    }
+    Ok(Some(body))
 }
 
 fn too_large() -> Response {
@@ -50,14 +70,20 @@ fn bad_origin() -> Response {
     error(403, "Forbidden", "this Origin may not call /mcp; a tenant can allow it in its allowedOrigins")
 }
 
-/// The Worker's own origin, and localhost origins when `RELAY_ALLOW_LOCALHOST` is set (dev).
+/// Origins every tenant accepts. Deployed: the Worker's own origin (Cloudflare routes only our
+/// hostnames here, so the Host the URL comes from is ours). In dev (`RELAY_ALLOW_LOCALHOST=1`)
+/// `wrangler dev` answers whatever Host a request names, which is exactly what DNS rebinding
+/// forges (Host and Origin both `evil.example`), so there only loopback origins count.
 fn static_origin_ok(origin: &str, url: &url::Url, env: &Env) -> bool {
-    if origin.trim_end_matches('/') == own_origin(url) {
-        return true;
-    }
     let dev = env.var("RELAY_ALLOW_LOCALHOST").is_ok_and(|v| v.to_string() == "1");
-    dev && url::Url::parse(origin)
-        .is_ok_and(|o| o.scheme() == "http" && matches!(o.host_str(), Some("localhost" | "127.0.0.1" | "[::1]")))
+    if dev {
+        return url::Url::parse(origin).is_ok_and(|o| matches!(o.scheme(), "http" | "https") && is_loopback(&o));
+    }
+    origin.trim_end_matches('/') == own_origin(url)
+}
+
+fn is_loopback(url: &url::Url) -> bool {
+    matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"))
 }
 
 /// The stub of a tenant's relay session DO.

@@ -36,18 +36,20 @@ pub fn latest_legacy() -> &'static str {
     SUPPORTED_VERSIONS.into_iter().find(|v| era_of_version(v) == Some(Era::Legacy)).unwrap_or(MODERN_SINCE)
 }
 
-/// Assigns a message to an era. `initialize` always selects legacy semantics; modern
-/// per-request `_meta` selects the stateless era (and a stray `Mcp-Session-Id` is then
-/// ignored, as streamable-http "Earlier Streamable HTTP Revisions" says); a session id or a
-/// legacy `MCP-Protocol-Version` header means a legacy client. Anything else is judged as a
-/// modern request, whose checks then say precisely what is missing.
+/// Assigns a message to an era (2026-07-28 basic/versioning "Backward Compatibility": a
+/// request carrying modern per-request `_meta` is served statelessly; an `initialize`
+/// selects legacy semantics). So a modern `_meta` version wins, even on `initialize`, which
+/// the stateless era answers as an unknown method; a stray `Mcp-Session-Id` is then ignored
+/// (streamable-http "Earlier Streamable HTTP Revisions"). Without one, `initialize`, a
+/// session id or a legacy `MCP-Protocol-Version` header means a legacy client. Anything
+/// else is judged as a modern request, whose checks then say precisely what is missing.
 pub fn detect(method: Option<&str>, params: &Map<String, Value>, headers: &[(String, String)]) -> Era {
-    if method == Some("initialize") {
-        return Era::Legacy;
-    }
     if let Some(version) = meta(params).and_then(|m| m.get(META_VERSION)) {
         let legacy = version.as_str().and_then(era_of_version) == Some(Era::Legacy);
         return if legacy { Era::Legacy } else { Era::Modern };
+    }
+    if method == Some("initialize") {
+        return Era::Legacy;
     }
     match header(headers, "mcp-protocol-version").map(era_of_version) {
         Some(Some(Era::Modern)) => Era::Modern,
@@ -62,7 +64,9 @@ fn meta(params: &Map<String, Value>) -> Option<&Map<String, Value>> {
 }
 
 /// The per-request checks of 2026-07-28: required `_meta` fields (basic "Per-request protocol
-/// fields": -32602, HTTP 400), a supported version (-32022 listing ours), and the mirrored
+/// fields": -32602, HTTP 400), an `MCP-Protocol-Version` header equal to the body's version
+/// (else -32020: a header that disagrees with the body is a mismatch before it is an
+/// unsupported version), a supported version (-32022 listing ours), and the other mirrored
 /// headers (streamable-http "Server Validation": -32020, HTTP 400). Returns the log level
 /// the request asked for, if any.
 pub fn check_modern(
@@ -72,13 +76,14 @@ pub fn check_modern(
 ) -> Result<Option<LogLevel>, RpcError> {
     let meta = meta(params).ok_or_else(|| missing_meta("_meta"))?;
     let version = meta.get(META_VERSION).and_then(Value::as_str).ok_or_else(|| missing_meta(META_VERSION))?;
+    expect_header(headers, "MCP-Protocol-Version", Some(version))?;
     if era_of_version(version) != Some(Era::Modern) {
         return Err(unsupported_version(version));
     }
     if !meta.get(META_CAPABILITIES).is_some_and(Value::is_object) {
         return Err(missing_meta(META_CAPABILITIES));
     }
-    check_headers(version, method, params, headers)?;
+    check_headers(method, params, headers)?;
     log_level(meta)
 }
 
@@ -110,15 +115,9 @@ pub fn unsupported_version(requested: &str) -> RpcError {
         .with_data(json!({ "supported": SUPPORTED_VERSIONS, "requested": requested }))
 }
 
-/// `MCP-Protocol-Version`, `Mcp-Method` and, for the three named methods, `Mcp-Name` must
-/// be present and equal the body (streamable-http "Standard Request Headers").
-fn check_headers(
-    version: &str,
-    method: &str,
-    params: &Map<String, Value>,
-    headers: &[(String, String)],
-) -> Result<(), RpcError> {
-    expect_header(headers, "MCP-Protocol-Version", Some(version))?;
+/// `Mcp-Method` and, for the three named methods, `Mcp-Name` must be present and equal the
+/// body (streamable-http "Standard Request Headers").
+fn check_headers(method: &str, params: &Map<String, Value>, headers: &[(String, String)]) -> Result<(), RpcError> {
     expect_header(headers, "Mcp-Method", Some(method))?;
     let name_field = match method {
         "tools/call" | "prompts/get" => "name",

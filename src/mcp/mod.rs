@@ -18,7 +18,8 @@
 //!
 //! For a 2026-07-28 call, a client closing the response stream cancels the run
 //! (streamable-http "Cancellation") and SSE events carry no id (no resumability); legacy
-//! clients cancel with `notifications/cancelled`.
+//! clients cancel with `notifications/cancelled` (a stateless one is ignored: a bare request
+//! id cannot say whose request it names).
 //!
 //! Both protocol eras share the one endpoint, told apart per request ([`era::detect`]):
 //! 2026-07-28 is stateless (versions, capabilities and mirrored headers on every request);
@@ -152,7 +153,8 @@ pub enum Outcome {
     OpenStream { session_id: String },
     /// `tools/call` of a known tool with arguments valid against its input schema.
     Call(ToolCall),
-    /// `notifications/cancelled`: cancel that request's run if it is running, answer 202.
+    /// Legacy `notifications/cancelled`: cancel that request's run if it is running, answer
+    /// 202. (`session_id` is always set; it stays an `Option` for the Durable Object's key.)
     Cancel { request_id: Value, session_id: Option<String> },
 }
 

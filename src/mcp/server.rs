@@ -91,7 +91,11 @@ fn request(
 }
 
 /// Notifications need no answer: 202, after the legacy session check when the client is a
-/// legacy one. `notifications/cancelled` goes to the Durable Object.
+/// legacy one. A legacy `notifications/cancelled` goes to the Durable Object. A stateless one
+/// is checked and then ignored: over Streamable HTTP, 2026-07-28 cancels by closing the
+/// response stream ("no `notifications/cancelled` message is required or expected"), and a
+/// bare request id names no one request, since every client of the relay session picks its
+/// own ids (ignoring it keeps one client from cancelling another's run).
 fn notification(
     req: &HttpRequest,
     store: &dyn SessionStore,
@@ -105,13 +109,17 @@ fn notification(
     if method != "notifications/cancelled" {
         return Ok(Outcome::Reply(HttpResponse::accepted()));
     }
-    match params.get("requestId") {
-        Some(id) if id.is_string() || id.is_number() => Ok(Outcome::Cancel { request_id: id.clone(), session_id }),
+    let request_id = match params.get("requestId") {
+        Some(id) if id.is_string() || id.is_number() => id.clone(),
         _ => {
             let message = "notifications/cancelled needs `requestId`, a string or a number";
-            Err((None, RpcError::rejected(INVALID_PARAMS, message)))
+            return Err((None, RpcError::rejected(INVALID_PARAMS, message)));
         }
-    }
+    };
+    Ok(match session_id {
+        Some(session_id) => Outcome::Cancel { request_id, session_id: Some(session_id) },
+        None => Outcome::Reply(HttpResponse::accepted()),
+    })
 }
 
 /// Legacy `initialize`: negotiates the version, then opens a session whose id travels in
