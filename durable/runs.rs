@@ -30,8 +30,9 @@ use worker::{Response, Result};
 const TICK_MS: u64 = 2_000;
 /// How long past its own timeout a silent tab gets before the DO declares the run timed out.
 const TIMEOUT_GRACE_MS: u64 = 10_000;
-/// JSON-RPC server error for a full queue (the HTTP status, 429, says the rest).
-const QUEUE_FULL: i64 = -32000;
+/// JSON-RPC server error for a full queue (the HTTP status, 429, says the rest). Outside
+/// -32000..-32019, which 2026-07-28 asks new implementations not to use.
+const QUEUE_FULL: i64 = -32050;
 /// Finished runs kept in memory (so late or retried batches get a clear 409).
 const FINISHED_KEPT: usize = 64;
 
@@ -57,8 +58,13 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     }
     let (frames, body) = mpsc::unbounded();
     let driver = async move {
-        let answer = drive(shared, admitted, &call, &caller, Some(&frames)).await;
-        let _ = frames.unbounded_send(Ok(mcp::sse_event(&answer, None).into_bytes()));
+        let run_id = admitted.run_id.clone();
+        let answer = drive(shared.clone(), admitted, &call, &caller, Some(&frames)).await;
+        // A request the client cancelled gets no answer (2025-11-25 cancellation: SHOULD NOT).
+        let withheld = shared.inner.borrow().runs.get(&run_id).is_some_and(|slot| slot.cancelled_by_client);
+        if !withheld {
+            let _ = frames.unbounded_send(Ok(mcp::sse_event(&answer, None).into_bytes()));
+        }
     };
     // The body is the frames, merged with the driver (which yields nothing) so that polling the
     // body drives the run and dropping the body drops the driver.
@@ -96,7 +102,8 @@ async fn admit(
         let mut inner = shared.inner.borrow_mut();
         let queue = inner.queue.get_or_insert_with(|| RunQueue::new(settings.max_queued, settings.max_wait_ms));
         if let Admission::Full { max } = queue.admit(&run_id, now_ms()) {
-            let message = format!("{max} runs are already waiting in relay session '{}'; retry later", caller.session);
+            let message =
+                format!("queue full: {max} run(s) already waiting in relay session '{}'; retry later", caller.session);
             let reply = RpcError::failed(QUEUE_FULL, message).with_status(429).into_response(Some(&call.id));
             return Ok(Err(http::with_header(to_response(reply), "retry-after", "5")));
         }
@@ -106,6 +113,7 @@ async fn admit(
             capsule_event,
             tab_id: None,
             lease: None,
+            cancelled_by_client: false,
             request_key: request_key(call.session_id.as_deref(), &call.id),
         };
         inner.runs.insert(run_id.clone(), slot);
@@ -159,6 +167,9 @@ pub fn cancel_request(shared: &Shared, session_id: Option<&str>, request_id: &Va
     let key = request_key(session_id, request_id);
     let run_id = shared.inner.borrow().runs.iter().find(|(_, s)| s.request_key == key).map(|(id, _)| id.clone());
     if let Some(run_id) = run_id {
+        if let Some(slot) = shared.inner.borrow_mut().runs.get_mut(&run_id) {
+            slot.cancelled_by_client = true;
+        }
         cancel(shared, &run_id, "Cancelled", "the client cancelled the request".into(), 130);
     }
 }

@@ -76,6 +76,8 @@ pub struct RunSlot {
     pub tab_id: Option<String>,
     /// Set when the run is handed to a tab: the tab's proof of life for this run.
     pub lease: Option<Lease>,
+    /// The client sent `notifications/cancelled` for it: its request gets no answer.
+    pub cancelled_by_client: bool,
     /// Identifies the MCP request for `notifications/cancelled`: session id + request id.
     pub request_key: String,
 }

@@ -167,6 +167,26 @@ describe("the queue and the executor's presence", () => {
     }
   });
 
+  test("a full queue answers 429 and the queued runs still complete", async () => {
+    const { key: own } = await createTenant("full-queue", { queue: { maxQueued: 1 } });
+    const tab = await openExecutor(browser, own);
+    const [a, b, c] = await Promise.all([1, 2, 3].map(() => connectClient(own)));
+    try {
+      const busy = "const t0 = Date.now(); while (Date.now() - t0 < 1500) {} console.log('done')";
+      const running = runJs(busy, {}, a);
+      await waitForLine(tab.lines, /^Executing capsule/);
+      const waiting = runJs("console.log('second')", {}, b);
+      await new Promise((r) => setTimeout(r, 300));
+      // The SDK reports the HTTP 429 by its body: a JSON-RPC error saying the queue is full.
+      await assert.rejects(runJs("console.log('third')", {}, c), /-32050.*queue full: 1 run\(s\) already waiting/);
+      assert.equal((await running).structuredContent.stdout, "done\n");
+      assert.equal((await waiting).structuredContent.stdout, "second\n");
+    } finally {
+      await Promise.all([a, b, c].map((client) => client.close()));
+      await tab.context.close();
+    }
+  });
+
   test("with no tab attached the call fails with NoExecutorAttached and the page URL", async () => {
     const lonely = await connectClient(key, "no-tab-here");
     try {

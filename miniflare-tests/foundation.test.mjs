@@ -10,6 +10,15 @@ import { BASE, createTenant, devVars, relayCapsule } from "./lib/relay.mjs";
 
 const jwks = async () => (await fetch(`${BASE}/.well-known/relay-keys.json`)).json();
 
+/** POST /capsules: the Worker builds, signs and stores a capsule for the key's tenant. */
+async function createCapsule(key, request) {
+  return fetch(`${BASE}/capsules`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify(request),
+  });
+}
+
 test("healthz names the service and every binding", async () => {
   const res = await fetch(`${BASE}/healthz`);
   assert.equal(res.status, 200);
@@ -47,11 +56,7 @@ test("the key set is an OKP Ed25519 JWK set with key ids", async () => {
 
 test("a capsule the Worker signs verifies natively against the JWKS; a tampered one does not", async () => {
   const { key } = await createTenant("foundation");
-  const res = await fetch(`${BASE}/capsules`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ language: "js", code: "console.log('hi')" }),
-  });
+  const res = await createCapsule(key, { language: "js", code: "console.log('hi')" });
   assert.equal(res.status, 201);
   const { hash, manifestUrl } = await res.json();
   const stored = await fetch(`${BASE}${manifestUrl}`, { headers: { authorization: `Bearer ${key}` } });
@@ -85,11 +90,7 @@ test("a capsule signed natively with the Worker's key verifies in the Worker; an
 test("capsule files are private to their tenant", async () => {
   const owner = await createTenant("owner");
   const other = await createTenant("other");
-  const res = await fetch(`${BASE}/capsules`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${owner.key}`, "content-type": "application/json" },
-    body: JSON.stringify({ language: "js", code: "console.log('private')" }),
-  });
+  const res = await createCapsule(owner.key, { language: "js", code: "console.log('private')" });
   const { hash, manifest } = await res.json();
   const layer = manifest.fsLayers[0];
   const get = (key, file) => fetch(`${BASE}/capsules/${hash}/${file}`, { headers: key ? { authorization: `Bearer ${key}` } : {} });
@@ -101,11 +102,7 @@ test("capsule files are private to their tenant", async () => {
 
 test("layers are served with ETag, immutable caching and Range", async () => {
   const { key } = await createTenant("ranges");
-  const res = await fetch(`${BASE}/capsules`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ language: "js", code: "console.log('x'.repeat(100))" }),
-  });
+  const res = await createCapsule(key, { language: "js", code: "console.log('x'.repeat(100))" });
   const { hash, manifest } = await res.json();
   const layer = manifest.fsLayers[0];
   const url = `${BASE}/capsules/${hash}/${layer.path}`;

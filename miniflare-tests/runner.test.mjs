@@ -6,24 +6,12 @@
 
 import assert from "node:assert/strict";
 import { generateKeyPairSync, sign } from "node:crypto";
-import { existsSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { crc32, deflateRawSync } from "node:zlib";
-import { chromium } from "playwright-core";
 import { buildAssets } from "../scripts/build-assets.mjs";
+import { launchBrowser } from "./lib/browser.mjs";
 import { startStaticServer } from "./lib/static-server.mjs";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const RUNTIMES = { js: "quickjs@0.32", py: "pyodide@314" };
 
 let server;
@@ -32,11 +20,9 @@ let context;
 let page;
 
 before(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`);
   const { outDir } = await buildAssets({ log: () => {} });
   server = await startStaticServer(outDir);
-  // launch() gives every browser a fresh, temporary user-data-dir.
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  browser = await launchBrowser();
   context = await browser.newContext();
   page = await openTestPage();
 });

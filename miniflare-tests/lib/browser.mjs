@@ -19,6 +19,7 @@ const CHROMIUM_ARGS = [
   "--disable-sync",
 ];
 
+/** A headless Chromium; every launch gets a fresh, temporary user-data-dir. */
 export async function launchBrowser() {
   if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`);
   return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
