@@ -9,6 +9,7 @@ use super::session::{Caller, RunSlot, Shared, Signal};
 use super::store;
 use crate::auth::tenant::hex;
 use crate::auth::AttachClaims;
+use crate::capsule::jws::Signer;
 use crate::capsule::{self, Capsule};
 use crate::edge::capsules::{signer, store as store_capsule};
 use crate::edge::{http, now_ms, random, sleep};
@@ -33,6 +34,8 @@ const TIMEOUT_GRACE_MS: u64 = 10_000;
 /// JSON-RPC server error for a full queue (the HTTP status, 429, says the rest). Outside
 /// -32000..-32019, which 2026-07-28 asks new implementations not to use.
 const QUEUE_FULL: i64 = -32050;
+/// Capsule hashes remembered as stored in R2 before the set starts over.
+const STORED_KEPT: usize = 10_000;
 /// Finished runs kept in memory (so late or retried batches get a clear 409).
 const FINISHED_KEPT: usize = 64;
 
@@ -86,16 +89,21 @@ async fn admit(
     };
     let timeout_ms = spec.policy.limits.timeout_ms;
     let output_cap = spec.policy.limits.stdout_bytes;
-    let capsule = match capsule::build_capsule(spec, &signer(&shared.env)?) {
+    let signer = signer(&shared.env)?;
+    let capsule = match capsule::build_capsule(spec, &signer) {
         Ok(capsule) => capsule,
         Err(e) => return Ok(Err(http::json(200, &mcp::tool_error(call, ErrorName::ValidationError, &e.to_string())))),
     };
     if !shared.inner.borrow().stored.contains(&capsule.hash) {
         store_capsule(&shared.env.bucket("R2_CAPSULES")?, &caller.tenant.id, &capsule).await?;
-        shared.inner.borrow_mut().stored.insert(capsule.hash.clone());
+        let stored = &mut shared.inner.borrow_mut().stored;
+        if stored.len() >= STORED_KEPT {
+            stored.clear(); // forgetting only costs a redundant R2 write
+        }
+        stored.insert(capsule.hash.clone());
     }
     let run_id = format!("r_{}", hex(&random::<8>()));
-    let capsule_event = capsule_event(shared, caller, &run_id, &capsule)?;
+    let capsule_event = capsule_event(&signer, caller, &run_id, &capsule);
     let (signals_tx, signals) = mpsc::unbounded();
     let settings = &caller.tenant.defaults.queue;
     {
@@ -123,9 +131,9 @@ async fn admit(
 }
 
 /// The `capsule` command for the tab, with a token scoped to this tenant for fetching files.
-fn capsule_event(shared: &Shared, caller: &Caller, run_id: &str, capsule: &Capsule) -> Result<Vec<u8>> {
+fn capsule_event(signer: &Signer, caller: &Caller, run_id: &str, capsule: &Capsule) -> Vec<u8> {
     let claims = AttachClaims::new(&caller.tenant.id, &caller.session, now_ms() / 1000, format!("cap_{run_id}"));
-    let token = claims.sign(&signer(&shared.env)?);
+    let token = claims.sign(signer);
     let size: u64 =
         capsule.layers.iter().map(|(layer, _)| layer.size).sum::<u64>() + capsule.manifest_json.len() as u64;
     let data = json!({
@@ -134,9 +142,8 @@ fn capsule_event(shared: &Shared, caller: &Caller, run_id: &str, capsule: &Capsu
         "language": capsule.manifest.language,
         "size": size,
         "manifestUrl": format!("/capsules/{}/capsule.json?token={token}", capsule.hash),
-        "token": token,
     });
-    Ok(sse_frame("capsule", &data))
+    sse_frame("capsule", &data)
 }
 
 /// Identifies an MCP request across eras: legacy session id (if any) and JSON-RPC id.
