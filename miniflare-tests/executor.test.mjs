@@ -94,6 +94,25 @@ describe("run_py", () => {
   });
 });
 
+describe("the sandbox", () => {
+  test("Python cannot reach the network or the browser's storage through the js module", async () => {
+    const names = ["fetch", "XMLHttpRequest", "WebSocket", "EventSource", "importScripts", "caches", "indexedDB", "Worker"];
+    const code = [
+      "import js",
+      `for name in ${JSON.stringify(names)}:`,
+      "    print(name, js.eval('typeof ' + name))",
+    ].join("\n");
+    const result = await runPy(code);
+    assert.equal(result.structuredContent.exitCode, 0, result.structuredContent.stderr);
+    assert.equal(result.structuredContent.stdout, names.map((n) => `${n} undefined\n`).join(""));
+  });
+
+  test("JavaScript has no fetch either", async () => {
+    const result = await runJs("console.log(typeof fetch, typeof XMLHttpRequest, typeof caches)");
+    assert.equal(result.structuredContent.stdout, "undefined undefined undefined\n");
+  });
+});
+
 describe("limits", () => {
   test("a run past its timeout is killed as Timeout, and the next run works", async () => {
     const result = await runJs("for (;;) {}", { policy: { limits: { timeoutMs: 1000 } } });

@@ -9,6 +9,7 @@
 //                 {type:"stdout"|"stderr", runId, data}
 //                 {type:"exit", runId, exitCode, usage:{wallMs, memPeakMb}, error?:{name, message}}
 
+import { lockdown } from "./runner/lockdown.js";
 import { OutputSink } from "./runner/output.js";
 import { createPyodideEngine } from "./runner/pyodide.js";
 import { createQuickJsEngine } from "./runner/quickjs.js";
@@ -19,6 +20,8 @@ const ENGINES = {
   js: { family: "quickjs", create: createQuickJsEngine },
   py: { family: "pyodide", create: createPyodideEngine },
 };
+
+lockdown();
 
 const engines = new Map(); // runtimeId -> Promise<engine>
 let queue = Promise.resolve();

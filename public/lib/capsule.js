@@ -74,7 +74,11 @@ async function layerBytes(layer, manifestUrl, signal) {
   const cache = self.caches ? await caches.open(LAYER_CACHE) : null;
   const key = new URL(`/.relay-layers/${layer.sha256}`, location.origin);
   const hit = await cache?.match(key);
-  if (hit) return new Uint8Array(await hit.arrayBuffer());
+  if (hit) {
+    // Checked again: a cache entry is only as good as whatever wrote it.
+    const bytes = new Uint8Array(await hit.arrayBuffer());
+    if ((await sha256Hex(bytes)) === layer.sha256) return bytes;
+  }
 
   // Layers sit beside capsule.json and take the same access token.
   const url = new URL(layer.path, manifestUrl);

@@ -3,6 +3,7 @@
 // from loadRuntimeFiles (Cache API, SRI-checked) instead: the two JS modules are imported from
 // blob URLs and, while loadPyodide runs, fetches under indexURL are answered from memory.
 
+import { network } from "./lockdown.js";
 import relayRunSource from "./relay_run.py";
 
 const MiB = 1024 * 1024;
@@ -85,17 +86,17 @@ async function importBytes(bytes) {
 
 /** Runs `load` with fetch() answering URLs under baseUrl from `files`. */
 async function withFilesAsFetch(baseUrl, files, load) {
-  const realFetch = self.fetch;
+  const previous = self.fetch;
   self.fetch = (input, init) => {
     const url = String(input instanceof Request ? input.url : input);
     const name = url.startsWith(baseUrl) ? url.slice(baseUrl.length) : null;
-    if (!files.has(name)) return realFetch(input, init);
+    if (!files.has(name)) return network.fetch(input, init);
     const type = name.endsWith(".wasm") ? "application/wasm" : "application/octet-stream";
     return Promise.resolve(new Response(files.get(name), { headers: { "content-type": type } }));
   };
   try {
     return await load();
   } finally {
-    self.fetch = realFetch;
+    self.fetch = previous;
   }
 }

@@ -2,6 +2,9 @@
 // runner. runtimes.json lists each file with its SRI hash; files come from the Cache API
 // (cache `relay-runtime-<id>`) when a copy with the same hash is there, else from this server
 // with `fetch(url, {integrity})`, which refuses bytes that do not match, and are then cached.
+// A cached copy is checked against its hash again on every load.
+
+import { network } from "./lockdown.js";
 
 const CACHE_PREFIX = "relay-runtime-";
 // The SRI a cached copy was verified against, stored with it: a rebuilt runtime under the same
@@ -16,7 +19,7 @@ function runtimesJsonUrl() {
 
 function runtimeCatalog() {
   if (!catalogPromise) {
-    catalogPromise = fetch(runtimesJsonUrl(), { cache: "no-cache" }).then((res) => {
+    catalogPromise = network.fetch(runtimesJsonUrl(), { cache: "no-cache" }).then((res) => {
       if (!res.ok) throw new Error(`GET runtimes.json answered ${res.status}`);
       return res.json();
     });
@@ -36,7 +39,7 @@ export async function loadRuntimeFiles(runtimeId) {
   if (!runtime) {
     throw new Error(`unknown runtime "${runtimeId}"; this server offers ${Object.keys(catalog).join(", ")}`);
   }
-  const cache = self.caches ? await self.caches.open(CACHE_PREFIX + runtimeId) : null;
+  const cache = network.caches ? await network.caches.open(CACHE_PREFIX + runtimeId) : null;
   const entries = await Promise.all(
     Object.entries(runtime.files).map(async ([name, file]) => {
       const url = new URL(file.url, runtimesJsonUrl());
@@ -50,12 +53,21 @@ export async function loadRuntimeFiles(runtimeId) {
   };
 }
 
+/** The SRI string of `bytes` with the algorithm `integrity` names (sha256/384/512). */
+async function sriOf(bytes, integrity) {
+  const algorithm = integrity.slice(0, integrity.indexOf("-"));
+  const digest = await crypto.subtle.digest(algorithm.replace("sha", "SHA-"), bytes);
+  return `${algorithm}-${btoa(String.fromCharCode(...new Uint8Array(digest)))}`;
+}
+
 async function cachedFile(cache, url, integrity) {
   const hit = await cache?.match(url);
   if (hit?.headers.get(INTEGRITY_HEADER) === integrity) {
-    return new Uint8Array(await hit.arrayBuffer());
+    // The cache is only as trustworthy as what wrote it: check the bytes, not the label.
+    const bytes = new Uint8Array(await hit.arrayBuffer());
+    if ((await sriOf(bytes, integrity)) === integrity) return bytes;
   }
-  const res = await fetch(url, { integrity, cache: "no-cache" });
+  const res = await network.fetch(url, { integrity, cache: "no-cache" });
   if (!res.ok) throw new Error(`GET ${url.pathname} answered ${res.status}`);
   const bytes = new Uint8Array(await res.arrayBuffer());
   await cache?.put(
