@@ -5,7 +5,7 @@ use super::session::{Caller, Shared, Signal, Tab};
 use crate::auth::tenant::hex;
 use crate::edge::http::{error, json};
 use crate::edge::{now_ms, random};
-use crate::run::backchannel::{parse_batch, Applied, EventBody};
+use crate::run::backchannel::{parse_batch, Applied, EventBody, TabEvent};
 use crate::run::lease::Lease;
 use futures::channel::mpsc;
 use serde_json::json;
@@ -106,48 +106,76 @@ fn signal(shared: &Shared, run_id: &str, signal: Signal) {
     }
 }
 
-/// `POST /session/:id/result`: applies a batch of the tab's events to their runs. Unknown runs
-/// (404) and events after a run ended or past a gap (409) are refused; duplicates are skipped.
+/// `POST /session/:id/result`: applies a batch of the tab's events to their runs, each event on
+/// its own: duplicates (a retried batch) are skipped, and events for an unknown run, after a
+/// run ended, or past a gap are refused without holding back the rest of the batch. Any refusal
+/// makes the answer 409 (404 when no event named a known run), listing what was refused.
 pub async fn result(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
     let events = match parse_batch(&req.bytes().await?) {
         Ok(events) => events,
         Err(why) => return Ok(error(400, "ValidationError", format!("result batch: {why}"))),
     };
-    let (mut applied, mut duplicates) = (0, 0);
+    let (mut applied, mut duplicates, mut refused, mut unknown) = (0, 0, Vec::new(), 0);
     for event in &events {
-        let outcome = {
-            let mut inner = shared.inner.borrow_mut();
-            let Some(slot) = inner.runs.get_mut(&event.run_id) else {
-                return Ok(error(404, "UnknownRun", format!("no run {} in this relay session", event.run_id)));
-            };
-            let outcome = slot.log.apply(event);
-            if let Some(lease) = slot.lease.as_mut() {
-                lease.heard(now_ms());
+        let why = match apply(&shared, event) {
+            None => {
+                unknown += 1;
+                format!("no run {} in this relay session", event.run_id)
             }
-            if outcome == Applied::New {
-                let _ = slot.signals.unbounded_send(Signal::Event(event.body.clone()));
+            Some(Applied::New) => {
+                applied += 1;
+                continue;
             }
-            outcome
+            Some(Applied::Duplicate) => {
+                duplicates += 1;
+                continue;
+            }
+            Some(Applied::Gap { expected }) => format!("expected seq {expected}"),
+            Some(Applied::Finished) => "the run has already ended".to_owned(),
         };
-        match outcome {
-            Applied::New => applied += 1,
-            Applied::Duplicate => duplicates += 1,
-            Applied::Gap { expected } => {
-                return Ok(error(
-                    409,
-                    "SequenceGap",
-                    format!("run {}: expected seq {expected}, got {}", event.run_id, event.seq),
-                ))
-            }
-            Applied::Finished => {
-                return Ok(error(409, "RunFinished", format!("run {} has already ended", event.run_id)))
-            }
-        }
-        if matches!(event.body, EventBody::Exit { .. }) {
-            finish(&shared, &event.run_id);
-        }
+        refused.push(json!({ "runId": event.run_id, "seq": event.seq, "reason": why }));
     }
-    Ok(json(200, &json!({ "applied": applied, "duplicates": duplicates })))
+    let (status, error) = match refused.len() {
+        0 => (200, None),
+        n if n == unknown && applied + duplicates == 0 => (404, Some("UnknownRun")),
+        _ => (409, Some("EventsRefused")),
+    };
+    let mut body = json!({ "applied": applied, "duplicates": duplicates, "refused": refused });
+    if let Some(name) = error {
+        body["error"] =
+            json!({ "name": name, "message": format!("{} of {} events refused", refused.len(), events.len()) });
+    }
+    Ok(json(status, &body))
+}
+
+/// Applies one event to its run (`None`: no such run), forwarding what the output cap kept.
+fn apply(shared: &Shared, event: &TabEvent) -> Option<Applied> {
+    let outcome = {
+        let mut inner = shared.inner.borrow_mut();
+        let slot = inner.runs.get_mut(&event.run_id)?;
+        let before = (slot.log.stdout.len(), slot.log.stderr.len());
+        let outcome = slot.log.apply(event);
+        if let Some(lease) = slot.lease.as_mut() {
+            lease.heard(now_ms());
+        }
+        if outcome == Applied::New {
+            let body = match &event.body {
+                EventBody::Stdout { .. } => EventBody::Stdout { data: slot.log.stdout[before.0..].to_owned() },
+                EventBody::Stderr { .. } => EventBody::Stderr { data: slot.log.stderr[before.1..].to_owned() },
+                other => other.clone(),
+            };
+            let nothing_kept =
+                matches!(&body, EventBody::Stdout { data } | EventBody::Stderr { data } if data.is_empty());
+            if !nothing_kept {
+                let _ = slot.signals.unbounded_send(Signal::Event(body));
+            }
+        }
+        outcome
+    };
+    if outcome == Applied::New && matches!(event.body, EventBody::Exit { .. }) {
+        finish(shared, &event.run_id);
+    }
+    Some(outcome)
 }
 
 /// Frees the executor after a run ended and starts the next one.

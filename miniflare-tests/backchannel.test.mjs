@@ -1,0 +1,147 @@
+// The executor protocol itself, with this test playing the tab: attach, read `capsule` commands
+// from the SSE stream, and post NDJSON result batches. Retried batches are applied once; events
+// for unknown or finished runs, or past a gap, are refused without holding back the others.
+
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { connectClient } from "./lib/mcp-client.mjs";
+import { BASE, createTenant } from "./lib/relay.mjs";
+
+const SESSION = "played-tab";
+let key;
+let token;
+let commands;
+let client;
+
+before(async () => {
+  ({ key } = await createTenant("backchannel"));
+  const attach = await fetch(`${BASE}/session`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ session: SESSION }),
+  });
+  assert.equal(attach.status, 200);
+  ({ attachToken: token } = await attach.json());
+  const events = await fetch(`${BASE}/session/${SESSION}/events?token=${token}`);
+  assert.equal(events.headers.get("content-type"), "text/event-stream");
+  commands = sseEvents(events.body);
+  assert.equal((await commands.next()).value.event, "hello");
+  client = await connectClient(key, SESSION);
+});
+
+after(async () => {
+  await commands?.return();
+  await client?.close();
+});
+
+/** Yields `{event, data}` for each SSE event of a stream (comments skipped). */
+async function* sseEvents(body) {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for await (const chunk of body) {
+    buffer += decoder.decode(chunk, { stream: true });
+    for (let end; (end = buffer.indexOf("\n\n")) >= 0; ) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const event = /^event: (.*)$/m.exec(block)?.[1];
+      const data = /^data: (.*)$/m.exec(block)?.[1];
+      if (event) yield { event, data: JSON.parse(data) };
+    }
+  }
+}
+
+/** Calls run_js and waits for its `capsule` command; returns the run id and the pending result. */
+async function startRun(code) {
+  const result = client.callTool({ name: "run_js", arguments: { code } });
+  const { value } = await commands.next();
+  assert.equal(value.event, "capsule");
+  assert.match(value.data.manifestUrl, new RegExp(`^/capsules/${value.data.hash}/capsule.json\\?token=`));
+  return { runId: value.data.runId, result };
+}
+
+function post(lines, t = token) {
+  return fetch(`${BASE}/session/${SESSION}/result?token=${t}`, {
+    method: "POST",
+    headers: { "content-type": "application/x-ndjson" },
+    body: lines.map((l) => (typeof l === "string" ? l : JSON.stringify(l))).join("\n") + "\n",
+  });
+}
+
+const exit = (runId, seq, exitCode = 0) => ({ runId, seq, type: "exit", exitCode, usage: { wallMs: 1, memPeakMb: 1 } });
+
+test("a batch sent twice is applied once", async () => {
+  const { runId, result } = await startRun("console.log('hi')");
+  const batch = [
+    { runId, seq: 0, type: "progress", phase: "received" },
+    { runId, seq: 1, type: "stdout", data: "hi\n" },
+    exit(runId, 2),
+  ];
+  let res = await post(batch);
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), { applied: 3, duplicates: 0, refused: [] });
+  res = await post(batch);
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), { applied: 0, duplicates: 3, refused: [] });
+  const { structuredContent } = await result;
+  assert.equal(structuredContent.stdout, "hi\n");
+  assert.equal(structuredContent.exitCode, 0);
+
+  res = await post([{ runId, seq: 3, type: "stdout", data: "late\n" }]);
+  assert.equal(res.status, 409);
+  const refusal = await res.json();
+  assert.equal(refusal.error.name, "EventsRefused");
+  assert.match(refusal.refused[0].reason, /already ended/);
+});
+
+test("events for an unknown run are refused with 404", async () => {
+  const res = await post([{ runId: "r_0000000000000000", seq: 0, type: "stdout", data: "x" }]);
+  assert.equal(res.status, 404);
+  assert.equal((await res.json()).error.name, "UnknownRun");
+});
+
+test("a refused event does not hold back the other runs' events in its batch", async () => {
+  const previous = await startRun("console.log('one')");
+  await post([exit(previous.runId, 0)]);
+  await previous.result;
+  const { runId, result } = await startRun("console.log('two')");
+  const res = await post([
+    { runId: previous.runId, seq: 1, type: "stdout", data: "too late\n" },
+    { runId, seq: 0, type: "progress", phase: "received" },
+    { runId, seq: 1, type: "stdout", data: "two\n" },
+    exit(runId, 2),
+  ]);
+  assert.equal(res.status, 409);
+  const body = await res.json();
+  assert.equal(body.applied, 3);
+  assert.deepEqual(body.refused.map((r) => r.runId), [previous.runId]);
+  assert.equal((await result).structuredContent.stdout, "two\n");
+});
+
+test("an event past a gap is refused; resending from the expected seq completes the run", async () => {
+  const { runId, result } = await startRun("console.log('gap')");
+  let res = await post([{ runId, seq: 0, type: "progress", phase: "received" }, { runId, seq: 2, type: "stdout", data: "b" }]);
+  assert.equal(res.status, 409);
+  assert.match((await res.json()).refused[0].reason, /expected seq 1/);
+  res = await post([{ runId, seq: 1, type: "stdout", data: "a" }, { runId, seq: 2, type: "stdout", data: "b" }, exit(runId, 3)]);
+  assert.equal(res.status, 200);
+  assert.equal((await result).structuredContent.stdout, "ab");
+});
+
+test("bad batches and bad tokens are refused and change nothing", async () => {
+  let res = await post(["{not json"]);
+  assert.equal(res.status, 400);
+  assert.match((await res.json()).error.message, /line 1/);
+  res = await post([{ runId: "r_x", seq: 0, type: "stdout", data: "x", extra: true }]);
+  assert.equal(res.status, 400);
+  res = await post([{ runId: "r_x", seq: 0, type: "stdout", data: "x" }], "not-a-token");
+  assert.equal(res.status, 401);
+  const other = await createTenant("backchannel-other");
+  const attach = await fetch(`${BASE}/session`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${other.key}` },
+    body: JSON.stringify({ session: "elsewhere" }),
+  });
+  const { attachToken } = await attach.json();
+  res = await post([{ runId: "r_x", seq: 0, type: "stdout", data: "x" }], attachToken);
+  assert.equal(res.status, 401, "a token for another relay session does not open this one");
+});
