@@ -133,7 +133,7 @@ async fn admit(
 /// The `capsule` command for the tab, with a token scoped to this tenant for fetching files.
 fn capsule_event(signer: &Signer, caller: &Caller, run_id: &str, capsule: &Capsule) -> Vec<u8> {
     let claims = AttachClaims::new(&caller.tenant.id, &caller.session, now_ms() / 1000, format!("cap_{run_id}"));
-    let token = claims.sign(signer);
+    let token = claims.sign_for_capsule_files(signer);
     let size: u64 =
         capsule.layers.iter().map(|(layer, _)| layer.size).sum::<u64>() + capsule.manifest_json.len() as u64;
     let data = json!({

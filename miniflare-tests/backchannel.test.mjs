@@ -93,6 +93,17 @@ test("a batch sent twice is applied once", async () => {
   assert.match(refusal.refused[0].reason, /already ended/);
 });
 
+test("the token a capsule comes with reads capsule files and cannot act as a tab", async () => {
+  const result = client.callTool({ name: "run_js", arguments: { code: "console.log('scoped')" } });
+  const { value } = await commands.next();
+  const filesToken = new URL(value.data.manifestUrl, BASE).searchParams.get("token");
+  assert.equal((await fetch(`${BASE}${value.data.manifestUrl}`)).status, 200);
+  assert.equal((await fetch(`${BASE}/session/${SESSION}/events?token=${filesToken}`)).status, 401);
+  assert.equal((await post([exit(value.data.runId, 0)], filesToken)).status, 401);
+  assert.equal((await post([exit(value.data.runId, 0)])).status, 200);
+  await result;
+});
+
 test("events for an unknown run are refused with 404", async () => {
   const res = await post([{ runId: "r_0000000000000000", seq: 0, type: "stdout", data: "x" }]);
   assert.equal(res.status, 404);

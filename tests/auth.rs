@@ -440,3 +440,19 @@ fn token_errors_explain_themselves() {
     assert!(TokenError::Invalid("x".into()).to_string().starts_with("invalid attach token: x"));
     assert!(TokenError::WrongSession.to_string().contains("another relay session"));
 }
+
+#[test]
+fn a_capsule_files_token_reads_capsules_and_nothing_else() {
+    let claims = AttachClaims::new("t_a", "default", NOW, "cap_r_1".into());
+    let files = claims.sign_for_capsule_files(&signer());
+    assert_eq!(AttachClaims::verify_capsule_files(&files, &keys(), NOW).unwrap(), claims);
+    assert!(matches!(AttachClaims::verify(&files, &keys(), NOW), Err(TokenError::Invalid(_))));
+    assert!(matches!(AttachClaims::verify_for(&files, &keys(), "default", NOW), Err(TokenError::Invalid(_))));
+    let attach = claims.sign(&signer());
+    assert_eq!(
+        AttachClaims::verify_capsule_files(&attach, &keys(), NOW).unwrap(),
+        claims,
+        "a tab's own token reads too"
+    );
+    assert_eq!(AttachClaims::verify_capsule_files(&files, &keys(), claims.exp), Err(TokenError::Expired));
+}

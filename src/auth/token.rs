@@ -10,6 +10,9 @@ pub const ATTACH_TOKEN_TTL_S: u64 = 300;
 const ISSUER: &str = "relay-edge";
 /// The JWS `typ` of attach tokens: other JWSs of the same key (capsule signatures) never pass.
 const TYP: &str = "JWT";
+/// The `typ` of the narrower tokens the DO hands a tab with each capsule: they read the
+/// tenant's capsule files and nothing else (no attaching, no posting results).
+const CAPSULE_FILES_TYP: &str = "relay-capsule-files+jwt";
 
 /// The claims of an attach token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,17 +59,36 @@ impl AttachClaims {
         }
     }
 
+    /// An attach token.
     pub fn sign(&self, signer: &Signer) -> String {
-        let payload = serde_json::to_vec(self).expect("claims serialize");
-        signer.sign(&payload, Some(TYP))
+        self.sign_as(signer, TYP)
     }
 
-    /// Verifies signature, `typ`, issuer and expiry.
+    /// A token that only reads the tenant's capsule files.
+    pub fn sign_for_capsule_files(&self, signer: &Signer) -> String {
+        self.sign_as(signer, CAPSULE_FILES_TYP)
+    }
+
+    fn sign_as(&self, signer: &Signer, typ: &str) -> String {
+        let payload = serde_json::to_vec(self).expect("claims serialize");
+        signer.sign(&payload, Some(typ))
+    }
+
+    /// Verifies an attach token: signature, `typ`, issuer and expiry.
     pub fn verify(token: &str, keys: &KeySet, now_s: u64) -> Result<Self, TokenError> {
+        Self::verify_typ(token, keys, now_s, &[TYP])
+    }
+
+    /// Verifies a token that may read capsule files: a capsule-files token or an attach token.
+    pub fn verify_capsule_files(token: &str, keys: &KeySet, now_s: u64) -> Result<Self, TokenError> {
+        Self::verify_typ(token, keys, now_s, &[CAPSULE_FILES_TYP, TYP])
+    }
+
+    fn verify_typ(token: &str, keys: &KeySet, now_s: u64, accepted: &[&str]) -> Result<Self, TokenError> {
         let verified = jws::verify(token, keys).map_err(|e| TokenError::Invalid(e.to_string()))?;
         let typ = verified.header.get("typ").and_then(serde_json::Value::as_str);
-        if typ != Some(TYP) {
-            return Err(TokenError::Invalid(format!("typ {typ:?}; expected {TYP:?}")));
+        if !typ.is_some_and(|t| accepted.contains(&t)) {
+            return Err(TokenError::Invalid(format!("typ {typ:?}; expected one of {accepted:?}")));
         }
         let claims: AttachClaims =
             serde_json::from_slice(&verified.payload).map_err(|e| TokenError::Invalid(format!("claims: {e}")))?;

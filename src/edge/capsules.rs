@@ -36,6 +36,12 @@ pub fn key_set(env: &Env) -> Result<KeySet> {
     KeySet::from_jwks(&jwks).map_err(|e| worker::Error::RustError(format!("key set: {e}")))
 }
 
+/// The keys that verify attach and capsule-files tokens: the current one only. Tokens live five
+/// minutes, so a retired key (perhaps retired because it leaked) never needs to mint one again.
+pub fn token_keys(env: &Env) -> Result<KeySet> {
+    Ok(KeySet::from_signers(&[&signer(env)?]))
+}
+
 /// `GET /.well-known/relay-keys.json`.
 pub fn jwks(env: &Env) -> Result<Response> {
     Ok(with_header(json(200, &key_set(env)?.to_jwks()), "cache-control", "public, max-age=300"))
@@ -159,7 +165,7 @@ fn immutable(response: Response, sha256: &str, content_type: &str) -> Response {
 async fn owner(req: &Request, env: &Env) -> Result<std::result::Result<String, Response>> {
     let url = req.url()?;
     if let Some((_, token)) = url.query_pairs().find(|(k, _)| k == "token") {
-        return Ok(match AttachClaims::verify(&token, &key_set(env)?, super::now_ms() / 1000) {
+        return Ok(match AttachClaims::verify_capsule_files(&token, &token_keys(env)?, super::now_ms() / 1000) {
             Ok(claims) => Ok(claims.sub),
             Err(e) => Err(error(401, "Unauthorized", e.to_string())),
         });

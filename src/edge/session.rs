@@ -3,7 +3,7 @@
 //! `result` are forwarded to the session's DO once the token is checked. The tenant is taken
 //! from the token, so a session id in the path never reaches another tenant.
 
-use super::capsules::{key_set, signer};
+use super::capsules::{signer, token_keys};
 use super::http::{error, json, own_origin};
 use super::mcp::{session_stub, to_session};
 use super::tenants::authenticate;
@@ -58,7 +58,7 @@ fn check_token(req: &Request, env: &Env, session: &str) -> Result<std::result::R
     let Some((_, token)) = url.query_pairs().find(|(k, _)| k == "token") else {
         return Ok(Err(error(401, "Unauthorized", "missing ?token=: attach with POST /session first")));
     };
-    Ok(AttachClaims::verify_for(&token, &key_set(env)?, session, now_ms() / 1000)
+    Ok(AttachClaims::verify_for(&token, &token_keys(env)?, session, now_ms() / 1000)
         .map_err(|e| error(401, "Unauthorized", e.to_string())))
 }
 
