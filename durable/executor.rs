@@ -84,7 +84,13 @@ pub fn pump(shared: &Shared) {
         }
         let (Some(run_id), Some(tab_id)) = (step.started, tab_id) else { return };
         let frame = shared.inner.borrow().runs.get(&run_id).map(|s| s.capsule_event.clone());
-        let Some(frame) = frame else { continue };
+        let Some(frame) = frame else {
+            // Its slot is gone (the run was dropped): free the executor for the next one.
+            if let Some(queue) = shared.inner.borrow_mut().queue.as_mut() {
+                queue.remove(&run_id);
+            }
+            continue;
+        };
         if send_to_tab(shared, &tab_id, frame) {
             if let Some(slot) = shared.inner.borrow_mut().runs.get_mut(&run_id) {
                 slot.tab_id = Some(tab_id.clone());

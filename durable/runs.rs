@@ -29,6 +29,9 @@ use worker::{Response, Result};
 /// client that went away is noticed when a keep-alive cannot be written, so this bounds how
 /// long a run outlives its caller.
 const TICK_MS: u64 = 2_000;
+/// What the tab may spend fetching a capsule and loading a runtime before the program starts
+/// (the page gives itself the same).
+const LOAD_BUDGET_MS: u64 = 120_000;
 /// How long past its own timeout a silent tab gets before the DO declares the run timed out.
 const TIMEOUT_GRACE_MS: u64 = 10_000;
 /// JSON-RPC server error for a full queue (the HTTP status, 429, says the rest). Outside
@@ -225,11 +228,17 @@ async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Call
         let wait = wake.into_iter().flatten().min().unwrap_or(now + TICK_MS).saturating_sub(now).max(1);
         match future::select(signals.next(), sleep(wait)).await {
             future::Either::Left((Some(Signal::Started), _)) => {
-                deadline = Some(now_ms() + run.timeout_ms + TIMEOUT_GRACE_MS);
+                // The tab may first fetch the capsule and load a runtime (its own budget).
+                deadline = Some(now_ms() + LOAD_BUDGET_MS + run.timeout_ms + TIMEOUT_GRACE_MS);
                 let started = EventBody::Progress { phase: "started".into(), runtime_id: None };
                 forward(frames, call, &started, &mut steps);
             }
-            future::Either::Left((Some(Signal::Event(body)), _)) => forward(frames, call, &body, &mut steps),
+            future::Either::Left((Some(Signal::Event(body)), _)) => {
+                if matches!(&body, EventBody::Progress { phase, .. } if phase == "execute") {
+                    deadline = Some(now_ms() + run.timeout_ms + TIMEOUT_GRACE_MS);
+                }
+                forward(frames, call, &body, &mut steps);
+            }
             future::Either::Left((Some(Signal::Expired), _)) => {
                 let message = "the run waited in the queue for over 5 minutes".into();
                 cancel(&shared, &run.run_id, "Cancelled", message, 1);

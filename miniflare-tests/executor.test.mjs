@@ -49,7 +49,10 @@ describe("run_js", () => {
 
   test("stdin, args and env reach the program", async () => {
     const code = "console.log(process.stdin.read().toUpperCase(), process.argv.slice(2).join(','), process.env.GREETING)";
-    const result = await runJs(code, { stdin: "piped", args: ["x", "y"], env: { GREETING: "hi" } });
+    // Keys whose UTF-16 order differs from their code point order: the page must sort as the
+    // Worker signs (docs/CAPSULE.md), or it would refuse a genuine capsule.
+    const env = { GREETING: "hi", "\uFF21": "fullwidth", "\u{1F600}": "astral" };
+    const result = await runJs(code, { stdin: "piped", args: ["x", "y"], env });
     assert.equal(result.structuredContent.stdout, "PIPED x,y hi\n");
   });
 

@@ -327,14 +327,21 @@ describe("capsule layers", () => {
   });
 });
 
-/** Canonical JSON as the Rust side makes it: keys in UTF-8 byte (= code point) order. */
+/** Canonical JSON as docs/CAPSULE.md and the Rust side define it: keys in UTF-16 code unit order. */
 function canonical(value) {
   if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
   if (value && typeof value === "object") {
-    const keys = Object.keys(value).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    const keys = Object.keys(value).sort(compareCodeUnits);
     return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(",")}}`;
   }
   return JSON.stringify(value);
+}
+
+function compareCodeUnits(a, b) {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) {
+    if (a.charCodeAt(i) !== b.charCodeAt(i)) return a.charCodeAt(i) - b.charCodeAt(i);
+  }
+  return a.length - b.length;
 }
 
 /** A minimal zip writer (no zip64, no data descriptors), as capsule layers are built. */

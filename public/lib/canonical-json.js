@@ -12,20 +12,9 @@ export function canonicalJson(value) {
   }
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
   if (typeof value === "object") {
-    const keys = Object.keys(value).sort(compareCodePoints);
+    // sort() compares UTF-16 code units, which is the order docs/CAPSULE.md (RFC 8785) fixes.
+    const keys = Object.keys(value).sort();
     return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key])}`).join(",")}}`;
   }
   throw new Error(`canonical JSON cannot hold a ${typeof value}`);
-}
-
-// Array.prototype.sort compares UTF-16 code units, which orders characters above U+FFFF
-// before U+E000..U+FFFF; code point order is what Rust's str ordering gives.
-function compareCodePoints(a, b) {
-  const left = [...a];
-  const right = [...b];
-  for (let i = 0; i < Math.min(left.length, right.length); i++) {
-    const diff = left[i].codePointAt(0) - right[i].codePointAt(0);
-    if (diff !== 0) return diff;
-  }
-  return left.length - right.length;
 }
