@@ -104,6 +104,23 @@ test("the token a capsule comes with reads capsule files and cannot act as a tab
   await result;
 });
 
+test("an attach token refreshes into a new one; a capsule-files token does not", async () => {
+  const res = await fetch(`${BASE}/session/${SESSION}/refresh?token=${token}`, { method: "POST" });
+  assert.equal(res.status, 200);
+  const grant = await res.json();
+  assert.equal(grant.sessionId, SESSION);
+  assert.ok(grant.expiresAt > Date.now() + 4 * 60_000);
+  assert.notEqual(grant.attachToken, token);
+  assert.equal((await post([], grant.attachToken)).status, 200, "the new token works");
+  const result = client.callTool({ name: "run_js", arguments: { code: "console.log('refresh')" } });
+  const { value } = await commands.next();
+  const filesToken = new URL(value.data.manifestUrl, BASE).searchParams.get("token");
+  const refused = await fetch(`${BASE}/session/${SESSION}/refresh?token=${filesToken}`, { method: "POST" });
+  assert.equal(refused.status, 401);
+  await post([exit(value.data.runId, 0)]);
+  await result;
+});
+
 test("events for an unknown run are refused with 404", async () => {
   const res = await post([{ runId: "r_0000000000000000", seq: 0, type: "stdout", data: "x" }]);
   assert.equal(res.status, 404);

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use relay_edge::auth::tenant::hex;
 use relay_edge::auth::{
     bearer, check_key_shape, key_hash, mint_api_key, session_name_ok, ApiKeyError, AttachClaims, QueueSettings, Tenant,
-    TenantDefaults, TokenError, ATTACH_TOKEN_TTL_S,
+    TenantDefaults, TokenError, ATTACH_TOKEN_TTL_S, MAX_ATTACH_S,
 };
 use relay_edge::capsule::jws::{b64url, b64url_decode, KeySet, Signer};
 use relay_edge::capsule::{build_capsule, verify_manifest, CapsuleError, CapsuleSpec, Language};
@@ -455,4 +455,15 @@ fn a_capsule_files_token_reads_capsules_and_nothing_else() {
         "a tab's own token reads too"
     );
     assert_eq!(AttachClaims::verify_capsule_files(&files, &keys(), claims.exp), Err(TokenError::Expired));
+}
+
+#[test]
+fn refreshes_keep_the_key_proof_and_end_after_the_maximum() {
+    let first = AttachClaims::new("t_a", "default", NOW, "att_1".into());
+    let later = NOW + 4 * 60;
+    let second = first.refreshed(later, "att_2".into()).unwrap();
+    assert_eq!((second.sub.as_str(), second.sid.as_str(), second.auth), ("t_a", "default", NOW));
+    assert_eq!((second.iat, second.exp), (later, later + ATTACH_TOKEN_TTL_S));
+    assert!(first.refreshed(NOW + MAX_ATTACH_S - 1, "att_3".into()).is_ok());
+    assert_eq!(second.refreshed(NOW + MAX_ATTACH_S, "att_4".into()), Err(TokenError::Expired));
 }

@@ -21,7 +21,7 @@ export class SessionClient {
     this.session = session;
     this.onCommand = onCommand;
     this.onState = onState;
-    this.grant = null; // {sessionId, attachToken, expiresAt, refreshUrl}
+    this.grant = null; // {sessionId, attachToken, expiresAt}
     this.events = null;
     this.failures = 0;
     this.renewing = null;
@@ -83,7 +83,7 @@ export class SessionClient {
   async renewOnce() {
     if (!this.grant || this.grant.expiresAt <= Date.now()) return this.attach();
     try {
-      const res = await fetchOk(this.grant.refreshUrl ?? this.url("refresh"), { method: "POST" });
+      const res = await fetchOk(this.url("refresh"), { method: "POST" });
       this.useGrant(await res.json());
     } catch (err) {
       if (!(err instanceof HttpError) || err.status >= 500) throw err;

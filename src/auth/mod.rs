@@ -7,7 +7,7 @@ pub mod token;
 pub use tenant::{
     check_key_shape, key_hash, mint_api_key, session_name_ok, ApiKeyError, QueueSettings, Tenant, TenantDefaults,
 };
-pub use token::{AttachClaims, TokenError, ATTACH_TOKEN_TTL_S};
+pub use token::{AttachClaims, TokenError, ATTACH_TOKEN_TTL_S, MAX_ATTACH_S};
 
 /// The token of an `Authorization: Bearer <token>` header, if that is what the header holds.
 pub fn bearer(header: Option<&str>) -> Option<&str> {

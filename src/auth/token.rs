@@ -26,7 +26,13 @@ pub struct AttachClaims {
     pub exp: u64,
     /// Unique token id (for audit and refresh).
     pub jti: String,
+    /// When the tab last proved the tenant's key: refreshes keep it, and stop working
+    /// [`MAX_ATTACH_S`] after it, so a leaked token cannot be renewed forever.
+    pub auth: u64,
 }
+
+/// How long refreshed tokens may go on before the tab must attach with the key again.
+pub const MAX_ATTACH_S: u64 = 12 * 3600;
 
 /// Why an attach token was refused.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +62,16 @@ impl AttachClaims {
             iat: now_s,
             exp: now_s + ATTACH_TOKEN_TTL_S,
             jti,
+            auth: now_s,
         }
+    }
+
+    /// The claims of a refreshed token: same tenant, session and key proof, new expiry.
+    pub fn refreshed(&self, now_s: u64, jti: String) -> Result<Self, TokenError> {
+        if now_s >= self.auth + MAX_ATTACH_S {
+            return Err(TokenError::Expired);
+        }
+        Ok(AttachClaims { iat: now_s, exp: now_s + ATTACH_TOKEN_TTL_S, jti, ..self.clone() })
     }
 
     /// An attach token.

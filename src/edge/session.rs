@@ -32,24 +32,28 @@ pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
 
 /// `POST /session/:id/refresh?token=`: a new token for the same session, before the old expires.
 pub fn refresh(req: &Request, env: &Env, session: &str) -> Result<Response> {
-    match check_token(req, env, session)? {
-        Ok(claims) => issue(env, &claims.sub, session),
-        Err(response) => Ok(response),
+    let claims = match check_token(req, env, session)? {
+        Ok(claims) => claims,
+        Err(response) => return Ok(response),
+    };
+    match claims.refreshed(now_ms() / 1000, new_jti()) {
+        Ok(claims) => grant(env, &claims),
+        Err(e) => Ok(error(401, "Unauthorized", format!("{e} (refreshes end 12 hours after attaching with the key)"))),
     }
 }
 
 fn issue(env: &Env, tenant_id: &str, session: &str) -> Result<Response> {
-    let claims = AttachClaims::new(tenant_id, session, now_ms() / 1000, format!("att_{}", hex(&random::<12>())));
+    grant(env, &AttachClaims::new(tenant_id, session, now_ms() / 1000, new_jti()))
+}
+
+fn new_jti() -> String {
+    format!("att_{}", hex(&random::<12>()))
+}
+
+/// `{sessionId, attachToken, expiresAt}`; refresh with `POST /session/<id>/refresh?token=`.
+fn grant(env: &Env, claims: &AttachClaims) -> Result<Response> {
     let token = claims.sign(&signer(env)?);
-    Ok(json(
-        200,
-        &json!({
-            "sessionId": session,
-            "attachToken": token,
-            "expiresAt": claims.exp * 1000,
-            "refreshUrl": format!("/session/{session}/refresh"),
-        }),
-    ))
+    Ok(json(200, &json!({ "sessionId": claims.sid, "attachToken": token, "expiresAt": claims.exp * 1000 })))
 }
 
 /// Checks `?token=` for the path's session.
