@@ -172,39 +172,32 @@ fn requeue_front_ignores_runs_that_are_not_running() {
 }
 
 #[test]
-fn next_deadline_is_one_past_the_oldest_wait() {
+fn the_oldest_run_expires_one_past_its_wait() {
     let mut q = queue();
-    assert_eq!(q.next_deadline_ms(), None);
     q.admit("a", 100);
     q.admit("b", 200);
-    assert_eq!(q.next_deadline_ms(), Some(100 + MAX_WAIT + 1));
-    // At the deadline the oldest run is expired, not a millisecond before.
+    // At the limit the oldest run is still waiting; a millisecond later it is expired.
     assert!(q.step(100 + MAX_WAIT, false).expired.is_empty());
     assert_eq!(q.step(100 + MAX_WAIT + 1, false).expired, vec!["a".to_string()]);
-    assert_eq!(q.next_deadline_ms(), Some(200 + MAX_WAIT + 1));
-    q.step(200, true);
-    assert_eq!(q.next_deadline_ms(), None, "a running run has no queue deadline");
+    assert_eq!(q.step(200 + MAX_WAIT + 1, false).expired, vec!["b".to_string()]);
 }
 
 #[test]
-fn next_deadline_after_a_requeue_is_that_of_the_oldest_waiting_run() {
-    // `b` has waited since 0; `a` is given back at 1_000 with a fresh wait. The alarm must fire
-    // for `b`, which is behind `a` in line but older.
+fn a_requeued_run_waits_anew_while_older_runs_behind_it_still_expire() {
+    // `b` has waited since 0; `a` is given back at 1_000 with a fresh wait, ahead of `b`.
     let mut q = queue();
     q.admit("a", 0);
     q.step(0, true);
     q.admit("b", 0);
     q.requeue_front("a", 1_000);
-    assert_eq!(q.next_deadline_ms(), Some(MAX_WAIT + 1));
     assert_eq!(q.step(MAX_WAIT + 1, false).expired, vec!["b".to_string()]);
-    assert_eq!(q.next_deadline_ms(), Some(1_000 + MAX_WAIT + 1));
+    assert_eq!(q.step(1_000 + MAX_WAIT + 1, false).expired, vec!["a".to_string()]);
 }
 
 #[test]
-fn huge_max_wait_never_overflows_the_deadline() {
+fn a_huge_max_wait_never_overflows() {
     let mut q = RunQueue::new(10, u64::MAX);
     q.admit("a", 5);
-    assert_eq!(q.next_deadline_ms(), Some(u64::MAX));
     assert!(q.step(u64::MAX, false).expired.is_empty());
 }
 
@@ -317,8 +310,6 @@ proptest! {
             if let Some(r) = &running {
                 prop_assert!(!model.iter().any(|(w, _)| w == r), "{} is both waiting and running", r);
             }
-            let deadline = model.iter().map(|(_, since)| since + max_wait + 1).min();
-            prop_assert_eq!(q.next_deadline_ms(), deadline);
         }
         // Start order (first starts) is admission order, restricted to runs that started.
         let expected: Vec<&String> = admitted.iter().filter(|id| start_order.contains(id)).collect();

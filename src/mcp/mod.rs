@@ -1,5 +1,5 @@
 //! The MCP server core: JSON-RPC 2.0 and MCP messages, Streamable HTTP framing, tool
-//! schemas. Pure: no `worker::` types, no I/O, no clock, no randomness; the Session Durable
+//! schemas. Pure: no workers-rs types, no I/O, no clock, no randomness; the Session Durable
 //! Object feeds it one HTTP request at a time and acts on the [`Outcome`].
 //!
 //! # How the Durable Object drives it

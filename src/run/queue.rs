@@ -106,11 +106,4 @@ impl RunQueue {
     pub fn depth(&self) -> usize {
         self.waiting.len()
     }
-
-    /// When the oldest waiting run will have waited too long, for the DO's alarm. Not always
-    /// the front: a run given back by `requeue_front` waits anew ahead of older runs.
-    pub fn next_deadline_ms(&self) -> Option<u64> {
-        let oldest = self.waiting.iter().map(|w| w.since_ms).min()?;
-        Some(oldest.saturating_add(self.max_wait_ms).saturating_add(1))
-    }
 }
