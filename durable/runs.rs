@@ -50,6 +50,8 @@ struct Admitted {
     signals: UnboundedReceiver<Signal>,
     timeout_ms: u64,
     attach_wait_ms: u64,
+    /// Held from admission on, so a response dropped before its driver ever ran still ends the run.
+    end: EndRun,
 }
 
 /// Answers a `tools/call` of `run_js` / `run_py`.
@@ -130,7 +132,8 @@ async fn admit(
         inner.runs.insert(run_id.clone(), slot);
     }
     store::audit_queued(&shared.storage.sql(), &run_id, language, &capsule.hash, now_ms());
-    Ok(Ok(Admitted { run_id, signals, timeout_ms, attach_wait_ms: settings.attach_wait_ms }))
+    let end = EndRun { shared: shared.clone(), run_id: run_id.clone() };
+    Ok(Ok(Admitted { run_id, signals, timeout_ms, attach_wait_ms: settings.attach_wait_ms, end }))
 }
 
 /// The `capsule` command for the tab, with a token scoped to this tenant for fetching files.
@@ -200,50 +203,49 @@ impl Drop for EndRun {
 
 /// Waits for the run to end, forwarding its output; returns the JSON-RPC response.
 async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Caller, frames: Option<&Frames>) -> Value {
-    let end = EndRun { shared: shared.clone(), run_id: run.run_id.clone() };
-    let mut signals = run.signals;
+    let Admitted { run_id, mut signals, timeout_ms, attach_wait_ms, end } = run;
     pump(&shared);
     let mut no_tab_since: Option<u64> = None;
     let mut deadline: Option<u64> = None;
     let mut steps = 0.0;
-    while !ended(&shared, &run.run_id) {
+    while !ended(&shared, &run_id) {
         let now = now_ms();
-        let lease_check = check_lease(&shared, &run.run_id, now);
+        let lease_check = check_lease(&shared, &run_id, now);
         if lease_check.is_none() {
             deadline = None;
         }
         let no_tab = deadline.is_none() && shared.inner.borrow().tabs.is_empty();
         no_tab_since = if no_tab { no_tab_since.or(Some(now)) } else { None };
-        if no_tab_since.is_some_and(|t| now >= t + run.attach_wait_ms) {
+        if no_tab_since.is_some_and(|t| now >= t + attach_wait_ms) {
             let message = no_executor_message(caller);
-            cancel(&shared, &run.run_id, ErrorName::NoExecutorAttached.as_str(), message, 1);
+            cancel(&shared, &run_id, ErrorName::NoExecutorAttached.as_str(), message, 1);
             break;
         }
         if deadline.is_some_and(|d| now >= d) {
-            let message = format!("the run did not finish within its {} ms timeout; it was stopped", run.timeout_ms);
-            cancel(&shared, &run.run_id, ErrorName::Timeout.as_str(), message, 124);
+            let message = format!("the run did not finish within its {} ms timeout; it was stopped", timeout_ms);
+            cancel(&shared, &run_id, ErrorName::Timeout.as_str(), message, 124);
             break;
         }
-        let wake = [Some(now + TICK_MS), no_tab_since.map(|t| t + run.attach_wait_ms), deadline, lease_check];
+        let wake = [Some(now + TICK_MS), no_tab_since.map(|t| t + attach_wait_ms), deadline, lease_check];
         let wait = wake.into_iter().flatten().min().unwrap_or(now + TICK_MS).saturating_sub(now).max(1);
         match future::select(signals.next(), sleep(wait)).await {
             future::Either::Left((Some(Signal::Started), _)) => {
                 // The tab may first fetch the capsule and load a runtime (its own budget).
-                deadline = Some(now_ms() + LOAD_BUDGET_MS + run.timeout_ms + TIMEOUT_GRACE_MS);
+                deadline = Some(now_ms() + LOAD_BUDGET_MS + timeout_ms + TIMEOUT_GRACE_MS);
                 let started = EventBody::Progress { phase: "started".into(), runtime_id: None };
                 forward(frames, call, &started, &mut steps);
             }
             future::Either::Left((Some(Signal::Event(body)), _)) => {
                 if matches!(&body, EventBody::Progress { phase, .. } if phase == "execute") {
-                    deadline = Some(now_ms() + run.timeout_ms + TIMEOUT_GRACE_MS);
+                    deadline = Some(now_ms() + timeout_ms + TIMEOUT_GRACE_MS);
                 }
                 forward(frames, call, &body, &mut steps);
             }
             future::Either::Left((Some(Signal::Expired), _)) => {
                 let message = "the run waited in the queue for over 5 minutes".into();
-                cancel(&shared, &run.run_id, "Cancelled", message, 1);
+                cancel(&shared, &run_id, "Cancelled", message, 1);
             }
-            future::Either::Left((Some(Signal::TabGone), _)) => tab_gone(&shared, &run.run_id),
+            future::Either::Left((Some(Signal::TabGone), _)) => tab_gone(&shared, &run_id),
             future::Either::Left((Some(Signal::TabAttached | Signal::Ended), _)) => {}
             future::Either::Left((None, _)) => break,
             future::Either::Right(_) => {
@@ -261,7 +263,7 @@ async fn drive(shared: Rc<Shared>, run: Admitted, call: &ToolCall, caller: &Call
             forward(frames, call, &body, &mut steps);
         }
     }
-    let answer = conclude(&shared, &run.run_id, call);
+    let answer = conclude(&shared, &run_id, call);
     drop(end);
     answer
 }

@@ -3,8 +3,10 @@
 //! the executor holds a lease instead: it acknowledges a capsule at once and reports at least
 //! every couple of seconds while the run lasts. Silence ends the lease.
 
-/// How long a tab has to acknowledge a capsule before it is taken for dead.
-pub const ACK_WITHIN_MS: u64 = 5_000;
+/// How long a tab has to acknowledge a capsule before it is taken for dead. Longer than the
+/// tab's batch retries (1 + 2 + 4 s): an acknowledgement queued behind a retried batch must not
+/// get a live tab dropped and its run sent out a second time.
+pub const ACK_WITHIN_MS: u64 = 10_000;
 /// How long a running tab may stay silent (it reports every 2 s).
 pub const SILENCE_MS: u64 = 10_000;
 
