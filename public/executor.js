@@ -18,7 +18,7 @@ const KEY_STORAGE = "relay.key";
 const ATTACH_RETRY_MAX_MS = 30_000;
 
 const status = new Status();
-const runner = new RunnerHost(new URL("runner.js", import.meta.url));
+const runner = new RunnerHost(new URL("sandbox.html", import.meta.url));
 const keyRing = new KeyRing(keySetFromServer());
 
 main().catch((err) => status.error(err.message));

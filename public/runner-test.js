@@ -7,7 +7,7 @@ import { KeyRing, verifyManifestSignature } from "./lib/jws.js";
 import { RunnerHost } from "./lib/runner-host.js";
 import { unzip } from "./lib/zip.js";
 
-const runner = new RunnerHost(new URL("runner.js", import.meta.url));
+const runner = new RunnerHost(new URL("sandbox.html", import.meta.url));
 
 window.relayTest = {
   /**

@@ -1,8 +1,12 @@
 // Builds the executor page's static assets into dist/public/:
-// - bundles the page (executor.js), its Web Worker (runner.js) and the runner test page with esbuild;
-// - copies the HTML/CSS next to them;
+// - bundles the page (executor.js) and the runner test page with esbuild;
+// - bundles one runner worker script per runtime (runner-quickjs.js, runner-pyodide.js), which
+//   the sandbox frame starts from blob: URLs, so they are self-contained classic scripts;
+// - writes sandbox.html with the sandbox frame's script inlined and pinned by hash in its
+//   Content-Security-Policy, and copies the other HTML/CSS;
 // - vendors the browser runtimes from their npm packages into dist/public/vendor/<runtime-id>/
-//   (never from a CDN) and writes dist/public/runtimes.json with an SRI hash (sha384) per file.
+//   (never from a CDN) and writes dist/public/runtimes.json with an SRI hash (sha384) per file,
+//   each runtime's runner script included.
 // Run as `node scripts/build-assets.mjs`; also imported by the tests (buildAssets()).
 // Idempotent: vendored files whose size and mtime already match are not copied again.
 
@@ -18,8 +22,15 @@ const SRC = path.join(ROOT, "public");
 const OUT = path.join(ROOT, "dist", "public");
 const requireFromRoot = createRequire(path.join(ROOT, "package.json"));
 
-const ENTRY_POINTS = ["executor.js", "runner.js", "runner-test.js"];
+const ENTRY_POINTS = ["executor.js", "runner-test.js"];
 const STATIC_EXTENSIONS = [".html", ".css"];
+const SANDBOX_HTML = "sandbox.html";
+const SANDBOX_SCRIPT = "sandbox/frame.js";
+// The sandbox frame's policy; %HASH% is its inline script's. blob: workers inherit it, so guest
+// code gets no network (connect-src, script loads), no eval and no storage-free escape hatch.
+const SANDBOX_CSP = "default-src 'none'; script-src '%HASH%' 'wasm-unsafe-eval'; worker-src blob:; base-uri 'none'; form-action 'none'";
+// Pyodide's loader names Node modules it only loads under Node; the browser bundle leaves them out.
+const NODE_ONLY = ["node:*", "ws", "fs", "fs/promises", "path", "url", "crypto", "child_process", "vm"];
 
 // Each runtime: its npm package, how its id derives from the package version, and the files the
 // browser needs to load it offline. The ids are the `runtime.id` values capsules name.
@@ -28,36 +39,38 @@ const RUNTIMES = [
     pkg: "@jitl/quickjs-wasmfile-release-sync",
     id: (version) => `quickjs@${version.split(".").slice(0, 2).join(".")}`,
     files: { "emscripten-module.wasm": "dist/emscripten-module.wasm" },
+    runner: { entry: "runner/quickjs-worker.js", out: "runner-quickjs.js" },
   },
   {
     pkg: "pyodide",
     id: (version) => `pyodide@${version.split(".")[0]}`,
     files: Object.fromEntries(
-      ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"].map(
-        (name) => [name, name],
-      ),
+      ["pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"].map((name) => [name, name]),
     ),
+    // Bundles pyodide.mjs and pyodide.asm.mjs: the sandbox loads no script at run time.
+    runner: { entry: "runner/pyodide-worker.js", out: "runner-pyodide.js" },
   },
 ];
 
 export async function buildAssets({ log = console.log } = {}) {
   const started = performance.now();
   await mkdir(OUT, { recursive: true });
-  await bundle();
-  await copyStatic();
+  const outputs = [...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
   const runtimes = {};
   for (const runtime of RUNTIMES) {
     const { id, files } = await vendorRuntime(runtime);
-    runtimes[id] = { files };
+    runtimes[id] = { files: { ...files, "runner.js": await listed(runtime.runner.out, path.join(OUT, runtime.runner.out)) } };
   }
   await pruneVendor(Object.keys(runtimes));
   await writeIfChanged(path.join(OUT, "runtimes.json"), JSON.stringify(runtimes, null, 2) + "\n");
+  await pruneOutputs([...outputs, "runtimes.json", "vendor"]);
   log(`build-assets: ${path.relative(ROOT, OUT)} ready in ${Math.round(performance.now() - started)} ms`);
   return { outDir: OUT, runtimes };
 }
 
+/** Each bundling step returns the names of the files it wrote into OUT. */
 async function bundle() {
-  await esbuild.build({
+  return outputNames(await esbuild.build({
     absWorkingDir: ROOT,
     entryPoints: ENTRY_POINTS.map((name) => path.join(SRC, name)),
     outdir: OUT,
@@ -69,14 +82,59 @@ async function bundle() {
     // The Python helper the runner loads into Pyodide ships as text inside runner.js.
     loader: { ".py": "text" },
     logLevel: "warning",
+    metafile: true,
+  }));
+}
+
+/** One classic-script bundle per runtime: workers from blob: URLs in the sandbox import nothing. */
+async function bundleRunners() {
+  return outputNames(await esbuild.build({
+    absWorkingDir: ROOT,
+    entryPoints: Object.fromEntries(RUNTIMES.map(({ runner }) => [runner.out.replace(/\.js$/, ""), path.join(SRC, runner.entry)])),
+    outdir: OUT,
+    bundle: true,
+    format: "iife",
+    platform: "browser",
+    target: "es2022",
+    external: NODE_ONLY,
+    loader: { ".py": "text" },
+    logLevel: "error",
+    metafile: true,
+  }));
+}
+
+function outputNames({ metafile }) {
+  return Object.keys(metafile.outputs).map((file) => path.relative(OUT, path.resolve(ROOT, file)));
+}
+
+async function writeSandboxHtml() {
+  const { outputFiles } = await esbuild.build({
+    entryPoints: [path.join(SRC, SANDBOX_SCRIPT)],
+    bundle: true,
+    format: "iife",
+    target: "es2022",
+    write: false,
+    logLevel: "warning",
   });
+  // A script inside <script> must not close the element early.
+  const script = outputFiles[0].text.replaceAll("</script", "<\\/script");
+  const hash = `sha256-${createHash("sha256").update(script).digest("base64")}`;
+  const template = await readFile(path.join(SRC, SANDBOX_HTML), "utf8");
+  const html = template.replace("%CSP%", SANDBOX_CSP.replace("%HASH%", hash)).replace("%SCRIPT%", () => script);
+  await writeIfChanged(path.join(OUT, SANDBOX_HTML), html);
+  return SANDBOX_HTML;
 }
 
 async function copyStatic() {
-  for (const name of await readdir(SRC)) {
-    if (STATIC_EXTENSIONS.includes(path.extname(name))) {
-      await copyIfChanged(path.join(SRC, name), path.join(OUT, name));
-    }
+  const names = (await readdir(SRC)).filter((name) => name !== SANDBOX_HTML && STATIC_EXTENSIONS.includes(path.extname(name)));
+  for (const name of names) await copyIfChanged(path.join(SRC, name), path.join(OUT, name));
+  return names;
+}
+
+/** Removes what earlier builds left in OUT that this build no longer makes, so it is not deployed. */
+async function pruneOutputs(keep) {
+  for (const name of await readdir(OUT)) {
+    if (!keep.includes(name)) await rm(path.join(OUT, name), { recursive: true });
   }
 }
 
@@ -86,19 +144,19 @@ async function vendorRuntime({ pkg, id, files }) {
   const runtimeId = id(version);
   const outDir = path.join(OUT, "vendor", runtimeId);
   await mkdir(outDir, { recursive: true });
-  const listed = {};
+  const vendored = {};
   for (const [name, from] of Object.entries(files)) {
     const source = path.join(pkgDir, from);
-    const bytes = await readFile(source);
     await copyIfChanged(source, path.join(outDir, name));
-    listed[name] = {
-      // Relative to runtimes.json, so the page works under any base path.
-      url: `vendor/${runtimeId}/${name}`,
-      integrity: `sha384-${createHash("sha384").update(bytes).digest("base64")}`,
-      size: bytes.length,
-    };
+    vendored[name] = await listed(`vendor/${runtimeId}/${name}`, source);
   }
-  return { id: runtimeId, files: listed };
+  return { id: runtimeId, files: vendored };
+}
+
+/** A runtimes.json entry: `url` relative to runtimes.json (any base path works), SRI, size. */
+async function listed(url, file) {
+  const bytes = await readFile(file);
+  return { url, integrity: `sha384-${createHash("sha384").update(bytes).digest("base64")}`, size: bytes.length };
 }
 
 /** Removes runtimes vendored by earlier builds (older versions) so they are not deployed. */

@@ -1,77 +1,102 @@
-// The page's side of the runner Web Worker (runner.js): starts it, hands it one run at a time,
-// and enforces what the worker cannot enforce on itself. A run past its wall-clock limit
-// (limits.timeoutMs, counted from when the program starts, so loading a runtime is not charged
-// to it) or cancelled is stopped with worker.terminate(); the next run gets a fresh worker.
+// Runs one job at a time in the sandbox (lib/sandbox.js) and enforces, by the page's own clock
+// and count, what guest code must not be able to talk its way out of. Each job takes a fresh
+// runner worker and is posted to it over that worker's private port; from that moment the job
+// has limits.timeoutMs, whatever the worker says. Output is counted here against
+// limits.stdoutBytes; past the cap, or at the deadline, or on cancel, the worker is terminated.
+// Every message on the port is checked for shape; anything after `exit` is never read.
+//
+// job: {runId, language:"js"|"py", runtimeId, files:{relative path: Uint8Array},
+//       entry:{path, argv, env, cwd, stdin}, limits:{timeoutMs, memMb, stdoutBytes}}
 
-// Loading a runtime the first time (Pyodide: ~10 MiB) has its own, generous budget.
+import { Sandbox } from "./sandbox.js";
+
+// Fetching, checking and booting a runtime the first time (Pyodide: ~10 MiB) has its own,
+// generous budget; it is the page's own work and no guest code runs during it.
 const LOAD_TIMEOUT_MS = 120_000;
 
 export const EXIT_TIMEOUT = 124; // as GNU timeout(1)
 export const EXIT_CANCELLED = 130; // as a program stopped by SIGINT
 
+// Which runtime family runs each language; the capsule names the exact runtime id.
+const FAMILIES = { js: "quickjs", py: "pyodide" };
+// Error names a runner may report: the rest (Timeout, Cancelled, ...) are the page's to give.
+const RUNNER_ERRORS = new Set(["OutputLimitExceeded", "Internal"]);
+const encoder = new TextEncoder();
+
 export class RunnerHost {
-  constructor(workerUrl) {
-    this.workerUrl = workerUrl;
-    this.worker = null;
+  /** @param frameUrl the URL of sandbox.html */
+  constructor(frameUrl) {
+    this.sandbox = new Sandbox(frameUrl);
+    this.sandbox.onCrash = (runId, message) => {
+      if (this.current?.job.runId === runId) this.stop(crashedOutcome(message));
+    };
     this.current = null;
   }
 
   /**
-   * Runs `job` (see runner.js for its shape). `handlers.onLoading(runtimeId)`,
-   * `handlers.onStart()` and `handlers.onOutput(stream, text)` are called as things happen; an
-   * aborted `signal` cancels.
+   * Runs `job`. `handlers.onLoading(runtimeId)` (the runtime is loaded for the first time),
+   * `handlers.onStart()` (the job was handed to its worker) and `handlers.onOutput(stream, text)`
+   * are called as things happen; an aborted `signal` cancels.
    * @returns {Promise<{exitCode, usage:{wallMs, memPeakMb}, error?:{name, message}}>}
    */
   run(job, { onLoading = () => {}, onStart = () => {}, onOutput = () => {}, signal } = {}) {
     if (this.current) throw new Error("RunnerHost runs one job at a time");
     if (signal?.aborted) return Promise.resolve(cancelledOutcome());
     return new Promise((resolve) => {
-      const run = { job, onLoading, onStart, onOutput, resolve, timer: null, startedAt: performance.now() };
+      const run = { job, onOutput, resolve, timer: null, startedAt: null, usedBytes: 0, port: null };
       this.current = run;
       const onAbort = () => this.stop(cancelledOutcome());
       signal?.addEventListener("abort", onAbort, { once: true });
       run.cleanup = () => signal?.removeEventListener("abort", onAbort);
-      this.arm(job.limits.timeoutMs, timeoutOutcome);
-      this.ensureWorker().postMessage({ type: "run", ...job });
+      const family = FAMILIES[job.language];
+      if (!family || !job.runtimeId?.startsWith(`${family}@`)) {
+        const message = `runtime "${job.runtimeId}" cannot run language "${job.language}"`;
+        return this.stop({ exitCode: 1, error: { name: "ValidationError", message } });
+      }
+      if (!this.sandbox.isPrepared(job.runtimeId)) onLoading(job.runtimeId);
+      this.arm(LOAD_TIMEOUT_MS, (ms) => ({
+        exitCode: EXIT_TIMEOUT,
+        error: { name: "Timeout", message: `loading runtime ${job.runtimeId} took longer than ${ms / 1000} s` },
+      }));
+      this.sandbox.take(job.runtimeId, job.runId).then(
+        (port) => this.start(run, port, onStart),
+        (err) => this.current === run && this.stop({ exitCode: 1, error: { name: "Internal", message: err.message } }),
+      );
     });
   }
 
-  ensureWorker() {
-    if (!this.worker) {
-      this.worker = new Worker(this.workerUrl, { type: "module", name: "relay-runner" });
-      this.worker.onmessage = ({ data }) => this.onMessage(data);
-      this.worker.onerror = (event) => {
-        event.preventDefault();
-        this.stop({ exitCode: 1, error: { name: "Internal", message: `the runner crashed: ${event.message}` } });
-      };
-    }
-    return this.worker;
+  /** Hands the job to its worker; the run's own time limit starts now. */
+  start(run, port, onStart) {
+    if (this.current !== run) return port.close(); // cancelled or timed out meanwhile
+    run.port = port;
+    port.onmessage = ({ data }) => this.onMessage(run, data);
+    port.postMessage({ type: "run", job: run.job });
+    run.startedAt = performance.now();
+    this.arm(run.job.limits.timeoutMs, timeoutOutcome);
+    onStart();
   }
 
-  onMessage(message) {
-    const run = this.current;
-    if (!run || (message.runId !== undefined && message.runId !== run.job.runId)) return;
-    switch (message.type) {
-      case "loading":
-        run.onLoading(message.runtimeId);
-        this.arm(LOAD_TIMEOUT_MS, (ms) => ({
-          exitCode: EXIT_TIMEOUT,
-          error: { name: "Timeout", message: `loading runtime ${message.runtimeId} took longer than ${ms / 1000} s` },
-        }));
-        break;
-      case "started":
-        run.startedAt = performance.now();
-        this.arm(run.job.limits.timeoutMs, timeoutOutcome);
-        run.onStart();
-        break;
-      case "stdout":
-      case "stderr":
-        run.onOutput(message.type, message.data);
-        break;
-      case "exit":
-        this.finish({ exitCode: message.exitCode, usage: message.usage, error: message.error });
-        break;
+  onMessage(run, message) {
+    if (this.current !== run) return;
+    const type = message?.type;
+    if ((type === "stdout" || type === "stderr") && typeof message.data === "string") return this.output(run, type, message.data);
+    if (type === "exit" && Number.isInteger(message.exitCode)) return this.stop(exitOutcome(message));
+    this.stop(crashedOutcome(`it sent a message the page does not accept (${JSON.stringify(type)})`));
+  }
+
+  /** Forwards output up to the cap; past it the run is stopped. */
+  output(run, stream, text) {
+    const limit = run.job.limits.stdoutBytes;
+    const bytes = encoder.encode(text);
+    const room = limit - run.usedBytes;
+    if (bytes.length <= room) {
+      run.usedBytes += bytes.length;
+      return run.onOutput(stream, text);
     }
+    const head = new TextDecoder().decode(bytes.subarray(0, room), { stream: true });
+    if (head) run.onOutput(stream, head);
+    run.usedBytes = limit;
+    this.stop({ exitCode: 1, error: outputLimitError(limit) });
   }
 
   /** (Re)starts the current run's deadline; `outcome(ms)` is what it ends with. */
@@ -81,22 +106,38 @@ export class RunnerHost {
     run.timer = setTimeout(() => this.stop(outcome(ms)), ms);
   }
 
-  /** Stops the current run by terminating the worker. */
+  /** Ends the current run, if any: its worker is terminated, whatever state it is in. */
   stop(outcome) {
-    if (!this.current) return;
-    this.worker?.terminate();
-    this.worker = null;
-    const wallMs = Math.round(performance.now() - this.current.startedAt);
-    this.finish({ ...outcome, usage: { wallMs, memPeakMb: 0 } });
-  }
-
-  finish(outcome) {
     const run = this.current;
+    if (!run) return;
     this.current = null;
     clearTimeout(run.timer);
     run.cleanup();
-    run.resolve(Object.fromEntries(Object.entries(outcome).filter(([, value]) => value !== undefined)));
+    run.port?.close();
+    this.sandbox.kill(run.job.runId);
+    const wallMs = run.startedAt === null ? 0 : Math.round(performance.now() - run.startedAt);
+    const usage = { wallMs, memPeakMb: outcome.memPeakMb ?? 0 };
+    run.resolve({ exitCode: outcome.exitCode, usage, ...(outcome.error && { error: outcome.error }) });
   }
+}
+
+/** What the worker's `exit` says, with only the error names a runner may give. */
+function exitOutcome({ exitCode, memPeakMb, error }) {
+  const memory = Number.isFinite(memPeakMb) ? Math.max(0, Math.round(memPeakMb)) : 0;
+  if (!error) return { exitCode, memPeakMb: memory };
+  const name = RUNNER_ERRORS.has(error.name) ? error.name : "Internal";
+  return { exitCode, memPeakMb: memory, error: { name, message: String(error.message ?? "") } };
+}
+
+function outputLimitError(limit) {
+  return {
+    name: "OutputLimitExceeded",
+    message: `output exceeded the limit of ${limit} bytes (stdout and stderr together, policy.limits.stdoutBytes); the run was stopped and the rest dropped`,
+  };
+}
+
+function crashedOutcome(message) {
+  return { exitCode: 1, error: { name: "Internal", message: `the runner crashed: ${message}` } };
 }
 
 function timeoutOutcome(ms) {

@@ -1,64 +1,109 @@
-// Runs Python capsules in Pyodide, loaded once per worker from our vendored copy and reused.
-// Pyodide normally fetches and imports its files from indexURL by itself; here every file comes
-// from loadRuntimeFiles (Cache API, SRI-checked) instead: the two JS modules are imported from
-// blob URLs and, while loadPyodide runs, fetches under indexURL are answered from memory.
+// Runs Python capsules in Pyodide. Its JS glue (pyodide.mjs, pyodide.asm.mjs) is bundled into
+// the runner worker; the sandbox frame hands over the wasm compiled once, the standard library
+// and the lock file. A first worker, before any guest exists, boots the interpreter once and
+// returns a memory snapshot (bootstrap); every later worker starts from that snapshot in a
+// fraction of the time, serves one run, and is thrown away.
+//
+// Python's `js` module is an object holding only the timer functions asyncio needs. That is a
+// convenience, not the wall: Pyodide's FFI (pyodide_js, pyodide.ffi, ctypes into emscripten)
+// reaches the worker's realm anyway, and the realm is what is sealed (see ../sandbox/frame.js).
 
-import { network } from "./lockdown.js";
+import { loadPyodide } from "pyodide/pyodide.mjs";
+import createPyodideModule from "pyodide/pyodide.asm.mjs";
 import relayRunSource from "./relay_run.py";
 
 const MiB = 1024 * 1024;
+const WASM_FILE = "pyodide.asm.wasm";
+// Where Pyodide thinks its files live; every request for them is answered from memory.
+const INDEX_URL = "https://runtime.invalid/pyodide/";
 
-export async function createPyodideEngine({ baseUrl, files }) {
-  const { loadPyodide } = await importBytes(files.get("pyodide.mjs"));
-  const { default: createPyodideModule } = await importBytes(files.get("pyodide.asm.mjs"));
-  const pyodide = await withFilesAsFetch(baseUrl, files, () =>
+export const pyodideEngine = {
+  async bootstrap(assets) {
+    const pyodide = await load(assets, { _makeSnapshot: true });
+    return pyodide.makeMemorySnapshot();
+  },
+
+  async start(assets) {
+    const pyodide = await load(assets, assets.snapshot ? { _loadSnapshot: assets.snapshot } : {});
+    pyodide.runPython(relayRunSource);
+    const relayRun = pyodide.globals.get("relay_run");
+    return {
+      async run(job, sink) {
+        const exitCode = await runCapsule(pyodide, relayRun, job, sink);
+        // The interpreter's whole wasm heap: it only grows, so this is the run's peak.
+        return { exitCode, memPeakMb: pyodide._module.HEAPU8.buffer.byteLength / MiB };
+      },
+    };
+  },
+};
+
+async function load({ modules, files }, options) {
+  const wasmModule = modules[WASM_FILE];
+  if (!wasmModule) throw new Error(`Pyodide needs ${WASM_FILE}`);
+  // Bound: Pyodide calls them as methods of the `js` object.
+  const timers = Object.fromEntries(["setTimeout", "clearTimeout", "setInterval", "clearInterval"].map((name) => [name, self[name].bind(self)]));
+  return withAssets(wasmModule, files, () =>
     loadPyodide({
-      indexURL: baseUrl,
-      lockFileContents: new TextDecoder().decode(files.get("pyodide-lock.json")),
+      indexURL: INDEX_URL,
+      lockFileContents: new TextDecoder().decode(files["pyodide-lock.json"]),
       createPyodideModule,
+      jsglobals: Object.freeze(Object.assign(Object.create(null), timers)),
+      ...options,
     }),
   );
-  pyodide.runPython(relayRunSource);
-  const relayRun = pyodide.globals.get("relay_run");
-  return {
-    run(job, sink) {
-      const exitCode = runCapsule(pyodide, relayRun, job, sink);
-      // The interpreter's whole wasm heap: it only grows, so this is the peak so far.
-      return { exitCode, memPeakMb: pyodide._module.HEAPU8.buffer.byteLength / MiB };
-    },
-  };
 }
 
-function runCapsule(pyodide, relayRun, job, sink) {
-  const written = writeFiles(pyodide.FS, job.files);
-  pyodide.setStdout({ write: streamWriter(sink, "stdout") });
-  pyodide.setStderr({ write: streamWriter(sink, "stderr") });
+/**
+ * Runs `load` while Pyodide's two requests for its files are answered from memory: fetch() of
+ * a file under INDEX_URL, and instantiating pyodide.asm.wasm, which uses the compiled module.
+ */
+async function withAssets(wasmModule, files, load) {
+  const { fetch, WebAssembly: wasm } = self;
+  const instantiateStreaming = wasm.instantiateStreaming;
+  self.fetch = async (input) => {
+    const name = String(input).startsWith(INDEX_URL) ? String(input).slice(INDEX_URL.length) : null;
+    if (name === WASM_FILE) return new Response(new Uint8Array(0), { headers: { "content-type": "application/wasm" } });
+    if (files[name]) return new Response(files[name]);
+    throw new TypeError(`the runner has no network: ${input}`);
+  };
+  wasm.instantiateStreaming = async (_response, imports) => ({
+    instance: await wasm.instantiate(wasmModule, imports),
+    module: wasmModule,
+  });
   try {
-    const { entry } = job;
-    const config = {
-      entry: entry.path,
-      argv: entry.argv,
-      env: entry.env,
-      cwd: entry.cwd,
-      stdin: entry.stdin,
-      wheels: written.filter((path) => path.endsWith(".whl")),
-    };
-    return relayRun(JSON.stringify(config));
+    return await load();
   } finally {
-    // The capsule's files go again (the program may have removed some itself).
-    for (const path of written) if (pyodide.FS.analyzePath(path).exists) pyodide.FS.unlink(path);
+    self.fetch = fetch;
+    wasm.instantiateStreaming = instantiateStreaming;
   }
 }
 
-/** Writes the capsule's files at /<relative path>; returns their absolute paths. */
+function runCapsule(pyodide, relayRun, job, sink) {
+  writeFiles(pyodide.FS, job.files);
+  pyodide.setStdout({ write: streamWriter(sink, "stdout") });
+  pyodide.setStderr({ write: streamWriter(sink, "stderr") });
+  const { entry } = job;
+  const config = {
+    entry: entry.path,
+    argv: entry.argv,
+    env: entry.env,
+    cwd: entry.cwd,
+    stdin: entry.stdin,
+    wheels: Object.keys(job.files).filter((path) => path.endsWith(".whl")).map((path) => `/${path}`),
+  };
+  // callPromising lets the program block on JS promises (stack switching), which is what
+  // asyncio.run() needs in Pyodide.
+  return relayRun.callPromising(JSON.stringify(config));
+}
+
+/** Writes the capsule's files at /<relative path>. */
 function writeFiles(FS, files) {
-  return Object.entries(files).map(([relative, bytes]) => {
+  for (const [relative, bytes] of Object.entries(files)) {
     const path = `/${relative}`;
     const dir = path.slice(0, path.lastIndexOf("/"));
     if (dir) FS.mkdirTree(dir);
     FS.writeFile(path, bytes);
-    return path;
-  });
+  }
 }
 
 /**
@@ -73,30 +118,4 @@ function streamWriter(sink, stream) {
     }
     return bytes.length;
   };
-}
-
-async function importBytes(bytes) {
-  const url = URL.createObjectURL(new Blob([bytes], { type: "text/javascript" }));
-  try {
-    return await import(url);
-  } finally {
-    URL.revokeObjectURL(url);
-  }
-}
-
-/** Runs `load` with fetch() answering URLs under baseUrl from `files`. */
-async function withFilesAsFetch(baseUrl, files, load) {
-  const previous = self.fetch;
-  self.fetch = (input, init) => {
-    const url = String(input instanceof Request ? input.url : input);
-    const name = url.startsWith(baseUrl) ? url.slice(baseUrl.length) : null;
-    if (!files.has(name)) return network.fetch(input, init);
-    const type = name.endsWith(".wasm") ? "application/wasm" : "application/octet-stream";
-    return Promise.resolve(new Response(files.get(name), { headers: { "content-type": type } }));
-  };
-  try {
-    return await load();
-  } finally {
-    self.fetch = previous;
-  }
 }

@@ -1,9 +1,10 @@
-// Runs JS capsules in QuickJS (quickjs-emscripten, release-sync variant, wasm from our vendored
-// copy). The wasm is compiled once per worker. A QuickJS instance (wasm memory + module) is
-// reused while runs leave its heap at its initial size; every run gets a fresh QuickJS runtime
-// and context, so runs share no JS state. The entry is evaluated as an ES module (top-level
-// await, relative imports between the capsule's files); promise jobs and timers are driven
-// until the program has nothing left to do, like Node's event loop.
+// Runs JS capsules in QuickJS (quickjs-emscripten, release-sync variant). The sandbox frame
+// compiles the wasm once and hands every runner worker the compiled module; a worker serves one
+// run, on a fresh instance whose wasm heap is capped at the run's memMb. The entry is evaluated
+// as an ES module (top-level await, relative imports between the capsule's files); promise jobs
+// and timers are driven until the program has nothing left to do, like Node's event loop.
+// Guest code lives inside the QuickJS interpreter and reaches the worker only through the four
+// host functions installPrelude() gives it.
 
 import { newQuickJSWASMModuleFromVariant, newVariant } from "quickjs-emscripten";
 import RELEASE_SYNC from "@jitl/quickjs-wasmfile-release-sync";
@@ -18,29 +19,26 @@ const MAX_HEAP_MIB = 2048;
 // Node's exit code when the program ends while its top-level await can never settle.
 const EXIT_UNSETTLED_AWAIT = 13;
 
-export async function createQuickJsEngine({ files }) {
-  const wasmModule = await WebAssembly.compile(files.get(WASM_FILE));
-  let instance = null; // {module, memory, capMiB}
-  return {
-    async run(job, sink) {
-      const capMiB = Math.min(MAX_HEAP_MIB, Math.max(job.limits.memMb, 2 * INITIAL_HEAP_MIB));
-      if (instance?.capMiB !== capMiB) instance = await instantiate(wasmModule, capMiB);
-      const { module, memory } = instance;
-      const outcome = await new QuickJsRun(module, job, sink).result;
-      const memPeakMb = memory.buffer.byteLength / MiB;
-      // Wasm memory never shrinks: after a run that grew the heap the next run gets a fresh
-      // instance, so every run starts small and memPeakMb is that run's own peak.
-      if (memPeakMb > INITIAL_HEAP_MIB) instance = null;
-      return { ...outcome, memPeakMb };
-    },
-  };
-}
+export const quickJsEngine = {
+  async start({ modules }) {
+    const wasmModule = modules[WASM_FILE];
+    if (!wasmModule) throw new Error(`QuickJS needs ${WASM_FILE}`);
+    return {
+      async run(job, sink) {
+        const capMiB = Math.min(MAX_HEAP_MIB, Math.max(job.limits.memMb, 2 * INITIAL_HEAP_MIB));
+        const { module, memory } = await instantiate(wasmModule, capMiB);
+        const outcome = await new QuickJsRun(module, job, sink).result;
+        return { ...outcome, memPeakMb: memory.buffer.byteLength / MiB };
+      },
+    };
+  },
+};
 
 /** A QuickJS instance whose wasm heap cannot grow past capMiB: the hard memory limit. */
 async function instantiate(wasmModule, capMiB) {
   const memory = new WebAssembly.Memory({ initial: (INITIAL_HEAP_MIB * MiB) / PAGE, maximum: (capMiB * MiB) / PAGE });
   const module = await newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmModule, wasmMemory: memory }));
-  return { module, memory, capMiB };
+  return { module, memory };
 }
 
 class QuickJsRun {

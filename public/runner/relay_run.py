@@ -1,9 +1,8 @@
-"""Runs one Python capsule inside the worker's shared Pyodide interpreter (see pyodide.js).
+"""Runs one Python capsule in a fresh Pyodide interpreter (see pyodide.js).
 
-The interpreter is loaded once and reused, so each run gets the process state a fresh
-`python <entry> <args>` would have (argv, environment, cwd, stdin, a fresh __main__) and the
-interpreter is put back afterwards: modules the run imported are forgotten, so a later capsule
-with a changed helper module imports its own copy.
+The runner worker serves a single run and is then thrown away, so nothing here needs undoing:
+the run gets the process state a fresh `python <entry> <args>` would have (argv, environment,
+cwd, stdin, a fresh __main__), and no later run ever sees what this one changed.
 """
 
 import io
@@ -19,7 +18,6 @@ def relay_run(config_json):
     returns the exit code."""
     config = json.loads(config_json)
     entry = config["entry"]
-    saved = _save_state()
     try:
         sys.argv = [entry, *config["argv"]]
         # Like `python entry.py`: the entry's directory first, then any wheels of the capsule
@@ -33,7 +31,6 @@ def relay_run(config_json):
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-        _restore_state(saved)
 
 
 def _run_entry(entry):
@@ -63,25 +60,3 @@ def _user_frames(tb, entry):
     while start is not None and start.tb_frame.f_code.co_filename != entry:
         start = start.tb_next
     return start
-
-
-def _save_state():
-    return {
-        "argv": sys.argv[:],
-        "path": sys.path[:],
-        "environ": dict(os.environ),
-        "cwd": os.getcwd(),
-        "modules": set(sys.modules),
-        "stdin": sys.stdin,
-    }
-
-
-def _restore_state(saved):
-    sys.argv = saved["argv"]
-    sys.path[:] = saved["path"]
-    os.environ.clear()
-    os.environ.update(saved["environ"])
-    os.chdir(saved["cwd"])
-    for name in set(sys.modules) - saved["modules"]:
-        del sys.modules[name]
-    sys.stdin = saved["stdin"]

@@ -1,0 +1,113 @@
+// Loads a runtime's files for the sandbox (lib/sandbox.js): QuickJS or Pyodide, vendored by
+// scripts/build-assets.mjs, plus the runner script built for it. runtimes.json lists each file
+// with its SRI hash; a file comes from the Cache API (cache `relay-runtime-<id>`) when a copy
+// with the same hash is there, else from this server with `fetch(url, {integrity})`, which
+// refuses bytes that do not match, and is then cached. A cached copy is checked against its
+// hash again on every load. Only this page's origin can write these caches: runner workers live
+// in an opaque origin with no storage at all.
+//
+// The same cache keeps a runtime's memory snapshot (Pyodide's interpreter state after boot),
+// labelled with the hashes of the files it was made from, so a reload skips the boot.
+
+const CACHE_PREFIX = "relay-runtime-";
+// The SRI a cached copy was verified against, stored with it: a rebuilt runtime under the same
+// id (new hash) is fetched again instead of served stale.
+const INTEGRITY_HEADER = "x-relay-integrity";
+const SNAPSHOT = "snapshot.bin";
+
+let catalogPromise;
+
+function runtimesJsonUrl() {
+  return new URL("runtimes.json", location.href);
+}
+
+function runtimeCatalog() {
+  if (!catalogPromise) {
+    catalogPromise = fetch(runtimesJsonUrl(), { cache: "no-cache" }).then((res) => {
+      if (!res.ok) throw new Error(`GET runtimes.json answered ${res.status}`);
+      return res.json();
+    });
+    // A failed fetch is not remembered: the next run tries again.
+    catalogPromise.catch(() => (catalogPromise = null));
+  }
+  return catalogPromise;
+}
+
+/**
+ * @returns {Promise<{[name: string]: ArrayBuffer}>} the runtime's files by name, plus
+ *   snapshot.bin when a snapshot made from exactly these files is cached.
+ */
+export async function loadRuntimeFiles(runtimeId) {
+  const { files, cache } = await runtimeEntry(runtimeId);
+  const entries = await Promise.all(
+    Object.entries(files).map(async ([name, file]) => {
+      const url = new URL(file.url, runtimesJsonUrl());
+      return [name, await cachedFile(cache, url, file.integrity)];
+    }),
+  );
+  const snapshot = await cache?.match(snapshotUrl(runtimeId));
+  if (snapshot?.headers.get(INTEGRITY_HEADER) === snapshotLabel(files)) {
+    entries.push([SNAPSHOT, await snapshot.arrayBuffer()]);
+  }
+  return Object.fromEntries(entries);
+}
+
+/** Keeps a snapshot the sandbox made, for the next load of this runtime. */
+export async function saveSnapshot(runtimeId, snapshot) {
+  const { files, cache } = await runtimeEntry(runtimeId);
+  await cache?.put(snapshotUrl(runtimeId), new Response(snapshot, { headers: { [INTEGRITY_HEADER]: snapshotLabel(files) } }));
+}
+
+/** Forgets a cached snapshot (the sandbox could not start from it). */
+export async function dropSnapshot(runtimeId) {
+  const { cache } = await runtimeEntry(runtimeId);
+  await cache?.delete(snapshotUrl(runtimeId));
+}
+
+async function runtimeEntry(runtimeId) {
+  const catalog = await runtimeCatalog();
+  const runtime = catalog[runtimeId];
+  if (!runtime) {
+    throw new Error(`unknown runtime "${runtimeId}"; this server offers ${Object.keys(catalog).join(", ")}`);
+  }
+  const cache = self.caches ? await caches.open(CACHE_PREFIX + runtimeId) : null;
+  return { files: runtime.files, cache };
+}
+
+function snapshotUrl(runtimeId) {
+  return new URL(`${CACHE_PREFIX}${runtimeId}/${SNAPSHOT}`, runtimesJsonUrl());
+}
+
+/** A snapshot is only good for the very files it was made from. */
+function snapshotLabel(files) {
+  return Object.keys(files)
+    .sort()
+    .map((name) => files[name].integrity)
+    .join(" ");
+}
+
+/** The SRI string of `bytes` with the algorithm `integrity` names (sha256/384/512). */
+async function sriOf(bytes, integrity) {
+  const algorithm = integrity.slice(0, integrity.indexOf("-"));
+  const digest = await crypto.subtle.digest(algorithm.replace("sha", "SHA-"), bytes);
+  return `${algorithm}-${btoa(String.fromCharCode(...new Uint8Array(digest)))}`;
+}
+
+async function cachedFile(cache, url, integrity) {
+  const hit = await cache?.match(url);
+  if (hit?.headers.get(INTEGRITY_HEADER) === integrity) {
+    // The cache is only as trustworthy as what wrote it: check the bytes, not the label.
+    const bytes = await hit.arrayBuffer();
+    if ((await sriOf(bytes, integrity)) === integrity) return bytes;
+  }
+  const res = await fetch(url, { integrity, cache: "no-cache" });
+  if (!res.ok) throw new Error(`GET ${url.pathname} answered ${res.status}`);
+  const bytes = await res.arrayBuffer();
+  await cache?.put(
+    url,
+    new Response(bytes, {
+      headers: { "content-type": res.headers.get("content-type") ?? "", [INTEGRITY_HEADER]: integrity },
+    }),
+  );
+  return bytes;
+}

@@ -1,0 +1,159 @@
+// The sandbox frame: the one place that creates the Web Workers guest code runs in, one worker
+// per run. The page loads it as <iframe sandbox="allow-scripts" src="sandbox.html">, so this
+// frame and every worker it creates have an opaque origin: none of the page's storage (Cache
+// API, IndexedDB, OPFS, cookies) exists for them. sandbox.html's Content-Security-Policy, which
+// blob: workers inherit, admits no network at all (no fetch, import(), importScripts,
+// WebSocket, EventSource), no eval or Function, and no script but this frame's own inline one;
+// wasm may compile. So a worker holds nothing worth escaping to, and guest code that takes
+// over its worker's realm (Pyodide's FFI hands Python that realm) finds no way out.
+//
+// A worker serves exactly one run. When a run takes a worker, the worker that ran before it is
+// terminated first, so no two guests are ever alive at once, and nothing a run leaves behind
+// (globals, timers, patched functions, interpreter state) is seen by the next. To keep that
+// cheap, each runtime keeps one standby worker loaded and waiting; it is replaced as soon as
+// it is taken.
+//
+// Messages (page <-> frame, window.postMessage; the frame answers only its parent):
+//   page -> frame  {type:"prepare", runtimeId, files:{name: ArrayBuffer}}   runtime files, SRI-checked by the page
+//                  {type:"take", runtimeId, runId}                          a ready worker for this run
+//                  {type:"kill", runId}                                     the run is over: terminate its worker
+//   frame -> page  {type:"hello"}                                           the frame is listening
+//                  {type:"prepared", runtimeId, snapshot?} | {type:"failed", runtimeId, message}
+//                  {type:"taken", runId} + [port]                           the port reaches the worker's glue
+//                  {type:"crashed", runId, message}                         the run's worker died of an error
+// The frame never reads what a worker says after it is ready: the page talks to it over the
+// port and judges every message itself (lib/runner-host.js).
+
+const runtimes = new Map(); // runtimeId -> Runtime
+let running = null; // {runId, worker}: the one worker a run holds
+
+window.addEventListener("message", ({ source, data }) => {
+  if (source !== window.parent || !data) return;
+  const handler = HANDLERS[data.type];
+  if (handler) handler(data).catch((err) => console.error(`sandbox: ${data.type}: ${err.message}`));
+});
+window.parent.postMessage({ type: "hello" }, "*");
+
+const HANDLERS = {
+  async prepare({ runtimeId, files }) {
+    try {
+      const runtime = await Runtime.create(runtimeId, files);
+      runtimes.set(runtimeId, runtime);
+      // A snapshot made here goes back to the page, which keeps it for the next page load.
+      const made = runtime.snapshot && !files["snapshot.bin"];
+      reply({ type: "prepared", runtimeId, ...(made && { snapshot: runtime.snapshot }) });
+    } catch (err) {
+      reply({ type: "failed", runtimeId, message: err.message });
+    }
+  },
+
+  async take({ runtimeId, runId }) {
+    stopRunning();
+    const runtime = runtimes.get(runtimeId);
+    if (!runtime) return reply({ type: "crashed", runId, message: `runtime ${runtimeId} was never prepared` });
+    let standby;
+    try {
+      standby = await runtime.takeStandby();
+    } catch (err) {
+      return reply({ type: "crashed", runId, message: `could not start ${runtimeId}: ${err.message}` });
+    }
+    stopRunning(); // a take that overtook this one while it waited
+    running = { runId, worker: standby.worker };
+    standby.worker.onerror = (event) => {
+      event.preventDefault();
+      if (running?.worker === standby.worker) reply({ type: "crashed", runId, message: event.message ?? "error" });
+    };
+    reply({ type: "taken", runId }, [standby.port]);
+  },
+
+  async kill({ runId }) {
+    if (running?.runId === runId) stopRunning();
+  },
+};
+
+function stopRunning() {
+  running?.worker.terminate();
+  running = null;
+}
+
+function reply(message, transfer = []) {
+  window.parent.postMessage(message, "*", transfer);
+}
+
+/**
+ * One runtime (e.g. pyodide@314): its runner script as a blob: URL, its wasm compiled once, an
+ * optional memory snapshot its first, guest-free worker made, and the standby worker.
+ */
+class Runtime {
+  static async create(runtimeId, files) {
+    const { "runner.js": runnerSource, "snapshot.bin": snapshot, ...rest } = files;
+    if (!runnerSource) throw new Error(`runtime ${runtimeId} has no runner.js`);
+    const modules = {};
+    const bytes = {};
+    for (const [name, buffer] of Object.entries(rest)) {
+      if (name.endsWith(".wasm")) modules[name] = await WebAssembly.compile(buffer);
+      else bytes[name] = new Uint8Array(buffer);
+    }
+    const url = URL.createObjectURL(new Blob([runnerSource], { type: "text/javascript" }));
+    const runtime = new Runtime(url, { modules, files: bytes });
+    runtime.snapshot = snapshot ? new Uint8Array(snapshot) : await runtime.bootstrap();
+    runtime.standby = runtime.spawn();
+    return runtime;
+  }
+
+  constructor(url, assets) {
+    this.url = url;
+    this.assets = assets;
+    this.snapshot = undefined;
+    this.standby = null; // Promise<{worker, port}>
+  }
+
+  /** Runs the runtime's bootstrap in a worker of its own (no guest ever runs there). */
+  async bootstrap() {
+    const { worker, answer } = this.start("bootstrap");
+    try {
+      return (await answer).snapshot;
+    } finally {
+      worker.terminate();
+    }
+  }
+
+  /** A worker that has loaded the runtime and waits for its one run. */
+  async spawn() {
+    const { worker, port, answer } = this.start("standby");
+    try {
+      await answer;
+    } catch (err) {
+      worker.terminate();
+      throw err;
+    }
+    return { worker, port };
+  }
+
+  /** The ready standby; a new one starts loading at once. A failed one is not kept. */
+  takeStandby() {
+    const standby = this.standby;
+    this.standby = this.spawn();
+    this.standby.catch(() => {});
+    return standby;
+  }
+
+  /** Starts a worker in `mode`; `answer` settles with its first message on the port. */
+  start(mode) {
+    const worker = new Worker(this.url, { name: "relay-runner" });
+    const { port1, port2 } = new MessageChannel();
+    const answer = new Promise((resolve, reject) => {
+      port1.onmessage = ({ data }) => {
+        port1.onmessage = null;
+        if (data?.type === "ready") resolve(data);
+        else reject(new Error(data?.message ?? "the runner failed to start"));
+      };
+      worker.onerror = (event) => {
+        event.preventDefault();
+        reject(new Error(event.message ?? "the runner failed to load"));
+      };
+    });
+    worker.postMessage({ mode, ...this.assets, snapshot: this.snapshot }, [port2]);
+    return { worker, port: port1, answer };
+  }
+}
