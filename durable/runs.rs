@@ -136,7 +136,8 @@ async fn admit(
     Ok(Ok(Admitted { run_id, signals, timeout_ms, attach_wait_ms: settings.attach_wait_ms, end }))
 }
 
-/// The `capsule` command for the tab, with a token scoped to this tenant for fetching files.
+/// The `capsule` command for the tab, with a token (sent as `Authorization: Bearer`) that only
+/// reads this tenant's capsule files.
 fn capsule_event(signer: &Signer, caller: &Caller, run_id: &str, capsule: &Capsule) -> Vec<u8> {
     let claims = AttachClaims::new(&caller.tenant.id, &caller.session, now_ms() / 1000, format!("cap_{run_id}"));
     let token = claims.sign_for_capsule_files(signer);
@@ -147,7 +148,8 @@ fn capsule_event(signer: &Signer, caller: &Caller, run_id: &str, capsule: &Capsu
         "hash": capsule.hash,
         "language": capsule.manifest.language,
         "size": size,
-        "manifestUrl": format!("/capsules/{}/capsule.json?token={token}", capsule.hash),
+        "manifestUrl": format!("/capsules/{}/capsule.json", capsule.hash),
+        "token": token,
     });
     sse_frame("capsule", &data)
 }

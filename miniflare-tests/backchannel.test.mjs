@@ -22,7 +22,7 @@ before(async () => {
   });
   assert.equal(attach.status, 200);
   ({ attachToken: token } = await attach.json());
-  const events = await fetch(`${BASE}/session/${SESSION}/events?token=${token}`);
+  const events = await fetch(`${BASE}/session/${SESSION}/events`, { headers: bearer(token) });
   assert.equal(events.headers.get("content-type"), "text/event-stream");
   commands = sseEvents(events.body);
   assert.equal((await commands.next()).value.event, "hello");
@@ -33,6 +33,8 @@ after(async () => {
   await commands?.return();
   await client?.close();
 });
+
+const bearer = (t) => ({ authorization: `Bearer ${t}` });
 
 /** Yields `{event, data}` for each SSE event of a stream (comments skipped). */
 async function* sseEvents(body) {
@@ -55,14 +57,14 @@ async function startRun(code) {
   const result = client.callTool({ name: "run_js", arguments: { code } });
   const { value } = await commands.next();
   assert.equal(value.event, "capsule");
-  assert.match(value.data.manifestUrl, new RegExp(`^/capsules/${value.data.hash}/capsule.json\\?token=`));
+  assert.equal(value.data.manifestUrl, `/capsules/${value.data.hash}/capsule.json`);
   return { runId: value.data.runId, result };
 }
 
 function post(lines, t = token) {
-  return fetch(`${BASE}/session/${SESSION}/result?token=${t}`, {
+  return fetch(`${BASE}/session/${SESSION}/result`, {
     method: "POST",
-    headers: { "content-type": "application/x-ndjson" },
+    headers: { ...bearer(t), "content-type": "application/x-ndjson" },
     body: lines.map((l) => (typeof l === "string" ? l : JSON.stringify(l))).join("\n") + "\n",
   });
 }
@@ -96,16 +98,17 @@ test("a batch sent twice is applied once", async () => {
 test("the token a capsule comes with reads capsule files and cannot act as a tab", async () => {
   const result = client.callTool({ name: "run_js", arguments: { code: "console.log('scoped')" } });
   const { value } = await commands.next();
-  const filesToken = new URL(value.data.manifestUrl, BASE).searchParams.get("token");
-  assert.equal((await fetch(`${BASE}${value.data.manifestUrl}`)).status, 200);
-  assert.equal((await fetch(`${BASE}/session/${SESSION}/events?token=${filesToken}`)).status, 401);
+  const filesToken = value.data.token;
+  assert.equal((await fetch(`${BASE}${value.data.manifestUrl}`, { headers: bearer(filesToken) })).status, 200);
+  assert.equal((await fetch(`${BASE}${value.data.manifestUrl}`)).status, 401, "no token, no file");
+  assert.equal((await fetch(`${BASE}/session/${SESSION}/events`, { headers: bearer(filesToken) })).status, 401);
   assert.equal((await post([exit(value.data.runId, 0)], filesToken)).status, 401);
   assert.equal((await post([exit(value.data.runId, 0)])).status, 200);
   await result;
 });
 
 test("an attach token refreshes into a new one; a capsule-files token does not", async () => {
-  const res = await fetch(`${BASE}/session/${SESSION}/refresh?token=${token}`, { method: "POST" });
+  const res = await fetch(`${BASE}/session/${SESSION}/refresh`, { method: "POST", headers: bearer(token) });
   assert.equal(res.status, 200);
   const grant = await res.json();
   assert.equal(grant.sessionId, SESSION);
@@ -114,11 +117,18 @@ test("an attach token refreshes into a new one; a capsule-files token does not",
   assert.equal((await post([], grant.attachToken)).status, 200, "the new token works");
   const result = client.callTool({ name: "run_js", arguments: { code: "console.log('refresh')" } });
   const { value } = await commands.next();
-  const filesToken = new URL(value.data.manifestUrl, BASE).searchParams.get("token");
-  const refused = await fetch(`${BASE}/session/${SESSION}/refresh?token=${filesToken}`, { method: "POST" });
+  const refused = await fetch(`${BASE}/session/${SESSION}/refresh`, { method: "POST", headers: bearer(value.data.token) });
   assert.equal(refused.status, 401);
   await post([exit(value.data.runId, 0)]);
   await result;
+});
+
+test("tokens are taken only from the Authorization header, never from the URL", async () => {
+  for (const [path, method] of [["events", "GET"], ["result", "POST"], ["refresh", "POST"]]) {
+    const res = await fetch(`${BASE}/session/${SESSION}/${path}?token=${token}`, { method, body: method === "POST" ? "" : undefined });
+    assert.equal(res.status, 401, path);
+    assert.match((await res.json()).error.message, /Authorization: Bearer/);
+  }
 });
 
 test("events for an unknown run are refused with 404", async () => {

@@ -97,8 +97,6 @@ describe("run_py", () => {
   });
 });
 
-});
-
 describe("limits", () => {
   test("a run past its timeout is killed as Timeout, and the next run works", async () => {
     const result = await runJs("for (;;) {}", { policy: { limits: { timeoutMs: 1000 } } });

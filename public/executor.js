@@ -30,7 +30,7 @@ async function main() {
   }
   const { key, session } = readFragment();
   let client;
-  const backchannel = new Backchannel(() => client.resultUrl(), {
+  const backchannel = new Backchannel(() => client.endpoint("result"), {
     onUnauthorized: () => client.renew(),
     onDropped: (err) => status.error(`results lost after retries: ${err.message}`),
   });

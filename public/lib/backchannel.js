@@ -1,4 +1,4 @@
-// The result backchannel: run events go to POST /session/<id>/result?token=... as NDJSON
+// The result backchannel: run events go to POST /session/<id>/result as NDJSON
 // batches, one line per event {runId, seq, type, ...}. seq counts from 0 per run, so the server
 // can put events in order and drop a batch it already has. Chrome streams request bodies only
 // over HTTP/2, so instead of one endless upload events are batched (every ~20 ms, at 64 KiB,
@@ -16,12 +16,13 @@ const RIDES_ALONG = new Set(["load-runtime", "execute"]);
 
 export class Backchannel {
   /**
-   * @param resultUrl () => string, the current backchannel URL (its token changes on refresh)
+   * @param endpoint () => {url, headers}, where to post and the current attach token's header
+   *   (the token changes on refresh)
    * @param options.onUnauthorized () => Promise, called before retrying a batch refused with 401
    * @param options.onDropped (error) => void, a batch that failed all its retries
    */
-  constructor(resultUrl, { onUnauthorized = async () => {}, onDropped = () => {} } = {}) {
-    this.resultUrl = resultUrl;
+  constructor(endpoint, { onUnauthorized = async () => {}, onDropped = () => {} } = {}) {
+    this.endpoint = endpoint;
     this.onUnauthorized = onUnauthorized;
     this.onDropped = onDropped;
     this.lines = [];
@@ -69,7 +70,10 @@ export class Backchannel {
   async send(body) {
     try {
       await withRetry(
-        () => fetchOk(this.resultUrl(), { method: "POST", headers: { "content-type": "application/x-ndjson" }, body }),
+        () => {
+          const { url, headers } = this.endpoint();
+          return fetchOk(url, { method: "POST", headers: { ...headers, "content-type": "application/x-ndjson" }, body });
+        },
         {
           retryable: (err) => err.status === 401 || isTransient(err),
           beforeRetry: (err) => (err.status === 401 ? this.onUnauthorized() : undefined),

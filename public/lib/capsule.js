@@ -19,14 +19,16 @@ const MAX_KNOWN_MANIFESTS = 64;
 const knownManifests = new Map();
 
 /**
- * @param announced the `capsule` SSE event's data: {hash, manifestUrl, language}
+ * @param announced the `capsule` SSE event's data: {hash, manifestUrl, token, language}; the
+ *   token (sent as `Authorization: Bearer`) reads this capsule's files
  * @returns {Promise<{manifest, files: Object<string, Uint8Array>, limits}>}
  * @throws {ValidationError} when the capsule must be refused
  */
 export async function loadCapsule(announced, keyRing, { signal } = {}) {
   const manifestUrl = new URL(announced.manifestUrl, location.href);
-  const manifest = knownManifests.get(announced.hash) ?? (await fetchManifest(announced, manifestUrl, keyRing, signal));
-  const layers = await Promise.all(manifest.fsLayers.map((layer) => layerBytes(layer, manifestUrl, signal)));
+  const init = { headers: { authorization: `Bearer ${announced.token}` }, signal };
+  const manifest = knownManifests.get(announced.hash) ?? (await fetchManifest(announced, manifestUrl, keyRing, init));
+  const layers = await Promise.all(manifest.fsLayers.map((layer) => layerBytes(layer, manifestUrl, init)));
   const files = {};
   for (const bytes of layers) Object.assign(files, await unzip(bytes));
   const entry = manifest.entry.path.slice(1);
@@ -34,8 +36,8 @@ export async function loadCapsule(announced, keyRing, { signal } = {}) {
   return { manifest, files, limits: { ...DEFAULT_LIMITS, ...manifest.policy?.limits } };
 }
 
-async function fetchManifest(announced, manifestUrl, keyRing, signal) {
-  const text = await withRetry(async () => (await fetchOk(manifestUrl, { signal })).text(), { signal });
+async function fetchManifest(announced, manifestUrl, keyRing, init) {
+  const text = await withRetry(async () => (await fetchOk(manifestUrl, init)).text(), { signal: init.signal });
   const manifest = parseManifest(text);
   await verifyManifestSignature(manifest, keyRing);
   checkManifest(manifest, announced.language);
@@ -70,7 +72,7 @@ function checkManifest(manifest, language) {
 }
 
 /** A layer's verified bytes: from the layer cache, else from the server next to the manifest. */
-async function layerBytes(layer, manifestUrl, signal) {
+async function layerBytes(layer, manifestUrl, init) {
   const cache = self.caches ? await caches.open(LAYER_CACHE) : null;
   const key = new URL(`/.relay-layers/${layer.sha256}`, location.origin);
   const hit = await cache?.match(key);
@@ -80,10 +82,9 @@ async function layerBytes(layer, manifestUrl, signal) {
     if ((await sha256Hex(bytes)) === layer.sha256) return bytes;
   }
 
-  // Layers sit beside capsule.json and take the same access token.
+  // Layers sit beside capsule.json and take the same token.
   const url = new URL(layer.path, manifestUrl);
-  url.search = manifestUrl.search;
-  const bytes = await withRetry(async () => new Uint8Array(await (await fetchOk(url, { signal })).arrayBuffer()), { signal });
+  const bytes = await withRetry(async () => new Uint8Array(await (await fetchOk(url, init)).arrayBuffer()), { signal: init.signal });
   if (layer.size !== undefined && bytes.length !== layer.size) {
     throw new ValidationError(`layer ${layer.id} is ${bytes.length} bytes, the manifest says ${layer.size}`);
   }

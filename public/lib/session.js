@@ -1,7 +1,9 @@
 // This tab's membership in a relay session: attach with the API key (POST /session), keep the
 // short-lived attach token fresh (POST /session/<id>/refresh), and keep the command stream
-// (SSE GET /session/<id>/events) open, reopening it with a fresh token whenever it drops.
+// (SSE GET /session/<id>/events) open, reopening it with a fresh token whenever it drops. The
+// token goes in `Authorization: Bearer`, never in a URL.
 
+import { readEventStream } from "./event-stream.js";
 import { HttpError, fetchOk } from "./http.js";
 
 const COMMANDS = ["hello", "capsule", "cancel", "shutdown"];
@@ -37,7 +39,7 @@ export class SessionClient {
 
   stop() {
     this.stopped = true;
-    this.events?.close();
+    this.events?.abort();
     clearTimeout(this.refreshTimer);
   }
 
@@ -45,12 +47,12 @@ export class SessionClient {
     return this.grant?.sessionId;
   }
 
-  resultUrl() {
-    return this.url("result");
-  }
-
-  url(action) {
-    return `/session/${encodeURIComponent(this.grant.sessionId)}/${action}?token=${encodeURIComponent(this.grant.attachToken)}`;
+  /** Where `action` (events, result, refresh) is, and the headers that prove this tab. */
+  endpoint(action) {
+    return {
+      url: `/session/${encodeURIComponent(this.grant.sessionId)}/${action}`,
+      headers: { authorization: `Bearer ${this.grant.attachToken}` },
+    };
   }
 
   async attach() {
@@ -83,7 +85,8 @@ export class SessionClient {
   async renewOnce() {
     if (!this.grant || this.grant.expiresAt <= Date.now()) return this.attach();
     try {
-      const res = await fetchOk(this.url("refresh"), { method: "POST" });
+      const { url, headers } = this.endpoint("refresh");
+      const res = await fetchOk(url, { method: "POST", headers });
       this.useGrant(await res.json());
     } catch (err) {
       if (!(err instanceof HttpError) || err.status >= 500) throw err;
@@ -91,20 +94,23 @@ export class SessionClient {
     }
   }
 
+  /** Opens the command stream; when it ends or fails, it is reopened with a fresh token. */
   listen() {
-    const source = new EventSource(this.url("events"));
-    this.events = source;
-    for (const type of COMMANDS) {
-      source.addEventListener(type, (event) => {
-        if (type === "hello") this.failures = 0;
-        this.onCommand(type, JSON.parse(event.data));
+    const stream = new AbortController();
+    this.events = stream;
+    const { url, headers } = this.endpoint("events");
+    fetchOk(url, { headers, signal: stream.signal })
+      .then((res) => readEventStream(res.body, (type, data) => this.command(type, data)))
+      .catch(() => {})
+      .finally(() => {
+        if (stream === this.events && !this.stopped) this.reconnectLater();
       });
-    }
-    // EventSource would retry with the same, possibly expired, token: reconnect ourselves.
-    source.onerror = () => {
-      source.close();
-      if (source === this.events && !this.stopped) this.reconnectLater();
-    };
+  }
+
+  command(type, data) {
+    if (!COMMANDS.includes(type)) return;
+    if (type === "hello") this.failures = 0;
+    this.onCommand(type, JSON.parse(data));
   }
 
   reconnectLater() {

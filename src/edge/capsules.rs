@@ -3,11 +3,12 @@
 //!
 //! R2 layout: `capsules/<tenantId>/<hash>/capsule.json` (the signed manifest) and
 //! `layers/<sha256>` (layer zips, shared: content-addressed, written once). A capsule file is
-//! served only to its tenant, proven by an attach token (`?token=`) or the tenant's API key.
+//! served only to its tenant, proven by `Authorization: Bearer` with the capsule-files token
+//! that came with the capsule, or with the tenant's API key.
 
 use super::http::{error, json, with_header};
 use super::tenants::authenticate;
-use crate::auth::AttachClaims;
+use crate::auth::{bearer, check_key_shape, AttachClaims};
 use crate::capsule::jws::{KeySet, Signer};
 use crate::capsule::{self, Capsule};
 use crate::range::{self, RangeAnswer};
@@ -161,16 +162,19 @@ fn immutable(response: Response, sha256: &str, content_type: &str) -> Response {
     response.with_headers(headers)
 }
 
-/// The tenant a capsule request speaks for: an attach token in `?token=` or an API key.
+/// The tenant a capsule request speaks for: the bearer is an API key (`rk_...`) or else a
+/// capsule-files token.
 async fn owner(req: &Request, env: &Env) -> Result<std::result::Result<String, Response>> {
-    let url = req.url()?;
-    if let Some((_, token)) = url.query_pairs().find(|(k, _)| k == "token") {
-        return Ok(match AttachClaims::verify_capsule_files(&token, &token_keys(env)?, super::now_ms() / 1000) {
-            Ok(claims) => Ok(claims.sub),
-            Err(e) => Err(error(401, "Unauthorized", e.to_string())),
-        });
+    let header = req.headers().get("authorization")?;
+    match bearer(header.as_deref()) {
+        Some(token) if check_key_shape(token).is_err() => {
+            Ok(match AttachClaims::verify_capsule_files(token, &token_keys(env)?, super::now_ms() / 1000) {
+                Ok(claims) => Ok(claims.sub),
+                Err(e) => Err(error(401, "Unauthorized", e.to_string())),
+            })
+        }
+        _ => Ok(authenticate(req, env).await?.map(|tenant| tenant.id)),
     }
-    Ok(authenticate(req, env).await?.map(|tenant| tenant.id))
 }
 
 fn hex_bytes(hex: &str) -> Vec<u8> {

@@ -1,7 +1,8 @@
 //! Tabs attaching as executors: `POST /session` mints an attach token (EdDSA JWT, 5 minutes)
 //! for a relay session of the caller's tenant; `/session/:id/refresh` renews it; `events` and
 //! `result` are forwarded to the session's DO once the token is checked. The tenant is taken
-//! from the token, so a session id in the path never reaches another tenant.
+//! from the token, so a session id in the path never reaches another tenant. Tokens travel in
+//! `Authorization: Bearer`, never in URLs, which access logs and trace stores keep.
 
 use super::capsules::{signer, token_keys};
 use super::http::{error, json, own_origin};
@@ -9,7 +10,7 @@ use super::mcp::{session_stub, to_session};
 use super::tenants::authenticate;
 use super::{now_ms, random};
 use crate::auth::tenant::hex;
-use crate::auth::{session_name_ok, AttachClaims, Tenant};
+use crate::auth::{bearer, session_name_ok, AttachClaims, Tenant};
 use serde_json::{json, Value};
 use worker::{Env, Request, Response, Result};
 
@@ -30,7 +31,7 @@ pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
     issue(env, &tenant.id, session)
 }
 
-/// `POST /session/:id/refresh?token=`: a new token for the same session, before the old expires.
+/// `POST /session/:id/refresh` with the token: a new one for the same session, before the old expires.
 pub fn refresh(req: &Request, env: &Env, session: &str) -> Result<Response> {
     let claims = match check_token(req, env, session)? {
         Ok(claims) => claims,
@@ -50,19 +51,20 @@ fn new_jti() -> String {
     format!("att_{}", hex(&random::<12>()))
 }
 
-/// `{sessionId, attachToken, expiresAt}`; refresh with `POST /session/<id>/refresh?token=`.
+/// `{sessionId, attachToken, expiresAt}`; refresh with `POST /session/<id>/refresh`.
 fn grant(env: &Env, claims: &AttachClaims) -> Result<Response> {
     let token = claims.sign(&signer(env)?);
     Ok(json(200, &json!({ "sessionId": claims.sid, "attachToken": token, "expiresAt": claims.exp * 1000 })))
 }
 
-/// Checks `?token=` for the path's session.
+/// Checks the attach token in `Authorization: Bearer` for the path's session.
 fn check_token(req: &Request, env: &Env, session: &str) -> Result<std::result::Result<AttachClaims, Response>> {
-    let url = req.url()?;
-    let Some((_, token)) = url.query_pairs().find(|(k, _)| k == "token") else {
-        return Ok(Err(error(401, "Unauthorized", "missing ?token=: attach with POST /session first")));
+    let header = req.headers().get("authorization")?;
+    let Some(token) = bearer(header.as_deref()) else {
+        let message = "missing `Authorization: Bearer <attachToken>`: attach with POST /session first (tokens are not accepted in URLs)";
+        return Ok(Err(error(401, "Unauthorized", message)));
     };
-    Ok(AttachClaims::verify_for(&token, &token_keys(env)?, session, now_ms() / 1000)
+    Ok(AttachClaims::verify_for(token, &token_keys(env)?, session, now_ms() / 1000)
         .map_err(|e| error(401, "Unauthorized", e.to_string())))
 }
 
