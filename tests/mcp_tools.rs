@@ -437,6 +437,7 @@ fn error_names_and_statuses() {
         (ErrorName::OutputLimitExceeded, "OutputLimitExceeded", 413),
         (ErrorName::DepsResolutionFailed, "DepsResolutionFailed", 424),
         (ErrorName::NoExecutorAttached, "NoExecutorAttached", 425),
+        (ErrorName::Cancelled, "Cancelled", 499),
         (ErrorName::Internal, "Internal", 500),
     ];
     assert_eq!(ErrorName::ALL.len(), expected.len());

@@ -317,3 +317,26 @@ proptest! {
         prop_assert_eq!(got, expected);
     }
 }
+
+#[test]
+fn a_reserved_run_keeps_its_place_and_holds_up_the_line_until_ready() {
+    let mut q = queue();
+    assert_eq!(q.reserve("a", 0), Admission::Queued { ahead: 0 });
+    assert_eq!(q.admit("b", 1), Admission::Queued { ahead: 1 });
+    assert_eq!(q.step(2, true), Step::default(), "b is ready but a is first");
+    q.mark_ready("a");
+    assert_eq!(q.step(3, true), started("a"));
+    q.remove("a");
+    assert_eq!(q.step(4, true), started("b"));
+}
+
+#[test]
+fn a_reserved_run_that_is_removed_lets_the_next_one_start() {
+    let mut q = queue();
+    q.reserve("a", 0);
+    q.admit("b", 0);
+    assert_eq!(q.remove("a"), Removed::Waiting);
+    assert_eq!(q.step(1, true), started("b"));
+    q.mark_ready("a"); // too late: nothing to mark
+    assert_eq!(q.depth(), 0);
+}

@@ -15,17 +15,21 @@ pub enum ErrorName {
     OutputLimitExceeded,
     DepsResolutionFailed,
     NoExecutorAttached,
+    /// The run was stopped before it ended: the client cancelled or went away, or it waited
+    /// in the queue too long.
+    Cancelled,
     Internal,
 }
 
 impl ErrorName {
-    pub const ALL: [ErrorName; 7] = [
+    pub const ALL: [ErrorName; 8] = [
         ErrorName::ValidationError,
         ErrorName::PolicyDenied,
         ErrorName::Timeout,
         ErrorName::OutputLimitExceeded,
         ErrorName::DepsResolutionFailed,
         ErrorName::NoExecutorAttached,
+        ErrorName::Cancelled,
         ErrorName::Internal,
     ];
 
@@ -37,7 +41,18 @@ impl ErrorName {
             ErrorName::OutputLimitExceeded => "OutputLimitExceeded",
             ErrorName::DepsResolutionFailed => "DepsResolutionFailed",
             ErrorName::NoExecutorAttached => "NoExecutorAttached",
+            ErrorName::Cancelled => "Cancelled",
             ErrorName::Internal => "Internal",
+        }
+    }
+
+    /// The exit code of a run that ended with this error: 124 for a timeout as GNU
+    /// timeout(1), 130 for a cancel as a program stopped by SIGINT, else 1.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorName::Timeout => 124,
+            ErrorName::Cancelled => 130,
+            _ => 1,
         }
     }
 
@@ -50,6 +65,8 @@ impl ErrorName {
             ErrorName::OutputLimitExceeded => 413,
             ErrorName::DepsResolutionFailed => 424,
             ErrorName::NoExecutorAttached => 425,
+            // nginx's "client closed request": no standard status says it.
+            ErrorName::Cancelled => 499,
             ErrorName::Internal => 500,
         }
     }
@@ -63,6 +80,7 @@ impl ErrorName {
             ErrorName::OutputLimitExceeded => "stdout/stderr went over policy.limits.stdoutBytes. Print summaries and write bulky results to /out instead.",
             ErrorName::DepsResolutionFailed => "a dependency could not be resolved or bundled: npm packages must be pure JavaScript (no Node built-ins, no native addons), Python packages pure-Python wheels. Pick another version or package; the message quotes the log.",
             ErrorName::NoExecutorAttached => "no browser tab is attached to this relay session, so nothing can run. Ask the user to open the relay page (its URL is in the message) and keep the tab open, then retry.",
+            ErrorName::Cancelled => "the run was stopped before it finished: its request was cancelled, or it waited in the queue longer than the tenant allows. Call again if the result is still needed.",
             ErrorName::Internal => "a fault in relay itself, not in your code. Retry once; if it happens again, tell the user the message.",
         }
     }

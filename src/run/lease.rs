@@ -39,12 +39,25 @@ impl Lease {
         self.last_heard_ms = Some(now_ms.max(self.last_heard_ms.unwrap_or(0)));
     }
 
-    pub fn verdict(&self, now_ms: u64) -> Verdict {
+    /// Whether the tab has said anything for this run: then it has started it.
+    pub fn acknowledged(&self) -> bool {
+        self.last_heard_ms.is_some()
+    }
+
+    /// When the verdict can next change.
+    pub fn check_at_ms(&self) -> u64 {
         match self.last_heard_ms {
-            None if now_ms >= self.started_ms + ACK_WITHIN_MS => Verdict::NeverAcknowledged,
-            None => Verdict::Alive { check_at_ms: self.started_ms + ACK_WITHIN_MS },
-            Some(last) if now_ms >= last + SILENCE_MS => Verdict::Silent,
-            Some(last) => Verdict::Alive { check_at_ms: last + SILENCE_MS },
+            None => self.started_ms + ACK_WITHIN_MS,
+            Some(last) => last + SILENCE_MS,
+        }
+    }
+
+    pub fn verdict(&self, now_ms: u64) -> Verdict {
+        let check_at_ms = self.check_at_ms();
+        match self.last_heard_ms {
+            _ if now_ms < check_at_ms => Verdict::Alive { check_at_ms },
+            None => Verdict::NeverAcknowledged,
+            Some(_) => Verdict::Silent,
         }
     }
 }

@@ -1,5 +1,7 @@
 //! The run queue of one relay session (seed 000 section 1.3): FIFO, one run at a time, a
-//! bounded number waiting, and runs that waited too long cancelled.
+//! bounded number waiting, and runs that waited too long cancelled. A run can take its place
+//! in line before it can start (`reserve`, then `mark_ready`), so the order is the order runs
+//! were admitted even when preparing one takes longer than preparing the next.
 
 use std::collections::VecDeque;
 
@@ -7,6 +9,8 @@ use std::collections::VecDeque;
 struct Waiting {
     run_id: String,
     since_ms: u64,
+    /// False while its capsule is being stored: a run not ready holds up the ones behind it.
+    ready: bool,
 }
 
 /// Where a new run was put.
@@ -48,21 +52,42 @@ impl RunQueue {
         RunQueue { waiting: VecDeque::new(), running: None, max_queued, max_wait_ms }
     }
 
-    /// Adds a run at the back, unless `max_queued` runs already wait.
+    /// Adds a run, ready to start, at the back, unless `max_queued` runs already wait.
     pub fn admit(&mut self, run_id: &str, now_ms: u64) -> Admission {
+        self.push(run_id, now_ms, true)
+    }
+
+    /// Like `admit`, but the run may not start before `mark_ready`.
+    pub fn reserve(&mut self, run_id: &str, now_ms: u64) -> Admission {
+        self.push(run_id, now_ms, false)
+    }
+
+    fn push(&mut self, run_id: &str, now_ms: u64, ready: bool) -> Admission {
         if self.waiting.len() >= self.max_queued as usize {
             return Admission::Full { max: self.max_queued };
         }
         let ahead = self.waiting.len() + usize::from(self.running.is_some());
-        self.waiting.push_back(Waiting { run_id: run_id.to_owned(), since_ms: now_ms });
+        self.waiting.push_back(Waiting { run_id: run_id.to_owned(), since_ms: now_ms, ready });
         Admission::Queued { ahead }
     }
 
-    /// Drops expired runs and, when the executor is free and `executor_ready`, starts the next.
+    /// A reserved run may now start when its turn comes.
+    pub fn mark_ready(&mut self, run_id: &str) {
+        if let Some(waiting) = self.waiting.iter_mut().find(|w| w.run_id == run_id) {
+            waiting.ready = true;
+        }
+    }
+
+    /// Drops expired runs and, when the executor is free and `executor_ready`, starts the next
+    /// (if it is ready: the runs behind it wait their turn).
     pub fn step(&mut self, now_ms: u64, executor_ready: bool) -> Step {
         let expired = self.expire(now_ms);
-        let started =
-            if self.running.is_none() && executor_ready { self.waiting.pop_front().map(|w| w.run_id) } else { None };
+        let head_ready = self.waiting.front().is_some_and(|w| w.ready);
+        let started = if self.running.is_none() && executor_ready && head_ready {
+            self.waiting.pop_front().map(|w| w.run_id)
+        } else {
+            None
+        };
         self.running = self.running.take().or_else(|| started.clone());
         Step { started, expired }
     }
@@ -94,12 +119,17 @@ impl RunQueue {
     pub fn requeue_front(&mut self, run_id: &str, now_ms: u64) {
         if self.running.as_deref() == Some(run_id) {
             self.running = None;
-            self.waiting.push_front(Waiting { run_id: run_id.to_owned(), since_ms: now_ms });
+            self.waiting.push_front(Waiting { run_id: run_id.to_owned(), since_ms: now_ms, ready: true });
         }
     }
 
     pub fn running(&self) -> Option<&str> {
         self.running.as_deref()
+    }
+
+    /// Since when the longest-waiting run has waited (a requeued run waits anew).
+    pub fn oldest_waiting_since(&self) -> Option<u64> {
+        self.waiting.iter().map(|w| w.since_ms).min()
     }
 
     /// Runs waiting (not counting the one running).

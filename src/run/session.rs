@@ -1,0 +1,460 @@
+//! One relay session's runs as a pure state machine: the queue, the tabs attached as executors
+//! and which one gets the next run, every deadline, each run's log and the verdicts on the
+//! tab's backchannel, cancellation. It has no clock and does no I/O: the Session DO feeds it
+//! [`Input`]s with the current time and performs the [`Output`]s it returns.
+//!
+//! A run is admitted (its place in line is fixed before its capsule is stored, so runs start
+//! in admission order), made ready, sent to the newest tab, acknowledged, executed, and ends
+//! exactly once, with one [`Output::Finish`]. One run executes at a time per relay session.
+//!
+//! Deadlines (docs/ARCHITECTURE.md "Invariants"): a tab acknowledges a capsule within
+//! `lease::ACK_WITHIN_MS` or is dropped and the run goes back to the front of the line (it
+//! never started); a running tab that is silent for `lease::SILENCE_MS` ends the run; a sent
+//! run must finish within `LOAD_BUDGET_MS + timeout + TIMEOUT_GRACE_MS`, and once the tab says
+//! the program started, within `timeout + TIMEOUT_GRACE_MS`; a run waits for a tab at most the
+//! tenant's attach wait, and in the queue at most its max wait.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde_json::{json, Value};
+
+use super::backchannel::{Applied, EventBody, Exit, RunLog, TabEvent};
+use super::lease::{Lease, Verdict};
+use super::queue::{Admission, RunQueue};
+use crate::mcp::ErrorName;
+
+/// What a tab may spend fetching a capsule and loading a runtime before the program starts
+/// (the page gives itself the same).
+pub const LOAD_BUDGET_MS: u64 = 120_000;
+/// How long past its own timeout a silent tab gets before the run is declared timed out (the
+/// tab enforces the timeout itself and reports it; this is for a tab that cannot).
+pub const TIMEOUT_GRACE_MS: u64 = 10_000;
+/// Ended runs remembered, so that late or retried batches get a clear 409.
+pub const FINISHED_KEPT: usize = 64;
+
+/// The tenant's queue settings for this relay session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub max_queued: u32,
+    pub max_wait_ms: u64,
+    pub attach_wait_ms: u64,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A `tools/call` for a run: takes its place in line (`Admitted` or `Refused`).
+    Admit { run: String, timeout_ms: u64, output_cap: u64 },
+    /// The run's capsule is stored: it may be sent when its turn comes.
+    Ready { run: String },
+    /// A tab opened its command stream.
+    TabAttached { tab: String },
+    /// A tab's command stream could not be written: it is gone.
+    TabGone { tab: String },
+    /// A batch from a tab's backchannel (answered with `Reply`).
+    Heard { events: Vec<TabEvent> },
+    /// Time passed: deadlines are checked.
+    Tick,
+    /// The run is to end now, for this reason.
+    Cancel { run: String, why: Cancel },
+}
+
+/// Why a run is cancelled.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cancel {
+    /// The client sent `notifications/cancelled`: its request gets no answer.
+    ByClient,
+    /// The client closed the request's response stream.
+    ClientGone,
+    /// The run could not be prepared (its capsule was not stored).
+    Unprepared(String),
+}
+
+/// What the DO must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// The run is in line with `ahead` runs before it.
+    Admitted { run: String, ahead: usize },
+    /// The queue is full (`max` waiting): the run was not admitted.
+    Refused { run: String, max: u32 },
+    /// Write a command to a tab's stream (a failed write is `Input::TabGone`).
+    Send { tab: String, command: Command },
+    /// Close a tab's stream: it is taken for dead.
+    DropTab { tab: String },
+    /// Stream this to the run's client (output kept under the cap, progress).
+    Forward { run: String, body: EventBody },
+    /// The run ended: answer its client (unless `answer` is false) and audit it.
+    Finish { run: String, outcome: Outcome, answer: bool },
+    /// The answer to a `Heard` batch.
+    Reply(BatchReply),
+}
+
+/// A command for a tab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Run this run's capsule.
+    Capsule { run: String },
+    /// Stop this run.
+    Cancel { run: String },
+}
+
+/// How a run ended and what it printed (within its output cap).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub exit: Exit,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The answer to a backchannel batch: each event applied, skipped as a duplicate, or refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchReply {
+    pub applied: usize,
+    pub duplicates: usize,
+    /// `(run, seq, reason)` of each refused event.
+    pub refused: Vec<(String, u64, String)>,
+    /// How many of the refused named no run of this relay session.
+    pub unknown: usize,
+}
+
+impl BatchReply {
+    /// 200 when nothing was refused; 404 when every refused event named an unknown run and
+    /// nothing else was in the batch; 409 otherwise.
+    pub fn status(&self) -> u16 {
+        match self.refused.len() {
+            0 => 200,
+            n if n == self.unknown && self.applied + self.duplicates == 0 => 404,
+            _ => 409,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let refused: Vec<Value> =
+            self.refused.iter().map(|(run, seq, why)| json!({ "runId": run, "seq": seq, "reason": why })).collect();
+        let mut body = json!({ "applied": self.applied, "duplicates": self.duplicates, "refused": refused });
+        let name = match self.status() {
+            404 => "UnknownRun",
+            409 => "EventsRefused",
+            _ => return body,
+        };
+        let total = self.applied + self.duplicates + self.refused.len();
+        let message = format!("{} of {total} events refused", self.refused.len());
+        body["error"] = json!({ "name": name, "message": message });
+        body
+    }
+}
+
+/// Where a sent run is.
+#[derive(Debug, Clone)]
+struct Assignment {
+    tab: String,
+    lease: Lease,
+    deadline_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Run {
+    log: RunLog,
+    timeout_ms: u64,
+    assigned: Option<Assignment>,
+    /// Since when the run has been waiting with no tab attached.
+    no_tab_since: Option<u64>,
+    /// False once the client cancelled its request: it gets no answer.
+    answer: bool,
+}
+
+impl Run {
+    fn ended(&self) -> bool {
+        self.log.exit.is_some()
+    }
+}
+
+/// The runs of one relay session.
+#[derive(Debug, Clone)]
+pub struct Session {
+    settings: Settings,
+    queue: RunQueue,
+    /// Attached tabs, oldest first; the newest gets the next run (an older one may be gone
+    /// without anyone having noticed yet).
+    tabs: Vec<String>,
+    runs: HashMap<String, Run>,
+    /// Ended runs, oldest first, kept for late batches until `FINISHED_KEPT` have ended since.
+    finished: VecDeque<String>,
+}
+
+impl Session {
+    pub fn new(settings: Settings) -> Self {
+        Session {
+            settings,
+            queue: RunQueue::new(settings.max_queued, settings.max_wait_ms),
+            tabs: Vec::new(),
+            runs: HashMap::new(),
+            finished: VecDeque::new(),
+        }
+    }
+
+    /// Applies `input` at `now_ms`; returns what the DO must do, in order.
+    pub fn handle(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        match input {
+            Input::Admit { run, timeout_ms, output_cap } => self.admit(now_ms, run, timeout_ms, output_cap, &mut out),
+            Input::Ready { run } => self.queue.mark_ready(&run),
+            Input::TabAttached { tab } => self.tabs.push(tab),
+            Input::TabGone { tab } => self.tab_gone(now_ms, &tab, &mut out),
+            Input::Heard { events } => {
+                let reply = self.heard(now_ms, &events, &mut out);
+                out.push(Output::Reply(reply));
+            }
+            Input::Tick => self.check_running(now_ms, &mut out),
+            Input::Cancel { run, why } => self.cancel(&run, why, &mut out),
+        }
+        self.pump(now_ms, &mut out);
+        out
+    }
+
+    /// When the next deadline falls, if any: the DO ticks the machine then at the latest.
+    pub fn next_wake(&self) -> Option<u64> {
+        let wait = self.settings.max_wait_ms;
+        let attach = self.settings.attach_wait_ms;
+        self.runs
+            .values()
+            .filter(|run| !run.ended())
+            .flat_map(|run| {
+                let lease = run.assigned.as_ref().map(|a| a.lease.check_at_ms().min(a.deadline_ms));
+                let attach_wait = run.no_tab_since.map(|since| since.saturating_add(attach));
+                [lease, attach_wait]
+            })
+            .flatten()
+            .chain(self.queue.oldest_waiting_since().map(|since| since.saturating_add(wait).saturating_add(1)))
+            .min()
+    }
+
+    /// Attached tabs, oldest first.
+    pub fn tabs(&self) -> &[String] {
+        &self.tabs
+    }
+
+    /// Runs waiting (not counting the one running).
+    pub fn queue_depth(&self) -> usize {
+        self.queue.depth()
+    }
+
+    fn admit(&mut self, now_ms: u64, run: String, timeout_ms: u64, output_cap: u64, out: &mut Vec<Output>) {
+        if self.runs.contains_key(&run) {
+            return; // run ids are unique: a repeat is ignored
+        }
+        match self.queue.reserve(&run, now_ms) {
+            Admission::Full { max } => out.push(Output::Refused { run, max }),
+            Admission::Queued { ahead } => {
+                let entry =
+                    Run { log: RunLog::new(output_cap), timeout_ms, assigned: None, no_tab_since: None, answer: true };
+                self.runs.insert(run.clone(), entry);
+                out.push(Output::Admitted { run, ahead });
+            }
+        }
+    }
+
+    fn tab_gone(&mut self, now_ms: u64, tab: &str, out: &mut Vec<Output>) {
+        self.tabs.retain(|t| t != tab);
+        if let Some(run) = self.running_on(tab) {
+            self.lost(now_ms, &run, out);
+        }
+    }
+
+    /// The run's tab is gone: a run it never acknowledged goes back to the front of the line
+    /// (it never started); one it had started ends.
+    fn lost(&mut self, now_ms: u64, run: &str, out: &mut Vec<Output>) {
+        let Some(entry) = self.runs.get_mut(run) else { return };
+        let Some(assigned) = entry.assigned.take() else { return };
+        if assigned.lease.acknowledged() {
+            let message = "the executor tab went away mid-run (closed, reloaded or offline); run the tool again";
+            self.end(run, ErrorName::Internal, message.into(), out);
+        } else {
+            self.queue.requeue_front(run, now_ms);
+        }
+    }
+
+    fn running_on(&self, tab: &str) -> Option<String> {
+        let run = self.queue.running()?;
+        let assigned = self.runs.get(run)?.assigned.as_ref()?;
+        (assigned.tab == tab).then(|| run.to_owned())
+    }
+
+    /// Applies a batch, event by event: a retried batch's events are duplicates; an event for
+    /// an unknown run, a run not on a tab, an ended run, or past a gap is refused alone.
+    fn heard(&mut self, now_ms: u64, events: &[TabEvent], out: &mut Vec<Output>) -> BatchReply {
+        let mut reply = BatchReply { applied: 0, duplicates: 0, refused: Vec::new(), unknown: 0 };
+        for event in events {
+            let refusal = match self.apply(now_ms, event, out) {
+                Ok(Applied::New) => {
+                    reply.applied += 1;
+                    continue;
+                }
+                Ok(Applied::Duplicate) => {
+                    reply.duplicates += 1;
+                    continue;
+                }
+                Ok(Applied::Gap { expected }) => format!("expected seq {expected}"),
+                Ok(Applied::Finished) => "the run has already ended".to_owned(),
+                Err(why) => {
+                    reply.unknown += usize::from(why.is_none());
+                    why.unwrap_or_else(|| format!("no run {} in this relay session", event.run_id))
+                }
+            };
+            reply.refused.push((event.run_id.clone(), event.seq, refusal));
+        }
+        reply
+    }
+
+    /// Applies one event. `Err(None)`: no such run; `Err(Some(why))`: refused.
+    fn apply(&mut self, now_ms: u64, event: &TabEvent, out: &mut Vec<Output>) -> Result<Applied, Option<String>> {
+        let run = self.runs.get_mut(&event.run_id).ok_or(None)?;
+        if run.ended() {
+            return Ok(run.log.apply(event));
+        }
+        let Some(assigned) = run.assigned.as_mut() else {
+            return Err(Some("the run is not on a tab (it went back to the queue)".into()));
+        };
+        assigned.lease.heard(now_ms);
+        let before = (run.log.stdout.len(), run.log.stderr.len());
+        let applied = run.log.apply(event);
+        if applied != Applied::New {
+            return Ok(applied);
+        }
+        let forward = match &event.body {
+            EventBody::Stdout { .. } => Some(EventBody::Stdout { data: run.log.stdout[before.0..].to_owned() }),
+            EventBody::Stderr { .. } => Some(EventBody::Stderr { data: run.log.stderr[before.1..].to_owned() }),
+            EventBody::Progress { phase, .. } => {
+                if phase == "execute" {
+                    assigned.deadline_ms = now_ms.saturating_add(run.timeout_ms).saturating_add(TIMEOUT_GRACE_MS);
+                }
+                Some(event.body.clone())
+            }
+            EventBody::Exit { .. } | EventBody::Error(_) => None,
+        };
+        let kept_nothing =
+            matches!(&forward, Some(EventBody::Stdout { data } | EventBody::Stderr { data }) if data.is_empty());
+        if let Some(body) = forward.filter(|_| !kept_nothing) {
+            out.push(Output::Forward { run: event.run_id.clone(), body });
+        }
+        if run.ended() {
+            self.finish(&event.run_id, out);
+        }
+        Ok(Applied::New)
+    }
+
+    /// The running run's lease and deadline.
+    fn check_running(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        let Some(run) = self.queue.running().map(str::to_owned) else { return };
+        let Some(entry) = self.runs.get(&run) else { return };
+        let Some(assigned) = entry.assigned.clone() else { return };
+        match assigned.lease.verdict(now_ms) {
+            Verdict::NeverAcknowledged => {
+                // The tab was gone before the run began: drop it, and the run goes to another.
+                self.tabs.retain(|t| *t != assigned.tab);
+                out.push(Output::DropTab { tab: assigned.tab.clone() });
+                self.lost(now_ms, &run, out);
+            }
+            Verdict::Silent => {
+                out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
+                self.lost(now_ms, &run, out);
+            }
+            Verdict::Alive { .. } if now_ms >= assigned.deadline_ms => {
+                out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
+                let message = format!(
+                    "the run did not finish within its {} ms timeout (policy.limits.timeoutMs); it was stopped",
+                    entry.timeout_ms
+                );
+                self.end(&run, ErrorName::Timeout, message, out);
+            }
+            Verdict::Alive { .. } => {}
+        }
+    }
+
+    fn cancel(&mut self, run: &str, why: Cancel, out: &mut Vec<Output>) {
+        let Some(entry) = self.runs.get_mut(run) else { return };
+        if entry.ended() {
+            return;
+        }
+        if let Some(assigned) = &entry.assigned {
+            out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.to_owned() } });
+        }
+        let (name, message) = match why {
+            Cancel::ByClient => {
+                entry.answer = false;
+                (ErrorName::Cancelled, "the client cancelled the request".to_owned())
+            }
+            Cancel::ClientGone => (ErrorName::Cancelled, "the client closed the request".to_owned()),
+            Cancel::Unprepared(why) => (ErrorName::Internal, format!("the run could not be prepared: {why}")),
+        };
+        self.end(run, name, message, out);
+    }
+
+    /// Moves the line on: expired runs end, runs waiting too long for a tab end, and the next
+    /// ready run goes to the newest tab.
+    fn pump(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        let step = self.queue.step(now_ms, !self.tabs.is_empty());
+        for run in step.expired {
+            let minutes = self.settings.max_wait_ms / 60_000;
+            let message = format!("the run waited in the queue for over {minutes} minutes and was cancelled");
+            self.end(&run, ErrorName::Cancelled, message, out);
+        }
+        self.check_attach_wait(now_ms, out);
+        if let (Some(run), Some(tab)) = (step.started, self.tabs.last().cloned()) {
+            self.send(now_ms, &run, tab, out);
+        }
+    }
+
+    fn check_attach_wait(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        let no_tab = self.tabs.is_empty();
+        let attach_wait = self.settings.attach_wait_ms;
+        let mut gave_up = Vec::new();
+        for (id, run) in self.runs.iter_mut().filter(|(_, run)| !run.ended() && run.assigned.is_none()) {
+            run.no_tab_since = if no_tab { run.no_tab_since.or(Some(now_ms)) } else { None };
+            if run.no_tab_since.is_some_and(|since| now_ms >= since.saturating_add(attach_wait)) {
+                gave_up.push(id.clone());
+            }
+        }
+        gave_up.sort(); // HashMap order is arbitrary; outputs are not
+        for run in gave_up {
+            let message = format!("no browser tab attached within {attach_wait} ms");
+            self.end(&run, ErrorName::NoExecutorAttached, message, out);
+        }
+    }
+
+    fn send(&mut self, now_ms: u64, run: &str, tab: String, out: &mut Vec<Output>) {
+        let Some(entry) = self.runs.get_mut(run) else { return };
+        let deadline_ms = now_ms.saturating_add(LOAD_BUDGET_MS + TIMEOUT_GRACE_MS).saturating_add(entry.timeout_ms);
+        entry.assigned = Some(Assignment { tab: tab.clone(), lease: Lease::new(now_ms), deadline_ms });
+        entry.no_tab_since = None;
+        out.push(Output::Send { tab, command: Command::Capsule { run: run.to_owned() } });
+        let started = EventBody::Progress { phase: "started".into(), runtime_id: None };
+        out.push(Output::Forward { run: run.to_owned(), body: started });
+    }
+
+    /// Ends a run from the server's side, unless it has ended.
+    fn end(&mut self, run: &str, name: ErrorName, message: String, out: &mut Vec<Output>) {
+        let Some(entry) = self.runs.get_mut(run) else { return };
+        if entry.ended() {
+            return;
+        }
+        entry.log.fail(name.as_str(), message, name.exit_code());
+        self.finish(run, out);
+    }
+
+    /// The run has ended (its log has its exit): free the line and report it, once.
+    fn finish(&mut self, run: &str, out: &mut Vec<Output>) {
+        self.queue.remove(run);
+        let Some(entry) = self.runs.get_mut(run) else { return };
+        entry.assigned = None;
+        let Some(exit) = entry.log.exit.clone() else { return };
+        let outcome = Outcome { exit, stdout: entry.log.stdout.clone(), stderr: entry.log.stderr.clone() };
+        out.push(Output::Finish { run: run.to_owned(), outcome, answer: entry.answer });
+        self.finished.push_back(run.to_owned());
+        while self.finished.len() > FINISHED_KEPT {
+            if let Some(old) = self.finished.pop_front() {
+                self.runs.remove(&old);
+            }
+        }
+    }
+}

@@ -1,0 +1,635 @@
+//! The run state machine of one relay session: every fault the end-to-end suite covers,
+//! replayed as event sequences, and invariants over random sequences (every admitted run ends
+//! exactly once, no run executes twice, one run at a time, runs start in admission order).
+
+use std::collections::{HashMap, HashSet};
+
+use proptest::prelude::*;
+use relay_edge::mcp::ErrorName;
+use relay_edge::run::backchannel::{EventBody, TabEvent, Usage};
+use relay_edge::run::lease::{ACK_WITHIN_MS, SILENCE_MS};
+use relay_edge::run::session::{
+    Cancel, Command, Input, Output, Session, Settings, FINISHED_KEPT, LOAD_BUDGET_MS, TIMEOUT_GRACE_MS,
+};
+
+const SETTINGS: Settings = Settings { max_queued: 100, max_wait_ms: 300_000, attach_wait_ms: 5_000 };
+const TIMEOUT: u64 = 60_000;
+const CAP: u64 = 1_000;
+
+fn session() -> Session {
+    Session::new(SETTINGS)
+}
+
+fn admit(run: &str) -> Input {
+    Input::Admit { run: run.into(), timeout_ms: TIMEOUT, output_cap: CAP }
+}
+
+fn ready(run: &str) -> Input {
+    Input::Ready { run: run.into() }
+}
+
+fn tab(tab: &str) -> Input {
+    Input::TabAttached { tab: tab.into() }
+}
+
+fn ev(run: &str, seq: u64, body: EventBody) -> TabEvent {
+    TabEvent { run_id: run.into(), seq, body }
+}
+
+fn progress(phase: &str) -> EventBody {
+    EventBody::Progress { phase: phase.into(), runtime_id: None }
+}
+
+fn stdout(data: &str) -> EventBody {
+    EventBody::Stdout { data: data.into() }
+}
+
+fn exit(code: i32) -> EventBody {
+    EventBody::Exit { exit_code: code, usage: Usage { wall_ms: 5, mem_peak_mb: 1 }, error: None }
+}
+
+fn heard(events: Vec<TabEvent>) -> Input {
+    Input::Heard { events }
+}
+
+fn sent(tab: &str, run: &str) -> Output {
+    Output::Send { tab: tab.into(), command: Command::Capsule { run: run.into() } }
+}
+
+fn cancel_sent(tab: &str, run: &str) -> Output {
+    Output::Send { tab: tab.into(), command: Command::Cancel { run: run.into() } }
+}
+
+/// The `Finish` outputs: `(run, error name or "", exit code, answer)`.
+fn finishes(out: &[Output]) -> Vec<(String, String, i32, bool)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Finish { run, outcome, answer } => Some((
+                run.clone(),
+                outcome.exit.error.as_ref().map(|e| e.name.clone()).unwrap_or_default(),
+                outcome.exit.exit_code,
+                *answer,
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn reply(out: &[Output]) -> (u16, serde_json::Value) {
+    out.iter()
+        .find_map(|o| match o {
+            Output::Reply(reply) => Some((reply.status(), reply.to_json())),
+            _ => None,
+        })
+        .expect("a Heard batch is always answered")
+}
+
+/// Admits `run`, makes it ready and attaches tab `t`: the run is sent to it at `now`.
+fn started(s: &mut Session, now: u64, run: &str, t: &str) {
+    s.handle(now, admit(run));
+    s.handle(now, ready(run));
+    let out = s.handle(now, tab(t));
+    assert!(out.contains(&sent(t, run)), "{out:?}");
+}
+
+// ---- the happy path ----
+
+#[test]
+fn a_run_is_admitted_sent_streamed_and_finished_once() {
+    let mut s = session();
+    assert_eq!(s.handle(0, admit("a")), vec![Output::Admitted { run: "a".into(), ahead: 0 }]);
+    assert_eq!(s.handle(1, tab("t1")), vec![], "not ready: its capsule is still being stored");
+    let out = s.handle(2, ready("a"));
+    assert_eq!(out[0], sent("t1", "a"));
+    assert!(matches!(&out[1], Output::Forward { body: EventBody::Progress { phase, .. }, .. } if phase == "started"));
+    let out = s.handle(
+        3,
+        heard(vec![ev("a", 0, progress("received")), ev("a", 1, progress("execute")), ev("a", 2, stdout("hi\n"))]),
+    );
+    assert!(out.contains(&Output::Forward { run: "a".into(), body: stdout("hi\n") }));
+    assert_eq!(reply(&out).0, 200);
+    let out = s.handle(4, heard(vec![ev("a", 3, exit(0))]));
+    assert_eq!(finishes(&out), vec![("a".into(), "".into(), 0, true)]);
+    let Some(Output::Finish { outcome, .. }) = out.iter().find(|o| matches!(o, Output::Finish { .. })) else {
+        unreachable!()
+    };
+    assert_eq!(outcome.stdout, "hi\n");
+    assert_eq!(outcome.exit.usage.wall_ms, 5);
+    assert_eq!(s.next_wake(), None, "nothing left to wait for");
+}
+
+#[test]
+fn runs_start_in_admission_order_even_when_a_later_one_is_ready_first() {
+    let mut s = session();
+    s.handle(0, tab("t1"));
+    s.handle(0, admit("a"));
+    assert_eq!(s.handle(0, admit("b")), vec![Output::Admitted { run: "b".into(), ahead: 1 }]);
+    assert_eq!(s.handle(1, ready("b")), vec![], "b waits for a, which is still being prepared");
+    assert!(s.handle(2, ready("a")).contains(&sent("t1", "a")));
+    let out = s.handle(3, heard(vec![ev("a", 0, exit(0))]));
+    assert!(out.contains(&sent("t1", "b")), "{out:?}");
+}
+
+#[test]
+fn the_newest_tab_gets_the_next_run() {
+    let mut s = session();
+    s.handle(0, tab("old"));
+    s.handle(0, tab("new"));
+    s.handle(0, admit("a"));
+    assert!(s.handle(0, ready("a")).contains(&sent("new", "a")));
+}
+
+#[test]
+fn one_run_executes_at_a_time_whatever_the_number_of_tabs() {
+    let mut s = session();
+    s.handle(0, tab("t1"));
+    s.handle(0, tab("t2"));
+    for run in ["a", "b"] {
+        s.handle(0, admit(run));
+    }
+    assert!(s.handle(0, ready("a")).contains(&sent("t2", "a")));
+    let out = s.handle(0, ready("b"));
+    assert!(!out.iter().any(|o| matches!(o, Output::Send { .. })), "{out:?}");
+    assert_eq!(s.queue_depth(), 1);
+}
+
+// ---- admission ----
+
+#[test]
+fn a_full_queue_refuses_and_remembers_nothing() {
+    let mut s = Session::new(Settings { max_queued: 2, ..SETTINGS });
+    s.handle(0, admit("a"));
+    s.handle(0, admit("b"));
+    assert_eq!(s.handle(0, admit("c")), vec![Output::Refused { run: "c".into(), max: 2 }]);
+    let (status, _) = reply(&s.handle(0, heard(vec![ev("c", 0, exit(0))])));
+    assert_eq!(status, 404, "a refused run is unknown");
+}
+
+#[test]
+fn a_run_id_admitted_twice_is_admitted_once() {
+    let mut s = session();
+    s.handle(0, admit("a"));
+    assert_eq!(s.handle(0, admit("a")), vec![]);
+    assert_eq!(s.queue_depth(), 1);
+}
+
+#[test]
+fn a_run_that_could_not_be_prepared_ends_as_internal_and_frees_the_line() {
+    let mut s = session();
+    s.handle(0, tab("t1"));
+    s.handle(0, admit("a"));
+    s.handle(0, admit("b"));
+    s.handle(0, ready("b"));
+    let out = s.handle(1, Input::Cancel { run: "a".into(), why: Cancel::Unprepared("R2 refused it".into()) });
+    assert_eq!(finishes(&out), vec![("a".into(), "Internal".into(), 1, true)]);
+    assert!(out.contains(&sent("t1", "b")));
+}
+
+// ---- no tab ----
+
+#[test]
+fn with_no_tab_a_run_ends_with_no_executor_attached_after_the_attach_wait() {
+    let mut s = session();
+    s.handle(0, admit("a"));
+    s.handle(0, ready("a"));
+    assert_eq!(s.next_wake(), Some(SETTINGS.attach_wait_ms));
+    assert_eq!(finishes(&s.handle(SETTINGS.attach_wait_ms - 1, Input::Tick)), vec![]);
+    let out = s.handle(SETTINGS.attach_wait_ms, Input::Tick);
+    assert_eq!(finishes(&out), vec![("a".into(), "NoExecutorAttached".into(), 1, true)]);
+}
+
+#[test]
+fn a_tab_attaching_within_the_wait_gets_the_run() {
+    let mut s = session();
+    s.handle(0, admit("a"));
+    s.handle(0, ready("a"));
+    let out = s.handle(SETTINGS.attach_wait_ms - 1, tab("t1"));
+    assert!(out.contains(&sent("t1", "a")));
+    assert!(finishes(&s.handle(SETTINGS.attach_wait_ms + 1, Input::Tick)).is_empty());
+}
+
+// ---- a tab that goes away ----
+
+#[test]
+fn a_tab_gone_before_acknowledging_gives_the_run_to_another_tab() {
+    let mut s = session();
+    s.handle(0, tab("t1"));
+    s.handle(0, tab("t2"));
+    s.handle(0, admit("a"));
+    assert!(s.handle(0, ready("a")).contains(&sent("t2", "a")));
+    let out = s.handle(100, Input::TabGone { tab: "t2".into() });
+    assert!(out.contains(&sent("t1", "a")), "{out:?}");
+    assert!(finishes(&out).is_empty());
+}
+
+#[test]
+fn an_idle_tab_killed_before_a_run_is_not_a_mid_run_failure() {
+    // The tab died while idle; the DO only learns it when writing to it (a heartbeat) or when
+    // the capsule goes unacknowledged. Either way the run never started: NoExecutorAttached.
+    for how in ["heartbeat fails", "never acknowledged"] {
+        let mut s = session();
+        started(&mut s, 0, "a", "dead");
+        let out = match how {
+            "heartbeat fails" => s.handle(2_000, Input::TabGone { tab: "dead".into() }),
+            _ => s.handle(ACK_WITHIN_MS, Input::Tick),
+        };
+        assert!(finishes(&out).is_empty(), "{how}: {out:?}");
+        if how == "never acknowledged" {
+            assert!(out.contains(&Output::DropTab { tab: "dead".into() }));
+        }
+        let gone = if how == "heartbeat fails" { 2_000 } else { ACK_WITHIN_MS };
+        let out = s.handle(gone + SETTINGS.attach_wait_ms, Input::Tick);
+        assert_eq!(finishes(&out), vec![("a".into(), "NoExecutorAttached".into(), 1, true)], "{how}");
+        assert!(s.tabs().is_empty());
+    }
+}
+
+#[test]
+fn a_tab_gone_after_acknowledging_ends_the_run() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    s.handle(10, heard(vec![ev("a", 0, progress("received"))]));
+    let out = s.handle(20, Input::TabGone { tab: "t1".into() });
+    assert_eq!(finishes(&out), vec![("a".into(), "Internal".into(), 1, true)]);
+}
+
+#[test]
+fn silence_mid_run_ends_the_run_and_tells_the_tab_to_stop() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    s.handle(10, heard(vec![ev("a", 0, progress("received"))]));
+    assert_eq!(s.next_wake(), Some(10 + SILENCE_MS));
+    assert!(finishes(&s.handle(10 + SILENCE_MS - 1, Input::Tick)).is_empty());
+    let out = s.handle(10 + SILENCE_MS, Input::Tick);
+    assert!(out.contains(&cancel_sent("t1", "a")));
+    let done = finishes(&out);
+    assert_eq!(done, vec![("a".into(), "Internal".into(), 1, true)]);
+}
+
+#[test]
+fn a_requeued_run_refuses_late_events_from_the_tab_that_dropped_it() {
+    let mut s = session();
+    started(&mut s, 0, "a", "slow");
+    s.handle(ACK_WITHIN_MS, Input::Tick); // dropped; a is back in line, no tab to take it
+    let (status, body) = reply(&s.handle(ACK_WITHIN_MS + 1, heard(vec![ev("a", 0, progress("received"))])));
+    assert_eq!(status, 409);
+    assert!(body["refused"][0]["reason"].as_str().unwrap().contains("not on a tab"));
+}
+
+// ---- deadlines ----
+
+#[test]
+fn once_executing_a_run_has_its_timeout_plus_grace() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    s.handle(1_000, heard(vec![ev("a", 0, progress("received")), ev("a", 1, progress("execute"))]));
+    let deadline = 1_000 + TIMEOUT + TIMEOUT_GRACE_MS;
+    // Keep the lease alive right up to the deadline.
+    let mut seq = 2;
+    let mut now = 1_000;
+    while now + SILENCE_MS / 2 < deadline {
+        now += SILENCE_MS / 2;
+        s.handle(now, heard(vec![ev("a", seq, progress("running"))]));
+        seq += 1;
+    }
+    assert!(finishes(&s.handle(deadline - 1, Input::Tick)).is_empty());
+    let out = s.handle(deadline, Input::Tick);
+    assert!(out.contains(&cancel_sent("t1", "a")));
+    assert_eq!(finishes(&out), vec![("a".into(), "Timeout".into(), 124, true)]);
+}
+
+#[test]
+fn before_executing_a_run_also_has_the_load_budget() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    let deadline = LOAD_BUDGET_MS + TIMEOUT + TIMEOUT_GRACE_MS;
+    let mut now = 0;
+    let mut seq = 0;
+    while now + SILENCE_MS / 2 < deadline {
+        now += SILENCE_MS / 2;
+        s.handle(now, heard(vec![ev("a", seq, progress("load-runtime"))]));
+        seq += 1;
+    }
+    assert!(finishes(&s.handle(deadline - 1, Input::Tick)).is_empty());
+    assert_eq!(finishes(&s.handle(deadline, Input::Tick)), vec![("a".into(), "Timeout".into(), 124, true)]);
+}
+
+#[test]
+fn a_run_waiting_past_the_queue_limit_is_cancelled_without_ever_starting() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    s.handle(0, heard(vec![ev("a", 0, progress("received"))]));
+    s.handle(0, admit("b"));
+    s.handle(0, ready("b"));
+    // Keep a alive (a long run) while b waits.
+    let mut seq = 1;
+    let mut now = 0;
+    let mut ended = Vec::new();
+    while now <= SETTINGS.max_wait_ms {
+        now += SILENCE_MS / 2;
+        ended.extend(finishes(&s.handle(now, heard(vec![ev("a", seq, progress("running"))]))));
+        seq += 1;
+    }
+    assert_eq!(ended, vec![("b".into(), "Cancelled".into(), 130, true)]);
+}
+
+// ---- the backchannel ----
+
+#[test]
+fn a_retried_batch_is_applied_once_and_output_is_forwarded_once() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    let batch = vec![ev("a", 0, progress("received")), ev("a", 1, stdout("x"))];
+    let first = s.handle(1, heard(batch.clone()));
+    let second = s.handle(2, heard(batch));
+    let forwarded = |out: &[Output]| out.iter().filter(|o| matches!(o, Output::Forward { .. })).count();
+    assert_eq!(forwarded(&first), 2);
+    assert_eq!(forwarded(&second), 0);
+    assert_eq!(reply(&second).1["duplicates"], 2);
+    assert_eq!(reply(&second).0, 200);
+}
+
+#[test]
+fn an_event_past_a_gap_is_refused_alone_and_the_resend_completes_the_run() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    let out = s.handle(1, heard(vec![ev("a", 0, progress("received")), ev("a", 2, exit(0))]));
+    let (status, body) = reply(&out);
+    assert_eq!(status, 409);
+    assert_eq!(body["applied"], 1);
+    assert_eq!(body["refused"][0]["reason"], "expected seq 1");
+    let out = s.handle(2, heard(vec![ev("a", 1, stdout("b")), ev("a", 2, exit(0))]));
+    assert_eq!(finishes(&out).len(), 1);
+}
+
+#[test]
+fn unknown_runs_get_404_and_mixed_refusals_409_with_the_rest_applied() {
+    let mut s = session();
+    let (status, body) = reply(&s.handle(0, heard(vec![ev("nope", 0, exit(0))])));
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["name"], "UnknownRun");
+    started(&mut s, 0, "a", "t1");
+    let out = s.handle(1, heard(vec![ev("nope", 0, exit(0)), ev("a", 0, exit(3))]));
+    let (status, body) = reply(&out);
+    assert_eq!(status, 409);
+    assert_eq!(body["error"]["name"], "EventsRefused");
+    assert_eq!(finishes(&out), vec![("a".into(), "".into(), 3, true)]);
+}
+
+#[test]
+fn late_events_after_the_end_get_409_until_the_run_is_forgotten() {
+    let mut s = session();
+    s.handle(0, tab("t1"));
+    for i in 0..=FINISHED_KEPT {
+        let run = format!("r{i}");
+        s.handle(0, admit(&run));
+        s.handle(0, ready(&run));
+        s.handle(0, heard(vec![ev(&run, 0, exit(0))]));
+    }
+    let late = |s: &mut Session, run: &str| reply(&s.handle(1, heard(vec![ev(run, 1, stdout("late"))]))).0;
+    assert_eq!(late(&mut s, &format!("r{FINISHED_KEPT}")), 409);
+    assert_eq!(late(&mut s, "r0"), 404, "the oldest ended run was forgotten");
+}
+
+#[test]
+fn output_past_the_cap_is_not_forwarded_and_the_run_says_so() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    let big = "x".repeat(CAP as usize + 10);
+    let out = s.handle(1, heard(vec![ev("a", 0, stdout(&big)), ev("a", 1, stdout("more")), ev("a", 2, exit(0))]));
+    let forwarded: Vec<&Output> = out.iter().filter(|o| matches!(o, Output::Forward { .. })).collect();
+    assert_eq!(forwarded, vec![&Output::Forward { run: "a".into(), body: stdout(&big[..CAP as usize]) }]);
+    assert_eq!(finishes(&out), vec![("a".into(), "OutputLimitExceeded".into(), 1, true)]);
+}
+
+// ---- cancellation ----
+
+#[test]
+fn a_waiting_run_cancelled_by_its_client_is_never_sent_and_gets_no_answer() {
+    let mut s = session();
+    s.handle(0, admit("a"));
+    let out = s.handle(1, Input::Cancel { run: "a".into(), why: Cancel::ByClient });
+    assert_eq!(finishes(&out), vec![("a".into(), "Cancelled".into(), 130, false)]);
+    s.handle(2, ready("a"));
+    let out = s.handle(3, tab("t1"));
+    assert!(!out.iter().any(|o| matches!(o, Output::Send { .. })), "{out:?}");
+}
+
+#[test]
+fn a_running_run_whose_client_went_away_is_stopped_in_its_tab() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    let out = s.handle(1, Input::Cancel { run: "a".into(), why: Cancel::ClientGone });
+    assert!(out.contains(&cancel_sent("t1", "a")));
+    assert_eq!(finishes(&out), vec![("a".into(), "Cancelled".into(), 130, true)]);
+    // The tab's exit for it, racing the cancel, is refused: the run ended once.
+    let out = s.handle(2, heard(vec![ev("a", 0, exit(0))]));
+    assert_eq!(reply(&out).0, 409);
+    assert!(finishes(&out).is_empty());
+}
+
+#[test]
+fn a_cancel_after_the_end_changes_nothing() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    s.handle(1, heard(vec![ev("a", 0, exit(0))]));
+    assert_eq!(s.handle(2, Input::Cancel { run: "a".into(), why: Cancel::ByClient }), vec![]);
+    assert_eq!(s.handle(2, Input::Cancel { run: "zzz".into(), why: Cancel::ClientGone }), vec![]);
+}
+
+// ---- invariants over random sequences ----
+
+#[derive(Debug, Clone)]
+enum Op {
+    Admit,
+    Ready(usize),
+    Attach,
+    Gone(usize),
+    /// The tab holding the running run reports `events` of it, from its next seq (or replays).
+    Report {
+        events: u8,
+        replay: bool,
+        exit: bool,
+    },
+    /// A batch for some run, from any seq: late, early, unknown.
+    Stray {
+        run: usize,
+        seq: u64,
+    },
+    Tick(u64),
+    Cancel(usize, bool),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => Just(Op::Admit),
+        4 => any::<usize>().prop_map(Op::Ready),
+        2 => Just(Op::Attach),
+        2 => any::<usize>().prop_map(Op::Gone),
+        6 => (0u8..4, any::<bool>(), any::<bool>()).prop_map(|(events, replay, exit)| Op::Report { events, replay, exit }),
+        1 => (any::<usize>(), 0u64..6).prop_map(|(run, seq)| Op::Stray { run, seq }),
+        4 => prop_oneof![0u64..2_000, 5_000u64..400_000].prop_map(Op::Tick),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(run, by_client)| Op::Cancel(run, by_client)),
+    ]
+}
+
+/// What the test saw of the machine's outputs.
+#[derive(Default)]
+struct Seen {
+    admitted: Vec<String>,
+    finished: HashMap<String, usize>,
+    /// Run -> the tabs it was sent to, in order.
+    sends: HashMap<String, Vec<String>>,
+    /// Runs the machine accepted an event for while they were on a tab (they started).
+    acknowledged: HashSet<String>,
+    /// The run currently on a tab, per the outputs.
+    on_tab: Option<(String, String)>,
+    next_seq: HashMap<String, u64>,
+    first_sent: Vec<String>,
+}
+
+impl Seen {
+    fn record(&mut self, out: &[Output]) -> Result<(), TestCaseError> {
+        for o in out {
+            match o {
+                Output::Admitted { run, .. } => self.admitted.push(run.clone()),
+                Output::Send { tab, command: Command::Capsule { run } } => {
+                    prop_assert!(!self.acknowledged.contains(run), "{} was sent again after a tab had started it", run);
+                    let tabs = self.sends.entry(run.clone()).or_default();
+                    if tabs.is_empty() {
+                        self.first_sent.push(run.clone());
+                    }
+                    tabs.push(tab.clone());
+                    self.on_tab = Some((run.clone(), tab.clone()));
+                    self.next_seq.insert(run.clone(), 0);
+                }
+                Output::DropTab { tab } if self.on_tab.as_ref().is_some_and(|(_, t)| t == tab) => {
+                    self.on_tab = None;
+                }
+                Output::Finish { run, .. } => {
+                    *self.finished.entry(run.clone()).or_default() += 1;
+                    prop_assert_eq!(self.finished[run], 1, "{} finished twice", run);
+                    if self.on_tab.as_ref().is_some_and(|(r, _)| r == run) {
+                        self.on_tab = None;
+                    }
+                }
+                Output::Refused { run, .. } => {
+                    prop_assert!(!self.admitted.contains(run));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `ops`, then lets time pass until every run has ended.
+fn check(ops: Vec<Op>, max_queued: u32) -> Result<(), TestCaseError> {
+    let mut s = Session::new(Settings { max_queued, max_wait_ms: 300_000, attach_wait_ms: 5_000 });
+    let mut seen = Seen::default();
+    let mut now = 0u64;
+    let mut runs = 0usize;
+    let mut tabs = 0usize;
+    for op in ops {
+        let input = match op {
+            Op::Admit => {
+                runs += 1;
+                Input::Admit { run: format!("r{runs}"), timeout_ms: 1_000, output_cap: 64 }
+            }
+            Op::Ready(n) if runs > 0 => Input::Ready { run: format!("r{}", n % runs + 1) },
+            Op::Attach => {
+                tabs += 1;
+                Input::TabAttached { tab: format!("t{tabs}") }
+            }
+            Op::Gone(n) if !s.tabs().is_empty() => Input::TabGone { tab: s.tabs()[n % s.tabs().len()].clone() },
+            Op::Report { events, replay, exit } => {
+                let Some((run, _)) = seen.on_tab.clone() else { continue };
+                let next = seen.next_seq[&run];
+                let start = if replay { next.saturating_sub(1) } else { next };
+                let mut batch: Vec<TabEvent> =
+                    (0..u64::from(events)).map(|i| ev(&run, start + i, stdout("0123456789"))).collect();
+                if exit {
+                    batch.push(ev(&run, start + u64::from(events), self::exit(0)));
+                }
+                if batch.is_empty() {
+                    continue;
+                }
+                let last = batch.last().map_or(0, |e| e.seq);
+                seen.next_seq.insert(run.clone(), next.max(last + 1));
+                Input::Heard { events: batch }
+            }
+            Op::Stray { run, seq } if runs > 0 => {
+                Input::Heard { events: vec![ev(&format!("r{}", run % runs + 1), seq, stdout("?"))] }
+            }
+            Op::Tick(ms) => {
+                now += ms;
+                Input::Tick
+            }
+            Op::Cancel(n, by_client) if runs > 0 => Input::Cancel {
+                run: format!("r{}", n % runs + 1),
+                why: if by_client { Cancel::ByClient } else { Cancel::ClientGone },
+            },
+            _ => continue,
+        };
+        if let Input::TabGone { tab } = &input {
+            if seen.on_tab.as_ref().is_some_and(|(_, t)| t == tab) {
+                seen.on_tab = None;
+            }
+        }
+        let on_tab = seen.on_tab.clone();
+        let out = s.handle(now, input);
+        // A run the machine took an event for, while on a tab, has started there.
+        if let (Some((run, _)), Some(Output::Reply(reply))) =
+            (on_tab, out.iter().find(|o| matches!(o, Output::Reply(_))))
+        {
+            if reply.applied > 0 {
+                seen.acknowledged.insert(run);
+            }
+        }
+        seen.record(&out)?;
+        // One run on a tab at a time.
+        let sent_now =
+            out.iter().filter(|o| matches!(o, Output::Send { command: Command::Capsule { .. }, .. })).count();
+        prop_assert!(sent_now <= 1);
+    }
+    // Drain: make every run ready and let time pass; everything admitted must end.
+    for n in 1..=runs {
+        seen.record(&s.handle(now, Input::Ready { run: format!("r{n}") }))?;
+    }
+    for _ in 0..(runs + 2) * 4 {
+        match s.next_wake() {
+            Some(at) => {
+                now = now.max(at);
+                seen.record(&s.handle(now, Input::Tick))?;
+            }
+            None => break,
+        }
+    }
+    prop_assert_eq!(s.next_wake(), None, "runs still pending after draining");
+    for run in &seen.admitted {
+        prop_assert_eq!(seen.finished.get(run).copied(), Some(1), "{} did not finish exactly once", run);
+    }
+    // First sends follow admission order.
+    let expected: Vec<&String> = seen.admitted.iter().filter(|r| seen.first_sent.contains(r)).collect();
+    prop_assert_eq!(seen.first_sent.iter().collect::<Vec<_>>(), expected);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_admitted_run_ends_exactly_once_and_never_runs_twice(
+        ops in proptest::collection::vec(op(), 0..60),
+        max_queued in 0u32..6,
+    ) {
+        check(ops, max_queued)?;
+    }
+}
+
+#[test]
+fn the_error_names_the_machine_uses_carry_their_exit_codes() {
+    assert_eq!(ErrorName::Timeout.exit_code(), 124);
+    assert_eq!(ErrorName::Cancelled.exit_code(), 130);
+    assert_eq!(ErrorName::NoExecutorAttached.exit_code(), 1);
+}
