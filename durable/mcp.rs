@@ -1,12 +1,13 @@
 //! `/mcp` inside the Session DO: feeds the request to the pure MCP core and acts on its
 //! [`Outcome`]: replies as they are, legacy GET streams kept alive, tool calls run, cancels.
 
-use super::executor::sse_headers;
 use super::runs;
-use super::session::{Caller, Shared};
+use super::shared::Shared;
 use super::store::{self, McpSessions};
 use crate::auth::tenant::hex;
+use crate::edge::http::sse_headers;
 use crate::edge::{http, now_ms, random, sleep};
+use crate::forward::{Caller, CALLER_HEADER};
 use crate::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView, Tool};
 use futures::StreamExt;
 use std::rc::Rc;
@@ -18,7 +19,7 @@ const KEEPALIVE_MS: u64 = 15_000;
 pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Result<Response> {
     let request = HttpRequest {
         method: req.method().to_string(),
-        headers: req.headers().entries().filter(|(name, _)| !name.starts_with("x-relay-")).collect(),
+        headers: req.headers().entries().filter(|(name, _)| name != CALLER_HEADER).collect(),
         body: req.bytes().await?,
     };
     let new_session_id = || format!("mcp_{}", hex(&random::<16>()));
@@ -41,15 +42,15 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         }
         Outcome::Call(call) => {
             // read/write/search go to the tab's OPFS; until that protocol exists, say so.
-            let (name, message) = if shared.inner.borrow().tabs.is_empty() {
-                (mcp::ErrorName::NoExecutorAttached, runs::no_executor_message(&caller))
+            let (name, message) = if shared.view().0.is_empty() {
+                (mcp::ErrorName::NoExecutorAttached, caller.no_executor_message())
             } else {
                 (mcp::ErrorName::Internal, format!("{} over the tab's filesystem is not available in this release; use run_js or run_py to read and write files", call.tool.name()))
             };
             Ok(http::json(200, &mcp::tool_error(&call, name, &message)))
         }
         Outcome::Cancel { request_id, session_id } => {
-            runs::cancel_request(&shared, session_id.as_deref(), &request_id);
+            runs::cancel_request(&shared, &caller, session_id.as_deref(), &request_id);
             Ok(to_response(HttpResponse::accepted()))
         }
     }
@@ -57,11 +58,11 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
 
 /// What `relay://session` shows: tabs, queue, recent runs.
 fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
-    let inner = shared.inner.borrow();
+    let (tab_ids, queue_depth) = shared.view();
     RelayView {
         session: caller.session.clone(),
-        tab_ids: inner.tabs.iter().map(|t| t.id.clone()).collect(),
-        queue_depth: inner.queue.as_ref().map_or(0, |q| q.depth()),
+        tab_ids,
+        queue_depth,
         recent_runs: store::recent_runs(&shared.storage.sql(), 10),
     }
 }

@@ -1,9 +1,10 @@
-//! The Session Durable Object: one per relay session (`<tenantId>/<name>`). It holds the tabs
-//! attached as executors, the run queue, the runs in flight and the legacy MCP sessions, and
-//! drives the pure state machines of `crate::run` and `crate::mcp`.
+//! The Session Durable Object: one per relay session (`<tenantId>/<name>`). A thin I/O loop
+//! over the pure run machine (`crate::run::session`) and the MCP core (`crate::mcp`).
+//! Imports run one way: session -> mcp -> runs -> shared -> store, and session -> tabs -> shared.
 
-mod executor;
 mod mcp;
 mod runs;
 mod session;
+mod shared;
 mod store;
+mod tabs;

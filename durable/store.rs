@@ -9,7 +9,10 @@ use serde_json::{json, Value};
 use worker::{SqlStorage, SqlStorageValue};
 
 /// The migrations, in order. Each runs once; `schema_version` remembers how far we got.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../migrations/0001_init.sql"), include_str!("../migrations/0002_run_error_message.sql")];
+/// Longest error message the audit keeps.
+const MAX_ERROR_MESSAGE: usize = 500;
 
 /// Brings the schema up to date.
 pub fn migrate(sql: &SqlStorage) -> worker::Result<()> {
@@ -80,10 +83,12 @@ pub fn audit_queued(sql: &SqlStorage, run_id: &str, tool: &str, capsule_hash: &s
 
 /// Records how a run ended, with hashes of its output.
 pub fn audit_finished(sql: &SqlStorage, run_id: &str, exit: &Exit, stdout: &str, stderr: &str, now_ms: u64) {
+    let message = exit.error.as_ref().map(|e| e.message.chars().take(MAX_ERROR_MESSAGE).collect::<String>());
     let args: Vec<SqlStorageValue> = vec![
         (now_ms as i64).into(),
         exit.exit_code.into(),
         exit.error.as_ref().map(|e| e.name.clone()).unwrap_or_default().into(),
+        message.unwrap_or_default().into(),
         (exit.usage.wall_ms as i64).into(),
         (stdout.len() as i64).into(),
         sha256_hex(stdout.as_bytes()).into(),
@@ -92,7 +97,18 @@ pub fn audit_finished(sql: &SqlStorage, run_id: &str, exit: &Exit, stdout: &str,
         run_id.into(),
     ];
     log_err(sql.exec(
-        "UPDATE runs SET finished_ms = ?, exit_code = ?, error_name = NULLIF(?, ''), wall_ms = ?, stdout_bytes = ?, stdout_sha256 = ?, stderr_bytes = ?, stderr_sha256 = ? WHERE run_id = ?",
+        "UPDATE runs SET finished_ms = ?, exit_code = ?, error_name = NULLIF(?, ''), error_message = NULLIF(?, ''), wall_ms = ?, stdout_bytes = ?, stdout_sha256 = ?, stderr_bytes = ?, stderr_sha256 = ? WHERE run_id = ?",
+        args,
+    ));
+}
+
+/// Closes the audit rows of runs that were in flight when this relay session's DO stopped
+/// (a deploy, a restart): their state died with it, and their clients' requests with it.
+pub fn close_unfinished(sql: &SqlStorage, now_ms: u64) {
+    let message = "the relay restarted while the run was queued or running; its client's request ended with the connection. Run the tool again.";
+    let args: Vec<SqlStorageValue> = vec![(now_ms as i64).into(), message.into()];
+    log_err(sql.exec(
+        "UPDATE runs SET finished_ms = ?, exit_code = 1, error_name = 'Internal', error_message = ? WHERE finished_ms IS NULL",
         args,
     ));
 }
@@ -101,7 +117,7 @@ pub fn audit_finished(sql: &SqlStorage, run_id: &str, exit: &Exit, stdout: &str,
 pub fn recent_runs(sql: &SqlStorage, limit: i64) -> Value {
     let rows = sql
         .exec(
-            "SELECT run_id AS runId, tool, capsule_hash AS capsuleHash, queued_ms AS queuedMs, finished_ms AS finishedMs, exit_code AS exitCode, error_name AS errorName, wall_ms AS wallMs, stdout_bytes AS stdoutBytes, stdout_sha256 AS stdoutSha256 FROM runs ORDER BY queued_ms DESC LIMIT ?",
+            "SELECT run_id AS runId, tool, capsule_hash AS capsuleHash, queued_ms AS queuedMs, finished_ms AS finishedMs, exit_code AS exitCode, error_name AS errorName, error_message AS errorMessage, wall_ms AS wallMs, stdout_bytes AS stdoutBytes, stdout_sha256 AS stdoutSha256 FROM runs ORDER BY queued_ms DESC LIMIT ?",
             vec![limit.into()],
         )
         .and_then(|c| c.to_array::<Value>());

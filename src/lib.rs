@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod capsule;
+pub mod forward;
 pub mod mcp;
 pub mod policy;
 pub mod range;

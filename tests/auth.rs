@@ -37,6 +37,8 @@ fn the_kv_key_of_a_tenant_is_its_key_hash() {
     let key = mint_api_key(&[1; 32]);
     assert_eq!(Tenant::kv_key(&key), format!("tenant:{}", key_hash(&key)));
     assert!(!Tenant::kv_key(&key).contains(&key));
+    assert_eq!(Tenant::kv_id_key("t_1"), "tenant-id:t_1");
+    assert_ne!(Tenant::kv_id_key(&key_hash(&key)), Tenant::kv_key(&key), "the two key spaces never meet");
 }
 
 #[test]
@@ -466,4 +468,43 @@ fn refreshes_keep_the_key_proof_and_end_after_the_maximum() {
     assert_eq!((second.iat, second.exp), (later, later + ATTACH_TOKEN_TTL_S));
     assert!(first.refreshed(NOW + MAX_ATTACH_S - 1, "att_3".into()).is_ok());
     assert_eq!(second.refreshed(NOW + MAX_ATTACH_S, "att_4".into()), Err(TokenError::Expired));
+}
+
+mod forwarded_caller {
+    use relay_edge::auth::{Tenant, TenantDefaults};
+    use relay_edge::forward::Caller;
+
+    fn caller(name: &str, session: &str) -> Caller {
+        let tenant = Tenant { id: "t_1".into(), name: name.into(), defaults: TenantDefaults::default() };
+        Caller { tenant, session: session.into(), origin: "https://relay.example".into() }
+    }
+
+    #[test]
+    fn a_caller_round_trips_through_one_ascii_header_value_whatever_the_tenant_name() {
+        for name in ["plain", "Café ☕", "line\nbreak", "\"quotes\" and \\"] {
+            let encoded = caller(name, "default").encode();
+            assert!(encoded.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{encoded}");
+            assert_eq!(Caller::decode(&encoded).unwrap(), caller(name, "default"));
+        }
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_header_is_refused() {
+        assert!(Caller::decode("not base64!").unwrap_err().contains("base64url"));
+        let not_a_caller = relay_edge::capsule::jws::b64url(br#"{"tenant":1}"#);
+        assert!(Caller::decode(&not_a_caller).is_err());
+        let extra = relay_edge::capsule::jws::b64url(
+            br#"{"tenant":{"id":"t","name":"n"},"session":"s","origin":"o","admin":true}"#,
+        );
+        assert!(Caller::decode(&extra).unwrap_err().contains("unknown field"));
+    }
+
+    #[test]
+    fn the_page_url_names_the_relay_session_unless_it_is_the_default() {
+        assert_eq!(caller("n", "default").page_url(), "https://relay.example/");
+        assert_eq!(caller("n", "work").page_url(), "https://relay.example/#session=work");
+        let message = caller("Acme", "work").no_executor_message();
+        assert!(message.contains("relay session 'work' of tenant 'Acme'"));
+        assert!(message.contains("open https://relay.example/#session=work"));
+    }
 }

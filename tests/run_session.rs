@@ -5,19 +5,20 @@
 use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
+use relay_edge::auth::QueueSettings;
 use relay_edge::mcp::ErrorName;
 use relay_edge::run::backchannel::{EventBody, TabEvent, Usage};
 use relay_edge::run::lease::{ACK_WITHIN_MS, SILENCE_MS};
 use relay_edge::run::session::{
-    Cancel, Command, Input, Output, Session, Settings, FINISHED_KEPT, LOAD_BUDGET_MS, TIMEOUT_GRACE_MS,
+    Cancel, Command, Input, Output, Session, FINISHED_KEPT, LOAD_BUDGET_MS, TIMEOUT_GRACE_MS,
 };
 
-const SETTINGS: Settings = Settings { max_queued: 100, max_wait_ms: 300_000, attach_wait_ms: 5_000 };
+const SETTINGS: QueueSettings = QueueSettings { max_queued: 100, max_wait_ms: 300_000, attach_wait_ms: 5_000 };
 const TIMEOUT: u64 = 60_000;
 const CAP: u64 = 1_000;
 
 fn session() -> Session {
-    Session::new(SETTINGS)
+    Session::new(SETTINGS.clone())
 }
 
 fn admit(run: &str) -> Input {
@@ -157,7 +158,7 @@ fn one_run_executes_at_a_time_whatever_the_number_of_tabs() {
 
 #[test]
 fn a_full_queue_refuses_and_remembers_nothing() {
-    let mut s = Session::new(Settings { max_queued: 2, ..SETTINGS });
+    let mut s = Session::new(QueueSettings { max_queued: 2, ..SETTINGS });
     s.handle(0, admit("a"));
     s.handle(0, admit("b"));
     assert_eq!(s.handle(0, admit("c")), vec![Output::Refused { run: "c".into(), max: 2 }]);
@@ -525,7 +526,7 @@ impl Seen {
 
 /// Runs `ops`, then lets time pass until every run has ended.
 fn check(ops: Vec<Op>, max_queued: u32) -> Result<(), TestCaseError> {
-    let mut s = Session::new(Settings { max_queued, max_wait_ms: 300_000, attach_wait_ms: 5_000 });
+    let mut s = Session::new(QueueSettings { max_queued, max_wait_ms: 300_000, attach_wait_ms: 5_000 });
     let mut seen = Seen::default();
     let mut now = 0u64;
     let mut runs = 0usize;

@@ -1,5 +1,6 @@
 //! Tenants: the holders of API keys. `KV_CONFIG` maps `tenant:<sha256 hex of key>` to a
-//! [`Tenant`]; the key itself is never stored.
+//! [`Tenant`] (how a key finds its tenant) and `tenant-id:<id>` to the same record (how a tab,
+//! whose token names only the tenant id, finds it); the key itself is never stored.
 
 use crate::capsule::jws::b64url;
 use crate::policy::Policy;
@@ -51,6 +52,11 @@ impl Tenant {
     /// The KV key under which the tenant holding `api_key` is stored.
     pub fn kv_key(api_key: &str) -> String {
         format!("tenant:{}", key_hash(api_key))
+    }
+
+    /// The KV key under which the tenant with id `id` is stored too.
+    pub fn kv_id_key(id: &str) -> String {
+        format!("tenant-id:{id}")
     }
 
     /// Whether a browser `Origin` may call `/mcp` for this tenant. A trailing `/` is ignored on

@@ -74,6 +74,15 @@ pub fn healthz(env: &Env) -> worker::Result<Response> {
     Ok(json(200, &json!({ "name": "relay-edge", "version": version, "bindings": bindings, "secrets": secrets })))
 }
 
+/// The headers of every SSE response (`mcp::SSE_HEADERS`).
+pub fn sse_headers() -> Headers {
+    let headers = Headers::new();
+    for (name, value) in crate::mcp::SSE_HEADERS {
+        let _ = headers.set(name, value);
+    }
+    headers
+}
+
 /// The origin (`scheme://host[:port]`) this Worker was reached at.
 pub fn own_origin(url: &url::Url) -> String {
     url.origin().ascii_serialization()

@@ -7,7 +7,8 @@
 
 use super::http::{error, own_origin};
 use super::tenants::authenticate;
-use crate::auth::{session_name_ok, Tenant};
+use crate::auth::session_name_ok;
+use crate::forward::{Caller, CALLER_HEADER};
 use crate::mcp::MAX_BODY_BYTES;
 use futures::StreamExt;
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
@@ -34,8 +35,9 @@ pub async fn forward(mut req: Request, env: &Env) -> Result<Response> {
     let Some(body) = read_body(&mut req).await? else {
         return Ok(too_large());
     };
-    let inner = to_session(&req, &tenant, &session, &own_origin(&url), "/mcp", Some(body))?;
-    session_stub(env, &tenant.id, &session)?.fetch_with_request(inner).await
+    let stub = session_stub(env, &tenant.id, &session)?;
+    let caller = Caller { tenant, session, origin: own_origin(&url) };
+    stub.fetch_with_request(to_session(&req, &caller, "/mcp", Some(body))?).await
 }
 
 /// A POST's body (other methods have none), or `None` once it is over the limit: a declared
@@ -92,23 +94,14 @@ pub fn session_stub(env: &Env, tenant_id: &str, session: &str) -> Result<worker:
 }
 
 /// The request the DO sees: the original method, headers and body, plus who is calling.
-pub fn to_session(
-    req: &Request,
-    tenant: &Tenant,
-    session: &str,
-    origin: &str,
-    path: &str,
-    body: Option<Vec<u8>>,
-) -> Result<Request> {
+pub fn to_session(req: &Request, caller: &Caller, path: &str, body: Option<Vec<u8>>) -> Result<Request> {
     let headers = Headers::new();
     for (name, value) in req.headers().entries() {
-        if !name.starts_with("x-relay-") {
+        if name != CALLER_HEADER {
             headers.set(&name, &value)?;
         }
     }
-    headers.set("x-relay-tenant", &serde_json::to_string(tenant)?)?;
-    headers.set("x-relay-session", session)?;
-    headers.set("x-relay-origin", origin)?;
+    headers.set(CALLER_HEADER, &caller.encode())?;
     let mut init = RequestInit::new();
     init.with_method(req.method()).with_headers(headers);
     if let Some(body) = body.filter(|b| !b.is_empty()) {

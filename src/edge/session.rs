@@ -7,10 +7,11 @@
 use super::capsules::{signer, token_keys};
 use super::http::{error, json, own_origin};
 use super::mcp::{session_stub, to_session};
-use super::tenants::authenticate;
+use super::tenants::{authenticate, by_id};
 use super::{now_ms, random};
 use crate::auth::tenant::hex;
-use crate::auth::{bearer, session_name_ok, AttachClaims, Tenant};
+use crate::auth::{bearer, session_name_ok, AttachClaims};
+use crate::forward::Caller;
 use serde_json::{json, Value};
 use worker::{Env, Request, Response, Result};
 
@@ -75,8 +76,8 @@ pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str) -> 
         Err(response) => return Ok(response),
     };
     let body = if what == "result" { Some(req.bytes().await?) } else { None };
-    // Tab routes need only the tenant id, which the token carries.
-    let tenant = Tenant { id: claims.sub.clone(), name: claims.sub.clone(), defaults: Default::default() };
-    let inner = to_session(&req, &tenant, session, &own_origin(&req.url()?), &format!("/{what}"), body)?;
+    let tenant = by_id(env, &claims.sub).await?;
+    let caller = Caller { tenant, session: session.to_owned(), origin: own_origin(&req.url()?) };
+    let inner = to_session(&req, &caller, &format!("/{what}"), body)?;
     session_stub(env, &claims.sub, session)?.fetch_with_request(inner).await
 }

@@ -21,6 +21,13 @@ pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Resul
     Ok(tenant.ok_or_else(|| unauthorized("unknown API key")))
 }
 
+/// The record of the tenant with id `id` (a tab's token names only the id). A tenant created
+/// before records were kept by id gets the default settings.
+pub async fn by_id(env: &Env, id: &str) -> Result<Tenant> {
+    let stored = env.kv("KV_CONFIG")?.get(&Tenant::kv_id_key(id)).json::<Tenant>().await?;
+    Ok(stored.unwrap_or_else(|| Tenant { id: id.to_owned(), name: id.to_owned(), defaults: Default::default() }))
+}
+
 fn unauthorized(message: &str) -> Response {
     let challenge = "Bearer realm=\"relay-edge\", error=\"invalid_token\"";
     with_header(error(401, "Unauthorized", message), "www-authenticate", challenge)
@@ -59,7 +66,9 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         return Ok(error(400, "ValidationError", "tenant id: 1 to 64 of A-Z a-z 0-9 - _"));
     }
     let tenant = Tenant { id, name: body.name, defaults: body.defaults };
-    env.kv("KV_CONFIG")?.put(&Tenant::kv_key(&key), &tenant)?.execute().await?;
+    let kv = env.kv("KV_CONFIG")?;
+    kv.put(&Tenant::kv_id_key(&tenant.id), &tenant)?.execute().await?;
+    kv.put(&Tenant::kv_key(&key), &tenant)?.execute().await?;
     Ok(json(201, &json!({ "tenant": tenant, "key": key })))
 }
 

@@ -8,10 +8,11 @@ use serde_json::Value;
 /// (2026-07-28 transports/streamable-http "Receiving Messages", keep-alive note).
 pub const SSE_KEEPALIVE: &str = ": keepalive\n\n";
 
-/// Headers for any SSE response the Durable Object opens (a POST answered as a stream, or a
-/// legacy GET stream). `X-Accel-Buffering: no` is the spec's SHOULD so proxies do not buffer.
+/// Headers for any SSE response the Durable Object opens (a POST answered as a stream, a
+/// legacy GET stream, a tab's command stream). `X-Accel-Buffering: no` is the spec's SHOULD so
+/// proxies do not buffer; `no-transform` keeps them from compressing it.
 pub const SSE_HEADERS: [(&str, &str); 3] =
-    [("content-type", "text/event-stream"), ("cache-control", "no-cache"), ("x-accel-buffering", "no")];
+    [("content-type", "text/event-stream"), ("cache-control", "no-cache, no-transform"), ("x-accel-buffering", "no")];
 
 /// The first value of header `name` (callers pass names lower-case; matched case-insensitively
 /// anyway, as RFC 9110 field names are).
@@ -78,9 +79,15 @@ pub fn is_field_value(raw: &str) -> bool {
 }
 
 /// One SSE event carrying a JSON-RPC message. `id` is for legacy-era streams only: the
-/// 2026-07-28 revision removed event ids with resumability. serde_json never emits a raw
-/// newline, so the JSON fits one `data:` line; CR/LF are stripped from the id.
+/// 2026-07-28 revision removed event ids with resumability.
 pub fn sse_event(json: &Value, id: Option<&str>) -> String {
+    sse_frame("message", json, id)
+}
+
+/// One SSE event named `event` with JSON `data` (the MCP stream's messages, the tabs'
+/// commands). serde_json never emits a raw newline, so the JSON fits one `data:` line; CR/LF
+/// are stripped from the id.
+pub fn sse_frame(event: &str, data: &Value, id: Option<&str>) -> String {
     let id_line = id.map(|id| id.replace(['\r', '\n'], "")).map(|id| format!("id: {id}\n")).unwrap_or_default();
-    format!("{id_line}event: message\ndata: {json}\n\n")
+    format!("{id_line}event: {event}\ndata: {data}\n\n")
 }

@@ -52,7 +52,7 @@ mod tools;
 use serde_json::Value;
 
 pub use era::{Era, SUPPORTED_VERSIONS};
-pub use http::{sse_event, wants_sse, SSE_HEADERS, SSE_KEEPALIVE};
+pub use http::{sse_event, sse_frame, wants_sse, SSE_HEADERS, SSE_KEEPALIVE};
 pub use results::{
     data_result, log_notification, progress_notification, tool_error, tool_result, ErrorName, LogLevel, ToolResult,
 };

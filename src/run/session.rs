@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use super::backchannel::{Applied, EventBody, Exit, RunLog, TabEvent};
 use super::lease::{Lease, Verdict};
 use super::queue::{Admission, RunQueue};
+use crate::auth::QueueSettings;
 use crate::mcp::ErrorName;
 
 /// What a tab may spend fetching a capsule and loading a runtime before the program starts
@@ -31,14 +32,6 @@ pub const LOAD_BUDGET_MS: u64 = 120_000;
 pub const TIMEOUT_GRACE_MS: u64 = 10_000;
 /// Ended runs remembered, so that late or retried batches get a clear 409.
 pub const FINISHED_KEPT: usize = 64;
-
-/// The tenant's queue settings for this relay session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Settings {
-    pub max_queued: u32,
-    pub max_wait_ms: u64,
-    pub attach_wait_ms: u64,
-}
 
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,7 +165,7 @@ impl Run {
 /// The runs of one relay session.
 #[derive(Debug, Clone)]
 pub struct Session {
-    settings: Settings,
+    settings: QueueSettings,
     queue: RunQueue,
     /// Attached tabs, oldest first; the newest gets the next run (an older one may be gone
     /// without anyone having noticed yet).
@@ -183,10 +176,11 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(settings: Settings) -> Self {
+    /// A relay session with the tenant's queue settings.
+    pub fn new(settings: QueueSettings) -> Self {
         Session {
-            settings,
             queue: RunQueue::new(settings.max_queued, settings.max_wait_ms),
+            settings,
             tabs: Vec::new(),
             runs: HashMap::new(),
             finished: VecDeque::new(),

@@ -1,0 +1,42 @@
+//! The tabs attached as executors: their SSE command streams (`/events`) and the NDJSON
+//! backchannel their results come back on (`/result`). Both feed the run machine.
+
+use super::shared::Shared;
+use crate::auth::tenant::hex;
+use crate::edge::http::{error, json, sse_headers};
+use crate::edge::random;
+use crate::forward::Caller;
+use crate::mcp::sse_frame;
+use crate::run::backchannel::parse_batch;
+use crate::run::session::{Input, Output};
+use futures::channel::mpsc;
+use serde_json::json;
+use std::rc::Rc;
+use worker::{Request, Response, Result};
+
+/// `GET /session/:id/events`: a tab attaches. Its stream carries `hello`, then `capsule`,
+/// `cancel` and `shutdown` commands, and heartbeat comments.
+pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
+    let (tx, rx) = mpsc::unbounded();
+    let tab = format!("tab_{}", hex(&random::<6>()));
+    let hello = json!({ "tabId": tab, "session": caller.session });
+    let _ = tx.unbounded_send(Ok(b"retry: 2000\n\n".to_vec()));
+    let _ = tx.unbounded_send(Ok(sse_frame("hello", &hello, None).into_bytes()));
+    shared.add_tab(&tab, tx);
+    shared.feed(caller, Input::TabAttached { tab });
+    Ok(Response::from_stream(rx)?.with_headers(sse_headers()))
+}
+
+/// `POST /session/:id/result`: applies a batch of the tab's events to their runs, each event on
+/// its own (see `run::session` for the verdicts: 200, 404 or 409 listing what was refused).
+pub async fn result(shared: Rc<Shared>, caller: &Caller, mut req: Request) -> Result<Response> {
+    let events = match parse_batch(&req.bytes().await?) {
+        Ok(events) => events,
+        Err(why) => return Ok(error(400, "ValidationError", format!("result batch: {why}"))),
+    };
+    let answers = shared.feed(caller, Input::Heard { events });
+    let Some(Output::Reply(reply)) = answers.into_iter().find(|o| matches!(o, Output::Reply(_))) else {
+        return Ok(error(500, "Internal", "the run machine did not answer the batch"));
+    };
+    Ok(json(reply.status(), &reply.to_json()))
+}

@@ -1,0 +1,53 @@
+//! What the Worker tells a relay session's Durable Object about each request it forwards: who
+//! is calling. One typed value, serialized once into one header that only the Worker sets (a
+//! DO has no public address). It travels as base64url JSON: a tenant's name may be any
+//! Unicode, a header value may not.
+
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Tenant;
+use crate::capsule::jws::{b64url, b64url_decode};
+
+/// The header that carries the [`Caller`].
+pub const CALLER_HEADER: &str = "x-relay-caller";
+
+/// The caller of a forwarded request, as the Worker authenticated it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Caller {
+    /// The tenant's record: from its API key (`/mcp`), or from its id in a tab's token.
+    pub tenant: Tenant,
+    /// The relay session's name.
+    pub session: String,
+    /// The Worker's own origin, for URLs in messages (the executor page).
+    pub origin: String,
+}
+
+impl Caller {
+    pub fn encode(&self) -> String {
+        b64url(&serde_json::to_vec(self).expect("a caller serializes"))
+    }
+
+    pub fn decode(header: &str) -> Result<Caller, String> {
+        let json = b64url_decode(header).ok_or_else(|| format!("{CALLER_HEADER}: not base64url"))?;
+        serde_json::from_slice(&json).map_err(|e| format!("{CALLER_HEADER}: {e}"))
+    }
+
+    /// The executor page for this relay session.
+    pub fn page_url(&self) -> String {
+        match self.session.as_str() {
+            "default" => format!("{}/", self.origin),
+            name => format!("{}/#session={name}", self.origin),
+        }
+    }
+
+    /// NoExecutorAttached, saying exactly what to do.
+    pub fn no_executor_message(&self) -> String {
+        format!(
+            "no browser tab is attached to relay session '{}' of tenant '{}': open {} in a browser, enter your API key once, keep the tab open, and call the tool again",
+            self.session,
+            self.tenant.name,
+            self.page_url()
+        )
+    }
+}
