@@ -36,6 +36,9 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
     };
     match outcome {
         Outcome::Reply(reply) => Ok(to_response(reply)),
+        Outcome::OpenStream { session_id, last_event_id: Some(event_id) } => {
+            runs::resume(shared, &session_id, &event_id)
+        }
         Outcome::OpenStream { .. } => keepalive_stream(),
         Outcome::Call(call) if matches!(call.tool, Tool::RunJs | Tool::RunPy) => {
             runs::respond(shared, caller, call).await
@@ -50,7 +53,7 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
             Ok(http::json(200, &mcp::tool_error(&call, name, &message)))
         }
         Outcome::Cancel { request_id, session_id } => {
-            runs::cancel_request(&shared, &caller, session_id.as_deref(), &request_id);
+            runs::cancel_request(&shared, session_id.as_deref(), &request_id);
             Ok(to_response(HttpResponse::accepted()))
         }
     }

@@ -1,101 +1,224 @@
 //! A run from `tools/call` to result: build and sign the capsule, take the run's place in line,
-//! store the capsule, then forward what the run machine reports to the client as it comes and
-//! answer with the result. The driver is a future owned by the response: if the client goes
-//! away (its stream is dropped), a guard cancels the run, which is how closing the response
-//! cancels a request.
+//! store the capsule, and deliver what the run machine reports ([`Answer`]) as it comes: on the
+//! request's SSE stream, or as one JSON body.
+//!
+//! Closing a 2026-07-28 stream cancels its run (streamable-http "Cancellation"). A legacy
+//! client's disconnection is not a cancellation (2025-11-25 transports "Sending Messages"): its
+//! stream opens with a priming event whose id is the run id, the run goes on, and the client
+//! resumes with `GET` + `Last-Event-ID` ([`resume`]), getting the rest of the output and the
+//! answer, or, after a restart of the relay, the error the audit recorded.
 
-use super::shared::{Shared, Signal};
-use super::store;
+use super::shared::{ticker, Delivery, Frames, Shared};
+use super::store::{self, Ended, Queued};
 use crate::auth::tenant::hex;
 use crate::auth::AttachClaims;
 use crate::capsule::jws::Signer;
 use crate::capsule::{self, Capsule};
 use crate::edge::capsules::{signer, store as store_capsule};
-use crate::edge::{http, now_ms, random, sleep};
+use crate::edge::{http, now_ms, random};
 use crate::forward::Caller;
-use crate::mcp::jsonrpc::RpcError;
-use crate::mcp::{self, ErrorName, LogLevel, ToolCall, ToolResult};
+use crate::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
+use crate::mcp::{self, Era, ErrorName, LogLevel, ToolCall, ToolResult};
 use crate::run::args::capsule_spec;
 use crate::run::backchannel::{EventBody, RunError};
 use crate::run::session::{Cancel, Input, Outcome, Output};
-use futures::channel::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use futures::channel::{mpsc, oneshot};
 use futures::{future, FutureExt, StreamExt};
 use serde_json::{json, Value};
 use std::rc::Rc;
 use worker::{Response, Result};
 
-/// How often the driver ticks the machine (heartbeats to tabs) and sends its SSE client a
-/// keep-alive while the run is in flight. A client that went away is noticed when a
-/// keep-alive cannot be written, so this bounds how long a run outlives its caller.
-const TICK_MS: u64 = 2_000;
 /// JSON-RPC server error for a full queue (the HTTP status, 429, says the rest). Outside
 /// -32000..-32019, which 2026-07-28 asks new implementations not to use.
 const QUEUE_FULL: i64 = -32050;
+/// How long a legacy client that lost its stream waits before resuming it (the SSE `retry`).
+const RESUME_RETRY_MS: u64 = 5_000;
 
-type Frames = UnboundedSender<Result<Vec<u8>>>;
+/// A run's answer on its way to the client.
+struct Answer {
+    call: ToolCall,
+    caller: Caller,
+    /// Progress notifications are numbered; the number only grows (the spec requires it).
+    steps: f64,
+    /// The stream the client reads, if it is there (a legacy client may have lost it).
+    frames: Option<Frames>,
+    /// For a request answered with one JSON body: where that body goes.
+    body: Option<oneshot::Sender<Value>>,
+}
 
-/// An admitted run and what its driver needs.
-struct Admitted {
-    run: String,
-    capsule: Capsule,
-    signals: UnboundedReceiver<Signal>,
-    /// Held from admission on, so a response dropped before its driver ever ran still ends the run.
-    end: EndRun,
+impl Delivery for Answer {
+    fn forward(&mut self, event: &EventBody) {
+        let Some(frames) = &self.frames else { return };
+        for message in notifications(&self.call, event, &mut self.steps) {
+            if frames.unbounded_send(Ok(mcp::sse_event(&message, None).into_bytes())).is_err() {
+                self.frames = None; // the client left; a legacy one may come back
+                return;
+            }
+        }
+    }
+
+    fn finish(&mut self, outcome: Outcome, answer: bool) -> Option<Value> {
+        let response = conclude(&self.call, &self.caller, outcome);
+        if let Some(body) = self.body.take() {
+            let _ = body.send(response);
+            return None;
+        }
+        // A request the client cancelled gets no answer (2025-11-25 cancellation: SHOULD NOT).
+        // Dropping the sender ends the stream either way.
+        let frames = self.frames.take().filter(|_| answer)?;
+        let delivered = frames.unbounded_send(Ok(mcp::sse_event(&response, None).into_bytes())).is_ok();
+        (!delivered && self.call.era == Era::Legacy).then_some(response)
+    }
+
+    fn resume(&mut self, session: &str, frames: Frames) -> bool {
+        let ours = self.call.era == Era::Legacy && self.call.session_id.as_deref() == Some(session);
+        if ours && self.body.is_none() {
+            self.frames = Some(frames);
+        }
+        self.frames.is_some() && ours
+    }
 }
 
 /// Answers a `tools/call` of `run_js` / `run_py`.
 pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Result<Response> {
-    let admitted = match admit(&shared, &caller, &call)? {
-        Ok(admitted) => admitted,
+    let capsule = match build(&shared, &caller, &call)? {
+        Ok(capsule) => capsule,
         Err(response) => return Ok(response),
     };
+    let run = format!("r_{}", hex(&random::<8>()));
     if !call.stream {
-        let (_, answer) = drive(shared, admitted, &call, &caller, None).await;
+        let (body, answer) = oneshot::channel();
+        let delivery =
+            Answer { call: call.clone(), caller: caller.clone(), steps: 0.0, frames: None, body: Some(body) };
+        if let Err(response) = admit(&shared, &call, &caller, &run, &capsule, delivery) {
+            return Ok(response);
+        }
+        // The client waits for this body: if it goes away, the run is cancelled.
+        let _cancel = CancelOnDrop { shared: shared.clone(), run: run.clone() };
+        prepare(&shared, &caller, &run, &capsule).await;
+        let alive = run.clone();
+        let ticking = ticker(shared.clone(), move |s| s.has_run(&alive), None).for_each(|_| future::ready(()));
+        let answer = match future::select(answer, Box::pin(ticking)).await {
+            future::Either::Left((answer, _)) => answer.ok(),
+            future::Either::Right((_, answer)) => answer.await.ok(),
+        };
+        let answer = answer.unwrap_or_else(|| mcp::tool_error(&call, ErrorName::Internal, "the run was lost"));
         return Ok(http::json(200, &answer));
     }
     let (frames, body) = mpsc::unbounded();
-    let driver = async move {
-        let (answer_it, answer) = drive(shared, admitted, &call, &caller, Some(&frames)).await;
-        // A request the client cancelled gets no answer (2025-11-25 cancellation: SHOULD NOT).
-        if answer_it {
-            let _ = frames.unbounded_send(Ok(mcp::sse_event(&answer, None).into_bytes()));
-        }
+    if call.era == Era::Legacy {
+        let priming = format!("id: {run}\nretry: {RESUME_RETRY_MS}\ndata: \n\n");
+        let _ = frames.unbounded_send(Ok(priming.into_bytes()));
+    }
+    let modern = call.era == Era::Modern;
+    let delivery = Answer { call: call.clone(), caller: caller.clone(), steps: 0.0, frames: Some(frames), body: None };
+    if let Err(response) = admit(&shared, &call, &caller, &run, &capsule, delivery) {
+        return Ok(response);
+    }
+    let cancel = modern.then(|| CancelOnDrop { shared: shared.clone(), run: run.clone() });
+    let preparing = {
+        let (shared, run) = (shared.clone(), run.clone());
+        async move { prepare(&shared, &caller, &run, &capsule).await }
+            .into_stream()
+            .filter_map(|()| future::ready(None))
     };
-    // The body is the frames, merged with the driver (which yields nothing) so that polling the
-    // body drives the run and dropping the body drops the driver.
-    let driver = driver.into_stream().filter_map(|_| future::ready(None));
-    let stream = futures::stream::select(body, driver);
+    let ticking = ticker(shared.clone(), move |s| s.has_run(&run), Some(mcp::SSE_KEEPALIVE));
+    // The body is the answer's frames merged with the preparation and the ticker (which yield
+    // no frames of their own until a tick): polling the body drives all three, and dropping it
+    // drops them and, for a 2026-07-28 call, cancels the run.
+    let stream = futures::stream::select(body, futures::stream::select(preparing, ticking)).map(move |frame| {
+        let _ = &cancel;
+        frame
+    });
     Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()))
 }
 
-/// Builds and signs the capsule and takes the run's place in line, before anything awaits, so
-/// runs keep the order their calls reached this relay session. An error is the response to send.
-fn admit(shared: &Rc<Shared>, caller: &Caller, call: &ToolCall) -> Result<std::result::Result<Admitted, Response>> {
+/// `GET /mcp` with `Last-Event-ID` (legacy era): resumes the stream of run `event_id`, if it
+/// belongs to MCP session `session`. A run still in flight carries on on the new stream; an
+/// ended one gets its answer (or, if no answer survived, the error the audit recorded).
+pub fn resume(shared: Rc<Shared>, session: &str, event_id: &str) -> Result<Response> {
+    let (frames, body) = mpsc::unbounded();
+    if shared.resume(event_id, session, frames.clone()) {
+        let run = event_id.to_owned();
+        let ticking = ticker(shared.clone(), move |s| s.has_run(&run), Some(mcp::SSE_KEEPALIVE));
+        let stream = futures::stream::select(body, ticking);
+        return Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()));
+    }
+    let Some(ended) = store::ended_run(&shared.storage.sql(), event_id, session) else {
+        let message = format!("no stream {event_id} to resume in this MCP session");
+        let reply = RpcError::rejected(INVALID_REQUEST, message).with_status(404).into_response(None);
+        return Ok(super::mcp::to_response(reply));
+    };
+    let answer = shared.take_undelivered(event_id).unwrap_or_else(|| answer_from_audit(&ended));
+    let _ = frames.unbounded_send(Ok(mcp::sse_event(&answer, None).into_bytes()));
+    drop(frames);
+    Ok(Response::from_stream(body)?.with_headers(http::sse_headers()))
+}
+
+/// The answer to a legacy request whose run ended while no one held its stream and whose
+/// answer is gone (the relay restarted): what the audit says, as a tool error.
+fn answer_from_audit(ended: &Ended) -> Value {
+    let id: Value = serde_json::from_str(&ended.request_id).unwrap_or(Value::Null);
+    let name = ended.error_name.as_deref().and_then(ErrorName::from_name);
+    let (name, message) = match (name, &ended.error_message) {
+        (Some(name), Some(message)) => (name, message.clone()),
+        _ => (
+            ErrorName::Internal,
+            format!(
+                "the run ended with exit code {} but its answer was lost with the connection, and the relay keeps no output (only its hash); run the tool again",
+                ended.exit_code.unwrap_or(1)
+            ),
+        ),
+    };
+    mcp::tool_error_to(&id, Era::Legacy, name, &message)
+}
+
+/// Checks the arguments and builds and signs the capsule; an error is the response to send.
+fn build(shared: &Shared, caller: &Caller, call: &ToolCall) -> Result<std::result::Result<Capsule, Response>> {
     let tool_error = |name, message: &str| Ok(Err(http::json(200, &mcp::tool_error(call, name, message))));
-    let language = call.tool.name();
-    let spec = match capsule_spec(language, &call.arguments, &caller.tenant.defaults.policy) {
+    let spec = match capsule_spec(call.tool.name(), &call.arguments, &caller.tenant.defaults.policy) {
         Ok(spec) => spec,
         Err(e) => return tool_error(e.name, &e.message),
     };
-    let (timeout_ms, output_cap) = (spec.policy.limits.timeout_ms, spec.policy.limits.stdout_bytes);
-    let capsule = match capsule::build_capsule(spec, &signer(&shared.env)?) {
-        Ok(capsule) => capsule,
-        Err(e) => return tool_error(ErrorName::ValidationError, &e.to_string()),
-    };
-    let run = format!("r_{}", hex(&random::<8>()));
-    let (signals_tx, signals) = mpsc::unbounded();
-    shared.add_run(&run, signals_tx, request_key(call.session_id.as_deref(), &call.id));
-    let admission = shared.feed(caller, Input::Admit { run: run.clone(), timeout_ms, output_cap });
+    match capsule::build_capsule(spec, &signer(&shared.env)?) {
+        Ok(capsule) => Ok(Ok(capsule)),
+        Err(e) => tool_error(ErrorName::ValidationError, &e.to_string()),
+    }
+}
+
+/// Takes the run's place in line, before anything awaits, so runs keep the order their calls
+/// reached this relay session; a full queue is the 429 to send.
+fn admit(
+    shared: &Shared,
+    call: &ToolCall,
+    caller: &Caller,
+    run: &str,
+    capsule: &Capsule,
+    delivery: Answer,
+) -> std::result::Result<(), Response> {
+    let limits = &capsule.manifest.policy.limits;
+    shared.add_run(run, Box::new(delivery), request_key(call.session_id.as_deref(), &call.id));
+    let admission = shared.feed(Input::Admit {
+        run: run.to_owned(),
+        timeout_ms: limits.timeout_ms,
+        output_cap: limits.stdout_bytes,
+    });
     if let Some(Output::Refused { max, .. }) = admission.first() {
-        shared.remove_run(&run);
+        shared.remove_run(run);
         let message =
             format!("queue full: {max} run(s) already waiting in relay session '{}'; retry later", caller.session);
         let reply = RpcError::failed(QUEUE_FULL, message).with_status(429).into_response(Some(&call.id));
-        return Ok(Err(http::with_header(super::mcp::to_response(reply), "retry-after", "5")));
+        return Err(http::with_header(super::mcp::to_response(reply), "retry-after", "5"));
     }
-    store::audit_queued(&shared.storage.sql(), &run, language, &capsule.hash, now_ms());
-    let end = EndRun { shared: shared.clone(), caller: caller.clone(), run: run.clone() };
-    Ok(Ok(Admitted { run, capsule, signals, end }))
+    let queued = Queued {
+        run_id: run,
+        tool: call.tool.name(),
+        capsule_hash: &capsule.hash,
+        mcp_session: call.session_id.as_deref(),
+        request_id: &call.id,
+    };
+    store::audit_queued(&shared.storage.sql(), &queued, now_ms());
+    Ok(())
 }
 
 /// Stores the capsule in R2 (once per hash and DO instance) and tells the machine the run is
@@ -109,7 +232,7 @@ async fn prepare(shared: &Shared, caller: &Caller, run: &str, capsule: &Capsule)
         if let Err(e) = stored {
             worker::console_error!("storing capsule {}: {e}", capsule.hash);
             let why = Cancel::Unprepared("its capsule could not be stored; retry the call".into());
-            shared.feed(caller, Input::Cancel { run: run.to_owned(), why });
+            shared.feed(Input::Cancel { run: run.to_owned(), why });
             return;
         }
         shared.mark_stored(&capsule.hash);
@@ -117,11 +240,11 @@ async fn prepare(shared: &Shared, caller: &Caller, run: &str, capsule: &Capsule)
     match signer(&shared.env) {
         Ok(signer) => {
             shared.set_capsule_event(run, capsule_event(&signer, caller, run, capsule));
-            shared.feed(caller, Input::Ready { run: run.to_owned() });
+            shared.feed(Input::Ready { run: run.to_owned() });
         }
         Err(e) => {
             let why = Cancel::Unprepared(e.to_string());
-            shared.feed(caller, Input::Cancel { run: run.to_owned(), why });
+            shared.feed(Input::Cancel { run: run.to_owned(), why });
         }
     }
 }
@@ -151,66 +274,28 @@ pub fn request_key(session_id: Option<&str>, id: &Value) -> String {
 
 /// `notifications/cancelled`: cancels the run of that request, if there is one; its request
 /// then gets no answer.
-pub fn cancel_request(shared: &Shared, caller: &Caller, session_id: Option<&str>, request_id: &Value) {
+pub fn cancel_request(shared: &Shared, session_id: Option<&str>, request_id: &Value) {
     if let Some(run) = shared.run_of_request(&request_key(session_id, request_id)) {
-        shared.feed(caller, Input::Cancel { run, why: Cancel::ByClient });
+        shared.feed(Input::Cancel { run, why: Cancel::ByClient });
     }
 }
 
-/// Ends the run when its driver is done or dropped: a response dropped before the run ended
-/// (the client went away) cancels the run.
-struct EndRun {
+/// Cancels a run whose client stopped waiting for it (a 2026-07-28 stream closed, a JSON
+/// request dropped); a no-op once the run has ended.
+struct CancelOnDrop {
     shared: Rc<Shared>,
-    caller: Caller,
     run: String,
 }
 
-impl Drop for EndRun {
+impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        let cancel = Input::Cancel { run: self.run.clone(), why: Cancel::ClientGone };
-        self.shared.feed(&self.caller, cancel);
-        self.shared.remove_run(&self.run);
+        self.shared.feed(Input::Cancel { run: self.run.clone(), why: Cancel::ClientGone });
     }
 }
 
-/// Prepares the run, then forwards what it reports until it ends; returns whether to answer
-/// and the JSON-RPC response.
-async fn drive(
-    shared: Rc<Shared>,
-    run: Admitted,
-    call: &ToolCall,
-    caller: &Caller,
-    frames: Option<&Frames>,
-) -> (bool, Value) {
-    let Admitted { run, capsule, mut signals, end } = run;
-    prepare(&shared, caller, &run, &capsule).await;
-    let mut steps = 0.0;
-    let finished = loop {
-        let now = now_ms();
-        let wake = shared.next_wake().unwrap_or(u64::MAX).min(now + TICK_MS);
-        match future::select(signals.next(), sleep(wake.saturating_sub(now).max(1))).await {
-            future::Either::Left((Some(Signal::Forward(body)), _)) => forward(frames, call, &body, &mut steps),
-            future::Either::Left((Some(Signal::Finished { outcome, answer }), _)) => break Some((outcome, answer)),
-            future::Either::Left((None, _)) => break None,
-            future::Either::Right(_) => {
-                shared.tick(caller);
-                if let Some(frames) = frames {
-                    let _ = frames.unbounded_send(Ok(mcp::SSE_KEEPALIVE.as_bytes().to_vec()));
-                }
-            }
-        }
-    };
-    drop(end);
-    match finished {
-        Some((outcome, answer)) => (answer, conclude(call, caller, outcome)),
-        None => (true, mcp::tool_error(call, ErrorName::Internal, "the run was lost")),
-    }
-}
-
-/// Streams one event to the client, as the era and the request's options allow. Phases become
-/// progress notifications numbered by `steps`, which only grows (the spec requires it).
-fn forward(frames: Option<&Frames>, call: &ToolCall, body: &EventBody, steps: &mut f64) {
-    let Some(frames) = frames else { return };
+/// The notifications one event becomes, as the era and the request's options allow. Phases
+/// become progress notifications numbered by `steps`.
+fn notifications(call: &ToolCall, body: &EventBody, steps: &mut f64) -> Vec<Value> {
     let message = match body {
         EventBody::Stdout { data } => mcp::log_notification(call, LogLevel::Info, "stdout", json!(data)),
         EventBody::Stderr { data } => mcp::log_notification(call, LogLevel::Warning, "stderr", json!(data)),
@@ -224,9 +309,7 @@ fn forward(frames: Option<&Frames>, call: &ToolCall, body: &EventBody, steps: &m
         }),
         EventBody::Exit { .. } | EventBody::Error(_) => None,
     };
-    if let Some(message) = message {
-        let _ = frames.unbounded_send(Ok(mcp::sse_event(&message, None).into_bytes()));
-    }
+    message.into_iter().collect()
 }
 
 /// The JSON-RPC response for a run that ended.
@@ -246,7 +329,7 @@ fn conclude(call: &ToolCall, caller: &Caller, outcome: Outcome) -> Value {
 
 /// The seed's error name of a run's error; NoExecutorAttached says which page to open.
 fn named_error(error: &RunError, caller: &Caller) -> (ErrorName, String) {
-    match ErrorName::ALL.into_iter().find(|n| n.as_str() == error.name) {
+    match ErrorName::from_name(&error.name) {
         Some(ErrorName::NoExecutorAttached) => (ErrorName::NoExecutorAttached, caller.no_executor_message()),
         Some(name) => (name, error.message.clone()),
         None => (ErrorName::Internal, format!("{}: {}", error.name, error.message)),

@@ -32,10 +32,11 @@ impl DurableObject for SessionDO {
         let header = req.headers().get(CALLER_HEADER)?.unwrap_or_default();
         let caller = Caller::decode(&header).map_err(worker::Error::RustError)?;
         let shared = self.shared.clone();
+        shared.configure(&caller.tenant.defaults.queue);
         match req.path().as_str() {
             "/mcp" => mcp::handle(shared, req, caller).await,
             "/events" => tabs::attach(shared, &caller),
-            "/result" => tabs::result(shared, &caller, req).await,
+            "/result" => tabs::result(shared, req).await,
             path => Ok(error(404, "NotFound", format!("session object has no route {path}"))),
         }
     }

@@ -1,34 +1,47 @@
 //! The Session DO's state, and the one place its run machine (`run::session`) is fed: every
 //! input goes through [`Shared::feed`], which performs the machine's outputs (commands written
-//! to tabs, output and results handed to the runs' drivers, the audit) and returns the answers
-//! meant for the caller. Nothing here decides anything about a run.
+//! to tabs, output and results handed to each run's [`Delivery`], the audit) and returns the
+//! answers meant for the caller. Nothing here decides anything about a run.
 
 use super::store;
-use crate::edge::now_ms;
-use crate::forward::Caller;
+use crate::auth::QueueSettings;
+use crate::edge::{now_ms, sleep};
 use crate::mcp::sse_frame;
 use crate::run::backchannel::EventBody;
 use crate::run::session::{Command, Input, Outcome, Output, Session};
 use futures::channel::mpsc::UnboundedSender;
-use serde_json::json;
+use futures::{future, Stream, StreamExt};
+use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::Rc;
 use worker::{Env, Result, Storage};
 
 /// Capsule hashes remembered as stored in R2 before the set starts over.
 const STORED_KEPT: usize = 10_000;
+/// Answers no client was there to take, kept for one that resumes its stream.
+const UNDELIVERED_KEPT: usize = 16;
+/// How often an open stream ticks the machine (and heartbeats the tabs) at the least. A closed
+/// tab or client is noticed when a write to it fails, so this bounds how long that takes.
+const TICK_MS: u64 = 2_000;
 
-/// What a run's driver (the response to its `tools/call`) is told.
-pub enum Signal {
-    /// Output or progress to stream to the client.
-    Forward(EventBody),
-    /// The run ended; `answer` is false when the client cancelled the request.
-    Finished { outcome: Outcome, answer: bool },
+/// An SSE response body being written.
+pub type Frames = UnboundedSender<Result<Vec<u8>>>;
+
+/// How a run's progress and answer reach its client (see `runs.rs`).
+pub trait Delivery {
+    /// Output or progress, as it comes.
+    fn forward(&mut self, body: &EventBody);
+    /// The run ended (`answer`: false when the client cancelled the request). Returns the
+    /// answer when no one was there to take it and a client may come back for it.
+    fn finish(&mut self, outcome: Outcome, answer: bool) -> Option<Value>;
+    /// A client of MCP session `session` resumes the stream on `frames`; false when it may not.
+    fn resume(&mut self, session: &str, frames: Frames) -> bool;
 }
 
 /// What the DO keeps of a run besides the machine's view of it.
 struct RunIo {
-    signals: UnboundedSender<Signal>,
+    delivery: Box<dyn Delivery>,
     /// The `capsule` command for a tab, once the capsule is stored.
     capsule_event: Option<Vec<u8>>,
     /// Identifies the MCP request, for `notifications/cancelled`.
@@ -41,8 +54,10 @@ pub struct Shared {
     pub env: Env,
     pub storage: Storage,
     machine: RefCell<Option<Session>>,
-    tabs: RefCell<HashMap<String, UnboundedSender<Result<Vec<u8>>>>>,
+    tabs: RefCell<HashMap<String, Frames>>,
     runs: RefCell<HashMap<String, RunIo>>,
+    /// Run -> its answer, for runs whose client was gone when they ended (oldest first).
+    undelivered: RefCell<VecDeque<(String, Value)>>,
     /// Capsules this instance has stored in R2 (content-addressed: stored once is stored).
     stored: RefCell<HashSet<String>>,
 }
@@ -55,20 +70,26 @@ impl Shared {
             machine: RefCell::default(),
             tabs: RefCell::default(),
             runs: RefCell::default(),
+            undelivered: RefCell::default(),
             stored: RefCell::default(),
         }
     }
 
-    /// Applies `input` to the run machine (made with the caller's tenant settings the first
-    /// time), performs its outputs, and returns those meant for the caller: `Admitted`,
-    /// `Refused`, `Reply`. A tab found dead while writing to it is fed back as `TabGone`.
-    pub fn feed(&self, caller: &Caller, input: Input) -> Vec<Output> {
+    /// Makes the run machine with the tenant's queue settings, unless this instance has one.
+    pub fn configure(&self, settings: &QueueSettings) {
+        self.machine.borrow_mut().get_or_insert_with(|| Session::new(settings.clone()));
+    }
+
+    /// Applies `input` to the run machine (see `configure`), performs its outputs, and returns
+    /// those meant for the caller: `Admitted`, `Refused`, `Reply`. A tab found dead while
+    /// writing to it is fed back as `TabGone`.
+    pub fn feed(&self, input: Input) -> Vec<Output> {
         let mut inputs = VecDeque::from([input]);
         let mut answers = Vec::new();
         while let Some(input) = inputs.pop_front() {
             let outputs = {
                 let mut machine = self.machine.borrow_mut();
-                let machine = machine.get_or_insert_with(|| Session::new(caller.tenant.defaults.queue.clone()));
+                let Some(machine) = machine.as_mut() else { return answers };
                 machine.handle(now_ms(), input)
             };
             for output in outputs {
@@ -81,18 +102,12 @@ impl Shared {
                     Output::DropTab { tab } => {
                         self.tabs.borrow_mut().remove(&tab);
                     }
-                    Output::Forward { run, body } => self.signal(&run, Signal::Forward(body)),
-                    Output::Finish { run, outcome, answer } => {
-                        store::audit_finished(
-                            &self.storage.sql(),
-                            &run,
-                            &outcome.exit,
-                            &outcome.stdout,
-                            &outcome.stderr,
-                            now_ms(),
-                        );
-                        self.signal(&run, Signal::Finished { outcome, answer });
+                    Output::Forward { run, body } => {
+                        if let Some(io) = self.runs.borrow_mut().get_mut(&run) {
+                            io.delivery.forward(&body);
+                        }
                     }
+                    Output::Finish { run, outcome, answer } => self.finish(&run, outcome, answer),
                     answer => answers.push(answer),
                 }
             }
@@ -100,16 +115,31 @@ impl Shared {
         answers
     }
 
+    /// Audits a run that ended and hands its end to its delivery; the run is then forgotten
+    /// here, but for an answer no one took.
+    fn finish(&self, run: &str, outcome: Outcome, answer: bool) {
+        let sql = self.storage.sql();
+        store::audit_finished(&sql, run, &outcome.exit, &outcome.stdout, &outcome.stderr, now_ms());
+        let Some(mut io) = self.runs.borrow_mut().remove(run) else { return };
+        if let Some(answer) = io.delivery.finish(outcome, answer) {
+            let mut undelivered = self.undelivered.borrow_mut();
+            undelivered.push_back((run.to_owned(), answer));
+            if undelivered.len() > UNDELIVERED_KEPT {
+                undelivered.pop_front();
+            }
+        }
+    }
+
     /// Heartbeats every tab (a failed write is how a closed tab is noticed), then lets the
     /// machine check its deadlines.
-    pub fn tick(&self, caller: &Caller) {
+    pub fn tick(&self) {
         let ids: Vec<String> = self.tabs.borrow().keys().cloned().collect();
         for tab in ids {
             if !self.write(&tab, b": heartbeat\n\n".to_vec()) {
-                self.feed(caller, Input::TabGone { tab });
+                self.feed(Input::TabGone { tab });
             }
         }
-        self.feed(caller, Input::Tick);
+        self.feed(Input::Tick);
     }
 
     /// When the machine next needs a tick.
@@ -122,8 +152,12 @@ impl Shared {
         self.machine.borrow().as_ref().map_or((Vec::new(), 0), |m| (m.tabs().to_vec(), m.queue_depth()))
     }
 
-    pub fn add_tab(&self, tab: &str, sender: UnboundedSender<Result<Vec<u8>>>) {
+    pub fn add_tab(&self, tab: &str, sender: Frames) {
         self.tabs.borrow_mut().insert(tab.to_owned(), sender);
+    }
+
+    pub fn has_tab(&self, tab: &str) -> bool {
+        self.tabs.borrow().contains_key(tab)
     }
 
     /// Writes to a tab's stream; false (and the tab forgotten) when it is gone.
@@ -145,13 +179,31 @@ impl Shared {
         }
     }
 
-    /// Registers a run's driver before the run is admitted.
-    pub fn add_run(&self, run: &str, signals: UnboundedSender<Signal>, request_key: String) {
-        self.runs.borrow_mut().insert(run.to_owned(), RunIo { signals, capsule_event: None, request_key });
+    /// Registers how a run's results are delivered, before the run is admitted.
+    pub fn add_run(&self, run: &str, delivery: Box<dyn Delivery>, request_key: String) {
+        self.runs.borrow_mut().insert(run.to_owned(), RunIo { delivery, capsule_event: None, request_key });
     }
 
+    /// Forgets a run the machine refused.
     pub fn remove_run(&self, run: &str) {
         self.runs.borrow_mut().remove(run);
+    }
+
+    /// Whether the run has not ended yet.
+    pub fn has_run(&self, run: &str) -> bool {
+        self.runs.borrow().contains_key(run)
+    }
+
+    /// Hands a run still in flight to a client of MCP session `session` resuming its stream.
+    pub fn resume(&self, run: &str, session: &str, frames: Frames) -> bool {
+        self.runs.borrow_mut().get_mut(run).is_some_and(|io| io.delivery.resume(session, frames))
+    }
+
+    /// The answer of an ended run that no client took yet (taken once).
+    pub fn take_undelivered(&self, run: &str) -> Option<Value> {
+        let mut undelivered = self.undelivered.borrow_mut();
+        let i = undelivered.iter().position(|(id, _)| id == run)?;
+        undelivered.remove(i).map(|(_, answer)| answer)
     }
 
     /// The `capsule` command for the run's tab, set once its capsule is stored.
@@ -166,12 +218,6 @@ impl Shared {
         self.runs.borrow().iter().find(|(_, io)| io.request_key == request_key).map(|(id, _)| id.clone())
     }
 
-    fn signal(&self, run: &str, signal: Signal) {
-        if let Some(io) = self.runs.borrow().get(run) {
-            let _ = io.signals.unbounded_send(signal);
-        }
-    }
-
     /// Whether this instance already stored `hash` in R2.
     pub fn stored(&self, hash: &str) -> bool {
         self.stored.borrow().contains(hash)
@@ -184,4 +230,30 @@ impl Shared {
         }
         stored.insert(hash.to_owned());
     }
+}
+
+/// Ticks the machine (and heartbeats the tabs) while `alive`, every `TICK_MS` or at the
+/// machine's next deadline if sooner, yielding `keepalive` after each tick if given. Every
+/// open response stream (a call's, a resumed one, a tab's) carries one, so deadlines keep
+/// running as long as anyone is connected; none is needed when no one is.
+pub fn ticker(
+    shared: Rc<Shared>,
+    alive: impl Fn(&Shared) -> bool + 'static,
+    keepalive: Option<&'static str>,
+) -> impl Stream<Item = Result<Vec<u8>>> {
+    let alive = Rc::new(alive);
+    futures::stream::unfold((), move |()| {
+        let (shared, alive) = (shared.clone(), alive.clone());
+        async move {
+            let now = now_ms();
+            let wake = shared.next_wake().unwrap_or(u64::MAX).min(now + TICK_MS);
+            let _ = sleep(wake.saturating_sub(now).max(1)).await;
+            if !alive(&shared) {
+                return None;
+            }
+            shared.tick();
+            Some((keepalive.map(|frame| Ok(frame.as_bytes().to_vec())), ()))
+        }
+    })
+    .filter_map(future::ready)
 }

@@ -10,7 +10,7 @@ use worker::{SqlStorage, SqlStorageValue};
 
 /// The migrations, in order. Each runs once; `schema_version` remembers how far we got.
 const MIGRATIONS: &[&str] =
-    &[include_str!("../migrations/0001_init.sql"), include_str!("../migrations/0002_run_error_message.sql")];
+    &[include_str!("../migrations/0001_init.sql"), include_str!("../migrations/0002_run_resume.sql")];
 /// Longest error message the audit keeps.
 const MAX_ERROR_MESSAGE: usize = 500;
 
@@ -75,10 +75,49 @@ fn log_err<T>(result: worker::Result<T>) {
     }
 }
 
+/// A queued run: what it runs, and the request it answers (for a client resuming its stream).
+pub struct Queued<'a> {
+    pub run_id: &'a str,
+    pub tool: &'a str,
+    pub capsule_hash: &'a str,
+    pub mcp_session: Option<&'a str>,
+    pub request_id: &'a Value,
+}
+
 /// Records a run when it is queued.
-pub fn audit_queued(sql: &SqlStorage, run_id: &str, tool: &str, capsule_hash: &str, now_ms: u64) {
-    let args: Vec<SqlStorageValue> = vec![run_id.into(), tool.into(), capsule_hash.into(), (now_ms as i64).into()];
-    log_err(sql.exec("INSERT INTO runs (run_id, tool, capsule_hash, queued_ms) VALUES (?, ?, ?, ?)", args));
+pub fn audit_queued(sql: &SqlStorage, run: &Queued, now_ms: u64) {
+    let args: Vec<SqlStorageValue> = vec![
+        run.run_id.into(),
+        run.tool.into(),
+        run.capsule_hash.into(),
+        (now_ms as i64).into(),
+        run.mcp_session.unwrap_or_default().into(),
+        run.request_id.to_string().into(),
+    ];
+    log_err(sql.exec(
+        "INSERT INTO runs (run_id, tool, capsule_hash, queued_ms, mcp_session, request_id) VALUES (?, ?, ?, ?, NULLIF(?, ''), ?)",
+        args,
+    ));
+}
+
+/// How a run of a legacy MCP session ended, for a client resuming its stream.
+#[derive(Deserialize)]
+pub struct Ended {
+    pub request_id: String,
+    pub exit_code: Option<i32>,
+    pub error_name: Option<String>,
+    pub error_message: Option<String>,
+}
+
+/// The ended run `run_id` of MCP session `mcp_session`, if there is one.
+pub fn ended_run(sql: &SqlStorage, run_id: &str, mcp_session: &str) -> Option<Ended> {
+    let rows = sql
+        .exec(
+            "SELECT request_id, exit_code, error_name, error_message FROM runs WHERE run_id = ? AND mcp_session = ? AND finished_ms IS NOT NULL",
+            vec![run_id.into(), mcp_session.into()],
+        )
+        .and_then(|c| c.to_array::<Ended>());
+    rows.ok().and_then(|rows| rows.into_iter().next())
 }
 
 /// Records how a run ended, with hashes of its output.

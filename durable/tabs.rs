@@ -1,7 +1,7 @@
 //! The tabs attached as executors: their SSE command streams (`/events`) and the NDJSON
 //! backchannel their results come back on (`/result`). Both feed the run machine.
 
-use super::shared::Shared;
+use super::shared::{ticker, Shared};
 use crate::auth::tenant::hex;
 use crate::edge::http::{error, json, sse_headers};
 use crate::edge::random;
@@ -23,18 +23,20 @@ pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
     let _ = tx.unbounded_send(Ok(b"retry: 2000\n\n".to_vec()));
     let _ = tx.unbounded_send(Ok(sse_frame("hello", &hello, None).into_bytes()));
     shared.add_tab(&tab, tx);
-    shared.feed(caller, Input::TabAttached { tab });
-    Ok(Response::from_stream(rx)?.with_headers(sse_headers()))
+    shared.feed(Input::TabAttached { tab: tab.clone() });
+    // The tab's stream ticks too: heartbeats find a closed tab even while no run is in flight.
+    let ticking = ticker(shared, move |s| s.has_tab(&tab), None);
+    Ok(Response::from_stream(futures::stream::select(rx, ticking))?.with_headers(sse_headers()))
 }
 
 /// `POST /session/:id/result`: applies a batch of the tab's events to their runs, each event on
 /// its own (see `run::session` for the verdicts: 200, 404 or 409 listing what was refused).
-pub async fn result(shared: Rc<Shared>, caller: &Caller, mut req: Request) -> Result<Response> {
+pub async fn result(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
     let events = match parse_batch(&req.bytes().await?) {
         Ok(events) => events,
         Err(why) => return Ok(error(400, "ValidationError", format!("result batch: {why}"))),
     };
-    let answers = shared.feed(caller, Input::Heard { events });
+    let answers = shared.feed(Input::Heard { events });
     let Some(Output::Reply(reply)) = answers.into_iter().find(|o| matches!(o, Output::Reply(_))) else {
         return Ok(error(500, "Internal", "the run machine did not answer the batch"));
     };

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
+import { LEGACY, initialize, legacyHeaders, mcpUrl, modernBody, modernHeaders, parseSse, readUntil } from "./lib/mcp-http.mjs";
 import { BASE, createTenant } from "./lib/relay.mjs";
 
 const SESSION = "played-tab";
@@ -182,4 +183,57 @@ test("bad batches and bad tokens are refused and change nothing", async () => {
   const { attachToken } = await attach.json();
   res = await post([{ runId: "r_x", seq: 0, type: "stdout", data: "x" }], attachToken);
   assert.equal(res.status, 401, "a token for another relay session does not open this one");
+});
+
+test("a legacy client that loses its stream resumes it with Last-Event-ID and gets the rest and the answer", async () => {
+  const { sessionId } = await initialize(key, { session: SESSION });
+  const body = { jsonrpc: "2.0", id: 41, method: "tools/call", params: { name: "run_js", arguments: { code: "console.log('resumed')" } } };
+  const lost = new AbortController();
+  const res = await fetch(mcpUrl(SESSION), {
+    method: "POST",
+    headers: legacyHeaders(key, sessionId, LEGACY),
+    body: JSON.stringify(body),
+    signal: lost.signal,
+  });
+  // The stream opens with a priming event: an id (the run's) and a retry, no data.
+  const opening = await readUntil(res, (text) => text.includes("\n\n"));
+  const [eventId] = parseSse(opening).ids;
+  assert.match(opening, /^id: r_[0-9a-f]{16}\nretry: \d+\ndata: \n\n/);
+  const { value } = await commands.next();
+  assert.equal(value.data.runId, eventId);
+  lost.abort(); // the connection drops: for a legacy client that is not a cancellation
+
+  const resume = (id, session = sessionId) =>
+    fetch(mcpUrl(SESSION), { headers: { ...legacyHeaders(key, session, LEGACY), accept: "text/event-stream", "last-event-id": id } });
+  const resumed = await resume(eventId);
+  assert.equal(resumed.status, 200);
+  assert.equal(resumed.headers.get("content-type"), "text/event-stream");
+  const runId = value.data.runId;
+  assert.equal((await post([{ runId, seq: 0, type: "stdout", data: "resumed\n" }, exit(runId, 1)])).status, 200);
+  const { events } = parseSse(await resumed.text());
+  const answer = events.find((e) => e.id === 41);
+  assert.equal(answer.result.structuredContent.stdout, "resumed\n");
+  assert.deepEqual(events.filter((e) => e.method === "notifications/message").map((e) => e.params.data), ["resumed\n"]);
+
+  // Only that MCP session may resume it, and only while there is something to resume.
+  const { sessionId: stranger } = await initialize(key, { session: SESSION });
+  assert.equal((await resume(eventId, stranger)).status, 404);
+  assert.equal((await resume("r_0000000000000000")).status, 404);
+});
+
+test("closing a 2026-07-28 stream cancels its run: that era has no resumption", async () => {
+  const body = modernBody("tools/call", { name: "run_js", arguments: { code: "for (;;) {}" } });
+  const closing = new AbortController();
+  const res = await fetch(mcpUrl(SESSION), { method: "POST", headers: modernHeaders(key, body), body: JSON.stringify(body), signal: closing.signal });
+  const { value } = await commands.next();
+  const runId = value.data.runId;
+  assert.equal((await post([{ runId, seq: 0, type: "progress", phase: "received" }])).status, 200);
+  closing.abort();
+  res.body.cancel().catch(() => {});
+  // The tab is told to stop it, and its late exit is refused: the run ended as Cancelled.
+  const { value: cancel } = await commands.next();
+  assert.deepEqual([cancel.event, cancel.data.runId], ["cancel", runId]);
+  const late = await post([exit(runId, 1)]);
+  assert.equal(late.status, 409);
+  assert.equal((await late.json()).refused[0].code, "ended");
 });

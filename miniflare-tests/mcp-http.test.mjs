@@ -619,11 +619,12 @@ describe("bad input never panics and never 500s", () => {
 
 describe("long streams and cancellation", { concurrency: true }, () => {
   test("a long tool-call stream carries keep-alive comments before its result", async () => {
-    // The Session DO comments every 5 s (TICK_MS in durable/runs.rs); this run waits 5.6 s.
-    const { key: slow } = await createTenant("keepalive", { queue: { attachWaitMs: 5600 } });
-    const { message, comments, text } = await modernCall(slow, "tools/call", { name: "run_js", arguments: { code: "1" } });
+    // The Session DO comments every 2 s (TICK_MS in durable/shared.rs); this run waits 2.6 s.
+    const { key: slow } = await createTenant("keepalive", { queue: { attachWaitMs: 2600 } });
+    const { message, comments, text, ids } = await modernCall(slow, "tools/call", { name: "run_js", arguments: { code: "1" } });
     assert.ok(comments.includes(": keepalive"), text);
     assert.ok(text.indexOf(": keepalive") < text.indexOf("event: message"));
+    assert.deepEqual(ids, [], "2026-07-28 streams have no event ids (no resumability)");
     assertNoExecutor(message.result);
   });
 

@@ -32,6 +32,7 @@ async function main() {
   let client;
   const backchannel = new Backchannel(() => client.endpoint("result"), {
     onUnauthorized: () => client.renew(),
+    onRefused: (refused) => stopUnwanted(queue, refused),
     onDropped: (err) => status.error(`results lost after retries: ${err.message}`),
   });
   const queue = new RunQueue({ runner, keyRing, backchannel, status });
@@ -94,6 +95,18 @@ async function connect(key, session, handlers) {
         await sleep(delay);
       }
     }
+  }
+}
+
+/**
+ * Stops runs the server refused events of because it no longer wants them: they ended there
+ * (a timeout, a cancel whose command this tab missed), or the server restarted and forgot them.
+ */
+function stopUnwanted(queue, refused) {
+  for (const { runId, code, reason } of refused) {
+    if (code === "gap") continue;
+    status.error(`the server refused results of run ${runId} (${reason}); stopping it`);
+    queue.cancel(runId);
   }
 }
 

@@ -145,7 +145,7 @@ fn get_opens_the_stream_of_a_live_session() {
     let mut server = Server::new();
     let session = server.initialize("2025-11-25");
     let get = bare("GET", &[("mcp-session-id", &session), ("accept", "text/event-stream")]);
-    assert_eq!(server.send(&get), Outcome::OpenStream { session_id: session.clone() });
+    assert_eq!(server.send(&get), Outcome::OpenStream { session_id: session.clone(), last_event_id: None });
     let json_only = bare("GET", &[("mcp-session-id", &session), ("accept", "application/json")]);
     assert_eq!(server.reply(&json_only).status, 406);
     let bad_version = bare(
@@ -153,6 +153,18 @@ fn get_opens_the_stream_of_a_live_session() {
         &[("mcp-session-id", &session), ("accept", "text/event-stream"), ("mcp-protocol-version", "2000-01-01")],
     );
     assert_eq!(server.reply(&bad_version).status, 400);
+}
+
+#[test]
+fn get_with_last_event_id_resumes_that_stream() {
+    let mut server = Server::new();
+    let session = server.initialize("2025-11-25");
+    let resume =
+        bare("GET", &[("mcp-session-id", &session), ("accept", "text/event-stream"), ("last-event-id", "r_0011")]);
+    assert_eq!(server.send(&resume), Outcome::OpenStream { session_id: session, last_event_id: Some("r_0011".into()) });
+    // Resuming needs the session like any GET: without one there is no stream at all.
+    let sessionless = bare("GET", &[("accept", "text/event-stream"), ("last-event-id", "r_0011")]);
+    assert_eq!(server.reply(&sessionless).status, 405);
 }
 
 #[test]

@@ -274,6 +274,7 @@ fn a_requeued_run_refuses_late_events_from_the_tab_that_dropped_it() {
     s.handle(ACK_WITHIN_MS, Input::Tick); // dropped; a is back in line, no tab to take it
     let (status, body) = reply(&s.handle(ACK_WITHIN_MS + 1, heard(vec![ev("a", 0, progress("received"))])));
     assert_eq!(status, 409);
+    assert_eq!(body["refused"][0]["code"], "not-on-tab");
     assert!(body["refused"][0]["reason"].as_str().unwrap().contains("not on a tab"));
 }
 
@@ -359,6 +360,7 @@ fn an_event_past_a_gap_is_refused_alone_and_the_resend_completes_the_run() {
     assert_eq!(status, 409);
     assert_eq!(body["applied"], 1);
     assert_eq!(body["refused"][0]["reason"], "expected seq 1");
+    assert_eq!(body["refused"][0]["code"], "gap");
     let out = s.handle(2, heard(vec![ev("a", 1, stdout("b")), ev("a", 2, exit(0))]));
     assert_eq!(finishes(&out).len(), 1);
 }
@@ -369,6 +371,7 @@ fn unknown_runs_get_404_and_mixed_refusals_409_with_the_rest_applied() {
     let (status, body) = reply(&s.handle(0, heard(vec![ev("nope", 0, exit(0))])));
     assert_eq!(status, 404);
     assert_eq!(body["error"]["name"], "UnknownRun");
+    assert_eq!(body["refused"][0]["code"], "unknown");
     started(&mut s, 0, "a", "t1");
     let out = s.handle(1, heard(vec![ev("nope", 0, exit(0)), ev("a", 0, exit(3))]));
     let (status, body) = reply(&out);

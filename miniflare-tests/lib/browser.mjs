@@ -26,10 +26,11 @@ export async function launchBrowser() {
 }
 
 /**
- * Opens the executor page for `session` with `key` in a fresh context and waits until it says
- * it is ready. Returns the page and its console lines (without the "relay-mcp: " prefix).
+ * Opens the executor page for `session` with `key` in a fresh context (on the Worker at
+ * `base`) and waits until it says it is ready. Returns the page and its console lines (without
+ * the "relay-mcp: " prefix).
  */
-export async function openExecutor(browser, key, session = "default") {
+export async function openExecutor(browser, key, session = "default", base = BASE) {
   const context = await browser.newContext();
   const page = await context.newPage();
   const lines = [];
@@ -38,7 +39,7 @@ export async function openExecutor(browser, key, session = "default") {
     if (text.startsWith("relay-mcp: ")) lines.push(text.slice("relay-mcp: ".length));
   });
   const fragment = session === "default" ? `#key=${key}` : `#key=${key}&session=${session}`;
-  await page.goto(`${BASE}/${fragment}`);
+  await page.goto(`${base}/${fragment}`);
   await waitForLine(lines, /^Ready\. Waiting for execution requests/);
   return { context, page, lines };
 }

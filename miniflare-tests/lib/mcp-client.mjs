@@ -4,9 +4,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { BASE } from "./relay.mjs";
 
-/** A connected SDK client for `session` (the `?session=` of /mcp). */
-export async function connectClient(key, session = "default", name = "relay-edge-tests") {
-  const url = new URL(`${BASE}/mcp${session === "default" ? "" : `?session=${session}`}`);
+/** A connected SDK client for `session` (the `?session=` of /mcp) of the Worker at `base`. */
+export async function connectClient(key, session = "default", name = "relay-edge-tests", base = BASE) {
+  const url = new URL(`${base}/mcp${session === "default" ? "" : `?session=${session}`}`);
   const transport = new StreamableHTTPClientTransport(url, {
     requestInit: { headers: { authorization: `Bearer ${key}` } },
   });

@@ -93,31 +93,36 @@ export async function legacyCall(key, sessionId, method, params = {}, { id = 1, 
 }
 
 /**
- * Reads an answer whole. JSON: `{message}`. SSE: `{message, events, comments}` where `events`
- * are every JSON-RPC message in order and `message` the one carrying a result or error.
+ * Reads an answer whole. JSON: `{message}`. SSE: `{message, events, comments, ids}` where
+ * `events` are every JSON-RPC message in order and `message` the one carrying a result or error.
  * An empty body gives `{message: undefined, text: ""}`.
  */
 export async function readAnswer(res) {
   const type = res.headers.get("content-type") ?? "";
   const text = await res.text();
   if (type.startsWith("text/event-stream")) {
-    const { events, comments } = parseSse(text);
-    return { text, events, comments, message: events.find((e) => "result" in e || "error" in e) };
+    const { events, comments, ids } = parseSse(text);
+    return { text, events, comments, ids, message: events.find((e) => "result" in e || "error" in e) };
   }
   return { text, message: text ? JSON.parse(text) : undefined };
 }
 
-/** SSE text -> the JSON `data` of each event, and the comment lines (`: keepalive`). */
+/**
+ * SSE text -> the JSON `data` of each event, the comment lines (`: keepalive`), and the event
+ * ids (a legacy call's stream opens with a priming event: an id and empty data).
+ */
 export function parseSse(text) {
   const events = [];
   const comments = [];
+  const ids = [];
   for (const block of text.split(/\n\n/)) {
     const lines = block.split("\n").filter(Boolean);
     comments.push(...lines.filter((l) => l.startsWith(":")));
-    const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim());
-    if (data.length) events.push(JSON.parse(data.join("\n")));
+    ids.push(...lines.filter((l) => l.startsWith("id:")).map((l) => l.slice(3).trim()));
+    const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+    if (data) events.push(JSON.parse(data));
   }
-  return { events, comments };
+  return { events, comments, ids };
 }
 
 /** Reads a streaming body until `predicate(textSoFar)` holds; returns the text read. */

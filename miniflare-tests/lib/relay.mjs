@@ -17,9 +17,9 @@ export const devVars = Object.fromEntries(
     .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1).trim()]),
 );
 
-/** Creates a tenant through the admin endpoint; returns `{key, tenant}`. */
-export async function createTenant(name = "test", defaults = undefined) {
-  const res = await fetch(`${BASE}/admin/tenants`, {
+/** Creates a tenant through the admin endpoint (of the Worker at `base`); returns `{key, tenant}`. */
+export async function createTenant(name = "test", defaults = undefined, base = BASE) {
+  const res = await fetch(`${base}/admin/tenants`, {
     method: "POST",
     headers: { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" },
     body: JSON.stringify(defaults ? { name, defaults } : { name }),

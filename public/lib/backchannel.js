@@ -19,11 +19,14 @@ export class Backchannel {
    * @param endpoint () => {url, headers}, where to post and the current attach token's header
    *   (the token changes on refresh)
    * @param options.onUnauthorized () => Promise, called before retrying a batch refused with 401
+   * @param options.onRefused ([{runId, seq, code, reason}]) => void, events the server refused
+   *   (404/409): code "unknown", "ended" or "not-on-tab" means it no longer wants that run
    * @param options.onDropped (error) => void, a batch that failed all its retries
    */
-  constructor(endpoint, { onUnauthorized = async () => {}, onDropped = () => {} } = {}) {
+  constructor(endpoint, { onUnauthorized = async () => {}, onRefused = () => {}, onDropped = () => {} } = {}) {
     this.endpoint = endpoint;
     this.onUnauthorized = onUnauthorized;
+    this.onRefused = onRefused;
     this.onDropped = onDropped;
     this.lines = [];
     this.bytes = 0;
@@ -80,7 +83,8 @@ export class Backchannel {
         },
       );
     } catch (err) {
-      this.onDropped(err);
+      if (Array.isArray(err.body?.refused)) this.onRefused(err.body.refused);
+      else this.onDropped(err);
     }
   }
 }

@@ -5,10 +5,12 @@
 export const RETRY_DELAYS_MS = [1000, 2000, 4000];
 
 export class HttpError extends Error {
-  constructor(status, name, message) {
+  /** @param body the server's JSON answer, when it sent one */
+  constructor(status, name, message, body = null) {
     super(message);
     this.status = status;
     this.serverName = name;
+    this.body = body;
   }
 }
 
@@ -19,7 +21,8 @@ export async function fetchOk(url, init) {
   const body = await res.json().catch(() => null);
   const name = body?.error?.name ?? `HTTP ${res.status}`;
   const message = body?.error?.message ?? res.statusText;
-  throw new HttpError(res.status, name, `${init?.method ?? "GET"} ${new URL(url, location.href).pathname}: ${name}: ${message}`);
+  const what = `${init?.method ?? "GET"} ${new URL(url, location.href).pathname}`;
+  throw new HttpError(res.status, name, `${what}: ${name}: ${message}`, body);
 }
 
 /** Worth retrying: network failures, timeouts, rate limits, server errors (not 4xx refusals). */

@@ -7,8 +7,9 @@
 //! ```text
 //! Worker: auth, CORS, Origin ─▶ DO: handle(&HttpRequest, &mut store, &Context) ─▶ Outcome
 //!   Reply(resp)                      send resp as is (JSON body, or empty 202/204/4xx)
-//!   OpenStream { session_id }        legacy GET: open an SSE stream (SSE_HEADERS), send
-//!                                    SSE_KEEPALIVE now and then, until the client leaves
+//!   OpenStream { session_id, .. }   legacy GET: open an SSE stream (SSE_HEADERS), send
+//!                                    SSE_KEEPALIVE now and then, until the client leaves;
+//!                                    with last_event_id, resume that request's stream
 //!   Call(call)                       run the tool; answer with tool_result / tool_error /
 //!                                    data_result, as one JSON body or, when call.stream,
 //!                                    as SSE events (sse_event) preceded by
@@ -17,9 +18,11 @@
 //! ```
 //!
 //! For a 2026-07-28 call, a client closing the response stream cancels the run
-//! (streamable-http "Cancellation") and SSE events carry no id (no resumability); legacy
-//! clients cancel with `notifications/cancelled` (a stateless one is ignored: a bare request
-//! id cannot say whose request it names).
+//! (streamable-http "Cancellation") and SSE events carry no id (no resumability). For a
+//! legacy call a disconnection is not a cancellation (2025-11-25 transports "Sending
+//! Messages"): its stream opens with a priming event id, and a client that lost it resumes
+//! with `GET` + `Last-Event-ID`. Legacy clients cancel with `notifications/cancelled` (a
+//! stateless one is ignored: a bare request id cannot say whose request it names).
 //!
 //! Both protocol eras share the one endpoint, told apart per request ([`era::detect`]):
 //! 2026-07-28 is stateless (versions, capabilities and mirrored headers on every request);
@@ -54,7 +57,8 @@ use serde_json::Value;
 pub use era::{Era, SUPPORTED_VERSIONS};
 pub use http::{sse_event, sse_frame, wants_sse, SSE_HEADERS, SSE_KEEPALIVE};
 pub use results::{
-    data_result, log_notification, progress_notification, tool_error, tool_result, ErrorName, LogLevel, ToolResult,
+    data_result, log_notification, progress_notification, tool_error, tool_error_to, tool_result, ErrorName, LogLevel,
+    ToolResult,
 };
 pub use server::handle;
 pub use tools::Tool;
@@ -148,9 +152,10 @@ pub struct Context<'a> {
 pub enum Outcome {
     /// Answer now.
     Reply(HttpResponse),
-    /// Legacy `GET /mcp` on a live session: open a server-to-client SSE stream. (Only the
-    /// legacy era has this stream, so no era travels with it.)
-    OpenStream { session_id: String },
+    /// Legacy `GET /mcp` on a live session: open a server-to-client SSE stream, or resume the
+    /// one whose last event the client saw was `last_event_id`. (Only the legacy era has
+    /// this stream, so no era travels with it.)
+    OpenStream { session_id: String, last_event_id: Option<String> },
     /// `tools/call` of a known tool with arguments valid against its input schema.
     Call(ToolCall),
     /// Legacy `notifications/cancelled`: cancel that request's run if it is running, answer

@@ -46,6 +46,11 @@ impl ErrorName {
         }
     }
 
+    /// The name spelled `name`, if it is one of ours.
+    pub fn from_name(name: &str) -> Option<ErrorName> {
+        ErrorName::ALL.into_iter().find(|n| n.as_str() == name)
+    }
+
     /// The exit code of a run that ended with this error: 124 for a timeout as GNU
     /// timeout(1), 130 for a cancel as a program stopped by SIGINT, else 1.
     pub fn exit_code(self) -> i32 {
@@ -170,7 +175,13 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
 /// A failed call with no run output: `isError`, text "Name: message", and
 /// `structuredContent.error {name, message}` (every tool's outputSchema admits it).
 pub fn tool_error(call: &ToolCall, name: ErrorName, message: &str) -> Value {
-    envelope(call, error_result(name, message))
+    tool_error_to(&call.id, call.era, name, message)
+}
+
+/// [`tool_error`] for a request known only by its id and era (a resumed stream whose call
+/// did not survive a restart).
+pub fn tool_error_to(id: &Value, era: Era, name: ErrorName, message: &str) -> Value {
+    response_envelope(id, shape_result(era, error_result(name, message), None))
 }
 
 /// A successful `read` / `write` / `search` answer: `structured` as `structuredContent`,

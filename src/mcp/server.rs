@@ -189,8 +189,9 @@ fn legacy_session(headers: &[(String, String)], store: &dyn SessionStore) -> Res
     }
 }
 
-/// `GET /mcp`: a legacy session's server-to-client stream. Without a session there is no
-/// such stream: 405, as both revisions allow (2026-07-28 removed the GET stream).
+/// `GET /mcp`: a legacy session's server-to-client stream, or with `Last-Event-ID` the
+/// resumption of a broken one (2025-11-25 transports "Resumability and Redelivery"). Without
+/// a session there is no such stream: 405, as both revisions allow (2026-07-28 removed it).
 fn get(req: &HttpRequest, store: &dyn SessionStore) -> Result<Outcome, Rejection> {
     if header(&req.headers, "mcp-session-id").is_none() {
         return Err((None, not_allowed()));
@@ -200,7 +201,8 @@ fn get(req: &HttpRequest, store: &dyn SessionStore) -> Result<Outcome, Rejection
         return Err((None, RpcError::rejected(INVALID_REQUEST, message).with_status(406)));
     }
     let session_id = legacy_session(&req.headers, store).map_err(|e| (None, e))?;
-    Ok(Outcome::OpenStream { session_id })
+    let last_event_id = header(&req.headers, "last-event-id").map(str::to_owned);
+    Ok(Outcome::OpenStream { session_id, last_event_id })
 }
 
 /// `DELETE /mcp`: ends a legacy session (204); its id then gets 404. Without a session: 405.

@@ -104,26 +104,59 @@ pub struct Outcome {
 pub struct BatchReply {
     pub applied: usize,
     pub duplicates: usize,
-    /// `(run, seq, reason)` of each refused event.
-    pub refused: Vec<(String, u64, String)>,
-    /// How many of the refused named no run of this relay session.
-    pub unknown: usize,
+    /// `(run, seq, why)` of each refused event.
+    pub refused: Vec<(String, u64, Refusal)>,
+}
+
+/// Why an event was refused. A gap asks the tab to resend; the others mean the relay session
+/// no longer wants the run (it ended, or never was, or went back to the queue): the tab stops it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    UnknownRun,
+    NotOnTab,
+    Ended,
+    Gap { expected: u64 },
+}
+
+impl Refusal {
+    /// A stable word for the page to act on.
+    pub fn code(self) -> &'static str {
+        match self {
+            Refusal::UnknownRun => "unknown",
+            Refusal::NotOnTab => "not-on-tab",
+            Refusal::Ended => "ended",
+            Refusal::Gap { .. } => "gap",
+        }
+    }
+
+    fn reason(self, run: &str) -> String {
+        match self {
+            Refusal::UnknownRun => format!("no run {run} in this relay session"),
+            Refusal::NotOnTab => "the run is not on a tab (it went back to the queue)".to_owned(),
+            Refusal::Ended => "the run has already ended".to_owned(),
+            Refusal::Gap { expected } => format!("expected seq {expected}"),
+        }
+    }
 }
 
 impl BatchReply {
     /// 200 when nothing was refused; 404 when every refused event named an unknown run and
     /// nothing else was in the batch; 409 otherwise.
     pub fn status(&self) -> u16 {
+        let unknown = self.refused.iter().filter(|(_, _, why)| *why == Refusal::UnknownRun).count();
         match self.refused.len() {
             0 => 200,
-            n if n == self.unknown && self.applied + self.duplicates == 0 => 404,
+            n if n == unknown && self.applied + self.duplicates == 0 => 404,
             _ => 409,
         }
     }
 
     pub fn to_json(&self) -> Value {
-        let refused: Vec<Value> =
-            self.refused.iter().map(|(run, seq, why)| json!({ "runId": run, "seq": seq, "reason": why })).collect();
+        let refused: Vec<Value> = self
+            .refused
+            .iter()
+            .map(|(run, seq, why)| json!({ "runId": run, "seq": seq, "code": why.code(), "reason": why.reason(run) }))
+            .collect();
         let mut body = json!({ "applied": self.applied, "duplicates": self.duplicates, "refused": refused });
         let name = match self.status() {
             404 => "UnknownRun",
@@ -277,7 +310,7 @@ impl Session {
     /// Applies a batch, event by event: a retried batch's events are duplicates; an event for
     /// an unknown run, a run not on a tab, an ended run, or past a gap is refused alone.
     fn heard(&mut self, now_ms: u64, events: &[TabEvent], out: &mut Vec<Output>) -> BatchReply {
-        let mut reply = BatchReply { applied: 0, duplicates: 0, refused: Vec::new(), unknown: 0 };
+        let mut reply = BatchReply { applied: 0, duplicates: 0, refused: Vec::new() };
         for event in events {
             let refusal = match self.apply(now_ms, event, out) {
                 Ok(Applied::New) => {
@@ -288,26 +321,23 @@ impl Session {
                     reply.duplicates += 1;
                     continue;
                 }
-                Ok(Applied::Gap { expected }) => format!("expected seq {expected}"),
-                Ok(Applied::Finished) => "the run has already ended".to_owned(),
-                Err(why) => {
-                    reply.unknown += usize::from(why.is_none());
-                    why.unwrap_or_else(|| format!("no run {} in this relay session", event.run_id))
-                }
+                Ok(Applied::Gap { expected }) => Refusal::Gap { expected },
+                Ok(Applied::Finished) => Refusal::Ended,
+                Err(why) => why,
             };
             reply.refused.push((event.run_id.clone(), event.seq, refusal));
         }
         reply
     }
 
-    /// Applies one event. `Err(None)`: no such run; `Err(Some(why))`: refused.
-    fn apply(&mut self, now_ms: u64, event: &TabEvent, out: &mut Vec<Output>) -> Result<Applied, Option<String>> {
-        let run = self.runs.get_mut(&event.run_id).ok_or(None)?;
+    /// Applies one event to its run's log, if the run is on a tab or has ended.
+    fn apply(&mut self, now_ms: u64, event: &TabEvent, out: &mut Vec<Output>) -> Result<Applied, Refusal> {
+        let run = self.runs.get_mut(&event.run_id).ok_or(Refusal::UnknownRun)?;
         if run.ended() {
             return Ok(run.log.apply(event));
         }
         let Some(assigned) = run.assigned.as_mut() else {
-            return Err(Some("the run is not on a tab (it went back to the queue)".into()));
+            return Err(Refusal::NotOnTab);
         };
         assigned.lease.heard(now_ms);
         let before = (run.log.stdout.len(), run.log.stderr.len());
