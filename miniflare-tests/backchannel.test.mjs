@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
-import { BASE, createTenant } from "./lib/relay.mjs";
+import { BASE, attach, createTenant } from "./lib/relay.mjs";
 
 const SESSION = "played-tab";
 let key;
@@ -15,13 +15,7 @@ let client;
 
 before(async () => {
   ({ key } = await createTenant("backchannel"));
-  const attach = await fetch(`${BASE}/session`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ session: SESSION }),
-  });
-  assert.equal(attach.status, 200);
-  ({ attachToken: token } = await attach.json());
+  ({ attachToken: token } = await attach(key, SESSION));
   const events = await fetch(`${BASE}/session/${SESSION}/events?token=${token}`);
   assert.equal(events.headers.get("content-type"), "text/event-stream");
   commands = sseEvents(events.body);
@@ -164,12 +158,7 @@ test("bad batches and bad tokens are refused and change nothing", async () => {
   res = await post([{ runId: "r_x", seq: 0, type: "stdout", data: "x" }], "not-a-token");
   assert.equal(res.status, 401);
   const other = await createTenant("backchannel-other");
-  const attach = await fetch(`${BASE}/session`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${other.key}` },
-    body: JSON.stringify({ session: "elsewhere" }),
-  });
-  const { attachToken } = await attach.json();
+  const { attachToken } = await attach(other.key, "elsewhere");
   res = await post([{ runId: "r_x", seq: 0, type: "stdout", data: "x" }], attachToken);
   assert.equal(res.status, 401, "a token for another relay session does not open this one");
 });

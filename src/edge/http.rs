@@ -1,4 +1,5 @@
-//! Response helpers shared by the handlers: JSON bodies, the error shape, CORS, health.
+//! Response helpers shared by the handlers: JSON bodies, the error shape, CORS, health, and
+//! the answer to storage that failed.
 
 use serde_json::{json, Value};
 use worker::{Env, Headers, Response};
@@ -32,6 +33,18 @@ pub fn internal(err: worker::Error) -> Response {
     worker::console_error!("internal error: {err}");
     error(500, "Internal", "internal error; the Worker's log has the details")
 }
+
+/// A storage (R2 or KV) failure: logged with its cause (never a secret: keys are stored and
+/// named by hash), and answered 503 with `retry-after`, because it passes; a bare 500 would
+/// tell the caller that retrying is pointless.
+pub fn storage_unavailable(store: &str, err: &dyn std::fmt::Display) -> Response {
+    worker::console_error!("{store} failed: {err}");
+    let message = format!("{store} storage did not answer; retry in {RETRY_AFTER_S} seconds");
+    with_header(error(503, "StorageUnavailable", message), "retry-after", RETRY_AFTER_S)
+}
+
+/// Seconds a caller waits before retrying after a storage failure.
+const RETRY_AFTER_S: &str = "5";
 
 /// `response` with one more header.
 pub fn with_header(response: Response, name: &str, value: &str) -> Response {

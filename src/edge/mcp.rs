@@ -7,7 +7,7 @@
 
 use super::http::{error, own_origin};
 use super::tenants::authenticate;
-use crate::auth::{session_name_ok, Tenant};
+use crate::auth::{session_name_ok, Tenant, SESSION_NAME_RULE};
 use crate::mcp::MAX_BODY_BYTES;
 use futures::StreamExt;
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
@@ -29,7 +29,7 @@ pub async fn forward(mut req: Request, env: &Env) -> Result<Response> {
     let session = url.query_pairs().find(|(k, _)| k == "session").map(|(_, v)| v.into_owned());
     let session = session.unwrap_or_else(|| "default".into());
     if !session_name_ok(&session) {
-        return Ok(error(400, "ValidationError", "session: 1 to 64 of A-Z a-z 0-9 - _"));
+        return Ok(error(400, "ValidationError", format!("session: {SESSION_NAME_RULE}")));
     }
     let Some(body) = read_body(&mut req).await? else {
         return Ok(too_large());

@@ -9,7 +9,7 @@ use super::mcp::{session_stub, to_session};
 use super::tenants::authenticate;
 use super::{now_ms, random};
 use crate::auth::tenant::hex;
-use crate::auth::{session_name_ok, AttachClaims, Tenant};
+use crate::auth::{session_name_ok, AttachClaims, Tenant, SESSION_NAME_RULE};
 use serde_json::{json, Value};
 use worker::{Env, Request, Response, Result};
 
@@ -25,7 +25,7 @@ pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
         return Ok(error(400, "ValidationError", "body: expected {\"session\": \"<name>\"}"));
     };
     if !session_name_ok(session) {
-        return Ok(error(400, "ValidationError", "session: 1 to 64 of A-Z a-z 0-9 - _"));
+        return Ok(error(400, "ValidationError", format!("session: {SESSION_NAME_RULE}")));
     }
     issue(env, &tenant.id, session)
 }
@@ -56,8 +56,12 @@ fn grant(env: &Env, claims: &AttachClaims) -> Result<Response> {
     Ok(json(200, &json!({ "sessionId": claims.sid, "attachToken": token, "expiresAt": claims.exp * 1000 })))
 }
 
-/// Checks `?token=` for the path's session.
+/// Checks the path's session id, then `?token=` for that session.
 fn check_token(req: &Request, env: &Env, session: &str) -> Result<std::result::Result<AttachClaims, Response>> {
+    if !session_name_ok(session) {
+        let message = format!("session id in the path: {SESSION_NAME_RULE} (the sessionId POST /session returned)");
+        return Ok(Err(error(400, "ValidationError", message)));
+    }
     let url = req.url()?;
     let Some((_, token)) = url.query_pairs().find(|(k, _)| k == "token") else {
         return Ok(Err(error(401, "Unauthorized", "missing ?token=: attach with POST /session first")));
