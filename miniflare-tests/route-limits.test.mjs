@@ -1,12 +1,15 @@
 // Every route against hostile input: path parameters checked for shape before any storage is
 // touched (400 ValidationError naming the rule, 404 where the name is well formed but unknown,
-// never a 500).
+// never a 500), and every body capped (413 PayloadTooLarge naming the limit) whether its size
+// is declared or it is streamed.
 
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { rawRequest } from "./lib/mcp-http.mjs";
-import { BASE, attach, createTenant } from "./lib/relay.mjs";
+import { BASE, attach, createTenant, devVars } from "./lib/relay.mjs";
 
+const KIB = 1024;
+const MIB = 1024 * KIB;
 const SESSION = "limits";
 const HASH = "0123456789abcdef".repeat(4);
 
@@ -87,5 +90,44 @@ describe("path parameters", () => {
         assert.match(message, /1 to 64 of A-Z a-z 0-9 - _/);
       }
     }
+  });
+});
+
+describe("body limits", () => {
+  const routes = () => [
+    { path: "/mcp", limit: MIB, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" } },
+    { path: "/session", limit: 4 * KIB, headers: { authorization: `Bearer ${key}` } },
+    { path: `/session/${SESSION}/refresh?token=${token}`, limit: 4 * KIB, headers: {} },
+    { path: `/session/${SESSION}/result?token=${token}`, limit: 4 * MIB, headers: { "content-type": "application/x-ndjson" } },
+    { path: "/capsules", limit: 4 * MIB, headers: { authorization: `Bearer ${key}` } },
+    { path: "/capsules/verify", limit: 256 * KIB, headers: {} },
+    { path: "/admin/tenants", limit: 64 * KIB, headers: { authorization: `Bearer ${devVars.ADMIN_TOKEN}` } },
+  ];
+
+  test("a body one byte over a route's limit is 413 naming the limit, declared or streamed", async () => {
+    for (const { path, limit, headers } of routes()) {
+      const label = path.replace(/\?.*/, "");
+      const body = Buffer.alloc(limit + 1, " ");
+      let res = await fetch(`${BASE}${path}`, { method: "POST", headers, body });
+      let message = await assertError(res, 413, "PayloadTooLarge", `${label} with Content-Length`);
+      assert.match(message, new RegExp(`limit of ${limit} bytes`), label);
+      const streamed = new Blob([body]).stream();
+      res = await fetch(`${BASE}${path}`, { method: "POST", headers, body: streamed, duplex: "half" });
+      message = await assertError(res, 413, "PayloadTooLarge", `${label} streamed`);
+      assert.match(message, new RegExp(`limit of ${limit} bytes`), label);
+    }
+  });
+
+  test("a body at the limit is read (and judged on its content, not its size)", async () => {
+    for (const { path, limit, headers } of routes()) {
+      const res = await fetch(`${BASE}${path}`, { method: "POST", headers, body: Buffer.alloc(limit, " ") });
+      assert.notEqual(res.status, 413, path.replace(/\?.*/, ""));
+      assert.ok(res.status < 500, `${path.replace(/\?.*/, "")}: ${res.status}`);
+      await res.arrayBuffer();
+    }
+  });
+
+  test("the session route still attaches with a small body", async () => {
+    assert.equal((await attach(key, "small")).sessionId, "small");
   });
 });

@@ -5,7 +5,7 @@
 //! `layers/<sha256>` (layer zips, shared: content-addressed, written once). A capsule file is
 //! served only to its tenant, proven by an attach token (`?token=`) or the tenant's API key.
 
-use super::http::{error, internal, json, storage_unavailable, with_header};
+use super::http::{error, internal, json, read_capped, storage_unavailable, with_header};
 use super::tenants::authenticate;
 use crate::auth::AttachClaims;
 use crate::capsule::address::{self, CapsuleFile, MANIFEST_FILE};
@@ -15,6 +15,11 @@ use crate::range::{self, RangeAnswer};
 use crate::run::args::capsule_spec;
 use serde_json::{json, Value};
 use worker::{Bucket, Env, Headers, Range, Request, Response, Result};
+
+/// Body limit of `POST /capsules`: a run's arguments (the code layer itself is capped at 2 MiB).
+const CREATE_BODY_MAX: usize = 4 * 1024 * 1024;
+/// Body limit of `POST /capsules/verify`: one capsule.json.
+const VERIFY_BODY_MAX: usize = 256 * 1024;
 
 /// The Worker's capsule signer, from the `CAPSULE_SIGNING_KEY` secret (a 32-byte Ed25519 seed).
 pub fn signer(env: &Env) -> Result<Signer> {
@@ -72,7 +77,11 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         Ok(tenant) => tenant,
         Err(response) => return Ok(response),
     };
-    let Ok(body) = serde_json::from_slice::<Value>(&req.bytes().await?) else {
+    let body = match read_capped(&mut req, CREATE_BODY_MAX).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return Ok(error(400, "ValidationError", "body: expected a JSON object"));
     };
     let language = body.get("language").and_then(Value::as_str).unwrap_or_default();
@@ -96,7 +105,10 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
 
 /// `POST /capsules/verify`: checks a capsule.json against this Worker's keys.
 pub async fn verify(mut req: Request, env: &Env) -> Result<Response> {
-    let body = req.bytes().await?;
+    let body = match read_capped(&mut req, VERIFY_BODY_MAX).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
     Ok(match capsule::verify_manifest(&body, &key_set(env)?) {
         Ok(manifest) => json(200, &json!({ "valid": true, "hash": capsule::capsule_hash(&manifest) })),
         Err(e) => error(400, "ValidationError", e.to_string()),

@@ -4,7 +4,7 @@
 //! from the token, so a session id in the path never reaches another tenant.
 
 use super::capsules::{signer, token_keys};
-use super::http::{error, json, own_origin};
+use super::http::{error, json, own_origin, read_capped};
 use super::mcp::{session_stub, to_session};
 use super::tenants::authenticate;
 use super::{now_ms, random};
@@ -13,13 +13,24 @@ use crate::auth::{session_name_ok, AttachClaims, Tenant, SESSION_NAME_RULE};
 use serde_json::{json, Value};
 use worker::{Env, Request, Response, Result};
 
+/// Body limit of `POST /session`: `{"session": NAME}` and nothing more.
+const ATTACH_BODY_MAX: usize = 4 * 1024;
+/// Body limit of `POST /session/:id/refresh`, which needs no body at all.
+const REFRESH_BODY_MAX: usize = 4 * 1024;
+/// Body limit of `POST /session/:id/result`: one NDJSON batch (the page sends one as soon as it
+/// passes 64 KiB).
+const RESULT_BODY_MAX: usize = 4 * 1024 * 1024;
+
 /// `POST /session` with the tenant's key and `{"session": NAME}` (default `default`).
 pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
     let tenant = match authenticate(&req, env).await? {
         Ok(tenant) => tenant,
         Err(response) => return Ok(response),
     };
-    let body = req.bytes().await?;
+    let body = match read_capped(&mut req, ATTACH_BODY_MAX).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
     let asked: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
     let Some(session) = asked.get("session").map_or(Some("default"), Value::as_str) else {
         return Ok(error(400, "ValidationError", "body: expected {\"session\": \"<name>\"}"));
@@ -31,11 +42,14 @@ pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
 }
 
 /// `POST /session/:id/refresh?token=`: a new token for the same session, before the old expires.
-pub fn refresh(req: &Request, env: &Env, session: &str) -> Result<Response> {
-    let claims = match check_token(req, env, session)? {
+pub async fn refresh(mut req: Request, env: &Env, session: &str) -> Result<Response> {
+    let claims = match check_token(&req, env, session)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
+    if let Err(too_large) = read_capped(&mut req, REFRESH_BODY_MAX).await? {
+        return Ok(too_large);
+    }
     match claims.refreshed(now_ms() / 1000, new_jti()) {
         Ok(claims) => grant(env, &claims),
         Err(e) => Ok(error(401, "Unauthorized", format!("{e} (refreshes end 12 hours after attaching with the key)"))),
@@ -76,7 +90,13 @@ pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str) -> 
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
-    let body = if what == "result" { Some(req.bytes().await?) } else { None };
+    let body = match what {
+        "result" => match read_capped(&mut req, RESULT_BODY_MAX).await? {
+            Ok(body) => Some(body),
+            Err(too_large) => return Ok(too_large),
+        },
+        _ => None,
+    };
     // Tab routes need only the tenant id, which the token carries.
     let tenant = Tenant { id: claims.sub.clone(), name: claims.sub.clone(), defaults: Default::default() };
     let inner = to_session(&req, &tenant, session, &own_origin(&req.url()?), &format!("/{what}"), body)?;

@@ -1,13 +1,16 @@
 //! Tenant auth against `KV_CONFIG`, and `POST /admin/tenants` (guarded by the `ADMIN_TOKEN`
 //! secret) that creates a tenant and its API key.
 
-use super::http::{error, json, storage_unavailable, with_header};
+use super::http::{error, json, read_capped, storage_unavailable, with_header};
 use crate::auth::tenant::hex;
 use crate::auth::{self, bearer, check_key_shape, mint_api_key, Tenant, TenantDefaults, SESSION_NAME_RULE};
 use serde::Deserialize;
 use serde_json::json;
 use worker::kv::{KvError, KvStore};
 use worker::{Env, Request, Response, Result};
+
+/// Body limit of `POST /admin/tenants`: a name and the tenant's defaults.
+const ADMIN_BODY_MAX: usize = 64 * 1024;
 
 /// The tenant whose key the request carries, or the answer to send instead: 401, or 503 when
 /// KV fails.
@@ -52,7 +55,11 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     if !constant_time_eq(presented.as_bytes(), admin.to_string().as_bytes()) {
         return Ok(unauthorized("admin endpoints need `Authorization: Bearer <ADMIN_TOKEN>`"));
     }
-    let body: NewTenant = match serde_json::from_slice(&req.bytes().await?) {
+    let body = match read_capped(&mut req, ADMIN_BODY_MAX).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
+    let body: NewTenant = match serde_json::from_slice(&body) {
         Ok(body) => body,
         Err(e) => return Ok(error(400, "ValidationError", format!("tenant: {e}"))),
     };
