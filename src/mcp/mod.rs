@@ -27,11 +27,12 @@
 //! Neither kind of MCP session chooses the executor: the relay session (tenant + name) does.
 //!
 //! HTTP statuses: 413 / 415 / 406 for the transport rules of a POST; 400 for a message
-//! refused before its method ran (parse, envelope, 2026-07-28 `_meta` and header checks,
-//! unsupported version, missing legacy session); 404 for an unknown method (2026-07-28) or
-//! an ended legacy session; 405 for GET/DELETE without a legacy session; 200 for every
-//! answer of a method that ran, JSON-RPC errors included (unknown tool, unknown resource).
-//! A tool's own failure, bad arguments included, is a result with `isError`.
+//! refused before its method ran (parse, envelope, a JSON-RPC response from the client,
+//! 2026-07-28 `_meta` and header checks, unsupported version, missing legacy session); 202
+//! for a notification; 404 for an unknown method (2026-07-28) or an ended legacy session; 405
+//! for GET/DELETE without a legacy session; 200 for every answer of a method that ran,
+//! JSON-RPC errors included (unknown tool, unknown resource). A tool's own failure, bad
+//! arguments included, is a result with `isError`.
 //!
 //! Files: `http` (headers, content negotiation, SSE), `jsonrpc` (envelopes, codes), `era`
 //! (versions, era detection, 2026-07-28 request checks), `server` (routing, legacy
@@ -91,7 +92,7 @@ impl HttpResponse {
         HttpResponse { status, headers: Vec::new(), body: None }
     }
 
-    /// 202 with no body: a notification or response was accepted.
+    /// 202 with no body: a notification was accepted.
     pub fn accepted() -> Self {
         HttpResponse::empty(202)
     }
