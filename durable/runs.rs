@@ -309,20 +309,20 @@ fn check_lease(shared: &Shared, run_id: &str, now: u64) -> Option<u64> {
 /// progress notifications numbered by `steps`, which only grows (the spec requires it).
 fn forward(frames: Option<&Frames>, call: &ToolCall, body: &EventBody, steps: &mut f64) {
     let Some(frames) = frames else { return };
-    let message = match body {
-        EventBody::Stdout { data } => mcp::log_notification(call, LogLevel::Info, "stdout", json!(data)),
-        EventBody::Stderr { data } => mcp::log_notification(call, LogLevel::Warning, "stderr", json!(data)),
-        EventBody::Progress { phase, runtime_id } => call.progress_token.as_ref().map(|token| {
+    let messages = match body {
+        EventBody::Stdout { data } => mcp::log_notifications(call, LogLevel::Info, "stdout", data),
+        EventBody::Stderr { data } => mcp::log_notifications(call, LogLevel::Warning, "stderr", data),
+        EventBody::Progress { phase, runtime_id } => Vec::from_iter(call.progress_token.as_ref().map(|token| {
             *steps += 1.0;
             let message = match runtime_id {
                 Some(runtime) => format!("{phase} ({runtime})"),
                 None => phase.clone(),
             };
             mcp::progress_notification(token, *steps, None, Some(&message))
-        }),
-        EventBody::Exit { .. } | EventBody::Error(_) => None,
+        })),
+        EventBody::Exit { .. } | EventBody::Error(_) => Vec::new(),
     };
-    if let Some(message) = message {
+    for message in messages {
         let _ = frames.unbounded_send(Ok(mcp::sse_event(&message, None).into_bytes()));
     }
 }

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
+import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, attach, createTenant } from "./lib/relay.mjs";
 
 const SESSION = "played-tab";
@@ -85,6 +86,27 @@ test("a batch sent twice is applied once", async () => {
   const refusal = await res.json();
   assert.equal(refusal.error.name, "EventsRefused");
   assert.match(refusal.refused[0].reason, /already ended/);
+});
+
+test("a run's mebibyte of output reaches the client in SSE events under 1 MB each", async () => {
+  // The official Python SDK reads at most 1 MiB per SSE event by default.
+  const stdout = `${"a".repeat(1023)}\n`.repeat(1024); // the default output cap, 1 MiB
+  const params = { name: "run_js", arguments: { code: "big()" }, _meta: { "io.modelcontextprotocol/logLevel": "info" } };
+  const answer = modernCall(key, "tools/call", params, { session: SESSION });
+  const { value } = await commands.next();
+  const { runId } = value.data;
+  const res = await post([{ runId, seq: 0, type: "progress", phase: "received" }, { runId, seq: 1, type: "stdout", data: stdout }, exit(runId, 2)]);
+  assert.equal(res.status, 200);
+  const { text, events, message } = await answer;
+  const sizes = text.split("\n").filter((line) => line.startsWith("data:")).map((line) => Buffer.byteLength(line));
+  assert.ok(Math.max(...sizes) < 1_000_000, `SSE data lines of ${sizes.join(", ")} bytes`);
+  const logged = events.filter((e) => e.method === "notifications/message").map((e) => e.params.data);
+  assert.ok(logged.length > 1, "the output went as several log events");
+  assert.equal(logged.join(""), stdout, "and all of it, in order");
+  const { structuredContent, content } = message.result;
+  assert.deepEqual(structuredContent.truncated, { stdout: stdout.length });
+  assert.ok(stdout.startsWith(structuredContent.stdout) && structuredContent.stdout.length > 0);
+  assert.match(content[0].text, /bytes are not shown/);
 });
 
 test("the token a capsule comes with reads capsule files and cannot act as a tab", async () => {

@@ -12,7 +12,7 @@
 //!   Call(call)                       run the tool; answer with tool_result / tool_error /
 //!                                    data_result, as one JSON body or, when call.stream,
 //!                                    as SSE events (sse_event) preceded by
-//!                                    progress_notification / log_notification
+//!                                    progress_notification / log_notifications
 //!   Cancel { request_id, .. }        cancel that run if it is ours, answer 202
 //! ```
 //!
@@ -55,7 +55,8 @@ use serde_json::Value;
 pub use era::{Era, SUPPORTED_VERSIONS};
 pub use http::{sse_event, wants_sse, SSE_HEADERS, SSE_KEEPALIVE};
 pub use results::{
-    data_result, log_notification, progress_notification, tool_error, tool_result, ErrorName, LogLevel, ToolResult,
+    data_result, log_notifications, progress_notification, tool_error, tool_result, ErrorName, LogLevel, ToolResult,
+    OUTPUT_BUDGET,
 };
 pub use server::handle;
 pub use tools::Tool;
