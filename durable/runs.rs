@@ -296,20 +296,19 @@ impl Drop for CancelOnDrop {
 /// The notifications one event becomes, as the era and the request's options allow. Phases
 /// become progress notifications numbered by `steps`.
 fn notifications(call: &ToolCall, body: &EventBody, steps: &mut f64) -> Vec<Value> {
-    let message = match body {
-        EventBody::Stdout { data } => mcp::log_notification(call, LogLevel::Info, "stdout", json!(data)),
-        EventBody::Stderr { data } => mcp::log_notification(call, LogLevel::Warning, "stderr", json!(data)),
-        EventBody::Progress { phase, runtime_id } => call.progress_token.as_ref().map(|token| {
+    match body {
+        EventBody::Stdout { data } => mcp::log_notifications(call, LogLevel::Info, "stdout", data),
+        EventBody::Stderr { data } => mcp::log_notifications(call, LogLevel::Warning, "stderr", data),
+        EventBody::Progress { phase, runtime_id } => Vec::from_iter(call.progress_token.as_ref().map(|token| {
             *steps += 1.0;
             let message = match runtime_id {
                 Some(runtime) => format!("{phase} ({runtime})"),
                 None => phase.clone(),
             };
             mcp::progress_notification(token, *steps, None, Some(&message))
-        }),
-        EventBody::Exit { .. } | EventBody::Error(_) => None,
-    };
-    message.into_iter().collect()
+        })),
+        EventBody::Exit { .. } | EventBody::Error(_) => Vec::new(),
+    }
 }
 
 /// The JSON-RPC response for a run that ended.

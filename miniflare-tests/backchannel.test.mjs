@@ -5,8 +5,18 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
-import { LEGACY, initialize, legacyHeaders, mcpUrl, modernBody, modernHeaders, parseSse, readUntil } from "./lib/mcp-http.mjs";
-import { BASE, createTenant } from "./lib/relay.mjs";
+import {
+  LEGACY,
+  initialize,
+  legacyHeaders,
+  mcpUrl,
+  modernBody,
+  modernCall,
+  modernHeaders,
+  parseSse,
+  readUntil,
+} from "./lib/mcp-http.mjs";
+import { BASE, attach, createTenant } from "./lib/relay.mjs";
 
 const SESSION = "played-tab";
 let key;
@@ -16,13 +26,7 @@ let client;
 
 before(async () => {
   ({ key } = await createTenant("backchannel"));
-  const attach = await fetch(`${BASE}/session`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ session: SESSION }),
-  });
-  assert.equal(attach.status, 200);
-  ({ attachToken: token } = await attach.json());
+  ({ attachToken: token } = await attach(key, SESSION));
   const events = await fetch(`${BASE}/session/${SESSION}/events`, { headers: bearer(token) });
   assert.equal(events.headers.get("content-type"), "text/event-stream");
   commands = sseEvents(events.body);
@@ -94,6 +98,27 @@ test("a batch sent twice is applied once", async () => {
   const refusal = await res.json();
   assert.equal(refusal.error.name, "EventsRefused");
   assert.match(refusal.refused[0].reason, /already ended/);
+});
+
+test("a run's mebibyte of output reaches the client in SSE events under 1 MB each", async () => {
+  // The official Python SDK reads at most 1 MiB per SSE event by default.
+  const stdout = `${"a".repeat(1023)}\n`.repeat(1024); // the default output cap, 1 MiB
+  const params = { name: "run_js", arguments: { code: "big()" }, _meta: { "io.modelcontextprotocol/logLevel": "info" } };
+  const answer = modernCall(key, "tools/call", params, { session: SESSION });
+  const { value } = await commands.next();
+  const { runId } = value.data;
+  const res = await post([{ runId, seq: 0, type: "progress", phase: "received" }, { runId, seq: 1, type: "stdout", data: stdout }, exit(runId, 2)]);
+  assert.equal(res.status, 200);
+  const { text, events, message } = await answer;
+  const sizes = text.split("\n").filter((line) => line.startsWith("data:")).map((line) => Buffer.byteLength(line));
+  assert.ok(Math.max(...sizes) < 1_000_000, `SSE data lines of ${sizes.join(", ")} bytes`);
+  const logged = events.filter((e) => e.method === "notifications/message").map((e) => e.params.data);
+  assert.ok(logged.length > 1, "the output went as several log events");
+  assert.equal(logged.join(""), stdout, "and all of it, in order");
+  const { structuredContent, content } = message.result;
+  assert.deepEqual(structuredContent.truncated, { stdout: stdout.length });
+  assert.ok(stdout.startsWith(structuredContent.stdout) && structuredContent.stdout.length > 0);
+  assert.match(content[0].text, /bytes are not shown/);
 });
 
 test("the token a capsule comes with reads capsule files and cannot act as a tab", async () => {
@@ -175,12 +200,7 @@ test("bad batches and bad tokens are refused and change nothing", async () => {
   res = await post([{ runId: "r_x", seq: 0, type: "stdout", data: "x" }], "not-a-token");
   assert.equal(res.status, 401);
   const other = await createTenant("backchannel-other");
-  const attach = await fetch(`${BASE}/session`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${other.key}` },
-    body: JSON.stringify({ session: "elsewhere" }),
-  });
-  const { attachToken } = await attach.json();
+  const { attachToken } = await attach(other.key, "elsewhere");
   res = await post([{ runId: "r_x", seq: 0, type: "stdout", data: "x" }], attachToken);
   assert.equal(res.status, 401, "a token for another relay session does not open this one");
 });

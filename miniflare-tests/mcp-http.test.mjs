@@ -203,7 +203,7 @@ describe("2026-07-28: stateless requests", () => {
       assert.ok(tool.outputSchema.properties.error, `${tool.name}: failures fit the output schema`);
       assert.ok(tool.description.length > 40, tool.name);
     }
-    assert.deepEqual(Object.keys(tools.run_js.outputSchema.properties).sort(), ["error", "exitCode", "files", "stderr", "stdout", "usage"]);
+    assert.deepEqual(Object.keys(tools.run_js.outputSchema.properties).sort(), ["error", "exitCode", "files", "stderr", "stdout", "truncated", "usage"]);
     for (const name of ["read", "search"]) assert.equal(tools[name].annotations.readOnlyHint, true, name);
     for (const name of ["run_js", "run_py"]) {
       assert.equal(tools[name].annotations.openWorldHint, true, name);
@@ -570,12 +570,9 @@ describe("bad input never panics and never 500s", () => {
     }
   });
 
-  test("a response or a notification from the client is accepted with 202 and no body", async () => {
+  test("a notification from the client is accepted with 202 and no body", async () => {
     const { sessionId } = await initialize(key);
     const messages = [
-      [base(), { jsonrpc: "2.0", id: 5, result: {} }],
-      [base(), { jsonrpc: "2.0", id: "x", error: { code: -1, message: "no" } }],
-      [{ ...base(), "mcp-session-id": sessionId }, { jsonrpc: "2.0", id: 6, result: {} }],
       [base(), { jsonrpc: "2.0", method: "notifications/initialized" }],
       [base(), { jsonrpc: "2.0", method: "notifications/whatever", params: { a: 1 } }],
       [{ ...base(), "mcp-session-id": sessionId }, { jsonrpc: "2.0", method: "notifications/initialized" }],
@@ -585,12 +582,29 @@ describe("bad input never panics and never 500s", () => {
       assert.equal(res.status, 202, JSON.stringify(body));
       assert.equal(await res.text(), "");
     }
-    const dead = await post({ ...base(), "mcp-session-id": "mcp_gone" }, { jsonrpc: "2.0", id: 1, result: {} });
-    assert.equal(dead.status, 404, "a legacy response still needs a live session");
-    await dead.arrayBuffer();
     const cancelled = await post(base(), { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: [] } });
     assert.equal(cancelled.status, 400);
     await cancelled.arrayBuffer();
+  });
+
+  test("a JSON-RPC response from the client is 400 -32600 with no id: the server sent no request", async () => {
+    const { sessionId } = await initialize(key);
+    const messages = [
+      [{ ...base(), "mcp-protocol-version": MODERN }, { jsonrpc: "2.0", id: 5, result: {} }],
+      [base(), { jsonrpc: "2.0", id: "x", error: { code: -1, message: "no" } }],
+      [{ ...base(), "mcp-session-id": sessionId }, { jsonrpc: "2.0", id: 6, result: {} }],
+    ];
+    for (const [headers, body] of messages) {
+      const res = await post(headers, body);
+      assert.equal(res.status, 400, JSON.stringify(body));
+      const answer = await res.json();
+      assert.equal(errorCode(answer), -32600, JSON.stringify(answer));
+      assert.equal("id" in answer, false, "an error response with no id");
+      assert.match(answer.error.message, /sent no request/);
+    }
+    const dead = await post({ ...base(), "mcp-session-id": "mcp_gone" }, { jsonrpc: "2.0", id: 1, result: {} });
+    assert.equal(dead.status, 404, "a legacy response is judged by its session first");
+    await dead.arrayBuffer();
   });
 
   test("other methods on /mcp are 405; random bodies and headers get a 4xx JSON answer", async () => {

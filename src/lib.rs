@@ -41,7 +41,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         (Method::Get, [".well-known", "relay-keys.json"]) => capsules::jwks(&env),
         (_, ["mcp"]) => mcp::forward(req, &env).await,
         (Method::Post, ["session"]) => session::attach(req, &env).await,
-        (Method::Post, ["session", id, "refresh"]) => session::refresh(&req, &env, id),
+        (Method::Post, ["session", id, "refresh"]) => session::refresh(req, &env, id).await,
         (Method::Get, ["session", id, "events"]) => session::forward(req, &env, id, "events").await,
         (Method::Post, ["session", id, "result"]) => session::forward(req, &env, id, "result").await,
         (Method::Post, ["capsules"]) => capsules::create(req, &env).await,

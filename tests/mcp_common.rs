@@ -5,7 +5,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use relay_edge::mcp::{handle, Context, HttpRequest, HttpResponse, Outcome, RelayView, SessionStatus, SessionStore};
+use relay_edge::mcp::{
+    handle, Context, Era, HttpRequest, HttpResponse, LogLevel, Outcome, RelayView, SessionStatus, SessionStore, Tool,
+    ToolCall,
+};
 use serde_json::{json, Value};
 
 pub const PAGE_URL: &str = "https://relay.example/?session=default";
@@ -200,4 +203,18 @@ pub fn result(response: &HttpResponse) -> Value {
     let body = response.body.as_ref().expect("a body");
     assert_eq!(response.status, 200, "{body}");
     body.get("result").cloned().unwrap_or_else(|| panic!("no result: {body}"))
+}
+
+/// A validated `run_js` call (id 11, progress token "tok"), as the Durable Object gets it.
+pub fn a_call(era: Era, stream: bool, log_level: Option<LogLevel>) -> ToolCall {
+    ToolCall {
+        id: json!(11),
+        tool: Tool::RunJs,
+        arguments: json!({"code": "1"}),
+        progress_token: Some(json!("tok")),
+        stream,
+        era,
+        log_level,
+        session_id: None,
+    }
 }

@@ -195,10 +195,17 @@ fn cancel_and_responses_in_a_session() {
     let cancel =
         post(&headers, &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}}));
     assert_eq!(server.send(&cancel), Outcome::Cancel { request_id: json!(4), session_id: Some(session.clone()) });
-    let response = post(&headers, &json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
-    assert_eq!(server.reply(&response).status, 202);
+    // A response answers nothing (the server sends no requests): 400, once the session is checked.
+    let response = server.reply(&post(&headers, &json!({"jsonrpc": "2.0", "id": 1, "result": {}})));
+    assert_eq!((response.status, code(&response)), (400, Some(-32600)));
     let stale = [("content-type", "application/json"), ("accept", ACCEPT_BOTH), ("mcp-session-id", "gone")];
     assert_eq!(server.reply(&post(&stale, &json!({"jsonrpc": "2.0", "id": 1, "result": {}}))).status, 404);
+    let missing = server.reply(&post(
+        &[("content-type", "application/json"), ("accept", ACCEPT_BOTH), ("mcp-protocol-version", "2025-11-25")],
+        &json!({"jsonrpc": "2.0", "id": 1, "result": {}}),
+    ));
+    let message = missing.body.unwrap()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("Mcp-Session-Id"), "a legacy response without a session is told so first: {message}");
 }
 
 #[test]

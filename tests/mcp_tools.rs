@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 
 use common::*;
 use relay_edge::mcp::{
-    data_result, log_notification, progress_notification, tool_error, tool_result, Era, ErrorName, LogLevel, Outcome,
-    Tool, ToolCall, ToolResult,
+    data_result, log_notifications, progress_notification, tool_error, tool_result, Era, ErrorName, LogLevel, Outcome,
+    Tool, ToolResult,
 };
 use serde_json::{json, Value};
 
@@ -307,19 +307,6 @@ fn missing_arguments_count_as_empty() {
     assert!(result(&response)["content"][0]["text"].as_str().unwrap().contains("`code`"));
 }
 
-fn a_call(era: Era, stream: bool, log_level: Option<LogLevel>) -> ToolCall {
-    ToolCall {
-        id: json!(11),
-        tool: Tool::RunJs,
-        arguments: json!({"code": "1"}),
-        progress_token: Some(json!("tok")),
-        stream,
-        era,
-        log_level,
-        session_id: None,
-    }
-}
-
 fn run(exit_code: i32, error: Option<(ErrorName, String)>) -> ToolResult {
     ToolResult {
         exit_code,
@@ -419,9 +406,9 @@ fn log_notifications_follow_the_era_rules() {
         (Era::Legacy, false, None, Error, false),
     ];
     for (era, stream, wanted, level, sent) in cases {
-        let note = log_notification(&a_call(era, stream, wanted), level, "stdout", json!("line"));
-        assert_eq!(note.is_some(), sent, "{era:?} stream={stream} {wanted:?} {level:?}");
-        if let Some(note) = note {
+        let notes = log_notifications(&a_call(era, stream, wanted), level, "stdout", "line");
+        assert_eq!(notes.len(), usize::from(sent), "{era:?} stream={stream} {wanted:?} {level:?}");
+        for note in notes {
             assert_eq!(note["method"], "notifications/message");
             assert_eq!(note["params"], json!({"level": level.as_str(), "logger": "stdout", "data": "line"}));
         }

@@ -1,5 +1,6 @@
 //! Streamable HTTP transport rules shared by both eras: body size, Content-Type, Accept,
-//! JSON-RPC envelope errors, notifications and responses, methods other than POST, SSE.
+//! JSON-RPC envelope errors, notifications, responses from the client (refused), methods
+//! other than POST, SSE.
 
 #[path = "mcp_common.rs"]
 mod common;
@@ -127,10 +128,8 @@ fn error_carries_the_id_only_when_readable() {
 }
 
 #[test]
-fn client_responses_and_notifications_get_202_with_no_body() {
+fn notifications_get_202_with_no_body() {
     let bodies = [
-        json!({"jsonrpc": "2.0", "id": 5, "result": {}}),
-        json!({"jsonrpc": "2.0", "id": "x", "error": {"code": -1, "message": "no"}}),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed", "params": {}}),
     ];
@@ -141,16 +140,43 @@ fn client_responses_and_notifications_get_202_with_no_body() {
     }
 }
 
+/// The server never sends requests, so a client's response answers nothing: 400 with a
+/// JSON-RPC error that has no id (2025-11-25 transports and 2026-07-28 streamable-http,
+/// "Sending Messages" rule 4), whichever id and outcome it carries.
 #[test]
-fn a_response_needs_exactly_one_outcome() {
+fn client_responses_are_400_invalid_request_with_no_id() {
+    let bodies = [
+        json!({"jsonrpc": "2.0", "id": 5, "result": {}}),
+        json!({"jsonrpc": "2.0", "id": "x", "error": {"code": -1, "message": "no"}}),
+        json!({"jsonrpc": "2.0", "id": 0, "result": null}),
+    ];
+    for body in bodies {
+        for pairs in [&JSON_BOTH[..], &[JSON_BOTH[0], JSON_BOTH[1], ("mcp-protocol-version", MODERN)]] {
+            let response = Server::new().reply(&post(pairs, &body));
+            assert_eq!((response.status, code(&response)), (400, Some(-32600)), "{body}");
+            let answer = response.body.unwrap();
+            assert!(answer.get("id").is_none(), "{answer}");
+            let message = answer["error"]["message"].as_str().unwrap();
+            assert!(message.contains("sent no request"), "{message}");
+        }
+    }
+}
+
+/// Objects that are neither a request, a notification nor a well-formed response.
+#[test]
+fn a_message_without_a_method_or_one_outcome_is_invalid() {
     let bodies = [
         json!({"jsonrpc": "2.0", "id": 5}),
         json!({"jsonrpc": "2.0", "id": 5, "result": {}, "error": {"code": 1, "message": "x"}}),
         json!({"jsonrpc": "2.0", "result": {}}),
+        json!({"jsonrpc": "2.0"}),
+        json!({"jsonrpc": "2.0", "params": {}}),
     ];
     for body in bodies {
         let response = Server::new().reply(&post(&JSON_BOTH, &body));
         assert_eq!((response.status, code(&response)), (400, Some(-32600)), "{body}");
+        let message = response.body.unwrap()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains("`method`"), "{message}");
     }
 }
 

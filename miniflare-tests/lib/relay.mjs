@@ -28,6 +28,17 @@ export async function createTenant(name = "test", defaults = undefined, base = B
   return res.json();
 }
 
+/** Attaches a tab to relay session `session` of `key`'s tenant: `{sessionId, attachToken, expiresAt}`. */
+export async function attach(key, session) {
+  const res = await fetch(`${BASE}/session`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ session }),
+  });
+  if (res.status !== 200) throw new Error(`attaching: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
 /** Runs the native `relay-capsule` CLI (built by scripts/test.sh) with `input` on stdin. */
 export function relayCapsule(args, input) {
   const bin = path.join(ROOT, "target/debug/relay-capsule");

@@ -6,6 +6,7 @@ pub mod token;
 
 pub use tenant::{
     check_key_shape, key_hash, mint_api_key, session_name_ok, ApiKeyError, QueueSettings, Tenant, TenantDefaults,
+    SESSION_NAME_RULE,
 };
 pub use token::{AttachClaims, TokenError, ATTACH_TOKEN_TTL_S, MAX_ATTACH_S};
 

@@ -102,6 +102,9 @@ pub fn mint_api_key(random: &[u8; 32]) -> String {
     format!("{KEY_PREFIX}{}", b64url(random))
 }
 
+/// What [`session_name_ok`] admits, quoted in refusals (tenant ids follow the same rule).
+pub const SESSION_NAME_RULE: &str = "1 to 64 of A-Z a-z 0-9 - _";
+
 /// Relay session names: short, URL-safe, so they can sit in a path and a DO name.
 pub fn session_name_ok(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::address::layer_file;
 use super::canonical::{canonical_json, sha256_hex, unsigned_bytes};
 use super::jws::{self, KeySet, Signer};
 use super::layer::build_layer;
@@ -134,11 +135,7 @@ fn build_deps(files: &[(String, Vec<u8>)], entry_file: &str) -> Result<Vec<u8>, 
 }
 
 fn layer(id: &str, bytes: Vec<u8>) -> (FsLayer, Vec<u8>) {
-    let meta = FsLayer {
-        id: id.to_string(),
-        sha256: sha256_hex(&bytes),
-        path: format!("fs.{id}.zip"),
-        size: bytes.len() as u64,
-    };
+    let meta =
+        FsLayer { id: id.to_string(), sha256: sha256_hex(&bytes), path: layer_file(id), size: bytes.len() as u64 };
     (meta, bytes)
 }

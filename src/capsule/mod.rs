@@ -5,6 +5,7 @@
 //! so the Worker, the tests and (later) the browser build agree byte for byte.
 //! The format is specified in `docs/CAPSULE.md`.
 
+pub mod address;
 pub mod build;
 pub mod canonical;
 mod error;

@@ -6,15 +6,21 @@
 //! served only to its tenant, proven by `Authorization: Bearer` with the capsule-files token
 //! that came with the capsule, or with the tenant's API key.
 
-use super::http::{error, json, with_header};
+use super::http::{error, internal, json, read_capped, storage_unavailable, with_header};
 use super::tenants::authenticate;
 use crate::auth::{bearer, check_key_shape, AttachClaims};
+use crate::capsule::address::{self, CapsuleFile, MANIFEST_FILE};
 use crate::capsule::jws::{KeySet, Signer};
 use crate::capsule::{self, Capsule};
 use crate::range::{self, RangeAnswer};
 use crate::run::args::capsule_spec;
 use serde_json::{json, Value};
 use worker::{Bucket, Env, Headers, Range, Request, Response, Result};
+
+/// Body limit of `POST /capsules`: a run's arguments (the code layer itself is capped at 2 MiB).
+const CREATE_BODY_MAX: usize = 4 * 1024 * 1024;
+/// Body limit of `POST /capsules/verify`: one capsule.json.
+const VERIFY_BODY_MAX: usize = 256 * 1024;
 
 /// The Worker's capsule signer, from the `CAPSULE_SIGNING_KEY` secret (a 32-byte Ed25519 seed).
 pub fn signer(env: &Env) -> Result<Signer> {
@@ -62,7 +68,7 @@ pub async fn store(bucket: &Bucket, tenant_id: &str, capsule: &Capsule) -> Resul
 }
 
 fn manifest_key(tenant_id: &str, hash: &str) -> String {
-    format!("capsules/{tenant_id}/{hash}/capsule.json")
+    format!("capsules/{tenant_id}/{hash}/{MANIFEST_FILE}")
 }
 
 /// `POST /capsules`: build, sign and store a capsule from run_js/run_py-shaped arguments plus
@@ -72,7 +78,11 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         Ok(tenant) => tenant,
         Err(response) => return Ok(response),
     };
-    let Ok(body) = serde_json::from_slice::<Value>(&req.bytes().await?) else {
+    let body = match read_capped(&mut req, CREATE_BODY_MAX).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return Ok(error(400, "ValidationError", "body: expected a JSON object"));
     };
     let language = body.get("language").and_then(Value::as_str).unwrap_or_default();
@@ -84,17 +94,22 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         Ok(capsule) => capsule,
         Err(e) => return Ok(error(400, e.error_name(), e.to_string())),
     };
-    store(&env.bucket("R2_CAPSULES")?, &tenant.id, &capsule).await?;
+    if let Err(e) = store(&env.bucket("R2_CAPSULES")?, &tenant.id, &capsule).await {
+        return Ok(storage_unavailable("R2", &e));
+    }
     let manifest: Value = serde_json::from_slice(&capsule.manifest_json)?;
     Ok(json(
         201,
-        &json!({ "hash": capsule.hash, "manifest": manifest, "manifestUrl": format!("/capsules/{}/capsule.json", capsule.hash) }),
+        &json!({ "hash": capsule.hash, "manifest": manifest, "manifestUrl": format!("/capsules/{}/{MANIFEST_FILE}", capsule.hash) }),
     ))
 }
 
 /// `POST /capsules/verify`: checks a capsule.json against this Worker's keys.
 pub async fn verify(mut req: Request, env: &Env) -> Result<Response> {
-    let body = req.bytes().await?;
+    let body = match read_capped(&mut req, VERIFY_BODY_MAX).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
     Ok(match capsule::verify_manifest(&body, &key_set(env)?) {
         Ok(manifest) => json(200, &json!({ "valid": true, "hash": capsule::capsule_hash(&manifest) })),
         Err(e) => error(400, "ValidationError", e.to_string()),
@@ -102,24 +117,39 @@ pub async fn verify(mut req: Request, env: &Env) -> Result<Response> {
 }
 
 /// `GET /capsules/:hash/:file`: the manifest or one of its layers, for the owning tenant only.
+/// Both path parts are checked for shape before anything is looked up.
 pub async fn fetch(req: &Request, env: &Env, hash: &str, file: &str) -> Result<Response> {
+    let file = match address::check_hash(hash).and_then(|()| address::parse_file(file)) {
+        Ok(file) => file,
+        Err(rule) => return Ok(error(400, "ValidationError", rule)),
+    };
     let tenant_id = match owner(req, env).await? {
         Ok(id) => id,
         Err(response) => return Ok(response),
     };
     let bucket = env.bucket("R2_CAPSULES")?;
-    let Some(manifest) = bucket.get(manifest_key(&tenant_id, hash)).execute().await? else {
+    Ok(serve(req, &bucket, &tenant_id, hash, file).await.unwrap_or_else(|e| storage_unavailable("R2", &e)))
+}
+
+/// Reads the file from R2; every error it returns is R2's.
+async fn serve(req: &Request, bucket: &Bucket, tenant_id: &str, hash: &str, file: CapsuleFile<'_>) -> Result<Response> {
+    let Some(manifest) = bucket.get(manifest_key(tenant_id, hash)).execute().await? else {
         return Ok(error(404, "NotFound", format!("no capsule {hash} for this tenant")));
     };
     let manifest_bytes = manifest.body().expect("get has a body").bytes().await?;
-    if file == "capsule.json" {
-        return Ok(immutable(Response::from_bytes(manifest_bytes)?, hash, "application/json"));
-    }
-    let manifest: capsule::Manifest = serde_json::from_slice(&manifest_bytes)?;
-    let Some(layer) = manifest.fs_layers.iter().find(|l| l.path == file) else {
-        return Ok(error(404, "NotFound", format!("capsule {hash} has no file {file}")));
+    let path = match file {
+        CapsuleFile::Manifest => return Ok(immutable(Response::from_bytes(manifest_bytes)?, hash, "application/json")),
+        CapsuleFile::Layer(path) => path,
     };
-    serve_layer(req, &bucket, &layer.sha256).await
+    // We wrote this manifest: one that does not parse is our fault, not the storage's.
+    let manifest: capsule::Manifest = match serde_json::from_slice(&manifest_bytes) {
+        Ok(manifest) => manifest,
+        Err(e) => return Ok(internal(e.into())),
+    };
+    let Some(layer) = manifest.fs_layers.iter().find(|l| l.path == path) else {
+        return Ok(error(404, "NotFound", format!("capsule {hash} has no file {path}; its manifest lists its layers")));
+    };
+    serve_layer(req, bucket, &layer.sha256).await
 }
 
 async fn serve_layer(req: &Request, bucket: &Bucket, sha256: &str) -> Result<Response> {

@@ -1,7 +1,9 @@
-//! Response helpers shared by the handlers: JSON bodies, the error shape, CORS, health.
+//! Response helpers shared by the handlers: JSON bodies, the error shape, CORS, health, and
+//! the two answers every handler may need: a body over its route's limit, storage that failed.
 
+use futures::StreamExt;
 use serde_json::{json, Value};
-use worker::{Env, Headers, Response};
+use worker::{Env, Headers, Request, Response};
 
 /// Headers a browser page may send to `/mcp` and the capsule routes (seed 000 section 2.1).
 const ALLOW_HEADERS: &str = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, Range";
@@ -31,6 +33,44 @@ pub fn not_found(path: &str) -> Response {
 pub fn internal(err: worker::Error) -> Response {
     worker::console_error!("internal error: {err}");
     error(500, "Internal", "internal error; the Worker's log has the details")
+}
+
+/// A storage (R2 or KV) failure: logged with its cause (never a secret: keys are stored and
+/// named by hash), and answered 503 with `retry-after`, because it passes; a bare 500 would
+/// tell the caller that retrying is pointless.
+pub fn storage_unavailable(store: &str, err: &dyn std::fmt::Display) -> Response {
+    worker::console_error!("{store} failed: {err}");
+    let message = format!("{store} storage did not answer; retry in {RETRY_AFTER_S} seconds");
+    with_header(error(503, "StorageUnavailable", message), "retry-after", RETRY_AFTER_S)
+}
+
+/// Seconds a caller waits before retrying after a storage failure.
+const RETRY_AFTER_S: &str = "5";
+
+/// A request's body, or the 413 to send once it is over `limit` bytes. A declared
+/// Content-Length is checked first, and a streamed body is read chunk by chunk, so an
+/// oversized body is refused without ever being buffered whole.
+pub async fn read_capped(req: &mut Request, limit: usize) -> worker::Result<Result<Vec<u8>, Response>> {
+    let declared = req.headers().get("content-length")?.and_then(|l| l.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Ok(Err(too_large(limit)));
+    }
+    let Ok(mut chunks) = req.stream() else {
+        return Ok(Ok(Vec::new())); // no body at all
+    };
+    let mut body = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        body.extend_from_slice(&chunk?);
+        if body.len() > limit {
+            return Ok(Err(too_large(limit)));
+        }
+    }
+    Ok(Ok(body))
+}
+
+fn too_large(limit: usize) -> Response {
+    let message = format!("request body is over this route's limit of {limit} bytes; send a smaller one (README lists each route's limit)");
+    error(413, "PayloadTooLarge", message)
 }
 
 /// `response` with one more header.

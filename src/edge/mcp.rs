@@ -5,12 +5,11 @@
 //! `?session=NAME`. The DO is found by `<tenantId>/<name>`, and the tenant comes from the key,
 //! so no id a client sends can reach another tenant's DO.
 
-use super::http::{error, own_origin};
+use super::http::{error, own_origin, read_capped};
 use super::tenants::authenticate;
-use crate::auth::session_name_ok;
+use crate::auth::{session_name_ok, SESSION_NAME_RULE};
 use crate::forward::{Caller, CALLER_HEADER};
 use crate::mcp::MAX_BODY_BYTES;
-use futures::StreamExt;
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 
 pub async fn forward(mut req: Request, env: &Env) -> Result<Response> {
@@ -30,42 +29,20 @@ pub async fn forward(mut req: Request, env: &Env) -> Result<Response> {
     let session = url.query_pairs().find(|(k, _)| k == "session").map(|(_, v)| v.into_owned());
     let session = session.unwrap_or_else(|| "default".into());
     if !session_name_ok(&session) {
-        return Ok(error(400, "ValidationError", "session: 1 to 64 of A-Z a-z 0-9 - _"));
+        return Ok(error(400, "ValidationError", format!("session: {SESSION_NAME_RULE}")));
     }
-    let Some(body) = read_body(&mut req).await? else {
-        return Ok(too_large());
+    // Only a POST carries a message; GET and DELETE are forwarded without a body.
+    let body = if req.method() == Method::Post {
+        match read_capped(&mut req, MAX_BODY_BYTES).await? {
+            Ok(body) => body,
+            Err(too_large) => return Ok(too_large),
+        }
+    } else {
+        Vec::new()
     };
     let stub = session_stub(env, &tenant.id, &session)?;
     let caller = Caller { tenant, session, origin: own_origin(&url) };
     stub.fetch_with_request(to_session(&req, &caller, "/mcp", Some(body))?).await
-}
-
-/// A POST's body (other methods have none), or `None` once it is over the limit: a declared
-/// length is checked first, and a streamed body is read chunk by chunk, so an oversized body
-/// is never buffered whole.
-async fn read_body(req: &mut Request) -> Result<Option<Vec<u8>>> {
-    if req.method() != Method::Post {
-        return Ok(Some(Vec::new()));
-    }
-    let declared = req.headers().get("content-length")?.and_then(|l| l.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > MAX_BODY_BYTES) {
-        return Ok(None);
-    }
-    let Ok(mut chunks) = req.stream() else {
-        return Ok(Some(Vec::new())); // no body at all
-    };
-    let mut body = Vec::new();
-    while let Some(chunk) = chunks.next().await {
-        body.extend_from_slice(&chunk?);
-        if body.len() > MAX_BODY_BYTES {
-            return Ok(None);
-        }
-    }
-    Ok(Some(body))
-}
-
-fn too_large() -> Response {
-    error(413, "PayloadTooLarge", format!("request body is over the limit of {MAX_BODY_BYTES} bytes"))
 }
 
 fn bad_origin() -> Response {

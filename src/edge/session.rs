@@ -5,15 +5,23 @@
 //! `Authorization: Bearer`, never in URLs, which access logs and trace stores keep.
 
 use super::capsules::{signer, token_keys};
-use super::http::{error, json, own_origin};
+use super::http::{error, json, own_origin, read_capped};
 use super::mcp::{session_stub, to_session};
 use super::tenants::{authenticate, by_id};
 use super::{now_ms, random};
 use crate::auth::tenant::hex;
-use crate::auth::{bearer, session_name_ok, AttachClaims};
+use crate::auth::{bearer, session_name_ok, AttachClaims, SESSION_NAME_RULE};
 use crate::forward::Caller;
 use serde_json::{json, Value};
 use worker::{Env, Request, Response, Result};
+
+/// Body limit of `POST /session`: `{"session": NAME}` and nothing more.
+const ATTACH_BODY_MAX: usize = 4 * 1024;
+/// Body limit of `POST /session/:id/refresh`, which needs no body at all.
+const REFRESH_BODY_MAX: usize = 4 * 1024;
+/// Body limit of `POST /session/:id/result`: one NDJSON batch (the page sends one as soon as it
+/// passes 64 KiB).
+const RESULT_BODY_MAX: usize = 4 * 1024 * 1024;
 
 /// `POST /session` with the tenant's key and `{"session": NAME}` (default `default`).
 pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
@@ -21,23 +29,29 @@ pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
         Ok(tenant) => tenant,
         Err(response) => return Ok(response),
     };
-    let body = req.bytes().await?;
+    let body = match read_capped(&mut req, ATTACH_BODY_MAX).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
     let asked: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
     let Some(session) = asked.get("session").map_or(Some("default"), Value::as_str) else {
         return Ok(error(400, "ValidationError", "body: expected {\"session\": \"<name>\"}"));
     };
     if !session_name_ok(session) {
-        return Ok(error(400, "ValidationError", "session: 1 to 64 of A-Z a-z 0-9 - _"));
+        return Ok(error(400, "ValidationError", format!("session: {SESSION_NAME_RULE}")));
     }
     issue(env, &tenant.id, session)
 }
 
 /// `POST /session/:id/refresh` with the token: a new one for the same session, before the old expires.
-pub fn refresh(req: &Request, env: &Env, session: &str) -> Result<Response> {
-    let claims = match check_token(req, env, session)? {
+pub async fn refresh(mut req: Request, env: &Env, session: &str) -> Result<Response> {
+    let claims = match check_token(&req, env, session)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
+    if let Err(too_large) = read_capped(&mut req, REFRESH_BODY_MAX).await? {
+        return Ok(too_large);
+    }
     match claims.refreshed(now_ms() / 1000, new_jti()) {
         Ok(claims) => grant(env, &claims),
         Err(e) => Ok(error(401, "Unauthorized", format!("{e} (refreshes end 12 hours after attaching with the key)"))),
@@ -58,8 +72,12 @@ fn grant(env: &Env, claims: &AttachClaims) -> Result<Response> {
     Ok(json(200, &json!({ "sessionId": claims.sid, "attachToken": token, "expiresAt": claims.exp * 1000 })))
 }
 
-/// Checks the attach token in `Authorization: Bearer` for the path's session.
+/// Checks the path's session id, then the attach token in `Authorization: Bearer` for it.
 fn check_token(req: &Request, env: &Env, session: &str) -> Result<std::result::Result<AttachClaims, Response>> {
+    if !session_name_ok(session) {
+        let message = format!("session id in the path: {SESSION_NAME_RULE} (the sessionId POST /session returned)");
+        return Ok(Err(error(400, "ValidationError", message)));
+    }
     let header = req.headers().get("authorization")?;
     let Some(token) = bearer(header.as_deref()) else {
         let message = "missing `Authorization: Bearer <attachToken>`: attach with POST /session first (tokens are not accepted in URLs)";
@@ -75,7 +93,13 @@ pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str) -> 
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
-    let body = if what == "result" { Some(req.bytes().await?) } else { None };
+    let body = match what {
+        "result" => match read_capped(&mut req, RESULT_BODY_MAX).await? {
+            Ok(body) => Some(body),
+            Err(too_large) => return Ok(too_large),
+        },
+        _ => None,
+    };
     let tenant = by_id(env, &claims.sub).await?;
     let caller = Caller { tenant, session: session.to_owned(), origin: own_origin(&req.url()?) };
     let inner = to_session(&req, &caller, &format!("/{what}"), body)?;

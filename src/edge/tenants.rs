@@ -1,14 +1,19 @@
 //! Tenant auth against `KV_CONFIG`, and `POST /admin/tenants` (guarded by the `ADMIN_TOKEN`
 //! secret) that creates a tenant and its API key.
 
-use super::http::{error, json, with_header};
+use super::http::{error, json, read_capped, storage_unavailable, with_header};
 use crate::auth::tenant::hex;
-use crate::auth::{self, bearer, check_key_shape, mint_api_key, Tenant, TenantDefaults};
+use crate::auth::{self, bearer, check_key_shape, mint_api_key, Tenant, TenantDefaults, SESSION_NAME_RULE};
 use serde::Deserialize;
 use serde_json::json;
+use worker::kv::{KvError, KvStore};
 use worker::{Env, Request, Response, Result};
 
-/// The tenant whose key the request carries, or the 401 to send.
+/// Body limit of `POST /admin/tenants`: a name and the tenant's defaults.
+const ADMIN_BODY_MAX: usize = 64 * 1024;
+
+/// The tenant whose key the request carries, or the answer to send instead: 401, or 503 when
+/// KV fails.
 pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Result<Tenant, Response>> {
     let header = req.headers().get("authorization")?;
     let Some(key) = bearer(header.as_deref()) else {
@@ -17,8 +22,12 @@ pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Resul
     if let Err(e) = check_key_shape(key) {
         return Ok(Err(unauthorized(&e.to_string())));
     }
-    let tenant = env.kv("KV_CONFIG")?.get(&Tenant::kv_key(key)).json::<Tenant>().await?;
-    Ok(tenant.ok_or_else(|| unauthorized("unknown API key")))
+    match env.kv("KV_CONFIG")?.get(&Tenant::kv_key(key)).json::<Tenant>().await {
+        Ok(tenant) => Ok(tenant.ok_or_else(|| unauthorized("unknown API key"))),
+        // We wrote the record: one that does not parse is our fault (500), not KV's.
+        Err(KvError::Serialization(e)) => Err(e.into()),
+        Err(e) => Ok(Err(storage_unavailable("KV", &e))),
+    }
 }
 
 /// The record of the tenant with id `id` (a tab's token names only the id). A tenant created
@@ -53,7 +62,11 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     if !constant_time_eq(presented.as_bytes(), admin.to_string().as_bytes()) {
         return Ok(unauthorized("admin endpoints need `Authorization: Bearer <ADMIN_TOKEN>`"));
     }
-    let body: NewTenant = match serde_json::from_slice(&req.bytes().await?) {
+    let body = match read_capped(&mut req, ADMIN_BODY_MAX).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
+    let body: NewTenant = match serde_json::from_slice(&body) {
         Ok(body) => body,
         Err(e) => return Ok(error(400, "ValidationError", format!("tenant: {e}"))),
     };
@@ -63,13 +76,20 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     }
     let id = body.id.unwrap_or_else(|| format!("t_{}", hex(&super::random::<8>())));
     if !auth::session_name_ok(&id) {
-        return Ok(error(400, "ValidationError", "tenant id: 1 to 64 of A-Z a-z 0-9 - _"));
+        return Ok(error(400, "ValidationError", format!("tenant id: {SESSION_NAME_RULE}")));
     }
     let tenant = Tenant { id, name: body.name, defaults: body.defaults };
-    let kv = env.kv("KV_CONFIG")?;
-    kv.put(&Tenant::kv_id_key(&tenant.id), &tenant)?.execute().await?;
-    kv.put(&Tenant::kv_key(&key), &tenant)?.execute().await?;
+    if let Err(e) = save(&env.kv("KV_CONFIG")?, &key, &tenant).await {
+        return Ok(storage_unavailable("KV", &e));
+    }
     Ok(json(201, &json!({ "tenant": tenant, "key": key })))
+}
+
+/// Stores the tenant record under its key's hash.
+/// Stores the tenant under its key's hash and under its id (how a tab's token finds it).
+async fn save(kv: &KvStore, key: &str, tenant: &Tenant) -> std::result::Result<(), KvError> {
+    kv.put(&Tenant::kv_id_key(&tenant.id), tenant)?.execute().await?;
+    kv.put(&Tenant::kv_key(key), tenant)?.execute().await
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

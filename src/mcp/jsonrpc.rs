@@ -28,8 +28,8 @@ pub enum Message {
         method: String,
         params: Map<String, Value>,
     },
-    /// A response from the client: we never send requests, so it answers nothing and is
-    /// accepted and dropped (2025-11-25 transports "Sending Messages" rule 4).
+    /// A response from the client (`id` and one of `result`/`error`). We never send requests,
+    /// so it answers nothing and is refused (see `server::unasked_response`).
     Response,
 }
 
@@ -125,7 +125,10 @@ fn response(id: Option<Value>, object: &Map<String, Value>) -> Result<Message, R
     if one_outcome && id.is_some() {
         Ok(Message::Response)
     } else {
-        Err((readable(id), invalid("a message needs a `method`, or an `id` with one of `result`/`error`")))
+        Err((
+            readable(id),
+            invalid("a message needs a string `method`: POST a request (with an `id`) or a notification"),
+        ))
     }
 }
 

@@ -79,7 +79,7 @@ fn discover(cx: &Context) -> Answer {
 }
 
 /// Legacy `logging/setLevel`: the level is checked, then left to the per-call rule of
-/// `log_notification` (streamed run output is always sent to legacy clients).
+/// `log_notifications` (streamed run output is always sent to legacy clients).
 fn set_level(params: &Map<String, Value>) -> Result<Answer, RpcError> {
     match params.get("level").and_then(LogLevel::from_json) {
         Some(_) => Ok(Answer::Result(json!({}), None)),

@@ -13,7 +13,7 @@
 //!   Call(call)                       run the tool; answer with tool_result / tool_error /
 //!                                    data_result, as one JSON body or, when call.stream,
 //!                                    as SSE events (sse_event) preceded by
-//!                                    progress_notification / log_notification
+//!                                    progress_notification / log_notifications
 //!   Cancel { request_id, .. }        cancel that run if it is ours, answer 202
 //! ```
 //!
@@ -30,11 +30,12 @@
 //! Neither kind of MCP session chooses the executor: the relay session (tenant + name) does.
 //!
 //! HTTP statuses: 413 / 415 / 406 for the transport rules of a POST; 400 for a message
-//! refused before its method ran (parse, envelope, 2026-07-28 `_meta` and header checks,
-//! unsupported version, missing legacy session); 404 for an unknown method (2026-07-28) or
-//! an ended legacy session; 405 for GET/DELETE without a legacy session; 200 for every
-//! answer of a method that ran, JSON-RPC errors included (unknown tool, unknown resource).
-//! A tool's own failure, bad arguments included, is a result with `isError`.
+//! refused before its method ran (parse, envelope, a JSON-RPC response from the client,
+//! 2026-07-28 `_meta` and header checks, unsupported version, missing legacy session); 202
+//! for a notification; 404 for an unknown method (2026-07-28) or an ended legacy session; 405
+//! for GET/DELETE without a legacy session; 200 for every answer of a method that ran,
+//! JSON-RPC errors included (unknown tool, unknown resource). A tool's own failure, bad
+//! arguments included, is a result with `isError`.
 //!
 //! Files: `http` (headers, content negotiation, SSE), `jsonrpc` (envelopes, codes), `era`
 //! (versions, era detection, 2026-07-28 request checks), `server` (routing, legacy
@@ -57,8 +58,8 @@ use serde_json::Value;
 pub use era::{Era, SUPPORTED_VERSIONS};
 pub use http::{sse_event, sse_frame, wants_sse, SSE_HEADERS, SSE_KEEPALIVE};
 pub use results::{
-    data_result, log_notification, progress_notification, tool_error, tool_error_to, tool_result, ErrorName, LogLevel,
-    ToolResult,
+    data_result, log_notifications, progress_notification, tool_error, tool_error_to, tool_result, ErrorName, LogLevel,
+    ToolResult, OUTPUT_BUDGET,
 };
 pub use server::handle;
 pub use tools::Tool;
@@ -95,7 +96,7 @@ impl HttpResponse {
         HttpResponse { status, headers: Vec::new(), body: None }
     }
 
-    /// 202 with no body: a notification or response was accepted.
+    /// 202 with no body: a notification was accepted.
     pub fn accepted() -> Self {
         HttpResponse::empty(202)
     }

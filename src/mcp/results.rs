@@ -1,10 +1,26 @@
 //! Answers to tool calls and the notifications sent while a call runs: the seed's error
 //! names (seed 000 §10), run results with `structuredContent`, progress and log messages.
+//!
+//! Every message stays well under 1 MiB serialized, whatever a run printed: that is the most
+//! one SSE event may hold in the official Python SDK by default. Output is measured as the
+//! JSON serde_json writes (an escaped control character takes 6 bytes), cut on a char
+//! boundary, and each cut is said so in the message.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::jsonrpc::{notification, response_envelope, shape_result};
 use super::{Era, ToolCall};
+
+/// The most run output, in serialized JSON bytes, that one message carries in each place it
+/// appears: `structuredContent.stdout` and `.stderr` together, the text content, and the data
+/// of one `notifications/message`. A result carries it twice; with the summary, two error
+/// messages and the envelope it stays under 830 KB (820 330 bytes at worst in the tests; the
+/// list of files in /out is not bounded here, and runs return none yet).
+pub const OUTPUT_BUDGET: usize = 384 * 1024;
+/// The most serialized bytes of an error message a result repeats (structured, then text).
+const ERROR_MESSAGE_BUDGET: usize = 16 * 1024;
+// A budget below one escaped char (6 bytes) would cut nothing and split forever.
+const _: () = assert!(OUTPUT_BUDGET >= 6 && ERROR_MESSAGE_BUDGET >= 6);
 
 /// The seed's uniform error names (seed 000 §10), carried in tool results with `isError`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,20 +168,28 @@ pub struct ToolResult {
 /// The JSON-RPC response to a run: a text summary for the model, `structuredContent` per the
 /// run tools' outputSchema, `isError` when the exit code is not 0 or an error is named
 /// (2026-07-28 server/tools: tool failures are results, so the model can self-correct).
+/// Output over [`OUTPUT_BUDGET`] is cut, and `structuredContent.truncated` gives each cut
+/// stream's whole size.
 pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
     let is_error = result.exit_code != 0 || result.error.is_some();
+    let kept = Kept::of(&result, OUTPUT_BUDGET);
+    let error = result.error.as_ref().map(|(name, message)| (*name, clip_message(message)));
     let mut structured = json!({
         "exitCode": result.exit_code,
-        "stdout": result.stdout,
-        "stderr": result.stderr,
+        "stdout": kept.stdout,
+        "stderr": kept.stderr,
         "usage": { "wallMs": result.wall_ms, "memPeakMb": result.mem_peak_mb },
         "files": result.files,
     });
-    if let Some((name, message)) = &result.error {
+    let truncated = kept.truncated(&result);
+    if !truncated.is_empty() {
+        structured["truncated"] = Value::Object(truncated);
+    }
+    if let Some((name, message)) = &error {
         structured["error"] = error_object(*name, message);
     }
     let body = json!({
-        "content": [text(&summary(&result))],
+        "content": [text(&summary(&result, &kept, error.as_ref()))],
         "structuredContent": structured,
         "isError": is_error,
     });
@@ -208,26 +232,33 @@ pub fn progress_notification(token: &Value, progress: f64, total: Option<f64>, m
     notification("notifications/progress", params)
 }
 
-/// A `notifications/message` carrying run output, or `None` when it must not be sent: only
-/// on a streamed answer; in 2026-07-28 only when the request set
-/// `io.modelcontextprotocol/logLevel` and `level` is at or above it (server/utilities/
-/// logging "Per-request log level"); legacy clients always get it on a streamed answer.
-pub fn log_notification(call: &ToolCall, level: LogLevel, logger: &str, data: Value) -> Option<Value> {
+/// The `notifications/message` events carrying one piece of run output: none when they must
+/// not be sent (only on a streamed answer; in 2026-07-28 only when the request set
+/// `io.modelcontextprotocol/logLevel` and `level` is at or above it, server/utilities/logging
+/// "Per-request log level"; legacy clients always get them on a streamed answer), else one
+/// per [`OUTPUT_BUDGET`] of `data`, in order, so no event grows past it.
+pub fn log_notifications(call: &ToolCall, level: LogLevel, logger: &str, data: &str) -> Vec<Value> {
     let wanted = match call.era {
         Era::Modern => call.log_level.is_some_and(|min| level >= min),
         Era::Legacy => true,
     };
-    (call.stream && wanted).then(|| {
-        let params = json!({ "level": level.as_str(), "logger": logger, "data": data });
-        notification("notifications/message", params)
-    })
+    if !(call.stream && wanted) {
+        return Vec::new();
+    }
+    pieces(data, OUTPUT_BUDGET)
+        .map(|piece| {
+            let params = json!({ "level": level.as_str(), "logger": logger, "data": piece });
+            notification("notifications/message", params)
+        })
+        .collect()
 }
 
 /// The result body of a failed call (no envelope), shared with argument validation.
 pub(crate) fn error_result(name: ErrorName, message: &str) -> Value {
+    let message = clip_message(message);
     json!({
         "content": [text(&format!("{}: {message}", name.as_str()))],
-        "structuredContent": { "error": error_object(name, message) },
+        "structuredContent": { "error": error_object(name, &message) },
         "isError": true,
     })
 }
@@ -244,19 +275,29 @@ fn text(text: &str) -> Value {
     json!({ "type": "text", "text": text })
 }
 
-/// The model-facing summary: the error first, then exit and usage, output, files.
-fn summary(result: &ToolResult) -> String {
+/// The model-facing summary: the error first, then exit and usage, output (as much as
+/// `kept` holds, saying what was cut), files.
+fn summary(result: &ToolResult, kept: &Kept, error: Option<&(ErrorName, String)>) -> String {
     let mut out = String::new();
-    if let Some((name, message)) = &result.error {
+    if let Some((name, message)) = error {
         out.push_str(&format!("{}: {message}\n", name.as_str()));
     }
     out.push_str(&format!(
         "exit code {} in {} ms, peak memory {} MB\n",
         result.exit_code, result.wall_ms, result.mem_peak_mb
     ));
-    for (label, stream) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
-        if !stream.is_empty() {
-            out.push_str(&format!("--- {label} ---\n{stream}\n"));
+    for (label, whole, shown) in [("stdout", &result.stdout, kept.stdout), ("stderr", &result.stderr, kept.stderr)] {
+        if !whole.is_empty() {
+            out.push_str(&format!("--- {label} ---\n{shown}\n"));
+        }
+        if shown.len() < whole.len() {
+            out.push_str(&format!(
+                "[{label} cut here: {} of its {} bytes are not shown, to keep this message under 1 MiB; \
+                 the whole output was streamed as notifications/message log events while the call ran, \
+                 for clients that asked for them]\n",
+                whole.len() - shown.len(),
+                whole.len()
+            ));
         }
     }
     if !result.files.is_empty() {
@@ -266,6 +307,78 @@ fn summary(result: &ToolResult) -> String {
         }
     }
     out.trim_end().to_string()
+}
+
+/// What a result carries of a run's output: a prefix of each stream, within a budget shared by
+/// the two. A stream that fits in half keeps all of it and leaves the rest to the other.
+struct Kept<'a> {
+    stdout: &'a str,
+    stderr: &'a str,
+}
+
+impl<'a> Kept<'a> {
+    fn of(result: &'a ToolResult, budget: usize) -> Self {
+        let stdout_len = json_len(&result.stdout);
+        let stderr_room = json_len(&result.stderr).min(budget - stdout_len.min(budget / 2));
+        let stderr = cut(&result.stderr, stderr_room);
+        let stdout = cut(&result.stdout, budget - json_len(stderr));
+        Kept { stdout, stderr }
+    }
+
+    /// `{stream: whole size in bytes}` for each stream that was cut.
+    fn truncated(&self, result: &ToolResult) -> Map<String, Value> {
+        [("stdout", self.stdout, &result.stdout), ("stderr", self.stderr, &result.stderr)]
+            .into_iter()
+            .filter(|(_, kept, whole)| kept.len() < whole.len())
+            .map(|(name, _, whole)| (name.to_owned(), json!(whole.len())))
+            .collect()
+    }
+}
+
+/// An error message within [`ERROR_MESSAGE_BUDGET`], saying so when it was cut.
+fn clip_message(message: &str) -> String {
+    let kept = cut(message, ERROR_MESSAGE_BUDGET);
+    if kept.len() == message.len() {
+        return message.to_owned();
+    }
+    format!("{kept} [message cut: {} of its {} bytes are not shown]", message.len() - kept.len(), message.len())
+}
+
+/// The bytes serde_json writes for `c` inside a JSON string: two-character escapes for `"`,
+/// `\` and five control characters, `\u00XX` for the other control characters, else UTF-8.
+fn escaped_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\u{8}' | '\t' | '\n' | '\u{c}' | '\r' => 2,
+        '\0'..='\u{1f}' => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// The serialized length of `text` as a JSON string, without its quotes.
+fn json_len(text: &str) -> usize {
+    text.chars().map(escaped_len).sum()
+}
+
+/// The longest prefix of `text` that serializes to at most `budget` bytes (a char boundary).
+fn cut(text: &str, budget: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in text.char_indices() {
+        used += escaped_len(c);
+        if used > budget {
+            return &text[..i];
+        }
+    }
+    text
+}
+
+/// `text` in consecutive pieces of at most `budget` serialized bytes each.
+fn pieces(text: &str, budget: usize) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let piece = cut(rest, budget);
+        rest = &rest[piece.len()..];
+        (!piece.is_empty()).then_some(piece)
+    })
 }
 
 /// `path url` when the file entry has them, else its JSON.

@@ -15,7 +15,7 @@ use super::MAX_BODY_BYTES;
 use super::{content, Context, Era, HttpRequest, HttpResponse, Outcome, SessionStatus, SessionStore};
 
 /// Handles one request to `/mcp`. Never panics on any input; bad input gets a 4xx with a
-/// JSON-RPC error body (or 202, for anything that needs no answer).
+/// JSON-RPC error body (or 202, for a notification, which needs no answer).
 pub fn handle(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Outcome {
     let result = match req.method.to_ascii_uppercase().as_str() {
         "POST" => post(req, store, cx),
@@ -41,9 +41,19 @@ fn post(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Result
             if era::detect(None, &Map::new(), &req.headers) == Era::Legacy {
                 legacy_session(&req.headers, &*store).map_err(|e| (None, e))?;
             }
-            Ok(Outcome::Reply(HttpResponse::accepted()))
+            Err((None, unasked_response()))
         }
     }
+}
+
+/// A JSON-RPC response from the client answers nothing: this server never sends a client a
+/// request. 2026-07-28 streamable-http "Sending Messages" rule 4: "The client MUST NOT send
+/// JSON-RPC responses"; 2025-11-25 transports rule 4: input the server cannot accept gets an
+/// HTTP error status, and the body may be a JSON-RPC error with no `id`.
+fn unasked_response() -> RpcError {
+    let message = "Invalid Request: this server sent no request for this response to answer (it never sends \
+        requests to clients); POST only requests and notifications";
+    RpcError::rejected(INVALID_REQUEST, message)
 }
 
 /// Transport rules of every POST: a bounded body (413), `Content-Type: application/json`

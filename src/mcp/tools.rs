@@ -202,6 +202,13 @@ impl Tool {
                             "required": ["path"],
                         },
                     },
+                    "truncated": {
+                        "type": "object",
+                        "description": "Present when stdout or stderr was cut to keep the result under 1 MiB: each cut stream's whole size in bytes. The whole output was streamed as notifications/message log events while the call ran.",
+                        "properties": { "stdout": { "type": "integer", "minimum": 0 },
+                                        "stderr": { "type": "integer", "minimum": 0 } },
+                        "additionalProperties": false,
+                    },
                 }),
                 vec!["exitCode", "stdout", "stderr", "usage", "files"],
             ),
