@@ -115,6 +115,21 @@ describe("limits", () => {
     assert.ok(result.structuredContent.stdout.length <= 1000);
     assert.match(result.structuredContent.error.message, /1000/);
   });
+
+  test("a megabyte of control characters in one write reaches the client whole, in events under 1 MiB", async () => {
+    // Each character escapes to 6 bytes of JSON: the page must cut it into several backchannel
+    // events (one batch of it would pass the result route's 4 MiB cap), and the server into
+    // several notifications and a truncated result.
+    const size = 1024 * 1024 - 16;
+    const seen = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => seen.push(n.params.data));
+    const result = await runJs(`process.stdout.write("\\u0001".repeat(${size}))`);
+    assert.equal(result.structuredContent.exitCode, 0, JSON.stringify(result.structuredContent.error));
+    assert.equal(seen.join("").length, size, "the streamed output joins back to the whole");
+    assert.ok(seen.length > 1);
+    assert.equal(result.structuredContent.truncated.stdout, size);
+    assert.ok(JSON.stringify(result).length < 1_000_000);
+  });
 });
 
 describe("capsule integrity", () => {

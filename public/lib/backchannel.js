@@ -9,10 +9,26 @@ import { fetchOk, isTransient, withRetry } from "./http.js";
 
 const FLUSH_DELAY_MS = 20;
 const FLUSH_BYTES = 64 * 1024;
+// Output longer than this (in UTF-16 units) goes as several events, so one serialized event
+// stays under 1 MiB however its characters escape (6 units at most each).
+const OUTPUT_EVENT_CHARS = 128 * 1024;
+// A batch holds at most this many UTF-16 units of NDJSON (at most 3 bytes each in UTF-8):
+// well under the result route's 4 MiB cap. Lines beyond it wait for the next batch.
+const MAX_BATCH_UNITS = 1024 * 1024;
 
 // Phase reports that need no batch of their own: they go with the next output, lease renewal
 // or exit. ("received" is not one: it acknowledges the capsule, which the server waits for.)
 const RIDES_ALONG = new Set(["load-runtime", "execute"]);
+
+/** `text` in pieces of at most `size` UTF-16 units, never splitting a surrogate pair. */
+function* pieces(text, size) {
+  for (let start = 0; start < text.length; ) {
+    let end = Math.min(start + size, text.length);
+    if (end < text.length && /[\ud800-\udbff]/.test(text[end - 1])) end -= 1;
+    yield text.slice(start, end);
+    start = end;
+  }
+}
 
 export class Backchannel {
   /**
@@ -40,11 +56,15 @@ export class Backchannel {
    * of a run shares one numbering, which ends with the run's exit.
    */
   forRun(runId) {
-    return (event) => {
+    const report = (event) => {
       const seq = this.nextSeq.get(runId) ?? 0;
       if (event.type === "exit") this.nextSeq.delete(runId);
       else this.nextSeq.set(runId, seq + 1);
       this.push({ runId, seq, ...event });
+    };
+    return (event) => {
+      if (typeof event.data !== "string" || event.data.length <= OUTPUT_EVENT_CHARS) return report(event);
+      for (const data of pieces(event.data, OUTPUT_EVENT_CHARS)) report({ ...event, data });
     };
   }
 
@@ -61,9 +81,13 @@ export class Backchannel {
     this.timer = null;
     // One batch at a time: what queues meanwhile goes as soon as the batch in flight is done.
     if (this.sending || this.lines.length === 0) return;
-    const body = this.lines.join("\n") + "\n";
-    this.lines = [];
-    this.bytes = 0;
+    let units = this.lines[0].length + 1;
+    let count = 1;
+    while (count < this.lines.length && units + this.lines[count].length + 1 <= MAX_BATCH_UNITS) {
+      units += this.lines[count++].length + 1;
+    }
+    const body = this.lines.splice(0, count).join("\n") + "\n";
+    this.bytes -= units;
     this.sending = this.send(body).finally(() => {
       this.sending = null;
       this.flush();

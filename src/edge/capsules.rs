@@ -173,7 +173,10 @@ async fn serve_layer(req: &Request, bucket: &Bucket, sha256: &str) -> Result<Res
             return Ok(with_header(response, "content-range", &format!("bytes */{size}")));
         }
     };
-    let object = get.execute().await?.expect("layer exists: checked by head");
+    // Layers are never deleted, but a missing one is a 404, not a panic.
+    let Some(object) = get.execute().await? else {
+        return Ok(error(404, "NotFound", format!("layer {sha256} is missing")));
+    };
     let body = object.body().expect("get has a body").stream()?;
     let response = immutable(Response::from_stream(body)?.with_status(status), sha256, "application/zip");
     Ok(match content_range {
