@@ -12,9 +12,9 @@ step "setup"
 bash scripts/setup.sh --browser
 
 step "format and lints"
-cargo fmt --check
+cargo fmt --all --check
 cargo clippy --quiet --all-targets -- -D warnings
-cargo clippy --quiet --lib --target wasm32-unknown-unknown -- -D warnings
+cargo clippy --quiet -p relay-edge --target wasm32-unknown-unknown -- -D warnings
 
 step "native tests of the pure core"
 cargo test --quiet 2>&1 | grep -Ev '^(running 0 tests|test result: ok. 0 passed.*)$|^$'

@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use relay_edge::auth::tenant::hex;
-use relay_edge::auth::{
+use relay_core::auth::tenant::hex;
+use relay_core::auth::{
     bearer, check_key_shape, key_hash, mint_api_key, session_name_ok, ApiKeyError, AttachClaims, QueueSettings, Tenant,
     TenantDefaults, TokenError, ATTACH_TOKEN_TTL_S, MAX_ATTACH_S,
 };
-use relay_edge::capsule::jws::{b64url, b64url_decode, KeySet, Signer};
-use relay_edge::capsule::{build_capsule, verify_manifest, CapsuleError, CapsuleSpec, Language};
-use relay_edge::policy::Policy;
+use relay_core::capsule::jws::{b64url, b64url_decode, KeySet, Signer};
+use relay_core::capsule::{build_capsule, verify_manifest, CapsuleError, CapsuleSpec, Language};
+use relay_core::policy::Policy;
 use serde_json::{json, Value};
 
 // ---- API keys ----
@@ -471,8 +471,8 @@ fn refreshes_keep_the_key_proof_and_end_after_the_maximum() {
 }
 
 mod forwarded_caller {
-    use relay_edge::auth::{Tenant, TenantDefaults};
-    use relay_edge::forward::Caller;
+    use relay_core::auth::{Tenant, TenantDefaults};
+    use relay_core::forward::Caller;
 
     fn caller(name: &str, session: &str) -> Caller {
         let tenant = Tenant { id: "t_1".into(), name: name.into(), defaults: TenantDefaults::default() };
@@ -491,9 +491,9 @@ mod forwarded_caller {
     #[test]
     fn a_damaged_or_foreign_header_is_refused() {
         assert!(Caller::decode("not base64!").unwrap_err().contains("base64url"));
-        let not_a_caller = relay_edge::capsule::jws::b64url(br#"{"tenant":1}"#);
+        let not_a_caller = relay_core::capsule::jws::b64url(br#"{"tenant":1}"#);
         assert!(Caller::decode(&not_a_caller).is_err());
-        let extra = relay_edge::capsule::jws::b64url(
+        let extra = relay_core::capsule::jws::b64url(
             br#"{"tenant":{"id":"t","name":"n"},"session":"s","origin":"o","admin":true}"#,
         );
         assert!(Caller::decode(&extra).unwrap_err().contains("unknown field"));

@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 use std::io::{Cursor, Write};
 
 use proptest::prelude::*;
-use relay_edge::capsule::jws::{KeySet, Signer};
-use relay_edge::capsule::layer::{build_layer, check_path, read_layer, read_layer_with_limit};
-use relay_edge::capsule::limits::{check_sizes, CODE_LAYER_MAX, DEPS_LAYER_MAX, TOTAL_MAX};
-use relay_edge::capsule::manifest::{Language, PYODIDE_RUNTIME, QUICKJS_RUNTIME};
-use relay_edge::capsule::{
+use relay_core::capsule::jws::{KeySet, Signer};
+use relay_core::capsule::layer::{build_layer, check_path, read_layer, read_layer_with_limit};
+use relay_core::capsule::limits::{check_sizes, CODE_LAYER_MAX, DEPS_LAYER_MAX, TOTAL_MAX};
+use relay_core::capsule::manifest::{Language, PYODIDE_RUNTIME, QUICKJS_RUNTIME};
+use relay_core::capsule::{
     build_capsule, canonical_json, capsule_hash, verify_layer, verify_manifest, CapsuleError, CapsuleSpec,
 };
-use relay_edge::policy::Policy;
+use relay_core::policy::Policy;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -268,7 +268,7 @@ fn arb_json() -> impl Strategy<Value = Value> {
 /// The worked example of docs/CAPSULE.md: the doc must show these exact bytes and hash.
 #[test]
 fn docs_worked_example_matches_the_code() {
-    let manifest: relay_edge::capsule::Manifest = serde_json::from_value(json!({
+    let manifest: relay_core::capsule::Manifest = serde_json::from_value(json!({
         "version": "1",
         "language": "js",
         "runtime": { "id": "quickjs@0.32" },
@@ -289,7 +289,7 @@ fn docs_worked_example_matches_the_code() {
         "sig": "ignored.for.hashing"
     }))
     .unwrap();
-    let unsigned = relay_edge::capsule::Manifest { sig: None, ..manifest.clone() };
+    let unsigned = relay_core::capsule::Manifest { sig: None, ..manifest.clone() };
     let canonical = String::from_utf8(canonical_json(&unsigned).unwrap()).unwrap();
     let hash = capsule_hash(&manifest);
     assert_eq!(hash, sha256_hex(canonical.as_bytes()));
@@ -364,7 +364,7 @@ fn the_hash_is_sha256_of_the_signed_payload_and_manifest_json_is_canonical() {
     assert_eq!(capsule.hash, capsule_hash(&capsule.manifest));
     assert_eq!(capsule.hash.len(), 64);
     let keys = KeySet::from_signers(&[&signer()]);
-    let verified = relay_edge::capsule::jws::verify(capsule.manifest.sig.as_deref().unwrap(), &keys).unwrap();
+    let verified = relay_core::capsule::jws::verify(capsule.manifest.sig.as_deref().unwrap(), &keys).unwrap();
     assert_eq!(sha256_hex(&verified.payload), capsule.hash);
     assert_eq!(verified.header["typ"], "relay-capsule+jws");
     let document: Value = serde_json::from_slice(&capsule.manifest_json).unwrap();
@@ -423,7 +423,7 @@ fn verify_manifest_refuses_unknown_keys_missing_sig_and_foreign_tokens() {
     let capsule = build_capsule(spec("ok"), &signer()).unwrap();
     let stranger = Signer::from_seed(&[9; 32]);
     let err = verify_manifest(&capsule.manifest_json, &KeySet::from_signers(&[&stranger])).unwrap_err();
-    assert!(matches!(err, CapsuleError::Jws(relay_edge::capsule::jws::JwsError::UnknownKid(_))), "{err:?}");
+    assert!(matches!(err, CapsuleError::Jws(relay_core::capsule::jws::JwsError::UnknownKid(_))), "{err:?}");
 
     let keys = KeySet::from_signers(&[&signer()]);
     let mut document: Value = serde_json::from_slice(&capsule.manifest_json).unwrap();

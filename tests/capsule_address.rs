@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use relay_edge::capsule::address::{check_hash, layer_file, parse_file, CapsuleFile, FILE_RULE, HASH_RULE};
-use relay_edge::capsule::jws::Signer;
-use relay_edge::capsule::manifest::Language;
-use relay_edge::capsule::{build_capsule, CapsuleSpec};
-use relay_edge::policy::Policy;
+use relay_core::capsule::address::{check_hash, layer_file, parse_file, CapsuleFile, FILE_RULE, HASH_RULE};
+use relay_core::capsule::jws::Signer;
+use relay_core::capsule::manifest::Language;
+use relay_core::capsule::{build_capsule, CapsuleSpec};
+use relay_core::policy::Policy;
 
 const HASH: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 

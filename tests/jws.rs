@@ -2,7 +2,7 @@
 //! must be refused (alg confusion, unknown keys, tampering, malformed input).
 
 use proptest::prelude::*;
-use relay_edge::capsule::jws::{b64url, b64url_decode, generate_seed, verify, JwsError, KeySet, Signer};
+use relay_core::capsule::jws::{b64url, b64url_decode, generate_seed, verify, JwsError, KeySet, Signer};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

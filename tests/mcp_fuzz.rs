@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use relay_edge::mcp::{handle, HttpRequest, HttpResponse, Outcome, Tool};
+use relay_core::mcp::{handle, HttpRequest, HttpResponse, Outcome, Tool};
 use serde_json::{Map, Value};
 
 const METHODS: [&str; 16] = [

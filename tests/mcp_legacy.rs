@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use relay_edge::mcp::{Context, Era, Outcome, RelayView, Tool};
+use relay_core::mcp::{Context, Era, Outcome, RelayView, Tool};
 use serde_json::json;
 
 #[test]

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use relay_edge::mcp::{LogLevel, Outcome, Tool, SUPPORTED_VERSIONS};
+use relay_core::mcp::{LogLevel, Outcome, Tool, SUPPORTED_VERSIONS};
 use serde_json::{json, Value};
 
 #[test]
@@ -251,7 +251,7 @@ fn tool_call_carries_era_log_level_progress_token_and_stream() {
     assert_eq!(call.arguments, json!({"code": "print('hi')"}));
     assert_eq!(call.progress_token, Some(json!("p-1")));
     assert_eq!(call.log_level, Some(LogLevel::Info));
-    assert_eq!(call.era, relay_edge::mcp::Era::Modern);
+    assert_eq!(call.era, relay_core::mcp::Era::Modern);
     assert_eq!(call.session_id, None);
     assert!(call.stream);
 }

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use relay_edge::mcp::{
+use relay_core::mcp::{
     log_notifications, tool_error, tool_result, Era, ErrorName, LogLevel, ToolResult, OUTPUT_BUDGET,
 };
 use serde_json::{json, Value};
@@ -159,7 +159,7 @@ fn an_error_with_a_huge_message_fits_one_event() {
 
 #[test]
 fn the_run_tools_output_schema_admits_the_truncation_mark() {
-    let schema = relay_edge::mcp::Tool::RunJs.output_schema();
+    let schema = relay_core::mcp::Tool::RunJs.output_schema();
     let truncated = &schema["properties"]["truncated"];
     assert_eq!(truncated["type"], "object");
     assert_eq!(truncated["properties"]["stdout"]["type"], "integer");

@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
-use relay_edge::mcp::{
+use relay_core::mcp::{
     data_result, log_notifications, progress_notification, tool_error, tool_result, Era, ErrorName, LogLevel, Outcome,
     Tool, ToolResult,
 };

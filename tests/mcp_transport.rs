@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use relay_edge::mcp::{
+use relay_core::mcp::{
     sse_event, wants_sse, HttpRequest, HttpResponse, Outcome, MAX_BODY_BYTES, SSE_HEADERS, SSE_KEEPALIVE,
 };
 use serde_json::{json, Value};

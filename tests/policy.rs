@@ -2,7 +2,7 @@
 //! and property tests that intersection never widens what the tenant allows.
 
 use proptest::prelude::*;
-use relay_edge::policy::{
+use relay_core::policy::{
     check_url, intersect, FsOverride, FsPolicy, Limits, LimitsOverride, NetworkOverride, NetworkPolicy, Policy,
     PolicyOverride, Verdict,
 };

@@ -1,5 +1,5 @@
 //! Range header answers for capsule downloads.
-use relay_edge::range::{answer, RangeAnswer::*};
+use relay_core::range::{answer, RangeAnswer::*};
 
 #[test]
 fn ranges_against_a_100_byte_blob() {

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use relay_edge::capsule::{CapsuleSpec, Language};
-use relay_edge::mcp::ErrorName;
-use relay_edge::policy::Policy;
-use relay_edge::run::args::{capsule_spec, language_of};
+use relay_core::capsule::{CapsuleSpec, Language};
+use relay_core::mcp::ErrorName;
+use relay_core::policy::Policy;
+use relay_core::run::args::{capsule_spec, language_of};
 use serde_json::{json, Value};
 
 fn tenant_policy() -> Policy {

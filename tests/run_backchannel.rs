@@ -2,7 +2,7 @@
 //! to a run's log exactly once and in order, with stdout and stderr sharing one output cap.
 
 use proptest::prelude::*;
-use relay_edge::run::backchannel::{
+use relay_core::run::backchannel::{
     parse_batch, Applied, EventBody, Exit, RunError, RunLog, TabEvent, Usage, MAX_BATCH_EVENTS,
 };
 use serde_json::json;

@@ -1,5 +1,5 @@
 //! The executor lease: acknowledgement window, silence window, and their boundaries.
-use relay_edge::run::lease::{Lease, Verdict, ACK_WITHIN_MS, SILENCE_MS};
+use relay_core::run::lease::{Lease, Verdict, ACK_WITHIN_MS, SILENCE_MS};
 
 #[test]
 fn a_tab_must_acknowledge_within_the_window() {

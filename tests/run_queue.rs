@@ -4,7 +4,7 @@
 use std::collections::{HashSet, VecDeque};
 
 use proptest::prelude::*;
-use relay_edge::run::queue::{Admission, Removed, RunQueue, Step};
+use relay_core::run::queue::{Admission, Removed, RunQueue, Step};
 
 const MAX_WAIT: u64 = 300_000;
 

@@ -5,11 +5,11 @@
 use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
-use relay_edge::auth::QueueSettings;
-use relay_edge::mcp::ErrorName;
-use relay_edge::run::backchannel::{EventBody, TabEvent, Usage};
-use relay_edge::run::lease::{ACK_WITHIN_MS, SILENCE_MS};
-use relay_edge::run::session::{
+use relay_core::auth::QueueSettings;
+use relay_core::mcp::ErrorName;
+use relay_core::run::backchannel::{EventBody, TabEvent, Usage};
+use relay_core::run::lease::{ACK_WITHIN_MS, SILENCE_MS};
+use relay_core::run::session::{
     Cancel, Command, Input, Output, Session, FINISHED_KEPT, LOAD_BUDGET_MS, TIMEOUT_GRACE_MS,
 };
 

@@ -7,10 +7,10 @@
 //! relay-capsule keygen          stdout: a new signing seed for `wrangler secret put CAPSULE_SIGNING_KEY`
 //! ```
 
-use relay_edge::capsule::jws::{b64url, generate_seed, KeySet, Signer};
-use relay_edge::capsule::{build_capsule, capsule_hash, verify_manifest};
-use relay_edge::policy::Policy;
-use relay_edge::run::args::capsule_spec;
+use relay_core::capsule::jws::{b64url, generate_seed, KeySet, Signer};
+use relay_core::capsule::{build_capsule, capsule_hash, verify_manifest};
+use relay_core::policy::Policy;
+use relay_core::run::args::capsule_spec;
 use std::io::{Read, Write};
 use std::process::ExitCode;
 

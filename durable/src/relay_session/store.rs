@@ -1,16 +1,16 @@
 //! The DO's SQLite: migrations from `migrations/`, legacy MCP sessions, and the run audit
 //! (output hashes and sizes, never output bodies).
 
-use crate::capsule::canonical::sha256_hex;
-use crate::mcp::{SessionStatus, SessionStore};
-use crate::run::backchannel::Exit;
+use relay_core::capsule::canonical::sha256_hex;
+use relay_core::mcp::{SessionStatus, SessionStore};
+use relay_core::run::backchannel::Exit;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use worker::{SqlStorage, SqlStorageValue};
 
 /// The migrations, in order. Each runs once; `schema_version` remembers how far we got.
 const MIGRATIONS: &[&str] =
-    &[include_str!("../migrations/0001_init.sql"), include_str!("../migrations/0002_run_resume.sql")];
+    &[include_str!("../../../migrations/0001_init.sql"), include_str!("../../../migrations/0002_run_resume.sql")];
 /// Longest error message the audit keeps.
 const MAX_ERROR_MESSAGE: usize = 500;
 

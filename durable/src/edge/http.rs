@@ -117,7 +117,7 @@ pub fn healthz(env: &Env) -> worker::Result<Response> {
 /// The headers of every SSE response (`mcp::SSE_HEADERS`).
 pub fn sse_headers() -> Headers {
     let headers = Headers::new();
-    for (name, value) in crate::mcp::SSE_HEADERS {
+    for (name, value) in relay_core::mcp::SSE_HEADERS {
         let _ = headers.set(name, value);
     }
     headers

@@ -4,12 +4,12 @@
 use super::runs;
 use super::shared::Shared;
 use super::store::{self, McpSessions};
-use crate::auth::tenant::hex;
 use crate::edge::http::sse_headers;
 use crate::edge::{http, now_ms, random, sleep};
-use crate::forward::{Caller, CALLER_HEADER};
-use crate::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView, Tool};
 use futures::StreamExt;
+use relay_core::auth::tenant::hex;
+use relay_core::forward::{Caller, CALLER_HEADER};
+use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView, Tool};
 use std::rc::Rc;
 use worker::{Headers, Request, Response, Result};
 

@@ -7,9 +7,9 @@
 
 use super::http::{error, own_origin, read_capped};
 use super::tenants::authenticate;
-use crate::auth::{session_name_ok, SESSION_NAME_RULE};
-use crate::forward::{Caller, CALLER_HEADER};
-use crate::mcp::MAX_BODY_BYTES;
+use relay_core::auth::{session_name_ok, SESSION_NAME_RULE};
+use relay_core::forward::{Caller, CALLER_HEADER};
+use relay_core::mcp::MAX_BODY_BYTES;
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 
 pub async fn forward(mut req: Request, env: &Env) -> Result<Response> {

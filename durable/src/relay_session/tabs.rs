@@ -2,14 +2,14 @@
 //! backchannel their results come back on (`/result`). Both feed the run machine.
 
 use super::shared::{ticker, Shared};
-use crate::auth::tenant::hex;
 use crate::edge::http::{error, json, sse_headers};
 use crate::edge::random;
-use crate::forward::Caller;
-use crate::mcp::sse_frame;
-use crate::run::backchannel::parse_batch;
-use crate::run::session::{Input, Output};
 use futures::channel::mpsc;
+use relay_core::auth::tenant::hex;
+use relay_core::forward::Caller;
+use relay_core::mcp::sse_frame;
+use relay_core::run::backchannel::parse_batch;
+use relay_core::run::session::{Input, Output};
 use serde_json::json;
 use std::rc::Rc;
 use worker::{Request, Response, Result};

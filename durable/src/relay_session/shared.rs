@@ -4,13 +4,13 @@
 //! answers meant for the caller. Nothing here decides anything about a run.
 
 use super::store;
-use crate::auth::QueueSettings;
 use crate::edge::{now_ms, sleep};
-use crate::mcp::sse_frame;
-use crate::run::backchannel::EventBody;
-use crate::run::session::{Command, Input, Outcome, Output, Session};
 use futures::channel::mpsc::UnboundedSender;
 use futures::{future, Stream, StreamExt};
+use relay_core::auth::QueueSettings;
+use relay_core::mcp::sse_frame;
+use relay_core::run::backchannel::EventBody;
+use relay_core::run::session::{Command, Input, Outcome, Output, Session};
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};

@@ -9,9 +9,9 @@ use super::http::{error, json, own_origin, read_capped};
 use super::mcp::{session_stub, to_session};
 use super::tenants::{authenticate, by_id};
 use super::{now_ms, random};
-use crate::auth::tenant::hex;
-use crate::auth::{bearer, session_name_ok, AttachClaims, SESSION_NAME_RULE};
-use crate::forward::Caller;
+use relay_core::auth::tenant::hex;
+use relay_core::auth::{bearer, session_name_ok, AttachClaims, SESSION_NAME_RULE};
+use relay_core::forward::Caller;
 use serde_json::{json, Value};
 use worker::{Env, Request, Response, Result};
 

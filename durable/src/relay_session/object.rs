@@ -1,12 +1,12 @@
 //! The Session DO itself: one per relay session (`<tenantId>/<name>`). It dispatches the
 //! requests the Worker forwards (`/mcp`, `/events`, `/result`), each with its typed
-//! [`Caller`](crate::forward::Caller); the Worker has already authenticated it.
+//! [`Caller`](relay_core::forward::Caller); the Worker has already authenticated it.
 
 use super::shared::Shared;
 use super::{mcp, store, tabs};
 use crate::edge::http::error;
 use crate::edge::now_ms;
-use crate::forward::{Caller, CALLER_HEADER};
+use relay_core::forward::{Caller, CALLER_HEADER};
 use std::rc::Rc;
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 

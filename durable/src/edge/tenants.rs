@@ -2,8 +2,8 @@
 //! secret) that creates a tenant and its API key.
 
 use super::http::{error, json, read_capped, storage_unavailable, with_header};
-use crate::auth::tenant::hex;
-use crate::auth::{self, bearer, check_key_shape, mint_api_key, Tenant, TenantDefaults, SESSION_NAME_RULE};
+use relay_core::auth::tenant::hex;
+use relay_core::auth::{self, bearer, check_key_shape, mint_api_key, Tenant, TenantDefaults, SESSION_NAME_RULE};
 use serde::Deserialize;
 use serde_json::json;
 use worker::kv::{KvError, KvStore};

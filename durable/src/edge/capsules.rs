@@ -8,12 +8,12 @@
 
 use super::http::{error, internal, json, read_capped, storage_unavailable, with_header};
 use super::tenants::authenticate;
-use crate::auth::{bearer, check_key_shape, AttachClaims};
-use crate::capsule::address::{self, CapsuleFile, MANIFEST_FILE};
-use crate::capsule::jws::{KeySet, Signer};
-use crate::capsule::{self, Capsule};
-use crate::range::{self, RangeAnswer};
-use crate::run::args::capsule_spec;
+use relay_core::auth::{bearer, check_key_shape, AttachClaims};
+use relay_core::capsule::address::{self, CapsuleFile, MANIFEST_FILE};
+use relay_core::capsule::jws::{KeySet, Signer};
+use relay_core::capsule::{self, Capsule};
+use relay_core::range::{self, RangeAnswer};
+use relay_core::run::args::capsule_spec;
 use serde_json::{json, Value};
 use worker::{Bucket, Env, Headers, Range, Request, Response, Result};
 
