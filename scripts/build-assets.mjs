@@ -10,6 +10,7 @@
 // Run as `node scripts/build-assets.mjs`; also imported by the tests (buildAssets()).
 // Idempotent: vendored files whose size and mtime already match are not copied again.
 
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { copyFile, mkdir, readFile, readdir, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -20,6 +21,8 @@ import * as esbuild from "esbuild";
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const SRC = path.join(ROOT, "public");
 const OUT = path.join(ROOT, "dist", "public");
+// Files generated from the Rust core for the page's bundles to import (not served).
+const GENERATED = path.join(ROOT, "dist", "generated");
 const requireFromRoot = createRequire(path.join(ROOT, "package.json"));
 
 const ENTRY_POINTS = ["executor.js", "runner-test.js"];
@@ -55,6 +58,7 @@ const RUNTIMES = [
 export async function buildAssets({ log = console.log } = {}) {
   const started = performance.now();
   await mkdir(OUT, { recursive: true });
+  await generateFromCore();
   const outputs = [...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
   const runtimes = {};
   for (const runtime of RUNTIMES) {
@@ -68,6 +72,19 @@ export async function buildAssets({ log = console.log } = {}) {
   return { outDir: OUT, runtimes };
 }
 
+/**
+ * The error table of relay-core (`relay-capsule error-names`), which the bundles import as
+ * `relay-error-names`: the page and the Worker then share one list of names and exit codes.
+ */
+async function generateFromCore() {
+  const table = execFileSync("cargo", ["run", "--quiet", "--bin", "relay-capsule", "--", "error-names"], { cwd: ROOT });
+  await mkdir(GENERATED, { recursive: true });
+  await writeIfChanged(path.join(GENERATED, "error-names.json"), table.toString());
+}
+
+/** Imports the bundles resolve to generated files. */
+const ALIASES = { "relay-error-names": path.join(GENERATED, "error-names.json") };
+
 /** Each bundling step returns the names of the files it wrote into OUT. */
 async function bundle() {
   return outputNames(await esbuild.build({
@@ -79,8 +96,7 @@ async function bundle() {
     platform: "browser",
     target: "es2022",
     sourcemap: "linked",
-    // The Python helper the runner loads into Pyodide ships as text inside runner.js.
-    loader: { ".py": "text" },
+    alias: ALIASES,
     logLevel: "warning",
     metafile: true,
   }));
@@ -97,6 +113,8 @@ async function bundleRunners() {
     platform: "browser",
     target: "es2022",
     external: NODE_ONLY,
+    alias: ALIASES,
+    // The Python helper the runner loads into Pyodide ships as text inside its runner script.
     loader: { ".py": "text" },
     logLevel: "error",
     metafile: true,

@@ -3,13 +3,14 @@
 //! strings and the current time, and is tested natively with `cargo test` (`tests/`). The
 //! Worker crate (`durable/`) is a thin layer of I/O over it.
 //!
-//! `mcp` MCP over Streamable HTTP, both protocol eras; `capsule` the signed, content-addressed
-//! capsule; `policy` network, filesystem and limit rules; `run` a relay session's runs (the
+//! `mcp` MCP over Streamable HTTP, both protocol eras; `error` the one error vocabulary;
+//! `capsule` the signed, content-addressed capsule; `policy` network, filesystem and limit rules; `run` a relay session's runs (the
 //! state machine the Session DO drives); `auth` tenants, keys and tokens; `forward` what the
 //! Worker tells the Session DO with each request; `range` HTTP Range answers.
 
 pub mod auth;
 pub mod capsule;
+pub mod error;
 pub mod forward;
 pub mod mcp;
 pub mod policy;

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use relay_core::mcp::ErrorName;
+use relay_core::error::ErrorName;
 use serde_json::{json, Value};
 
 fn prompt_text(params: Value) -> String {

@@ -8,9 +8,8 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use relay_core::mcp::{
-    log_notifications, tool_error, tool_result, Era, ErrorName, LogLevel, ToolResult, OUTPUT_BUDGET,
-};
+use relay_core::error::ErrorName;
+use relay_core::mcp::{log_notifications, tool_error, tool_result, Era, LogLevel, ToolResult, OUTPUT_BUDGET};
 use serde_json::{json, Value};
 
 const MIB: usize = 1 << 20;

@@ -8,9 +8,10 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
+use relay_core::error::ErrorName;
 use relay_core::mcp::{
-    data_result, log_notifications, progress_notification, tool_error, tool_result, Era, ErrorName, LogLevel, Outcome,
-    Tool, ToolResult,
+    data_result, log_notifications, progress_notification, tool_error, tool_result, Era, LogLevel, Outcome, Tool,
+    ToolResult,
 };
 use serde_json::{json, Value};
 
@@ -432,4 +433,15 @@ fn error_names_and_statuses() {
         assert_eq!((name.as_str(), name.http_status()), (text, status));
         assert!(!name.remedy().is_empty());
     }
+}
+
+#[test]
+fn the_error_table_the_page_reads_lists_every_name_with_its_status_and_exit_code() {
+    let table = relay_core::error::table_json();
+    assert_eq!(table.as_object().unwrap().len(), ErrorName::ALL.len());
+    for name in ErrorName::ALL {
+        assert_eq!(table[name.as_str()], json!({ "status": name.http_status(), "exitCode": name.exit_code() }));
+        assert_eq!(ErrorName::from_name(name.as_str()), Some(name));
+    }
+    assert_eq!(ErrorName::from_name("internal"), None, "names are exact");
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use relay_core::capsule::{CapsuleSpec, Language};
-use relay_core::mcp::ErrorName;
+use relay_core::error::ErrorName;
 use relay_core::policy::Policy;
 use relay_core::run::args::{capsule_spec, language_of};
 use serde_json::{json, Value};

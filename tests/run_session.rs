@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
 use relay_core::auth::QueueSettings;
-use relay_core::mcp::ErrorName;
+use relay_core::error::ErrorName;
 use relay_core::run::backchannel::{EventBody, TabEvent, Usage};
 use relay_core::run::lease::{ACK_WITHIN_MS, SILENCE_MS};
 use relay_core::run::session::{

@@ -1,6 +1,23 @@
-// Errors the executor reports back by name (the seed's error model).
+// The relay's error names (relay-core's ErrorName): the table comes from the Rust core at build
+// time (`relay-capsule error-names`, wired in by scripts/build-assets.mjs), so the page and the
+// Worker cannot disagree on a name or its exit code.
+
+import ERROR_NAMES from "relay-error-names";
 
 /** The capsule failed a check (signature, hashes, sizes, layout): it is refused, never run. */
 export class ValidationError extends Error {
   name = "ValidationError";
+}
+
+/** How a run ends with error `name`: `{exitCode, error: {name, message}}`. */
+export function failure(name, message) {
+  const entry = ERROR_NAMES[name];
+  if (!entry) throw new Error(`"${name}" is not one of relay-edge's error names`);
+  return { exitCode: entry.exitCode, error: { name, message } };
+}
+
+/** The run printed more than its cap allows. */
+export function outputLimitFailure(limitBytes) {
+  const message = `output exceeded the limit of ${limitBytes} bytes (stdout and stderr together, policy.limits.stdoutBytes); the run was stopped and the rest dropped`;
+  return failure("OutputLimitExceeded", message);
 }

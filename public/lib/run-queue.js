@@ -5,6 +5,7 @@
 // once and renewed every LEASE_RENEW_MS until the run ends, so a closed tab is noticed quickly.
 
 import { loadCapsule } from "./capsule.js";
+import { failure } from "./errors.js";
 import { cancelledOutcome } from "./runner-host.js";
 
 const LEASE_RENEW_MS = 2_000;
@@ -66,9 +67,9 @@ export class RunQueue {
       capsule = await loadCapsule(announced, this.keyRing, { signal });
     } catch (err) {
       if (signal.aborted) return this.complete(report, showOutcome, cancelledOutcome());
-      const error = capsuleError(hash, err);
-      report({ type: "error", ...error });
-      return this.complete(report, showOutcome, { exitCode: 1, error, usage: { wallMs: 0, memPeakMb: 0 } });
+      const refused = capsuleFailure(hash, err);
+      report({ type: "error", ...refused.error });
+      return this.complete(report, showOutcome, { ...refused, usage: { wallMs: 0, memPeakMb: 0 } });
     }
 
     const echo = this.status.echo();
@@ -113,9 +114,9 @@ function job(runId, { manifest, files, limits }) {
   };
 }
 
-function capsuleError(hash, err) {
-  if (err.name === "ValidationError") return { name: "ValidationError", message: `capsule ${hash} refused: ${err.message}` };
-  return { name: "Internal", message: `could not fetch capsule ${hash}: ${err.message}` };
+function capsuleFailure(hash, err) {
+  if (err.name === "ValidationError") return failure("ValidationError", `capsule ${hash} refused: ${err.message}`);
+  return failure("Internal", `could not fetch capsule ${hash}: ${err.message}`);
 }
 
 function runtimeName(runtimeId) {

@@ -8,14 +8,12 @@
 // job: {runId, language:"js"|"py", runtimeId, files:{relative path: Uint8Array},
 //       entry:{path, argv, env, cwd, stdin}, limits:{timeoutMs, memMb, stdoutBytes}}
 
+import { failure, outputLimitFailure } from "./errors.js";
 import { Sandbox } from "./sandbox.js";
 
 // Fetching, checking and booting a runtime the first time (Pyodide: ~10 MiB) has its own,
 // generous budget; it is the page's own work and no guest code runs during it.
 const LOAD_TIMEOUT_MS = 120_000;
-
-export const EXIT_TIMEOUT = 124; // as GNU timeout(1)
-export const EXIT_CANCELLED = 130; // as a program stopped by SIGINT
 
 // Which runtime family runs each language; the capsule names the exact runtime id.
 const FAMILIES = { js: "quickjs", py: "pyodide" };
@@ -51,16 +49,13 @@ export class RunnerHost {
       const family = FAMILIES[job.language];
       if (!family || !job.runtimeId?.startsWith(`${family}@`)) {
         const message = `runtime "${job.runtimeId}" cannot run language "${job.language}"`;
-        return this.stop({ exitCode: 1, error: { name: "ValidationError", message } });
+        return this.stop(failure("ValidationError", message));
       }
       if (!this.sandbox.isPrepared(job.runtimeId)) onLoading(job.runtimeId);
-      this.arm(LOAD_TIMEOUT_MS, (ms) => ({
-        exitCode: EXIT_TIMEOUT,
-        error: { name: "Timeout", message: `loading runtime ${job.runtimeId} took longer than ${ms / 1000} s` },
-      }));
+      this.arm(LOAD_TIMEOUT_MS, (ms) => failure("Timeout", `loading runtime ${job.runtimeId} took longer than ${ms / 1000} s`));
       this.sandbox.take(job.runtimeId, job.runId).then(
         (port) => this.start(run, port, onStart),
-        (err) => this.current === run && this.stop({ exitCode: 1, error: { name: "Internal", message: err.message } }),
+        (err) => this.current === run && this.stop(failure("Internal", err.message)),
       );
     });
   }
@@ -96,7 +91,7 @@ export class RunnerHost {
     const head = new TextDecoder().decode(bytes.subarray(0, room), { stream: true });
     if (head) run.onOutput(stream, head);
     run.usedBytes = limit;
-    this.stop({ exitCode: 1, error: outputLimitError(limit) });
+    this.stop(outputLimitFailure(limit));
   }
 
   /** (Re)starts the current run's deadline; `outcome(ms)` is what it ends with. */
@@ -129,24 +124,14 @@ function exitOutcome({ exitCode, memPeakMb, error }) {
   return { exitCode, memPeakMb: memory, error: { name, message: String(error.message ?? "") } };
 }
 
-function outputLimitError(limit) {
-  return {
-    name: "OutputLimitExceeded",
-    message: `output exceeded the limit of ${limit} bytes (stdout and stderr together, policy.limits.stdoutBytes); the run was stopped and the rest dropped`,
-  };
-}
-
 function crashedOutcome(message) {
-  return { exitCode: 1, error: { name: "Internal", message: `the runner crashed: ${message}` } };
+  return failure("Internal", `the runner crashed: ${message}`);
 }
 
 function timeoutOutcome(ms) {
-  return {
-    exitCode: EXIT_TIMEOUT,
-    error: { name: "Timeout", message: `the run exceeded its time limit of ${ms} ms (policy.limits.timeoutMs) and was stopped` },
-  };
+  return failure("Timeout", `the run exceeded its time limit of ${ms} ms (policy.limits.timeoutMs) and was stopped`);
 }
 
 export function cancelledOutcome() {
-  return { exitCode: EXIT_CANCELLED, error: { name: "Cancelled", message: "the run was cancelled" }, usage: { wallMs: 0, memPeakMb: 0 } };
+  return { ...failure("Cancelled", "the run was cancelled"), usage: { wallMs: 0, memPeakMb: 0 } };
 }

@@ -32,11 +32,4 @@ export class OutputSink {
     this.usedBytes = this.limitBytes;
     return false;
   }
-
-  limitError() {
-    return {
-      name: "OutputLimitExceeded",
-      message: `output exceeded the limit of ${this.limitBytes} bytes (stdout and stderr together, policy.limits.stdoutBytes); the run was stopped and the rest dropped`,
-    };
-  }
 }

@@ -9,6 +9,7 @@
 // reaches the worker's realm anyway, and the realm is what is sealed (see ../sandbox/frame.js).
 
 import { loadPyodide } from "pyodide/pyodide.mjs";
+import { outputLimitFailure } from "../lib/errors.js";
 import createPyodideModule from "pyodide/pyodide.asm.mjs";
 import relayRunSource from "./relay_run.py";
 
@@ -114,7 +115,7 @@ function streamWriter(sink, stream) {
   const decoder = new TextDecoder();
   return (bytes) => {
     if (!sink.write(stream, decoder.decode(bytes, { stream: true }))) {
-      throw new Error(sink.limitError().message);
+      throw new Error(outputLimitFailure(sink.limitBytes).error.message);
     }
     return bytes.length;
   };

@@ -11,6 +11,7 @@
 // page -> worker (once):      {type:"run", job}   job: {language, runtimeId, files, entry, limits}
 // worker -> page:             {type:"stdout"|"stderr", data}... then {type:"exit", exitCode, memPeakMb, error?}
 
+import { failure, outputLimitFailure } from "../lib/errors.js";
 import { OutputSink } from "./output.js";
 
 /**
@@ -46,8 +47,8 @@ async function run(instance, job, send) {
   try {
     outcome = await instance.run(job, sink);
   } catch (err) {
-    outcome = { exitCode: 1, error: { name: "Internal", message: `the runtime failed: ${err.message}` } };
+    outcome = failure("Internal", `the runtime failed: ${err.message}`);
   }
-  const { exitCode, error } = sink.exceeded ? { exitCode: 1, error: sink.limitError() } : outcome;
+  const { exitCode, error } = sink.exceeded ? outputLimitFailure(job.limits.stdoutBytes) : outcome;
   send({ type: "exit", exitCode, memPeakMb: Math.round(outcome.memPeakMb ?? 0), ...(error && { error }) });
 }

@@ -5,6 +5,7 @@
 //! relay-capsule sign <seed>     stdin: run_js/run_py arguments plus "language"; stdout: capsule.json
 //! relay-capsule verify <jwks>   stdin: capsule.json; stdout: its hash (exit 1 and the reason if invalid)
 //! relay-capsule keygen          stdout: a new signing seed for `wrangler secret put CAPSULE_SIGNING_KEY`
+//! relay-capsule error-names     stdout: the error table the executor page reads (crate::error)
 //! ```
 
 use relay_core::capsule::jws::{b64url, generate_seed, KeySet, Signer};
@@ -20,7 +21,8 @@ fn main() -> ExitCode {
         ["sign", seed] => sign(seed),
         ["verify", jwks] => verify(jwks),
         ["keygen"] => Ok(b64url(&generate_seed()).into_bytes()),
-        _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | keygen".into()),
+        ["error-names"] => Ok(relay_core::error::table_json().to_string().into_bytes()),
+        _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | keygen | error-names".into()),
     };
     match result {
         Ok(out) => {

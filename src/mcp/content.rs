@@ -3,8 +3,8 @@
 
 use serde_json::{json, Value};
 
-use super::results::ErrorName;
 use super::{Context, RelayView};
+use crate::error::ErrorName;
 
 pub const SERVER_NAME: &str = "relay-edge";
 pub const PROMPT_NAME: &str = "use-relay";

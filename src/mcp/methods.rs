@@ -6,9 +6,10 @@ use serde_json::{json, Map, Value};
 use super::content::{self, PROMPT_NAME, SESSION_URI};
 use super::era::SUPPORTED_VERSIONS;
 use super::jsonrpc::{Cache, RpcError, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY};
-use super::results::{error_result, ErrorName, LogLevel};
+use super::results::{error_result, LogLevel};
 use super::tools::{self, Tool};
 use super::{Context, Era, ToolCall};
+use crate::error::ErrorName;
 
 /// How long lists that never change at run time stay fresh: one hour.
 const STATIC_TTL_MS: u64 = 3_600_000;

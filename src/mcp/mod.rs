@@ -58,7 +58,7 @@ use serde_json::Value;
 pub use era::{Era, SUPPORTED_VERSIONS};
 pub use http::{sse_event, sse_frame, wants_sse, SSE_HEADERS, SSE_KEEPALIVE};
 pub use results::{
-    data_result, log_notifications, progress_notification, tool_error, tool_error_to, tool_result, ErrorName, LogLevel,
+    data_result, log_notifications, progress_notification, tool_error, tool_error_to, tool_result, LogLevel,
     ToolResult, OUTPUT_BUDGET,
 };
 pub use server::handle;

@@ -4,8 +4,8 @@
 
 use serde_json::{json, Value};
 
-use super::results::ErrorName;
 use super::schema;
+use crate::error::ErrorName;
 
 /// A tool this server offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use crate::capsule::manifest::Language;
 use crate::capsule::CapsuleSpec;
-use crate::mcp::ErrorName;
+use crate::error::ErrorName;
 use crate::policy::{intersect, Policy, PolicyOverride};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};

@@ -22,7 +22,7 @@ use super::backchannel::{Applied, EventBody, Exit, RunLog, TabEvent};
 use super::lease::{Lease, Verdict};
 use super::queue::{Admission, RunQueue};
 use crate::auth::QueueSettings;
-use crate::mcp::ErrorName;
+use crate::error::ErrorName;
 
 /// What a tab may spend fetching a capsule and loading a runtime before the program starts
 /// (the page gives itself the same).

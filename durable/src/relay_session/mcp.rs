@@ -8,6 +8,7 @@ use crate::edge::http::sse_headers;
 use crate::edge::{http, now_ms, random, sleep};
 use futures::StreamExt;
 use relay_core::auth::tenant::hex;
+use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, CALLER_HEADER};
 use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView, Tool};
 use std::rc::Rc;
@@ -46,9 +47,9 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         Outcome::Call(call) => {
             // read/write/search go to the tab's OPFS; until that protocol exists, say so.
             let (name, message) = if shared.view().0.is_empty() {
-                (mcp::ErrorName::NoExecutorAttached, caller.no_executor_message())
+                (ErrorName::NoExecutorAttached, caller.no_executor_message())
             } else {
-                (mcp::ErrorName::Internal, format!("{} over the tab's filesystem is not available in this release; use run_js or run_py to read and write files", call.tool.name()))
+                (ErrorName::Internal, format!("{} over the tab's filesystem is not available in this release; use run_js or run_py to read and write files", call.tool.name()))
             };
             Ok(http::json(200, &mcp::tool_error(&call, name, &message)))
         }
