@@ -178,7 +178,7 @@ describe("2026-07-28: stateless requests", () => {
     assert.equal(result._meta["io.modelcontextprotocol/serverInfo"].name, "relay-edge");
   });
 
-  test("tools/list: the five tools in a fixed order with the seed's schemas and annotations", async () => {
+  test("tools/list: the five tools in a fixed order with their input and output schemas and annotations", async () => {
     const first = (await modernCall(key, "tools/list")).message.result;
     const again = (await modernCall(key, "tools/list", {}, { id: 2 })).message.result;
     assert.deepEqual(again.tools, first.tools, "deterministic");

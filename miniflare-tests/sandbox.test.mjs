@@ -1,6 +1,7 @@
-// The sandbox under attack. Guest code in both runtimes tries every way out that the isolation
-// issue lists, through the real path: the official SDK client calls the Worker, the Session DO
-// sends the capsule to the executor page in headless Chromium, and the run happens in a runner
+// The sandbox under attack. Guest code in both runtimes tries every way out of its run (a
+// request of any kind, the page's storage or origin, a nested worker, forged messages, eval,
+// state left for the next run), through the real path: the official SDK client calls the
+// Worker, the Session DO sends the capsule to the executor page in headless Chromium, and the run happens in a runner
 // worker inside the page's sandbox frame. A loopback listener records every request that
 // reaches it: none may.
 //

@@ -1,6 +1,7 @@
 // HTTP helpers shared by the executor: fetch that turns the server's JSON errors
-// ({error:{name, message}}) into exceptions, and the retry schedule the design fixes for
-// capsule transfer and the result backchannel (3 retries, after 1 s, 2 s and 4 s).
+// ({error:{name, message}}) into exceptions, and the retry schedule of capsule transfer and the
+// result backchannel: 3 retries, after 1 s, 2 s and 4 s, so that a blip of a few seconds loses
+// nothing.
 
 export const RETRY_DELAYS_MS = [1000, 2000, 4000];
 

@@ -1,5 +1,6 @@
-// What the person at the tab sees: every event logged to the console as the seed's
-// "relay-mcp: ..." lines, and a minimal status on the page (session, connection, last runs).
+// What the person at the tab sees: every event logged to the console as a line starting
+// "relay-mcp: " (so the executor's lines can be picked out of DevTools, by a person or a test),
+// and a minimal status on the page (session, connection, last runs).
 
 const PREFIX = "relay-mcp: ";
 const RUNS_SHOWN = 10;
