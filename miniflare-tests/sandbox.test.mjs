@@ -1,9 +1,9 @@
 // The sandbox under attack. Guest code in both runtimes tries every way out of its run (a
 // request of any kind, the page's storage or origin, a nested worker, forged messages, eval,
 // state left for the next run), through the real path: the official SDK client calls the
-// Worker, the Session DO sends the capsule to the executor page in headless Chromium, and the run happens in a runner
-// worker inside the page's sandbox frame. A loopback listener records every request that
-// reaches it: none may.
+// Worker, the Session DO sends the capsule to the executor page in headless Chromium, and the
+// run happens in a runner worker inside the page's sandbox frame. A loopback listener records
+// every request that reaches it: none may.
 //
 // Python is given the worst case: it takes hold of its worker's global scope (a timer
 // callback's `this`, through Pyodide's FFI) and calls anything there, including spawning a
