@@ -7,7 +7,7 @@
 // localStorage, else from a small form; #session=<name> picks the relay session ("default").
 
 import { Backchannel } from "./lib/backchannel.js";
-import { HttpError, sleep } from "./lib/http.js";
+import { HttpError, backoffMs, sleep } from "./lib/http.js";
 import { KeyRing, keySetFromServer } from "./lib/jws.js";
 import { RunQueue } from "./lib/run-queue.js";
 import { RunnerHost } from "./lib/runner-host.js";
@@ -89,7 +89,7 @@ async function connect(key, session, handlers) {
         localStorage.removeItem(KEY_STORAGE);
         key = null;
       } else {
-        const delay = Math.min(1000 * 2 ** failures++, ATTACH_RETRY_MAX_MS);
+        const delay = backoffMs(failures++, ATTACH_RETRY_MAX_MS);
         status.error(`could not attach (${err.message}); retrying in ${delay / 1000} s`);
         status.setState("offline");
         await sleep(delay);

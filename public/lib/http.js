@@ -1,9 +1,9 @@
 // HTTP helpers shared by the executor: fetch that turns the server's JSON errors
 // ({error:{name, message}}) into exceptions, and the retry schedule of capsule transfer and the
 // result backchannel: 3 retries, after 1 s, 2 s and 4 s, so that a blip of a few seconds loses
-// nothing.
+// nothing. The page's reconnect loops wait on the same doubling schedule, capped (backoffMs).
 
-export const RETRY_DELAYS_MS = [1000, 2000, 4000];
+const RETRIES = 3;
 
 export class HttpError extends Error {
   /** @param body the server's JSON answer, when it sent one */
@@ -41,11 +41,16 @@ export async function withRetry(attempt, { retryable = isTransient, beforeRetry 
     try {
       return await attempt(n);
     } catch (err) {
-      if (n >= RETRY_DELAYS_MS.length || signal?.aborted || !retryable(err)) throw err;
-      await sleep(RETRY_DELAYS_MS[n]);
+      if (n >= RETRIES || signal?.aborted || !retryable(err)) throw err;
+      await sleep(backoffMs(n));
       await beforeRetry(err);
     }
   }
+}
+
+/** The wait after `failures` failures in a row: 1 s, doubling each time, at most `maxMs`. */
+export function backoffMs(failures, maxMs = Infinity) {
+  return Math.min(1000 * 2 ** failures, maxMs);
 }
 
 export function sleep(ms) {

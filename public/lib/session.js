@@ -4,7 +4,7 @@
 // token goes in `Authorization: Bearer`, never in a URL.
 
 import { readEventStream } from "./event-stream.js";
-import { HttpError, fetchOk } from "./http.js";
+import { HttpError, backoffMs, fetchOk } from "./http.js";
 
 const COMMANDS = ["hello", "capsule", "cancel", "shutdown"];
 const REFRESH_MARGIN_MS = 60_000;
@@ -114,7 +114,7 @@ export class SessionClient {
   }
 
   reconnectLater() {
-    const delay = Math.min(1000 * 2 ** this.failures, RECONNECT_MAX_MS);
+    const delay = backoffMs(this.failures, RECONNECT_MAX_MS);
     this.failures++;
     this.onState("reconnecting", `retrying in ${delay / 1000} s`);
     setTimeout(async () => {
