@@ -5,12 +5,15 @@
 
 import { canonicalJson } from "./canonical-json.js";
 import { ValidationError } from "./errors.js";
+import { memo } from "./memo.js";
 
 export class KeyRing {
   /** @param loadKeySet () => Promise<{keys: object[]}> */
   constructor(loadKeySet) {
     this.loadKeySet = loadKeySet;
-    this.keys = null; // Promise<Map<kid, CryptoKey>>
+    // () => Promise<Map<kid, CryptoKey>>; a failed fetch is not remembered: the next capsule
+    // tries again.
+    this.keys = memo(() => this.fetchKeys());
   }
 
   async key(kid) {
@@ -20,13 +23,8 @@ export class KeyRing {
   }
 
   load(fresh) {
-    if (fresh || !this.keys) {
-      const loading = this.fetchKeys();
-      // A failed fetch is not remembered: the next capsule tries again.
-      loading.catch(() => this.keys === loading && (this.keys = null));
-      this.keys = loading;
-    }
-    return this.keys;
+    if (fresh) this.keys.forget();
+    return this.keys();
   }
 
   async fetchKeys() {

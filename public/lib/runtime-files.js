@@ -9,29 +9,24 @@
 // The same cache keeps a runtime's memory snapshot (Pyodide's interpreter state after boot),
 // labelled with the hashes of the files it was made from, so a reload skips the boot.
 
+import { memo } from "./memo.js";
+
 const CACHE_PREFIX = "relay-runtime-";
 // The SRI a cached copy was verified against, stored with it: a rebuilt runtime under the same
 // id (new hash) is fetched again instead of served stale.
 const INTEGRITY_HEADER = "x-relay-integrity";
 const SNAPSHOT = "snapshot.bin";
 
-let catalogPromise;
-
 function runtimesJsonUrl() {
   return new URL("runtimes.json", location.href);
 }
 
-function runtimeCatalog() {
-  if (!catalogPromise) {
-    catalogPromise = fetch(runtimesJsonUrl(), { cache: "no-cache" }).then((res) => {
-      if (!res.ok) throw new Error(`GET runtimes.json answered ${res.status}`);
-      return res.json();
-    });
-    // A failed fetch is not remembered: the next run tries again.
-    catalogPromise.catch(() => (catalogPromise = null));
-  }
-  return catalogPromise;
-}
+// Fetched once per page; a failed fetch is not remembered: the next run tries again.
+const runtimeCatalog = memo(async () => {
+  const res = await fetch(runtimesJsonUrl(), { cache: "no-cache" });
+  if (!res.ok) throw new Error(`GET runtimes.json answered ${res.status}`);
+  return res.json();
+});
 
 /**
  * @returns {Promise<{[name: string]: ArrayBuffer}>} the runtime's files by name, plus

@@ -4,6 +4,7 @@
 // (prepare); then every run takes a fresh worker and talks to it over the port it gets (take),
 // and ends it (kill). Messages from the frame are accepted only from that frame's window.
 
+import { memo } from "./memo.js";
 import { dropSnapshot, loadRuntimeFiles, saveSnapshot } from "./runtime-files.js";
 
 export class Sandbox {
@@ -14,7 +15,7 @@ export class Sandbox {
     this.frame.hidden = true;
     this.frame.title = "relay-edge sandbox";
     this.ready = new Promise((resolve) => (this.onHello = resolve));
-    this.prepared = new Map(); // runtimeId -> Promise
+    this.prepared = memo((runtimeId) => this.load(runtimeId));
     this.waiting = new Map(); // key -> {resolve, reject}
     this.onCrash = () => {};
     window.addEventListener("message", (event) => this.onMessage(event));
@@ -28,12 +29,7 @@ export class Sandbox {
 
   /** Loads `runtimeId` into the frame once; a failure is not remembered (the next run retries). */
   prepare(runtimeId) {
-    if (!this.prepared.has(runtimeId)) {
-      const preparing = this.load(runtimeId);
-      preparing.catch(() => this.prepared.delete(runtimeId));
-      this.prepared.set(runtimeId, preparing);
-    }
-    return this.prepared.get(runtimeId);
+    return this.prepared(runtimeId);
   }
 
   async load(runtimeId) {
