@@ -4,6 +4,7 @@
 // Cache API (keyed by sha256) and identical code or deps are not downloaded again.
 
 import { canonicalJson } from "./canonical-json.js";
+import { checkedBytes } from "./checked-cache.js";
 import { ValidationError } from "./errors.js";
 import { fetchOk, withRetry } from "./http.js";
 import { verifyManifestSignature } from "./jws.js";
@@ -74,24 +75,22 @@ function checkManifest(manifest, language) {
 /** A layer's verified bytes: from the layer cache, else from the server next to the manifest. */
 async function layerBytes(layer, manifestUrl, init) {
   const cache = self.caches ? await caches.open(LAYER_CACHE) : null;
-  const key = new URL(`/.relay-layers/${layer.sha256}`, location.origin);
-  const hit = await cache?.match(key);
-  if (hit) {
-    // Checked again: a cache entry is only as good as whatever wrote it.
-    const bytes = new Uint8Array(await hit.arrayBuffer());
-    if ((await sha256Hex(bytes)) === layer.sha256) return bytes;
-  }
-
   // Layers sit beside capsule.json and take the same token.
   const url = new URL(layer.path, manifestUrl);
-  const bytes = await withRetry(async () => new Uint8Array(await (await fetchOk(url, init)).arrayBuffer()), { signal: init.signal });
-  if (layer.size !== undefined && bytes.length !== layer.size) {
-    throw new ValidationError(`layer ${layer.id} is ${bytes.length} bytes, the manifest says ${layer.size}`);
-  }
-  const digest = await sha256Hex(bytes);
-  if (digest !== layer.sha256) throw new ValidationError(`layer ${layer.id} has sha256 ${digest}, the manifest says ${layer.sha256}`);
-  if (cache) await remember(cache, key, bytes);
-  return bytes;
+  const bytes = await checkedBytes(cache, new URL(`/.relay-layers/${layer.sha256}`, location.origin), {
+    expected: layer.sha256,
+    hash: sha256Hex,
+    async fetchBytes() {
+      const bytes = await withRetry(async () => (await fetchOk(url, init)).arrayBuffer(), { signal: init.signal });
+      if (layer.size !== undefined && bytes.byteLength !== layer.size) {
+        throw new ValidationError(`layer ${layer.id} is ${bytes.byteLength} bytes, the manifest says ${layer.size}`);
+      }
+      return bytes;
+    },
+    refuse: (digest) => new ValidationError(`layer ${layer.id} has sha256 ${digest}, the manifest says ${layer.sha256}`),
+    store: remember,
+  });
+  return new Uint8Array(bytes);
 }
 
 async function remember(cache, key, bytes) {

@@ -1,19 +1,20 @@
 // Loads a runtime's files for the sandbox (lib/sandbox.js): QuickJS or Pyodide, vendored by
 // scripts/build-assets.mjs, plus the runner script built for it. runtimes.json lists each file
-// with its SRI hash; a file comes from the Cache API (cache `relay-runtime-<id>`) when a copy
-// with the same hash is there, else from this server with `fetch(url, {integrity})`, which
-// refuses bytes that do not match, and is then cached. A cached copy is checked against its
-// hash again on every load. Only this page's origin can write these caches: runner workers live
-// in an opaque origin with no storage at all.
+// with its SRI hash; a file comes from the Cache API (cache `relay-runtime-<id>`) when the copy
+// there still has that hash (checked-cache.js hashes it again on every load), else from this
+// server with `fetch(url, {integrity})`, which refuses bytes that do not match, and is then
+// cached. A runtime rebuilt under the same id has new hashes, so its files are fetched again.
+// Only this page's origin can write these caches: runner workers live in an opaque origin with
+// no storage at all.
 //
 // The same cache keeps a runtime's memory snapshot (Pyodide's interpreter state after boot),
 // labelled with the hashes of the files it was made from, so a reload skips the boot.
 
+import { checkedBytes } from "./checked-cache.js";
 import { memo } from "./memo.js";
 
 const CACHE_PREFIX = "relay-runtime-";
-// The SRI a cached copy was verified against, stored with it: a rebuilt runtime under the same
-// id (new hash) is fetched again instead of served stale.
+// The SRI hashes of the files a cached snapshot was made from, stored with it.
 const INTEGRITY_HEADER = "x-relay-integrity";
 const SNAPSHOT = "snapshot.bin";
 
@@ -88,21 +89,15 @@ async function sriOf(bytes, integrity) {
   return `${algorithm}-${btoa(String.fromCharCode(...new Uint8Array(digest)))}`;
 }
 
-async function cachedFile(cache, url, integrity) {
-  const hit = await cache?.match(url);
-  if (hit?.headers.get(INTEGRITY_HEADER) === integrity) {
-    // The cache is only as trustworthy as what wrote it: check the bytes, not the label.
-    const bytes = await hit.arrayBuffer();
-    if ((await sriOf(bytes, integrity)) === integrity) return bytes;
-  }
-  const res = await fetch(url, { integrity, cache: "no-cache" });
-  if (!res.ok) throw new Error(`GET ${url.pathname} answered ${res.status}`);
-  const bytes = await res.arrayBuffer();
-  await cache?.put(
-    url,
-    new Response(bytes, {
-      headers: { "content-type": res.headers.get("content-type") ?? "", [INTEGRITY_HEADER]: integrity },
-    }),
-  );
-  return bytes;
+function cachedFile(cache, url, integrity) {
+  return checkedBytes(cache, url, {
+    expected: integrity,
+    hash: (bytes) => sriOf(bytes, integrity),
+    async fetchBytes() {
+      const res = await fetch(url, { integrity, cache: "no-cache" });
+      if (!res.ok) throw new Error(`GET ${url.pathname} answered ${res.status}`);
+      return res.arrayBuffer();
+    },
+    refuse: (actual) => new Error(`GET ${url.pathname} gave bytes with ${actual}, not ${integrity}`),
+  });
 }
