@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use relay_core::auth::tenant::hex;
 use relay_core::auth::{
     bearer, check_key_shape, key_hash, mint_api_key, session_name_ok, ApiKeyError, AttachClaims, QueueSettings, Tenant,
     TenantDefaults, TokenError, ATTACH_TOKEN_TTL_S, MAX_ATTACH_S,
@@ -24,12 +23,6 @@ fn key_hash_is_lowercase_sha256_hex() {
     assert_eq!(key_hash(&key), key_hash(&key), "stable");
     assert_ne!(key_hash(&key), key_hash(&mint_api_key(&[8; 32])));
     assert!(!key_hash(&key).contains(&key[3..]), "the hash never shows the key");
-}
-
-#[test]
-fn hex_is_lowercase_two_digits_per_byte() {
-    assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
-    assert_eq!(hex(&[]), "");
 }
 
 #[test]

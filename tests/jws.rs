@@ -51,7 +51,7 @@ fn the_kid_is_the_first_16_hex_of_sha256_of_the_public_key() {
     let jwk = signer().public_jwk();
     let public = b64url_decode(jwk["x"].as_str().unwrap()).unwrap();
     assert_eq!(public.len(), 32);
-    let digest: String = Sha256::digest(&public).iter().map(|b| format!("{b:02x}")).collect();
+    let digest = hex::encode(Sha256::digest(&public));
     assert_eq!(signer().kid(), &digest[..16]);
     assert_eq!(
         jwk,
@@ -62,7 +62,7 @@ fn the_kid_is_the_first_16_hex_of_sha256_of_the_public_key() {
 #[test]
 fn seeds_are_read_as_base64url_or_hex() {
     let from_b64 = Signer::from_base64url_seed(&b64url(&SEED)).unwrap();
-    let hex: String = SEED.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hex::encode(SEED);
     let from_hex = Signer::from_base64url_seed(&format!("  {}\n", hex.to_uppercase())).unwrap();
     assert_eq!(from_b64.kid(), signer().kid());
     assert_eq!(from_hex.kid(), signer().kid());
@@ -74,8 +74,11 @@ fn bad_seeds_say_what_is_expected() {
     assert!(short.to_string().contains("3 characters; expected 43 base64url or 64 hex"), "{short}");
     let not_b64 = Signer::from_base64url_seed(&"!".repeat(43)).unwrap_err();
     assert!(not_b64.to_string().contains("not base64url"), "{not_b64}");
-    let not_hex = Signer::from_base64url_seed(&"+f".repeat(32)).unwrap_err();
-    assert!(not_hex.to_string().contains("not hex"), "{not_hex}");
+    // A sign before a digit pair (which `u8::from_str_radix` alone would take) is not hex.
+    for seed in ["+f".repeat(32), "-0".repeat(32), format!("0x{}", "0".repeat(62))] {
+        let not_hex = Signer::from_base64url_seed(&seed).unwrap_err();
+        assert!(not_hex.to_string().contains("not hex"), "{seed}: {not_hex}");
+    }
     let padded = Signer::from_base64url_seed(&format!("{}=", b64url(&SEED))).unwrap_err();
     assert!(matches!(padded, JwsError::BadSeed(_)));
 }

@@ -87,7 +87,7 @@ impl std::fmt::Display for ApiKeyError {
 
 /// Lowercase hex sha256 of a key: the only form in which keys are stored or logged.
 pub fn key_hash(api_key: &str) -> String {
-    hex(&Sha256::digest(api_key.as_bytes()))
+    hex::encode(Sha256::digest(api_key.as_bytes()))
 }
 
 /// Checks a presented key's shape, so garbage never reaches KV.
@@ -108,8 +108,4 @@ pub const SESSION_NAME_RULE: &str = "1 to 64 of A-Z a-z 0-9 - _";
 /// Relay session names: short, URL-safe, so they can sit in a path and a DO name.
 pub fn session_name_ok(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

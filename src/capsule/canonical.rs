@@ -26,7 +26,7 @@ pub fn capsule_hash(manifest: &Manifest) -> String {
 
 /// Lowercase hex sha256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// Canonical JSON of `manifest` with `sig` removed: what is hashed and what the JWS signs.

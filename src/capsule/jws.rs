@@ -101,7 +101,8 @@ impl Signer {
         let secret = secret.trim();
         let bytes = match secret.len() {
             43 => b64url_decode(secret).ok_or_else(|| JwsError::BadSeed("43 characters but not base64url".into()))?,
-            64 => hex_decode(secret).ok_or_else(|| JwsError::BadSeed("64 characters but not hex".into()))?,
+            // hex::decode takes exactly [0-9a-fA-F] in pairs: no sign, no odd length.
+            64 => hex::decode(secret).map_err(|_| JwsError::BadSeed("64 characters but not hex".into()))?,
             n => {
                 return Err(JwsError::BadSeed(format!(
                     "{n} characters; expected 43 base64url or 64 hex characters (32 bytes)"
@@ -270,13 +271,4 @@ fn jwk(kid: &str, key: &VerifyingKey) -> Value {
 /// First 16 hex characters of sha256 of the 32-byte public key.
 fn kid_of(key: &VerifyingKey) -> String {
     sha256_hex(key.as_bytes())[..16].to_string()
-}
-
-fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    // from_str_radix alone would also take a leading '+'.
-    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let pairs = text.as_bytes().chunks(2);
-    pairs.map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()).collect()
 }

@@ -59,7 +59,10 @@ pub async fn store(bucket: &Bucket, tenant_id: &str, capsule: &Capsule) -> Resul
     for (layer, bytes) in &capsule.layers {
         let key = format!("layers/{}", layer.sha256);
         if bucket.head(&key).await?.is_none() {
-            bucket.put(&key, bytes.clone()).sha256(hex_bytes(&layer.sha256)).execute().await?;
+            // The core wrote this hash itself (`sha256_hex`), so it always decodes.
+            let sha256 =
+                hex::decode(&layer.sha256).map_err(|e| worker::Error::RustError(format!("layer hash: {e}")))?;
+            bucket.put(&key, bytes.clone()).sha256(sha256).execute().await?;
         }
     }
     let key = manifest_key(tenant_id, &capsule.hash);
@@ -208,8 +211,4 @@ async fn owner(req: &Request, env: &Env) -> Result<std::result::Result<String, R
         }
         _ => Ok(authenticate(req, env).await?.map(|tenant| tenant.id)),
     }
-}
-
-fn hex_bytes(hex: &str) -> Vec<u8> {
-    (0..hex.len()).step_by(2).filter_map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok()).collect()
 }

@@ -9,7 +9,6 @@ use super::http::{error, json, own_origin, read_capped};
 use super::mcp::{session_stub, to_session};
 use super::tenants::{authenticate, by_id};
 use super::{now_ms, random};
-use relay_core::auth::tenant::hex;
 use relay_core::auth::{bearer, session_name_ok, AttachClaims, SESSION_NAME_RULE};
 use relay_core::forward::Caller;
 use serde_json::{json, Value};
@@ -63,7 +62,7 @@ fn issue(env: &Env, tenant_id: &str, session: &str) -> Result<Response> {
 }
 
 fn new_jti() -> String {
-    format!("att_{}", hex(&random::<12>()))
+    format!("att_{}", hex::encode(random::<12>()))
 }
 
 /// `{sessionId, attachToken, expiresAt}`; refresh with `POST /session/<id>/refresh`.

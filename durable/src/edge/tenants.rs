@@ -2,7 +2,6 @@
 //! secret) that creates a tenant and its API key.
 
 use super::http::{error, json, read_capped, storage_unavailable, with_header};
-use relay_core::auth::tenant::hex;
 use relay_core::auth::{self, bearer, check_key_shape, mint_api_key, Tenant, TenantDefaults, SESSION_NAME_RULE};
 use serde::Deserialize;
 use serde_json::json;
@@ -74,7 +73,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     if let Err(e) = check_key_shape(&key) {
         return Ok(error(400, "ValidationError", e.to_string()));
     }
-    let id = body.id.unwrap_or_else(|| format!("t_{}", hex(&super::random::<8>())));
+    let id = body.id.unwrap_or_else(|| format!("t_{}", hex::encode(super::random::<8>())));
     if !auth::session_name_ok(&id) {
         return Ok(error(400, "ValidationError", format!("tenant id: {SESSION_NAME_RULE}")));
     }

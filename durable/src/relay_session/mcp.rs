@@ -7,7 +7,6 @@ use super::store::{self, McpSessions};
 use crate::edge::http::sse_headers;
 use crate::edge::{http, now_ms, random, sleep};
 use futures::StreamExt;
-use relay_core::auth::tenant::hex;
 use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, CALLER_HEADER};
 use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView, Tool};
@@ -23,7 +22,7 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         headers: req.headers().entries().filter(|(name, _)| name != CALLER_HEADER).collect(),
         body: req.bytes().await?,
     };
-    let new_session_id = || format!("mcp_{}", hex(&random::<16>()));
+    let new_session_id = || format!("mcp_{}", hex::encode(random::<16>()));
     let cx = Context {
         now_ms: now_ms(),
         new_session_id: &new_session_id,

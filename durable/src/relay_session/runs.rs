@@ -14,7 +14,6 @@ use crate::edge::capsules::{signer, store as store_capsule};
 use crate::edge::{http, now_ms, random};
 use futures::channel::{mpsc, oneshot};
 use futures::{future, FutureExt, StreamExt};
-use relay_core::auth::tenant::hex;
 use relay_core::auth::AttachClaims;
 use relay_core::capsule::jws::Signer;
 use relay_core::capsule::{self, Capsule};
@@ -86,7 +85,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
         Ok(capsule) => capsule,
         Err(response) => return Ok(response),
     };
-    let run = format!("r_{}", hex(&random::<8>()));
+    let run = format!("r_{}", hex::encode(random::<8>()));
     if !call.stream {
         let (body, answer) = oneshot::channel();
         let delivery =

@@ -5,7 +5,6 @@ use super::shared::{ticker, Shared};
 use crate::edge::http::{error, json, sse_headers};
 use crate::edge::random;
 use futures::channel::mpsc;
-use relay_core::auth::tenant::hex;
 use relay_core::forward::Caller;
 use relay_core::mcp::sse_frame;
 use relay_core::run::backchannel::parse_batch;
@@ -18,7 +17,7 @@ use worker::{Request, Response, Result};
 /// `cancel` and `shutdown` commands, and heartbeat comments.
 pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
     let (tx, rx) = mpsc::unbounded();
-    let tab = format!("tab_{}", hex(&random::<6>()));
+    let tab = format!("tab_{}", hex::encode(random::<6>()));
     let hello = json!({ "tabId": tab, "session": caller.session });
     let _ = tx.unbounded_send(Ok(b"retry: 2000\n\n".to_vec()));
     let _ = tx.unbounded_send(Ok(sse_frame("hello", &hello, None).into_bytes()));
