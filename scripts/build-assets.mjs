@@ -73,17 +73,22 @@ export async function buildAssets({ log = console.log } = {}) {
 }
 
 /**
- * The error table of relay-core (`relay-capsule error-names`), which the bundles import as
- * `relay-error-names`: the page and the Worker then share one list of names and exit codes.
+ * Tables printed by relay-core (`relay-capsule <command>`), which the bundles import as
+ * `relay-<command>`, so that the page and the Worker share one copy: the error names and exit
+ * codes, and the run limits a manifest without its own gets.
  */
+const FROM_CORE = ["error-names", "default-limits"];
+
 async function generateFromCore() {
-  const table = execFileSync("cargo", ["run", "--quiet", "--bin", "relay-capsule", "--", "error-names"], { cwd: ROOT });
   await mkdir(GENERATED, { recursive: true });
-  await writeIfChanged(path.join(GENERATED, "error-names.json"), table.toString());
+  for (const command of FROM_CORE) {
+    const table = execFileSync("cargo", ["run", "--quiet", "--bin", "relay-capsule", "--", command], { cwd: ROOT });
+    await writeIfChanged(path.join(GENERATED, `${command}.json`), table.toString());
+  }
 }
 
 /** Imports the bundles resolve to generated files. */
-const ALIASES = { "relay-error-names": path.join(GENERATED, "error-names.json") };
+const ALIASES = Object.fromEntries(FROM_CORE.map((command) => [`relay-${command}`, path.join(GENERATED, `${command}.json`)]));
 
 /** Each bundling step returns the names of the files it wrote into OUT. */
 async function bundle() {

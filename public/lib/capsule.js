@@ -1,8 +1,11 @@
 // Fetches a capsule the server announced and checks it before anything runs: the manifest's
 // signature (jws.js) and shape, each layer's size and sha256; then unzips the layers into the
 // file map the runner takes. Layers are content-addressed, so verified ones are kept in the
-// Cache API (keyed by sha256) and identical code or deps are not downloaded again.
+// Cache API (keyed by sha256) and identical code or deps are not downloaded again. A manifest
+// without limits gets relay-core's defaults (policy::Limits, generated at build time by
+// scripts/build-assets.mjs), not a copy of them.
 
+import DEFAULT_LIMITS from "relay-default-limits";
 import { canonicalJson } from "./canonical-json.js";
 import { checkedBytes } from "./checked-cache.js";
 import { ValidationError } from "./errors.js";
@@ -12,7 +15,6 @@ import { unzip } from "./zip.js";
 
 const LAYER_CACHE = "relay-capsule-layers";
 const MAX_CACHED_LAYERS = 32;
-const DEFAULT_LIMITS = { timeoutMs: 60_000, memMb: 256, stdoutBytes: 1_048_576 };
 const MAX_KNOWN_MANIFESTS = 64;
 
 // Manifests already fetched and verified, by capsule hash. The hash is the sha256 of the

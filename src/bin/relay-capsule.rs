@@ -6,11 +6,12 @@
 //! relay-capsule verify <jwks>   stdin: capsule.json; stdout: its hash (exit 1 and the reason if invalid)
 //! relay-capsule keygen          stdout: a new signing seed for `wrangler secret put CAPSULE_SIGNING_KEY`
 //! relay-capsule error-names     stdout: the error table the executor page reads (crate::error)
+//! relay-capsule default-limits  stdout: the run limits a manifest without its own gets (policy::Limits)
 //! ```
 
 use relay_core::capsule::jws::{b64url, generate_seed, KeySet, Signer};
 use relay_core::capsule::{build_capsule, capsule_hash, verify_manifest};
-use relay_core::policy::Policy;
+use relay_core::policy::{Limits, Policy};
 use relay_core::run::args::capsule_spec;
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -22,7 +23,10 @@ fn main() -> ExitCode {
         ["verify", jwks] => verify(jwks),
         ["keygen"] => Ok(b64url(&generate_seed()).into_bytes()),
         ["error-names"] => Ok(relay_core::error::table_json().to_string().into_bytes()),
-        _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | keygen | error-names".into()),
+        ["default-limits"] => serde_json::to_vec(&Limits::default()).map_err(|e| e.to_string()),
+        _ => {
+            Err("usage: relay-capsule sign <seed> | verify <jwks.json> | keygen | error-names | default-limits".into())
+        }
     };
     match result {
         Ok(out) => {
