@@ -2,6 +2,7 @@
 //! map-backed SessionStore, a fixed Context, and request builders for both eras.
 #![allow(dead_code)] // each test file uses a different part of it
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -15,10 +16,12 @@ pub const PAGE_URL: &str = "https://relay.example/?session=default";
 pub const MODERN: &str = "2026-07-28";
 pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 
-/// Legacy sessions in a map: id -> (protocol version, created at, ended).
+/// Legacy sessions in a map: id -> (protocol version, created at, ended). `lookups` counts
+/// `status` calls: in the Durable Object each is a SQLite query.
 #[derive(Default)]
 pub struct MemStore {
     pub sessions: HashMap<String, (String, u64, bool)>,
+    pub lookups: Cell<usize>,
 }
 
 impl SessionStore for MemStore {
@@ -27,6 +30,7 @@ impl SessionStore for MemStore {
     }
 
     fn status(&self, id: &str) -> SessionStatus {
+        self.lookups.set(self.lookups.get() + 1);
         match self.sessions.get(id) {
             None => SessionStatus::Unknown,
             Some((_, _, true)) => SessionStatus::Ended,
@@ -34,13 +38,9 @@ impl SessionStore for MemStore {
         }
     }
 
-    fn end(&mut self, id: &str) -> bool {
-        match self.sessions.get_mut(id) {
-            Some(entry) if !entry.2 => {
-                entry.2 = true;
-                true
-            }
-            _ => false,
+    fn end(&mut self, id: &str) {
+        if let Some(entry) = self.sessions.get_mut(id) {
+            entry.2 = true;
         }
     }
 }

@@ -209,6 +209,31 @@ fn cancel_and_responses_in_a_session() {
 }
 
 #[test]
+fn each_request_looks_its_session_up_once_at_most() {
+    let mut server = Server::new();
+    let session = server.initialize("2025-11-25");
+    let headers = [("content-type", "application/json"), ("accept", ACCEPT_BOTH), ("mcp-session-id", session.as_str())];
+    let stream = [("mcp-session-id", session.as_str()), ("accept", "text/event-stream")];
+    let requests = [
+        (legacy(&session, 1, "tools/list", json!({})), 1),
+        (post(&headers, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"})), 1),
+        (post(&headers, &json!({"jsonrpc": "2.0", "id": 1, "result": {}})), 1),
+        (legacy("gone", 2, "tools/list", json!({})), 1),
+        (modern("tools/list", json!({})), 0),
+        (bare("GET", &stream), 1),
+        (bare("DELETE", &[("mcp-session-id", session.as_str())]), 1),
+    ];
+    for (req, lookups) in requests {
+        server.store.lookups.set(0);
+        server.send(&req);
+        assert_eq!(server.store.lookups.get(), lookups, "{} {:?}", req.method, String::from_utf8_lossy(&req.body));
+    }
+    server.store.lookups.set(0);
+    server.initialize("2025-11-25");
+    assert_eq!(server.store.lookups.get(), 0, "initialize opens a session: nothing to look up");
+}
+
+#[test]
 fn unknown_resource_is_32002_in_the_legacy_era() {
     let mut server = Server::new();
     let session = server.initialize("2025-11-25");

@@ -119,8 +119,8 @@ pub enum SessionStatus {
 pub trait SessionStore {
     fn create(&mut self, id: &str, protocol_version: &str, now_ms: u64);
     fn status(&self, id: &str) -> SessionStatus;
-    /// Ends a session; false when it was not active.
-    fn end(&mut self, id: &str) -> bool;
+    /// Ends a session that `status` has just called active (so `end` need not look it up).
+    fn end(&mut self, id: &str);
 }
 
 /// The relay session as the `relay://session` resource and the prompt describe it.

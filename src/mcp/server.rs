@@ -32,17 +32,40 @@ pub fn handle(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> 
 
 fn post(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Result<Outcome, Rejection> {
     check_post(&req.headers, req.body.len()).map_err(|e| (None, e))?;
-    match parse(&req.body)? {
+    let message = parse(&req.body)?;
+    let sender = sender(&message, &req.headers, &*store)?;
+    match message {
         Message::Request { id, method, params } => {
-            request(req, store, cx, &id, &method, &params).map_err(|e| (Some(id), e))
+            request(req, store, cx, sender, &id, &method, &params).map_err(|e| (Some(id), e))
         }
-        Message::Notification { method, params } => notification(req, &*store, &method, &params),
-        Message::Response => {
-            if era::detect(None, &Map::new(), &req.headers) == Era::Legacy {
-                legacy_session(&req.headers, &*store).map_err(|e| (None, e))?;
-            }
-            Err((None, unasked_response()))
-        }
+        Message::Notification { method, params } => notification(sender, &method, &params),
+        Message::Response => Err((None, unasked_response())),
+    }
+}
+
+/// Who sent a POSTed message, as found once per request: its era, and for a legacy client
+/// its live session (one store lookup).
+enum Sender {
+    Modern,
+    /// A legacy `initialize` request: it opens a session, so it has none yet.
+    Opening,
+    /// A legacy client in the session of this id, which is active.
+    Legacy(String),
+}
+
+/// Detects the message's era, then checks a legacy client's session: a message in a
+/// session that is missing or gone is refused whatever it is, a response included.
+fn sender(message: &Message, headers: &[(String, String)], store: &dyn SessionStore) -> Result<Sender, Rejection> {
+    let no_params = Map::new();
+    let (id, method, params) = match message {
+        Message::Request { id, method, params } => (Some(id), Some(method.as_str()), params),
+        Message::Notification { method, params } => (None, Some(method.as_str()), params),
+        Message::Response => (None, None, &no_params),
+    };
+    match era::detect(method, params, headers) {
+        Era::Modern => Ok(Sender::Modern),
+        Era::Legacy if id.is_some() && method == Some("initialize") => Ok(Sender::Opening),
+        Era::Legacy => legacy_session(headers, store).map(Sender::Legacy).map_err(|e| (id.cloned(), e)),
     }
 }
 
@@ -79,15 +102,15 @@ fn request(
     req: &HttpRequest,
     store: &mut dyn SessionStore,
     cx: &Context,
+    sender: Sender,
     id: &Value,
     method: &str,
     params: &Map<String, Value>,
 ) -> Result<Outcome, RpcError> {
-    let era = era::detect(Some(method), params, &req.headers);
-    let (session_id, log_level) = match era {
-        Era::Legacy if method == "initialize" => return initialize(id, params, store, cx),
-        Era::Legacy => (Some(legacy_session(&req.headers, &*store)?), None),
-        Era::Modern => (None, check_modern(method, params, &req.headers)?),
+    let (era, session_id, log_level) = match sender {
+        Sender::Opening => return initialize(id, params, store, cx),
+        Sender::Legacy(session_id) => (Era::Legacy, Some(session_id), None),
+        Sender::Modern => (Era::Modern, None, check_modern(method, params, &req.headers)?),
     };
     let call =
         Req { id, method, params, era, session_id: session_id.as_deref(), stream: wants_sse(&req.headers), log_level };
@@ -106,16 +129,7 @@ fn request(
 /// response stream ("no `notifications/cancelled` message is required or expected"), and a
 /// bare request id names no one request, since every client of the relay session picks its
 /// own ids (ignoring it keeps one client from cancelling another's run).
-fn notification(
-    req: &HttpRequest,
-    store: &dyn SessionStore,
-    method: &str,
-    params: &Map<String, Value>,
-) -> Result<Outcome, Rejection> {
-    let session_id = match era::detect(Some(method), params, &req.headers) {
-        Era::Legacy => Some(legacy_session(&req.headers, store).map_err(|e| (None, e))?),
-        Era::Modern => None,
-    };
+fn notification(sender: Sender, method: &str, params: &Map<String, Value>) -> Result<Outcome, Rejection> {
     if method != "notifications/cancelled" {
         return Ok(Outcome::Reply(HttpResponse::accepted()));
     }
@@ -126,9 +140,9 @@ fn notification(
             return Err((None, RpcError::rejected(INVALID_PARAMS, message)));
         }
     };
-    Ok(match session_id {
-        Some(session_id) => Outcome::Cancel { request_id, session_id: Some(session_id) },
-        None => Outcome::Reply(HttpResponse::accepted()),
+    Ok(match sender {
+        Sender::Legacy(session_id) => Outcome::Cancel { request_id, session_id: Some(session_id) },
+        Sender::Modern | Sender::Opening => Outcome::Reply(HttpResponse::accepted()),
     })
 }
 

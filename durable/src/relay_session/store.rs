@@ -59,13 +59,10 @@ impl SessionStore for McpSessions<'_> {
         }
     }
 
-    fn end(&mut self, id: &str) -> bool {
-        let active = matches!(self.status(id), SessionStatus::Active { .. });
-        if active {
-            let now = crate::edge::now_ms() as i64;
-            log_err(self.0.exec("UPDATE mcp_sessions SET ended_ms = ? WHERE id = ?", vec![now.into(), id.into()]));
-        }
-        active
+    fn end(&mut self, id: &str) {
+        let now = crate::edge::now_ms() as i64;
+        let args: Vec<SqlStorageValue> = vec![now.into(), id.into()];
+        log_err(self.0.exec("UPDATE mcp_sessions SET ended_ms = ? WHERE id = ? AND ended_ms IS NULL", args));
     }
 }
 
