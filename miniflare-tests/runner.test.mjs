@@ -6,6 +6,7 @@
 
 import assert from "node:assert/strict";
 import { generateKeyPairSync, sign } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { crc32, deflateRawSync } from "node:zlib";
 import { buildAssets } from "../scripts/build-assets.mjs";
@@ -281,6 +282,18 @@ describe("capsule manifest signatures", () => {
   };
   const verify = (manifest, keys = keySet) => page.evaluate(([m, k]) => window.relayTest.verify(m, k), [manifest, keys]);
 
+  test("the page canonicalizes tests/canonical_cases.json as the table says (the Rust core reads it too)", async () => {
+    const { cases } = JSON.parse(readFileSync(new URL("../tests/canonical_cases.json", import.meta.url), "utf8"));
+    const results = await page.evaluate((texts) => texts.map((text) => window.relayTest.canonicalOfText(text)), cases.map((c) => c.json));
+    assert.ok(cases.length >= 20, "the table was not read whole");
+    cases.forEach((testCase, i) => {
+      // `page`: where JSON.parse has lost a difference (1.0 is the number 1) before canonicalJson runs.
+      const { canonical, refused } = testCase.page ?? testCase;
+      if (canonical !== undefined) assert.deepEqual(results[i], { canonical }, testCase.name);
+      else assert.ok(results[i].refused?.includes(refused), `${testCase.name}: ${JSON.stringify(results[i])}`);
+    });
+  });
+
   test("the page's canonical JSON matches an independent one", async () => {
     assert.equal(await page.evaluate((m) => window.relayTest.canonicalJson(m), unsigned), canonical(unsigned));
   });
@@ -303,6 +316,8 @@ describe("capsule manifest signatures", () => {
     assert.match(await verify({ ...unsigned }), /^ValidationError: manifest has no signature/);
     const withFloat = signWith(privateKey, { ...unsigned, extra: 1.5 });
     assert.match(await verify(withFloat), /^ValidationError: manifest has no canonical form/);
+    const withHugeInteger = signWith(privateKey, { ...unsigned, fsLayers: [{ ...unsigned.fsLayers[0], size: 2 ** 53 }] });
+    assert.match(await verify(withHugeInteger), /^ValidationError: manifest has no canonical form: .* at \/fsLayers\/0\/size/);
   });
 });
 

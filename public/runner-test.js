@@ -45,6 +45,18 @@ window.relayTest = {
 
   canonicalJson,
 
+  /**
+   * JSON text the way the page takes capsule.json (JSON.parse, no reviver, then canonicalJson):
+   * {canonical} or {refused: the error message}.
+   */
+  canonicalOfText(text) {
+    try {
+      return { canonical: canonicalJson(JSON.parse(text)) };
+    } catch (err) {
+      return { refused: err.message };
+    }
+  },
+
   /** Unzips base64 zip bytes; returns the files as text, or the error message. */
   async unzip(base64) {
     try {

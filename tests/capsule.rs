@@ -1,10 +1,10 @@
-//! Capsules: deterministic layers and hashes, canonical JSON, size limits, and verification
-//! that refuses any manifest changed after signing.
+//! Capsules: deterministic layers and hashes, size limits, the docs' worked example, and
+//! verification that refuses any manifest changed after signing (canonical JSON itself:
+//! tests/canonical.rs).
 
 use std::collections::BTreeMap;
 use std::io::{Cursor, Write};
 
-use proptest::prelude::*;
 use relay_core::capsule::jws::{KeySet, Signer};
 use relay_core::capsule::layer::{build_layer, check_path, read_layer, read_layer_with_limit};
 use relay_core::capsule::limits::{check_sizes, CODE_LAYER_MAX, DEPS_LAYER_MAX, TOTAL_MAX};
@@ -202,67 +202,6 @@ fn build_capsule_refuses_a_code_layer_over_the_limit() {
     let err = build_capsule(spec(&code), &signer()).unwrap_err();
     assert!(matches!(err, CapsuleError::TooLarge { what: "code layer", .. }), "{err:?}");
     assert!(err.to_string().contains("the limit is 2 MiB"), "{err}");
-}
-
-// ---- canonical JSON -------------------------------------------------------------------------
-
-#[test]
-fn canonical_json_sorts_keys_and_drops_whitespace() {
-    let value = json!({ "b": [1, { "d": true, "c": null }], "a": -5, "": "empty key" });
-    assert_eq!(canonical_json(&value).unwrap(), br#"{"":"empty key","a":-5,"b":[1,{"c":null,"d":true}]}"#);
-}
-
-#[test]
-fn canonical_json_orders_keys_by_utf16_code_units_as_rfc8785() {
-    // U+E000 sorts before U+10000 as UTF-8 bytes, after it as UTF-16 (surrogate D800).
-    let value = json!({ "\u{e000}": 1, "\u{10000}": 2, "z": 3 });
-    assert_eq!(String::from_utf8(canonical_json(&value).unwrap()).unwrap(), "{\"z\":3,\"\u{10000}\":2,\"\u{e000}\":1}");
-}
-
-#[test]
-fn canonical_json_escapes_only_what_json_requires() {
-    let value = json!(["quote\" back\\ nl\n tab\t cr\r bs\u{8} ff\u{c}", "\u{1}\u{1f}", "é/€\u{2028}"]);
-    let text = String::from_utf8(canonical_json(&value).unwrap()).unwrap();
-    assert_eq!(text, "[\"quote\\\" back\\\\ nl\\n tab\\t cr\\r bs\\b ff\\f\",\"\\u0001\\u001f\",\"é/€\u{2028}\"]");
-    // And the result is JSON that parses back to the same value.
-    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
-}
-
-#[test]
-fn canonical_json_refuses_floats_and_keeps_large_integers() {
-    let err = canonical_json(&json!({ "x": 1.5 })).unwrap_err();
-    assert!(err.to_string().contains("1.5 is not an integer"), "{err}");
-    assert_eq!(
-        canonical_json(&json!([u64::MAX, i64::MIN])).unwrap(),
-        br#"[18446744073709551615,-9223372036854775808]"#
-    );
-}
-
-proptest! {
-    #[test]
-    fn canonical_json_is_stable_under_reparsing(value in arb_json()) {
-        let once = canonical_json(&value).unwrap();
-        let reparsed: Value = serde_json::from_slice(&once).unwrap();
-        prop_assert_eq!(&reparsed, &value);
-        prop_assert_eq!(canonical_json(&reparsed).unwrap(), once);
-    }
-}
-
-fn arb_json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<String>().prop_map(Value::String),
-    ];
-    leaf.prop_recursive(3, 24, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map(any::<String>(), inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
 }
 
 /// The worked example of docs/CAPSULE.md: the doc must show these exact bytes and hash.
