@@ -2,6 +2,7 @@
 //! the two answers every handler may need: a body over its route's limit, storage that failed.
 
 use futures::StreamExt;
+use relay_core::mcp::HttpResponse;
 use serde_json::{json, Value};
 use worker::{Env, Headers, Request, Response};
 
@@ -112,6 +113,19 @@ pub fn healthz(env: &Env) -> worker::Result<Response> {
         "ADMIN_TOKEN": env.secret("ADMIN_TOKEN").is_ok(),
     });
     Ok(json(200, &json!({ "name": "relay-edge", "version": version, "bindings": bindings, "secrets": secrets })))
+}
+
+/// The MCP core's answer (`mcp::HttpResponse`) as a Worker response.
+pub fn to_response(reply: HttpResponse) -> Response {
+    let response = match reply.body {
+        Some(body) => json(reply.status, &body),
+        None => Response::empty().expect("empty body").with_status(reply.status),
+    };
+    let headers = response.headers().clone();
+    for (name, value) in &reply.headers {
+        let _ = headers.set(name, value);
+    }
+    response.with_headers(headers)
 }
 
 /// The headers of every SSE response (`mcp::SSE_HEADERS`).

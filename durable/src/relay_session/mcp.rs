@@ -35,7 +35,7 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         mcp::handle(&request, &mut McpSessions(&sql), &cx)
     };
     match outcome {
-        Outcome::Reply(reply) => Ok(to_response(reply)),
+        Outcome::Reply(reply) => Ok(http::to_response(reply)),
         Outcome::OpenStream { session_id, last_event_id: Some(event_id) } => {
             runs::resume(shared, &session_id, &event_id)
         }
@@ -54,7 +54,7 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         }
         Outcome::Cancel { request_id, session_id } => {
             runs::cancel_request(&shared, session_id.as_deref(), &request_id);
-            Ok(to_response(HttpResponse::accepted()))
+            Ok(http::to_response(HttpResponse::accepted()))
         }
     }
 }
@@ -68,19 +68,6 @@ fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
         queue_depth,
         recent_runs: store::recent_runs(&shared.storage.sql(), 10),
     }
-}
-
-/// The core's answer as a Worker response.
-pub fn to_response(reply: HttpResponse) -> Response {
-    let response = match reply.body {
-        Some(body) => http::json(reply.status, &body),
-        None => Response::empty().expect("empty body").with_status(reply.status),
-    };
-    let headers = response.headers().clone();
-    for (name, value) in &reply.headers {
-        let _ = headers.set(name, value);
-    }
-    response.with_headers(headers)
 }
 
 /// The legacy server-to-client stream: we send nothing unprompted, so it carries keep-alives

@@ -147,7 +147,7 @@ pub fn resume(shared: Rc<Shared>, session: &str, event_id: &str) -> Result<Respo
     let Some(ended) = store::ended_run(&shared.storage.sql(), event_id, session) else {
         let message = format!("no stream {event_id} to resume in this MCP session");
         let reply = RpcError::rejected(INVALID_REQUEST, message).with_status(404).into_response(None);
-        return Ok(super::mcp::to_response(reply));
+        return Ok(http::to_response(reply));
     };
     let answer = shared.take_undelivered(event_id).unwrap_or_else(|| answer_from_audit(&ended));
     let _ = frames.unbounded_send(Ok(mcp::sse_event(&answer, None).into_bytes()));
@@ -208,7 +208,7 @@ fn admit(
         let message =
             format!("queue full: {max} run(s) already waiting in relay session '{}'; retry later", caller.session);
         let reply = RpcError::failed(QUEUE_FULL, message).with_status(429).into_response(Some(&call.id));
-        return Err(http::with_header(super::mcp::to_response(reply), "retry-after", "5"));
+        return Err(http::with_header(http::to_response(reply), "retry-after", "5"));
     }
     let queued = Queued {
         run_id: run,
