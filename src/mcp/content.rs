@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{Context, RelayView};
+use super::context::{Context, RelayView};
 use crate::error::ErrorName;
 
 pub const SERVER_NAME: &str = "relay-edge";

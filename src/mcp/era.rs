@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::http::{decode_header_value, header, is_field_value};
 use super::jsonrpc::{RpcError, HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION};
-use super::results::LogLevel;
+use super::logging::LogLevel;
 
 /// Every protocol version we speak, newest first. Versions from 2026-07-28 on are modern
 /// (stateless); the older ones are legacy (an `initialize` handshake and `Mcp-Session-Id`).

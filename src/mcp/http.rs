@@ -1,8 +1,49 @@
-//! HTTP framing for Streamable HTTP: header lookup, content negotiation (`Accept`,
-//! `Content-Type`), the `Mcp-Name` Base64 sentinel, and Server-Sent Events frames.
+//! HTTP for Streamable HTTP: the request and response the core sees, header lookup, content
+//! negotiation (`Accept`, `Content-Type`), the `Mcp-Name` Base64 sentinel, and Server-Sent
+//! Events frames.
 
 use base64::Engine as _;
 use serde_json::Value;
+
+/// One HTTP request to `/mcp`, as the Worker forwarded it.
+#[derive(Debug, Clone, Default)]
+pub struct HttpRequest {
+    pub method: String,
+    /// Header names lower-case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// What to send back. `body: None` means an empty body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Value>,
+}
+
+impl HttpResponse {
+    /// A JSON body with its content type.
+    pub fn json(status: u16, body: Value) -> Self {
+        let headers = vec![("content-type".into(), "application/json".into())];
+        HttpResponse { status, headers, body: Some(body) }
+    }
+
+    /// An empty body.
+    pub fn empty(status: u16) -> Self {
+        HttpResponse { status, headers: Vec::new(), body: None }
+    }
+
+    /// 202 with no body: a notification was accepted.
+    pub fn accepted() -> Self {
+        HttpResponse::empty(202)
+    }
+
+    pub(super) fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
 
 /// A comment line: SSE clients ignore it, intermediaries see traffic on a quiet stream
 /// (2026-07-28 transports/streamable-http "Receiving Messages", keep-alive note).

@@ -1,9 +1,9 @@
 //! JSON-RPC 2.0 as MCP uses it: parsing one POST body into a request, notification or
-//! response; error codes; and the envelopes of results and errors, shaped per era.
+//! response; error codes; and the envelopes of results, errors and notifications.
 
 use serde_json::{json, Map, Value};
 
-use super::{content, Era, HttpResponse};
+use super::http::HttpResponse;
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -142,36 +142,6 @@ fn readable(id: Option<Value>) -> Option<Value> {
 
 fn invalid(message: &str) -> RpcError {
     RpcError::rejected(INVALID_REQUEST, format!("Invalid Request: {message}"))
-}
-
-/// How long, and by whom, a list or read result may be cached (2026-07-28
-/// server/utilities/caching).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cache {
-    /// The same for every caller: shared caches may keep it.
-    Public(u64),
-    /// Depends on the caller's relay session.
-    Private(u64),
-}
-
-/// Completes a result for `era`: 2026-07-28 requires `resultType` on every result and
-/// caching hints on cacheable ones, and asks for `serverInfo` in `_meta`; legacy results
-/// stay as their revision defined them.
-pub fn shape_result(era: Era, mut result: Value, cache: Option<Cache>) -> Value {
-    if era == Era::Legacy {
-        return result;
-    }
-    result["resultType"] = json!("complete");
-    result["_meta"] = json!({ "io.modelcontextprotocol/serverInfo": content::server_info() });
-    if let Some(cache) = cache {
-        let (ttl, scope) = match cache {
-            Cache::Public(ttl) => (ttl, "public"),
-            Cache::Private(ttl) => (ttl, "private"),
-        };
-        result["ttlMs"] = json!(ttl);
-        result["cacheScope"] = json!(scope);
-    }
-    result
 }
 
 /// A result response envelope.

@@ -4,11 +4,12 @@
 use serde_json::{json, Map, Value};
 
 use super::content::{self, PROMPT_NAME, SESSION_URI};
-use super::era::SUPPORTED_VERSIONS;
-use super::jsonrpc::{Cache, RpcError, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY};
-use super::results::{error_result, LogLevel};
-use super::tools::{self, Tool};
-use super::{Context, Era, ToolCall};
+use super::context::Context;
+use super::era::{Era, SUPPORTED_VERSIONS};
+use super::jsonrpc::{RpcError, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY};
+use super::logging::LogLevel;
+use super::results::{error_result, Cache};
+use super::tools::{self, Tool, ToolCall};
 use crate::error::ErrorName;
 
 /// How long lists that never change at run time stay fresh: one hour.

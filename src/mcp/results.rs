@@ -1,6 +1,6 @@
-//! Answers to tool calls and the notifications sent while a call runs: run results with
-//! `structuredContent`, tool errors (named by `crate::error::ErrorName`), progress and log
-//! messages.
+//! Results: the shape every result takes in each era, answers to tool calls and the
+//! notifications sent while a call runs: run results with `structuredContent`, tool errors
+//! (named by `crate::error::ErrorName`), progress and log messages.
 //!
 //! Every message stays well under 1 MiB serialized, whatever a run printed: that is the most
 //! one SSE event may hold in the official Python SDK by default. Output is measured as the
@@ -9,8 +9,11 @@
 
 use serde_json::{json, Map, Value};
 
-use super::jsonrpc::{notification, response_envelope, shape_result};
-use super::{Era, ToolCall};
+use super::content;
+use super::era::Era;
+use super::jsonrpc::{notification, response_envelope};
+use super::logging::LogLevel;
+use super::tools::ToolCall;
 use crate::error::ErrorName;
 
 /// The most run output, in serialized JSON bytes, that one message carries in each place it
@@ -24,49 +27,34 @@ const ERROR_MESSAGE_BUDGET: usize = 16 * 1024;
 // A budget below one escaped char (6 bytes) would cut nothing and split forever.
 const _: () = assert!(OUTPUT_BUDGET >= 6 && ERROR_MESSAGE_BUDGET >= 6);
 
-/// Log severities (RFC 5424 via MCP server/utilities/logging), least severe first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
-    Debug,
-    Info,
-    Notice,
-    Warning,
-    Error,
-    Critical,
-    Alert,
-    Emergency,
+/// How long, and by whom, a list or read result may be cached (2026-07-28
+/// server/utilities/caching).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cache {
+    /// The same for every caller: shared caches may keep it.
+    Public(u64),
+    /// Depends on the caller's relay session.
+    Private(u64),
 }
 
-impl LogLevel {
-    const ALL: [LogLevel; 8] = [
-        LogLevel::Debug,
-        LogLevel::Info,
-        LogLevel::Notice,
-        LogLevel::Warning,
-        LogLevel::Error,
-        LogLevel::Critical,
-        LogLevel::Alert,
-        LogLevel::Emergency,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogLevel::Debug => "debug",
-            LogLevel::Info => "info",
-            LogLevel::Notice => "notice",
-            LogLevel::Warning => "warning",
-            LogLevel::Error => "error",
-            LogLevel::Critical => "critical",
-            LogLevel::Alert => "alert",
-            LogLevel::Emergency => "emergency",
-        }
+/// Completes a result for `era`: 2026-07-28 requires `resultType` on every result and
+/// caching hints on cacheable ones, and asks for `serverInfo` in `_meta`; legacy results
+/// stay as their revision defined them.
+pub fn shape_result(era: Era, mut result: Value, cache: Option<Cache>) -> Value {
+    if era == Era::Legacy {
+        return result;
     }
-
-    /// Parses a JSON level string; `None` for anything else.
-    pub fn from_json(value: &Value) -> Option<LogLevel> {
-        let name = value.as_str()?;
-        LogLevel::ALL.into_iter().find(|l| l.as_str() == name)
+    result["resultType"] = json!("complete");
+    result["_meta"] = json!({ "io.modelcontextprotocol/serverInfo": content::server_info() });
+    if let Some(cache) = cache {
+        let (ttl, scope) = match cache {
+            Cache::Public(ttl) => (ttl, "public"),
+            Cache::Private(ttl) => (ttl, "private"),
+        };
+        result["ttlMs"] = json!(ttl);
+        result["cacheScope"] = json!(scope);
     }
+    result
 }
 
 /// The outcome of a `run_js` / `run_py` run.

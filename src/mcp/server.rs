@@ -4,15 +4,51 @@
 
 use serde_json::{json, Map, Value};
 
-use super::era::{self, check_modern, era_of_version, latest_legacy, unsupported_version};
-use super::http::{accepts, header, is_json_content, wants_sse};
+use super::content;
+use super::context::Context;
+use super::era::{self, check_modern, era_of_version, latest_legacy, unsupported_version, Era};
+use super::http::{accepts, header, is_json_content, wants_sse, HttpRequest, HttpResponse};
 use super::jsonrpc::{
-    parse, response_envelope, shape_result, Message, Rejection, RpcError, INTERNAL_ERROR, INVALID_PARAMS,
-    INVALID_REQUEST,
+    parse, response_envelope, Message, Rejection, RpcError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
 };
 use super::methods::{dispatch, Answer, Req};
-use super::MAX_BODY_BYTES;
-use super::{content, Context, Era, HttpRequest, HttpResponse, Outcome, SessionStatus, SessionStore};
+use super::results::shape_result;
+use super::tools::ToolCall;
+
+/// Largest POST body accepted (413 above it). The Worker checks it too, before buffering.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// The state of one legacy-era MCP session (`Mcp-Session-Id`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionStatus {
+    Unknown,
+    Active { protocol_version: String },
+    Ended,
+}
+
+/// Where legacy-era MCP sessions live: SQLite in the Durable Object, a map in tests.
+pub trait SessionStore {
+    fn create(&mut self, id: &str, protocol_version: &str, now_ms: u64);
+    fn status(&self, id: &str) -> SessionStatus;
+    /// Ends a session that `status` has just called active (so `end` need not look it up).
+    fn end(&mut self, id: &str);
+}
+
+/// What the Durable Object does with a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Answer now.
+    Reply(HttpResponse),
+    /// Legacy `GET /mcp` on a live session: open a server-to-client SSE stream, or resume the
+    /// one whose last event the client saw was `last_event_id`. (Only the legacy era has
+    /// this stream, so no era travels with it.)
+    OpenStream { session_id: String, last_event_id: Option<String> },
+    /// `tools/call` of a known tool with arguments valid against its input schema.
+    Call(ToolCall),
+    /// Legacy `notifications/cancelled`: cancel that request's run if it is running, answer
+    /// 202. (`session_id` is always set; it stays an `Option` for the Durable Object's key.)
+    Cancel { request_id: Value, session_id: Option<String> },
+}
 
 /// Handles one request to `/mcp`. Never panics on any input; bad input gets a 4xx with a
 /// JSON-RPC error body (or 202, for a notification, which needs no answer).

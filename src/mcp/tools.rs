@@ -1,11 +1,33 @@
 //! The five tools as `tools/list` publishes them: names, titles, descriptions that teach an
 //! agent, input schemas copied from seed 000 §5.2, output schemas for `structuredContent`,
-//! and annotations. The input schema is also what validates a call's arguments.
+//! and annotations. The input schema is also what validates a call's arguments, and a call
+//! that passes becomes a [`ToolCall`] for the Durable Object to run.
 
 use serde_json::{json, Value};
 
+use super::era::Era;
+use super::logging::LogLevel;
 use super::schema;
 use crate::error::ErrorName;
+
+/// A validated tool call for the Durable Object to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The JSON-RPC request id the answer must carry.
+    pub id: Value,
+    pub tool: Tool,
+    /// The arguments object, valid against `tool`'s input schema.
+    pub arguments: Value,
+    /// `params._meta.progressToken`: send `notifications/progress` with it while running.
+    pub progress_token: Option<Value>,
+    /// The client accepts `text/event-stream`: the answer may be an SSE stream.
+    pub stream: bool,
+    pub era: Era,
+    /// 2026-07-28 `_meta["io.modelcontextprotocol/logLevel"]`; always `None` in legacy.
+    pub log_level: Option<LogLevel>,
+    /// The legacy `Mcp-Session-Id`, if any.
+    pub session_id: Option<String>,
+}
 
 /// A tool this server offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,29 @@
+//! What the Durable Object supplies with each request besides the request itself: the time,
+//! a session-id minter, and the relay session as the prompt and resource describe it.
+
+use serde_json::Value;
+
+/// The relay session as the `relay://session` resource and the prompt describe it.
+#[derive(Debug, Clone, Default)]
+pub struct RelayView {
+    /// The relay session's name (`default` unless the client asked for another).
+    pub session: String,
+    /// Ids of the browser tabs attached as executors.
+    pub tab_ids: Vec<String>,
+    /// Runs waiting behind the current one.
+    pub queue_depth: usize,
+    /// Recent runs, newest first, as the Durable Object records them.
+    pub recent_runs: Value,
+}
+
+/// What `handle` needs from its caller besides the request.
+pub struct Context<'a> {
+    pub now_ms: u64,
+    /// Mints a legacy `Mcp-Session-Id`: secure random, visible ASCII.
+    pub new_session_id: &'a dyn Fn() -> String,
+    pub relay: RelayView,
+    /// The executor page a person opens to attach a tab.
+    pub page_url: String,
+    /// The effective limits, quoted to agents in the prompt.
+    pub limits_json: Value,
+}
