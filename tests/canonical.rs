@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use relay_core::capsule::canonical::MAX_SAFE_INTEGER;
 use relay_core::capsule::jws::Signer;
-use relay_core::capsule::manifest::Language;
-use relay_core::capsule::{build_capsule, canonical_json, CapsuleError, CapsuleSpec};
+use relay_core::capsule::{build_capsule, canonical_json, CapsuleError};
 use relay_core::policy::Policy;
+use relay_core::run::args::capsule_spec;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 #[derive(Deserialize)]
 struct Table {
@@ -59,18 +59,9 @@ fn typed_values_follow_the_same_rule() {
 /// A tenant's policy can hold any u64: building from one past 2^53 - 1 is an error, not a panic.
 #[test]
 fn a_capsule_holding_an_integer_past_2_53_is_refused_when_built() {
-    let mut policy = Policy::default();
-    policy.network.max_body_bytes = 1 << 53;
-    let spec = CapsuleSpec {
-        language: Language::Js,
-        code: "console.log(1)".into(),
-        entry_argv: vec![],
-        env: BTreeMap::new(),
-        stdin: None,
-        cwd: "/".into(),
-        policy,
-        deps: None,
-    };
+    let mut tenant = Policy::default();
+    tenant.network.max_body_bytes = 1 << 53;
+    let spec = capsule_spec("js", &json!({ "code": "console.log(1)" }), &tenant).unwrap();
     let err = build_capsule(spec, &Signer::from_seed(&[7; 32])).unwrap_err();
     assert!(matches!(err, CapsuleError::NotCanonical(_)), "{err:?}");
     assert!(err.to_string().contains("at /policy/network/maxBodyBytes"), "{err}");
