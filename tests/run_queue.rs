@@ -16,11 +16,19 @@ fn started(id: &str) -> Step {
     Step { started: Some(id.into()), expired: vec![] }
 }
 
+/// Queues a run that is ready at once: `reserve`, then `mark_ready`, as the run machine does
+/// once a run's capsule is stored.
+fn admit(q: &mut RunQueue, id: &str, now_ms: u64) -> Admission {
+    let admission = q.reserve(id, now_ms);
+    q.mark_ready(id);
+    admission
+}
+
 #[test]
 fn runs_start_in_admission_order_one_at_a_time() {
     let mut q = queue();
     for id in ["a", "b", "c"] {
-        q.admit(id, 0);
+        admit(&mut q, id, 0);
     }
     assert_eq!(q.step(1, true), started("a"));
     assert_eq!(q.running(), Some("a"));
@@ -43,7 +51,7 @@ fn runs_start_in_admission_order_one_at_a_time() {
 #[test]
 fn nothing_starts_until_the_executor_is_ready() {
     let mut q = queue();
-    q.admit("a", 0);
+    admit(&mut q, "a", 0);
     assert_eq!(q.step(1, false), Step::default());
     assert_eq!(q.running(), None);
     assert_eq!(q.depth(), 1);
@@ -51,43 +59,32 @@ fn nothing_starts_until_the_executor_is_ready() {
 }
 
 #[test]
-fn ahead_counts_the_waiting_and_the_running() {
-    let mut q = queue();
-    assert_eq!(q.admit("a", 0), Admission::Queued { ahead: 0 });
-    assert_eq!(q.admit("b", 0), Admission::Queued { ahead: 1 });
-    q.step(0, true); // a runs, b waits
-    assert_eq!(q.admit("c", 0), Admission::Queued { ahead: 2 });
-    q.remove("a");
-    assert_eq!(q.admit("d", 0), Admission::Queued { ahead: 2 }); // b, c waiting; none running
-}
-
-#[test]
 fn admit_refuses_at_exactly_max_queued_waiting() {
     let mut q = RunQueue::new(100, MAX_WAIT);
     for i in 0..100 {
-        assert_eq!(q.admit(&format!("r{i}"), 0), Admission::Queued { ahead: i }, "run {i}");
+        assert_eq!(admit(&mut q, &format!("r{i}"), 0), Admission::Queued, "run {i}");
     }
     assert_eq!(q.depth(), 100);
-    assert_eq!(q.admit("r100", 0), Admission::Full { max: 100 });
+    assert_eq!(admit(&mut q, "r100", 0), Admission::Full { max: 100 });
     assert_eq!(q.depth(), 100, "a refused run is not queued");
     // The running run does not count against the waiting limit.
     q.step(0, true);
     assert_eq!(q.depth(), 99);
-    assert_eq!(q.admit("r100", 0), Admission::Queued { ahead: 100 });
-    assert_eq!(q.admit("r101", 0), Admission::Full { max: 100 });
+    assert_eq!(admit(&mut q, "r100", 0), Admission::Queued);
+    assert_eq!(admit(&mut q, "r101", 0), Admission::Full { max: 100 });
 }
 
 #[test]
 fn a_queue_of_zero_admits_nothing() {
     let mut q = RunQueue::new(0, MAX_WAIT);
-    assert_eq!(q.admit("a", 0), Admission::Full { max: 0 });
+    assert_eq!(admit(&mut q, "a", 0), Admission::Full { max: 0 });
     assert_eq!(q.step(0, true), Step::default());
 }
 
 #[test]
 fn a_run_is_expired_only_after_waiting_longer_than_max_wait() {
     let mut q = queue();
-    q.admit("a", 1_000);
+    admit(&mut q, "a", 1_000);
     // Exactly max_wait_ms of waiting is still allowed.
     assert_eq!(q.step(1_000 + MAX_WAIT, false), Step::default());
     assert_eq!(q.depth(), 1);
@@ -101,9 +98,9 @@ fn a_run_is_expired_only_after_waiting_longer_than_max_wait() {
 #[test]
 fn expiry_happens_before_starting_so_the_next_fresh_run_starts() {
     let mut q = queue();
-    q.admit("old", 0);
-    q.admit("older-too", 5);
-    q.admit("fresh", 10);
+    admit(&mut q, "old", 0);
+    admit(&mut q, "older-too", 5);
+    admit(&mut q, "fresh", 10);
     let step = q.step(MAX_WAIT + 6, true);
     assert_eq!(step.expired, vec!["old".to_string(), "older-too".to_string()]);
     assert_eq!(step.started.as_deref(), Some("fresh"));
@@ -112,7 +109,7 @@ fn expiry_happens_before_starting_so_the_next_fresh_run_starts() {
 #[test]
 fn the_running_run_never_expires() {
     let mut q = queue();
-    q.admit("a", 0);
+    admit(&mut q, "a", 0);
     q.step(0, true);
     let step = q.step(10 * MAX_WAIT, true);
     assert_eq!(step, Step::default());
@@ -122,7 +119,7 @@ fn the_running_run_never_expires() {
 #[test]
 fn a_clock_going_backwards_expires_nothing() {
     let mut q = queue();
-    q.admit("a", 10_000);
+    admit(&mut q, "a", 10_000);
     assert_eq!(q.step(0, false), Step::default());
     assert_eq!(q.depth(), 1);
 }
@@ -130,9 +127,9 @@ fn a_clock_going_backwards_expires_nothing() {
 #[test]
 fn remove_finds_a_run_wherever_it_is() {
     let mut q = queue();
-    q.admit("a", 0);
-    q.admit("b", 0);
-    q.admit("c", 0);
+    admit(&mut q, "a", 0);
+    admit(&mut q, "b", 0);
+    admit(&mut q, "c", 0);
     q.step(0, true);
     assert_eq!(q.remove("b"), Removed::Waiting);
     assert_eq!(q.remove("b"), Removed::Absent);
@@ -147,8 +144,8 @@ fn remove_finds_a_run_wherever_it_is() {
 #[test]
 fn requeue_front_gives_the_running_run_back_first_in_line() {
     let mut q = queue();
-    q.admit("a", 0);
-    q.admit("b", 0);
+    admit(&mut q, "a", 0);
+    admit(&mut q, "b", 0);
     q.step(0, true);
     q.requeue_front("a", 50);
     assert_eq!(q.running(), None);
@@ -159,8 +156,8 @@ fn requeue_front_gives_the_running_run_back_first_in_line() {
 #[test]
 fn requeue_front_ignores_runs_that_are_not_running() {
     let mut q = queue();
-    q.admit("a", 0);
-    q.admit("b", 0);
+    admit(&mut q, "a", 0);
+    admit(&mut q, "b", 0);
     q.step(0, true);
     q.requeue_front("b", 10); // waiting, not running
     q.requeue_front("zzz", 10); // absent
@@ -174,8 +171,8 @@ fn requeue_front_ignores_runs_that_are_not_running() {
 #[test]
 fn the_oldest_run_expires_one_past_its_wait() {
     let mut q = queue();
-    q.admit("a", 100);
-    q.admit("b", 200);
+    admit(&mut q, "a", 100);
+    admit(&mut q, "b", 200);
     // At the limit the oldest run is still waiting; a millisecond later it is expired.
     assert!(q.step(100 + MAX_WAIT, false).expired.is_empty());
     assert_eq!(q.step(100 + MAX_WAIT + 1, false).expired, vec!["a".to_string()]);
@@ -186,9 +183,9 @@ fn the_oldest_run_expires_one_past_its_wait() {
 fn a_requeued_run_waits_anew_while_older_runs_behind_it_still_expire() {
     // `b` has waited since 0; `a` is given back at 1_000 with a fresh wait, ahead of `b`.
     let mut q = queue();
-    q.admit("a", 0);
+    admit(&mut q, "a", 0);
     q.step(0, true);
-    q.admit("b", 0);
+    admit(&mut q, "b", 0);
     q.requeue_front("a", 1_000);
     assert_eq!(q.step(MAX_WAIT + 1, false).expired, vec!["b".to_string()]);
     assert_eq!(q.step(1_000 + MAX_WAIT + 1, false).expired, vec!["a".to_string()]);
@@ -197,7 +194,7 @@ fn a_requeued_run_waits_anew_while_older_runs_behind_it_still_expire() {
 #[test]
 fn a_huge_max_wait_never_overflows() {
     let mut q = RunQueue::new(10, u64::MAX);
-    q.admit("a", 5);
+    admit(&mut q, "a", 5);
     assert!(q.step(u64::MAX, false).expired.is_empty());
 }
 
@@ -245,12 +242,11 @@ proptest! {
             match op {
                 Op::Admit => {
                     let id = format!("r{}", admitted.len());
-                    let got = q.admit(&id, now);
+                    let got = admit(&mut q, &id, now);
                     if model.len() >= max_queued as usize {
                         prop_assert_eq!(got, Admission::Full { max: max_queued });
                     } else {
-                        let ahead = model.len() + usize::from(running.is_some());
-                        prop_assert_eq!(got, Admission::Queued { ahead });
+                        prop_assert_eq!(got, Admission::Queued);
                         model.push_back((id.clone(), now));
                         admitted.push(id);
                     }
@@ -321,8 +317,8 @@ proptest! {
 #[test]
 fn a_reserved_run_keeps_its_place_and_holds_up_the_line_until_ready() {
     let mut q = queue();
-    assert_eq!(q.reserve("a", 0), Admission::Queued { ahead: 0 });
-    assert_eq!(q.admit("b", 1), Admission::Queued { ahead: 1 });
+    assert_eq!(q.reserve("a", 0), Admission::Queued);
+    assert_eq!(admit(&mut q, "b", 1), Admission::Queued);
     assert_eq!(q.step(2, true), Step::default(), "b is ready but a is first");
     q.mark_ready("a");
     assert_eq!(q.step(3, true), started("a"));
@@ -334,7 +330,7 @@ fn a_reserved_run_keeps_its_place_and_holds_up_the_line_until_ready() {
 fn a_reserved_run_that_is_removed_lets_the_next_one_start() {
     let mut q = queue();
     q.reserve("a", 0);
-    q.admit("b", 0);
+    admit(&mut q, "b", 0);
     assert_eq!(q.remove("a"), Removed::Waiting);
     assert_eq!(q.step(1, true), started("b"));
     q.mark_ready("a"); // too late: nothing to mark

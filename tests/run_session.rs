@@ -98,7 +98,7 @@ fn started(s: &mut Session, now: u64, run: &str, t: &str) {
 #[test]
 fn a_run_is_admitted_sent_streamed_and_finished_once() {
     let mut s = session();
-    assert_eq!(s.handle(0, admit("a")), vec![Output::Admitted { run: "a".into(), ahead: 0 }]);
+    assert_eq!(s.handle(0, admit("a")), vec![Output::Admitted { run: "a".into() }]);
     assert_eq!(s.handle(1, tab("t1")), vec![], "not ready: its capsule is still being stored");
     let out = s.handle(2, ready("a"));
     assert_eq!(out[0], sent("t1", "a"));
@@ -124,7 +124,7 @@ fn runs_start_in_admission_order_even_when_a_later_one_is_ready_first() {
     let mut s = session();
     s.handle(0, tab("t1"));
     s.handle(0, admit("a"));
-    assert_eq!(s.handle(0, admit("b")), vec![Output::Admitted { run: "b".into(), ahead: 1 }]);
+    assert_eq!(s.handle(0, admit("b")), vec![Output::Admitted { run: "b".into() }]);
     assert_eq!(s.handle(1, ready("b")), vec![], "b waits for a, which is still being prepared");
     assert!(s.handle(2, ready("a")).contains(&sent("t1", "a")));
     let out = s.handle(3, heard(vec![ev("a", 0, exit(0))]));

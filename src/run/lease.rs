@@ -20,8 +20,8 @@ pub struct Lease {
 /// What the lease says at a given moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Fine; look again at `check_at_ms`.
-    Alive { check_at_ms: u64 },
+    /// Fine; look again at [`Lease::check_at_ms`].
+    Alive,
     /// The tab never acknowledged the capsule: it was gone before the run began, so the run can
     /// go to another tab.
     NeverAcknowledged,
@@ -53,9 +53,8 @@ impl Lease {
     }
 
     pub fn verdict(&self, now_ms: u64) -> Verdict {
-        let check_at_ms = self.check_at_ms();
         match self.last_heard_ms {
-            _ if now_ms < check_at_ms => Verdict::Alive { check_at_ms },
+            _ if now_ms < self.check_at_ms() => Verdict::Alive,
             None => Verdict::NeverAcknowledged,
             Some(_) => Verdict::Silent,
         }

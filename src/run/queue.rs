@@ -16,8 +16,8 @@ struct Waiting {
 /// Where a new run was put.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
-    /// Queued; `ahead` runs (waiting or running) are before it.
-    Queued { ahead: usize },
+    /// Queued at the back.
+    Queued,
     /// `max` runs are already waiting: answer 429.
     Full { max: u32 },
 }
@@ -52,23 +52,14 @@ impl RunQueue {
         RunQueue { waiting: VecDeque::new(), running: None, max_queued, max_wait_ms }
     }
 
-    /// Adds a run, ready to start, at the back, unless `max_queued` runs already wait.
-    pub fn admit(&mut self, run_id: &str, now_ms: u64) -> Admission {
-        self.push(run_id, now_ms, true)
-    }
-
-    /// Like `admit`, but the run may not start before `mark_ready`.
+    /// Adds a run at the back, unless `max_queued` runs already wait. It keeps its place but
+    /// may not start before `mark_ready`.
     pub fn reserve(&mut self, run_id: &str, now_ms: u64) -> Admission {
-        self.push(run_id, now_ms, false)
-    }
-
-    fn push(&mut self, run_id: &str, now_ms: u64, ready: bool) -> Admission {
         if self.waiting.len() >= self.max_queued as usize {
             return Admission::Full { max: self.max_queued };
         }
-        let ahead = self.waiting.len() + usize::from(self.running.is_some());
-        self.waiting.push_back(Waiting { run_id: run_id.to_owned(), since_ms: now_ms, ready });
-        Admission::Queued { ahead }
+        self.waiting.push_back(Waiting { run_id: run_id.to_owned(), since_ms: now_ms, ready: false });
+        Admission::Queued
     }
 
     /// A reserved run may now start when its turn comes.

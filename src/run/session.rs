@@ -66,8 +66,8 @@ pub enum Cancel {
 /// What the DO must do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
-    /// The run is in line with `ahead` runs before it.
-    Admitted { run: String, ahead: usize },
+    /// The run is in line.
+    Admitted { run: String },
     /// The queue is full (`max` waiting): the run was not admitted.
     Refused { run: String, max: u32 },
     /// Write a command to a tab's stream (a failed write is `Input::TabGone`).
@@ -272,11 +272,11 @@ impl Session {
         }
         match self.queue.reserve(&run, now_ms) {
             Admission::Full { max } => out.push(Output::Refused { run, max }),
-            Admission::Queued { ahead } => {
+            Admission::Queued => {
                 let entry =
                     Run { log: RunLog::new(output_cap), timeout_ms, assigned: None, no_tab_since: None, answer: true };
                 self.runs.insert(run.clone(), entry);
-                out.push(Output::Admitted { run, ahead });
+                out.push(Output::Admitted { run });
             }
         }
     }
@@ -383,7 +383,7 @@ impl Session {
                 out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
                 self.lost(now_ms, &run, out);
             }
-            Verdict::Alive { .. } if now_ms >= assigned.deadline_ms => {
+            Verdict::Alive if now_ms >= assigned.deadline_ms => {
                 out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
                 let message = format!(
                     "the run did not finish within its {} ms timeout (policy.limits.timeoutMs); it was stopped",
@@ -391,7 +391,7 @@ impl Session {
                 );
                 self.end(&run, ErrorName::Timeout, message, out);
             }
-            Verdict::Alive { .. } => {}
+            Verdict::Alive => {}
         }
     }
 
