@@ -34,7 +34,7 @@ impl SessionStore for MemStore {
         match self.sessions.get(id) {
             None => SessionStatus::Unknown,
             Some((_, _, true)) => SessionStatus::Ended,
-            Some((version, _, false)) => SessionStatus::Active { protocol_version: version.clone() },
+            Some((_, _, false)) => SessionStatus::Active,
         }
     }
 

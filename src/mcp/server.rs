@@ -22,7 +22,7 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionStatus {
     Unknown,
-    Active { protocol_version: String },
+    Active,
     Ended,
 }
 
@@ -237,7 +237,7 @@ fn legacy_session(headers: &[(String, String)], store: &dyn SessionStore) -> Res
         )
     })?;
     match store.status(id) {
-        SessionStatus::Active { .. } => {}
+        SessionStatus::Active => {}
         SessionStatus::Unknown | SessionStatus::Ended => {
             let message = "Session not found: it ended or never existed; send initialize to start a new one";
             return Err(RpcError::rejected(INVALID_REQUEST, message).with_status(404));

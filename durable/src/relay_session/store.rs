@@ -34,7 +34,6 @@ pub struct McpSessions<'a>(pub &'a SqlStorage);
 
 #[derive(Deserialize)]
 struct SessionRow {
-    protocol_version: String,
     ended_ms: Option<i64>,
 }
 
@@ -50,12 +49,12 @@ impl SessionStore for McpSessions<'_> {
     fn status(&self, id: &str) -> SessionStatus {
         let rows = self
             .0
-            .exec("SELECT protocol_version, ended_ms FROM mcp_sessions WHERE id = ?", vec![id.into()])
+            .exec("SELECT ended_ms FROM mcp_sessions WHERE id = ?", vec![id.into()])
             .and_then(|c| c.to_array::<SessionRow>());
         match rows.ok().and_then(|r| r.into_iter().next()) {
             None => SessionStatus::Unknown,
-            Some(SessionRow { ended_ms: Some(_), .. }) => SessionStatus::Ended,
-            Some(row) => SessionStatus::Active { protocol_version: row.protocol_version },
+            Some(SessionRow { ended_ms: Some(_) }) => SessionStatus::Ended,
+            Some(SessionRow { ended_ms: None }) => SessionStatus::Active,
         }
     }
 
