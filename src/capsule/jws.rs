@@ -117,11 +117,6 @@ impl Signer {
         &self.kid
     }
 
-    /// The public key as a JWK (RFC 8037), for `/.well-known/relay-keys.json`.
-    pub fn public_jwk(&self) -> Value {
-        jwk(&self.kid, &self.key.verifying_key())
-    }
-
     /// Compact JWS over `payload`, with header `{"alg":"EdDSA","kid":..,"typ":..}`.
     pub fn sign(&self, payload: &[u8], typ: Option<&str>) -> String {
         // Keys in alg, kid, typ order: sorted, and also insertion order.
