@@ -1,11 +1,12 @@
-//! The one error vocabulary of relay-edge: the seed's error names (seed 000 section 10) plus
-//! `Cancelled`, each with its HTTP status (where a plain HTTP answer applies), the exit code a
-//! run that ended with it reports, and what an agent does about it. The executor page reads
-//! the same table, generated from this one (`relay-capsule error-names`, at build time).
+//! The one error vocabulary of relay-edge: the error names relay-mcp's tools report (README
+//! "Using it" lists them) plus `Cancelled`, each with its HTTP status (where a plain HTTP
+//! answer applies), the exit code a run that ended with it reports, and what an agent does
+//! about it. The executor page reads the same table, generated from this one
+//! (`relay-capsule error-names`, at build time).
 
 use serde_json::{json, Map, Value};
 
-/// The seed's uniform error names (seed 000 §10), carried in tool results with `isError`.
+/// The uniform error names, carried in tool results with `isError`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorName {
     ValidationError,
@@ -60,7 +61,8 @@ impl ErrorName {
         }
     }
 
-    /// The seed's HTTP status for this error, where a plain HTTP status applies.
+    /// The HTTP status that goes with this error, where a plain HTTP status applies (the
+    /// `use-relay` prompt quotes it to agents).
     pub fn http_status(self) -> u16 {
         match self {
             ErrorName::ValidationError => 400,

@@ -253,7 +253,7 @@ fn the_same_spec_builds_byte_identical_capsules() {
 }
 
 #[test]
-fn a_js_capsule_has_the_seed_layout() {
+fn a_js_capsule_has_the_documented_layout() {
     let capsule = build_capsule(spec("console.log('hi')"), &signer()).unwrap();
     let m = &capsule.manifest;
     assert_eq!((m.version.as_str(), m.language, m.runtime.id.as_str()), ("1", Language::Js, QUICKJS_RUNTIME));

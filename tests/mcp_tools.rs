@@ -1,4 +1,4 @@
-//! The tools: `tools/list` (order, seed 000 §5.2 input schemas, output schemas,
+//! The tools: `tools/list` (order, input schemas, output schemas,
 //! annotations), argument validation, `tools/call` outcomes, and the result and
 //! notification builders the Durable Object answers with.
 
@@ -41,9 +41,9 @@ fn tools_are_listed_in_a_fixed_order() {
     assert_eq!(names, ["run_js", "run_py", "read", "write", "search"]);
 }
 
-/// Seed 000 §5.2: the properties of each tool's arguments, and which are required.
+/// The properties of each tool's arguments, and which are required: what clients call with.
 #[test]
-fn input_schemas_have_the_seeds_properties() {
+fn input_schemas_have_each_tools_properties() {
     let run_common = ["code", "stdin", "args", "env", "cwd", "policy"];
     let cases: [(&str, Vec<&str>, &[&str]); 5] = [
         ("run_js", [&run_common[..], &["npm"]].concat(), &["code"]),
@@ -236,9 +236,9 @@ fn invalid_arguments_are_validation_errors_naming_the_field() {
     }
 }
 
-/// The seed's own examples (§5.2) are valid calls.
+/// Typical calls, every argument used, are valid.
 #[test]
-fn the_seeds_examples_are_valid() {
+fn typical_calls_are_valid() {
     let cases = [
         (
             "run_js",

@@ -56,7 +56,7 @@ fn a_denial_says_how_to_allow_the_host() {
 }
 
 #[test]
-fn defaults_are_the_seed_example_with_no_domains_allowed() {
+fn defaults_are_safe_with_no_domains_allowed() {
     assert_eq!(
         serde_json::to_value(Policy::default()).unwrap(),
         json!({
@@ -146,7 +146,7 @@ fn no_override_means_the_tenant_policy() {
 
 #[test]
 fn a_client_can_narrow_the_allowlist_but_not_widen_it() {
-    // Seed 000 section 9: server allows *.github.com, client restricts to api.github.com.
+    // The server allows *.github.com, the client restricts it to api.github.com.
     assert_eq!(allowed_after(&["api.github.com"]), ["api.github.com"]);
     assert_eq!(allowed_after(&["*.api.github.com", "API.example.com"]), ["*.api.github.com", "API.example.com"]);
     assert_eq!(allowed_after(&["*.example.com"]), ["*.example.com"]);
@@ -157,7 +157,7 @@ fn a_client_can_narrow_the_allowlist_but_not_widen_it() {
 
 #[test]
 fn deny_always_wins() {
-    // Seed 000 section 9: server denies evil.com, the client cannot undo it.
+    // The server denies evil.com, the client cannot undo it.
     let client = with_network(NetworkOverride {
         allowed_domains: Some(vec!["evil.example.com".into()]),
         denied_domains: Some(vec!["api.github.com".into()]),
@@ -203,7 +203,7 @@ fn safety_switches_can_only_be_turned_on() {
 
 #[test]
 fn limits_take_the_minimum() {
-    // Seed 000 section 9: server allows 60 s, client asks for 30 s (and for more memory).
+    // The server allows 60 s, the client asks for 30 s (and for more memory).
     let client = PolicyOverride {
         limits: Some(LimitsOverride { timeout_ms: Some(30_000), mem_mb: Some(4096), stdout_bytes: None }),
         network: Some(NetworkOverride { max_body_bytes: Some(1), max_redirects: Some(50), ..Default::default() }),

@@ -30,7 +30,8 @@ pub struct TenantDefaults {
     pub allowed_origins: Vec<String>,
 }
 
-/// The run queue of each of the tenant's relay sessions (seed 000 section 1.3).
+/// The run queue of each of the tenant's relay sessions: by default 100 runs may wait, none
+/// longer than 5 minutes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct QueueSettings {

@@ -5,7 +5,8 @@
 use crate::capsule::jws::{self, KeySet, Signer};
 use serde::{Deserialize, Serialize};
 
-/// Seed 000 section 1.3: attach tokens last five minutes.
+/// Attach tokens last five minutes: a tab refreshes its token while it stays attached, so a
+/// token that leaks is soon worthless.
 pub const ATTACH_TOKEN_TTL_S: u64 = 300;
 const ISSUER: &str = "relay-edge";
 /// The JWS `typ` of attach tokens: other JWSs of the same key (capsule signatures) never pass.

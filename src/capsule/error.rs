@@ -49,7 +49,8 @@ pub enum CapsuleError {
 }
 
 impl CapsuleError {
-    /// The seed's error name (section 10) for a tool result.
+    /// The error name a tool result carries for this error: bad input of any kind is
+    /// `ValidationError`, a zip that could not be written in memory is `Internal`.
     pub fn error_name(&self) -> &'static str {
         match self {
             CapsuleError::ZipWrite(_) => "Internal",

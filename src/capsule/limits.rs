@@ -1,4 +1,4 @@
-//! Size limits of capsule layers (design.md "Limits", seed 000 section 16).
+//! Size limits of capsule layers (docs/CAPSULE.md "Layers" lists them).
 //!
 //! Limits count the bytes of the zip layers as stored and transferred, not what they unpack
 //! to; [`UNPACKED_MAX`] separately caps inflation when a layer is read.

@@ -1,4 +1,4 @@
-//! `capsule.json`: the manifest of seed 000 section 1.1, as serde types.
+//! `capsule.json`: the manifest as docs/CAPSULE.md describes it, as serde types.
 //!
 //! Field names are camelCase on the wire. `sig` and `entry.stdin` are left out when absent, so
 //! the unsigned manifest is exactly the signed one minus `sig`.

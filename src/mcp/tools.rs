@@ -1,5 +1,5 @@
 //! The five tools as `tools/list` publishes them: names, titles, descriptions that teach an
-//! agent, input schemas copied from seed 000 §5.2, output schemas for `structuredContent`,
+//! agent, input schemas of their arguments, output schemas for `structuredContent`,
 //! and annotations. The input schema is also what validates a call's arguments, and a call
 //! that passes becomes a [`ToolCall`] for the Durable Object to run.
 
@@ -132,7 +132,7 @@ impl Tool {
         }
     }
 
-    /// The input schema: seed 000 §5.2's properties, closed to unknown fields so that a typo
+    /// The input schema: the tool's arguments, closed to unknown fields so that a typo
     /// (say `timeoutMs` at the top instead of in `policy.limits`) is named, not ignored.
     pub fn input_schema(self) -> Value {
         match self {
@@ -269,7 +269,7 @@ const RUN_COMMON: &str = "The code sees a virtual filesystem: /host (the tab's p
     OutputLimitExceeded, DepsResolutionFailed, NoExecutorAttached or Internal. A browser tab \
     must be attached: on NoExecutorAttached ask the user to open the relay page.";
 
-/// run_js / run_py: seed 000 §5.2 `{code, stdin, args, env, cwd, npm|pip, policy}`.
+/// run_js / run_py: `{code, stdin, args, env, cwd, npm|pip, policy}`.
 fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
     let mut properties = json!({
         "code": { "type": "string", "description": code },
@@ -285,8 +285,8 @@ fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
     object(properties, &["code"])
 }
 
-/// The seed's policy (§1.1, §9): client overrides are intersected with the tenant's, so they
-/// can only narrow it.
+/// The run policy (docs/CAPSULE.md "Policy"): client overrides are intersected with the
+/// tenant's, so they can only narrow it.
 fn policy_schema() -> Value {
     let count = |d: &str| json!({ "type": "integer", "minimum": 0, "description": d });
     let positive = |d: &str| json!({ "type": "integer", "minimum": 1, "description": d });

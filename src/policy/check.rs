@@ -1,5 +1,5 @@
 //! The egress decision for one URL: the rule the browser's guarded fetch applies to every
-//! request and every redirect hop (seed 000 sections 9 and 16).
+//! request and every redirect hop (docs/CAPSULE.md "The decision on one URL").
 
 use std::net::IpAddr;
 

@@ -1,4 +1,5 @@
-//! Effective policy = tenant defaults narrowed by a client's override (seed 000 section 9).
+//! Effective policy = tenant defaults narrowed by a client's override (docs/CAPSULE.md
+//! "Intersection").
 //!
 //! Every rule can only tighten: allow lists are filtered to what the tenant already admits,
 //! deny lists grow, safety switches can only be turned on, limits take the minimum.

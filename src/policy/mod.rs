@@ -1,4 +1,5 @@
-//! The run policy of seed 000 sections 1.1 and 9: network, filesystem and resource limits.
+//! The run policy a capsule carries (docs/CAPSULE.md "Policy"): network, filesystem and
+//! resource limits.
 //!
 //! A tenant's defaults are narrowed by a client's [`PolicyOverride`] with [`intersect`] (never
 //! widened), the result is written into the capsule, and [`check_url`] decides each fetch. The
@@ -48,7 +49,8 @@ pub struct NetworkPolicy {
 }
 
 impl Default for NetworkPolicy {
-    /// Seed 000's example, except that no domain is allowed until the tenant says so.
+    /// IP literals and private ranges denied, 5 MiB bodies, 5 redirects, and no domain
+    /// allowed until the tenant says so.
     fn default() -> Self {
         NetworkPolicy {
             allowed_domains: Vec::new(),

@@ -1,6 +1,6 @@
-//! `run_js` / `run_py` arguments (seed 000 section 5.2) turned into a capsule spec, with the
-//! client's policy override intersected with the tenant's defaults. Every refusal is a
-//! ValidationError that names the argument and says how to fix it.
+//! `run_js` / `run_py` arguments (as the tools' input schemas define them) turned into a
+//! capsule spec, with the client's policy override intersected with the tenant's defaults.
+//! Every refusal is a ValidationError that names the argument and says how to fix it.
 
 use crate::capsule::manifest::Language;
 use crate::capsule::CapsuleSpec;
@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
-/// A refused tool call: the seed's error name and a message for the agent.
+/// A refused tool call: its error name and a message for the agent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArgsError {
     pub name: ErrorName,

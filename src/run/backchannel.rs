@@ -50,7 +50,7 @@ pub struct Usage {
     pub mem_peak_mb: u64,
 }
 
-/// An error the executor reports, named with the seed's error names.
+/// An error the executor reports, named with one of [`crate::error::ErrorName`]'s names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunError {

@@ -1,7 +1,8 @@
-//! The run queue of one relay session (seed 000 section 1.3): FIFO, one run at a time, a
-//! bounded number waiting, and runs that waited too long cancelled. A run can take its place
-//! in line before it can start (`reserve`, then `mark_ready`), so the order is the order runs
-//! were admitted even when preparing one takes longer than preparing the next.
+//! The run queue of one relay session: FIFO, one run at a time, a bounded number waiting, and
+//! runs that waited too long cancelled (the bounds are the tenant's `auth::QueueSettings`). A
+//! run can take its place in line before it can start (`reserve`, then `mark_ready`), so the
+//! order is the order runs were admitted even when preparing one takes longer than preparing
+//! the next.
 
 use std::collections::VecDeque;
 

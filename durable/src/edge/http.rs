@@ -6,7 +6,8 @@ use relay_core::mcp::HttpResponse;
 use serde_json::{json, Value};
 use worker::{Env, Headers, Request, Response};
 
-/// Headers a browser page may send to `/mcp` and the capsule routes (seed 000 section 2.1).
+/// Headers a browser page may send to `/mcp` and the capsule routes (which any origin may
+/// call: see [`with_cors`]).
 const ALLOW_HEADERS: &str = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, Range";
 /// Headers a browser page may read back.
 const EXPOSE_HEADERS: &str = "Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate, ETag, Content-Range, Retry-After";

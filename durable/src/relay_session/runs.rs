@@ -326,7 +326,7 @@ fn conclude(call: &ToolCall, caller: &Caller, outcome: Outcome) -> Value {
     mcp::tool_result(call, result)
 }
 
-/// The seed's error name of a run's error; NoExecutorAttached says which page to open.
+/// The error name of a run's error; NoExecutorAttached says which page to open.
 fn named_error(error: &RunError, caller: &Caller) -> (ErrorName, String) {
     match ErrorName::from_name(&error.name) {
         Some(ErrorName::NoExecutorAttached) => (ErrorName::NoExecutorAttached, caller.no_executor_message()),
