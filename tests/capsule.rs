@@ -230,7 +230,7 @@ fn docs_worked_example_matches_the_code() {
     .unwrap();
     let unsigned = relay_core::capsule::Manifest { sig: None, ..manifest.clone() };
     let canonical = String::from_utf8(canonical_json(&unsigned).unwrap()).unwrap();
-    let hash = capsule_hash(&manifest);
+    let hash = capsule_hash(&manifest).unwrap();
     assert_eq!(hash, sha256_hex(canonical.as_bytes()));
     let doc = include_str!("../docs/CAPSULE.md");
     assert!(doc.contains(&canonical), "docs/CAPSULE.md should show:\n{canonical}");
@@ -300,7 +300,7 @@ fn build_refuses_deps_that_shadow_the_entry_bad_cwd_and_bad_policy() {
 #[test]
 fn the_hash_is_sha256_of_the_signed_payload_and_manifest_json_is_canonical() {
     let capsule = build_capsule(spec("1"), &signer()).unwrap();
-    assert_eq!(capsule.hash, capsule_hash(&capsule.manifest));
+    assert_eq!(capsule.hash, capsule_hash(&capsule.manifest).unwrap());
     assert_eq!(capsule.hash.len(), 64);
     let keys = KeySet::from_signers(&[&signer()]);
     let verified = relay_core::capsule::jws::verify(capsule.manifest.sig.as_deref().unwrap(), &keys).unwrap();

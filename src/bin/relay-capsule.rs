@@ -60,5 +60,5 @@ fn verify(jwks_path: &str) -> Result<Vec<u8>, String> {
     let jwks = serde_json::from_slice(&jwks).map_err(|e| e.to_string())?;
     let keys = KeySet::from_jwks(&jwks).map_err(|e| e.to_string())?;
     let manifest = verify_manifest(&stdin()?, &keys).map_err(|e| e.to_string())?;
-    Ok(capsule_hash(&manifest).into_bytes())
+    Ok(capsule_hash(&manifest).map_err(|e| e.to_string())?.into_bytes())
 }

@@ -75,7 +75,7 @@ pub fn build_capsule(spec: CapsuleSpec, signer: &Signer) -> Result<Capsule, Caps
         policy: spec.policy,
         sig: None,
     };
-    let payload = unsigned_bytes(&manifest);
+    let payload = unsigned_bytes(&manifest)?;
     let hash = sha256_hex(&payload);
     manifest.sig = Some(signer.sign(&payload, Some(SIG_TYP)));
     let manifest_json = canonical_json(&manifest)?;

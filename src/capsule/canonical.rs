@@ -20,12 +20,16 @@ pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// Serializes `value` in canonical form; floats and integers beyond ±(2^53 - 1) are refused,
 /// naming where they are (a JSON Pointer).
 pub fn canonical_json(value: &impl Serialize) -> Result<Vec<u8>, CapsuleError> {
-    write_canonical(value, Integers::Safe)
+    let value = serde_json::to_value(value).map_err(|e| CapsuleError::NotCanonical(e.to_string()))?;
+    let mut writer = Writer { out: Vec::new(), pointer: String::new() };
+    writer.value(&value)?;
+    Ok(writer.out)
 }
 
 /// The capsule's content address: lowercase hex sha256 of the canonical manifest without `sig`.
-pub fn capsule_hash(manifest: &Manifest) -> String {
-    sha256_hex(&unsigned_bytes(manifest))
+/// A manifest with no canonical form (a tenant's huge maxBodyBytes, say) has none.
+pub fn capsule_hash(manifest: &Manifest) -> Result<String, CapsuleError> {
+    Ok(sha256_hex(&unsigned_bytes(manifest)?))
 }
 
 /// Lowercase hex sha256.
@@ -34,36 +38,14 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Canonical JSON of `manifest` with `sig` removed: what is hashed and what the JWS signs.
-pub(crate) fn unsigned_bytes(manifest: &Manifest) -> Vec<u8> {
-    let unsigned = Manifest { sig: None, ..manifest.clone() };
-    // A manifest holds only strings, integers, booleans, arrays and string-keyed maps. An integer
-    // beyond 2^53 - 1 (a tenant's huge maxBodyBytes, say) is written as it is here instead of
-    // panicking: build_capsule refuses it when it writes the whole manifest with canonical_json,
-    // and verify_manifest lets none through.
-    write_canonical(&unsigned, Integers::Any).expect("a manifest has no floats")
-}
-
-/// Which integers may be written.
-#[derive(Clone, Copy, PartialEq)]
-enum Integers {
-    /// Those of magnitude at most 2^53 - 1: canonical JSON.
-    Safe,
-    /// Any that serde_json holds as an integer (i64 or u64).
-    Any,
-}
-
-fn write_canonical(value: &impl Serialize, integers: Integers) -> Result<Vec<u8>, CapsuleError> {
-    let value = serde_json::to_value(value).map_err(|e| CapsuleError::NotCanonical(e.to_string()))?;
-    let mut writer = Writer { out: Vec::new(), pointer: String::new(), integers };
-    writer.value(&value)?;
-    Ok(writer.out)
+pub(crate) fn unsigned_bytes(manifest: &Manifest) -> Result<Vec<u8>, CapsuleError> {
+    canonical_json(&Manifest { sig: None, ..manifest.clone() })
 }
 
 struct Writer {
     out: Vec<u8>,
     /// Where the value being written is, as a JSON Pointer (RFC 6901), for error messages.
     pointer: String,
-    integers: Integers,
 }
 
 impl Writer {
@@ -118,7 +100,7 @@ impl Writer {
         let too_large =
             || self.refuse(format!("{n} is beyond ±(2^53 - 1)"), "only integers a JavaScript number keeps exactly");
         match integer {
-            Some(m) if m <= MAX_SAFE_INTEGER || self.integers == Integers::Any => {
+            Some(m) if m <= MAX_SAFE_INTEGER => {
                 self.out.extend_from_slice(n.to_string().as_bytes());
                 Ok(())
             }

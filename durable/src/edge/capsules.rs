@@ -114,7 +114,10 @@ pub async fn verify(mut req: Request, env: &Env) -> Result<Response> {
         Err(too_large) => return Ok(too_large),
     };
     Ok(match capsule::verify_manifest(&body, &key_set(env)?) {
-        Ok(manifest) => json(200, &json!({ "valid": true, "hash": capsule::capsule_hash(&manifest) })),
+        Ok(manifest) => match capsule::capsule_hash(&manifest) {
+            Ok(hash) => json(200, &json!({ "valid": true, "hash": hash })),
+            Err(e) => error(400, "ValidationError", e.to_string()),
+        },
         Err(e) => error(400, "ValidationError", e.to_string()),
     })
 }
