@@ -83,7 +83,7 @@ impl ErrorName {
             ErrorName::ValidationError => "the arguments do not match the tool's inputSchema; the message names the field. Fix that field and call again.",
             ErrorName::PolicyDenied => "the code tried a network request or a file access the policy forbids; the message names the domain or path. Use an allowed one, or ask the user to allow it in the tenant's policy (a `policy` argument can only narrow it).",
             ErrorName::Timeout => "the run hit its time limit (policy.limits.timeoutMs). Do less per call, make the code faster, or split the work across calls.",
-            ErrorName::OutputLimitExceeded => "stdout/stderr went over policy.limits.stdoutBytes. Print summaries and write bulky results to /out instead.",
+            ErrorName::OutputLimitExceeded => "stdout/stderr went over policy.limits.stdoutBytes. Print summaries instead of bulky data (a `policy` argument can lower this limit, never raise it past the tenant's).",
             ErrorName::DepsResolutionFailed => "a dependency could not be resolved or bundled: npm packages must be pure JavaScript (no Node built-ins, no native addons), Python packages pure-Python wheels. Pick another version or package; the message quotes the log.",
             ErrorName::NoExecutorAttached => "no browser tab is attached to this relay session, so nothing can run. Ask the user to open the relay page (its URL is in the message) and keep the tab open, then retry.",
             ErrorName::Cancelled => "the run was stopped before it finished: its request was cancelled, or it waited in the queue longer than the tenant allows. Call again if the result is still needed.",

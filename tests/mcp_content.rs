@@ -33,10 +33,8 @@ fn the_prompt_teaches_vfs_limits_errors_and_the_executor_page() {
     let text = prompt_text(json!({"name": "use-relay"}));
     let needles = [
         PAGE_URL,
-        "/host",
         "/tmp",
-        "/out",
-        "/mcps",
+        "not available yet",
         "\"timeoutMs\": 60000",
         "\"stdoutBytes\": 1048576",
         "Tabs attached now: 2",

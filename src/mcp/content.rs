@@ -35,10 +35,10 @@ pub fn capabilities() -> Value {
 pub fn instructions(cx: &Context) -> String {
     format!(
         "relay runs code in a browser tab attached to this relay session as executor (a person \
-         opens {page} to attach one). Tools: run_js, run_py, read, write, search. Filesystem: \
-         /host (persistent workspace, read-only to code), /tmp (scratch), /out (files left here \
-         are returned with the result), /mcps (upstream MCP servers). Get the prompt `{PROMPT_NAME}` \
-         for limits and what each error means; read `{SESSION_URI}` for live status.",
+         opens {page} to attach one). Tools: run_js (QuickJS) and run_py (Pyodide), each run in a \
+         fresh sandbox with no network and no files that outlast it; read, write and search are \
+         not available yet. Get the prompt `{PROMPT_NAME}` for limits and what each error means; \
+         read `{SESSION_URI}` for live status.",
         page = cx.page_url
     )
 }
@@ -77,21 +77,20 @@ fn guide(cx: &Context) -> String {
          ## First: a browser tab must be attached\n\
          Code runs in the tab, not on the server. Tabs attached now: {tabs}. If a call fails with \
          NoExecutorAttached, ask the user to open {page} in a browser and keep it open, then retry.\n\n\
-         ## Filesystem\n\
-         - /host: the tab's persistent workspace (read-only to code)\n\
-         - /tmp: scratch space, writable\n\
-         - /out: writable; files a run leaves here come back in the result's `files`\n\
-         - /mcps: upstream MCP servers, as files\n\n\
          ## Running code\n\
-         - run_js: JavaScript bundled by esbuild, run in QuickJS; pure-JS npm packages via \
-         `npm.dependencies`, no Node built-ins.\n\
-         - run_py: Python on Pyodide; pure-Python wheels via `pip.requirements` (pinned) or \
-         `pip.wheelUrls`.\n\
-         - stdin, args, env and cwd work as usual. Never put secrets in code, args or env.\n\
-         - Print what you need; write bulky or binary results to /out and they come back as files.\n\
+         - run_js: JavaScript (an ES module) in QuickJS, with console, process.argv/env/stdin/exit \
+         and timers; no npm packages yet (`npm.dependencies` is refused), no Node built-ins.\n\
+         - run_py: Python on Pyodide with its standard library; no third-party packages yet \
+         (`pip.requirements` is refused).\n\
+         - Every run starts in a fresh sandbox: no network, nothing kept from earlier runs, and \
+         files written under /tmp last one run. Pass data in with stdin, args or env; never put \
+         secrets there.\n\
+         - Print what you need, and print summaries of bulky data: output is capped.\n\
          - `policy` can only narrow the tenant's rules and limits (deny wins), e.g. \
          `policy.limits.timeoutMs`.\n\
-         - Runs of one relay session execute one at a time, in order.\n\n\
+         - Runs of one relay session execute one at a time, in the order they reached it.\n\
+         - read, write and search are not available yet: the tab's persistent filesystem \
+         (/host, /tmp, /out, /mcps) is still to come.\n\n\
          ## Limits in force\n```json\n{limits}\n```\n\n\
          ## Errors and how to fix them\n{errors}",
         session = cx.relay.session,

@@ -88,30 +88,31 @@ impl Tool {
     fn description(self) -> String {
         match self {
             Tool::RunJs => format!(
-                "Run JavaScript in a WebAssembly sandbox (QuickJS) inside the browser tab attached to \
-                 this relay session. The code is bundled with its npm dependencies by esbuild \
-                 (pure-JS packages only: no Node built-ins such as fs or net, no native addons); \
-                 console.log writes stdout, console.error stderr. {RUN_COMMON}"
+                "Run JavaScript (an ES module, top-level await allowed) in QuickJS, a WebAssembly \
+                 sandbox inside the browser tab attached to this relay session. console.log writes \
+                 stdout, console.error stderr; process.argv, process.env, process.stdin.read() and \
+                 process.exit() work as in Node. Not available yet: npm dependencies \
+                 (`npm.dependencies` is refused), Node built-ins (no fs, no net), network. \
+                 {RUN_COMMON}"
             ),
             Tool::RunPy => format!(
                 "Run Python (Pyodide, WebAssembly) inside the browser tab attached to this relay \
-                 session. Dependencies are pure-Python wheels: pinned `pip.requirements` \
-                 (e.g. requests==2.32.0) or `pip.wheelUrls`; print writes stdout. {RUN_COMMON}"
+                 session; print writes stdout, and the standard library is there (asyncio.run \
+                 works). Not available yet: third-party packages (`pip.requirements` and \
+                 `pip.wheelUrls` are refused), network. Files written under /tmp last one run. \
+                 {RUN_COMMON}"
             ),
-            Tool::Read => "Read a file from the executor's virtual filesystem: /host (the tab's \
-                 persistent workspace), /tmp, /out or /mcps. Returns content (utf-8 text, or \
-                 base64 for binary data), its encoding and size in bytes. Reads at most maxBytes \
-                 (default 1 MiB)."
-                .to_string(),
-            Tool::Write => "Write a file in the executor's virtual filesystem. Only /tmp (scratch) \
-                 and /out (results) are writable. mode `create` (default) fails if the file \
-                 exists, `overwrite` replaces it, `append` adds to it. Use encoding base64 for \
-                 binary content. Returns the path and bytes written."
-                .to_string(),
-            Tool::Search => "Search file contents in the executor's virtual filesystem with a \
-                 grep-compatible regular expression. Returns matches with path, 1-based line and \
-                 column, and the matching line; `truncated` is true when maxResults cut the list."
-                .to_string(),
+            Tool::Read => format!(
+                "{NOT_YET} It will read a file (utf-8 or base64, at most maxBytes, default 1 MiB) \
+                 from /host, /tmp, /out or /mcps."
+            ),
+            Tool::Write => format!(
+                "{NOT_YET} It will write a file in /tmp or /out (mode create, overwrite or \
+                 append; base64 for binary content)."
+            ),
+            Tool::Search => {
+                format!("{NOT_YET} It will search file contents with a grep-compatible regular expression.")
+            }
         }
     }
 
@@ -261,13 +262,15 @@ impl Tool {
     }
 }
 
-const RUN_COMMON: &str = "The code sees a virtual filesystem: /host (the tab's persistent \
-    workspace, read-only), /tmp (scratch), /out (files left here come back in `files`), /mcps \
-    (upstream MCP servers). Network access goes through a policy-guarded fetch. Returns \
-    exitCode, stdout, stderr, usage {wallMs, memPeakMb} and files; isError is set when the exit \
-    code is not 0 or the run failed with ValidationError, PolicyDenied, Timeout, \
-    OutputLimitExceeded, DepsResolutionFailed, NoExecutorAttached or Internal. A browser tab \
-    must be attached: on NoExecutorAttached ask the user to open the relay page.";
+const RUN_COMMON: &str = "Each run starts fresh: nothing from an earlier run is there. Returns \
+    exitCode, stdout, stderr, usage {wallMs, memPeakMb} and files (always empty until /out is \
+    built); isError is set when the exit code is not 0 or the run failed with ValidationError, \
+    Timeout, OutputLimitExceeded, NoExecutorAttached, Cancelled or Internal. A browser tab must \
+    be attached: on NoExecutorAttached ask the user to open the relay page.";
+
+/// How read, write and search describe themselves until the tab's filesystem exists.
+const NOT_YET: &str = "Not available yet: the tab's persistent filesystem is not built, so \
+    this answers with an error.";
 
 /// run_js / run_py: `{code, stdin, args, env, cwd, npm|pip, policy}`.
 fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
