@@ -56,9 +56,9 @@ const executor = await openExecutor(browser, key);
 const client = await connectClient(key);
 
 const pyCold = await timed(() => checked(client, "run_py", "print(1)"));
+const seen = executor.lines.length;
 await executor.page.reload();
-await waitForLine(executor.lines.splice(0), /^Ready\. Waiting/).catch(() => {});
-await waitForLine(executor.lines, /^Ready\. Waiting/);
+await waitForLine(executor.lines, /^Ready\. Waiting/, 30_000, seen);
 const pyReload = await timed(() => checked(client, "run_py", "print(1)"));
 console.log(`${"run_py first after page load".padEnd(34)} ${fmt(pyCold)}  (Pyodide cold: network, SRI check, boot, snapshot)`);
 console.log(`${"run_py first after reload".padEnd(34)} ${fmt(pyReload)}  (Pyodide and its snapshot from the Cache API)`);

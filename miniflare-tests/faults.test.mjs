@@ -21,13 +21,6 @@ after(async () => {
   await browser?.close();
 });
 
-async function until(condition, what, timeoutMs = 60_000) {
-  for (const deadline = Date.now() + timeoutMs; !condition(); ) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 const runJs = (client, code, policy) =>
   client.callTool({ name: "run_js", arguments: { code, ...(policy && { policy }) } });
 
@@ -102,7 +95,7 @@ test("a restart mid-run: the client resumes its stream and gets one clear error,
 
     // The tab reconnects by itself; its results for the forgotten run are refused, so it stops it.
     await waitForLine(tab.lines, /refused results of run .*; stopping it/, 60_000);
-    await until(() => tab.lines.slice(seen).some((line) => /^Ready\./.test(line)), "the tab to attach again");
+    await waitForLine(tab.lines, /^Ready\./, 60_000, seen);
     const after = await connectClient(key, "default", "after-restart", worker.url);
     try {
       const { contents } = await after.readResource({ uri: "relay://session" });

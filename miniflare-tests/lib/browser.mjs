@@ -44,11 +44,11 @@ export async function openExecutor(browser, key, session = "default", base = BAS
   return { context, page, lines };
 }
 
-/** Waits until a console line matches `pattern`; returns it. */
-export async function waitForLine(lines, pattern, timeoutMs = 30_000) {
+/** Waits until a console line from index `from` on matches `pattern`; returns it. */
+export async function waitForLine(lines, pattern, timeoutMs = 30_000, from = 0) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const line = lines.find((l) => pattern.test(l));
+    const line = lines.slice(from).find((l) => pattern.test(l));
     if (line) return line;
     if (Date.now() > deadline) throw new Error(`no console line like ${pattern}; saw:\n${lines.join("\n")}`);
     await new Promise((r) => setTimeout(r, 25));
