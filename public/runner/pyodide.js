@@ -27,6 +27,7 @@ export const pyodideEngine = {
   async start(assets) {
     const pyodide = await load(assets, assets.snapshot ? { _loadSnapshot: assets.snapshot } : {});
     pyodide.runPython(relayRunSource);
+    pyodide.runPython("relay_warm()");
     const relayRun = pyodide.globals.get("relay_run");
     return {
       async run(job, sink) {

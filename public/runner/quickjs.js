@@ -1,6 +1,7 @@
 // Runs JS capsules in QuickJS (quickjs-emscripten, release-sync variant). The sandbox frame
 // compiles the wasm once and hands every runner worker the compiled module; a worker serves one
-// run, on a fresh instance whose wasm heap is capped at the run's memMb. The entry is evaluated
+// run, on a fresh instance whose wasm heap is capped at the run's memMb (made while the worker
+// waits as a standby, for the default cap). The entry is evaluated
 // as an ES module (top-level await, relative imports between the capsule's files); promise jobs
 // and timers are driven until the program has nothing left to do, like Node's event loop.
 // Guest code lives inside the QuickJS interpreter and reaches the worker only through the four
@@ -8,6 +9,7 @@
 
 import { newQuickJSWASMModuleFromVariant, newVariant } from "quickjs-emscripten";
 import RELEASE_SYNC from "@jitl/quickjs-wasmfile-release-sync";
+import DEFAULT_LIMITS from "relay-default-limits";
 import { guestPrelude } from "./guest-prelude.js";
 
 const MiB = 1024 * 1024;
@@ -19,14 +21,19 @@ const MAX_HEAP_MIB = 2048;
 // Node's exit code when the program ends while its top-level await can never settle.
 const EXIT_UNSETTLED_AWAIT = 13;
 
+// The cap a standby instance is made with: the default memMb's. A run that asks for another
+// gets its own instance, made when it starts.
+const STANDBY_CAP_MIB = heapCap(DEFAULT_LIMITS.memMb);
+
 export const quickJsEngine = {
   async start({ modules }) {
     const wasmModule = modules[WASM_FILE];
     if (!wasmModule) throw new Error(`QuickJS needs ${WASM_FILE}`);
+    const standby = await instantiate(wasmModule, STANDBY_CAP_MIB);
     return {
       async run(job, sink) {
-        const capMiB = Math.min(MAX_HEAP_MIB, Math.max(job.limits.memMb, 2 * INITIAL_HEAP_MIB));
-        const { module, memory } = await instantiate(wasmModule, capMiB);
+        const capMiB = heapCap(job.limits.memMb);
+        const { module, memory } = capMiB === standby.capMiB ? standby : await instantiate(wasmModule, capMiB);
         const outcome = await new QuickJsRun(module, job, sink).result;
         return { ...outcome, memPeakMb: memory.buffer.byteLength / MiB };
       },
@@ -34,11 +41,15 @@ export const quickJsEngine = {
   },
 };
 
+function heapCap(memMb) {
+  return Math.min(MAX_HEAP_MIB, Math.max(memMb, 2 * INITIAL_HEAP_MIB));
+}
+
 /** A QuickJS instance whose wasm heap cannot grow past capMiB: the hard memory limit. */
 async function instantiate(wasmModule, capMiB) {
   const memory = new WebAssembly.Memory({ initial: (INITIAL_HEAP_MIB * MiB) / PAGE, maximum: (capMiB * MiB) / PAGE });
   const module = await newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmModule, wasmMemory: memory }));
-  return { module, memory };
+  return { module, memory, capMiB };
 }
 
 class QuickJsRun {

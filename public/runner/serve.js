@@ -6,7 +6,7 @@
 // post on the global channel, which nobody reads, but never on this port: everything the page
 // hears on it was sent by this glue.
 //
-// frame -> worker (once):     {mode: "bootstrap"|"standby", modules, files, snapshot} + [port]
+// frame -> worker (once):     {mode: "bootstrap"|"standby", modules, files: {name: Blob}, snapshot?: Blob} + [port]
 // worker -> frame (on port):  {type:"ready", snapshot?} | {type:"failed", message}
 // page -> worker (once):      {type:"run", job}   job: {language, runtimeId, files, entry, limits}
 // worker -> page:             {type:"stdout"|"stderr", data}... then {type:"exit", exitCode, memPeakMb, error?}
@@ -27,7 +27,8 @@ export function serve(engine) {
   };
 }
 
-async function boot(engine, { mode, ...assets }, port, send) {
+async function boot(engine, { mode, modules, files, snapshot }, port, send) {
+  const assets = { modules, files: await bytesOf(files), snapshot: snapshot && (await bytesOf({ snapshot })).snapshot };
   if (mode === "bootstrap") {
     const snapshot = await engine.bootstrap?.(assets);
     send({ type: "ready", snapshot }, snapshot ? [snapshot.buffer] : []);
@@ -39,6 +40,12 @@ async function boot(engine, { mode, ...assets }, port, send) {
     if (data?.type === "run") run(instance, data.job, send);
   };
   send({ type: "ready" });
+}
+
+/** The Blobs the frame passed, read on this worker's thread. */
+async function bytesOf(blobs) {
+  const entries = await Promise.all(Object.entries(blobs).map(async ([name, blob]) => [name, new Uint8Array(await blob.arrayBuffer())]));
+  return Object.fromEntries(entries);
 }
 
 async function run(instance, job, send) {

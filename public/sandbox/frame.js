@@ -37,11 +37,10 @@ window.parent.postMessage({ type: "hello" }, "*");
 const HANDLERS = {
   async prepare({ runtimeId, files }) {
     try {
-      const runtime = await Runtime.create(runtimeId, files);
+      const { runtime, made } = await Runtime.create(runtimeId, files);
       runtimes.set(runtimeId, runtime);
       // A snapshot made here goes back to the page, which keeps it for the next page load.
-      const made = runtime.snapshot && !files["snapshot.bin"];
-      reply({ type: "prepared", runtimeId, ...(made && { snapshot: runtime.snapshot }) });
+      reply({ type: "prepared", runtimeId, ...(made && { snapshot: made }) });
     } catch (err) {
       reply({ type: "failed", runtimeId, message: err.message });
     }
@@ -64,6 +63,8 @@ const HANDLERS = {
       if (running?.worker === standby.worker) reply({ type: "crashed", runId, message: event.message ?? "error" });
     };
     reply({ type: "taken", runId }, [standby.port]);
+    // The next standby starts loading once the run has its worker, not before.
+    setTimeout(() => runtime.refill());
   },
 
   async kill({ runId }) {
@@ -82,23 +83,28 @@ function reply(message, transfer = []) {
 
 /**
  * One runtime (e.g. pyodide@314): its runner script as a blob: URL, its wasm compiled once, an
- * optional memory snapshot its first, guest-free worker made, and the standby worker.
+ * optional memory snapshot its first, guest-free worker made, and the standby worker. Files go
+ * to workers as Blobs and modules as compiled modules: both are passed by reference, so starting
+ * a worker copies nothing on this (the page's) thread; the worker reads the Blobs itself.
  */
 class Runtime {
+  /** @returns {{runtime: Runtime, made?: Uint8Array}} `made`: a snapshot booted here, if any */
   static async create(runtimeId, files) {
-    const { "runner.js": runnerSource, "snapshot.bin": snapshot, ...rest } = files;
+    const { "runner.js": runnerSource, "snapshot.bin": cached, ...rest } = files;
     if (!runnerSource) throw new Error(`runtime ${runtimeId} has no runner.js`);
     const modules = {};
-    const bytes = {};
+    const blobs = {};
     for (const [name, buffer] of Object.entries(rest)) {
       if (name.endsWith(".wasm")) modules[name] = await WebAssembly.compile(buffer);
-      else bytes[name] = new Uint8Array(buffer);
+      else blobs[name] = new Blob([buffer]);
     }
     const url = URL.createObjectURL(new Blob([runnerSource], { type: "text/javascript" }));
-    const runtime = new Runtime(url, { modules, files: bytes });
-    runtime.snapshot = snapshot ? new Uint8Array(snapshot) : await runtime.bootstrap();
-    runtime.standby = runtime.spawn();
-    return runtime;
+    const runtime = new Runtime(url, { modules, files: blobs });
+    const made = cached ? undefined : await runtime.bootstrap();
+    const snapshot = cached ?? made;
+    runtime.snapshot = snapshot && new Blob([snapshot]);
+    runtime.refill();
+    return { runtime, made };
   }
 
   constructor(url, assets) {
@@ -130,12 +136,18 @@ class Runtime {
     return { worker, port };
   }
 
-  /** The ready standby; a new one starts loading at once. A failed one is not kept. */
+  /** The standby (loading one now if there is none); `refill` starts the next. */
   takeStandby() {
-    const standby = this.standby;
-    this.standby = this.spawn();
-    this.standby.catch(() => {});
+    const standby = this.standby ?? this.spawn();
+    this.standby = null;
     return standby;
+  }
+
+  /** Starts loading a standby, unless one is there. A failed one is not kept. */
+  refill() {
+    if (this.standby) return;
+    this.standby = this.spawn();
+    this.standby.catch(() => (this.standby = null));
   }
 
   /** Starts a worker in `mode`; `answer` settles with its first message on the port. */
