@@ -57,14 +57,12 @@ const HANDLERS = {
       return reply({ type: "crashed", runId, message: `could not start ${runtimeId}: ${err.message}` });
     }
     stopRunning(); // a take that overtook this one while it waited
-    running = { runId, worker: standby.worker };
+    running = { runId, runtime, worker: standby.worker };
     standby.worker.onerror = (event) => {
       event.preventDefault();
       if (running?.worker === standby.worker) reply({ type: "crashed", runId, message: event.message ?? "error" });
     };
     reply({ type: "taken", runId }, [standby.port]);
-    // The next standby starts loading once the run has its worker, not before.
-    setTimeout(() => runtime.refill());
   },
 
   async kill({ runId }) {
@@ -72,8 +70,13 @@ const HANDLERS = {
   },
 };
 
+/**
+ * Terminates the running worker; the next standby of its runtime starts loading now, when the
+ * run no longer needs the CPU (on two cores, loading one beside a run slowed the run).
+ */
 function stopRunning() {
   running?.worker.terminate();
+  running?.runtime.refill();
   running = null;
 }
 
