@@ -85,6 +85,18 @@ fn reply(out: &[Output]) -> (u16, serde_json::Value) {
         .expect("a Heard batch is always answered")
 }
 
+/// Has the tab report run `run` every half silence window from `from_ms` (events numbered from
+/// `seq`) until just before `until_ms`, so only a deadline can end it; returns the finishes seen.
+fn keep_alive(s: &mut Session, run: &str, from_ms: u64, seq: u64, until_ms: u64) -> Vec<(String, String, i32, bool)> {
+    let (mut now, mut seq, mut ended) = (from_ms, seq, Vec::new());
+    while now + SILENCE_MS / 2 < until_ms {
+        now += SILENCE_MS / 2;
+        ended.extend(finishes(&s.handle(now, heard(vec![ev(run, seq, progress("running"))]))));
+        seq += 1;
+    }
+    ended
+}
+
 /// Admits `run`, makes it ready and attaches tab `t`: the run is sent to it at `now`.
 fn started(s: &mut Session, now: u64, run: &str, t: &str) {
     s.handle(now, admit(run));
@@ -286,14 +298,7 @@ fn once_executing_a_run_has_its_timeout_plus_grace() {
     started(&mut s, 0, "a", "t1");
     s.handle(1_000, heard(vec![ev("a", 0, progress("received")), ev("a", 1, progress("execute"))]));
     let deadline = 1_000 + TIMEOUT + TIMEOUT_GRACE_MS;
-    // Keep the lease alive right up to the deadline.
-    let mut seq = 2;
-    let mut now = 1_000;
-    while now + SILENCE_MS / 2 < deadline {
-        now += SILENCE_MS / 2;
-        s.handle(now, heard(vec![ev("a", seq, progress("running"))]));
-        seq += 1;
-    }
+    keep_alive(&mut s, "a", 1_000, 2, deadline);
     assert!(finishes(&s.handle(deadline - 1, Input::Tick)).is_empty());
     let out = s.handle(deadline, Input::Tick);
     assert!(out.contains(&cancel_sent("t1", "a")));
@@ -305,13 +310,7 @@ fn before_executing_a_run_also_has_the_load_budget() {
     let mut s = session();
     started(&mut s, 0, "a", "t1");
     let deadline = LOAD_BUDGET_MS + TIMEOUT + TIMEOUT_GRACE_MS;
-    let mut now = 0;
-    let mut seq = 0;
-    while now + SILENCE_MS / 2 < deadline {
-        now += SILENCE_MS / 2;
-        s.handle(now, heard(vec![ev("a", seq, progress("load-runtime"))]));
-        seq += 1;
-    }
+    keep_alive(&mut s, "a", 0, 0, deadline);
     assert!(finishes(&s.handle(deadline - 1, Input::Tick)).is_empty());
     assert_eq!(finishes(&s.handle(deadline, Input::Tick)), vec![("a".into(), "Timeout".into(), 124, true)]);
 }
@@ -323,15 +322,8 @@ fn a_run_waiting_past_the_queue_limit_is_cancelled_without_ever_starting() {
     s.handle(0, heard(vec![ev("a", 0, progress("received"))]));
     s.handle(0, admit("b"));
     s.handle(0, ready("b"));
-    // Keep a alive (a long run) while b waits.
-    let mut seq = 1;
-    let mut now = 0;
-    let mut ended = Vec::new();
-    while now <= SETTINGS.max_wait_ms {
-        now += SILENCE_MS / 2;
-        ended.extend(finishes(&s.handle(now, heard(vec![ev("a", seq, progress("running"))]))));
-        seq += 1;
-    }
+    // a runs long, reporting all along, while b waits past the queue's limit.
+    let ended = keep_alive(&mut s, "a", 0, 1, SETTINGS.max_wait_ms + SILENCE_MS);
     assert_eq!(ended, vec![("b".into(), "Cancelled".into(), 130, true)]);
 }
 
