@@ -491,6 +491,8 @@ impl Seen {
                 Output::Admitted { run, .. } => self.admitted.push(run.clone()),
                 Output::Send { tab, command: Command::Capsule { run } } => {
                     prop_assert!(!self.acknowledged.contains(run), "{} was sent again after a tab had started it", run);
+                    // One run on a tab at a time: the last one sent has ended or left its tab.
+                    prop_assert!(self.on_tab.is_none(), "{} sent while {:?} was still on a tab", run, self.on_tab);
                     let tabs = self.sends.entry(run.clone()).or_default();
                     if tabs.is_empty() {
                         self.first_sent.push(run.clone());
