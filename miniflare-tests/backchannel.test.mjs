@@ -1,6 +1,7 @@
 // The executor protocol itself, with this test playing the tab: attach, read `capsule` commands
 // from the SSE stream, and post NDJSON result batches. Retried batches are applied once; events
-// for unknown or finished runs, or past a gap, are refused without holding back the others.
+// for unknown or finished runs, or past a gap (which ends the run), are refused without
+// holding back the others.
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
@@ -181,14 +182,17 @@ test("a refused event does not hold back the other runs' events in its batch", a
   assert.equal((await result).structuredContent.stdout, "two\n");
 });
 
-test("an event past a gap is refused; resending from the expected seq completes the run", async () => {
+test("an event past a gap is refused and ends the run: its output was lost on the way", async () => {
   const { runId, result } = await startRun("console.log('gap')");
-  let res = await post([{ runId, seq: 0, type: "progress", phase: "received" }, { runId, seq: 2, type: "stdout", data: "b" }]);
+  const res = await post([{ runId, seq: 0, type: "progress", phase: "received" }, { runId, seq: 2, type: "stdout", data: "b" }]);
   assert.equal(res.status, 409);
-  assert.match((await res.json()).refused[0].reason, /expected seq 1/);
-  res = await post([{ runId, seq: 1, type: "stdout", data: "a" }, { runId, seq: 2, type: "stdout", data: "b" }, exit(runId, 3)]);
-  assert.equal(res.status, 200);
-  assert.equal((await result).structuredContent.stdout, "ab");
+  const { refused } = await res.json();
+  assert.deepEqual([refused[0].code, refused[0].seq], ["gap", 2]);
+  const { value: cancel } = await commands.next();
+  assert.deepEqual([cancel.event, cancel.data.runId], ["cancel", runId]);
+  const { structuredContent } = await result;
+  assert.equal(structuredContent.error.name, "Internal");
+  assert.match(structuredContent.error.message, /lost on the way/);
 });
 
 test("bad batches and bad tokens are refused and change nothing", async () => {
@@ -256,4 +260,28 @@ test("closing a 2026-07-28 stream cancels its run: that era has no resumption", 
   const late = await post([exit(runId, 1)]);
   assert.equal(late.status, 409);
   assert.equal((await late.json()).refused[0].code, "ended");
+});
+
+test("a legacy client that resumes after its run ended gets the run's answer, output included", async () => {
+  const { sessionId } = await initialize(key, { session: SESSION });
+  const body = { jsonrpc: "2.0", id: 43, method: "tools/call", params: { name: "run_js", arguments: { code: "console.log(1)" } } };
+  const lost = new AbortController();
+  const res = await fetch(mcpUrl(SESSION), { method: "POST", headers: legacyHeaders(key, sessionId, LEGACY), body: JSON.stringify(body), signal: lost.signal });
+  const [eventId] = parseSse(await readUntil(res, (text) => text.includes("\n\n"))).ids;
+  const { value } = await commands.next();
+  lost.abort();
+  const runId = value.data.runId;
+  // The run ends while no one holds its stream; its answer may even have been "sent" into the
+  // dead one. The client comes back for it afterwards.
+  assert.deepEqual(await (await post([{ runId, seq: 0, type: "stdout", data: "late reader\n" }, exit(runId, 1)])).json(), {
+    applied: 2,
+    duplicates: 0,
+    refused: [],
+  });
+  const resumed = await fetch(mcpUrl(SESSION), {
+    headers: { ...legacyHeaders(key, sessionId, LEGACY), accept: "text/event-stream", "last-event-id": eventId },
+  });
+  const { events } = parseSse(await resumed.text());
+  const answer = events.find((e) => e.id === 43)?.result.structuredContent;
+  assert.deepEqual([answer.exitCode, answer.stdout, answer.error], [0, "late reader\n", undefined]);
 });

@@ -247,6 +247,23 @@ print(json.dumps({"argv": sys.argv, "foo": os.environ.get("FOO"), "cwd": os.getc
   });
 });
 
+test("a run cancelled while its runtime loads does not take the sandbox from the run after it", async () => {
+  const fresh = await openTestPage(); // its sandbox has no runtime loaded yet
+  try {
+    const cancelled = run(job("py", `print("never")`, { cancelAfterMs: 100 }), fresh);
+    assert.equal((await cancelled).error?.name, "Cancelled");
+    // Pyodide finishes loading while this run goes on: the cancelled run must not get a worker.
+    const busy = await run(
+      job("js", `const t = Date.now(); while (Date.now() - t < 3000) {} console.log("done")`, { limits: { timeoutMs: 20_000 } }),
+      fresh,
+    );
+    assert.equal(busy.error, undefined, JSON.stringify(busy.error));
+    assert.equal(busy.stdout, "done\n");
+  } finally {
+    await fresh.close();
+  }
+});
+
 test("after a reload the runtimes come from the Cache API, not the network", async (t) => {
   const reloaded = await openTestPage();
   const before = server.requests.length;

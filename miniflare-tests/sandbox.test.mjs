@@ -10,11 +10,15 @@
 // nested worker running arbitrary JavaScript. What it holds must be worth nothing.
 
 import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, createTenant } from "./lib/relay.mjs";
+import { startStaticServer } from "./lib/static-server.mjs";
 
 let browser;
 let client;
@@ -292,6 +296,35 @@ print(getattr(g, "leak", None), json.dumps({}), "leaky" in sys.modules, os.envir
 `),
     );
     assert.equal(probe.stdout, "None {} False None False False\n", probe.stderr);
+  });
+});
+
+describe("the sandbox frame itself", () => {
+  test("it is served sandboxed wherever it is framed, and only the relay's own pages may frame it", async () => {
+    const res = await fetch(`${BASE}/sandbox.html`);
+    assert.equal(res.status, 200);
+    const policy = res.headers.get("content-security-policy") ?? "";
+    assert.match(policy, /(^|;)\s*sandbox allow-scripts\s*(;|$)/);
+    assert.match(policy, /frame-ancestors 'self'/);
+    // Another origin on the same site frames it without the sandbox attribute: it must not
+    // load there (or its script would run in the relay's origin, next to the relay's storage).
+    const dir = await mkdtemp(path.join(tmpdir(), "relay-attacker-"));
+    await writeFile(
+      path.join(dir, "index.html"),
+      `<iframe src="${BASE}/sandbox.html"></iframe><script>window.heard = []; addEventListener("message", (e) => heard.push(e.data?.type));</script>`,
+    );
+    const attacker = await startStaticServer(dir);
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${attacker.url}/`);
+      await page.waitForTimeout(1500);
+      assert.deepEqual(await page.evaluate(() => window.heard), [], "the frame ran for a foreign page");
+    } finally {
+      await context.close();
+      await attacker.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

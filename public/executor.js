@@ -99,12 +99,12 @@ async function connect(key, session, handlers) {
 }
 
 /**
- * Stops runs the server refused events of because it no longer wants them: they ended there
- * (a timeout, a cancel whose command this tab missed), or the server restarted and forgot them.
+ * Stops runs the server refused events of: it no longer wants them from this tab. They ended
+ * there (a timeout, a cancel whose command this tab missed, results lost on the way), went to
+ * another tab, or the server restarted and forgot them.
  */
 function stopUnwanted(queue, refused) {
-  for (const { runId, code, reason } of refused) {
-    if (code === "gap") continue;
+  for (const { runId, reason } of refused) {
     status.error(`the server refused results of run ${runId} (${reason}); stopping it`);
     queue.cancel(runId);
   }

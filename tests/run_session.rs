@@ -50,7 +50,11 @@ fn exit(code: i32) -> EventBody {
 }
 
 fn heard(events: Vec<TabEvent>) -> Input {
-    Input::Heard { events }
+    Input::Heard { tab: None, events }
+}
+
+fn heard_from(tab: &str, events: Vec<TabEvent>) -> Input {
+    Input::Heard { tab: Some(tab.into()), events }
 }
 
 fn sent(tab: &str, run: &str) -> Output {
@@ -280,6 +284,24 @@ fn silence_mid_run_ends_the_run_and_tells_the_tab_to_stop() {
 }
 
 #[test]
+fn a_run_given_to_another_tab_refuses_the_first_tab_s_events() {
+    // t1 was slow to acknowledge and taken for dead; the run went to t2. t1's late events are
+    // refused (its page then stops the run), t2's are taken: the run executes on one tab.
+    let mut s = session();
+    s.handle(0, tab("t1"));
+    s.handle(0, tab("t2"));
+    s.handle(0, admit("a"));
+    assert!(s.handle(0, ready("a")).contains(&sent("t2", "a")));
+    let out = s.handle(0, Input::TabGone { tab: "t2".into() }); // back to the line, then to t1
+    assert!(out.contains(&sent("t1", "a")));
+    let out = s.handle(1, heard_from("t2", vec![ev("a", 0, progress("received"))]));
+    assert_eq!(reply(&out).1["refused"][0]["code"], "not-on-tab");
+    let out = s.handle(2, heard_from("t1", vec![ev("a", 0, progress("received")), ev("a", 1, exit(0))]));
+    assert_eq!(reply(&out).0, 200);
+    assert_eq!(finishes(&out), vec![("a".into(), "".into(), 0, true)]);
+}
+
+#[test]
 fn a_requeued_run_refuses_late_events_from_the_tab_that_dropped_it() {
     let mut s = session();
     started(&mut s, 0, "a", "slow");
@@ -287,7 +309,7 @@ fn a_requeued_run_refuses_late_events_from_the_tab_that_dropped_it() {
     let (status, body) = reply(&s.handle(ACK_WITHIN_MS + 1, heard(vec![ev("a", 0, progress("received"))])));
     assert_eq!(status, 409);
     assert_eq!(body["refused"][0]["code"], "not-on-tab");
-    assert!(body["refused"][0]["reason"].as_str().unwrap().contains("not on a tab"));
+    assert!(body["refused"][0]["reason"].as_str().unwrap().contains("not on this tab"));
 }
 
 // ---- deadlines ----
@@ -344,17 +366,21 @@ fn a_retried_batch_is_applied_once_and_output_is_forwarded_once() {
 }
 
 #[test]
-fn an_event_past_a_gap_is_refused_alone_and_the_resend_completes_the_run() {
+fn an_event_past_a_gap_ends_the_run_its_output_lost_and_its_tab_is_told_to_stop() {
     let mut s = session();
     started(&mut s, 0, "a", "t1");
     let out = s.handle(1, heard(vec![ev("a", 0, progress("received")), ev("a", 2, exit(0))]));
     let (status, body) = reply(&out);
     assert_eq!(status, 409);
     assert_eq!(body["applied"], 1);
-    assert_eq!(body["refused"][0]["reason"], "expected seq 1");
     assert_eq!(body["refused"][0]["code"], "gap");
+    assert!(body["refused"][0]["reason"].as_str().unwrap().starts_with("expected seq 1"));
+    assert!(out.contains(&cancel_sent("t1", "a")));
+    assert_eq!(finishes(&out), vec![("a".into(), "Internal".into(), 1, true)]);
+    // A late resend changes nothing: the run ended once.
     let out = s.handle(2, heard(vec![ev("a", 1, stdout("b")), ev("a", 2, exit(0))]));
-    assert_eq!(finishes(&out).len(), 1);
+    assert_eq!(reply(&out).0, 409);
+    assert!(finishes(&out).is_empty());
 }
 
 #[test]
@@ -554,10 +580,10 @@ fn check(ops: Vec<Op>, max_queued: u32) -> Result<(), TestCaseError> {
                 }
                 let last = batch.last().map_or(0, |e| e.seq);
                 seen.next_seq.insert(run.clone(), next.max(last + 1));
-                Input::Heard { events: batch }
+                Input::Heard { tab: seen.on_tab.as_ref().map(|(_, tab)| tab.clone()), events: batch }
             }
             Op::Stray { run, seq } if runs > 0 => {
-                Input::Heard { events: vec![ev(&format!("r{}", run % runs + 1), seq, stdout("?"))] }
+                Input::Heard { tab: None, events: vec![ev(&format!("r{}", run % runs + 1), seq, stdout("?"))] }
             }
             Op::Tick(ms) => {
                 now += ms;

@@ -22,6 +22,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let answer = match (req.method(), segments.as_slice()) {
         (Method::Options, _) => Ok(http::preflight()),
         (Method::Get, ["healthz"]) => http::healthz(&env),
+        (Method::Get | Method::Head, ["sandbox.html" | "sandbox"]) => http::sandbox_frame(&req, &env).await,
         (Method::Get, [".well-known", "relay-keys.json"]) => capsules::jwks(&env),
         (_, ["mcp"]) => mcp::forward(req, &env).await,
         (Method::Post, ["session"]) => session::attach(req, &env).await,

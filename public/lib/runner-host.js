@@ -19,6 +19,10 @@ const LOAD_TIMEOUT_MS = 120_000;
 const FAMILIES = { js: "quickjs", py: "pyodide" };
 // Error names a runner may report: the rest (Timeout, Cancelled, ...) are the page's to give.
 const RUNNER_ERRORS = new Set(["OutputLimitExceeded", "Internal"]);
+// What a runner's exit may say, bounded: Python can make these any value it likes, and the
+// relay reads an exit code as a 32-bit integer.
+const MAX_ERROR_MESSAGE = 2048;
+const MAX_MEM_MB = 1 << 20;
 const encoder = new TextEncoder();
 
 export class RunnerHost {
@@ -53,7 +57,7 @@ export class RunnerHost {
       }
       if (!this.sandbox.isPrepared(job.runtimeId)) onLoading(job.runtimeId);
       this.arm(LOAD_TIMEOUT_MS, (ms) => failure("Timeout", `loading runtime ${job.runtimeId} took longer than ${ms / 1000} s`));
-      this.sandbox.take(job.runtimeId, job.runId).then(
+      this.sandbox.take(job.runtimeId, job.runId, () => this.current === run).then(
         (port) => this.start(run, port, onStart),
         (err) => this.current === run && this.stop(failure("Internal", err.message)),
       );
@@ -116,12 +120,13 @@ export class RunnerHost {
   }
 }
 
-/** What the worker's `exit` says, with only the error names a runner may give. */
+/** What the worker's `exit` says, bounded, with only the error names a runner may give. */
 function exitOutcome({ exitCode, memPeakMb, error }) {
-  const memory = Number.isFinite(memPeakMb) ? Math.max(0, Math.round(memPeakMb)) : 0;
-  if (!error) return { exitCode, memPeakMb: memory };
+  const code = exitCode >= -(2 ** 31) && exitCode < 2 ** 31 ? exitCode : 1;
+  const memory = Number.isFinite(memPeakMb) ? Math.min(MAX_MEM_MB, Math.max(0, Math.round(memPeakMb))) : 0;
+  if (!error) return { exitCode: code, memPeakMb: memory };
   const name = RUNNER_ERRORS.has(error.name) ? error.name : "Internal";
-  return { exitCode, memPeakMb: memory, error: { name, message: String(error.message ?? "") } };
+  return { exitCode: code, memPeakMb: memory, error: { name, message: String(error.message ?? "").slice(0, MAX_ERROR_MESSAGE) } };
 }
 
 function crashedOutcome(message) {

@@ -47,9 +47,14 @@ export class Sandbox {
     }
   }
 
-  /** A fresh worker, loaded with `runtimeId`, for run `runId`: the MessagePort to its glue. */
-  async take(runtimeId, runId) {
+  /**
+   * A fresh worker, loaded with `runtimeId`, for run `runId`: the MessagePort to its glue. No
+   * worker is asked for once `wanted()` says the run is over (the frame would stop the worker
+   * of whichever run holds one then).
+   */
+  async take(runtimeId, runId, wanted = () => true) {
     await this.prepare(runtimeId);
+    if (!wanted()) throw new Error(`run ${runId} ended before it had a worker`);
     const { port } = await this.ask(`taken:${runId}`, { type: "take", runtimeId, runId });
     return port;
   }

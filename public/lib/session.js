@@ -24,6 +24,7 @@ export class SessionClient {
     this.onCommand = onCommand;
     this.onState = onState;
     this.grant = null; // {sessionId, attachToken, expiresAt}
+    this.tabId = null; // what the server calls this tab, from its `hello`
     this.events = null;
     this.failures = 0;
     this.renewing = null;
@@ -47,12 +48,14 @@ export class SessionClient {
     return this.grant?.sessionId;
   }
 
-  /** Where `action` (events, result, refresh) is, and the headers that prove this tab. */
+  /**
+   * Where `action` (events, result, refresh) is, and the headers that prove this tab (results
+   * also name it: the server takes a run's events only from the tab it gave the run to).
+   */
   endpoint(action) {
-    return {
-      url: `/session/${encodeURIComponent(this.grant.sessionId)}/${action}`,
-      headers: { authorization: `Bearer ${this.grant.attachToken}` },
-    };
+    const headers = { authorization: `Bearer ${this.grant.attachToken}` };
+    if (this.tabId) headers["x-relay-tab"] = this.tabId;
+    return { url: `/session/${encodeURIComponent(this.grant.sessionId)}/${action}`, headers };
   }
 
   async attach() {
@@ -109,8 +112,12 @@ export class SessionClient {
 
   command(type, data) {
     if (!COMMANDS.includes(type)) return;
-    if (type === "hello") this.failures = 0;
-    this.onCommand(type, JSON.parse(data));
+    const command = JSON.parse(data);
+    if (type === "hello") {
+      this.failures = 0;
+      this.tabId = command.tabId;
+    }
+    this.onCommand(type, command);
   }
 
   reconnectLater() {

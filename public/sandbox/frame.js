@@ -24,8 +24,15 @@
 // The frame never reads what a worker says after it is ready: the page talks to it over the
 // port and judges every message itself (lib/runner-host.js).
 
+// Only ever the sandboxed frame of a relay page: framed, and in an opaque origin (the Worker
+// serves this file with `Content-Security-Policy: sandbox allow-scripts`; this is a second check).
+if (self.origin !== "null" || window.parent === window) {
+  throw new Error("sandbox.html runs only inside <iframe sandbox=allow-scripts> of the relay page");
+}
+
 const runtimes = new Map(); // runtimeId -> Runtime
-let running = null; // {runId, worker}: the one worker a run holds
+let running = null; // {runId, runtime, worker}: the one worker a run holds
+let takes = 0; // how many takes were asked for: only the latest may end up running
 
 window.addEventListener("message", ({ source, data }) => {
   if (source !== window.parent || !data) return;
@@ -47,6 +54,7 @@ const HANDLERS = {
   },
 
   async take({ runtimeId, runId }) {
+    const take = ++takes;
     stopRunning();
     const runtime = runtimes.get(runtimeId);
     if (!runtime) return reply({ type: "crashed", runId, message: `runtime ${runtimeId} was never prepared` });
@@ -56,7 +64,11 @@ const HANDLERS = {
     } catch (err) {
       return reply({ type: "crashed", runId, message: `could not start ${runtimeId}: ${err.message}` });
     }
-    stopRunning(); // a take that overtook this one while it waited
+    if (take !== takes) {
+      // A later take was asked for while this one waited: its run holds the worker now.
+      standby.worker.terminate();
+      return reply({ type: "crashed", runId, message: "a later run took the sandbox first" });
+    }
     running = { runId, runtime, worker: standby.worker };
     standby.worker.onerror = (event) => {
       event.preventDefault();
@@ -149,8 +161,11 @@ class Runtime {
   /** Starts loading a standby, unless one is there. A failed one is not kept. */
   refill() {
     if (this.standby) return;
-    this.standby = this.spawn();
-    this.standby.catch(() => (this.standby = null));
+    const standby = this.spawn();
+    this.standby = standby;
+    standby.catch(() => {
+      if (this.standby === standby) this.standby = null;
+    });
   }
 
   /** Starts a worker in `mode`; `answer` settles with its first message on the port. */

@@ -81,7 +81,7 @@ pub enum Applied {
     New,
     /// Seen before (a retried batch): ignore.
     Duplicate,
-    /// An event is missing before it: refuse, the tab resends from `expected`.
+    /// An event is missing before it (the tab gave up on a batch): refuse it.
     Gap { expected: u64 },
     /// The run has already ended.
     Finished,

@@ -45,7 +45,9 @@ pub enum Input {
     /// A tab's command stream could not be written: it is gone.
     TabGone { tab: String },
     /// A batch from a tab's backchannel (answered with `Reply`).
-    Heard { events: Vec<TabEvent> },
+    /// `tab`: the tab that sent it, when it says (an event from another tab than the run's is
+    /// refused: the run went to it only because that tab was taken for dead).
+    Heard { tab: Option<String>, events: Vec<TabEvent> },
     /// Time passed: deadlines are checked.
     Tick,
     /// The run is to end now, for this reason.
@@ -97,6 +99,9 @@ pub struct Outcome {
     pub exit: Exit,
     pub stdout: String,
     pub stderr: String,
+    /// The relay ended the run (a deadline, a cancel, a lost tab): its error message is the
+    /// relay's own words. Otherwise the tab reported the end, and the message may quote the run.
+    pub by_relay: bool,
 }
 
 /// The answer to a backchannel batch: each event applied, skipped as a duplicate, or refused.
@@ -108,8 +113,9 @@ pub struct BatchReply {
     pub refused: Vec<(String, u64, Refusal)>,
 }
 
-/// Why an event was refused. A gap asks the tab to resend; the others mean the relay session
-/// no longer wants the run (it ended, or never was, or went back to the queue): the tab stops it.
+/// Why an event was refused. Each means the relay session no longer wants the run from this tab
+/// (it ended, never was, went back to the queue, or lost events on the way, which ends it): the
+/// tab stops it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
     UnknownRun,
@@ -132,9 +138,9 @@ impl Refusal {
     fn reason(self, run: &str) -> String {
         match self {
             Refusal::UnknownRun => format!("no run {run} in this relay session"),
-            Refusal::NotOnTab => "the run is not on a tab (it went back to the queue)".to_owned(),
+            Refusal::NotOnTab => "the run is not on this tab (it went back to the queue, or to another tab)".to_owned(),
             Refusal::Ended => "the run has already ended".to_owned(),
-            Refusal::Gap { expected } => format!("expected seq {expected}"),
+            Refusal::Gap { expected } => format!("expected seq {expected}: events were lost, the run ended"),
         }
     }
 }
@@ -228,8 +234,8 @@ impl Session {
             Input::Ready { run } => self.queue.mark_ready(&run),
             Input::TabAttached { tab } => self.tabs.push(tab),
             Input::TabGone { tab } => self.tab_gone(now_ms, &tab, &mut out),
-            Input::Heard { events } => {
-                let reply = self.heard(now_ms, &events, &mut out);
+            Input::Heard { tab, events } => {
+                let reply = self.heard(now_ms, tab.as_deref(), &events, &mut out);
                 out.push(Output::Reply(reply));
             }
             Input::Tick => self.check_running(now_ms, &mut out),
@@ -309,10 +315,10 @@ impl Session {
 
     /// Applies a batch, event by event: a retried batch's events are duplicates; an event for
     /// an unknown run, a run not on a tab, an ended run, or past a gap is refused alone.
-    fn heard(&mut self, now_ms: u64, events: &[TabEvent], out: &mut Vec<Output>) -> BatchReply {
+    fn heard(&mut self, now_ms: u64, tab: Option<&str>, events: &[TabEvent], out: &mut Vec<Output>) -> BatchReply {
         let mut reply = BatchReply { applied: 0, duplicates: 0, refused: Vec::new() };
         for event in events {
-            let refusal = match self.apply(now_ms, event, out) {
+            let refusal = match self.apply(now_ms, tab, event, out) {
                 Ok(Applied::New) => {
                     reply.applied += 1;
                     continue;
@@ -321,7 +327,10 @@ impl Session {
                     reply.duplicates += 1;
                     continue;
                 }
-                Ok(Applied::Gap { expected }) => Refusal::Gap { expected },
+                Ok(Applied::Gap { expected }) => {
+                    self.results_lost(&event.run_id, expected, out);
+                    Refusal::Gap { expected }
+                }
                 Ok(Applied::Finished) => Refusal::Ended,
                 Err(why) => why,
             };
@@ -331,12 +340,18 @@ impl Session {
     }
 
     /// Applies one event to its run's log, if the run is on a tab or has ended.
-    fn apply(&mut self, now_ms: u64, event: &TabEvent, out: &mut Vec<Output>) -> Result<Applied, Refusal> {
+    fn apply(
+        &mut self,
+        now_ms: u64,
+        tab: Option<&str>,
+        event: &TabEvent,
+        out: &mut Vec<Output>,
+    ) -> Result<Applied, Refusal> {
         let run = self.runs.get_mut(&event.run_id).ok_or(Refusal::UnknownRun)?;
         if run.ended() {
             return Ok(run.log.apply(event));
         }
-        let Some(assigned) = run.assigned.as_mut() else {
+        let Some(assigned) = run.assigned.as_mut().filter(|a| tab.is_none_or(|tab| a.tab == tab)) else {
             return Err(Refusal::NotOnTab);
         };
         assigned.lease.heard(now_ms);
@@ -362,9 +377,22 @@ impl Session {
             out.push(Output::Forward { run: event.run_id.clone(), body });
         }
         if run.ended() {
-            self.finish(&event.run_id, out);
+            self.finish(&event.run_id, false, out);
         }
         Ok(Applied::New)
+    }
+
+    /// Events of a run went missing between its tab and here (the tab gives up on a batch after
+    /// its retries, and never resends): its output is incomplete, so the run ends, and its tab
+    /// is told to stop.
+    fn results_lost(&mut self, run: &str, expected: u64, out: &mut Vec<Output>) {
+        if let Some(assigned) = self.runs.get(run).and_then(|entry| entry.assigned.as_ref()) {
+            out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.to_owned() } });
+        }
+        let message = format!(
+            "the tab's results for this run were lost on the way here (from event {expected} on); run the tool again"
+        );
+        self.end(run, ErrorName::Internal, message, out);
     }
 
     /// The running run's lease and deadline.
@@ -463,16 +491,18 @@ impl Session {
             return;
         }
         entry.log.fail(name.as_str(), message, name.exit_code());
-        self.finish(run, out);
+        self.finish(run, true, out);
     }
 
-    /// The run has ended (its log has its exit): free the line and report it, once.
-    fn finish(&mut self, run: &str, out: &mut Vec<Output>) {
+    /// The run has ended (its log has its exit): free the line and report it, once. Its output
+    /// goes with the report: the log the machine keeps for late batches needs only the exit.
+    fn finish(&mut self, run: &str, by_relay: bool, out: &mut Vec<Output>) {
         self.queue.remove(run);
         let Some(entry) = self.runs.get_mut(run) else { return };
         entry.assigned = None;
         let Some(exit) = entry.log.exit.clone() else { return };
-        let outcome = Outcome { exit, stdout: entry.log.stdout.clone(), stderr: entry.log.stderr.clone() };
+        let (stdout, stderr) = (std::mem::take(&mut entry.log.stdout), std::mem::take(&mut entry.log.stderr));
+        let outcome = Outcome { exit, stdout, stderr, by_relay };
         out.push(Output::Finish { run: run.to_owned(), outcome, answer: entry.answer });
         self.finished.push_back(run.to_owned());
         while self.finished.len() > FINISHED_KEPT {

@@ -66,8 +66,10 @@ impl Delivery for Answer {
         // A request the client cancelled gets no answer (2025-11-25 cancellation: SHOULD NOT).
         // Dropping the sender ends the stream either way.
         let frames = self.frames.take().filter(|_| answer)?;
-        let delivered = frames.unbounded_send(Ok(mcp::sse_event(&response, None).into_bytes())).is_ok();
-        (!delivered && self.call.era == Era::Legacy).then_some(response)
+        let _ = frames.unbounded_send(Ok(mcp::sse_event(&response, None).into_bytes()));
+        // A send into a stream whose client already left can still succeed: a legacy answer
+        // is kept for a client that resumes, whatever the send said.
+        (self.call.era == Era::Legacy).then_some(response)
     }
 
     fn resume(&mut self, session: &str, frames: Frames) -> bool {
@@ -149,7 +151,7 @@ pub fn resume(shared: Rc<Shared>, session: &str, event_id: &str) -> Result<Respo
         let reply = RpcError::rejected(INVALID_REQUEST, message).with_status(404).into_response(None);
         return Ok(http::to_response(reply));
     };
-    let answer = shared.take_undelivered(event_id).unwrap_or_else(|| answer_from_audit(&ended));
+    let answer = shared.take_kept_answer(event_id).unwrap_or_else(|| answer_from_audit(&ended));
     let _ = frames.unbounded_send(Ok(mcp::sse_event(&answer, None).into_bytes()));
     drop(frames);
     Ok(Response::from_stream(body)?.with_headers(http::sse_headers()))
@@ -197,6 +199,17 @@ fn admit(
     delivery: Answer,
 ) -> std::result::Result<(), Response> {
     let limits = &capsule.manifest.policy.limits;
+    let sql = shared.storage.sql();
+    let queued = Queued {
+        run_id: run,
+        tool: call.tool.name(),
+        capsule_hash: &capsule.hash,
+        mcp_session: call.session_id.as_deref(),
+        request_id: &call.id,
+    };
+    // The audit row comes first: the machine may end the run within this very input (no tab
+    // and no attach wait), and its end updates the row.
+    store::audit_queued(&sql, &queued, now_ms());
     shared.add_run(run, Box::new(delivery), request_key(call.session_id.as_deref(), &call.id));
     let admission = shared.feed(Input::Admit {
         run: run.to_owned(),
@@ -205,25 +218,19 @@ fn admit(
     });
     if let Some(Output::Refused { max, .. }) = admission.first() {
         shared.remove_run(run);
+        store::forget_run(&sql, run);
         let message =
             format!("queue full: {max} run(s) already waiting in relay session '{}'; retry later", caller.session);
         let reply = RpcError::failed(QUEUE_FULL, message).with_status(429).into_response(Some(&call.id));
         return Err(http::with_header(http::to_response(reply), "retry-after", "5"));
     }
-    let queued = Queued {
-        run_id: run,
-        tool: call.tool.name(),
-        capsule_hash: &capsule.hash,
-        mcp_session: call.session_id.as_deref(),
-        request_id: &call.id,
-    };
-    store::audit_queued(&shared.storage.sql(), &queued, now_ms());
     Ok(())
 }
 
 /// Stores the capsule in R2 (once per hash and DO instance) and tells the machine the run is
 /// ready to be sent; a failed store ends the run.
-async fn prepare(shared: &Shared, caller: &Caller, run: &str, capsule: &Capsule) {
+async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, capsule: &Capsule) {
+    let mut preparing = Preparing { shared: shared.clone(), run: run.to_owned(), done: false };
     if !shared.stored(&capsule.hash) {
         let stored = match shared.env.bucket("R2_CAPSULES") {
             Ok(bucket) => store_capsule(&bucket, &caller.tenant.id, capsule).await,
@@ -231,20 +238,40 @@ async fn prepare(shared: &Shared, caller: &Caller, run: &str, capsule: &Capsule)
         };
         if let Err(e) = stored {
             worker::console_error!("storing capsule {}: {e}", capsule.hash);
-            let why = Cancel::Unprepared("its capsule could not be stored; retry the call".into());
-            shared.feed(Input::Cancel { run: run.to_owned(), why });
-            return;
+            return preparing.fail("its capsule could not be stored; retry the call".into());
         }
         shared.mark_stored(&capsule.hash);
     }
     match signer(&shared.env) {
         Ok(signer) => {
             shared.set_capsule_event(run, capsule_event(&signer, caller, run, capsule));
+            preparing.done = true;
             shared.feed(Input::Ready { run: run.to_owned() });
         }
-        Err(e) => {
-            let why = Cancel::Unprepared(e.to_string());
-            shared.feed(Input::Cancel { run: run.to_owned(), why });
+        Err(e) => preparing.fail(e.to_string()),
+    }
+}
+
+/// A run being prepared. If its preparation is dropped half way (its request went away while
+/// the capsule was being stored), the run is ended: it would never be ready, and would hold up
+/// the runs behind it until the queue's limit.
+struct Preparing {
+    shared: Rc<Shared>,
+    run: String,
+    done: bool,
+}
+
+impl Preparing {
+    fn fail(&mut self, why: String) {
+        self.done = true;
+        self.shared.feed(Input::Cancel { run: self.run.clone(), why: Cancel::Unprepared(why) });
+    }
+}
+
+impl Drop for Preparing {
+    fn drop(&mut self) {
+        if !self.done {
+            self.fail("its request went away while its capsule was being stored; retry the call".into());
         }
     }
 }
@@ -313,7 +340,7 @@ fn notifications(call: &ToolCall, body: &EventBody, steps: &mut f64) -> Vec<Valu
 
 /// The JSON-RPC response for a run that ended.
 fn conclude(call: &ToolCall, caller: &Caller, outcome: Outcome) -> Value {
-    let Outcome { exit, stdout, stderr } = outcome;
+    let Outcome { exit, stdout, stderr, .. } = outcome;
     let result = ToolResult {
         exit_code: exit.exit_code,
         stdout,

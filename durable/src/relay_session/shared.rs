@@ -19,8 +19,9 @@ use worker::{Env, Result, Storage};
 
 /// Capsule hashes remembered as stored in R2 before the set starts over.
 const STORED_KEPT: usize = 10_000;
-/// Answers no client was there to take, kept for one that resumes its stream.
-const UNDELIVERED_KEPT: usize = 16;
+/// Answers of legacy streamed calls, kept for a client that resumes its stream (it may have
+/// missed one that was sent); the oldest go first.
+const ANSWERS_KEPT: usize = 16;
 /// How often an open stream ticks the machine (and heartbeats the tabs) at the least. A closed
 /// tab or client is noticed when a write to it fails, so this bounds how long that takes.
 const TICK_MS: u64 = 2_000;
@@ -33,7 +34,7 @@ pub trait Delivery {
     /// Output or progress, as it comes.
     fn forward(&mut self, body: &EventBody);
     /// The run ended (`answer`: false when the client cancelled the request). Returns the
-    /// answer when no one was there to take it and a client may come back for it.
+    /// answer when a client may come back for it (a legacy stream, which can be resumed).
     fn finish(&mut self, outcome: Outcome, answer: bool) -> Option<Value>;
     /// A client of MCP session `session` resumes the stream on `frames`; false when it may not.
     fn resume(&mut self, session: &str, frames: Frames) -> bool;
@@ -56,8 +57,8 @@ pub struct Shared {
     machine: RefCell<Option<Session>>,
     tabs: RefCell<HashMap<String, Frames>>,
     runs: RefCell<HashMap<String, RunIo>>,
-    /// Run -> its answer, for runs whose client was gone when they ended (oldest first).
-    undelivered: RefCell<VecDeque<(String, Value)>>,
+    /// Run -> its answer, for legacy calls whose client may resume (oldest first).
+    kept_answers: RefCell<VecDeque<(String, Value)>>,
     /// Capsules this instance has stored in R2 (content-addressed: stored once is stored).
     stored: RefCell<HashSet<String>>,
 }
@@ -70,7 +71,7 @@ impl Shared {
             machine: RefCell::default(),
             tabs: RefCell::default(),
             runs: RefCell::default(),
-            undelivered: RefCell::default(),
+            kept_answers: RefCell::default(),
             stored: RefCell::default(),
         }
     }
@@ -119,13 +120,13 @@ impl Shared {
     /// here, but for an answer no one took.
     fn finish(&self, run: &str, outcome: Outcome, answer: bool) {
         let sql = self.storage.sql();
-        store::audit_finished(&sql, run, &outcome.exit, &outcome.stdout, &outcome.stderr, now_ms());
+        store::audit_finished(&sql, run, &outcome, now_ms());
         let Some(mut io) = self.runs.borrow_mut().remove(run) else { return };
         if let Some(answer) = io.delivery.finish(outcome, answer) {
-            let mut undelivered = self.undelivered.borrow_mut();
-            undelivered.push_back((run.to_owned(), answer));
-            if undelivered.len() > UNDELIVERED_KEPT {
-                undelivered.pop_front();
+            let mut kept_answers = self.kept_answers.borrow_mut();
+            kept_answers.push_back((run.to_owned(), answer));
+            if kept_answers.len() > ANSWERS_KEPT {
+                kept_answers.pop_front();
             }
         }
     }
@@ -199,11 +200,11 @@ impl Shared {
         self.runs.borrow_mut().get_mut(run).is_some_and(|io| io.delivery.resume(session, frames))
     }
 
-    /// The answer of an ended run that no client took yet (taken once).
-    pub fn take_undelivered(&self, run: &str) -> Option<Value> {
-        let mut undelivered = self.undelivered.borrow_mut();
-        let i = undelivered.iter().position(|(id, _)| id == run)?;
-        undelivered.remove(i).map(|(_, answer)| answer)
+    /// The kept answer of an ended legacy call, for the client resuming it (taken once).
+    pub fn take_kept_answer(&self, run: &str) -> Option<Value> {
+        let mut kept_answers = self.kept_answers.borrow_mut();
+        let i = kept_answers.iter().position(|(id, _)| id == run)?;
+        kept_answers.remove(i).map(|(_, answer)| answer)
     }
 
     /// The `capsule` command for the run's tab, set once its capsule is stored.

@@ -3,7 +3,7 @@
 
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::mcp::{SessionStatus, SessionStore};
-use relay_core::run::backchannel::Exit;
+use relay_core::run::session::Outcome;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use worker::{SqlStorage, SqlStorageValue};
@@ -96,6 +96,11 @@ pub fn audit_queued(sql: &SqlStorage, run: &Queued, now_ms: u64) {
     ));
 }
 
+/// Removes the row of a run the queue refused: it never was admitted.
+pub fn forget_run(sql: &SqlStorage, run_id: &str) {
+    log_err(sql.exec("DELETE FROM runs WHERE run_id = ?", vec![run_id.into()]));
+}
+
 /// How a run of a legacy MCP session ended, for a client resuming its stream.
 #[derive(Deserialize)]
 pub struct Ended {
@@ -117,8 +122,11 @@ pub fn ended_run(sql: &SqlStorage, run_id: &str, mcp_session: &str) -> Option<En
 }
 
 /// Records how a run ended, with hashes of its output.
-pub fn audit_finished(sql: &SqlStorage, run_id: &str, exit: &Exit, stdout: &str, stderr: &str, now_ms: u64) {
-    let message = exit.error.as_ref().map(|e| e.message.chars().take(MAX_ERROR_MESSAGE).collect::<String>());
+pub fn audit_finished(sql: &SqlStorage, run_id: &str, outcome: &Outcome, now_ms: u64) {
+    let Outcome { exit, stdout, stderr, by_relay } = outcome;
+    // Only the relay's own words: a message the tab reported may quote the run's output.
+    let message = exit.error.as_ref().filter(|_| *by_relay).map(|e| e.message.chars().take(MAX_ERROR_MESSAGE));
+    let message: Option<String> = message.map(Iterator::collect);
     let args: Vec<SqlStorageValue> = vec![
         (now_ms as i64).into(),
         exit.exit_code.into(),

@@ -13,6 +13,9 @@ use serde_json::json;
 use std::rc::Rc;
 use worker::{Request, Response, Result};
 
+/// The header a tab's result batches name it in (the `tabId` of its `hello`).
+const TAB_HEADER: &str = "x-relay-tab";
+
 /// `GET /session/:id/events`: a tab attaches. Its stream carries `hello`, then `capsule`,
 /// `cancel` and `shutdown` commands, and heartbeat comments.
 pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
@@ -35,7 +38,8 @@ pub async fn result(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
         Ok(events) => events,
         Err(why) => return Ok(error(400, "ValidationError", format!("result batch: {why}"))),
     };
-    let answers = shared.feed(Input::Heard { events });
+    let tab = req.headers().get(TAB_HEADER)?;
+    let answers = shared.feed(Input::Heard { tab, events });
     let Some(Output::Reply(reply)) = answers.into_iter().find(|o| matches!(o, Output::Reply(_))) else {
         return Ok(error(500, "Internal", "the run machine did not answer the batch"));
     };
