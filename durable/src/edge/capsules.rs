@@ -7,7 +7,7 @@
 //! that came with the capsule, or with the tenant's API key.
 
 use super::http::{error, internal, json, read_capped, storage_unavailable, with_header};
-use super::tenants::authenticate;
+use super::tenants::{authenticate, authenticated_body};
 use relay_core::auth::{bearer, check_key_shape, AttachClaims};
 use relay_core::capsule::address::{self, CapsuleFile, MANIFEST_FILE};
 use relay_core::capsule::jws::{KeySet, Signer};
@@ -57,7 +57,7 @@ pub fn jwks(env: &Env) -> Result<Response> {
 /// Stores a built capsule: layers once by hash (R2 checks each body's sha256), then the manifest.
 pub async fn store(bucket: &Bucket, tenant_id: &str, capsule: &Capsule) -> Result<()> {
     for (layer, bytes) in &capsule.layers {
-        let key = format!("layers/{}", layer.sha256);
+        let key = layer_key(&layer.sha256);
         if bucket.head(&key).await?.is_none() {
             // The core wrote this hash itself (`sha256_hex`), so it always decodes.
             let sha256 =
@@ -70,6 +70,10 @@ pub async fn store(bucket: &Bucket, tenant_id: &str, capsule: &Capsule) -> Resul
     Ok(())
 }
 
+fn layer_key(sha256: &str) -> String {
+    format!("layers/{sha256}")
+}
+
 fn manifest_key(tenant_id: &str, hash: &str) -> String {
     format!("capsules/{tenant_id}/{hash}/{MANIFEST_FILE}")
 }
@@ -77,13 +81,9 @@ fn manifest_key(tenant_id: &str, hash: &str) -> String {
 /// `POST /capsules`: build, sign and store a capsule from run_js/run_py-shaped arguments plus
 /// `language`. Returns its hash and manifest; the executor page fetches the same files.
 pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
-    let tenant = match authenticate(&req, env).await? {
-        Ok(tenant) => tenant,
+    let (tenant, body) = match authenticated_body(&mut req, env, CREATE_BODY_MAX).await? {
+        Ok(found) => found,
         Err(response) => return Ok(response),
-    };
-    let body = match read_capped(&mut req, CREATE_BODY_MAX).await? {
-        Ok(body) => body,
-        Err(too_large) => return Ok(too_large),
     };
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return Ok(error(400, "ValidationError", "body: expected a JSON object"));
@@ -159,7 +159,7 @@ async fn serve(req: &Request, bucket: &Bucket, tenant_id: &str, hash: &str, file
 }
 
 async fn serve_layer(req: &Request, bucket: &Bucket, sha256: &str) -> Result<Response> {
-    let key = format!("layers/{sha256}");
+    let key = layer_key(sha256);
     let Some(head) = bucket.head(&key).await? else {
         return Ok(error(404, "NotFound", format!("layer {sha256} is missing")));
     };

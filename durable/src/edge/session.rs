@@ -7,7 +7,7 @@
 use super::capsules::{signer, token_keys};
 use super::http::{error, json, own_origin, read_capped};
 use super::mcp::{session_stub, to_session};
-use super::tenants::{authenticate, by_id};
+use super::tenants::{authenticated_body, by_id};
 use super::{now_ms, random};
 use relay_core::auth::{bearer, session_name_ok, AttachClaims, SESSION_NAME_RULE};
 use relay_core::forward::Caller;
@@ -24,13 +24,9 @@ const RESULT_BODY_MAX: usize = 4 * 1024 * 1024;
 
 /// `POST /session` with the tenant's key and `{"session": NAME}` (default `default`).
 pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
-    let tenant = match authenticate(&req, env).await? {
-        Ok(tenant) => tenant,
+    let (tenant, body) = match authenticated_body(&mut req, env, ATTACH_BODY_MAX).await? {
+        Ok(found) => found,
         Err(response) => return Ok(response),
-    };
-    let body = match read_capped(&mut req, ATTACH_BODY_MAX).await? {
-        Ok(body) => body,
-        Err(too_large) => return Ok(too_large),
     };
     let asked: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
     let Some(session) = asked.get("session").map_or(Some("default"), Value::as_str) else {

@@ -29,6 +29,20 @@ pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Resul
     }
 }
 
+/// The tenant whose key the request carries and the request's body, read up to `limit`; or the
+/// answer to send instead (401, 503, 413).
+pub async fn authenticated_body(
+    req: &mut Request,
+    env: &Env,
+    limit: usize,
+) -> Result<std::result::Result<(Tenant, Vec<u8>), Response>> {
+    let tenant = match authenticate(req, env).await? {
+        Ok(tenant) => tenant,
+        Err(response) => return Ok(Err(response)),
+    };
+    Ok(read_capped(req, limit).await?.map(|body| (tenant, body)))
+}
+
 /// The record of the tenant with id `id` (a tab's token names only the id). A tenant created
 /// before records were kept by id gets the default settings.
 pub async fn by_id(env: &Env, id: &str) -> Result<Tenant> {

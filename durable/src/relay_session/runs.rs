@@ -13,7 +13,7 @@ use super::store::{self, Ended, Queued};
 use crate::edge::capsules::{signer, store as store_capsule};
 use crate::edge::{http, now_ms, random};
 use futures::channel::{mpsc, oneshot};
-use futures::{future, FutureExt, StreamExt};
+use futures::{future, FutureExt, Stream, StreamExt};
 use relay_core::auth::AttachClaims;
 use relay_core::capsule::jws::Signer;
 use relay_core::capsule::{self, Capsule};
@@ -81,23 +81,29 @@ impl Delivery for Answer {
     }
 }
 
+impl Answer {
+    fn new(call: &ToolCall, caller: &Caller, frames: Option<Frames>, body: Option<oneshot::Sender<Value>>) -> Self {
+        Answer { call: call.clone(), caller: caller.clone(), steps: 0.0, frames, body }
+    }
+}
+
 /// Answers a `tools/call` of `run_js` / `run_py`.
 pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Result<Response> {
-    let capsule = match build(&shared, &caller, &call)? {
+    let signer = signer(&shared.env)?;
+    let capsule = match build(&caller, &call, &signer) {
         Ok(capsule) => capsule,
         Err(response) => return Ok(response),
     };
     let run = format!("r_{}", hex::encode(random::<8>()));
     if !call.stream {
         let (body, answer) = oneshot::channel();
-        let delivery =
-            Answer { call: call.clone(), caller: caller.clone(), steps: 0.0, frames: None, body: Some(body) };
+        let delivery = Answer::new(&call, &caller, None, Some(body));
         if let Err(response) = admit(&shared, &call, &caller, &run, &capsule, delivery) {
             return Ok(response);
         }
         // The client waits for this body: if it goes away, the run is cancelled.
         let _cancel = CancelOnDrop { shared: shared.clone(), run: run.clone() };
-        prepare(&shared, &caller, &run, &capsule).await;
+        prepare(&shared, &caller, &run, &capsule, &signer).await;
         let alive = run.clone();
         let ticking = ticker(shared.clone(), move |s| s.has_run(&alive), None).for_each(|_| future::ready(()));
         let answer = match future::select(answer, Box::pin(ticking)).await {
@@ -113,26 +119,37 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
         let _ = frames.unbounded_send(Ok(priming.into_bytes()));
     }
     let modern = call.era == Era::Modern;
-    let delivery = Answer { call: call.clone(), caller: caller.clone(), steps: 0.0, frames: Some(frames), body: None };
-    if let Err(response) = admit(&shared, &call, &caller, &run, &capsule, delivery) {
+    if let Err(response) =
+        admit(&shared, &call, &caller, &run, &capsule, Answer::new(&call, &caller, Some(frames), None))
+    {
         return Ok(response);
     }
     let cancel = modern.then(|| CancelOnDrop { shared: shared.clone(), run: run.clone() });
     let preparing = {
         let (shared, run) = (shared.clone(), run.clone());
-        async move { prepare(&shared, &caller, &run, &capsule).await }
+        async move { prepare(&shared, &caller, &run, &capsule, &signer).await }
             .into_stream()
             .filter_map(|()| future::ready(None))
     };
-    let ticking = ticker(shared.clone(), move |s| s.has_run(&run), Some(mcp::SSE_KEEPALIVE));
-    // The body is the answer's frames merged with the preparation and the ticker (which yield
-    // no frames of their own until a tick): polling the body drives all three, and dropping it
-    // drops them and, for a 2026-07-28 call, cancels the run.
-    let stream = futures::stream::select(body, futures::stream::select(preparing, ticking)).map(move |frame| {
+    // The body is the answer's frames merged with the ticker and the preparation (which yield
+    // no frames of their own but keep-alives): polling the body drives all of them, and
+    // dropping it drops them and, for a 2026-07-28 call, cancels the run.
+    let stream = futures::stream::select(run_stream(shared, run, body), preparing).map(move |frame| {
         let _ = &cancel;
         frame
     });
     Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()))
+}
+
+/// A run's answer frames, merged with a ticker that keeps the machine's deadlines running (and
+/// the client's connection alive) while the run lasts.
+fn run_stream(
+    shared: Rc<Shared>,
+    run: String,
+    body: mpsc::UnboundedReceiver<Result<Vec<u8>>>,
+) -> impl Stream<Item = Result<Vec<u8>>> {
+    let ticking = ticker(shared, move |s| s.has_run(&run), Some(mcp::SSE_KEEPALIVE));
+    futures::stream::select(body, ticking)
 }
 
 /// `GET /mcp` with `Last-Event-ID` (legacy era): resumes the stream of run `event_id`, if it
@@ -141,9 +158,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
 pub fn resume(shared: Rc<Shared>, session: &str, event_id: &str) -> Result<Response> {
     let (frames, body) = mpsc::unbounded();
     if shared.resume(event_id, session, frames.clone()) {
-        let run = event_id.to_owned();
-        let ticking = ticker(shared.clone(), move |s| s.has_run(&run), Some(mcp::SSE_KEEPALIVE));
-        let stream = futures::stream::select(body, ticking);
+        let stream = run_stream(shared, event_id.to_owned(), body);
         return Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()));
     }
     let Some(ended) = store::ended_run(&shared.storage.sql(), event_id, session) else {
@@ -176,16 +191,11 @@ fn answer_from_audit(ended: &Ended) -> Value {
 }
 
 /// Checks the arguments and builds and signs the capsule; an error is the response to send.
-fn build(shared: &Shared, caller: &Caller, call: &ToolCall) -> Result<std::result::Result<Capsule, Response>> {
-    let tool_error = |name, message: &str| Ok(Err(http::json(200, &mcp::tool_error(call, name, message))));
-    let spec = match capsule_spec(call.tool.name(), &call.arguments, &caller.tenant.defaults.policy) {
-        Ok(spec) => spec,
-        Err(e) => return tool_error(e.name, &e.message),
-    };
-    match capsule::build_capsule(spec, &signer(&shared.env)?) {
-        Ok(capsule) => Ok(Ok(capsule)),
-        Err(e) => tool_error(ErrorName::ValidationError, &e.to_string()),
-    }
+fn build(caller: &Caller, call: &ToolCall, signer: &Signer) -> std::result::Result<Capsule, Response> {
+    let tool_error = |name, message: &str| http::json(200, &mcp::tool_error(call, name, message));
+    let spec = capsule_spec(call.tool.name(), &call.arguments, &caller.tenant.defaults.policy)
+        .map_err(|e| tool_error(e.name, &e.message))?;
+    capsule::build_capsule(spec, signer).map_err(|e| tool_error(ErrorName::ValidationError, &e.to_string()))
 }
 
 /// Takes the run's place in line, before anything awaits, so runs keep the order their calls
@@ -229,7 +239,7 @@ fn admit(
 
 /// Stores the capsule in R2 (once per hash and DO instance) and tells the machine the run is
 /// ready to be sent; a failed store ends the run.
-async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, capsule: &Capsule) {
+async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, capsule: &Capsule, signer: &Signer) {
     let mut preparing = Preparing { shared: shared.clone(), run: run.to_owned(), done: false };
     if !shared.stored(&capsule.hash) {
         let stored = match shared.env.bucket("R2_CAPSULES") {
@@ -242,14 +252,9 @@ async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, capsule: &Caps
         }
         shared.mark_stored(&capsule.hash);
     }
-    match signer(&shared.env) {
-        Ok(signer) => {
-            shared.set_capsule_event(run, capsule_event(&signer, caller, run, capsule));
-            preparing.done = true;
-            shared.feed(Input::Ready { run: run.to_owned() });
-        }
-        Err(e) => preparing.fail(e.to_string()),
-    }
+    shared.set_capsule_event(run, capsule_event(signer, caller, run, capsule));
+    preparing.done = true;
+    shared.feed(Input::Ready { run: run.to_owned() });
 }
 
 /// A run being prepared. If its preparation is dropped half way (its request went away while
