@@ -101,6 +101,16 @@ fn keep_alive(s: &mut Session, run: &str, from_ms: u64, seq: u64, until_ms: u64)
     ended
 }
 
+/// Attaches `tabs` in order, admits `run` and makes it ready: it is sent to the newest tab.
+fn started_on_newest(s: &mut Session, run: &str, tabs: &[&str]) {
+    for t in tabs {
+        s.handle(0, tab(t));
+    }
+    s.handle(0, admit(run));
+    let newest = tabs.last().expect("a tab");
+    assert!(s.handle(0, ready(run)).contains(&sent(newest, run)));
+}
+
 /// Admits `run`, makes it ready and attaches tab `t`: the run is sent to it at `now`.
 fn started(s: &mut Session, now: u64, run: &str, t: &str) {
     s.handle(now, admit(run));
@@ -149,11 +159,7 @@ fn runs_start_in_admission_order_even_when_a_later_one_is_ready_first() {
 
 #[test]
 fn the_newest_tab_gets_the_next_run() {
-    let mut s = session();
-    s.handle(0, tab("old"));
-    s.handle(0, tab("new"));
-    s.handle(0, admit("a"));
-    assert!(s.handle(0, ready("a")).contains(&sent("new", "a")));
+    started_on_newest(&mut session(), "a", &["old", "new"]);
 }
 
 #[test]
@@ -230,10 +236,7 @@ fn a_tab_attaching_within_the_wait_gets_the_run() {
 #[test]
 fn a_tab_gone_before_acknowledging_gives_the_run_to_another_tab() {
     let mut s = session();
-    s.handle(0, tab("t1"));
-    s.handle(0, tab("t2"));
-    s.handle(0, admit("a"));
-    assert!(s.handle(0, ready("a")).contains(&sent("t2", "a")));
+    started_on_newest(&mut s, "a", &["t1", "t2"]);
     let out = s.handle(100, Input::TabGone { tab: "t2".into() });
     assert!(out.contains(&sent("t1", "a")), "{out:?}");
     assert!(finishes(&out).is_empty());
@@ -288,10 +291,7 @@ fn a_run_given_to_another_tab_refuses_the_first_tab_s_events() {
     // t1 was slow to acknowledge and taken for dead; the run went to t2. t1's late events are
     // refused (its page then stops the run), t2's are taken: the run executes on one tab.
     let mut s = session();
-    s.handle(0, tab("t1"));
-    s.handle(0, tab("t2"));
-    s.handle(0, admit("a"));
-    assert!(s.handle(0, ready("a")).contains(&sent("t2", "a")));
+    started_on_newest(&mut s, "a", &["t1", "t2"]);
     let out = s.handle(0, Input::TabGone { tab: "t2".into() }); // back to the line, then to t1
     assert!(out.contains(&sent("t1", "a")));
     let out = s.handle(1, heard_from("t2", vec![ev("a", 0, progress("received"))]));

@@ -1,7 +1,7 @@
-// A run's output inside the runner worker: forwards stdout/stderr text to the page as it is
-// produced, and enforces the capsule's output cap (limits.stdoutBytes, counted over stdout and
-// stderr together, in UTF-8 bytes). Past the cap nothing more is forwarded and the engines stop
-// the run. The page counts again (lib/runner-host.js): this copy lets a run stop early.
+// A run's output cap (limits.stdoutBytes, counted over stdout and stderr together, in UTF-8
+// bytes): forwards text as it is produced, and past the cap nothing more. Counted twice: in the
+// runner worker (runner/serve.js), so that a well-behaved run stops early, and by the page
+// (lib/runner-host.js), which trusts no count a guest could tamper with.
 
 const encoder = new TextEncoder();
 

@@ -9,6 +9,7 @@
 //       entry:{path, argv, env, cwd, stdin}, limits:{timeoutMs, memMb, stdoutBytes}}
 
 import { failure, outputLimitFailure } from "./errors.js";
+import { OutputSink } from "./output-sink.js";
 import { Sandbox } from "./sandbox.js";
 
 // Fetching, checking and booting a runtime the first time (Pyodide: ~10 MiB) has its own,
@@ -23,7 +24,6 @@ const RUNNER_ERRORS = new Set(["OutputLimitExceeded", "Internal"]);
 // relay reads an exit code as a 32-bit integer.
 const MAX_ERROR_MESSAGE = 2048;
 const MAX_MEM_MB = 1 << 20;
-const encoder = new TextEncoder();
 
 export class RunnerHost {
   /** @param frameUrl the URL of sandbox.html */
@@ -45,7 +45,8 @@ export class RunnerHost {
     if (this.current) throw new Error("RunnerHost runs one job at a time");
     if (signal?.aborted) return Promise.resolve(cancelledOutcome());
     return new Promise((resolve) => {
-      const run = { job, onOutput, resolve, timer: null, startedAt: null, usedBytes: 0, port: null };
+      const sink = new OutputSink(job.limits.stdoutBytes, ({ type, data }) => onOutput(type, data));
+      const run = { job, sink, resolve, timer: null, startedAt: null, port: null };
       this.current = run;
       const onAbort = () => this.stop(cancelledOutcome());
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -78,24 +79,12 @@ export class RunnerHost {
   onMessage(run, message) {
     if (this.current !== run) return;
     const type = message?.type;
-    if ((type === "stdout" || type === "stderr") && typeof message.data === "string") return this.output(run, type, message.data);
+    if ((type === "stdout" || type === "stderr") && typeof message.data === "string") {
+      if (!run.sink.write(type, message.data)) this.stop(outputLimitFailure(run.sink.limitBytes));
+      return;
+    }
     if (type === "exit" && Number.isInteger(message.exitCode)) return this.stop(exitOutcome(message));
     this.stop(crashedOutcome(`it sent a message the page does not accept (${JSON.stringify(type)})`));
-  }
-
-  /** Forwards output up to the cap; past it the run is stopped. */
-  output(run, stream, text) {
-    const limit = run.job.limits.stdoutBytes;
-    const bytes = encoder.encode(text);
-    const room = limit - run.usedBytes;
-    if (bytes.length <= room) {
-      run.usedBytes += bytes.length;
-      return run.onOutput(stream, text);
-    }
-    const head = new TextDecoder().decode(bytes.subarray(0, room), { stream: true });
-    if (head) run.onOutput(stream, head);
-    run.usedBytes = limit;
-    this.stop(outputLimitFailure(limit));
   }
 
   /** (Re)starts the current run's deadline; `outcome(ms)` is what it ends with. */

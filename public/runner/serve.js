@@ -12,7 +12,7 @@
 // worker -> page:             {type:"stdout"|"stderr", data}... then {type:"exit", exitCode, memPeakMb, error?}
 
 import { failure, outputLimitFailure } from "../lib/errors.js";
-import { OutputSink } from "./output.js";
+import { OutputSink } from "../lib/output-sink.js";
 
 /**
  * @param engine {bootstrap?(assets) -> Promise<Uint8Array|undefined>, start(assets) -> Promise<{run(job, sink)}>}
