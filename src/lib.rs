@@ -16,3 +16,4 @@ pub mod mcp;
 pub mod policy;
 pub mod range;
 pub mod run;
+pub mod search;
