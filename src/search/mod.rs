@@ -317,7 +317,7 @@ fn remedy(problem: &str) -> &'static str {
     } else if problem.contains("look-around") {
         "; this search runs in linear time and has no lookahead or lookbehind: match the \
          surrounding text itself, or use \\b for a word boundary"
-    } else if problem.contains("Unicode property not found") {
+    } else if problem.contains("Unicode property") {
         "; Unicode properties (\\p{...}) are not available here: use POSIX classes such as \
          [[:alpha:]] or ranges such as [а-яё]"
     } else if problem.contains("decimal literal") {
