@@ -239,6 +239,43 @@ print("done")`, { workspace });
   });
 });
 
+test("a file change the glue was tricked into sending is refused by the page", async () => {
+  const workspace = freshWorkspace();
+  assert.equal(await change(workspace, { op: "write", path: "/host/x", text: "original" }), "ok");
+  // A real stream opened for writing under /tmp, its path rewritten to escape to /host/x (which
+  // exists, so the wrapped close reads it and sends it): only the page's own check stops it.
+  const py = await run("py", `import os, pyodide_js
+fd = os.open("/tmp/decoy", os.O_WRONLY | os.O_CREAT)
+stream = pyodide_js.FS.getStream(fd)
+stream.path = "/tmp/../host/x"
+os.close(fd)
+print("sent")`, { workspace });
+  assert.equal(py.error?.name, "Internal", JSON.stringify(py));
+  assert.match(py.error.message, /it sent a file change the page refuses: "\/tmp\/\.\.\/host\/x" has an empty, "\.", "\.\." or NUL segment/);
+  assert.deepEqual((await filesOf(workspace)).files, { "/host/x": "original" });
+});
+
+test("a run that would take the workspace past 64 MiB is told what to delete, and nothing is sent", async () => {
+  const workspace = freshWorkspace();
+  const js = await run(
+    "js",
+    `import fs from "fs";
+     fs.writeFileSync("/tmp/small", "kept");
+     try { fs.writeFileSync("/tmp/huge", new Uint8Array(65 * 1024 * 1024)); } catch (e) { console.log(e.code, e.message); }`,
+    { workspace },
+  );
+  assert.equal(js.exitCode, 0, js.stderr);
+  assert.match(js.stdout, /^ENOSPC writing \/tmp\/huge would make the workspace \d+ bytes, over its limit of 64 MiB .*delete files/);
+  const py = await run("py", `try:
+    with open("/out/huge", "wb") as f:
+        f.write(bytes(65 * 1024 * 1024))
+except OSError as error:
+    print(type(error).__name__, error.errno == __import__("errno").ENOSPC)`, { workspace });
+  assert.equal(py.stdout, "OSError True\n", py.stderr);
+  assert.match(py.stderr, /^relay: \/out\/huge was not saved: writing \/out\/huge would make the workspace \d+ bytes, over its limit of 64 MiB/);
+  assert.deepEqual((await filesOf(workspace)).files, { "/tmp/small": "kept" });
+});
+
 describe("guest fetch", () => {
   const fetches = {
     "https://api.example.com/data": { status: 200, statusText: "OK", url: "https://api.example.com/data", headers: [["content-type", "application/json"]], body: `{"answer":42}` },
