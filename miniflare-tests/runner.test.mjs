@@ -9,52 +9,24 @@ import { generateKeyPairSync, sign } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { crc32, deflateRawSync } from "node:zlib";
-import { buildAssets } from "../scripts/build-assets.mjs";
-import { launchBrowser } from "./lib/browser.mjs";
-import { startStaticServer } from "./lib/static-server.mjs";
+import { RUNTIMES, runnerJob as job, startRunnerPages } from "./lib/runner-page.mjs";
 
-const RUNTIMES = { js: "quickjs@0.32", py: "pyodide@314" };
-
+let pages;
 let server;
-let browser;
-let context;
 let page;
 
 before(async () => {
-  const { outDir } = await buildAssets({ log: () => {} });
-  server = await startStaticServer(outDir);
-  browser = await launchBrowser();
-  context = await browser.newContext();
+  pages = await startRunnerPages();
+  server = pages.server;
   page = await openTestPage();
 });
 
 after(async () => {
-  await browser?.close();
-  await server?.close();
+  await pages?.close();
 });
 
-async function openTestPage() {
-  const opened = await context.newPage();
-  opened.on("pageerror", (err) => console.error(`page error: ${err.message}`));
-  await opened.goto(`${server.url}/runner-test.html`);
-  await opened.waitForFunction(() => window.relayTest);
-  return opened;
-}
-
-let runCount = 0;
-
-/** A runner job for `code` as the entry file, with the given entry fields and limits. */
-function job(language, code, { files = {}, entry = {}, limits = {}, cancelAfterMs } = {}) {
-  const path = `/entry.${language}`;
-  return {
-    runId: `r_${++runCount}`,
-    language,
-    runtimeId: RUNTIMES[language],
-    files: { [path.slice(1)]: code, ...files },
-    entry: { path, argv: [], env: {}, cwd: "/", stdin: "", ...entry },
-    limits: { timeoutMs: 30_000, memMb: 256, stdoutBytes: 1 << 20, ...limits },
-    cancelAfterMs,
-  };
+function openTestPage() {
+  return pages.openPage();
 }
 
 function run(spec, onPage = page) {

@@ -1,10 +1,11 @@
-// The page miniflare-tests/runner.test.mjs drives in Chromium: it exposes the executor's real
-// parts (runner host and worker, signature check, zip reader) as window.relayTest, taking and
-// returning plain data that Playwright can pass across.
+// The page miniflare-tests/runner.test.mjs and workspace.test.mjs drive in Chromium: it exposes
+// the executor's real parts (runner host and worker, workspace, signature check, zip reader) as
+// window.relayTest, taking and returning plain data that Playwright can pass across.
 
 import { canonicalJson } from "./lib/canonical-json.js";
 import { KeyRing, verifyManifestSignature } from "./lib/jws.js";
 import { RunnerHost } from "./lib/runner-host.js";
+import { openWorkspace } from "./lib/workspace.js";
 import { unzip } from "./lib/zip.js";
 
 const runner = new RunnerHost(new URL("sandbox.html", import.meta.url));
@@ -16,21 +17,59 @@ window.relayTest = {
    * @returns the run's outcome plus its collected stdout/stderr, whether a runtime was loaded
    *   and the time the page waited (pageMs)
    */
-  async run({ files, cancelAfterMs, ...job }) {
+  /**
+   * With `workspace: {name, backend?}` the run gets that workspace's snapshot and writes
+   * through to it; `fetches: {url: response | {error}}` scripts the page's answers to guest
+   * fetches (a text `body`; an unlisted url is denied with PolicyDenied), and the result lists
+   * the requests heard (`requests`, bodies as text).
+   */
+  async run({ files, cancelAfterMs, workspace, fetches = {}, ...job }) {
     const output = { stdout: "", stderr: "" };
+    const requests = [];
     let loaded = false;
     const abort = new AbortController();
     if (cancelAfterMs !== undefined) setTimeout(() => abort.abort(), cancelAfterMs);
+    const opened = workspace && (await workspaceOf(workspace));
     const started = performance.now();
     const outcome = await runner.run(
-      { ...job, files: mapValues(files, (file) => (typeof file === "string" ? new TextEncoder().encode(file) : fromBase64(file.base64))) },
+      {
+        ...job,
+        files: mapValues(files, (file) => (typeof file === "string" ? new TextEncoder().encode(file) : fromBase64(file.base64))),
+        ...(opened && { workspace: opened.snapshot() }),
+      },
       {
         signal: abort.signal,
         onLoading: () => (loaded = true),
         onOutput: (stream, text) => (output[stream] += text),
+        ...(opened && { onFile: ({ op, path, data }) => (op === "write" ? opened.write(path, data) : opened.remove(path)) }),
+        onFetch: async (request) => {
+          requests.push({ ...request, body: request.body && new TextDecoder().decode(request.body) });
+          const answer = fetches[request.url];
+          if (!answer) return { error: { name: "PolicyDenied", message: `${new URL(request.url).hostname} is not in policy.network.allowedDomains` } };
+          return answer.error ? answer : { ...answer, body: new TextEncoder().encode(answer.body ?? "") };
+        },
       },
     );
-    return { ...outcome, ...output, loaded, pageMs: performance.now() - started };
+    return { ...outcome, ...output, requests, loaded, pageMs: performance.now() - started };
+  },
+
+  /** A workspace's files as text, and its backend and size. */
+  async workspaceFiles(workspace) {
+    const opened = await workspaceOf(workspace);
+    const files = Object.fromEntries(opened.list().map((path) => [path, new TextDecoder().decode(opened.read(path))]));
+    return { backend: opened.backend, totalBytes: opened.totalBytes, files };
+  },
+
+  /** Writes (text, or `size` zero bytes) or removes a workspace file directly: "ok" or the error. */
+  async workspaceChange(workspace, { op, path, text, size }) {
+    const opened = await workspaceOf(workspace);
+    try {
+      if (op === "remove") await opened.remove(path);
+      else await opened.write(path, size === undefined ? new TextEncoder().encode(text) : new Uint8Array(size));
+      return "ok";
+    } catch (err) {
+      return `${err.name}: ${err.message}`;
+    }
   },
 
   /** "ok", or the error a manifest with this signature is refused with. */
@@ -67,6 +106,14 @@ window.relayTest = {
     }
   },
 };
+
+const workspaces = new Map(); // "backend:name" -> Promise<Workspace>, one per page like the executor's
+
+function workspaceOf({ name, backend }) {
+  const key = `${backend}:${name}`;
+  if (!workspaces.has(key)) workspaces.set(key, openWorkspace(name, { backend }));
+  return workspaces.get(key);
+}
 
 function mapValues(object, fn) {
   return Object.fromEntries(Object.entries(object).map(([key, value]) => [key, fn(value)]));

@@ -5,12 +5,21 @@
 // limits.stdoutBytes; past the cap, or at the deadline, or on cancel, the worker is terminated.
 // Every message on the port is checked for shape; anything after `exit` is never read.
 //
+// The run's side of the relay session's workspace and of guest fetch (protocol: runner/serve.js):
+// each `file` message whose path the run's policy lets it write is handed to handlers.onFile in
+// the order heard (the caller stores it, lib/workspace.js), and the run's outcome waits until
+// every onFile has settled, whatever ended the run, so the next run sees the writes. Each
+// `fetch` is handed to handlers.onFetch (the caller applies the network policy) and answered on
+// the port while the run lives.
+//
 // job: {runId, language:"js"|"py", runtimeId, files:{relative path: Uint8Array},
-//       entry:{path, argv, env, cwd, stdin}, limits:{timeoutMs, memMb, stdoutBytes}}
+//       entry:{path, argv, env, cwd, stdin}, limits:{timeoutMs, memMb, stdoutBytes},
+//       workspace?:{absolute path: Uint8Array}, filesystem?:{readonly, writable}}
 
 import { failure, outputLimitFailure } from "./errors.js";
 import { OutputSink } from "./output-sink.js";
 import { Sandbox } from "./sandbox.js";
+import { DEFAULT_FILESYSTEM, WORKSPACE_LIMIT_BYTES, deniedWrite, workspacePathProblem } from "./workspace-rules.js";
 
 // Fetching, checking and booting a runtime the first time (Pyodide: ~10 MiB) has its own,
 // generous budget; it is the page's own work and no guest code runs during it.
@@ -24,6 +33,18 @@ const RUNNER_ERRORS = new Set(["OutputLimitExceeded", "Internal"]);
 // relay reads an exit code as a 32-bit integer.
 const MAX_ERROR_MESSAGE = 2048;
 const MAX_MEM_MB = 1 << 20;
+// File changes the page is still storing: past either bound the run writes faster than the
+// workspace can keep up (a loop rewriting a file), and is stopped.
+const MAX_FILE_OPS_IN_FLIGHT = 4096;
+const MAX_FILE_BYTES_IN_FLIGHT = 2 * WORKSPACE_LIMIT_BYTES;
+// Guest fetches at once; more are answered with an error straight away.
+const MAX_FETCHES_IN_FLIGHT = 16;
+// Bounds on a fetch request's parts, before the caller's network policy looks at it.
+const MAX_URL_LENGTH = 8192;
+const MAX_HEADERS = 256;
+const MAX_HEADER_BYTES = 64 * 1024;
+const MAX_REQUEST_BODY_BYTES = 16 * 1024 * 1024;
+const METHOD = /^[A-Z]{1,16}$/;
 
 export class RunnerHost {
   /** @param frameUrl the URL of sandbox.html */
@@ -39,14 +60,34 @@ export class RunnerHost {
    * Runs `job`. `handlers.onLoading(runtimeId)` (the runtime is loaded for the first time),
    * `handlers.onStart()` (the job was handed to its worker) and `handlers.onOutput(stream, text)`
    * are called as things happen; an aborted `signal` cancels.
-   * @returns {Promise<{exitCode, usage:{wallMs, memPeakMb}, error?:{name, message}}>}
+   * `handlers.onFile({op: "write", path, data: Uint8Array} | {op: "remove", path}) -> Promise`
+   * stores a workspace change; calls come in the order the run made the changes and must be
+   * applied in that order. A rejection cannot reach the guest (the run did not wait): it is
+   * counted in usage.fileErrors and logged.
+   * `handlers.onFetch({url, method, headers: [[name, value]], body?: Uint8Array})
+   *   -> Promise<{status, statusText?, url?, headers?, body?} | {error: {name, message}}>`
+   * fetches for the guest, or refuses (error.name "PolicyDenied"); without it every fetch is denied.
+   * @returns {Promise<{exitCode, usage:{wallMs, memPeakMb, fetches, denied, fileErrors}, error?:{name, message}}>}
    */
-  run(job, { onLoading = () => {}, onStart = () => {}, onOutput = () => {}, signal } = {}) {
+  run(job, { onLoading = () => {}, onStart = () => {}, onOutput = () => {}, onFile, onFetch = denyFetch, signal } = {}) {
     if (this.current) throw new Error("RunnerHost runs one job at a time");
     if (signal?.aborted) return Promise.resolve(cancelledOutcome());
     return new Promise((resolve) => {
       const sink = new OutputSink(job.limits.stdoutBytes, ({ type, data }) => onOutput(type, data));
-      const run = { job, sink, resolve, timer: null, startedAt: null, port: null };
+      const run = {
+        job: { ...job, workspace: job.workspace ?? {}, filesystem: job.filesystem ?? DEFAULT_FILESYSTEM },
+        sink,
+        resolve,
+        timer: null,
+        startedAt: null,
+        port: null,
+        onFile: onFile ?? (() => Promise.resolve()),
+        onFetch,
+        storing: new Set(), // onFile promises not settled yet
+        storingBytes: 0,
+        fetching: new Set(), // ids of fetches not answered yet
+        counts: { fetches: 0, denied: 0, fileErrors: 0 },
+      };
       this.current = run;
       const onAbort = () => this.stop(cancelledOutcome());
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -83,8 +124,58 @@ export class RunnerHost {
       if (!run.sink.write(type, message.data)) this.stop(outputLimitFailure(run.sink.limitBytes));
       return;
     }
+    if (type === "file") return this.onFileMessage(run, message);
+    if (type === "fetch") return this.onFetchMessage(run, message);
     if (type === "exit" && Number.isInteger(message.exitCode)) return this.stop(exitOutcome(message));
     this.stop(crashedOutcome(`it sent a message the page does not accept (${JSON.stringify(type)})`));
+  }
+
+  /** A workspace change: checked (shape, path, the run's policy), then stored by the caller. */
+  onFileMessage(run, { op, path, data }) {
+    const problem = fileProblem(run.job.filesystem, op, path, data);
+    if (problem) return this.stop(crashedOutcome(`it sent a file change the page refuses: ${problem}`));
+    const bytes = op === "write" ? data.byteLength : 0;
+    if (run.storing.size >= MAX_FILE_OPS_IN_FLIGHT || run.storingBytes + bytes > MAX_FILE_BYTES_IN_FLIGHT) {
+      const message = `the run changed files faster than the workspace can store them (over ${MAX_FILE_OPS_IN_FLIGHT} changes or ${MAX_FILE_BYTES_IN_FLIGHT} bytes waiting); write fewer, larger files`;
+      return this.stop(failure("OutputLimitExceeded", message));
+    }
+    run.storingBytes += bytes;
+    const stored = Promise.resolve()
+      .then(() => run.onFile(op === "write" ? { op, path, data } : { op, path }))
+      .catch((err) => {
+        run.counts.fileErrors++;
+        console.warn(`relay-mcp: ${op} of workspace file ${path} failed: ${err.name}: ${err.message}`);
+      })
+      .finally(() => {
+        run.storing.delete(stored);
+        run.storingBytes -= bytes;
+      });
+    run.storing.add(stored);
+  }
+
+  /** A guest fetch: checked, handed to the caller, answered on the port while the run lives. */
+  onFetchMessage(run, { id, request }) {
+    const problem = fetchProblem(request);
+    if (!Number.isSafeInteger(id) || run.fetching.has(id) || problem) {
+      return this.stop(crashedOutcome(`it sent a fetch the page refuses: ${problem ?? `bad id ${JSON.stringify(id)}`}`));
+    }
+    run.counts.fetches++;
+    const answer = (reply) => {
+      run.fetching.delete(id);
+      if (this.current !== run) return;
+      if (reply.error?.name === "PolicyDenied") run.counts.denied++;
+      const body = reply.response?.body;
+      run.port.postMessage({ type: "fetched", id, ...reply }, body ? [body] : []);
+    };
+    if (run.fetching.size >= MAX_FETCHES_IN_FLIGHT) {
+      return answer({ error: { name: "TooManyRequests", message: `at most ${MAX_FETCHES_IN_FLIGHT} fetches may wait at once; await some before starting more` } });
+    }
+    run.fetching.add(id);
+    const { url, method, headers, body } = request;
+    Promise.resolve()
+      .then(() => run.onFetch({ url, method, headers, ...(body && { body }) }))
+      .then(fetchReply, (err) => ({ error: { name: String(err?.name ?? "Error"), message: String(err?.message ?? err) } }))
+      .then(answer);
   }
 
   /** (Re)starts the current run's deadline; `outcome(ms)` is what it ends with. */
@@ -104,9 +195,64 @@ export class RunnerHost {
     run.port?.close();
     this.sandbox.kill(run.job.runId);
     const wallMs = run.startedAt === null ? 0 : Math.round(performance.now() - run.startedAt);
-    const usage = { wallMs, memPeakMb: outcome.memPeakMb ?? 0 };
-    run.resolve({ exitCode: outcome.exitCode, usage, ...(outcome.error && { error: outcome.error }) });
+    // The workspace changes heard before the end are stored before the outcome is told.
+    Promise.allSettled(run.storing).then(() => {
+      const usage = { wallMs, memPeakMb: outcome.memPeakMb ?? 0, ...run.counts };
+      run.resolve({ exitCode: outcome.exitCode, usage, ...(outcome.error && { error: outcome.error }) });
+    });
   }
+}
+
+/** Why a `file` message cannot be applied, or null. */
+function fileProblem(filesystem, op, path, data) {
+  if (op !== "write" && op !== "remove") return `unknown op ${JSON.stringify(op)}`;
+  const shape = workspacePathProblem(path);
+  if (shape) return shape;
+  const denied = deniedWrite(path, filesystem);
+  if (denied) return denied;
+  if (op === "write" && !(data instanceof Uint8Array)) return `the contents of ${path} are not a Uint8Array`;
+  return null;
+}
+
+/** Why a fetch request is malformed, or null. */
+function fetchProblem(request) {
+  const { url, method, headers, body } = request ?? {};
+  if (typeof url !== "string" || url.length > MAX_URL_LENGTH) return `the url must be a string of at most ${MAX_URL_LENGTH} characters`;
+  if (typeof method !== "string" || !METHOD.test(method)) return `bad method ${JSON.stringify(method)}`;
+  if (!Array.isArray(headers) || headers.length > MAX_HEADERS) return `headers must be at most ${MAX_HEADERS} [name, value] pairs`;
+  let size = 0;
+  for (const pair of headers) {
+    if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== "string" || typeof pair[1] !== "string") return "a header is not a [name, value] pair of strings";
+    size += pair[0].length + pair[1].length;
+  }
+  if (size > MAX_HEADER_BYTES) return `headers exceed ${MAX_HEADER_BYTES} characters`;
+  if (body !== undefined && !(body instanceof Uint8Array && body.byteLength <= MAX_REQUEST_BODY_BYTES)) {
+    return `the body must be a Uint8Array of at most ${MAX_REQUEST_BODY_BYTES} bytes`;
+  }
+  return null;
+}
+
+/** The caller's answer to a fetch, as the port carries it: {response} with an ArrayBuffer body, or {error}. */
+function fetchReply(reply) {
+  if (reply?.error) return { error: { name: String(reply.error.name), message: String(reply.error.message ?? "").slice(0, MAX_ERROR_MESSAGE) } };
+  const { status, statusText = "", url = "", headers = [], body } = reply ?? {};
+  if (!Number.isInteger(status) || status < 200 || status > 599) {
+    return { error: { name: "TypeError", message: `the fetch was answered with an invalid status ${status}` } };
+  }
+  const bytes = body === undefined ? new Uint8Array(0) : body instanceof ArrayBuffer ? new Uint8Array(body) : new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  return {
+    response: {
+      status,
+      statusText: String(statusText),
+      url: String(url),
+      headers: [...headers].map(([name, value]) => [String(name), String(value)]),
+      body: bytes.slice().buffer, // a copy the port can transfer
+    },
+  };
+}
+
+function denyFetch({ url }) {
+  return { error: { name: "PolicyDenied", message: `fetch of ${url} refused: this page gives guest code no network` } };
 }
 
 /** What the worker's `exit` says, bounded, with only the error names a runner may give. */
@@ -127,5 +273,5 @@ function timeoutOutcome(ms) {
 }
 
 export function cancelledOutcome() {
-  return { ...failure("Cancelled", "the run was cancelled"), usage: { wallMs: 0, memPeakMb: 0 } };
+  return { ...failure("Cancelled", "the run was cancelled"), usage: { wallMs: 0, memPeakMb: 0, fetches: 0, denied: 0, fileErrors: 0 } };
 }

@@ -1,6 +1,7 @@
-// The Node-like globals a JS capsule sees inside QuickJS: console, process, timers.
-// guestPrelude is never called in the worker: quickjs.js evaluates its source text inside each
-// fresh QuickJS context, so it must stay self-contained (no imports, no outer variables).
+// The Node-like globals a JS capsule sees inside QuickJS: console, process, timers, the `fs`
+// module and fetch. guestPrelude is never called in the worker: quickjs.js evaluates its source
+// text inside each fresh QuickJS context, so it must stay self-contained (no imports, no outer
+// variables).
 //
 // What capsule code can use:
 //   console.log/info/debug -> stdout; console.error/warn -> stderr (Node-like formatting)
@@ -8,10 +9,31 @@
 //   process.stdout.write(text), process.stderr.write(text)
 //   process.stdin.read() -> the whole stdin as a string ("" when none was given)
 //   setTimeout/clearTimeout, setInterval/clearInterval, queueMicrotask, globalThis/global
+//   TextEncoder/TextDecoder (UTF-8)
+//   import fs from "fs" (or "node:fs"; "fs/promises" and "node:fs/promises" for the promise API):
+//     readFileSync(path, encoding?) -> a string with an encoding ("utf8"), else a Uint8Array
+//     writeFileSync(path, data), appendFileSync(path, data)   data: string | Uint8Array | ArrayBuffer
+//     existsSync, readdirSync (sorted names), statSync/lstatSync (isFile(), isDirectory(), size),
+//     mkdirSync(path, {recursive}), unlinkSync, rmdirSync, rmSync(path, {recursive, force}),
+//     renameSync, copyFileSync; fs.promises.* and "fs/promises": the same as promises
+//     (readFile, writeFile, appendFile, readdir, stat, mkdir, unlink, rmdir, rm, rename, copyFile, access).
+//     Relative paths resolve against process.cwd(). /tmp, /out, /host and /mcps are the relay
+//     session's workspace: files there stay for the next run (JS or Python) and survive a page
+//     reload; the capsule's own files are at /<path>. Only paths under policy.filesystem.writable
+//     (by default /tmp and /out; never /mcps) can be written: other writes throw an Error with
+//     name "PolicyDenied" and code "EACCES". Missing files throw code "ENOENT", as in Node.
+//     The workspace holds at most 64 MiB. No Buffer: bytes are Uint8Array.
+//   fetch(url, {method, headers, body}) -> Promise of a Response {status, statusText, ok, url,
+//     headers (get, has, entries, forEach), text(), json(), arrayBuffer()}; the page fetches for
+//     the run under policy.network, and a request the policy forbids rejects with an Error named
+//     "PolicyDenied" whose message says what to allow.
 
 /**
  * @param host functions the worker provides: write(fd, text), exit(code),
- *   setTimer(callback, ms, repeat) -> id, clearTimer(id)
+ *   setTimer(callback, ms, repeat) -> id, clearTimer(id),
+ *   fs(op, argsJson, data?) -> result (see quickjs.js; throws an Error named by its Node code),
+ *   utf8Encode(string) -> ArrayBuffer, utf8Decode(ArrayBuffer) -> string,
+ *   fetch(requestJson, body, callback(errorJson, responseJson, body))
  * @param configJson JSON of {entry, argv, env, cwd, stdin}
  * @returns formatError(value) -> string, used by the worker to print uncaught errors
  */
@@ -90,6 +112,201 @@ export function guestPrelude(host, configJson) {
   globalThis.setInterval = timer(true);
   globalThis.clearTimeout = globalThis.clearInterval = (id) => host.clearTimer(id);
   globalThis.queueMicrotask = (callback) => Promise.resolve().then(callback);
+
+  const toBuffer = (data) => {
+    if (typeof data === "string") return host.utf8Encode(data);
+    if (data instanceof ArrayBuffer) return data;
+    if (ArrayBuffer.isView(data)) return data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
+    return host.utf8Encode(String(data));
+  };
+
+  globalThis.TextEncoder = class TextEncoder {
+    get encoding() {
+      return "utf-8";
+    }
+    encode(text = "") {
+      return new Uint8Array(host.utf8Encode(String(text)));
+    }
+  };
+  globalThis.TextDecoder = class TextDecoder {
+    get encoding() {
+      return "utf-8";
+    }
+    decode(data) {
+      return data === undefined ? "" : host.utf8Decode(toBuffer(data));
+    }
+  };
+
+  installFs();
+  installFetch();
+
+  function installFs() {
+    const ERRNOS = { ENOENT: -2, EACCES: -13, EEXIST: -17, ENOTDIR: -20, EISDIR: -21, EINVAL: -22, ENOSPC: -28, ENOTEMPTY: -39, EPERM: -1 };
+    const resolve = (path) => {
+      if (path && typeof path === "object" && typeof path.href === "string") path = path.pathname; // a file: URL
+      if (typeof path !== "string") throw new TypeError(`The "path" argument must be of type string. Received ${inspect(path, 1, [])}`);
+      const parts = [];
+      for (const part of (path.startsWith("/") ? path : `${config.cwd}/${path}`).split("/")) {
+        if (part === "..") parts.pop();
+        else if (part && part !== ".") parts.push(part);
+      }
+      return `/${parts.join("/")}`;
+    };
+    // Node's errors: "ENOENT: no such file or directory, open '/tmp/x'", with code, errno, syscall, path.
+    const call = (syscall, op, path, args = {}, data) => {
+      const absolute = resolve(path);
+      try {
+        return host.fs(op, JSON.stringify({ path: absolute, ...args }), data);
+      } catch (cause) {
+        throw nodeError(cause, syscall, absolute);
+      }
+    };
+    const nodeError = (cause, syscall, path) => {
+      const policy = cause.name === "PolicyDenied";
+      const code = policy ? "EACCES" : cause.name;
+      // The relay's own messages (policy, workspace limit) say what to change; Node's are terse.
+      const message = policy || code === "ENOSPC" ? cause.message : `${code}: ${cause.message}, ${syscall} '${path}'`;
+      const error = new Error(message);
+      if (policy) error.name = "PolicyDenied";
+      return Object.assign(error, { code, errno: ERRNOS[code], syscall, path });
+    };
+    const encodingOf = (options) => (typeof options === "string" ? options : options?.encoding);
+    const decode = (buffer, encoding) => {
+      if (!encoding || encoding === "buffer") return new Uint8Array(buffer);
+      if (!/^utf-?8$/i.test(encoding)) throw new TypeError(`only the utf8 encoding is supported here, not "${encoding}"`);
+      return host.utf8Decode(buffer);
+    };
+    const stats = (info) => ({
+      size: info.size,
+      isFile: () => info.kind === "file",
+      isDirectory: () => info.kind === "dir",
+      isSymbolicLink: () => false,
+    });
+    const statOf = (syscall, path) => stats(JSON.parse(call(syscall, "stat", path)));
+
+    const fs = {
+      readFileSync: (path, options) => decode(call("open", "read", path), encodingOf(options)),
+      writeFileSync: (path, data, options) => void call("open", "write", path, { append: options?.flag === "a" }, toBuffer(data)),
+      appendFileSync: (path, data) => void call("open", "write", path, { append: true }, toBuffer(data)),
+      existsSync: (path) => {
+        try {
+          return Boolean(statOf("access", path));
+        } catch {
+          return false;
+        }
+      },
+      readdirSync: (path) => JSON.parse(call("scandir", "list", path)),
+      statSync: (path) => statOf("stat", path),
+      lstatSync: (path) => statOf("lstat", path),
+      accessSync: (path) => void statOf("access", path),
+      mkdirSync: (path, options) => void call("mkdir", "mkdir", path, { recursive: Boolean(options?.recursive) }),
+      unlinkSync: (path) => void call("unlink", "remove", path, { expect: "file" }),
+      rmdirSync: (path, options) => void call("rmdir", "remove", path, { expect: "dir", recursive: Boolean(options?.recursive) }),
+      rmSync: (path, options) => void call("rm", "remove", path, { recursive: Boolean(options?.recursive), force: Boolean(options?.force) }),
+      renameSync: (from, to) => void call("rename", "rename", from, { to: resolve(to) }),
+      copyFileSync: (from, to) => fs.writeFileSync(to, fs.readFileSync(from)),
+      constants: { F_OK: 0, R_OK: 4, W_OK: 2, X_OK: 1 },
+    };
+    const promised = (fn) => (...args) => new Promise((resolve) => resolve(fn(...args)));
+    const promises = {};
+    for (const name of ["readFile", "writeFile", "appendFile", "readdir", "stat", "lstat", "access", "mkdir", "unlink", "rmdir", "rm", "rename", "copyFile"]) {
+      promises[name] = promised(fs[`${name}Sync`]);
+    }
+    fs.promises = promises;
+    for (const name of Object.keys(promises)) {
+      fs[name] = (...args) => {
+        const callback = args.pop();
+        promises[name](...args).then((value) => callback(null, value), (error) => callback(error));
+      };
+    }
+    // What the "fs" and "fs/promises" modules export (quickjs.js makes their source from it).
+    Object.defineProperty(globalThis, "__relayModules", { value: Object.freeze({ fs, "fs/promises": promises }) });
+  }
+
+  function installFetch() {
+    class Headers {
+      constructor(init) {
+        this._map = new Map();
+        const pairs = init instanceof Headers ? init.entries() : Array.isArray(init) ? init : Object.entries(init ?? {});
+        for (const [name, value] of pairs) this.append(name, value);
+      }
+      append(name, value) {
+        const key = String(name).toLowerCase();
+        this._map.set(key, this._map.has(key) ? `${this._map.get(key)}, ${value}` : String(value));
+      }
+      set(name, value) {
+        this._map.set(String(name).toLowerCase(), String(value));
+      }
+      get(name) {
+        return this._map.get(String(name).toLowerCase()) ?? null;
+      }
+      has(name) {
+        return this._map.has(String(name).toLowerCase());
+      }
+      delete(name) {
+        this._map.delete(String(name).toLowerCase());
+      }
+      entries() {
+        return [...this._map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))[Symbol.iterator]();
+      }
+      keys() {
+        return [...this.entries()].map(([name]) => name)[Symbol.iterator]();
+      }
+      values() {
+        return [...this.entries()].map(([, value]) => value)[Symbol.iterator]();
+      }
+      forEach(callback, thisArg) {
+        for (const [name, value] of this.entries()) callback.call(thisArg, value, name, this);
+      }
+      [Symbol.iterator]() {
+        return this.entries();
+      }
+    }
+
+    class Response {
+      constructor(body, { status = 200, statusText = "", headers, url = "" } = {}) {
+        this._body = body == null ? new ArrayBuffer(0) : toBuffer(body);
+        this.status = status;
+        this.statusText = statusText;
+        this.ok = status >= 200 && status < 300;
+        this.url = url;
+        this.headers = new Headers(headers);
+        this.bodyUsed = false;
+      }
+      async arrayBuffer() {
+        if (this.bodyUsed) throw new TypeError("Body is unusable: Body has already been read");
+        this.bodyUsed = true;
+        return this._body;
+      }
+      async bytes() {
+        return new Uint8Array(await this.arrayBuffer());
+      }
+      async text() {
+        return host.utf8Decode(await this.arrayBuffer());
+      }
+      async json() {
+        return JSON.parse(await this.text());
+      }
+    }
+
+    globalThis.Headers = Headers;
+    globalThis.Response = Response;
+    globalThis.fetch = (input, init = {}) =>
+      new Promise((resolve, reject) => {
+        const url = typeof input === "string" ? input : String(input?.url ?? input?.href ?? input);
+        const method = String(init.method ?? input?.method ?? "GET").toUpperCase();
+        const headers = [...new Headers(init.headers ?? input?.headers)];
+        const body = init.body == null ? undefined : toBuffer(init.body);
+        if (body !== undefined && (method === "GET" || method === "HEAD")) throw new TypeError(`a ${method} request cannot have a body`);
+        host.fetch(JSON.stringify({ url, method, headers }), body, (errorJson, responseJson, responseBody) => {
+          if (errorJson) {
+            const { name, message } = JSON.parse(errorJson);
+            return reject(Object.assign(new Error(message), { name }));
+          }
+          resolve(new Response(responseBody, JSON.parse(responseJson)));
+        });
+      });
+  }
 
   return formatError;
 }

@@ -4,19 +4,31 @@
 // returns a memory snapshot (bootstrap); every later worker starts from that snapshot in a
 // fraction of the time, serves one run, and is thrown away.
 //
-// Python's `js` module is an object holding only the timer functions asyncio needs. That is a
-// convenience, not the wall: Pyodide's FFI (pyodide_js, pyodide.ffi, ctypes into emscripten)
-// reaches the worker's realm anyway, and the realm is what is sealed (see ../sandbox/frame.js).
+// Python's `js` module is an object holding only what asyncio and pyodide.http.pyfetch need:
+// timers, fetch (sent to the page over the run's port, answered with a Response built here),
+// Request, AbortController, AbortSignal, Object. That is a convenience, not the wall: Pyodide's
+// FFI (pyodide_js, pyodide.ffi, ctypes into emscripten) reaches the worker's realm anyway, and
+// the realm is what is sealed (see ../sandbox/frame.js).
+//
+// The relay session's workspace is written into the interpreter's filesystem before the guest
+// runs, and changes to it go to the page as they happen (python-files.js).
 
 import { loadPyodide } from "pyodide/pyodide.mjs";
 import { outputLimitFailure } from "../lib/errors.js";
 import createPyodideModule from "pyodide/pyodide.asm.mjs";
+import { DEFAULT_FILESYSTEM, deniedWrite, inWorkspace } from "../lib/workspace-rules.js";
+import { loadWorkspace, writeThrough } from "./python-files.js";
 import relayRunSource from "./relay_run.py";
 
 const MiB = 1024 * 1024;
 const WASM_FILE = "pyodide.asm.wasm";
 // Where Pyodide thinks its files live; every request for them is answered from memory.
 const INDEX_URL = "https://runtime.invalid/pyodide/";
+// Statuses a Response cannot have a body with.
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+
+// The run this worker serves, once it has started: where guest fetches go.
+let activeRelay = null;
 
 export const pyodideEngine = {
   async bootstrap(assets) {
@@ -30,8 +42,8 @@ export const pyodideEngine = {
     pyodide.runPython("relay_warm()");
     const relayRun = pyodide.globals.get("relay_run");
     return {
-      async run(job, sink) {
-        const exitCode = await runCapsule(pyodide, relayRun, job, sink);
+      async run(job, sink, relay) {
+        const exitCode = await runCapsule(pyodide, relayRun, job, sink, relay);
         // The interpreter's whole wasm heap: it only grows, so this is the run's peak.
         return { exitCode, memPeakMb: pyodide._module.HEAPU8.buffer.byteLength / MiB };
       },
@@ -44,12 +56,14 @@ async function load({ modules, files }, options) {
   if (!wasmModule) throw new Error(`Pyodide needs ${WASM_FILE}`);
   // Bound: Pyodide calls them as methods of the `js` object.
   const timers = Object.fromEntries(["setTimeout", "clearTimeout", "setInterval", "clearInterval"].map((name) => [name, self[name].bind(self)]));
+  const { Request, AbortController, AbortSignal, Object: JsObject } = self;
+  const fetchApi = { fetch: guestFetch, Request, AbortController, AbortSignal, Object: JsObject };
   return withAssets(wasmModule, files, () =>
     loadPyodide({
       indexURL: INDEX_URL,
       lockFileContents: new TextDecoder().decode(files["pyodide-lock.json"]),
       createPyodideModule,
-      jsglobals: Object.freeze(Object.assign(Object.create(null), timers)),
+      jsglobals: Object.freeze(Object.assign(Object.create(null), timers, fetchApi)),
       ...options,
     }),
   );
@@ -80,8 +94,34 @@ async function withAssets(wasmModule, files, load) {
   }
 }
 
-function runCapsule(pyodide, relayRun, job, sink) {
+/**
+ * The guest's fetch: sent to the page over the run's port; the answer becomes a Response, so
+ * pyodide.http.pyfetch works on it. An answer with an error rejects with an Error named after
+ * it whose message starts with that name ("PolicyDenied: ..."), which pyfetch raises in Python.
+ */
+async function guestFetch(input, init) {
+  if (!activeRelay) throw new TypeError("fetch is only available while a run is running");
+  const request = new Request(input, init);
+  const hasBody = request.method !== "GET" && request.method !== "HEAD";
+  const body = hasBody ? new Uint8Array(await request.arrayBuffer()) : undefined;
+  let answer;
+  try {
+    answer = await activeRelay.fetch({ url: request.url, method: request.method, headers: [...request.headers], ...(body && { body }) });
+  } catch (error) {
+    throw Object.assign(new Error(`${error.name}: ${error.message}`), { name: error.name });
+  }
+  const { status, statusText, headers, url } = answer;
+  const response = new Response(NULL_BODY_STATUSES.has(status) ? null : answer.body, { status, statusText, headers });
+  Object.defineProperty(response, "url", { value: url });
+  return response;
+}
+
+function runCapsule(pyodide, relayRun, job, sink, relay) {
+  const filesystem = job.filesystem ?? DEFAULT_FILESYSTEM;
   writeFiles(pyodide.FS, job.files);
+  loadWorkspace(pyodide.FS, job.workspace);
+  writeThrough(pyodide.FS, { filesystem, relay, workspace: job.workspace, warn: (text) => sink.write("stderr", text) });
+  activeRelay = relay;
   pyodide.setStdout({ write: streamWriter(sink, "stdout") });
   pyodide.setStderr({ write: streamWriter(sink, "stderr") });
   const { entry } = job;
@@ -95,7 +135,12 @@ function runCapsule(pyodide, relayRun, job, sink) {
   };
   // callPromising lets the program block on JS promises (stack switching), which is what
   // asyncio.run() needs in Pyodide.
-  return relayRun.callPromising(JSON.stringify(config));
+  // What relay_run.py's audit hook asks before a write: the same rules as above.
+  const guard = {
+    deniedWrite: (path) => deniedWrite(path, filesystem) ?? undefined,
+    inWorkspace: (path) => inWorkspace(path),
+  };
+  return relayRun.callPromising(JSON.stringify(config), guard);
 }
 
 /** Writes the capsule's files at /<relative path>. */

@@ -4,15 +4,18 @@
 // waits as a standby, for the default cap). The entry is evaluated
 // as an ES module (top-level await, relative imports between the capsule's files); promise jobs
 // and timers are driven until the program has nothing left to do, like Node's event loop.
-// Guest code lives inside the QuickJS interpreter and reaches the worker only through the four
-// host functions installPrelude() gives it.
+// Guest code lives inside the QuickJS interpreter and reaches the worker only through the host
+// functions installPrelude() gives it: output, exit, timers, files (guest-files.js: the
+// workspace, written through to the page) and fetch (answered by the page).
 
 import { newQuickJSWASMModuleFromVariant, newVariant } from "quickjs-emscripten";
 import RELEASE_SYNC from "@jitl/quickjs-wasmfile-release-sync";
 import DEFAULT_LIMITS from "relay-default-limits";
+import { GuestFiles } from "./guest-files.js";
 import { guestPrelude } from "./guest-prelude.js";
 
 const MiB = 1024 * 1024;
+const encoder = new TextEncoder();
 const PAGE = 64 * 1024;
 const WASM_FILE = "emscripten-module.wasm";
 // The module's own minimum heap (emscripten INITIAL_MEMORY) and the wasm32 ceiling.
@@ -20,6 +23,8 @@ const INITIAL_HEAP_MIB = 16;
 const MAX_HEAP_MIB = 2048;
 // Node's exit code when the program ends while its top-level await can never settle.
 const EXIT_UNSETTLED_AWAIT = 13;
+// The modules a capsule imports from the runtime itself, by the name of their exports in the prelude.
+const BUILTIN_MODULES = { fs: "fs", "node:fs": "fs", "fs/promises": "fs/promises", "node:fs/promises": "fs/promises" };
 
 // The cap a standby instance is made with: the default memMb's. A run that asks for another
 // gets its own instance, made when it starts.
@@ -31,10 +36,10 @@ export const quickJsEngine = {
     if (!wasmModule) throw new Error(`QuickJS needs ${WASM_FILE}`);
     const standby = await instantiate(wasmModule, STANDBY_CAP_MIB);
     return {
-      async run(job, sink) {
+      async run(job, sink, relay) {
         const capMiB = heapCap(job.limits.memMb);
         const { module, memory } = capMiB === standby.capMiB ? standby : await instantiate(wasmModule, capMiB);
-        const outcome = await new QuickJsRun(module, job, sink).result;
+        const outcome = await new QuickJsRun(module, job, sink, relay).result;
         return { ...outcome, memPeakMb: memory.buffer.byteLength / MiB };
       },
     };
@@ -53,11 +58,15 @@ async function instantiate(wasmModule, capMiB) {
 }
 
 class QuickJsRun {
-  constructor(module, job, sink) {
+  constructor(module, job, sink, relay) {
     this.job = job;
     this.sink = sink;
+    this.relay = relay;
+    this.files = new GuestFiles({ capsule: job.files, workspace: job.workspace, filesystem: job.filesystem, relay });
     this.timers = new Map();
     this.nextTimerId = 1;
+    this.fetches = new Map(); // id -> the guest's callback, until the page answers
+    this.nextFetchId = 1;
     this.exitCode = undefined; // set by process.exit()
     this.done = false;
 
@@ -117,6 +126,17 @@ class QuickJsRun {
     define("clearTimer", (id) => {
       this.dropTimer(ctx.getNumber(id));
     });
+    define("fs", (op, args, data) => {
+      const bytes = data && ctx.typeof(data) !== "undefined" ? this.bytesOf(data) : undefined;
+      return this.toGuest(this.files.call(ctx.getString(op), JSON.parse(ctx.getString(args)), bytes));
+    });
+    define("utf8Encode", (text) => this.toGuest(encoder.encode(ctx.getString(text))));
+    define("utf8Decode", (buffer) => ctx.newString(new TextDecoder().decode(this.bytesOf(buffer))));
+    define("fetch", (requestJson, body, callback) => {
+      const request = JSON.parse(ctx.getString(requestJson));
+      if (ctx.typeof(body) !== "undefined") request.body = this.bytesOf(body);
+      this.startFetch(request, callback.dup());
+    });
     const prelude = ctx.unwrapResult(ctx.evalCode(`(${guestPrelude})`, "relay:prelude.js"));
     const configHandle = ctx.newString(config);
     const formatError = ctx.unwrapResult(ctx.callFunction(prelude, ctx.undefined, host, configHandle));
@@ -128,19 +148,56 @@ class QuickJsRun {
     const id = this.nextTimerId++;
     const fire = () => {
       if (!repeat) this.timers.delete(id);
-      try {
-        const called = this.context.callFunction(callback, this.context.undefined);
-        if (!repeat) callback.dispose();
-        if (called.error) return this.fail(called.error);
-        called.value.dispose();
-        this.settle();
-      } catch (err) {
-        this.reject(err); // the wasm trapped; the runner drops this engine
-      }
+      this.callGuest(callback, [], !repeat);
     };
     const handle = repeat ? setInterval(fire, ms) : setTimeout(fire, ms);
     this.timers.set(id, { handle, callback });
     return id;
+  }
+
+  /** Calls a guest callback from the host's event loop, then runs what it queued. */
+  callGuest(callback, args, last) {
+    try {
+      const called = this.context.callFunction(callback, this.context.undefined, ...args);
+      for (const arg of args) arg.dispose();
+      if (last) callback.dispose();
+      if (called.error) return this.fail(called.error);
+      called.value.dispose();
+      this.settle();
+    } catch (err) {
+      this.reject(err); // the wasm trapped; the runner drops this engine
+    }
+  }
+
+  /** Sends a guest fetch to the page; its answer calls `callback(errorJson, responseJson, body)`. */
+  startFetch(request, callback) {
+    const id = this.nextFetchId++;
+    this.fetches.set(id, callback);
+    const answer = (args) => {
+      if (this.done || !this.fetches.delete(id)) return;
+      const ctx = this.context;
+      this.callGuest(callback, args(ctx), true);
+    };
+    this.relay.fetch(request).then(
+      ({ body, ...meta }) => answer((ctx) => [ctx.null, ctx.newString(JSON.stringify(meta)), ctx.newArrayBuffer(body)]),
+      (error) => answer((ctx) => [ctx.newString(JSON.stringify({ name: error.name, message: error.message }))]),
+    );
+  }
+
+  /** A copy of the bytes of a guest string (UTF-8) or ArrayBuffer. */
+  bytesOf(handle) {
+    const ctx = this.context;
+    if (ctx.typeof(handle) === "string") return encoder.encode(ctx.getString(handle));
+    return ctx.getArrayBuffer(handle).consume((view) => view.value.slice());
+  }
+
+  /** A host result as a guest value: undefined, a string, or bytes as an ArrayBuffer. */
+  toGuest(value) {
+    const ctx = this.context;
+    if (value === undefined) return undefined;
+    if (typeof value === "string") return ctx.newString(value);
+    const whole = value.byteOffset === 0 && value.byteLength === value.buffer.byteLength;
+    return ctx.newArrayBuffer(whole ? value.buffer : value.slice().buffer);
   }
 
   dropTimer(id) {
@@ -159,7 +216,7 @@ class QuickJsRun {
     if (this.stopped()) return this.finish(1);
     const state = this.context.getPromiseState(this.main);
     if (state.type === "rejected") return this.fail(state.error);
-    if (this.timers.size > 0) return; // a timer will call settle() again
+    if (this.timers.size > 0 || this.fetches.size > 0) return; // a timer or a fetch will call settle() again
     if (state.type === "fulfilled") {
       // A module without top-level await may evaluate to a plain value: then it is this.main.
       if (!state.notAPromise) state.value.dispose();
@@ -191,6 +248,8 @@ class QuickJsRun {
     if (this.done) return;
     this.done = true;
     for (const id of [...this.timers.keys()]) this.dropTimer(id);
+    for (const callback of this.fetches.values()) callback.dispose();
+    this.fetches.clear();
     this.main?.dispose();
     this.formatError?.dispose();
     this.context.dispose();
@@ -200,6 +259,7 @@ class QuickJsRun {
 
   /** The module loader: the source of a capsule file by absolute path, or an error. */
   moduleSource(path) {
+    if (Object.hasOwn(BUILTIN_MODULES, path)) return this.builtinSource(BUILTIN_MODULES[path]);
     if (!path.startsWith("/")) {
       const why = "only relative imports between the capsule's files work in QuickJS; bundle dependencies into the code";
       return { error: new Error(`cannot import "${path}": ${why}`) };
@@ -207,6 +267,14 @@ class QuickJsRun {
     const bytes = this.job.files[path.slice(1)];
     if (!bytes) return { error: new Error(`cannot find module ${path}: it is not a file of this capsule`) };
     return new TextDecoder().decode(bytes);
+  }
+
+  /** A module re-exporting what the prelude made under `name` (e.g. fs): default and named. */
+  builtinSource(name) {
+    const ctx = this.context;
+    const key = JSON.stringify(name);
+    const names = ctx.unwrapResult(ctx.evalCode(`Object.keys(globalThis.__relayModules[${key}])`)).consume((h) => ctx.dump(h));
+    return `const m = globalThis.__relayModules[${key}];\nexport default m;\nexport const { ${names.join(", ")} } = m;\n`;
   }
 }
 

@@ -2,20 +2,28 @@
 
 The runner worker serves a single run and is then thrown away, so nothing here needs undoing:
 the run gets the process state a fresh `python <entry> <args>` would have (argv, environment,
-cwd, stdin, a fresh __main__), and no later run ever sees what this one changed.
+cwd, stdin, a fresh __main__), and no later run ever sees what this one changed. The entry may
+`await` at top level (as in a notebook): it is then driven to completion before the run ends.
 """
 
+import ast
+import errno
 import io
 import json
 import os
-import runpy
 import sys
 import traceback
+import types
+
+from pyodide.ffi import run_sync
+
+# Any of these in open()'s flags can change the file.
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
-def relay_run(config_json):
+def relay_run(config_json, guard=None):
     """Runs the entry described by config_json ({entry, argv, env, cwd, stdin, wheels});
-    returns the exit code."""
+    returns the exit code. `guard` (from pyodide.js) judges writes by the run's policy."""
     config = json.loads(config_json)
     entry = config["entry"]
     try:
@@ -27,33 +35,136 @@ def relay_run(config_json):
         os.makedirs(config["cwd"], exist_ok=True)
         os.chdir(config["cwd"])
         sys.stdin = io.TextIOWrapper(io.BytesIO(config["stdin"].encode()), encoding="utf-8")
+        if guard is not None:
+            sys.addaudithook(_write_guard(guard))
         return _run_entry(entry)
     finally:
+        _close_leftovers()
         sys.stdout.flush()
         sys.stderr.flush()
 
 
 def relay_warm():
-    """Imports what running an entry needs, while the worker waits as a standby, so the run
-    itself does not pay for it. No guest code exists yet; nothing here is left for it."""
+    """Runs an empty entry while the worker waits as a standby, so the run itself does not pay
+    for the first compile and exec. No guest code exists yet; nothing here is left for it."""
     warm = "/tmp/.relay-warm.py"
     with open(warm, "w"):
         pass
     try:
-        runpy.run_path(warm, run_name="__main__")
+        _exec_main(warm)
     finally:
         os.remove(warm)
 
 
 def _run_entry(entry):
     try:
-        runpy.run_path(entry, run_name="__main__")
+        _exec_main(entry)
         return 0
     except SystemExit as stop:
         return _exit_code(stop.code)
     except BaseException as error:  # anything uncaught ends the program, as in CPython
-        traceback.print_exception(type(error), error, _user_frames(error.__traceback__, entry))
+        _print_traceback(error, entry)
         return 1
+
+
+def _exec_main(entry):
+    """Runs the entry as a fresh __main__ module, as `python entry.py` does; a top-level await
+    makes the compiled code a coroutine, driven here to its end (we run under callPromising)."""
+    with open(entry, "rb") as file:
+        source = file.read()
+    code = compile(source, entry, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__file__ = entry
+    main.__cached__ = None
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    result = eval(code, main.__dict__)
+    if isinstance(result, types.CoroutineType):
+        _drive(result)
+
+
+def _drive(coroutine):
+    """Runs the entry's coroutine to its end; whatever it raises (SystemExit included) is
+    raised here, not left to escape the event loop's task."""
+    raised = []
+
+    async def main():
+        try:
+            await coroutine
+        except BaseException as error:
+            raised.append(error)
+
+    run_sync(main())
+    if raised:
+        raise raised[0]
+
+
+def _close_leftovers():
+    """Like CPython at exit: files the program left open are flushed and closed (which sends
+    workspace files to the page), by letting go of what __main__ still holds. (No gc.collect():
+    a full collection costs a warm run several times its own time.)"""
+    main = sys.modules.get("__main__")
+    if main is not None:
+        main.__dict__.clear()
+
+
+def _write_guard(guard):
+    """An audit hook refusing, before they happen, the writes the run's policy forbids, with a
+    PermissionError whose message starts "PolicyDenied:" and says what is writable. The
+    filesystem beneath refuses them too (python-files.js), with a bare errno."""
+
+    def check(path):
+        if isinstance(path, int):
+            return  # an open file descriptor: checked when it was opened
+        target = os.path.realpath(os.fsdecode(path))
+        denied = guard.deniedWrite(target)
+        if denied:
+            _refuse(errno.EACCES, denied, target)
+
+    def on_open(path, mode, flags):
+        if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & _WRITE_FLAGS):
+            check(path)
+
+    def on_symlink(target, link, dir_fd):
+        link = os.path.abspath(os.fsdecode(link))
+        points_to = os.path.normpath(os.path.join(os.path.dirname(link), os.fsdecode(target)))
+        if guard.inWorkspace(link) or guard.inWorkspace(points_to):
+            _refuse(errno.EPERM, f"symlinks in or into the workspace (/tmp, /out, /host, /mcps) are not allowed: {link} -> {points_to}", link)
+
+    # A path relative to a directory descriptor (dir_fd, as shutil.rmtree uses) is left to the
+    # filesystem's own check: it cannot be resolved here. The audit events give -1 for none.
+    def on_path(path, *rest):
+        if rest[-1] in (None, -1):
+            check(path)
+
+    def on_rename(source, target, source_dir_fd, target_dir_fd):
+        if source_dir_fd in (None, -1):
+            check(source)
+        if target_dir_fd in (None, -1):
+            check(target)
+
+    handlers = {
+        "open": on_open,
+        "os.remove": on_path,
+        "os.rmdir": on_path,
+        "os.mkdir": on_path,
+        "os.truncate": lambda path, length: check(path),
+        "os.rename": on_rename,
+        "os.symlink": on_symlink,
+    }
+
+    def hook(event, args):
+        handler = handlers.get(event)
+        if handler is not None:
+            handler(*args)
+
+    return hook
+
+
+def _refuse(code, message, path):
+    error = PermissionError(f"PolicyDenied: {message}")
+    error.errno = code  # no filename: str(error) stays the message
+    raise error
 
 
 def _exit_code(code):
@@ -66,8 +177,17 @@ def _exit_code(code):
     return 1
 
 
+def _print_traceback(error, entry):
+    """The traceback as CPython prints it, without this helper's frames (the write guard's
+    included: a refused write points at the guest's call)."""
+    report = traceback.TracebackException(type(error), error, _user_frames(error.__traceback__, entry))
+    here = _print_traceback.__code__.co_filename
+    report.stack = traceback.StackSummary.from_list([frame for frame in report.stack if frame.filename != here])
+    print("".join(report.format()), end="", file=sys.stderr)
+
+
 def _user_frames(tb, entry):
-    """The traceback from the entry's first frame on, hiding runpy and this helper."""
+    """The traceback from the entry's first frame on, hiding this helper."""
     start = tb
     while start is not None and start.tb_frame.f_code.co_filename != entry:
         start = start.tb_next

@@ -4,18 +4,33 @@
 // postMessage bound to it) in this module's scope and stops listening on the worker's global
 // channel, all before any guest code exists. Guest code that takes over the worker's realm can
 // post on the global channel, which nobody reads, but never on this port: everything the page
-// hears on it was sent by this glue.
+// hears on it was sent by this glue (Python, which holds the realm, can still call the glue's
+// own functions, e.g. the wrapped filesystem: the page checks every message it hears).
 //
 // frame -> worker (once):     {mode: "bootstrap"|"standby", modules, files: {name: Blob}, snapshot?: Blob} + [port]
 // worker -> frame (on port):  {type:"ready", snapshot?} | {type:"failed", message}
-// page -> worker (once):      {type:"run", job}   job: {language, runtimeId, files, entry, limits}
-// worker -> page:             {type:"stdout"|"stderr", data}... then {type:"exit", exitCode, memPeakMb, error?}
+// page -> worker (once):      {type:"run", job}
+//     job: {language, runtimeId, files: {relative path: Uint8Array}, entry, limits,
+//           workspace: {absolute path: Uint8Array}   the relay session's files (lib/workspace.js)
+//           filesystem: {readonly: [...], writable: [...]}}   the run's policy
+// worker -> page, while the run lives:
+//     {type:"stdout"|"stderr", data}
+//     {type:"file", op:"write", path, data: Uint8Array}   a workspace file's whole new contents,
+//         sent when it is written (JS: writeFileSync, appendFileSync, ...; Python: a file opened
+//         for writing is closed); a rename is a remove then a write
+//     {type:"file", op:"remove", path}                    a workspace file was deleted
+//     {type:"fetch", id, request: {url, method, headers: [[name, value]], body?: Uint8Array}}
+// page -> worker:
+//     {type:"fetched", id, response: {status, statusText, url, headers: [[name, value]], body: ArrayBuffer}}
+//     {type:"fetched", id, error: {name, message}}        name "PolicyDenied" for a denial
+// worker -> page, last:       {type:"exit", exitCode, memPeakMb, error?}
 
 import { failure, outputLimitFailure } from "../lib/errors.js";
 import { OutputSink } from "../lib/output-sink.js";
+import { RunRelay } from "./run-relay.js";
 
 /**
- * @param engine {bootstrap?(assets) -> Promise<Uint8Array|undefined>, start(assets) -> Promise<{run(job, sink)}>}
+ * @param engine {bootstrap?(assets) -> Promise<Uint8Array|undefined>, start(assets) -> Promise<{run(job, sink, relay)}>}
  *   bootstrap runs in a worker of its own that never runs a guest, and may return a memory
  *   snapshot that later workers start from (assets.snapshot).
  */
@@ -35,9 +50,15 @@ async function boot(engine, { mode, modules, files, snapshot }, port, send) {
     return;
   }
   const instance = await engine.start(assets);
+  const relay = new RunRelay(send);
+  let started = false;
   port.onmessage = ({ data }) => {
-    port.onmessage = null; // one run, then this worker is done
-    if (data?.type === "run") run(instance, data.job, send);
+    if (data?.type === "run" && !started) {
+      started = true; // one run, then this worker is done
+      run(instance, data.job, send, relay);
+    } else if (data?.type === "fetched" && started) {
+      relay.answer(data);
+    }
   };
   send({ type: "ready" });
 }
@@ -48,11 +69,11 @@ async function bytesOf(blobs) {
   return Object.fromEntries(entries);
 }
 
-async function run(instance, job, send) {
+async function run(instance, job, send, relay) {
   const sink = new OutputSink(job.limits.stdoutBytes, send);
   let outcome;
   try {
-    outcome = await instance.run(job, sink);
+    outcome = await instance.run(job, sink, relay);
   } catch (err) {
     outcome = failure("Internal", `the runtime failed: ${err.message}`);
   }

@@ -1,0 +1,352 @@
+// The relay session's workspace and guest fetch, in headless Chromium on the runner test page:
+// real QuickJS and Pyodide in the sandbox frame's workers, the page's Workspace in OPFS or
+// IndexedDB, written through as the guest writes; fetches answered by a script the test gives
+// the page (lib/runner-host.js's onFetch). Run: node --test miniflare-tests/workspace.test.mjs
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { runnerJob, startRunnerPages } from "./lib/runner-page.mjs";
+
+let pages;
+let page;
+
+before(async () => {
+  pages = await startRunnerPages();
+  page = await pages.openPage();
+});
+
+after(async () => {
+  await pages?.close();
+});
+
+let workspaceCount = 0;
+/** A workspace no other test uses. */
+const freshWorkspace = (backend) => ({ name: `session ${++workspaceCount}/${Date.now()}`, ...(backend && { backend }) });
+
+function run(language, code, options = {}, onPage = page) {
+  return onPage.evaluate((job) => window.relayTest.run(job), runnerJob(language, code, options));
+}
+
+const filesOf = (workspace, onPage = page) => onPage.evaluate((w) => window.relayTest.workspaceFiles(w), workspace);
+const change = (workspace, op) => page.evaluate(([w, o]) => window.relayTest.workspaceChange(w, o), [workspace, op]);
+
+describe("the workspace across runs", () => {
+  test("a file written by Python is read by the next JavaScript run, and back", async () => {
+    const workspace = freshWorkspace();
+    const py = await run("py", `import os, pathlib
+os.makedirs("/out/data", exist_ok=True)
+with open("/out/data/from-py.txt", "w") as f:
+    f.write("hello from python")
+pathlib.Path("/tmp/scratch.txt").write_text("gone soon")
+os.remove("/tmp/scratch.txt")
+print(sorted(os.listdir("/")))`, { workspace });
+    assert.equal(py.exitCode, 0, py.stderr);
+    assert.match(py.stdout, /'host', .*'mcps', .*'out', .*'tmp'/);
+
+    const js = await run(
+      "js",
+      `import fs from "node:fs";
+       import { readFile } from "fs/promises";
+       console.log(fs.readFileSync("/out/data/from-py.txt", "utf8"));
+       console.log(JSON.stringify(fs.readdirSync("/out/data")), fs.existsSync("/tmp/scratch.txt"));
+       fs.writeFileSync("/tmp/from-js.json", JSON.stringify({ n: 42 }));
+       fs.appendFileSync("/tmp/from-js.json", "\\n");
+       await fs.promises.mkdir("/out/deep/er", { recursive: true });
+       fs.writeFileSync("/out/deep/er/bytes.bin", new Uint8Array([104, 105]));
+       console.log((await readFile("/out/deep/er/bytes.bin")).length, fs.statSync("/out/deep").isDirectory());`,
+      { workspace },
+    );
+    assert.equal(js.exitCode, 0, js.stderr);
+    assert.equal(js.stdout, `hello from python\n["from-py.txt"] false\n2 true\n`);
+
+    const back = await run("py", `import json
+print(json.load(open("/tmp/from-js.json"))["n"], open("/out/deep/er/bytes.bin", "rb").read())`, { workspace });
+    assert.equal(back.stdout, "42 b'hi'\n", back.stderr);
+    const { files, backend } = await filesOf(workspace);
+    assert.equal(backend, "opfs");
+    assert.deepEqual(files, { "/out/data/from-py.txt": "hello from python", "/out/deep/er/bytes.bin": "hi", "/tmp/from-js.json": `{"n":42}\n` });
+  });
+
+  test("renames, removals and relative paths are written through", async () => {
+    const workspace = freshWorkspace();
+    const js = await run(
+      "js",
+      `import fs from "fs";
+       fs.writeFileSync("a.txt", "A");                 // relative to process.cwd() = /tmp
+       fs.mkdirSync("dir");
+       fs.writeFileSync("dir/b.txt", "B");
+       fs.renameSync("dir", "/out/moved");
+       fs.renameSync("a.txt", "../out/a.txt");
+       fs.writeFileSync("/tmp/c.txt", "C");
+       fs.rmSync("/tmp/c.txt");
+       try { fs.readFileSync("/tmp/c.txt"); } catch (e) { console.log(e.code, e.message); }`,
+      { workspace, entry: { cwd: "/tmp" } },
+    );
+    assert.equal(js.stdout, "ENOENT ENOENT: no such file or directory, open '/tmp/c.txt'\n", js.stderr);
+    const py = await run("py", `import os, shutil
+os.rename("/out/a.txt", "/tmp/a2.txt")
+shutil.rmtree("/out/moved")
+os.makedirs("/out/x/y")
+with open("/out/x/y/z.txt", "w") as f:
+    f.write("Z")
+shutil.move("/out/x", "/tmp/x")
+print(sorted(os.listdir("/tmp")))`, { workspace });
+    assert.equal(py.stdout, "['a2.txt', 'x']\n", py.stderr);
+    assert.deepEqual((await filesOf(workspace)).files, { "/tmp/a2.txt": "A", "/tmp/x/y/z.txt": "Z" });
+  });
+
+  for (const backend of ["opfs", "indexeddb"]) {
+    test(`the workspace survives a page reload (${backend})`, async () => {
+      const workspace = freshWorkspace(backend);
+      const written = await run("py", `open("/out/kept.txt", "w").write("still here")`, { workspace });
+      assert.equal(written.exitCode, 0, written.stderr);
+      const reloaded = await pages.openPage();
+      try {
+        const { backend: opened, files } = await filesOf(workspace, reloaded);
+        assert.equal(opened, backend);
+        assert.deepEqual(files, { "/out/kept.txt": "still here" });
+        const read = await run("js", `import fs from "fs"; console.log(fs.readFileSync("/out/kept.txt", "utf8"))`, { workspace }, reloaded);
+        assert.equal(read.stdout, "still here\n", read.stderr);
+      } finally {
+        await reloaded.close();
+      }
+    });
+  }
+
+  test("writes made before a timeout or a cancel are kept", async () => {
+    const workspace = freshWorkspace();
+    const js = await run("js", `import fs from "fs"; fs.writeFileSync("/tmp/js-before-timeout", "1"); while (true) {}`, {
+      workspace,
+      limits: { timeoutMs: 500 },
+    });
+    assert.equal(js.error?.name, "Timeout");
+    const py = await run("py", `with open("/tmp/py-before-timeout", "w") as f:\n    f.write("2")\nwhile True:\n    pass`, {
+      workspace,
+      limits: { timeoutMs: 1500 },
+    });
+    assert.equal(py.error?.name, "Timeout");
+    const cancelled = await run("js", `import fs from "fs"; fs.writeFileSync("/out/before-cancel", "3"); while (true) {}`, {
+      workspace,
+      cancelAfterMs: 300,
+    });
+    assert.equal(cancelled.error?.name, "Cancelled");
+    const pyCancelled = await run("py", `open("/out/py-before-cancel", "w").write("4")\nwhile True:\n    pass`, { workspace, cancelAfterMs: 3000 });
+    assert.equal(pyCancelled.error?.name, "Cancelled");
+    assert.deepEqual((await filesOf(workspace)).files, {
+      "/out/before-cancel": "3",
+      "/out/py-before-cancel": "4",
+      "/tmp/js-before-timeout": "1",
+      "/tmp/py-before-timeout": "2",
+    });
+  });
+
+  test("files Python leaves open are flushed and kept when the program ends", async () => {
+    const workspace = freshWorkspace();
+    const py = await run("py", `log = open("/out/log.txt", "w")\nlog.write("unclosed")`, { workspace });
+    assert.equal(py.exitCode, 0, py.stderr);
+    assert.deepEqual((await filesOf(workspace)).files, { "/out/log.txt": "unclosed" });
+  });
+});
+
+describe("the run's filesystem policy", () => {
+  test("writing /host/x is refused with PolicyDenied in both runtimes, and nothing is kept", async () => {
+    const workspace = freshWorkspace();
+    const js = await run(
+      "js",
+      `import fs from "fs";
+       for (const path of ["/host/x", "/mcps/server/x", "/tmp/../host/x", "../host/y"]) {
+         try { fs.writeFileSync(path, "no"); console.log("ALLOWED", path); }
+         catch (e) { console.log(e.name, e.code, e.message); }
+       }`,
+      { workspace, entry: { cwd: "/tmp" } },
+    );
+    assert.equal(js.exitCode, 0, js.stderr);
+    const lines = js.stdout.trim().split("\n");
+    assert.equal(lines.length, 4);
+    for (const line of lines) assert.match(line, /^PolicyDenied EACCES writing \/(host|mcps)\/\S+ is not allowed: .*only under \/tmp, \/out \(policy\.filesystem\.writable\)/);
+    assert.match(lines[1], /\/mcps is read-only/);
+
+    const py = await run("py", `import os, pathlib
+for attempt in (lambda: open("/host/x", "w"), lambda: pathlib.Path("/tmp/../host/x").write_text("no"),
+                lambda: os.open("../host/y", os.O_WRONLY | os.O_CREAT), lambda: os.mkdir("/host/dir"),
+                lambda: os.remove("/mcps/x"), lambda: os.rename("/tmp", "/host/tmp"),
+                lambda: os.symlink("/host", "/home/link")):
+    try:
+        attempt()
+        print("ALLOWED")
+    except PermissionError as error:
+        print(type(error).__name__, error)`, { workspace, entry: { cwd: "/tmp" } });
+    assert.equal(py.exitCode, 0, py.stderr);
+    const pyLines = py.stdout.trim().split("\n");
+    assert.equal(pyLines.length, 7, py.stdout);
+    for (const line of pyLines.slice(0, 6)) {
+      assert.match(line, /^PermissionError PolicyDenied: writing \/(host|mcps)\/\S+ is not allowed: .*this run may write only under \/tmp, \/out/);
+    }
+    assert.match(pyLines[6], /^PermissionError PolicyDenied: symlinks in or into the workspace/);
+    assert.deepEqual((await filesOf(workspace)).files, {});
+  });
+
+  test("a wider policy lets a run write /host; /mcps stays read-only", async () => {
+    const workspace = freshWorkspace();
+    const filesystem = { readonly: ["/"], writable: ["/tmp", "/out", "/host"] };
+    const js = await run("js", `import fs from "fs"; fs.writeFileSync("/host/notes.md", "# notes")`, { workspace, filesystem });
+    assert.equal(js.exitCode, 0, js.stderr);
+    const py = await run("py", `open("/mcps/x", "w")`, { workspace, filesystem: { readonly: ["/"], writable: ["/"] } });
+    assert.equal(py.exitCode, 1);
+    assert.match(py.stderr, /PermissionError: PolicyDenied: writing \/mcps\/x is not allowed: \/mcps is read-only/);
+    assert.deepEqual((await filesOf(workspace)).files, { "/host/notes.md": "# notes" });
+  });
+
+  test("the workspace itself refuses paths that escape or are not under a root, and its size limit", async () => {
+    const workspace = freshWorkspace("indexeddb");
+    for (const path of ["/tmp/../etc/passwd", "/etc/passwd", "/tmp", "/tmp//a", "/tmp/./a", "tmp/a", `/tmp/${"a".repeat(1100)}`]) {
+      assert.match(await change(workspace, { op: "write", path, text: "x" }), /^Error: refused workspace path/, path);
+    }
+    assert.equal(await change(workspace, { op: "write", path: "/tmp/big", size: 40 << 20 }), "ok");
+    const refused = await change(workspace, { op: "write", path: "/out/bigger", size: 30 << 20 });
+    assert.match(refused, /^OutputLimitExceeded: writing \/out\/bigger would make the workspace \d+ bytes, over its limit of 64 MiB .*delete files/);
+    assert.equal(await change(workspace, { op: "write", path: "/tmp/big/below", text: "x" }), "Error: cannot write /tmp/big/below: /tmp/big is a file");
+    assert.equal(await change(workspace, { op: "remove", path: "/tmp/big" }), "ok");
+    assert.equal(await change(workspace, { op: "write", path: "/out/bigger", size: 30 << 20 }), "ok");
+    assert.equal((await filesOf(workspace)).totalBytes, 30 << 20);
+  });
+
+  test("a guest cannot forge file changes: not on the global channel, not through the wrapped filesystem", async () => {
+    const workspace = freshWorkspace();
+    const py = await run("py", `import asyncio, js, pyodide_js
+from pyodide.ffi import create_proxy, to_js
+box = {}
+js.setTimeout(create_proxy(lambda this: box.setdefault("g", this), capture_this=True), 0)
+while "g" not in box:
+    await asyncio.sleep(0)
+g = box["g"]
+obj = lambda value: to_js(value, dict_converter=g.Object.fromEntries)
+g.postMessage(obj({"type": "file", "op": "write", "path": "/tmp/forged", "data": to_js(b"evil")}))
+g.postMessage(obj({"type": "file", "op": "write", "path": "/host/forged", "data": to_js(b"evil")}))
+FS = pyodide_js.FS
+for attempt in (lambda: FS.writeFile("/host/x", "evil"), lambda: FS.close(obj({"flags": 1, "path": "/host/x"})),
+                lambda: FS.close(obj({"flags": 1, "path": "/tmp/../host/x"}))):
+    try:
+        attempt()
+        print("ALLOWED")
+    except Exception as error:
+        print("refused")
+await asyncio.sleep(0.1)
+print("done")`, { workspace });
+    assert.equal(py.stdout, "refused\nrefused\nrefused\ndone\n", py.stderr);
+    assert.equal(py.exitCode, 0, py.stderr);
+    assert.deepEqual((await filesOf(workspace)).files, {});
+  });
+});
+
+test("a file change the glue was tricked into sending is refused by the page", async () => {
+  const workspace = freshWorkspace();
+  assert.equal(await change(workspace, { op: "write", path: "/host/x", text: "original" }), "ok");
+  // A real stream opened for writing under /tmp, its path rewritten to escape to /host/x (which
+  // exists, so the wrapped close reads it and sends it): only the page's own check stops it.
+  const py = await run("py", `import os, pyodide_js
+fd = os.open("/tmp/decoy", os.O_WRONLY | os.O_CREAT)
+stream = pyodide_js.FS.getStream(fd)
+stream.path = "/tmp/../host/x"
+os.close(fd)
+print("sent")`, { workspace });
+  assert.equal(py.error?.name, "Internal", JSON.stringify(py));
+  assert.match(py.error.message, /it sent a file change the page refuses: "\/tmp\/\.\.\/host\/x" has an empty, "\.", "\.\." or NUL segment/);
+  assert.deepEqual((await filesOf(workspace)).files, { "/host/x": "original" });
+});
+
+test("a run that would take the workspace past 64 MiB is told what to delete, and nothing is sent", async () => {
+  const workspace = freshWorkspace();
+  const js = await run(
+    "js",
+    `import fs from "fs";
+     fs.writeFileSync("/tmp/small", "kept");
+     try { fs.writeFileSync("/tmp/huge", new Uint8Array(65 * 1024 * 1024)); } catch (e) { console.log(e.code, e.message); }`,
+    { workspace },
+  );
+  assert.equal(js.exitCode, 0, js.stderr);
+  assert.match(js.stdout, /^ENOSPC writing \/tmp\/huge would make the workspace \d+ bytes, over its limit of 64 MiB .*delete files/);
+  const py = await run("py", `try:
+    with open("/out/huge", "wb") as f:
+        f.write(bytes(65 * 1024 * 1024))
+except OSError as error:
+    print(type(error).__name__, error.errno == __import__("errno").ENOSPC)`, { workspace });
+  assert.equal(py.stdout, "OSError True\n", py.stderr);
+  assert.match(py.stderr, /^relay: \/out\/huge was not saved: writing \/out\/huge would make the workspace \d+ bytes, over its limit of 64 MiB/);
+  assert.deepEqual((await filesOf(workspace)).files, { "/tmp/small": "kept" });
+});
+
+describe("guest fetch", () => {
+  const fetches = {
+    "https://api.example.com/data": { status: 200, statusText: "OK", url: "https://api.example.com/data", headers: [["content-type", "application/json"]], body: `{"answer":42}` },
+    "https://api.example.com/missing": { status: 404, statusText: "Not Found", url: "https://api.example.com/missing", headers: [], body: "no such thing" },
+  };
+
+  test("JavaScript's fetch gets the page's answer", async () => {
+    const js = await run(
+      "js",
+      `const r = await fetch("https://api.example.com/data", { method: "POST", headers: { "X-Token": "t" }, body: "ping" });
+       console.log(r.status, r.statusText, r.ok, r.url, r.headers.get("Content-Type"), JSON.stringify(await r.json()));
+       const missing = await fetch("https://api.example.com/missing");
+       console.log(missing.status, missing.ok, await missing.text());`,
+      { fetches },
+    );
+    assert.equal(js.exitCode, 0, js.stderr);
+    assert.equal(js.stdout, `200 OK true https://api.example.com/data application/json {"answer":42}\n404 false no such thing\n`);
+    assert.deepEqual(js.requests[0], { url: "https://api.example.com/data", method: "POST", headers: [["x-token", "t"]], body: "ping" });
+    assert.deepEqual({ fetches: js.usage.fetches, denied: js.usage.denied }, { fetches: 2, denied: 0 });
+  });
+
+  test("Python's pyfetch with top-level await gets the page's answer", async () => {
+    const py = await run("py", `from pyodide.http import pyfetch
+r = await pyfetch("https://api.example.com/data", method="POST", body="ping", headers={"X-Token": "t"})
+print(r.status, r.status_text, r.ok, r.url, r.headers["content-type"], await r.json())
+missing = await pyfetch("https://api.example.com/missing")
+print(missing.status, await missing.string())`, { fetches });
+    assert.equal(py.exitCode, 0, py.stderr);
+    assert.equal(py.stdout, "200 OK True https://api.example.com/data application/json {'answer': 42}\n404 no such thing\n");
+    assert.equal(py.requests[0].method, "POST");
+    assert.equal(py.requests[0].body, "ping");
+    assert.deepEqual(py.requests[0].headers.find(([name]) => name === "x-token"), ["x-token", "t"]);
+    assert.equal(py.usage.fetches, 2);
+  });
+
+  test("a denied fetch is PolicyDenied in both runtimes and counted", async () => {
+    const js = await run(
+      "js",
+      `try { await fetch("https://evil.example.net/x"); } catch (e) { console.log(e.name, e.message); }
+       await fetch("https://api.example.com/data");`,
+      { fetches },
+    );
+    assert.equal(js.stdout, "PolicyDenied evil.example.net is not in policy.network.allowedDomains\n", js.stderr);
+    assert.deepEqual({ fetches: js.usage.fetches, denied: js.usage.denied }, { fetches: 2, denied: 1 });
+
+    const py = await run("py", `from pyodide.http import pyfetch
+try:
+    await pyfetch("https://evil.example.net/x")
+except OSError as error:
+    print(type(error).__name__, error)
+await pyfetch("https://evil.example.net/y")`, { fetches });
+    assert.equal(py.exitCode, 1);
+    assert.equal(py.stdout, "AbortError PolicyDenied: evil.example.net is not in policy.network.allowedDomains\n");
+    assert.match(py.stderr, /^Traceback .*\n {2}File "\/entry\.py", line 6.*AbortError: PolicyDenied: evil\.example\.net/s);
+    assert.deepEqual({ fetches: py.usage.fetches, denied: py.usage.denied }, { fetches: 2, denied: 2 });
+  });
+
+  test("a pending fetch keeps a JavaScript run alive, as a timer does", async () => {
+    const js = await run("js", `fetch("https://api.example.com/data").then((r) => r.text()).then((t) => console.log("later", t));`, { fetches });
+    assert.equal(js.exitCode, 0, js.stderr);
+    assert.equal(js.stdout, `later {"answer":42}\n`);
+  });
+});
+
+test("top-level await in Python keeps exit codes and tracebacks", async () => {
+  const exits = await run("py", `import asyncio, sys\nawait asyncio.sleep(0.01)\nprint(__name__)\nsys.exit(4)`);
+  assert.equal(exits.stdout, "__main__\n");
+  assert.equal(exits.exitCode, 4, exits.stderr);
+  const fails = await run("py", `import asyncio\nasync def f():\n    await asyncio.sleep(0)\n    raise ValueError("late")\n\nawait f()\n`);
+  assert.equal(fails.exitCode, 1);
+  assert.match(fails.stderr, /^Traceback \(most recent call last\):\n {2}File "\/entry\.py", line 6, in <module>\n/);
+  assert.match(fails.stderr, /ValueError: late\n$/);
+  assert.doesNotMatch(fails.stderr, /relay_run|run_sync|webloop/);
+});
