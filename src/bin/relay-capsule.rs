@@ -6,6 +6,8 @@
 //! relay-capsule verify <jwks>   stdin: capsule.json; stdout: its hash (exit 1 and the reason if invalid)
 //! relay-capsule run-token <seed> <tenant> <session> <run> <capsule hash> <ttl s>
 //!                               stdout: a run token (for /egress and /files) valid for ttl seconds
+//! relay-capsule download-url <seed> <tenant> <run> <path> <exp>
+//!                               stdout: the signed download URL (path and query) of a run's /out file
 //! relay-capsule keygen          stdout: a new signing seed for `wrangler secret put CAPSULE_SIGNING_KEY`
 //! relay-capsule error-names     stdout: the error table the executor page reads (crate::error)
 //! relay-capsule default-limits  stdout: the run limits a manifest without its own gets (policy::Limits)
@@ -27,11 +29,12 @@ fn main() -> ExitCode {
         ["run-token", seed, tenant, session, run, capsule, ttl] => {
             run_token(seed, [tenant, session, run, capsule], ttl)
         }
+        ["download-url", seed, tenant, run, path, exp] => download_url(seed, [tenant, run, path], exp),
         ["keygen"] => Ok(b64url(&generate_seed()).into_bytes()),
         ["error-names"] => Ok(relay_core::error::table_json().to_string().into_bytes()),
         ["default-limits"] => serde_json::to_vec(&Limits::default()).map_err(|e| e.to_string()),
         _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | run-token <seed> <tenant> <session> <run> \
-             <capsule hash> <ttl s> | keygen | error-names | default-limits"
+             <capsule hash> <ttl s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | default-limits"
             .into()),
     };
     match result {
@@ -75,4 +78,10 @@ fn run_token(seed: &str, [tenant, session, run, capsule]: [&str; 4], ttl: &str) 
     let now_s =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_err(|e| e.to_string())?.as_secs();
     Ok(RunClaims::new(tenant, session, run, capsule, now_s, ttl).sign(&signer).into_bytes())
+}
+
+fn download_url(seed: &str, [tenant, run, path]: [&str; 3], exp: &str) -> Result<Vec<u8>, String> {
+    let signer = Signer::from_base64url_seed(seed).map_err(|e| e.to_string())?;
+    let exp: u64 = exp.parse().map_err(|e| format!("exp {exp:?}: {e}"))?;
+    Ok(relay_core::files::sign_download(&signer, tenant, run, path, exp).into_bytes())
 }
