@@ -261,6 +261,13 @@ describe("/files", () => {
     assert.equal(got.headers.get("x-content-type-options"), "nosniff");
     assert.equal(got.headers.get("content-security-policy"), "sandbox");
     assert.equal(got.headers.get("cache-control"), "private");
+    // A name that needs percent-encoding signs and serves the same through workerd.
+    const spaced = await (await put("out/sub/two%20words%2B.svg", "<svg/>")).json();
+    assert.equal(spaced.path, "/out/sub/two words+.svg");
+    const svg = await fetch(`${BASE}${spaced.url}`);
+    assert.equal(svg.status, 200, spaced.url);
+    assert.equal(svg.headers.get("content-type"), "image/svg+xml");
+    assert.equal(await svg.text(), "<svg/>");
   });
 
   test("a tampered signature, another path with the same signature and an expired URL are 403s", async () => {

@@ -110,6 +110,9 @@ pub fn envelope_limit(max_body_bytes: u64) -> usize {
 /// Parses an envelope and checks its URL: the first request to send, or why not.
 pub fn prepare(envelope: &[u8], policy: &NetworkPolicy) -> Result<Outbound, Refusal> {
     let outbound = parse_envelope(envelope, policy.max_body_bytes)?;
+    if let Err(e) = Url::parse(&outbound.url) {
+        return Err(Refusal::invalid(format!("url {:?} is not an absolute URL ({e})", outbound.url)));
+    }
     match check_url(policy, &outbound.url) {
         Verdict::Allow => Ok(outbound),
         Verdict::Deny { reason } => {

@@ -93,6 +93,10 @@ fn prepare_checks_the_first_url_and_says_how_to_allow_it() {
         assert!(refusal.message.contains(url), "{}", refusal.message);
         assert!(refusal.message.contains("policy.network.allowedDomains"), "{}", refusal.message);
     }
+    for url in ["/relative", "not a url", ""] {
+        let refusal = prepare(&envelope(json!({ "url": url })), &net).unwrap_err();
+        assert_eq!(refusal.name, ErrorName::ValidationError, "{url}: a malformed envelope, not a policy matter");
+    }
     let refusal = prepare(&envelope(json!({"url": "https://evil.test/x"})), &net).unwrap_err();
     assert!(refusal.message.contains("\"evil.test\""), "names the host: {}", refusal.message);
 }
