@@ -6,11 +6,15 @@
 //! `mcp` MCP over Streamable HTTP, both protocol eras; `error` the one error vocabulary;
 //! `capsule` the signed, content-addressed capsule; `policy` network, filesystem and limit rules; `run` a relay session's runs (the
 //! state machine the Session DO drives); `auth` tenants, keys and tokens; `forward` what the
-//! Worker tells the Session DO with each request; `range` HTTP Range answers.
+//! Worker tells the Session DO with each request; `range` HTTP Range answers; `egress` the rules
+//! of guest code's fetches through the Worker; `files` the files a run publishes from `/out`
+//! and their signed download URLs.
 
 pub mod auth;
 pub mod capsule;
+pub mod egress;
 pub mod error;
+pub mod files;
 pub mod forward;
 pub mod mcp;
 pub mod policy;

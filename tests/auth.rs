@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use relay_core::auth::{
-    bearer, check_key_shape, key_hash, mint_api_key, session_name_ok, ApiKeyError, AttachClaims, QueueSettings, Tenant,
-    TenantDefaults, TokenError, ATTACH_TOKEN_TTL_S, MAX_ATTACH_S,
+    bearer, check_key_shape, key_hash, mint_api_key, run_token_refusal, run_token_ttl_s, session_name_ok, ApiKeyError,
+    AttachClaims, QueueSettings, RunClaims, Tenant, TenantDefaults, TokenError, ATTACH_TOKEN_TTL_S, MAX_ATTACH_S,
+    OUT_FILE_MAX_BYTES,
 };
 use relay_core::capsule::jws::{b64url, b64url_decode, KeySet, Signer};
 use relay_core::capsule::{build_capsule, verify_manifest, CapsuleError, CapsuleSpec, Language};
@@ -500,4 +501,97 @@ mod forwarded_caller {
         assert!(message.contains("relay session 'work' of tenant 'Acme'"));
         assert!(message.contains("open https://relay.example/#session=work"));
     }
+}
+
+// ---- run tokens ----
+
+fn run_claims() -> RunClaims {
+    RunClaims::new("t_1", "default", "r_0123456789abcdef", &"c".repeat(64), NOW, 90)
+}
+
+#[test]
+fn a_run_token_verifies_to_its_claims_and_has_its_own_typ() {
+    let claims = run_claims();
+    assert_eq!(
+        (claims.iss.as_str(), claims.sub.as_str(), claims.sid.as_str(), claims.run.as_str()),
+        ("relay-edge", "t_1", "default", "r_0123456789abcdef")
+    );
+    assert_eq!((claims.iat, claims.exp), (NOW, NOW + 90));
+    let token = claims.sign(&signer());
+    assert_eq!(RunClaims::verify(&token, &keys(), NOW), Ok(claims));
+    let header: Value = serde_json::from_slice(&b64url_decode(token.split('.').next().unwrap()).unwrap()).unwrap();
+    assert_eq!(header["typ"], "relay-run+jwt");
+}
+
+#[test]
+fn a_run_token_expires_exactly_at_exp() {
+    let token = run_claims().sign(&signer());
+    assert!(RunClaims::verify(&token, &keys(), NOW + 89).is_ok());
+    assert_eq!(RunClaims::verify(&token, &keys(), NOW + 90), Err(TokenError::Expired));
+    assert!(run_token_refusal(&TokenError::Expired).contains("run token expired"));
+}
+
+#[test]
+fn run_tokens_and_attach_tokens_never_pass_as_each_other() {
+    let run = run_claims().sign(&signer());
+    let attach = claims().sign(&signer());
+    let files = claims().sign_for_capsule_files(&signer());
+    for other in [&attach, &files] {
+        let Err(TokenError::Invalid(why)) = RunClaims::verify(other, &keys(), NOW) else {
+            panic!("an attach or capsule-files token passed as a run token");
+        };
+        assert!(why.contains("typ"), "{why}");
+        assert!(run_token_refusal(&TokenError::Invalid(why)).starts_with("invalid run token"));
+    }
+    assert!(matches!(AttachClaims::verify(&run, &keys(), NOW), Err(TokenError::Invalid(_))));
+    assert!(matches!(AttachClaims::verify_capsule_files(&run, &keys(), NOW), Err(TokenError::Invalid(_))));
+    // The same claims under the attach typ do not pass either: the typ is what is checked.
+    let relabelled = token_over(&serde_json::to_value(run_claims()).unwrap(), Some("JWT"));
+    assert!(matches!(RunClaims::verify(&relabelled, &keys(), NOW), Err(TokenError::Invalid(_))));
+}
+
+#[test]
+fn a_run_token_of_another_key_or_tampered_is_invalid() {
+    let stranger = Signer::from_seed(&[7; 32]);
+    let token = run_claims().sign(&stranger);
+    assert!(matches!(RunClaims::verify(&token, &keys(), NOW), Err(TokenError::Invalid(why)) if why.contains("kid")));
+    let token = run_claims().sign(&signer());
+    let parts: Vec<&str> = token.split('.').collect();
+    let mut widened = run_claims();
+    widened.cap = "d".repeat(64);
+    let forged = format!("{}.{}.{}", parts[0], b64url(&serde_json::to_vec(&widened).unwrap()), parts[2]);
+    assert!(
+        matches!(RunClaims::verify(&forged, &keys(), NOW), Err(TokenError::Invalid(why)) if why.contains("signature"))
+    );
+    let wrong_issuer = token_over(
+        &json!({"iss": "other", "sub": "t", "sid": "s", "run": "r", "cap": "c", "iat": NOW, "exp": NOW + 9}),
+        Some("relay-run+jwt"),
+    );
+    assert!(
+        matches!(RunClaims::verify(&wrong_issuer, &keys(), NOW), Err(TokenError::Invalid(why)) if why.contains("issuer"))
+    );
+    let missing_cap = token_over(
+        &json!({"iss": "relay-edge", "sub": "t", "sid": "s", "run": "r", "iat": NOW, "exp": NOW + 9}),
+        Some("relay-run+jwt"),
+    );
+    assert!(
+        matches!(RunClaims::verify(&missing_cap, &keys(), NOW), Err(TokenError::Invalid(why)) if why.contains("cap"))
+    );
+}
+
+#[test]
+fn a_run_token_lasts_its_timeout_plus_a_grace() {
+    assert_eq!(run_token_ttl_s(60_000), 180);
+    assert_eq!(run_token_ttl_s(1), 121, "rounded up");
+}
+
+#[test]
+fn tenants_publish_files_of_up_to_10_mib_by_default() {
+    assert_eq!(OUT_FILE_MAX_BYTES, 10 * 1024 * 1024);
+    assert_eq!(TenantDefaults::default().out_file_max_bytes, OUT_FILE_MAX_BYTES);
+    let t: Tenant =
+        serde_json::from_value(json!({"id": "t", "name": "n", "defaults": {"outFileMaxBytes": 5}})).unwrap();
+    assert_eq!(t.defaults.out_file_max_bytes, 5);
+    let t: Tenant = serde_json::from_value(json!({"id": "t", "name": "n", "defaults": {}})).unwrap();
+    assert_eq!(t.defaults.out_file_max_bytes, OUT_FILE_MAX_BYTES);
 }

@@ -39,8 +39,15 @@ export async function attach(key, session) {
   return res.json();
 }
 
-/** Runs the native `relay-capsule` CLI (built by scripts/test.sh) with `input` on stdin. */
+/** Runs the native `relay-capsule` CLI (built by scripts/test.sh, in CARGO_TARGET_DIR when set)
+ * with `input` on stdin. */
 export function relayCapsule(args, input) {
-  const bin = path.join(ROOT, "target/debug/relay-capsule");
+  const target = path.resolve(ROOT, process.env.CARGO_TARGET_DIR ?? "target");
+  const bin = path.join(target, "debug/relay-capsule");
   return execFileSync(bin, args, { input, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"] });
+}
+
+/** A run token (for /egress and /files) signed with the dev key: `ttl` seconds from now. */
+export function mintRunToken({ tenant, session = "default", run, capsule, ttl = 300 }) {
+  return relayCapsule(["run-token", devVars.CAPSULE_SIGNING_KEY, tenant, session, run, capsule, String(ttl)]);
 }

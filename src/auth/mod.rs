@@ -1,12 +1,15 @@
-//! Who is calling: tenants behind API keys, and the attach tokens that let a tab join a relay
-//! session. Pure: the Worker looks records up in KV and passes them in.
+//! Who is calling: tenants behind API keys, the attach tokens that let a tab join a relay
+//! session, and the run tokens that let it act for one run.
+//! Pure: the Worker looks records up in KV and passes them in.
 
+pub mod run_token;
 pub mod tenant;
 pub mod token;
 
+pub use run_token::{run_token_refusal, run_token_ttl_s, RunClaims, RUN_TOKEN_GRACE_S};
 pub use tenant::{
     check_key_shape, key_hash, mint_api_key, session_name_ok, ApiKeyError, QueueSettings, Tenant, TenantDefaults,
-    SESSION_NAME_RULE,
+    OUT_FILE_MAX_BYTES, SESSION_NAME_RULE,
 };
 pub use token::{AttachClaims, TokenError, ATTACH_TOKEN_TTL_S, MAX_ATTACH_S};
 

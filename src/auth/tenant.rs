@@ -21,13 +21,29 @@ pub struct Tenant {
 }
 
 /// What a tenant's runs get unless a client narrows it.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct TenantDefaults {
     pub policy: Policy,
     pub queue: QueueSettings,
     /// Browser origins (scheme://host[:port]) besides the Worker's own that may call `/mcp`.
     pub allowed_origins: Vec<String>,
+    /// The largest file a run may leave in `/out` (bytes); `PUT /files/...` refuses bigger ones.
+    pub out_file_max_bytes: u64,
+}
+
+/// [`TenantDefaults::out_file_max_bytes`] unless the tenant sets it: 10 MiB.
+pub const OUT_FILE_MAX_BYTES: u64 = 10 * 1024 * 1024;
+
+impl Default for TenantDefaults {
+    fn default() -> Self {
+        TenantDefaults {
+            policy: Policy::default(),
+            queue: QueueSettings::default(),
+            allowed_origins: Vec::new(),
+            out_file_max_bytes: OUT_FILE_MAX_BYTES,
+        }
+    }
 }
 
 /// The run queue of each of the tenant's relay sessions: by default 100 runs may wait, none

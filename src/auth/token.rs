@@ -3,12 +3,14 @@
 //! session id in a path cannot reach another tenant's Durable Object.
 
 use crate::capsule::jws::{self, KeySet, Signer};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// Attach tokens last five minutes: a tab refreshes its token while it stays attached, so a
 /// token that leaks is soon worthless.
 pub const ATTACH_TOKEN_TTL_S: u64 = 300;
-const ISSUER: &str = "relay-edge";
+/// The issuer every token of relay-edge names.
+pub(crate) const ISSUER: &str = "relay-edge";
 /// The JWS `typ` of attach tokens: other JWSs of the same key (capsule signatures) never pass.
 const TYP: &str = "JWT";
 /// The `typ` of the narrower tokens the DO hands a tab with each capsule: they read the
@@ -92,29 +94,12 @@ impl AttachClaims {
 
     /// Verifies an attach token: signature, `typ`, issuer and expiry.
     pub fn verify(token: &str, keys: &KeySet, now_s: u64) -> Result<Self, TokenError> {
-        Self::verify_typ(token, keys, now_s, &[TYP])
+        verify_claims(token, keys, now_s, &[TYP])
     }
 
     /// Verifies a token that may read capsule files: a capsule-files token or an attach token.
     pub fn verify_capsule_files(token: &str, keys: &KeySet, now_s: u64) -> Result<Self, TokenError> {
-        Self::verify_typ(token, keys, now_s, &[CAPSULE_FILES_TYP, TYP])
-    }
-
-    fn verify_typ(token: &str, keys: &KeySet, now_s: u64, accepted: &[&str]) -> Result<Self, TokenError> {
-        let verified = jws::verify(token, keys).map_err(|e| TokenError::Invalid(e.to_string()))?;
-        let typ = verified.header.get("typ").and_then(serde_json::Value::as_str);
-        if !typ.is_some_and(|t| accepted.contains(&t)) {
-            return Err(TokenError::Invalid(format!("typ {typ:?}; expected one of {accepted:?}")));
-        }
-        let claims: AttachClaims =
-            serde_json::from_slice(&verified.payload).map_err(|e| TokenError::Invalid(format!("claims: {e}")))?;
-        if claims.iss != ISSUER {
-            return Err(TokenError::Invalid(format!("issuer {:?}", claims.iss)));
-        }
-        if now_s >= claims.exp {
-            return Err(TokenError::Expired);
-        }
-        Ok(claims)
+        verify_claims(token, keys, now_s, &[CAPSULE_FILES_TYP, TYP])
     }
 
     /// Verifies as [`AttachClaims::verify`] and that the token is for `session` (a path's id).
@@ -125,4 +110,35 @@ impl AttachClaims {
         }
         Ok(claims)
     }
+}
+
+/// The claims every token of this module carries, checked before its own claims are read.
+#[derive(Deserialize)]
+struct Common {
+    iss: String,
+    exp: u64,
+}
+
+/// Verifies a token whose JWS `typ` is one of `accepted`: signature, `typ`, issuer and expiry;
+/// then reads its claims as `C`. Every token type (attach, capsule files, run) goes through here.
+pub(crate) fn verify_claims<C: DeserializeOwned>(
+    token: &str,
+    keys: &KeySet,
+    now_s: u64,
+    accepted: &[&str],
+) -> Result<C, TokenError> {
+    let verified = jws::verify(token, keys).map_err(|e| TokenError::Invalid(e.to_string()))?;
+    let typ = verified.header.get("typ").and_then(serde_json::Value::as_str);
+    if !typ.is_some_and(|t| accepted.contains(&t)) {
+        return Err(TokenError::Invalid(format!("typ {typ:?}; expected one of {accepted:?}")));
+    }
+    let invalid_claims = |e: serde_json::Error| TokenError::Invalid(format!("claims: {e}"));
+    let common: Common = serde_json::from_slice(&verified.payload).map_err(invalid_claims)?;
+    if common.iss != ISSUER {
+        return Err(TokenError::Invalid(format!("issuer {:?}", common.iss)));
+    }
+    if now_s >= common.exp {
+        return Err(TokenError::Expired);
+    }
+    serde_json::from_slice(&verified.payload).map_err(invalid_claims)
 }

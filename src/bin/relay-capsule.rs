@@ -4,11 +4,16 @@
 //! ```text
 //! relay-capsule sign <seed>     stdin: run_js/run_py arguments plus "language"; stdout: capsule.json
 //! relay-capsule verify <jwks>   stdin: capsule.json; stdout: its hash (exit 1 and the reason if invalid)
+//! relay-capsule run-token <seed> <tenant> <session> <run> <capsule hash> <ttl s>
+//!                               stdout: a run token (for /egress and /files) valid for ttl seconds
+//! relay-capsule download-url <seed> <tenant> <run> <path> <exp>
+//!                               stdout: the signed download URL (path and query) of a run's /out file
 //! relay-capsule keygen          stdout: a new signing seed for `wrangler secret put CAPSULE_SIGNING_KEY`
 //! relay-capsule error-names     stdout: the error table the executor page reads (crate::error)
 //! relay-capsule default-limits  stdout: the run limits a manifest without its own gets (policy::Limits)
 //! ```
 
+use relay_core::auth::RunClaims;
 use relay_core::capsule::jws::{b64url, generate_seed, KeySet, Signer};
 use relay_core::capsule::{build_capsule, capsule_hash, verify_manifest};
 use relay_core::policy::{Limits, Policy};
@@ -21,12 +26,16 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["sign", seed] => sign(seed),
         ["verify", jwks] => verify(jwks),
+        ["run-token", seed, tenant, session, run, capsule, ttl] => {
+            run_token(seed, [tenant, session, run, capsule], ttl)
+        }
+        ["download-url", seed, tenant, run, path, exp] => download_url(seed, [tenant, run, path], exp),
         ["keygen"] => Ok(b64url(&generate_seed()).into_bytes()),
         ["error-names"] => Ok(relay_core::error::table_json().to_string().into_bytes()),
         ["default-limits"] => serde_json::to_vec(&Limits::default()).map_err(|e| e.to_string()),
-        _ => {
-            Err("usage: relay-capsule sign <seed> | verify <jwks.json> | keygen | error-names | default-limits".into())
-        }
+        _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | run-token <seed> <tenant> <session> <run> \
+             <capsule hash> <ttl s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | default-limits"
+            .into()),
     };
     match result {
         Ok(out) => {
@@ -61,4 +70,18 @@ fn verify(jwks_path: &str) -> Result<Vec<u8>, String> {
     let keys = KeySet::from_jwks(&jwks).map_err(|e| e.to_string())?;
     let manifest = verify_manifest(&stdin()?, &keys).map_err(|e| e.to_string())?;
     Ok(capsule_hash(&manifest).map_err(|e| e.to_string())?.into_bytes())
+}
+
+fn run_token(seed: &str, [tenant, session, run, capsule]: [&str; 4], ttl: &str) -> Result<Vec<u8>, String> {
+    let signer = Signer::from_base64url_seed(seed).map_err(|e| e.to_string())?;
+    let ttl: u64 = ttl.parse().map_err(|e| format!("ttl {ttl:?}: {e}"))?;
+    let now_s =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_err(|e| e.to_string())?.as_secs();
+    Ok(RunClaims::new(tenant, session, run, capsule, now_s, ttl).sign(&signer).into_bytes())
+}
+
+fn download_url(seed: &str, [tenant, run, path]: [&str; 3], exp: &str) -> Result<Vec<u8>, String> {
+    let signer = Signer::from_base64url_seed(seed).map_err(|e| e.to_string())?;
+    let exp: u64 = exp.parse().map_err(|e| format!("exp {exp:?}: {e}"))?;
+    Ok(relay_core::files::sign_download(&signer, tenant, run, path, exp).into_bytes())
 }

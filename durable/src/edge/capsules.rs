@@ -74,7 +74,8 @@ fn layer_key(sha256: &str) -> String {
     format!("layers/{sha256}")
 }
 
-fn manifest_key(tenant_id: &str, hash: &str) -> String {
+/// Where a tenant's capsule.json is kept (the egress route reads its policy there).
+pub fn manifest_key(tenant_id: &str, hash: &str) -> String {
     format!("capsules/{tenant_id}/{hash}/{MANIFEST_FILE}")
 }
 

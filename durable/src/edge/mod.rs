@@ -2,6 +2,8 @@
 //! core and its answer back into a `worker::Response`. Session state lives in `durable`.
 
 pub mod capsules;
+pub mod egress;
+pub mod files;
 pub mod http;
 pub mod mcp;
 pub mod session;

@@ -1,0 +1,193 @@
+//! `POST /egress`: performs one of guest code's fetches for the tab, under the policy of the
+//! run's capsule (the rules are the core's `egress` module). The run token names the tenant
+//! and the capsule; the capsule's `policy.network` decides the URL and every redirect hop, the
+//! request and response bodies' caps, and the number of redirects. The tab checks the same
+//! policy first; this check is the authoritative one.
+//!
+//! A listed domain that resolves to a private address is not caught here: Workers have no DNS
+//! API, and Cloudflare's edge does not connect to private ranges, so such a fetch fails (502).
+
+use super::capsules::{manifest_key, token_keys};
+use super::http::{error, read_capped, storage_unavailable};
+use super::now_ms;
+use futures::StreamExt;
+use relay_core::auth::{bearer, run_token_refusal, RunClaims};
+use relay_core::capsule::Manifest;
+use relay_core::egress::{self, Hop, Outbound, Refusal, Upstream};
+use relay_core::policy::NetworkPolicy;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use worker::wasm_bindgen::JsCast;
+use worker::{js_sys, wasm_bindgen_futures, web_sys, Env, Headers, Request, Response, Result};
+
+/// Parsed network policies by tenant and capsule hash. A capsule never changes, so an entry
+/// never goes stale; the map is emptied when full rather than tracking use.
+const POLICY_CACHE_MAX: usize = 256;
+
+thread_local! {
+    static POLICIES: RefCell<HashMap<String, NetworkPolicy>> = RefCell::new(HashMap::new());
+}
+
+/// `POST /egress` with `Authorization: Bearer <run token>` and an envelope (core `egress`).
+pub async fn handle(mut req: Request, env: &Env) -> Result<Response> {
+    let claims = match run_claims(&req, env)? {
+        Ok(claims) => claims,
+        Err(response) => return Ok(response),
+    };
+    let policy = match capsule_policy(env, &claims).await? {
+        Ok(policy) => policy,
+        Err(response) => return Ok(response),
+    };
+    let envelope = match read_capped(&mut req, egress::envelope_limit(policy.max_body_bytes)).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
+    match egress::prepare(&envelope, &policy) {
+        Ok(first) => perform(first, &policy).await,
+        Err(refusal) => Ok(refused(refusal)),
+    }
+}
+
+/// The claims of the request's run token, or the 401 that names what is wrong with it.
+pub fn run_claims(req: &Request, env: &Env) -> Result<std::result::Result<RunClaims, Response>> {
+    let header = req.headers().get("authorization")?;
+    let Some(token) = bearer(header.as_deref()) else {
+        let message = "missing `Authorization: Bearer <run token>`: the relay session gives the tab one with each run";
+        return Ok(Err(error(401, "Unauthorized", message)));
+    };
+    Ok(RunClaims::verify(token, &token_keys(env)?, now_ms() / 1000)
+        .map_err(|e| error(401, "Unauthorized", run_token_refusal(&e))))
+}
+
+/// The network policy of the token's capsule: from the isolate's cache, else from its
+/// capsule.json in R2.
+async fn capsule_policy(env: &Env, claims: &RunClaims) -> Result<std::result::Result<NetworkPolicy, Response>> {
+    let key = manifest_key(&claims.sub, &claims.cap);
+    if let Some(policy) = POLICIES.with(|cache| cache.borrow().get(&key).cloned()) {
+        return Ok(Ok(policy));
+    }
+    let bucket = env.bucket("R2_CAPSULES")?;
+    let object = match bucket.get(&key).execute().await {
+        Ok(Some(object)) => object,
+        Ok(None) => {
+            let message = format!("the run token names capsule {} that this tenant does not have", claims.cap);
+            return Ok(Err(error(404, "NotFound", message)));
+        }
+        Err(e) => return Ok(Err(storage_unavailable("R2", &e))),
+    };
+    let bytes = match object.body().expect("get has a body").bytes().await {
+        Ok(bytes) => bytes,
+        Err(e) => return Ok(Err(storage_unavailable("R2", &e))),
+    };
+    // We wrote this manifest: one that does not parse is our fault (500), not the storage's.
+    let policy = serde_json::from_slice::<Manifest>(&bytes)?.policy.network;
+    POLICIES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= POLICY_CACHE_MAX {
+            cache.clear();
+        }
+        cache.insert(key, policy.clone());
+    });
+    Ok(Ok(policy))
+}
+
+fn refused(refusal: Refusal) -> Response {
+    error(refusal.name.http_status(), refusal.name.as_str(), refusal.message)
+}
+
+/// Sends `request`, following redirects hop by hop as the core decides.
+async fn perform(mut request: Outbound, policy: &NetworkPolicy) -> Result<Response> {
+    let mut redirects = 0;
+    loop {
+        let upstream = match send(&request).await {
+            Ok(upstream) => upstream,
+            Err(e) => return Ok(upstream_failed(&request.url, &e)),
+        };
+        let location = upstream.headers().get("location").ok().flatten();
+        match egress::next_hop(&request, upstream.status(), location.as_deref(), redirects, policy) {
+            Hop::Follow(next) => {
+                cancel_body(&upstream);
+                request = next;
+                redirects += 1;
+            }
+            Hop::Deny(why) => {
+                cancel_body(&upstream);
+                return Ok(error(403, "PolicyDenied", why));
+            }
+            Hop::Done => return answer(upstream, &request.url, redirects, policy.max_body_bytes).await,
+        }
+    }
+}
+
+/// One request, with `redirect: manual` so that every hop comes back here to be checked.
+async fn send(request: &Outbound) -> std::result::Result<web_sys::Response, worker::wasm_bindgen::JsValue> {
+    let headers = web_sys::Headers::new()?;
+    for (name, value) in &request.headers {
+        headers.append(name, value)?;
+    }
+    let init = web_sys::RequestInit::new();
+    init.set_method(&request.method);
+    init.set_headers(&headers);
+    init.set_redirect(web_sys::RequestRedirect::Manual);
+    if let Some(body) = &request.body {
+        init.set_body(&js_sys::Uint8Array::from(body.as_slice()));
+    }
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    let answer = wasm_bindgen_futures::JsFuture::from(global.fetch_with_str_and_init(&request.url, &init)).await?;
+    answer.dyn_into()
+}
+
+/// Cancels a response body nobody will read, so the upstream connection is let go.
+fn cancel_body(upstream: &web_sys::Response) {
+    if let Some(body) = upstream.body() {
+        let _ = body.cancel();
+    }
+}
+
+fn upstream_failed(url: &str, error_value: &worker::wasm_bindgen::JsValue) -> Response {
+    let why = error_value
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| error_value.as_string())
+        .unwrap_or_else(|| format!("{error_value:?}"));
+    error(502, "UpstreamFailed", egress::upstream_failed(url, &why))
+}
+
+/// The route's answer: status 200, the upstream's body (read as a stream and refused once it
+/// passes `max_body_bytes`, without reading further) and its metadata in `x-relay-*` headers.
+async fn answer(upstream: web_sys::Response, url: &str, redirects: u32, max_body_bytes: u64) -> Result<Response> {
+    let meta = Upstream {
+        status: upstream.status(),
+        status_text: upstream.status_text(),
+        url: url.to_owned(),
+        redirects,
+        headers: Headers(upstream.headers()).entries().collect(),
+    };
+    let declared = upstream.headers().get("content-length").ok().flatten().and_then(|l| l.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > max_body_bytes) {
+        cancel_body(&upstream);
+        return Ok(error(403, "PolicyDenied", egress::body_too_large(url, max_body_bytes)));
+    }
+    let mut body = Vec::new();
+    if let Some(stream) = upstream.body() {
+        // Dropping this stream early cancels it: the rest of the body is never read.
+        let mut chunks = worker::ByteStream::from(stream);
+        while let Some(chunk) = chunks.next().await {
+            let Ok(chunk) = chunk else {
+                return Ok(error(502, "UpstreamFailed", egress::upstream_failed(url, "the response body broke off")));
+            };
+            body.extend_from_slice(&chunk);
+            if body.len() as u64 > max_body_bytes {
+                return Ok(error(403, "PolicyDenied", egress::body_too_large(url, max_body_bytes)));
+            }
+        }
+    }
+    let headers = Headers::new();
+    let _ = headers.set("content-type", "application/octet-stream");
+    let _ = headers.set("x-content-type-options", "nosniff");
+    let _ = headers.set("cache-control", "no-store");
+    for (name, value) in meta.relay_headers() {
+        headers.set(name, &value)?;
+    }
+    Ok(Response::from_bytes(body)?.with_headers(headers))
+}

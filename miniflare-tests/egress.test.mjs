@@ -1,0 +1,319 @@
+// A run's side routes under workerd, over raw HTTP: POST /egress performs guest code's fetches
+// against a loopback upstream this test starts, under the policy of the run's capsule; PUT and
+// GET /files store a run's /out files in R2 and serve them by signed, expiring URLs.
+
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { createServer } from "node:http";
+import { after, before, describe, test } from "node:test";
+import { attach, BASE, createTenant, devVars, mintRunToken, relayCapsule } from "./lib/relay.mjs";
+
+const SMALL_BODY = 1024;
+/** What the upstream's endless body has sent, and whether it got to its end. */
+const big = { written: 0, finished: false, closed: false };
+const BIG_TOTAL = 64 * 1024 * 1024;
+
+/** The loopback upstream: each path is one behaviour the routes must handle. */
+function upstream(req, res) {
+  const url = new URL(req.url, "http://localhost");
+  const chunks = [];
+  req.on("data", (c) => chunks.push(c));
+  req.on("end", () => {
+    switch (url.pathname) {
+      case "/hello":
+        res.writeHead(418, "I'm a teapot", { "x-up": "1", "set-cookie": "sid=secret", "content-type": "text/plain" });
+        return res.end("hello from upstream");
+      case "/echo":
+        res.writeHead(200, { "content-type": "application/json" });
+        return res.end(JSON.stringify({ method: req.method, headers: req.headers, body: Buffer.concat(chunks).toString() }));
+      case "/to-hello":
+        res.writeHead(Number(url.searchParams.get("status") ?? 302), { location: "/hello" });
+        return res.end();
+      case "/to-echo":
+        res.writeHead(Number(url.searchParams.get("status")), { location: "/echo" });
+        return res.end();
+      case "/to-evil":
+        res.writeHead(302, { location: "http://evil.test/steal" });
+        return res.end();
+      case "/loop":
+        res.writeHead(302, { location: "/loop" });
+        return res.end();
+      case "/big-declared":
+        res.writeHead(200, { "content-length": String(SMALL_BODY + 1) });
+        return res.end("x".repeat(SMALL_BODY + 1));
+      case "/big":
+        return streamForever(res);
+      default:
+        res.writeHead(404);
+        return res.end();
+    }
+  });
+}
+
+/** A chunked body of BIG_TOTAL bytes, written only as fast as the reader takes it. */
+async function streamForever(res) {
+  Object.assign(big, { written: 0, finished: false, closed: false });
+  res.on("close", () => (big.closed = true));
+  res.writeHead(200, { "content-type": "application/octet-stream" });
+  const chunk = Buffer.alloc(16 * 1024, 120);
+  while (big.written < BIG_TOTAL && !big.closed) {
+    big.written += chunk.length;
+    if (!res.write(chunk)) await drainedOrClosed(res);
+  }
+  if (!big.closed) {
+    big.finished = true;
+    res.end();
+  }
+}
+
+/** Resolves when `res` can take more, or is gone; leaves no listener behind. */
+function drainedOrClosed(res) {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
+}
+
+let server;
+let origin;
+let tenant;
+let key;
+/** Capsules of the tenant: default network limits, and maxBodyBytes cut to SMALL_BODY. */
+let capsule;
+let smallCapsule;
+
+async function createCapsule(body) {
+  const res = await fetch(`${BASE}/capsules`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ language: "js", code: "1", ...body }),
+  });
+  assert.equal(res.status, 201, await res.clone().text());
+  return (await res.json()).hash;
+}
+
+before(async () => {
+  server = createServer(upstream);
+  server.listen(0); // every address, IPv4 and IPv6: workerd may resolve localhost to either
+  await once(server, "listening");
+  origin = `http://localhost:${server.address().port}`;
+  const network = { allowedDomains: ["localhost"], blockPrivateRanges: false, denyIpLiterals: false };
+  ({ key, tenant } = await createTenant("egress", { policy: { network }, outFileMaxBytes: 64 }));
+  capsule = await createCapsule({});
+  smallCapsule = await createCapsule({ policy: { network: { maxBodyBytes: SMALL_BODY } } });
+});
+
+after(() => server.close());
+
+const runToken = (fields = {}) => mintRunToken({ tenant: tenant.id, run: "r_egress", capsule, ...fields });
+
+/** POST /egress with `envelope` and the run token (or `token`, or none for null). */
+function egress(envelope, token = runToken()) {
+  return fetch(`${BASE}/egress`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(envelope),
+  });
+}
+
+async function refusal(res, status, name) {
+  const text = await res.text();
+  assert.equal(res.status, status, text);
+  const body = JSON.parse(text);
+  assert.equal(body.error.name, name, text);
+  return body.error.message;
+}
+
+describe("POST /egress", () => {
+  test("an allowed GET answers 200 with the upstream's status, headers and body", async () => {
+    const res = await egress({ url: `${origin}/hello`, method: "GET", headers: [] });
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), "hello from upstream");
+    assert.equal(res.headers.get("x-relay-status"), "418");
+    assert.equal(res.headers.get("x-relay-status-text"), "I'm a teapot");
+    assert.equal(res.headers.get("x-relay-url"), `${origin}/hello`);
+    assert.equal(res.headers.get("x-relay-redirects"), "0");
+    const headers = new Map(JSON.parse(res.headers.get("x-relay-headers")));
+    assert.equal(headers.get("x-up"), "1");
+    assert.equal(headers.get("content-type"), "text/plain");
+    assert.equal(headers.has("set-cookie"), false, "cookies never reach guest code");
+  });
+
+  test("a POST reaches upstream with its body and only the headers guest code may set", async () => {
+    const headers = [["content-type", "text/plain"], ["x-custom", "yes"], ["cookie", "a=b"], ["x-forwarded-for", "1.2.3.4"], ["x-relay-thing", "1"]];
+    const res = await egress({ url: `${origin}/echo`, method: "POST", headers, body: Buffer.from("posted body").toString("base64") });
+    assert.equal(res.status, 200);
+    const seen = await res.json();
+    assert.equal(seen.method, "POST");
+    assert.equal(seen.body, "posted body");
+    assert.equal(seen.headers["x-custom"], "yes");
+    assert.equal(seen.headers["content-type"], "text/plain");
+    assert.equal(seen.headers.cookie, undefined);
+    assert.equal(seen.headers["x-relay-thing"], undefined);
+    assert.notEqual(seen.headers["x-forwarded-for"], "1.2.3.4");
+  });
+
+  test("a host that is not listed is denied, naming it and how to allow it", async () => {
+    const message = await refusal(await egress({ url: "http://denied.test/x" }), 403, "PolicyDenied");
+    assert.match(message, /"denied\.test"/);
+    assert.match(message, /allowedDomains/);
+  });
+
+  test("redirects are followed and checked hop by hop", async () => {
+    let res = await egress({ url: `${origin}/to-hello` });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("x-relay-redirects"), "1");
+    assert.equal(res.headers.get("x-relay-url"), `${origin}/hello`);
+    assert.equal(await res.text(), "hello from upstream");
+    // 303 turns a POST into a GET without body; 307 keeps both.
+    const post = { method: "POST", headers: [["content-type", "text/plain"]], body: Buffer.from("b").toString("base64") };
+    res = await egress({ url: `${origin}/to-echo?status=303`, ...post });
+    assert.deepEqual((({ method, body }) => ({ method, body }))(await res.json()), { method: "GET", body: "" });
+    res = await egress({ url: `${origin}/to-echo?status=307`, ...post });
+    assert.deepEqual((({ method, body }) => ({ method, body }))(await res.json()), { method: "POST", body: "b" });
+  });
+
+  test("a redirect to a denied host refuses the fetch, naming that hop", async () => {
+    const message = await refusal(await egress({ url: `${origin}/to-evil` }), 403, "PolicyDenied");
+    assert.match(message, /"evil\.test"/);
+    assert.match(message, /redirect 1 from/);
+  });
+
+  test("more redirects than maxRedirects are refused, naming the limit", async () => {
+    const message = await refusal(await egress({ url: `${origin}/loop` }), 403, "PolicyDenied");
+    assert.match(message, /network\.maxRedirects \(5\)/);
+  });
+
+  test("a response body over the capsule's maxBodyBytes is refused without reading it all", async (t) => {
+    const token = runToken({ capsule: smallCapsule });
+    let message = await refusal(await egress({ url: `${origin}/big` }, token), 403, "PolicyDenied");
+    assert.match(message, new RegExp(`response body of ${origin}/big is larger than network\\.maxBodyBytes \\(${SMALL_BODY} bytes\\)`));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    t.diagnostic(`the upstream wrote ${big.written} of ${BIG_TOTAL} bytes; its connection closed: ${big.closed}`);
+    assert.equal(big.finished, false, "the upstream stream was read to its end");
+    assert.ok(big.written < BIG_TOTAL / 2, `upstream wrote ${big.written} bytes`);
+    message = await refusal(await egress({ url: `${origin}/big-declared` }, token), 403, "PolicyDenied");
+    assert.match(message, /maxBodyBytes/);
+    // The same body is fine under the default 5 MiB.
+    assert.equal((await egress({ url: `${origin}/big-declared` })).status, 200);
+  });
+
+  test("a request body over maxBodyBytes is refused", async () => {
+    const body = Buffer.alloc(SMALL_BODY + 1).toString("base64");
+    const res = await egress({ url: `${origin}/echo`, method: "POST", body }, runToken({ capsule: smallCapsule }));
+    assert.match(await refusal(res, 403, "PolicyDenied"), /request body/);
+  });
+
+  test("a bad envelope is a ValidationError", async () => {
+    assert.match(await refusal(await egress({ url: `${origin}/echo`, method: "TRACE" }), 400, "ValidationError"), /TRACE/);
+    assert.match(await refusal(await egress({ nope: 1 }), 400, "ValidationError"), /nope|url/);
+  });
+
+  test("an upstream that does not answer is a 502 naming the host", async () => {
+    const closed = createServer();
+    closed.listen(0);
+    await once(closed, "listening");
+    const port = closed.address().port;
+    closed.close();
+    await once(closed, "close");
+    const message = await refusal(await egress({ url: `http://localhost:${port}/` }), 502, "UpstreamFailed");
+    assert.match(message, /"localhost"/);
+  });
+
+  test("missing, bad, expired and wrong-typ tokens are 401s that say which", async () => {
+    const envelope = { url: `${origin}/hello` };
+    assert.match(await refusal(await egress(envelope, null), 401, "Unauthorized"), /missing/);
+    assert.match(await refusal(await egress(envelope, "x.y.z"), 401, "Unauthorized"), /invalid run token/);
+    assert.match(await refusal(await egress(envelope, runToken({ ttl: 0 })), 401, "Unauthorized"), /run token expired/);
+    const { attachToken } = await attach(key, "default");
+    assert.match(await refusal(await egress(envelope, attachToken), 401, "Unauthorized"), /typ/);
+  });
+
+  test("a token naming a capsule the tenant does not have is a 404", async () => {
+    const message = await refusal(await egress({ url: `${origin}/hello` }, runToken({ capsule: "0".repeat(64) })), 404, "NotFound");
+    assert.match(message, /capsule/);
+  });
+});
+
+describe("/files", () => {
+  const put = (path, body, token = runToken({ run: "r_files" })) =>
+    fetch(`${BASE}/files/r_files/${path}`, { method: "PUT", headers: { authorization: `Bearer ${token}` }, body });
+
+  test("a file PUT by its run downloads by its signed URL", async () => {
+    const res = await put("out/report.csv", "a,b\n1,2\n");
+    assert.equal(res.status, 201);
+    const file = await res.json();
+    assert.equal(file.path, "/out/report.csv");
+    assert.equal(file.size, 8);
+    assert.match(file.sha256, /^[0-9a-f]{64}$/);
+    const now = Math.floor(Date.now() / 1000);
+    assert.ok(file.expiresAt >= now + 3590 && file.expiresAt <= now + 3610, "an hour");
+    assert.match(file.url, new RegExp(`^/files/${tenant.id}/r_files/out/report\\.csv\\?exp=${file.expiresAt}&sig=`));
+    const got = await fetch(`${BASE}${file.url}`);
+    assert.equal(got.status, 200);
+    assert.equal(await got.text(), "a,b\n1,2\n");
+    assert.equal(got.headers.get("content-type"), "text/csv; charset=utf-8");
+    assert.equal(got.headers.get("x-content-type-options"), "nosniff");
+    assert.equal(got.headers.get("content-security-policy"), "sandbox");
+    assert.equal(got.headers.get("cache-control"), "private");
+    // A name that needs percent-encoding signs and serves the same through workerd.
+    const spaced = await (await put("out/sub/two%20words%2B.svg", "<svg/>")).json();
+    assert.equal(spaced.path, "/out/sub/two words+.svg");
+    const svg = await fetch(`${BASE}${spaced.url}`);
+    assert.equal(svg.status, 200, spaced.url);
+    assert.equal(svg.headers.get("content-type"), "image/svg+xml");
+    assert.equal(await svg.text(), "<svg/>");
+  });
+
+  test("a tampered signature, another path with the same signature and an expired URL are 403s", async () => {
+    const first = await (await put("out/one.txt", "one")).json();
+    await put("out/two.txt", "two");
+    const sig = new URL(first.url, BASE).searchParams.get("sig");
+    const flipped = (sig[0] === "A" ? "B" : "A") + sig.slice(1);
+    let message = await refusal(await fetch(`${BASE}${first.url.replace(sig, flipped)}`), 403, "Forbidden");
+    assert.match(message, /signature does not match/);
+    message = await refusal(await fetch(`${BASE}${first.url.replace("one.txt", "two.txt")}`), 403, "Forbidden");
+    assert.match(message, /signature does not match/);
+    message = await refusal(await fetch(`${BASE}${first.url.replace(/exp=\d+/, `exp=${first.expiresAt + 1}`)}`), 403, "Forbidden");
+    assert.match(message, /signature does not match/);
+    const past = Math.floor(Date.now() / 1000) - 10;
+    const expired = relayCapsule(["download-url", devVars.CAPSULE_SIGNING_KEY, tenant.id, "r_files", "/out/one.txt", String(past)]);
+    message = await refusal(await fetch(`${BASE}${expired}`), 403, "Forbidden");
+    assert.match(message, /expired/);
+    assert.match(message, /run the code again/);
+    assert.match(await refusal(await fetch(`${BASE}/files/${tenant.id}/r_files/out/one.txt`), 403, "Forbidden"), /exp/);
+  });
+
+  test("paths outside /out are PolicyDenied (403), malformed ones ValidationError (400)", async () => {
+    // 403: the path is well formed, the run is just not allowed to publish it (as a fetch the
+    // policy refuses); 400: the request itself is wrong, whatever the policy.
+    assert.match(await refusal(await put("tmp/x.txt", "x"), 403, "PolicyDenied"), /not under \/out/);
+    assert.match(await refusal(await put("etc/passwd", "x"), 403, "PolicyDenied"), /not under \/out/);
+    assert.match(await refusal(await put("out/a%2Fb", "x"), 400, "ValidationError"), /'\/'/);
+    assert.match(await refusal(await put("out/%00", "x"), 400, "ValidationError"), /control/);
+  });
+
+  test("a file over the tenant's outFileMaxBytes is refused", async () => {
+    const message = await refusal(await put("out/big.bin", "x".repeat(65)), 413, "OutputLimitExceeded");
+    assert.match(message, /outFileMaxBytes \(64 bytes\)/);
+  });
+
+  test("another run's token, or none, cannot publish a run's files", async () => {
+    assert.match(await refusal(await put("out/x.txt", "x", runToken({ run: "r_other" })), 403, "PolicyDenied"), /r_other/);
+    const res = await fetch(`${BASE}/files/r_files/out/x.txt`, { method: "PUT", body: "x" });
+    await refusal(res, 401, "Unauthorized");
+  });
+
+  test("a run publishes at most 32 files; writing one again does not count twice", async () => {
+    const token = runToken({ run: "r_many" });
+    const putMany = (name) => fetch(`${BASE}/files/r_many/out/${name}`, { method: "PUT", headers: { authorization: `Bearer ${token}` }, body: name });
+    for (let i = 0; i < 32; i++) assert.equal((await putMany(`f${i}.txt`)).status, 201, `file ${i}`);
+    assert.equal((await putMany("f0.txt")).status, 201, "a rewrite");
+    assert.match(await refusal(await putMany("f32.txt"), 413, "OutputLimitExceeded"), /at most 32 files/);
+  });
+});
