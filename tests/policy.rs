@@ -1,32 +1,35 @@
-//! Policy: the shared URL table, defaults and serde shape, validation, intersection cases,
+//! Policy: the shared URL and path tables, defaults and serde shape, validation, intersection cases,
 //! and property tests that intersection never widens what the tenant allows.
 
 use proptest::prelude::*;
 use relay_core::policy::{
-    check_url, intersect, FsOverride, FsPolicy, Limits, LimitsOverride, NetworkOverride, NetworkPolicy, Policy,
-    PolicyOverride, Verdict,
+    check_path, check_url, intersect, Access, FsOverride, FsPolicy, Limits, LimitsOverride, NetworkOverride,
+    NetworkPolicy, Policy, PolicyOverride, Verdict,
 };
 use serde_json::{json, Value};
 
-fn cases() -> Value {
-    serde_json::from_str(include_str!("policy_cases.json")).unwrap()
-}
-
-#[test]
-fn the_shared_url_table_holds() {
-    let table = cases();
+/// Runs a shared table (`tests/*_cases.json`, also run by miniflare-tests/policy-tables.test.mjs
+/// against the wasm build): each case's policy is `basePolicy` with the case's `override_field`
+/// fields replacing the base's, `judge` decides it (Ok: allowed, with what an allowed case must
+/// equal; Err: the reason), and the table must have `min_cases` cases, each with a note.
+fn run_table(
+    json: &str,
+    override_field: &str,
+    min_cases: usize,
+    judge: impl Fn(Value, &Value) -> Result<Option<String>, String>,
+) {
+    let table: Value = serde_json::from_str(json).unwrap();
+    let cases = table["cases"].as_array().unwrap();
     let mut failures = Vec::new();
-    for case in table["cases"].as_array().unwrap() {
-        let mut network = table["basePolicy"].clone();
-        for (field, value) in case.get("network").and_then(Value::as_object).into_iter().flatten() {
-            network[field] = value.clone();
+    for case in cases {
+        let mut policy = table["basePolicy"].clone();
+        for (field, value) in case.get(override_field).and_then(Value::as_object).into_iter().flatten() {
+            policy[field] = value.clone();
         }
-        let policy: NetworkPolicy = serde_json::from_value(network).unwrap();
-        let url = case["url"].as_str().unwrap();
-        let verdict = check_url(&policy, url);
-        let ok = match (case["verdict"].as_str().unwrap(), &verdict) {
-            ("allow", Verdict::Allow) => true,
-            ("deny", Verdict::Deny { reason }) => case
+        let got = judge(policy, case);
+        let ok = match (case["verdict"].as_str().unwrap(), &got) {
+            ("allow", Ok(value)) => value.is_none() || value.as_deref() == Some(expected_value(case)),
+            ("deny", Err(reason)) => case
                 .get("reasonContains")
                 .and_then(Value::as_array)
                 .into_iter()
@@ -35,11 +38,43 @@ fn the_shared_url_table_holds() {
             _ => false,
         };
         if !ok {
-            failures.push(format!("{url} with {:?}: got {verdict:?}, want {case}", case.get("network")));
+            failures.push(format!("got {got:?}, want {case}"));
+        }
+        if case["note"].as_str().is_none_or(str::is_empty) {
+            failures.push(format!("no note says what this case covers: {case}"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(table["cases"].as_array().unwrap().len() >= 70);
+    assert!(cases.len() >= min_cases, "{} cases, want at least {min_cases}", cases.len());
+}
+
+/// What an allowed path case must come back as: `normalized` if given, else the path as written.
+fn expected_value(case: &Value) -> &str {
+    case.get("normalized").unwrap_or(&case["path"]).as_str().unwrap_or_default()
+}
+
+#[test]
+fn the_shared_url_table_holds() {
+    run_table(include_str!("policy_cases.json"), "network", 150, |network, case| {
+        let policy: NetworkPolicy = serde_json::from_value(network).unwrap();
+        match check_url(&policy, case["url"].as_str().unwrap()) {
+            Verdict::Allow => Ok(None),
+            Verdict::Deny { reason } => Err(reason),
+        }
+    });
+}
+
+#[test]
+fn the_shared_path_table_holds() {
+    run_table(include_str!("fs_path_cases.json"), "filesystem", 60, |filesystem, case| {
+        let policy: FsPolicy = serde_json::from_value(filesystem).unwrap();
+        let access = match case["access"].as_str().unwrap() {
+            "read" => Access::Read,
+            "write" => Access::Write,
+            other => panic!("access {other:?} is neither read nor write"),
+        };
+        check_path(&policy, case["path"].as_str().unwrap(), access).map(Some)
+    });
 }
 
 #[test]
@@ -368,5 +403,41 @@ proptest! {
     fn check_url_never_panics(url in any::<String>(), policy in tenant_policy()) {
         let _ = check_url(&policy.network, &url);
         let _ = check_url(&policy.network, &format!("http://{url}/"));
+    }
+}
+
+fn workspace_path() -> impl Strategy<Value = String> {
+    let segment = prop_oneof![
+        4 => prop::sample::select(vec!["tmp", "out", "host", "mcps", "a", "..", ".", "", "%2e", "%2F", "x\\y", "é"]).prop_map(String::from),
+        1 => any::<String>(),
+    ];
+    (prop::collection::vec(segment, 0..5), any::<bool>())
+        .prop_map(|(segments, slash)| format!("/{}{}", segments.join("/"), if slash { "/" } else { "" }))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// Whatever a guest writes, an admitted path is clean, inside a workspace root and inside a
+    /// policy entry for its access; /mcps is never written.
+    #[test]
+    fn an_admitted_path_is_clean_and_covered(
+        path in prop_oneof![workspace_path(), any::<String>()],
+        writable in prop::collection::vec(workspace_path(), 0..3),
+        readonly in prop::collection::vec(workspace_path(), 0..3),
+        write in any::<bool>(),
+    ) {
+        let fs = FsPolicy { readonly, writable };
+        let access = if write { Access::Write } else { Access::Read };
+        if let Ok(normalized) = check_path(&fs, &path, access) {
+            let segments: Vec<&str> = normalized.split('/').skip(1).collect();
+            prop_assert!(normalized.len() <= 1024 && path.trim_end_matches('/') == normalized.trim_end_matches('/'));
+            prop_assert!(segments.iter().all(|s| !s.is_empty() && *s != "." && *s != ".." && s.len() <= 255));
+            prop_assert!(!normalized.contains('\\') && !normalized.chars().any(char::is_control));
+            prop_assert!(["tmp", "out", "host", "mcps"].contains(&segments[0]), "{} is outside the roots", normalized);
+            let entries = if write { fs.writable.clone() } else { [fs.readonly.clone(), fs.writable.clone()].concat() };
+            prop_assert!(entries.iter().any(|entry| within(&normalized, entry) || normalized == *entry), "{} is covered by none of {:?}", normalized, entries);
+            prop_assert!(!(write && segments[0] == "mcps"), "{} written", normalized);
+        }
     }
 }

@@ -43,6 +43,11 @@ fn check(policy: &NetworkPolicy, url: &str) -> Result<(), String> {
 }
 
 fn check_name(policy: &NetworkPolicy, name: &str) -> Result<(), String> {
+    // `.example.com` or `localhost..` would otherwise slip past the dot-boundary comparisons;
+    // no such name resolves, so refusing it costs nothing.
+    if name.split('.').any(str::is_empty) {
+        return Err(format!("host {name:?} has an empty label; write the host name without extra dots"));
+    }
     if policy.block_private_ranges && (name == "localhost" || name.ends_with(".localhost")) {
         return Err(format!("host {name:?} is a loopback name and blockPrivateRanges is on"));
     }

@@ -2,8 +2,10 @@
 //! resource limits.
 //!
 //! A tenant's defaults are narrowed by a client's [`PolicyOverride`] with [`intersect`] (never
-//! widened), the result is written into the capsule, and [`check_url`] decides each fetch. The
-//! browser enforces the same rules; `tests/policy_cases.json` is the table both sides test.
+//! widened), the result is written into the capsule, [`check_url`] decides each fetch and
+//! [`check_path`] each file access. The browser enforces the same rules with this very code
+//! compiled to wasm (`policy-wasm/`); `tests/policy_cases.json` and `tests/fs_path_cases.json`
+//! are the tables both sides test.
 //!
 //! Domain patterns (allowedDomains, deniedDomains):
 //! - `example.com` admits `example.com` and every subdomain (`api.example.com`), never a
@@ -24,6 +26,7 @@ mod ip;
 use serde::{Deserialize, Serialize};
 
 pub use check::{check_url, Verdict};
+pub use fs_path::{check_path, Access, WORKSPACE_ROOTS};
 pub use intersect::intersect;
 
 use domain::DomainPattern;
