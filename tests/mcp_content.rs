@@ -34,7 +34,11 @@ fn the_prompt_teaches_vfs_limits_errors_and_the_executor_page() {
     let needles = [
         PAGE_URL,
         "/tmp",
-        "not available yet",
+        "/out",
+        "/host",
+        "pyfetch",
+        "allowedDomains",
+        "nextOffset",
         "\"timeoutMs\": 60000",
         "\"stdoutBytes\": 1048576",
         "Tabs attached now: 2",

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use common::*;
 use relay_core::error::ErrorName;
 use relay_core::mcp::{
-    data_result, log_notifications, progress_notification, tool_error, tool_result, Era, LogLevel, Outcome, Tool,
-    ToolResult,
+    data_result, file_result, log_notifications, progress_notification, tool_error, tool_result, Era, LogLevel,
+    Outcome, Tool, ToolCall, ToolResult, OUTPUT_BUDGET,
 };
 use serde_json::{json, Value};
 
@@ -48,7 +48,7 @@ fn input_schemas_have_each_tools_properties() {
     let cases: [(&str, Vec<&str>, &[&str]); 5] = [
         ("run_js", [&run_common[..], &["npm"]].concat(), &["code"]),
         ("run_py", [&run_common[..], &["pip"]].concat(), &["code"]),
-        ("read", vec!["path", "encoding", "maxBytes"], &["path"]),
+        ("read", vec!["path", "encoding", "maxBytes", "offset"], &["path"]),
         ("write", vec!["path", "content", "encoding", "mode"], &["path", "content"]),
         ("search", vec!["pattern", "paths", "filePattern", "caseSensitive", "maxResults"], &["pattern"]),
     ];
@@ -88,7 +88,7 @@ fn input_schema_details_follow_the_seed() {
     let pip = &tool("run_py")["inputSchema"]["properties"]["pip"]["properties"];
     assert_eq!(keys(pip), set(&["requirements", "wheelUrls"]));
     let read = tool("read")["inputSchema"]["properties"].clone();
-    assert_eq!(read["encoding"]["enum"], json!(["utf-8", "base64", "binary"]));
+    assert_eq!(read["encoding"]["enum"], json!(["utf-8", "base64"]));
     assert_eq!(read["maxBytes"]["default"], 1_048_576);
     let write = tool("write")["inputSchema"]["properties"].clone();
     assert_eq!(write["encoding"]["enum"], json!(["utf-8", "base64"]));
@@ -97,12 +97,21 @@ fn input_schema_details_follow_the_seed() {
     let search = tool("search")["inputSchema"]["properties"].clone();
     assert_eq!(search["caseSensitive"]["default"], true);
     assert_eq!(search["maxResults"]["default"], 100);
+    assert_eq!(search["maxResults"]["maximum"], 1000);
+}
+
+#[test]
+fn a_number_past_its_maximum_is_refused_by_name() {
+    let error = Tool::Search.validate(&json!({"pattern": "x", "maxResults": 1001})).unwrap_err();
+    assert_eq!(error, "`maxResults` must be at most 1000");
+    assert!(Tool::Search.validate(&json!({"pattern": "x", "maxResults": 1000})).is_ok());
 }
 
 /// The validator understands these keywords; the schemas may use nothing else.
 fn check_keywords(schema: &Value, path: &str) {
-    const KNOWN: [&str; 11] = [
+    const KNOWN: [&str; 12] = [
         "type",
+        "maximum",
         "properties",
         "required",
         "additionalProperties",
@@ -154,7 +163,7 @@ fn output_schemas_describe_structured_content() {
         }
     }
     let usage = &tool("run_js")["outputSchema"]["properties"]["usage"];
-    assert_eq!(keys(&usage["properties"]), set(&["wallMs", "memPeakMb"]));
+    assert_eq!(keys(&usage["properties"]), set(&["wallMs", "memPeakMb", "fetches", "denied"]));
 }
 
 #[test]
@@ -317,6 +326,7 @@ fn run(exit_code: i32, error: Option<(ErrorName, String)>) -> ToolResult {
         mem_peak_mb: 74,
         files: vec![json!({"path": "/out/a.png", "size": 3, "url": "https://x/a.png"})],
         error,
+        ..ToolResult::default()
     }
 }
 
@@ -331,7 +341,7 @@ fn tool_result_shape() {
     assert_eq!(
         result["structuredContent"],
         json!({"exitCode": 0, "stdout": "hello\n", "stderr": "warn\n",
-               "usage": {"wallMs": 812, "memPeakMb": 74},
+               "usage": {"wallMs": 812, "memPeakMb": 74, "fetches": 0, "denied": 0},
                "files": [{"path": "/out/a.png", "size": 3, "url": "https://x/a.png"}]})
     );
     let text = result["content"][0]["text"].as_str().unwrap();
@@ -444,4 +454,77 @@ fn the_error_table_the_page_reads_lists_every_name_with_its_status_and_exit_code
         assert_eq!(ErrorName::from_name(name.as_str()), Some(name));
     }
     assert_eq!(ErrorName::from_name("internal"), None, "names are exact");
+}
+
+fn file_call(tool: Tool) -> ToolCall {
+    ToolCall { tool, ..a_call(Era::Modern, true, None) }
+}
+
+#[test]
+fn a_read_is_its_content_as_text_and_structured() {
+    let value = json!({"path": "/tmp/a", "content": "abc", "encoding": "utf-8", "size": 3, "offset": 0,
+                       "bytesRead": 3, "truncated": false});
+    let result = &file_result(&file_call(Tool::Read), value.clone())["result"];
+    assert_eq!(result["isError"], false);
+    assert_eq!(result["content"][0]["text"], "abc");
+    assert_eq!(result["structuredContent"], value);
+}
+
+#[test]
+fn a_read_too_big_for_one_message_is_cut_where_reading_on_continues_it() {
+    let content = "\u{1}".repeat(OUTPUT_BUDGET); // escapes to 6 bytes each
+    let value = json!({"path": "/tmp/a", "content": content, "encoding": "utf-8", "size": OUTPUT_BUDGET + 10,
+                       "offset": 10, "bytesRead": OUTPUT_BUDGET, "truncated": false});
+    let response = file_result(&file_call(Tool::Read), value);
+    assert!(response.to_string().len() < 1024 * 1024, "under the 1 MiB SSE event cap");
+    let structured = &response["result"]["structuredContent"];
+    let kept = structured["content"].as_str().unwrap().len();
+    assert_eq!(kept, OUTPUT_BUDGET / 6);
+    assert_eq!(structured["bytesRead"], kept);
+    assert_eq!(structured["truncated"], true);
+    assert_eq!(structured["nextOffset"], 10 + kept);
+    let text = response["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.ends_with(&format!("read again with offset {} for the rest of the file]", 10 + kept)),
+        "{}",
+        &text[text.len() - 120..]
+    );
+
+    let base64 = "QUJD".repeat(OUTPUT_BUDGET / 3);
+    let value = json!({"content": base64, "encoding": "base64", "size": OUTPUT_BUDGET, "offset": 0,
+                       "bytesRead": OUTPUT_BUDGET, "truncated": false});
+    let structured = file_result(&file_call(Tool::Read), value)["result"]["structuredContent"].clone();
+    let kept = structured["content"].as_str().unwrap().len();
+    assert_eq!(kept % 4, 0, "whole base64 groups only");
+    assert_eq!(structured["nextOffset"], kept / 4 * 3);
+}
+
+#[test]
+fn a_search_keeps_the_matches_that_fit() {
+    let line = "x".repeat(500);
+    let matches: Vec<Value> =
+        (1..=1000).map(|i| json!({"path": "/tmp/f", "line": i, "column": 1, "text": line})).collect();
+    let value = json!({"matches": matches, "totalMatches": 1000, "truncated": false});
+    let response = file_result(&file_call(Tool::Search), value);
+    assert!(response.to_string().len() < 1024 * 1024);
+    let structured = &response["result"]["structuredContent"];
+    let kept = structured["matches"].as_array().unwrap();
+    assert!(!kept.is_empty() && kept.len() < 1000);
+    assert_eq!(kept[0]["line"], 1, "the first matches are kept");
+    assert_eq!(structured["truncated"], true);
+    assert_eq!(structured["totalMatches"], 1000);
+}
+
+#[test]
+fn a_run_result_shows_images_within_their_budget() {
+    let small = "A".repeat(1000);
+    let big = "B".repeat(200 * 1024);
+    let result = ToolResult {
+        images: vec![("image/png".into(), small.clone()), ("image/png".into(), big), ("image/svg+xml".into(), small)],
+        ..ToolResult::default()
+    };
+    let content = tool_result(&a_call(Era::Modern, true, None), result)["result"]["content"].clone();
+    let images: Vec<&Value> = content.as_array().unwrap().iter().filter(|c| c["type"] == "image").collect();
+    assert_eq!(images.len(), 1, "the first fits; the big one and everything after it does not");
+    assert_eq!(images[0]["mimeType"], "image/png");
 }

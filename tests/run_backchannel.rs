@@ -20,7 +20,7 @@ fn stderr(seq: u64, data: &str) -> TabEvent {
 }
 
 fn exit(seq: u64, exit_code: i32) -> TabEvent {
-    event(seq, EventBody::Exit { exit_code, usage: Usage::default(), error: None })
+    event(seq, EventBody::Exit { exit_code, usage: Usage::default(), error: None, files: vec![], value: None })
 }
 
 fn progress() -> EventBody {
@@ -64,8 +64,10 @@ fn a_batch_of_every_event_type_parses() {
                 5,
                 EventBody::Exit {
                     exit_code: 2,
-                    usage: Usage { wall_ms: 7, mem_peak_mb: 9 },
+                    usage: Usage { wall_ms: 7, mem_peak_mb: 9, ..Usage::default() },
                     error: Some(run_error("Timeout", "slow")),
+                    files: vec![],
+                    value: None,
                 }
             ),
             exit(6, 0),
@@ -166,10 +168,13 @@ fn in_order_events_are_new_and_build_the_log() {
     assert_eq!(log.apply(&event(2, progress())), Applied::New);
     assert_eq!(log.apply(&stdout(3, "b")), Applied::New);
     assert_eq!(log.exit, None);
-    let usage = Usage { wall_ms: 12, mem_peak_mb: 3 };
-    assert_eq!(log.apply(&event(4, EventBody::Exit { exit_code: 0, usage, error: None })), Applied::New);
+    let usage = Usage { wall_ms: 12, mem_peak_mb: 3, ..Usage::default() };
+    assert_eq!(
+        log.apply(&event(4, EventBody::Exit { exit_code: 0, usage, error: None, files: vec![], value: None })),
+        Applied::New
+    );
     assert_eq!((log.stdout.as_str(), log.stderr.as_str()), ("ab", "e"));
-    assert_eq!(log.exit, Some(Exit { exit_code: 0, usage, error: None }));
+    assert_eq!(log.exit, Some(Exit { exit_code: 0, usage, error: None, files: vec![], value: None }));
     assert_eq!(log.dropped_bytes, 0);
 }
 
@@ -237,18 +242,39 @@ fn an_error_event_is_carried_into_the_exit() {
 fn an_exit_keeps_its_own_error_and_non_zero_code() {
     let mut log = RunLog::new(1024);
     log.apply(&event(0, EventBody::Error(run_error("PolicyDenied", "earlier"))));
-    let body = EventBody::Exit { exit_code: 137, usage: Usage::default(), error: Some(run_error("Timeout", "slow")) };
+    let body = EventBody::Exit {
+        exit_code: 137,
+        usage: Usage::default(),
+        error: Some(run_error("Timeout", "slow")),
+        files: vec![],
+        value: None,
+    };
     log.apply(&event(1, body));
     assert_eq!(
         log.exit,
-        Some(Exit { exit_code: 137, usage: Usage::default(), error: Some(run_error("Timeout", "slow")) })
+        Some(Exit {
+            exit_code: 137,
+            usage: Usage::default(),
+            error: Some(run_error("Timeout", "slow")),
+            files: vec![],
+            value: None
+        })
     );
 }
 
 #[test]
 fn an_exit_error_with_code_zero_becomes_one() {
     let mut log = RunLog::new(1024);
-    log.apply(&event(0, EventBody::Exit { exit_code: 0, usage: Usage::default(), error: Some(run_error("X", "y")) }));
+    log.apply(&event(
+        0,
+        EventBody::Exit {
+            exit_code: 0,
+            usage: Usage::default(),
+            error: Some(run_error("X", "y")),
+            files: vec![],
+            value: None,
+        },
+    ));
     assert_eq!(log.exit.unwrap().exit_code, 1);
 }
 
@@ -279,7 +305,10 @@ fn output_exactly_at_the_cap_is_not_an_error() {
     log.apply(&stdout(2, ""));
     log.apply(&exit(3, 0));
     assert_eq!(log.dropped_bytes, 0);
-    assert_eq!(log.exit.unwrap(), Exit { exit_code: 0, usage: Usage::default(), error: None });
+    assert_eq!(
+        log.exit.unwrap(),
+        Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![], value: None }
+    );
 }
 
 #[test]
@@ -336,8 +365,13 @@ fn fail_ends_a_running_run_only() {
     let mut log = RunLog::new(1024);
     log.apply(&stdout(0, "a"));
     log.fail("Timeout", "run exceeded 60000 ms".into(), 124);
-    let failed =
-        Exit { exit_code: 124, usage: Usage::default(), error: Some(run_error("Timeout", "run exceeded 60000 ms")) };
+    let failed = Exit {
+        exit_code: 124,
+        usage: Usage::default(),
+        error: Some(run_error("Timeout", "run exceeded 60000 ms")),
+        files: vec![],
+        value: None,
+    };
     assert_eq!(log.exit, Some(failed.clone()));
     // The tab's own exit arriving afterwards is too late; a retry of what was seen is a duplicate.
     assert_eq!(log.apply(&exit(1, 0)), Applied::Finished);
@@ -348,7 +382,10 @@ fn fail_ends_a_running_run_only() {
     let mut ended = RunLog::new(1024);
     ended.apply(&exit(0, 0));
     ended.fail("Timeout", "late".into(), 124);
-    assert_eq!(ended.exit, Some(Exit { exit_code: 0, usage: Usage::default(), error: None }));
+    assert_eq!(
+        ended.exit,
+        Some(Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![], value: None })
+    );
 }
 
 // ---- property: exactly once, in order, whatever the tab's retries ----
@@ -462,7 +499,7 @@ proptest! {
             prop_assert_eq!(exit.error.map(|e| e.name), Some("OutputLimitExceeded".to_string()));
             prop_assert_eq!(exit.exit_code, if exit_code == 0 { 1 } else { exit_code });
         } else {
-            prop_assert_eq!(exit, Exit { exit_code, usage: Usage::default(), error: None });
+            prop_assert_eq!(exit, Exit { exit_code, usage: Usage::default(), error: None, files: vec![], value: None });
         }
     }
 }

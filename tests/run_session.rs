@@ -46,7 +46,13 @@ fn stdout(data: &str) -> EventBody {
 }
 
 fn exit(code: i32) -> EventBody {
-    EventBody::Exit { exit_code: code, usage: Usage { wall_ms: 5, mem_peak_mb: 1 }, error: None }
+    EventBody::Exit {
+        exit_code: code,
+        usage: Usage { wall_ms: 5, mem_peak_mb: 1, ..Usage::default() },
+        error: None,
+        files: vec![],
+        value: None,
+    }
 }
 
 fn heard(events: Vec<TabEvent>) -> Input {

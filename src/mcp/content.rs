@@ -36,8 +36,9 @@ pub fn instructions(cx: &Context) -> String {
     format!(
         "relay runs code in a browser tab attached to this relay session as executor (a person \
          opens {page} to attach one). Tools: run_js (QuickJS) and run_py (Pyodide), each run in a \
-         fresh sandbox with no network and no files that outlast it; read, write and search are \
-         not available yet. Get the prompt `{PROMPT_NAME}` for limits and what each error means; \
+         fresh sandbox over the relay session's persistent workspace (/tmp, /out, /host), with \
+         fetch limited to the hosts the policy allows; read, write and search work on the same \
+         files without running code. Get the prompt `{PROMPT_NAME}` for limits and what each error means; \
          read `{SESSION_URI}` for live status.",
         page = cx.page_url
     )
@@ -78,19 +79,31 @@ fn guide(cx: &Context) -> String {
          Code runs in the tab, not on the server. Tabs attached now: {tabs}. If a call fails with \
          NoExecutorAttached, ask the user to open {page} in a browser and keep it open, then retry.\n\n\
          ## Running code\n\
-         - run_js: JavaScript (an ES module) in QuickJS, with console, process.argv/env/stdin/exit \
-         and timers; no npm packages yet (`npm.dependencies` is refused), no Node built-ins.\n\
-         - run_py: Python on Pyodide with its standard library; no third-party packages yet \
-         (`pip.requirements` is refused).\n\
-         - Every run starts in a fresh sandbox: no network, nothing kept from earlier runs, and \
-         files written under /tmp last one run. Pass data in with stdin, args or env; never put \
-         secrets there.\n\
+         - run_js: JavaScript (an ES module) in QuickJS, with console, process.argv/env/stdin/exit, \
+         timers, `fetch`, and `import fs from \"fs\"` (sync and promise forms); no npm packages \
+         yet (`npm.dependencies` is refused), no other Node built-ins.\n\
+         - run_py: Python on Pyodide with its standard library; open()/os/pathlib on the \
+         workspace; top-level await, so `r = await pyfetch(url)` (from pyodide.http) works; no \
+         third-party packages yet (`pip.requirements` is refused).\n\
+         - Every run starts in a fresh interpreter; pass data in with stdin, args or env, never \
+         secrets.\n\
          - Print what you need, and print summaries of bulky data: output is capped.\n\
          - `policy` can only narrow the tenant's rules and limits (deny wins), e.g. \
          `policy.limits.timeoutMs`.\n\
          - Runs of one relay session execute one at a time, in the order they reached it.\n\
-         - read, write and search are not available yet: the tab's persistent filesystem \
-         (/host, /tmp, /out, /mcps) is still to come.\n\n\
+         \n## Files\n\
+         - The workspace persists across runs and page reloads: /tmp and /out are writable, \
+         /host is the tab's own folder (read-only unless the tenant allows writes), /mcps is \
+         reserved for upstream MCP servers. run_js, run_py, read, write and search all see it.\n\
+         - read (utf-8 or base64, maxBytes, offset/nextOffset), write (create, append, overwrite) \
+         and search (regular expression, filePattern glob, maxResults) need no runtime: use them \
+         to inspect and prepare files.\n\
+         - What a run writes to /out comes back in the result's files with a download URL that \
+         works for an hour; a PNG, JPEG or SVG also comes back as an image.\n\n\
+         ## Network\n\
+         - fetch reaches only the hosts in policy.network.allowedDomains (the tenant's default, \
+         which a call can narrow); every redirect is checked again, bodies are capped at \
+         maxBodyBytes. A refusal raises PolicyDenied inside the program naming the host.\n\n\
          ## Limits in force\n```json\n{limits}\n```\n\n\
          ## Errors and how to fix them\n{errors}",
         session = cx.relay.session,

@@ -13,7 +13,7 @@ use super::content;
 use super::era::Era;
 use super::jsonrpc::{notification, response_envelope};
 use super::logging::LogLevel;
-use super::tools::ToolCall;
+use super::tools::{Tool, ToolCall};
 use crate::error::ErrorName;
 
 /// The most run output, in serialized JSON bytes, that one message carries in each place it
@@ -24,6 +24,9 @@ use crate::error::ErrorName;
 pub const OUTPUT_BUDGET: usize = 384 * 1024;
 /// The most serialized bytes of an error message a result repeats (structured, then text).
 const ERROR_MESSAGE_BUDGET: usize = 16 * 1024;
+/// The most base64 image data a run result carries (beside twice [`OUTPUT_BUDGET`]); an image
+/// past it is only listed in `files`, with its download URL.
+pub const IMAGE_BUDGET: usize = 128 * 1024;
 // A budget below one escaped char (6 bytes) would cut nothing and split forever.
 const _: () = assert!(OUTPUT_BUDGET >= 6 && ERROR_MESSAGE_BUDGET >= 6);
 
@@ -65,8 +68,14 @@ pub struct ToolResult {
     pub stderr: String,
     pub wall_ms: u64,
     pub mem_peak_mb: u64,
+    /// Requests made through the guarded fetch, and how many the policy denied.
+    pub fetches: u64,
+    pub denied: u64,
     /// Files left in `/out`: objects with at least `path` (see the run tools' outputSchema).
     pub files: Vec<Value>,
+    /// Images left in `/out`, as `(mimeType, base64 data)`, shown to the model as image content
+    /// while they fit [`IMAGE_BUDGET`] together.
+    pub images: Vec<(String, String)>,
     pub error: Option<(ErrorName, String)>,
 }
 
@@ -83,7 +92,8 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
         "exitCode": result.exit_code,
         "stdout": kept.stdout,
         "stderr": kept.stderr,
-        "usage": { "wallMs": result.wall_ms, "memPeakMb": result.mem_peak_mb },
+        "usage": { "wallMs": result.wall_ms, "memPeakMb": result.mem_peak_mb,
+                   "fetches": result.fetches, "denied": result.denied },
         "files": result.files,
     });
     let truncated = kept.truncated(&result);
@@ -93,12 +103,19 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
     if let Some((name, message)) = &error {
         structured["error"] = error_object(*name, message);
     }
-    let body = json!({
-        "content": [text(&summary(&result, &kept, error.as_ref()))],
-        "structuredContent": structured,
-        "isError": is_error,
-    });
+    let mut content = vec![text(&summary(&result, &kept, error.as_ref()))];
+    content.extend(images_within(&result.images, IMAGE_BUDGET));
+    let body = json!({ "content": content, "structuredContent": structured, "isError": is_error });
     envelope(call, body)
+}
+
+/// Image content for each image, in order, while their data fits `budget` together.
+fn images_within(images: &[(String, String)], budget: usize) -> impl Iterator<Item = Value> + '_ {
+    let mut used = 0;
+    images.iter().filter_map(move |(mime_type, data)| {
+        used += data.len();
+        (used <= budget).then(|| json!({ "type": "image", "data": data, "mimeType": mime_type }))
+    })
 }
 
 /// A failed call with no run output: `isError`, text "Name: message", and
@@ -123,6 +140,58 @@ pub fn data_result(call: &ToolCall, structured: Value) -> Value {
         "isError": false,
     });
     envelope(call, body)
+}
+
+/// The answer to a `read`, `write` or `search` the tab executed, `value` being what the tab
+/// reported (the tools' outputSchema). A read's content is also the text content, so a model
+/// reads the file itself; it is cut to [`OUTPUT_BUDGET`] on a boundary where reading on from
+/// `nextOffset` continues it. A search keeps the matches that fit the budget.
+pub fn file_result(call: &ToolCall, mut value: Value) -> Value {
+    match call.tool {
+        Tool::Read => {
+            fit_read(&mut value, OUTPUT_BUDGET);
+            let content = value["content"].as_str().unwrap_or_default().to_owned();
+            let mut shown = content;
+            if let Some(next) = value.get("nextOffset") {
+                shown.push_str(&format!("\n[cut here: read again with offset {next} for the rest of the file]"));
+            }
+            let body = json!({ "content": [text(&shown)], "structuredContent": value, "isError": false });
+            envelope(call, body)
+        }
+        Tool::Search => {
+            fit_matches(&mut value, OUTPUT_BUDGET);
+            data_result(call, value)
+        }
+        _ => data_result(call, value),
+    }
+}
+
+/// Cuts a read's `content` to `budget` serialized bytes, keeping `bytesRead`, `truncated`
+/// and `nextOffset` true to what was kept (base64 is cut on a 4-character group).
+fn fit_read(value: &mut Value, budget: usize) {
+    let content = value["content"].as_str().unwrap_or_default();
+    let base64 = value["encoding"] == "base64";
+    let kept = if base64 { &content[..content.len().min(budget) / 4 * 4] } else { cut(content, budget) };
+    if kept.len() < content.len() {
+        let bytes = if base64 { kept.len() / 4 * 3 } else { kept.len() };
+        value["content"] = json!(kept);
+        value["bytesRead"] = json!(bytes);
+        value["truncated"] = json!(true);
+    }
+    if value["truncated"] == true {
+        let next = value["offset"].as_u64().unwrap_or(0) + value["bytesRead"].as_u64().unwrap_or(0);
+        value["nextOffset"] = json!(next);
+    }
+}
+
+/// Drops a search's last matches until its serialization fits `budget`, saying `truncated`.
+fn fit_matches(value: &mut Value, budget: usize) {
+    while value.to_string().len() > budget {
+        let Some(matches) = value["matches"].as_array_mut().filter(|m| !m.is_empty()) else { return };
+        let drop = matches.len().div_ceil(8);
+        matches.truncate(matches.len() - drop);
+        value["truncated"] = json!(true);
+    }
 }
 
 /// A `notifications/progress` for a call's progress token.

@@ -1,5 +1,5 @@
 //! The JSON Schema 2020-12 subset our tool input schemas use (`type`, `properties`,
-//! `required`, `additionalProperties`, `items`, `enum`, `minimum`), so the published
+//! `required`, `additionalProperties`, `items`, `enum`, `minimum`, `maximum`), so the published
 //! `inputSchema` is also the one validator of tool arguments (tests/mcp_tools.rs checks the
 //! schemas use nothing else but annotations). Errors name the field.
 
@@ -16,6 +16,11 @@ pub fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), String>
     if let (Some(min), Some(n)) = (schema.get("minimum").and_then(Value::as_f64), value.as_f64()) {
         if n < min {
             return Err(format!("`{}` must be at least {min}", shown(path)));
+        }
+    }
+    if let (Some(max), Some(n)) = (schema.get("maximum").and_then(Value::as_f64), value.as_f64()) {
+        if n > max {
+            return Err(format!("`{}` must be at most {max}", shown(path)));
         }
     }
     if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {

@@ -91,28 +91,42 @@ impl Tool {
                 "Run JavaScript (an ES module, top-level await allowed) in QuickJS, a WebAssembly \
                  sandbox inside the browser tab attached to this relay session. console.log writes \
                  stdout, console.error stderr; process.argv, process.env, process.stdin.read() and \
-                 process.exit() work as in Node. Not available yet: npm dependencies \
-                 (`npm.dependencies` is refused), Node built-ins (no fs, no net), network. \
-                 {RUN_COMMON}"
+                 process.exit() work as in Node. Files: `import fs from \"fs\"` (or \"node:fs\", \
+                 \"fs/promises\") gives readFileSync/writeFileSync/appendFileSync/existsSync/\
+                 readdirSync/statSync/mkdirSync/unlinkSync/rmSync/renameSync and their promise forms. \
+                 Network: `await fetch(url, init)` returns a Response (status, headers, text(), json(), \
+                 arrayBuffer()); every request and redirect is checked against \
+                 policy.network. Not available yet: npm dependencies (`npm.dependencies` is refused), \
+                 other Node built-ins. {RUN_COMMON}"
             ),
             Tool::RunPy => format!(
                 "Run Python (Pyodide, WebAssembly) inside the browser tab attached to this relay \
-                 session; print writes stdout, and the standard library is there (asyncio.run \
-                 works). Not available yet: third-party packages (`pip.requirements` and \
-                 `pip.wheelUrls` are refused), network. Files written under /tmp last one run. \
-                 {RUN_COMMON}"
+                 session; print writes stdout, the standard library is there, open()/os/pathlib work \
+                 on the workspace, and the script may use top-level await. Network: \
+                 `from pyodide.http import pyfetch; r = await pyfetch(url); text = await r.string()`; \
+                 every request and redirect is checked against policy.network. Not available yet: \
+                 third-party packages (`pip.requirements` and `pip.wheelUrls` are refused). {RUN_COMMON}"
             ),
             Tool::Read => format!(
-                "{NOT_YET} It will read a file (utf-8 or base64, at most maxBytes, default 1 MiB) \
-                 from /host, /tmp, /out or /mcps."
+                "Read a file of the relay session's workspace ({WORKSPACE}) without running code. \
+                 encoding utf-8 (the default; a file that is not UTF-8 text is refused: use base64) or \
+                 base64. At most maxBytes (default 1 MiB) from offset (default 0); a result too large \
+                 for one message is cut, and `truncated` with `nextOffset` says where to read on."
             ),
             Tool::Write => format!(
-                "{NOT_YET} It will write a file in /tmp or /out (mode create, overwrite or \
-                 append; base64 for binary content)."
+                "Write a file in the relay session's workspace ({WORKSPACE}); only paths under \
+                 policy.filesystem.writable (by default /tmp and /out) may be written. mode create \
+                 (the default) fails if the file exists; append adds to it; overwrite replaces it. \
+                 encoding base64 for binary content."
             ),
-            Tool::Search => {
-                format!("{NOT_YET} It will search file contents with a grep-compatible regular expression.")
-            }
+            Tool::Search => format!(
+                "Search the text files of the relay session's workspace ({WORKSPACE}) with a regular \
+                 expression (grep-like syntax; matching is linear-time, so backreferences and \
+                 lookaround are refused). One match per matching line, with line and column (1-based); \
+                 paths limits the directories (default: all of the workspace), filePattern filters \
+                 file names by glob (*.ts, /host/**/*.md), maxResults caps the matches listed while \
+                 totalMatches counts them all."
+            ),
         }
     }
 
@@ -166,17 +180,19 @@ impl Tool {
             ),
             Tool::Read => object(
                 json!({
-                    "path": { "type": "string", "description": "Absolute VFS path, e.g. /host/myfile.txt or /out/result.json." },
-                    "encoding": { "type": "string", "enum": ["utf-8", "base64", "binary"], "default": "utf-8",
+                    "path": { "type": "string", "description": "Absolute workspace path, e.g. /out/result.json or /host/notes.md." },
+                    "encoding": { "type": "string", "enum": ["utf-8", "base64"], "default": "utf-8",
                                   "description": "How to return the content; base64 for binary files." },
-                    "maxBytes": { "type": "integer", "minimum": 1, "default": 1_048_576,
+                    "maxBytes": { "type": "integer", "minimum": 1, "maximum": 16_777_216, "default": 1_048_576,
                                   "description": "Read at most this many bytes." },
+                    "offset": { "type": "integer", "minimum": 0, "default": 0,
+                                "description": "Start reading at this byte (a cut result gives nextOffset)." },
                 }),
                 &["path"],
             ),
             Tool::Write => object(
                 json!({
-                    "path": { "type": "string", "description": "Absolute VFS path under /tmp or /out, e.g. /out/result.json." },
+                    "path": { "type": "string", "description": "Absolute workspace path under a writable prefix (by default /tmp or /out), e.g. /out/result.json." },
                     "content": { "type": "string", "description": "The content, in `encoding`." },
                     "encoding": { "type": "string", "enum": ["utf-8", "base64"], "default": "utf-8",
                                   "description": "How `content` is encoded." },
@@ -187,13 +203,13 @@ impl Tool {
             ),
             Tool::Search => object(
                 json!({
-                    "pattern": { "type": "string", "description": "grep-compatible regular expression, e.g. function.*export." },
-                    "paths": { "type": "array", "items": { "type": "string" }, "default": ["/host"],
-                               "description": "Directories to search (policy-enforced)." },
-                    "filePattern": { "type": "string", "description": "Glob that file names must match, e.g. *.ts." },
+                    "pattern": { "type": "string", "description": "Regular expression (grep-like), e.g. function.*export." },
+                    "paths": { "type": "array", "items": { "type": "string" },
+                               "description": "Directories to search; default: the whole workspace (/tmp, /out, /host, /mcps)." },
+                    "filePattern": { "type": "string", "description": "Glob that file names must match, e.g. *.ts or /host/**/*.md." },
                     "caseSensitive": { "type": "boolean", "default": true },
-                    "maxResults": { "type": "integer", "minimum": 1, "default": 100,
-                                    "description": "Stop after this many matches." },
+                    "maxResults": { "type": "integer", "minimum": 1, "maximum": 1000, "default": 100,
+                                    "description": "List at most this many matches (totalMatches still counts all)." },
                 }),
                 &["pattern"],
             ),
@@ -212,7 +228,9 @@ impl Tool {
                     "usage": {
                         "type": "object",
                         "properties": { "wallMs": { "type": "integer", "minimum": 0 },
-                                        "memPeakMb": { "type": "integer", "minimum": 0 } },
+                                        "memPeakMb": { "type": "integer", "minimum": 0 },
+                                        "fetches": { "type": "integer", "minimum": 0, "description": "Requests made through fetch." },
+                                        "denied": { "type": "integer", "minimum": 0, "description": "Requests the policy refused." } },
                         "required": ["wallMs", "memPeakMb"],
                     },
                     "files": {
@@ -221,7 +239,8 @@ impl Tool {
                         "items": {
                             "type": "object",
                             "properties": { "path": { "type": "string" }, "size": { "type": "integer" },
-                                            "sha256": { "type": "string" }, "url": { "type": "string" } },
+                                            "sha256": { "type": "string" }, "url": { "type": "string" },
+                                            "expiresAt": { "type": "integer", "description": "When url stops working (Unix seconds)." } },
                             "required": ["path"],
                         },
                     },
@@ -236,12 +255,17 @@ impl Tool {
                 vec!["exitCode", "stdout", "stderr", "usage", "files"],
             ),
             Tool::Read => (
-                json!({ "content": { "type": "string" }, "encoding": { "type": "string" },
-                        "size": { "type": "integer", "minimum": 0 } }),
+                json!({ "path": { "type": "string" }, "content": { "type": "string" }, "encoding": { "type": "string" },
+                        "size": { "type": "integer", "minimum": 0, "description": "The whole file's size in bytes." },
+                        "offset": { "type": "integer", "minimum": 0 },
+                        "bytesRead": { "type": "integer", "minimum": 0 },
+                        "truncated": { "type": "boolean", "description": "The file goes on past what content holds." },
+                        "nextOffset": { "type": "integer", "minimum": 0, "description": "Where to read on, when truncated." } }),
                 vec!["content", "encoding", "size"],
             ),
             Tool::Write => (
-                json!({ "path": { "type": "string" }, "bytesWritten": { "type": "integer", "minimum": 0 } }),
+                json!({ "path": { "type": "string" }, "bytesWritten": { "type": "integer", "minimum": 0 },
+                        "size": { "type": "integer", "minimum": 0, "description": "The file's size after the write." } }),
                 vec!["path", "bytesWritten"],
             ),
             Tool::Search => (
@@ -254,6 +278,8 @@ impl Tool {
                     }},
                     "totalMatches": { "type": "integer", "minimum": 0 },
                     "truncated": { "type": "boolean" },
+                    "filesSearched": { "type": "integer", "minimum": 0 },
+                    "filesSkipped": { "type": "integer", "minimum": 0, "description": "Binary (non-UTF-8) files left out." },
                 }),
                 vec!["matches", "totalMatches", "truncated"],
             ),
@@ -262,15 +288,20 @@ impl Tool {
     }
 }
 
-const RUN_COMMON: &str = "Each run starts fresh: nothing from an earlier run is there. Returns \
-    exitCode, stdout, stderr, usage {wallMs, memPeakMb} and files (always empty until /out is \
-    built); isError is set when the exit code is not 0 or the run failed with ValidationError, \
-    Timeout, OutputLimitExceeded, NoExecutorAttached, Cancelled or Internal. A browser tab must \
-    be attached: on NoExecutorAttached ask the user to open the relay page.";
+/// Where files live, for every tool's description.
+const WORKSPACE: &str = "/tmp and /out are writable, /host is the tab's own persistent folder \
+    (read-only unless the tenant's policy makes it writable), /mcps is reserved; files persist \
+    across runs, reloads and timeouts, and run_js, run_py, read, write and search all see the \
+    same files";
 
-/// How read, write and search describe themselves until the tab's filesystem exists.
-const NOT_YET: &str = "Not available yet: the tab's persistent filesystem is not built, so \
-    this answers with an error.";
+const RUN_COMMON: &str = "Each run starts in a fresh interpreter; the workspace (/tmp, /out, \
+    /host) persists between runs and is shared with read, write and search. Returns \
+    exitCode, stdout, stderr, usage {wallMs, memPeakMb, fetches, denied} and files (what the run \
+    wrote to /out, each with size, sha256 and a download URL valid for an hour; images also come \
+    back as image content); isError is set when the exit code is not 0 or the run failed with ValidationError, \
+    PolicyDenied, Timeout, OutputLimitExceeded, NoExecutorAttached, Cancelled or Internal. A \
+    fetch or write the policy refuses raises PolicyDenied inside the program, naming what to \
+    allow. A browser tab must be attached: on NoExecutorAttached ask the user to open the relay page.";
 
 /// run_js / run_py: `{code, stdin, args, env, cwd, npm|pip, policy}`.
 fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {

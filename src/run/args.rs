@@ -17,7 +17,7 @@ pub struct ArgsError {
     pub message: String,
 }
 
-fn invalid(message: impl Into<String>) -> ArgsError {
+pub(crate) fn invalid(message: impl Into<String>) -> ArgsError {
     ArgsError { name: ErrorName::ValidationError, message: message.into() }
 }
 

@@ -3,6 +3,7 @@
 //! answer carries the same sequence numbers, so its events are recognised and skipped.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The most events one batch may carry.
 pub const MAX_BATCH_EVENTS: usize = 10_000;
@@ -39,6 +40,11 @@ pub enum EventBody {
         #[serde(default)]
         usage: Usage,
         error: Option<RunError>,
+        /// Files the run left in `/out` (uploaded by the tab under the run).
+        #[serde(default)]
+        files: Vec<OutFile>,
+        /// The answer of a file tool (`read`, `write`, `search`), as the tab computed it.
+        value: Option<Value>,
     },
     Error(RunError),
 }
@@ -48,6 +54,29 @@ pub enum EventBody {
 pub struct Usage {
     pub wall_ms: u64,
     pub mem_peak_mb: u64,
+    /// Requests guest code made through the guarded fetch, and how many of them the policy denied.
+    pub fetches: u64,
+    pub denied: u64,
+}
+
+/// A file a run left in `/out`, as the tab reports it after uploading it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutFile {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    /// Whether the upload was stored (a file over the tenant's cap is listed, not stored).
+    pub uploaded: bool,
+    /// A small image's bytes (base64) with its MIME type, shown to the agent as image content.
+    pub image: Option<InlineImage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InlineImage {
+    pub mime_type: String,
+    pub data: String,
 }
 
 /// An error the executor reports, named with one of [`crate::error::ErrorName`]'s names.
@@ -93,6 +122,8 @@ pub struct Exit {
     pub exit_code: i32,
     pub usage: Usage,
     pub error: Option<RunError>,
+    pub files: Vec<OutFile>,
+    pub value: Option<Value>,
 }
 
 /// Everything a run has produced so far, capped at the policy's output limit.
@@ -139,10 +170,11 @@ impl RunLog {
             EventBody::Stderr { data } => self.append(false, data),
             EventBody::Progress { .. } => {}
             EventBody::Error(error) => self.error = Some(error.clone()),
-            EventBody::Exit { exit_code, usage, error } => {
+            EventBody::Exit { exit_code, usage, error, files, value } => {
                 let error = error.clone().or_else(|| self.error.clone()).or_else(|| self.cap_error());
                 let exit_code = if error.is_some() && *exit_code == 0 { 1 } else { *exit_code };
-                self.exit = Some(Exit { exit_code, usage: *usage, error });
+                let (files, value) = (files.clone(), value.clone());
+                self.exit = Some(Exit { exit_code, usage: *usage, error, files, value });
             }
         }
         Applied::New
@@ -176,7 +208,7 @@ impl RunLog {
     pub fn fail(&mut self, name: &str, message: String, exit_code: i32) {
         if self.exit.is_none() {
             let error = Some(RunError { name: name.into(), message });
-            self.exit = Some(Exit { exit_code, usage: Usage::default(), error });
+            self.exit = Some(Exit { exit_code, usage: Usage::default(), error, files: Vec::new(), value: None });
         }
     }
 }

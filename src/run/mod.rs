@@ -1,4 +1,5 @@
-//! Runs: one tool call executing one capsule. `session` is the pure state machine the Session
+//! Runs: one tool call executing one capsule, or one file tool call (`file_op`) executed by
+//! the tab on the relay session's workspace. `session` is the pure state machine the Session
 //! DO drives: every decision about a relay session's runs. Its parts: the tool arguments turned
 //! into a capsule spec (`args`), the FIFO queue (`queue`), the executor's NDJSON backchannel
 //! applied to a run's log (`backchannel`), and the lease that tells a silent tab from a busy
@@ -6,6 +7,7 @@
 
 pub mod args;
 pub mod backchannel;
+pub mod file_op;
 pub mod lease;
 pub mod queue;
 pub mod session;

@@ -87,7 +87,7 @@ pub enum Output {
 /// A command for a tab.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// Run this run's capsule.
+    /// Start this run: its `capsule` (or `file`) command, as the DO prepared it.
     Capsule { run: String },
     /// Stop this run.
     Cancel { run: String },

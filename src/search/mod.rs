@@ -29,12 +29,11 @@
 pub mod glob;
 
 use crate::policy::fs_path::{clean_path, is_within};
+use crate::policy::WORKSPACE_ROOTS;
 use glob::Glob;
 use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 
-/// The roots a search covers when `paths` is left out (or empty): the whole workspace.
-pub const WORKSPACE_ROOTS: [&str; 4] = ["/tmp", "/out", "/host", "/mcps"];
 /// `maxResults` when the request has none.
 pub const DEFAULT_MAX_RESULTS: u32 = 100;
 /// The largest `maxResults` taken.

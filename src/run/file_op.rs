@@ -1,0 +1,73 @@
+//! `read`, `write` and `search` calls turned into the `file` command a tab executes on the
+//! relay session's workspace. The edge checks what it can before a call waits in line (paths
+//! against the tenant's filesystem policy, base64, the search pattern and glob), so a bad call
+//! fails at once with the error that names what to change; the tab checks the paths again with
+//! the same rule (the policy compiled to wasm) before it touches a file.
+
+use super::args::{invalid, ArgsError};
+use crate::error::ErrorName;
+use crate::policy::{check_path, Access, FsPolicy, WORKSPACE_ROOTS};
+use crate::search::{self, SearchRequest};
+use base64::Engine;
+use serde_json::{json, Value};
+
+/// What a file tool may take before the tab ends it: a read or a search of the whole workspace
+/// (64 MiB at most) is far below this.
+pub const FILE_OP_TIMEOUT_MS: u64 = 30_000;
+
+/// A checked file tool call: what the tab gets in its `file` command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileOp {
+    pub tool: &'static str,
+    /// The call's arguments, with paths as the policy normalized them and defaults filled in.
+    pub arguments: Value,
+    pub filesystem: FsPolicy,
+}
+
+impl FileOp {
+    /// The `file` command's data for run `run`.
+    pub fn command(&self, run: &str) -> Value {
+        json!({ "runId": run, "tool": self.tool, "arguments": self.arguments, "filesystem": self.filesystem })
+    }
+}
+
+/// Checks a `read` / `write` / `search` call (arguments already valid against its input schema).
+pub fn file_op(tool: &'static str, arguments: &Value, filesystem: &FsPolicy) -> Result<FileOp, ArgsError> {
+    let mut arguments = arguments.clone();
+    match tool {
+        "read" => {
+            arguments["path"] = json!(allowed(filesystem, &arguments["path"], Access::Read)?);
+        }
+        "write" => {
+            arguments["path"] = json!(allowed(filesystem, &arguments["path"], Access::Write)?);
+            if arguments["encoding"] == "base64" {
+                let content = arguments["content"].as_str().unwrap_or_default();
+                base64::engine::general_purpose::STANDARD.decode(content).map_err(|e| {
+                    invalid(format!(
+                        "content: not valid base64 ({e}); send standard base64 with padding, or use encoding \"utf-8\""
+                    ))
+                })?;
+            }
+        }
+        "search" => {
+            let paths = match arguments.get("paths").and_then(Value::as_array) {
+                Some(paths) if !paths.is_empty() => paths.clone(),
+                _ => WORKSPACE_ROOTS.iter().map(|root| json!(root)).collect(),
+            };
+            let checked: Vec<String> =
+                paths.iter().map(|path| allowed(filesystem, path, Access::Read)).collect::<Result<_, _>>()?;
+            arguments["paths"] = json!(checked);
+            let request: SearchRequest =
+                serde_json::from_value(arguments.clone()).map_err(|e| invalid(format!("search arguments: {e}")))?;
+            search::search(&request, std::iter::empty()).map_err(|e| invalid(e.message))?;
+        }
+        _ => return Err(invalid(format!("{tool} is not a file tool"))),
+    }
+    Ok(FileOp { tool, arguments, filesystem: filesystem.clone() })
+}
+
+/// A path the policy admits for `access`, normalized; a refusal is PolicyDenied.
+fn allowed(filesystem: &FsPolicy, path: &Value, access: Access) -> Result<String, ArgsError> {
+    let path = path.as_str().ok_or_else(|| invalid("path: expected a string"))?;
+    check_path(filesystem, path, access).map_err(|message| ArgsError { name: ErrorName::PolicyDenied, message })
+}

@@ -1,0 +1,60 @@
+//! `read`, `write` and `search` calls checked at the edge before they wait in line: paths
+//! against the filesystem policy (PolicyDenied), base64 and the search pattern
+//! (ValidationError), and the `file` command the tab gets.
+
+use relay_core::error::ErrorName;
+use relay_core::policy::{FsPolicy, WORKSPACE_ROOTS};
+use relay_core::run::file_op::file_op;
+use serde_json::{json, Value};
+
+fn refusal(tool: &'static str, arguments: Value) -> (ErrorName, String) {
+    let err = file_op(tool, &arguments, &FsPolicy::default()).expect_err("refused");
+    (err.name, err.message)
+}
+
+#[test]
+fn a_read_anywhere_in_the_workspace_becomes_a_file_command() {
+    let op = file_op("read", &json!({"path": "/host/notes.md"}), &FsPolicy::default()).unwrap();
+    assert_eq!(
+        op.command("r_1"),
+        json!({"runId": "r_1", "tool": "read", "arguments": {"path": "/host/notes.md"},
+               "filesystem": {"readonly": ["/"], "writable": ["/tmp", "/out"]}})
+    );
+}
+
+#[test]
+fn writes_outside_the_writable_prefixes_and_escapes_are_policy_denied() {
+    for path in
+        ["/host/x", "/mcps/x", "/tmp/../host/x", "/etc/passwd", "tmp/x", "/tmp/%2e%2e/x", "/tmp\\x", "/tmp/a\0b"]
+    {
+        let (name, message) = refusal("write", json!({"path": path, "content": "x"}));
+        assert_eq!(name, ErrorName::PolicyDenied, "{path}: {message}");
+        assert!(!message.is_empty());
+    }
+    let writable = FsPolicy { writable: vec!["/tmp".into(), "/out".into(), "/host".into()], ..FsPolicy::default() };
+    assert!(file_op("write", &json!({"path": "/host/x", "content": "x"}), &writable).is_ok());
+}
+
+#[test]
+fn bad_base64_is_a_validation_error_that_says_what_to_send() {
+    let (name, message) = refusal("write", json!({"path": "/tmp/x", "content": "not base64!", "encoding": "base64"}));
+    assert_eq!(name, ErrorName::ValidationError);
+    assert!(message.contains("base64") && message.contains("utf-8"), "{message}");
+    assert!(file_op(
+        "write",
+        &json!({"path": "/tmp/x", "content": "aGk=", "encoding": "base64"}),
+        &FsPolicy::default()
+    )
+    .is_ok());
+}
+
+#[test]
+fn a_search_covers_the_whole_workspace_by_default_and_checks_its_pattern() {
+    let op = file_op("search", &json!({"pattern": "x"}), &FsPolicy::default()).unwrap();
+    assert_eq!(op.arguments["paths"], json!(WORKSPACE_ROOTS));
+    let (name, message) = refusal("search", json!({"pattern": "(a)\\1"}));
+    assert_eq!(name, ErrorName::ValidationError);
+    assert!(message.to_lowercase().contains("backreference"), "{message}");
+    let (name, _) = refusal("search", json!({"pattern": "x", "paths": ["/etc"]}));
+    assert_eq!(name, ErrorName::PolicyDenied);
+}
