@@ -6,12 +6,13 @@
 //! served only to its tenant, proven by `Authorization: Bearer` with the capsule-files token
 //! that came with the capsule, or with the tenant's API key.
 
-use super::http::{error, internal, json, read_capped, storage_unavailable, with_header};
+use super::http::{error, internal, json, named, read_capped, storage_unavailable, with_header};
 use super::tenants::{authenticate, authenticated_body};
 use relay_core::auth::{bearer, check_key_shape, AttachClaims};
 use relay_core::capsule::address::{self, CapsuleFile, MANIFEST_FILE};
 use relay_core::capsule::jws::{KeySet, Signer};
 use relay_core::capsule::{self, Capsule};
+use relay_core::error::ErrorName;
 use relay_core::range::{self, RangeAnswer};
 use relay_core::run::args::capsule_spec;
 use serde_json::{json, Value};
@@ -87,7 +88,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         Err(response) => return Ok(response),
     };
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return Ok(error(400, "ValidationError", "body: expected a JSON object"));
+        return Ok(named(ErrorName::ValidationError, "body: expected a JSON object"));
     };
     let language = body.get("language").and_then(Value::as_str).unwrap_or_default();
     let spec = match capsule_spec(language, &body, &tenant.defaults.policy) {
@@ -117,9 +118,9 @@ pub async fn verify(mut req: Request, env: &Env) -> Result<Response> {
     Ok(match capsule::verify_manifest(&body, &key_set(env)?) {
         Ok(manifest) => match capsule::capsule_hash(&manifest) {
             Ok(hash) => json(200, &json!({ "valid": true, "hash": hash })),
-            Err(e) => error(400, "ValidationError", e.to_string()),
+            Err(e) => named(ErrorName::ValidationError, e.to_string()),
         },
-        Err(e) => error(400, "ValidationError", e.to_string()),
+        Err(e) => named(ErrorName::ValidationError, e.to_string()),
     })
 }
 
@@ -128,7 +129,7 @@ pub async fn verify(mut req: Request, env: &Env) -> Result<Response> {
 pub async fn fetch(req: &Request, env: &Env, hash: &str, file: &str) -> Result<Response> {
     let file = match address::check_hash(hash).and_then(|()| address::parse_file(file)) {
         Ok(file) => file,
-        Err(rule) => return Ok(error(400, "ValidationError", rule)),
+        Err(rule) => return Ok(named(ErrorName::ValidationError, rule)),
     };
     let tenant_id = match owner(req, env).await? {
         Ok(id) => id,

@@ -2,6 +2,7 @@
 //! the two answers every handler may need: a body over its route's limit, storage that failed.
 
 use futures::StreamExt;
+use relay_core::error::ErrorName;
 use relay_core::mcp::HttpResponse;
 use serde_json::{json, Value};
 use worker::{Env, Headers, Request, Response};
@@ -27,6 +28,12 @@ pub fn error(status: u16, name: &str, message: impl Into<String>) -> Response {
     json(status, &json!({ "error": { "name": name, "message": message.into() } }))
 }
 
+/// An error of the error model (docs/ARCHITECTURE.md "Errors"), with the status its name has:
+/// ValidationError 400, PolicyDenied 403, Timeout 408, OutputLimitExceeded 413, ...
+pub fn named(name: ErrorName, message: impl Into<String>) -> Response {
+    error(name.http_status(), name.as_str(), message)
+}
+
 pub fn not_found(path: &str) -> Response {
     error(404, "NotFound", format!("no route for {path}: see GET /healthz and the README for the endpoints"))
 }
@@ -34,7 +41,7 @@ pub fn not_found(path: &str) -> Response {
 /// Turns an unexpected failure into a logged 500 instead of a runtime error page.
 pub fn internal(err: worker::Error) -> Response {
     worker::console_error!("internal error: {err}");
-    error(500, "Internal", "internal error; the Worker's log has the details")
+    named(ErrorName::Internal, "internal error; the Worker's log has the details")
 }
 
 /// A storage (R2 or KV) failure: logged with its cause (never a secret: keys are stored and

@@ -5,9 +5,10 @@
 //! `?session=NAME`. The DO is found by `<tenantId>/<name>`, and the tenant comes from the key,
 //! so no id a client sends can reach another tenant's DO.
 
-use super::http::{error, own_origin, read_capped};
+use super::http::{error, named, own_origin, read_capped};
 use super::tenants::authenticate;
 use relay_core::auth::{session_name_ok, SESSION_NAME_RULE};
+use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, CALLER_HEADER};
 use relay_core::mcp::MAX_BODY_BYTES;
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
@@ -29,7 +30,7 @@ pub async fn forward(mut req: Request, env: &Env) -> Result<Response> {
     let session = url.query_pairs().find(|(k, _)| k == "session").map(|(_, v)| v.into_owned());
     let session = session.unwrap_or_else(|| "default".into());
     if !session_name_ok(&session) {
-        return Ok(error(400, "ValidationError", format!("session: {SESSION_NAME_RULE}")));
+        return Ok(named(ErrorName::ValidationError, format!("session: {SESSION_NAME_RULE}")));
     }
     // Only a POST carries a message; GET and DELETE are forwarded without a body.
     let body = if req.method() == Method::Post {

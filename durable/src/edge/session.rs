@@ -5,11 +5,12 @@
 //! `Authorization: Bearer`, never in URLs, which access logs and trace stores keep.
 
 use super::capsules::{signer, token_keys};
-use super::http::{error, json, own_origin, read_capped};
+use super::http::{error, json, named, own_origin, read_capped};
 use super::mcp::{session_stub, to_session};
 use super::tenants::{authenticated_body, by_id};
 use super::{now_ms, random};
 use relay_core::auth::{bearer, session_name_ok, AttachClaims, SESSION_NAME_RULE};
+use relay_core::error::ErrorName;
 use relay_core::forward::Caller;
 use serde_json::{json, Value};
 use worker::{Env, Request, Response, Result};
@@ -30,10 +31,10 @@ pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
     };
     let asked: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
     let Some(session) = asked.get("session").map_or(Some("default"), Value::as_str) else {
-        return Ok(error(400, "ValidationError", "body: expected {\"session\": \"<name>\"}"));
+        return Ok(named(ErrorName::ValidationError, "body: expected {\"session\": \"<name>\"}"));
     };
     if !session_name_ok(session) {
-        return Ok(error(400, "ValidationError", format!("session: {SESSION_NAME_RULE}")));
+        return Ok(named(ErrorName::ValidationError, format!("session: {SESSION_NAME_RULE}")));
     }
     issue(env, &tenant.id, session)
 }
@@ -71,7 +72,7 @@ fn grant(env: &Env, claims: &AttachClaims) -> Result<Response> {
 fn check_token(req: &Request, env: &Env, session: &str) -> Result<std::result::Result<AttachClaims, Response>> {
     if !session_name_ok(session) {
         let message = format!("session id in the path: {SESSION_NAME_RULE} (the sessionId POST /session returned)");
-        return Ok(Err(error(400, "ValidationError", message)));
+        return Ok(Err(named(ErrorName::ValidationError, message)));
     }
     let header = req.headers().get("authorization")?;
     let Some(token) = bearer(header.as_deref()) else {

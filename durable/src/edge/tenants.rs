@@ -1,8 +1,9 @@
 //! Tenant auth against `KV_CONFIG`, and `POST /admin/tenants` (guarded by the `ADMIN_TOKEN`
 //! secret) that creates a tenant and its API key.
 
-use super::http::{error, json, read_capped, storage_unavailable, with_header};
+use super::http::{error, json, named, read_capped, storage_unavailable, with_header};
 use relay_core::auth::{self, bearer, check_key_shape, mint_api_key, Tenant, TenantDefaults, SESSION_NAME_RULE};
+use relay_core::error::ErrorName;
 use serde::Deserialize;
 use serde_json::json;
 use worker::kv::{KvError, KvStore};
@@ -81,15 +82,15 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     };
     let body: NewTenant = match serde_json::from_slice(&body) {
         Ok(body) => body,
-        Err(e) => return Ok(error(400, "ValidationError", format!("tenant: {e}"))),
+        Err(e) => return Ok(named(ErrorName::ValidationError, format!("tenant: {e}"))),
     };
     let key = body.key.unwrap_or_else(|| mint_api_key(&super::random()));
     if let Err(e) = check_key_shape(&key) {
-        return Ok(error(400, "ValidationError", e.to_string()));
+        return Ok(named(ErrorName::ValidationError, e.to_string()));
     }
     let id = body.id.unwrap_or_else(|| format!("t_{}", hex::encode(super::random::<8>())));
     if !auth::session_name_ok(&id) {
-        return Ok(error(400, "ValidationError", format!("tenant id: {SESSION_NAME_RULE}")));
+        return Ok(named(ErrorName::ValidationError, format!("tenant id: {SESSION_NAME_RULE}")));
     }
     let tenant = Tenant { id, name: body.name, defaults: body.defaults };
     if let Err(e) = save(&env.kv("KV_CONFIG")?, &key, &tenant).await {

@@ -7,9 +7,8 @@ use super::store::{self, McpSessions};
 use crate::edge::http::sse_headers;
 use crate::edge::{http, now_ms, random, sleep};
 use futures::StreamExt;
-use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, CALLER_HEADER};
-use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView, Tool};
+use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView};
 use std::rc::Rc;
 use worker::{Headers, Request, Response, Result};
 
@@ -40,18 +39,7 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
             runs::resume(shared, &session_id, &event_id)
         }
         Outcome::OpenStream { .. } => keepalive_stream(),
-        Outcome::Call(call) if matches!(call.tool, Tool::RunJs | Tool::RunPy) => {
-            runs::respond(shared, caller, call).await
-        }
-        Outcome::Call(call) => {
-            // read/write/search go to the tab's OPFS; until that protocol exists, say so.
-            let (name, message) = if shared.view().0.is_empty() {
-                (ErrorName::NoExecutorAttached, caller.no_executor_message())
-            } else {
-                (ErrorName::Internal, format!("{} over the tab's filesystem is not available in this release; use run_js or run_py to read and write files", call.tool.name()))
-            };
-            Ok(http::json(200, &mcp::tool_error(&call, name, &message)))
-        }
+        Outcome::Call(call) => runs::respond(shared, caller, call).await,
         Outcome::Cancel { request_id, session_id } => {
             runs::cancel_request(&shared, session_id.as_deref(), &request_id);
             Ok(http::to_response(HttpResponse::accepted()))

@@ -1,5 +1,5 @@
-//! A run from `tools/call` to result: build and sign the capsule, take the run's place in line,
-//! store the capsule, and deliver what the run machine reports ([`Answer`]) as it comes: on the
+//! A run from `tools/call` to result: build and sign the capsule (or check the file tool's
+//! arguments), take the run's place in line, store the capsule, and deliver what the run machine reports ([`Answer`]) as it comes: on the
 //! request's SSE stream, or as one JSON body.
 //!
 //! Closing a 2026-07-28 stream cancels its run (streamable-http "Cancellation"). A legacy
@@ -14,16 +14,18 @@ use crate::edge::capsules::{signer, store as store_capsule};
 use crate::edge::{http, now_ms, random};
 use futures::channel::{mpsc, oneshot};
 use futures::{future, FutureExt, Stream, StreamExt};
-use relay_core::auth::AttachClaims;
+use relay_core::auth::{run_token_ttl_s, AttachClaims, RunClaims};
 use relay_core::capsule::jws::Signer;
 use relay_core::capsule::{self, Capsule};
 use relay_core::error::ErrorName;
+use relay_core::files::download_url;
 use relay_core::forward::Caller;
 use relay_core::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
-use relay_core::mcp::{self, Era, LogLevel, ToolCall, ToolResult};
+use relay_core::mcp::{self, Era, LogLevel, Tool, ToolCall, ToolResult};
 use relay_core::run::args::capsule_spec;
-use relay_core::run::backchannel::{EventBody, RunError};
-use relay_core::run::session::{Cancel, Input, Outcome, Output};
+use relay_core::run::backchannel::{EventBody, OutFile, RunError};
+use relay_core::run::file_op::{file_op, FileOp, FILE_OP_TIMEOUT_MS};
+use relay_core::run::session::{Cancel, Input, Outcome, Output, LOAD_BUDGET_MS};
 use serde_json::{json, Value};
 use std::rc::Rc;
 use worker::{Response, Result};
@@ -38,6 +40,8 @@ const RESUME_RETRY_MS: u64 = 5_000;
 struct Answer {
     call: ToolCall,
     caller: Caller,
+    run: String,
+    job: Rc<Job>,
     /// Progress notifications are numbered; the number only grows (the spec requires it).
     steps: f64,
     /// The stream the client reads, if it is there (a legacy client may have lost it).
@@ -58,7 +62,7 @@ impl Delivery for Answer {
     }
 
     fn finish(&mut self, outcome: Outcome, answer: bool) -> Option<Value> {
-        let response = conclude(&self.call, &self.caller, outcome);
+        let response = conclude(self, outcome);
         if let Some(body) = self.body.take() {
             let _ = body.send(response);
             return None;
@@ -82,28 +86,55 @@ impl Delivery for Answer {
 }
 
 impl Answer {
-    fn new(call: &ToolCall, caller: &Caller, frames: Option<Frames>, body: Option<oneshot::Sender<Value>>) -> Self {
-        Answer { call: call.clone(), caller: caller.clone(), steps: 0.0, frames, body }
+    fn new(call: &ToolCall, caller: &Caller, run: &str, job: &Rc<Job>, frames: Option<Frames>) -> Self {
+        let (call, caller, run, job) = (call.clone(), caller.clone(), run.to_owned(), job.clone());
+        Answer { call, caller, run, job, steps: 0.0, frames, body: None }
     }
 }
 
-/// Answers a `tools/call` of `run_js` / `run_py`.
+/// What a run executes: a capsule (`run_js`, `run_py`) or a file tool on the tab's workspace.
+enum Job {
+    Capsule { capsule: Box<Capsule>, signer: Signer },
+    File(FileOp),
+}
+
+impl Job {
+    /// What the audit names the run by: its capsule, or the file tool.
+    fn audit_name(&self) -> String {
+        match self {
+            Job::Capsule { capsule, .. } => capsule.hash.clone(),
+            Job::File(op) => format!("file:{}", op.tool),
+        }
+    }
+
+    /// `(timeout, output cap)` the run machine holds the run to.
+    fn limits(&self) -> (u64, u64) {
+        match self {
+            Job::Capsule { capsule, .. } => {
+                let limits = &capsule.manifest.policy.limits;
+                (limits.timeout_ms, limits.stdout_bytes)
+            }
+            Job::File(_) => (FILE_OP_TIMEOUT_MS, 0),
+        }
+    }
+}
+
+/// Answers a `tools/call`: every tool runs in line on the relay session's tab.
 pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Result<Response> {
-    let signer = signer(&shared.env)?;
-    let capsule = match build(&caller, &call, &signer) {
-        Ok(capsule) => capsule,
+    let job = match build(&shared, &caller, &call)? {
+        Ok(job) => Rc::new(job),
         Err(response) => return Ok(response),
     };
     let run = format!("r_{}", hex::encode(random::<8>()));
     if !call.stream {
         let (body, answer) = oneshot::channel();
-        let delivery = Answer::new(&call, &caller, None, Some(body));
-        if let Err(response) = admit(&shared, &call, &caller, &run, &capsule, delivery) {
+        let delivery = Answer { body: Some(body), ..Answer::new(&call, &caller, &run, &job, None) };
+        if let Err(response) = admit(&shared, &call, &caller, &run, &job, delivery) {
             return Ok(response);
         }
         // The client waits for this body: if it goes away, the run is cancelled.
         let _cancel = CancelOnDrop { shared: shared.clone(), run: run.clone() };
-        prepare(&shared, &caller, &run, &capsule, &signer).await;
+        prepare(&shared, &caller, &run, &job).await;
         let alive = run.clone();
         let ticking = ticker(shared.clone(), move |s| s.has_run(&alive), None).for_each(|_| future::ready(()));
         let answer = match future::select(answer, Box::pin(ticking)).await {
@@ -120,16 +151,14 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     }
     let modern = call.era == Era::Modern;
     if let Err(response) =
-        admit(&shared, &call, &caller, &run, &capsule, Answer::new(&call, &caller, Some(frames), None))
+        admit(&shared, &call, &caller, &run, &job, Answer::new(&call, &caller, &run, &job, Some(frames)))
     {
         return Ok(response);
     }
     let cancel = modern.then(|| CancelOnDrop { shared: shared.clone(), run: run.clone() });
     let preparing = {
         let (shared, run) = (shared.clone(), run.clone());
-        async move { prepare(&shared, &caller, &run, &capsule, &signer).await }
-            .into_stream()
-            .filter_map(|()| future::ready(None))
+        async move { prepare(&shared, &caller, &run, &job).await }.into_stream().filter_map(|()| future::ready(None))
     };
     // The body is the answer's frames merged with the ticker and the preparation (which yield
     // no frames of their own but keep-alives): polling the body drives all of them, and
@@ -190,12 +219,24 @@ fn answer_from_audit(ended: &Ended) -> Value {
     mcp::tool_error_to(&id, Era::Legacy, name, &message)
 }
 
-/// Checks the arguments and builds and signs the capsule; an error is the response to send.
-fn build(caller: &Caller, call: &ToolCall, signer: &Signer) -> std::result::Result<Capsule, Response> {
+/// Checks the arguments and builds the run's job (a capsule is signed here); an error is the
+/// tool error to answer with.
+fn build(shared: &Shared, caller: &Caller, call: &ToolCall) -> Result<std::result::Result<Job, Response>> {
     let tool_error = |name, message: &str| http::json(200, &mcp::tool_error(call, name, message));
-    let spec = capsule_spec(call.tool.name(), &call.arguments, &caller.tenant.defaults.policy)
-        .map_err(|e| tool_error(e.name, &e.message))?;
-    capsule::build_capsule(spec, signer).map_err(|e| tool_error(ErrorName::ValidationError, &e.to_string()))
+    let policy = &caller.tenant.defaults.policy;
+    if !matches!(call.tool, Tool::RunJs | Tool::RunPy) {
+        return Ok(file_op(call.tool.name(), &call.arguments, &policy.filesystem)
+            .map(Job::File)
+            .map_err(|e| tool_error(e.name, &e.message)));
+    }
+    let signer = signer(&shared.env)?;
+    let spec = match capsule_spec(call.tool.name(), &call.arguments, policy) {
+        Ok(spec) => spec,
+        Err(e) => return Ok(Err(tool_error(e.name, &e.message))),
+    };
+    Ok(capsule::build_capsule(spec, &signer)
+        .map(|capsule| Job::Capsule { capsule: Box::new(capsule), signer })
+        .map_err(|e| tool_error(ErrorName::ValidationError, &e.to_string())))
 }
 
 /// Takes the run's place in line, before anything awaits, so runs keep the order their calls
@@ -205,15 +246,16 @@ fn admit(
     call: &ToolCall,
     caller: &Caller,
     run: &str,
-    capsule: &Capsule,
+    job: &Job,
     delivery: Answer,
 ) -> std::result::Result<(), Response> {
-    let limits = &capsule.manifest.policy.limits;
+    let (timeout_ms, output_cap) = job.limits();
     let sql = shared.storage.sql();
+    let audit_name = job.audit_name();
     let queued = Queued {
         run_id: run,
         tool: call.tool.name(),
-        capsule_hash: &capsule.hash,
+        capsule_hash: &audit_name,
         mcp_session: call.session_id.as_deref(),
         request_id: &call.id,
     };
@@ -221,11 +263,7 @@ fn admit(
     // and no attach wait), and its end updates the row.
     store::audit_queued(&sql, &queued, now_ms());
     shared.add_run(run, Box::new(delivery), request_key(call.session_id.as_deref(), &call.id));
-    let admission = shared.feed(Input::Admit {
-        run: run.to_owned(),
-        timeout_ms: limits.timeout_ms,
-        output_cap: limits.stdout_bytes,
-    });
+    let admission = shared.feed(Input::Admit { run: run.to_owned(), timeout_ms, output_cap });
     if let Some(Output::Refused { max, .. }) = admission.first() {
         shared.remove_run(run);
         store::forget_run(&sql, run);
@@ -237,22 +275,28 @@ fn admit(
     Ok(())
 }
 
-/// Stores the capsule in R2 (once per hash and DO instance) and tells the machine the run is
-/// ready to be sent; a failed store ends the run.
-async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, capsule: &Capsule, signer: &Signer) {
+/// Makes the run's command for the tab and tells the machine the run is ready to be sent. A
+/// capsule is first stored in R2 (once per hash and DO instance); a failed store ends the run.
+async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, job: &Job) {
     let mut preparing = Preparing { shared: shared.clone(), run: run.to_owned(), done: false };
-    if !shared.stored(&capsule.hash) {
-        let stored = match shared.env.bucket("R2_CAPSULES") {
-            Ok(bucket) => store_capsule(&bucket, &caller.tenant.id, capsule).await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = stored {
-            worker::console_error!("storing capsule {}: {e}", capsule.hash);
-            return preparing.fail("its capsule could not be stored; retry the call".into());
+    let event = match job {
+        Job::File(op) => mcp::sse_frame("file", &op.command(run), None).into_bytes(),
+        Job::Capsule { capsule, signer } => {
+            if !shared.stored(&capsule.hash) {
+                let stored = match shared.env.bucket("R2_CAPSULES") {
+                    Ok(bucket) => store_capsule(&bucket, &caller.tenant.id, capsule).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = stored {
+                    worker::console_error!("storing capsule {}: {e}", capsule.hash);
+                    return preparing.fail("its capsule could not be stored; retry the call".into());
+                }
+                shared.mark_stored(&capsule.hash);
+            }
+            capsule_event(signer, caller, run, capsule)
         }
-        shared.mark_stored(&capsule.hash);
-    }
-    shared.set_capsule_event(run, capsule_event(signer, caller, run, capsule));
+    };
+    shared.set_command(run, event);
     preparing.done = true;
     shared.feed(Input::Ready { run: run.to_owned() });
 }
@@ -281,11 +325,18 @@ impl Drop for Preparing {
     }
 }
 
-/// The `capsule` command for the tab, with a token (sent as `Authorization: Bearer`) that only
-/// reads this tenant's capsule files.
+/// The `capsule` command for the tab, with two tokens (sent as `Authorization: Bearer`): one
+/// that only reads this tenant's capsule files, and the run's own, for its fetches through
+/// `/egress` and its `/out` uploads. The run token lives as long as the run may wait in line,
+/// load and run, and then upload.
 fn capsule_event(signer: &Signer, caller: &Caller, run: &str, capsule: &Capsule) -> Vec<u8> {
-    let claims = AttachClaims::new(&caller.tenant.id, &caller.session, now_ms() / 1000, format!("cap_{run}"));
+    let now_s = now_ms() / 1000;
+    let claims = AttachClaims::new(&caller.tenant.id, &caller.session, now_s, format!("cap_{run}"));
     let token = claims.sign_for_capsule_files(signer);
+    let wait_ms = caller.tenant.defaults.queue.max_wait_ms;
+    let lifetime_ms = wait_ms + LOAD_BUDGET_MS + capsule.manifest.policy.limits.timeout_ms;
+    let run_claims =
+        RunClaims::new(&caller.tenant.id, &caller.session, run, &capsule.hash, now_s, run_token_ttl_s(lifetime_ms));
     let size: u64 =
         capsule.layers.iter().map(|(layer, _)| layer.size).sum::<u64>() + capsule.manifest_json.len() as u64;
     let data = json!({
@@ -295,6 +346,7 @@ fn capsule_event(signer: &Signer, caller: &Caller, run: &str, capsule: &Capsule)
         "size": size,
         "manifestUrl": format!("/capsules/{}/capsule.json", capsule.hash),
         "token": token,
+        "runToken": run_claims.sign(signer),
     });
     mcp::sse_frame("capsule", &data, None).into_bytes()
 }
@@ -344,18 +396,51 @@ fn notifications(call: &ToolCall, body: &EventBody, steps: &mut f64) -> Vec<Valu
 }
 
 /// The JSON-RPC response for a run that ended.
-fn conclude(call: &ToolCall, caller: &Caller, outcome: Outcome) -> Value {
+fn conclude(answer: &Answer, outcome: Outcome) -> Value {
+    let Answer { call, caller, run, job, .. } = answer;
     let Outcome { exit, stdout, stderr, .. } = outcome;
+    let signer = match job.as_ref() {
+        Job::Capsule { signer, .. } => signer,
+        Job::File(_) => {
+            return match (exit.error, exit.value) {
+                (None, Some(value)) => mcp::file_result(call, value),
+                (Some(error), _) => {
+                    let (name, message) = named_error(&error, caller);
+                    mcp::tool_error(call, name, &message)
+                }
+                (None, None) => {
+                    mcp::tool_error(call, ErrorName::Internal, "the tab answered without a result; retry the call")
+                }
+            };
+        }
+    };
+    let now_s = now_ms() / 1000;
+    let files = exit.files.iter().map(|file| listed_file(file, signer, &caller.tenant.id, run, now_s)).collect();
+    let images = exit.files.iter().filter_map(|f| f.image.as_ref()).map(|i| (i.mime_type.clone(), i.data.clone()));
     let result = ToolResult {
         exit_code: exit.exit_code,
         stdout,
         stderr,
         wall_ms: exit.usage.wall_ms,
         mem_peak_mb: exit.usage.mem_peak_mb,
-        files: Vec::new(),
+        fetches: exit.usage.fetches,
+        denied: exit.usage.denied,
+        files,
+        images: images.collect(),
         error: exit.error.as_ref().map(|e| named_error(e, caller)),
     };
     mcp::tool_result(call, result)
+}
+
+/// A file of `/out` as the result lists it: with a signed download URL once it was uploaded.
+fn listed_file(file: &OutFile, signer: &Signer, tenant: &str, run: &str, now_s: u64) -> Value {
+    let mut listed = json!({ "path": file.path, "size": file.size, "sha256": file.sha256 });
+    if file.uploaded {
+        let download = download_url(signer, tenant, run, &file.path, now_s);
+        listed["url"] = json!(download.url);
+        listed["expiresAt"] = json!(download.expires_at);
+    }
+    listed
 }
 
 /// The error name of a run's error; NoExecutorAttached says which page to open.

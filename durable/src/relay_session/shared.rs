@@ -43,8 +43,8 @@ pub trait Delivery {
 /// What the DO keeps of a run besides the machine's view of it.
 struct RunIo {
     delivery: Box<dyn Delivery>,
-    /// The `capsule` command for a tab, once the capsule is stored.
-    capsule_event: Option<Vec<u8>>,
+    /// The command for a tab (`capsule` or `file`), once the run is prepared.
+    command: Option<Vec<u8>>,
     /// Identifies the MCP request, for `notifications/cancelled`.
     request_key: String,
 }
@@ -174,7 +174,7 @@ impl Shared {
     fn command_frame(&self, command: &Command) -> Vec<u8> {
         match command {
             Command::Capsule { run } => {
-                self.runs.borrow().get(run).and_then(|io| io.capsule_event.clone()).unwrap_or_default()
+                self.runs.borrow().get(run).and_then(|io| io.command.clone()).unwrap_or_default()
             }
             Command::Cancel { run } => sse_frame("cancel", &json!({ "runId": run }), None).into_bytes(),
         }
@@ -182,7 +182,7 @@ impl Shared {
 
     /// Registers how a run's results are delivered, before the run is admitted.
     pub fn add_run(&self, run: &str, delivery: Box<dyn Delivery>, request_key: String) {
-        self.runs.borrow_mut().insert(run.to_owned(), RunIo { delivery, capsule_event: None, request_key });
+        self.runs.borrow_mut().insert(run.to_owned(), RunIo { delivery, command: None, request_key });
     }
 
     /// Forgets a run the machine refused.
@@ -207,10 +207,10 @@ impl Shared {
         kept_answers.remove(i).map(|(_, answer)| answer)
     }
 
-    /// The `capsule` command for the run's tab, set once its capsule is stored.
-    pub fn set_capsule_event(&self, run: &str, frame: Vec<u8>) {
+    /// The command for the run's tab, set once the run is prepared.
+    pub fn set_command(&self, run: &str, frame: Vec<u8>) {
         if let Some(io) = self.runs.borrow_mut().get_mut(run) {
-            io.capsule_event = Some(frame);
+            io.command = Some(frame);
         }
     }
 

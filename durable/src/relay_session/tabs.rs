@@ -2,9 +2,10 @@
 //! backchannel their results come back on (`/result`). Both feed the run machine.
 
 use super::shared::{ticker, Shared};
-use crate::edge::http::{error, json, sse_headers};
+use crate::edge::http::{json, named, sse_headers};
 use crate::edge::random;
 use futures::channel::mpsc;
+use relay_core::error::ErrorName;
 use relay_core::forward::Caller;
 use relay_core::mcp::sse_frame;
 use relay_core::run::backchannel::parse_batch;
@@ -36,12 +37,12 @@ pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
 pub async fn result(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
     let events = match parse_batch(&req.bytes().await?) {
         Ok(events) => events,
-        Err(why) => return Ok(error(400, "ValidationError", format!("result batch: {why}"))),
+        Err(why) => return Ok(named(ErrorName::ValidationError, format!("result batch: {why}"))),
     };
     let tab = req.headers().get(TAB_HEADER)?;
     let answers = shared.feed(Input::Heard { tab, events });
     let Some(Output::Reply(reply)) = answers.into_iter().find(|o| matches!(o, Output::Reply(_))) else {
-        return Ok(error(500, "Internal", "the run machine did not answer the batch"));
+        return Ok(named(ErrorName::Internal, "the run machine did not answer the batch"));
     };
     Ok(json(reply.status(), &reply.to_json()))
 }
