@@ -6,7 +6,10 @@
 //   Content-Security-Policy, and copies the other HTML/CSS;
 // - vendors the browser runtimes from their npm packages into dist/public/vendor/<runtime-id>/
 //   (never from a CDN) and writes dist/public/runtimes.json with an SRI hash (sha384) per file,
-//   each runtime's runner script included.
+//   each runtime's runner script included;
+// - builds relay-core's policy for the page (policy-wasm/, cargo, wasm32) into
+//   dist/public/policy.wasm, and its SRI hash into dist/generated/policy-wasm.json, which the
+//   bundles import as `relay-policy-wasm` (public/lib/policy.js checks the download against it).
 // Run as `node scripts/build-assets.mjs`; also imported by the tests (buildAssets()).
 // Idempotent: vendored files whose size and mtime already match are not copied again.
 
@@ -59,7 +62,7 @@ export async function buildAssets({ log = console.log } = {}) {
   const started = performance.now();
   await mkdir(OUT, { recursive: true });
   await generateFromCore();
-  const outputs = [...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
+  const outputs = [await buildPolicyWasm(), ...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
   const runtimes = {};
   for (const runtime of RUNTIMES) {
     const { id, files } = await vendorRuntime(runtime);
@@ -87,8 +90,35 @@ async function generateFromCore() {
   }
 }
 
+const POLICY_WASM = "policy.wasm";
+const POLICY_WASM_HASH = path.join(GENERATED, "policy-wasm.json");
+
 /** Imports the bundles resolve to generated files. */
-const ALIASES = Object.fromEntries(FROM_CORE.map((command) => [`relay-${command}`, path.join(GENERATED, `${command}.json`)]));
+const ALIASES = {
+  ...Object.fromEntries(FROM_CORE.map((command) => [`relay-${command}`, path.join(GENERATED, `${command}.json`)])),
+  "relay-policy-wasm": POLICY_WASM_HASH,
+};
+
+/**
+ * Compiles policy-wasm/ (a no-op when cargo finds it current), copies the module into OUT and
+ * writes its runtimes.json-style entry `{url, integrity, size}` for the bundles to import.
+ */
+async function buildPolicyWasm() {
+  const args = ["build", "--quiet", "--release", "--target", "wasm32-unknown-unknown", "-p", "relay-policy-wasm", "--message-format=json-render-diagnostics"];
+  const messages = execFileSync("cargo", args, { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 });
+  const wasm = messages
+    .toString()
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line))
+    .filter((message) => message.reason === "compiler-artifact")
+    .flatMap((message) => message.filenames)
+    .find((file) => file.endsWith("/relay_policy_wasm.wasm"));
+  if (!wasm) throw new Error(`cargo ${args.join(" ")} named no relay_policy_wasm.wasm`);
+  await copyIfChanged(wasm, path.join(OUT, POLICY_WASM));
+  await writeIfChanged(POLICY_WASM_HASH, JSON.stringify(await listed(POLICY_WASM, wasm), null, 2) + "\n");
+  return POLICY_WASM;
+}
 
 /** Each bundling step returns the names of the files it wrote into OUT. */
 async function bundle() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Worker (the relay-edge crate in durable/, Rust -> wasm with worker-build) into
-# durable/build/ and the executor page's assets into dist/public/. wrangler runs this before
+# durable/build/ and the executor page's assets into dist/public/, among them policy.wasm (the
+# policy-wasm crate, compiled by build-assets.mjs). wrangler runs this before
 # `dev` and `deploy`; it is skipped when nothing it reads has changed since the last build.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -12,7 +13,7 @@ exec 9>build/.lock
 flock 9
 
 stamp=build/.relay-stamp
-inputs=(src durable/src durable/Cargo.toml migrations Cargo.toml Cargo.lock public scripts/build-assets.mjs package-lock.json)
+inputs=(src durable/src durable/Cargo.toml policy-wasm migrations Cargo.toml Cargo.lock public scripts/build-assets.mjs package-lock.json)
 if [ -f "$stamp" ] && [ -z "$(find "${inputs[@]}" -newer "$stamp" -print -quit)" ]; then
   exit 0
 fi
