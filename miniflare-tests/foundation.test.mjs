@@ -30,6 +30,22 @@ test("healthz names the service and every binding", async () => {
   assert.equal(body.secrets.CAPSULE_SIGNING_KEY, true);
 });
 
+test("the page is served with its Content-Security-Policy and may not be framed; the test page is not deployed", async () => {
+  for (const url of ["/", "/index.html"]) {
+    const res = await fetch(`${BASE}${url}`, { redirect: "manual" });
+    if (res.status !== 200) continue; // /index.html may redirect to /
+    assert.match(await res.text(), /http-equiv="Content-Security-Policy"[\s\S]*script-src 'self' 'wasm-unsafe-eval'/);
+    assert.equal(res.headers.get("x-frame-options"), "DENY", url);
+    assert.match(res.headers.get("content-security-policy") ?? "", /frame-ancestors 'none'/, url);
+    assert.equal(res.headers.get("x-content-type-options"), "nosniff", url);
+  }
+  for (const url of ["/runner-test.html", "/runner-test.js"]) {
+    const res = await fetch(`${BASE}${url}`);
+    assert.notEqual(res.status, 200, `${url} must not be deployed`);
+    await res.arrayBuffer();
+  }
+});
+
 test("unknown routes get a JSON 404 with CORS", async () => {
   for (const [method, url] of [["GET", "/nope"], ["POST", "/session/x/nope"], ["DELETE", "/capsules"]]) {
     const res = await fetch(`${BASE}${url}`, { method });

@@ -190,7 +190,7 @@ describe("2026-07-28: stateless requests", () => {
     const props = (name) => Object.keys(tools[name].inputSchema.properties).sort();
     assert.deepEqual(props("run_js"), ["args", "code", "cwd", "env", "npm", "policy", "stdin"]);
     assert.deepEqual(props("run_py"), ["args", "code", "cwd", "env", "pip", "policy", "stdin"]);
-    assert.deepEqual(props("read"), ["encoding", "maxBytes", "path"]);
+    assert.deepEqual(props("read"), ["encoding", "maxBytes", "offset", "path"]);
     assert.deepEqual(props("write"), ["content", "encoding", "mode", "path"]);
     assert.deepEqual(props("search"), ["caseSensitive", "filePattern", "maxResults", "paths", "pattern"]);
     assert.deepEqual(tools.run_py.inputSchema.properties.pip.properties.requirements.type, "array");
@@ -359,7 +359,7 @@ describe("tools with no browser tab attached", () => {
   }
 
   for (const tool of ["read", "write", "search"]) {
-    test(`${tool} answers isError NoExecutorAttached at once`, async () => {
+    test(`${tool} with no tab attached answers isError NoExecutorAttached`, async () => {
       const args = { read: { path: "/out/a.txt" }, write: { path: "/out/a.txt", content: "x" }, search: { pattern: "x" } };
       const { status, message } = await modernCall(key, "tools/call", { name: tool, arguments: args[tool] });
       assert.equal(status, 200);

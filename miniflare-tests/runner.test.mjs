@@ -1,6 +1,6 @@
 // Browser-side tests of the executor: real QuickJS and Pyodide, vendored by
 // scripts/build-assets.mjs, running in the runner Web Worker in Debian's Chromium
-// (/usr/bin/chromium, driven by playwright-core). The page is dist/public/runner-test.html,
+// (/usr/bin/chromium, driven by playwright-core). The page is dist/test/runner-test.html (never deployed),
 // served by a tiny static server; it exposes the executor's own modules as window.relayTest.
 // Run: node --test miniflare-tests/runner.test.mjs
 

@@ -1,7 +1,8 @@
 // The executor page: a person opens it to lend this tab to relay-edge. It attaches to a relay
 // session with the person's API key, takes commands over SSE (lib/session.js), runs the
-// capsules it receives one at a time in the runner Web Worker (lib/run-queue.js) and streams
-// their output back over the NDJSON backchannel (lib/backchannel.js).
+// capsules and file tools it receives one at a time (lib/run-queue.js) over the relay session's
+// workspace (lib/workspace.js: OPFS, or IndexedDB where OPFS is missing), and streams their
+// output back over the NDJSON backchannel (lib/backchannel.js).
 //
 // The key comes from the URL fragment (#key=<key>, then removed from the address bar) or from
 // localStorage, else from a small form; #session=<name> picks the relay session ("default").
@@ -9,10 +10,12 @@
 import { Backchannel } from "./lib/backchannel.js";
 import { HttpError, backoffMs, sleep } from "./lib/http.js";
 import { KeyRing, keySetFromServer } from "./lib/jws.js";
+import { loadPolicy } from "./lib/policy.js";
 import { RunQueue } from "./lib/run-queue.js";
 import { RunnerHost } from "./lib/runner-host.js";
 import { SessionClient } from "./lib/session.js";
 import { Status } from "./lib/status.js";
+import { openWorkspace } from "./lib/workspace.js";
 
 const KEY_STORAGE = "relay.key";
 const ATTACH_RETRY_MAX_MS = 30_000;
@@ -35,7 +38,9 @@ async function main() {
     onRefused: (refused) => stopUnwanted(queue, refused),
     onDropped: (err) => status.error(`results lost after retries: ${err.message}`),
   });
-  const queue = new RunQueue({ runner, keyRing, backchannel, status });
+  const [workspace, policy] = await Promise.all([openWorkspace(session), loadPolicy()]);
+  status.log(`Workspace of relay session "${session}": ${workspace.list().length} files (${workspace.backend})`);
+  const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy });
   const handlers = {
     onCommand(type, data) {
       switch (type) {
@@ -45,6 +50,7 @@ async function main() {
           status.log("Ready. Waiting for execution requests...");
           break;
         case "capsule":
+        case "file":
           queue.add(data);
           break;
         case "cancel":

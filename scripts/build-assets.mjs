@@ -24,17 +24,34 @@ import * as esbuild from "esbuild";
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const SRC = path.join(ROOT, "public");
 const OUT = path.join(ROOT, "dist", "public");
+// The runner test page (runner-test.html): built beside the deployed assets, never among them;
+// the browser tests serve it over dist/public (miniflare-tests/lib/static-server.mjs).
+const TEST_OUT = path.join(ROOT, "dist", "test");
+const TEST_PAGE = "runner-test";
 // Files generated from the Rust core for the page's bundles to import (not served).
 const GENERATED = path.join(ROOT, "dist", "generated");
 const requireFromRoot = createRequire(path.join(ROOT, "package.json"));
 
-const ENTRY_POINTS = ["executor.js", "runner-test.js"];
+const ENTRY_POINTS = ["executor.js"];
 const STATIC_EXTENSIONS = [".html", ".css"];
 const SANDBOX_HTML = "sandbox.html";
 const SANDBOX_SCRIPT = "sandbox/frame.js";
 // The sandbox frame's policy; %HASH% is its inline script's. blob: workers inherit it, so guest
 // code gets no network (connect-src, script loads), no eval and no storage-free escape hatch.
 const SANDBOX_CSP = "default-src 'none'; script-src '%HASH%' 'wasm-unsafe-eval'; worker-src blob:; base-uri 'none'; form-action 'none'";
+// Headers Workers Static Assets add to the page's files (`_headers` is read, never served). The
+// page's own policy is in index.html's <meta>; these are what a <meta> cannot say: nobody may
+// frame the page (its API key is in localStorage), and nothing is sniffed as another type.
+const HEADERS = `/*
+  X-Content-Type-Options: nosniff
+  Referrer-Policy: no-referrer
+/
+  Content-Security-Policy: frame-ancestors 'none'
+  X-Frame-Options: DENY
+/index.html
+  Content-Security-Policy: frame-ancestors 'none'
+  X-Frame-Options: DENY
+`;
 // Pyodide's loader names Node modules it only loads under Node; the browser bundle leaves them out.
 const NODE_ONLY = ["node:*", "ws", "fs", "fs/promises", "path", "url", "crypto", "child_process", "vm"];
 
@@ -63,6 +80,7 @@ export async function buildAssets({ log = console.log } = {}) {
   await mkdir(OUT, { recursive: true });
   await generateFromCore();
   const outputs = [await buildPolicyWasm(), ...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
+  await buildTestPage();
   const runtimes = {};
   for (const runtime of RUNTIMES) {
     const { id, files } = await vendorRuntime(runtime);
@@ -70,9 +88,10 @@ export async function buildAssets({ log = console.log } = {}) {
   }
   await pruneVendor(Object.keys(runtimes));
   await writeIfChanged(path.join(OUT, "runtimes.json"), JSON.stringify(runtimes, null, 2) + "\n");
-  await pruneOutputs([...outputs, "runtimes.json", "vendor"]);
+  await writeIfChanged(path.join(OUT, "_headers"), HEADERS);
+  await pruneOutputs([...outputs, "runtimes.json", "vendor", "_headers"]);
   log(`build-assets: ${path.relative(ROOT, OUT)} ready in ${Math.round(performance.now() - started)} ms`);
-  return { outDir: OUT, runtimes };
+  return { outDir: OUT, testDir: TEST_OUT, runtimes };
 }
 
 /**
@@ -121,11 +140,11 @@ async function buildPolicyWasm() {
 }
 
 /** Each bundling step returns the names of the files it wrote into OUT. */
-async function bundle() {
+async function bundle(entryPoints = ENTRY_POINTS, outdir = OUT) {
   return outputNames(await esbuild.build({
     absWorkingDir: ROOT,
-    entryPoints: ENTRY_POINTS.map((name) => path.join(SRC, name)),
-    outdir: OUT,
+    entryPoints: entryPoints.map((name) => path.join(SRC, name)),
+    outdir,
     bundle: true,
     format: "esm",
     platform: "browser",
@@ -160,6 +179,13 @@ function outputNames({ metafile }) {
   return Object.keys(metafile.outputs).map((file) => path.relative(OUT, path.resolve(ROOT, file)));
 }
 
+/** The runner test page and its bundle, into TEST_OUT only. */
+async function buildTestPage() {
+  await mkdir(TEST_OUT, { recursive: true });
+  await bundle([`${TEST_PAGE}.js`], TEST_OUT);
+  await copyIfChanged(path.join(SRC, `${TEST_PAGE}.html`), path.join(TEST_OUT, `${TEST_PAGE}.html`));
+}
+
 async function writeSandboxHtml() {
   const { outputFiles } = await esbuild.build({
     entryPoints: [path.join(SRC, SANDBOX_SCRIPT)],
@@ -179,7 +205,8 @@ async function writeSandboxHtml() {
 }
 
 async function copyStatic() {
-  const names = (await readdir(SRC)).filter((name) => name !== SANDBOX_HTML && STATIC_EXTENSIONS.includes(path.extname(name)));
+  const deployed = (name) => name !== SANDBOX_HTML && name !== `${TEST_PAGE}.html`;
+  const names = (await readdir(SRC)).filter((name) => deployed(name) && STATIC_EXTENSIONS.includes(path.extname(name)));
   for (const name of names) await copyIfChanged(path.join(SRC, name), path.join(OUT, name));
   return names;
 }

@@ -15,6 +15,7 @@ step "format and lints"
 cargo fmt --all --check
 cargo clippy --quiet --all-targets -- -D warnings
 cargo clippy --quiet -p relay-edge --target wasm32-unknown-unknown -- -D warnings
+cargo clippy --quiet -p relay-policy-wasm --target wasm32-unknown-unknown -- -D warnings
 
 step "native tests of the pure core"
 cargo test --quiet 2>&1 | grep -Ev '^(running 0 tests|test result: ok. 0 passed.*)$|^$'

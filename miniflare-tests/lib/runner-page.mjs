@@ -1,4 +1,4 @@
-// The runner test page (dist/public/runner-test.html) in headless Chromium on a static server:
+// The runner test page (dist/test/runner-test.html, served over dist/public) in headless Chromium on a static server:
 // the setup runner.test.mjs and workspace.test.mjs share. The page exposes the executor's own
 // modules as window.relayTest.
 
@@ -13,8 +13,8 @@ export const RUNTIMES = { js: "quickjs@0.32", py: "pyodide@314" };
  * @returns {{server, browser, context, openPage(): Promise<Page>, close(): Promise<void>}}
  */
 export async function startRunnerPages() {
-  const { outDir } = await buildAssets({ log: () => {} });
-  const server = await startStaticServer(outDir);
+  const { outDir, testDir } = await buildAssets({ log: () => {} });
+  const server = await startStaticServer([testDir, outDir]);
   const browser = await launchBrowser();
   const context = await browser.newContext();
   return {

@@ -1,5 +1,5 @@
-// A tiny static file server for the browser tests: serves one directory (dist/public) on
-// 127.0.0.1 with the content types the executor needs (module scripts, wasm) and records each
+// A tiny static file server for the browser tests: serves directories laid over each other (the
+// first that has a file wins: dist/test's runner test page over dist/public) on 127.0.0.1 with the content types the executor needs (module scripts, wasm) and records each
 // request's path, so a test can tell what the browser fetched over the network.
 
 import { createReadStream } from "node:fs";
@@ -18,14 +18,16 @@ const CONTENT_TYPES = {
   ".zip": "application/zip",
 };
 
-/** @returns {Promise<{url: string, requests: string[], close: () => Promise<void>}>} */
-export async function startStaticServer(root) {
+/**
+ * @param roots one directory or several, searched in order
+ * @returns {Promise<{url: string, requests: string[], close: () => Promise<void>}>}
+ */
+export async function startStaticServer(roots) {
   const requests = [];
   const server = http.createServer(async (req, res) => {
     const { pathname } = new URL(req.url, "http://localhost");
     requests.push(pathname);
-    const file = path.join(root, decodeURIComponent(pathname === "/" ? "/index.html" : pathname));
-    const info = file.startsWith(root + path.sep) ? await stat(file).catch(() => null) : null;
+    const { file, info } = await find([roots].flat(), decodeURIComponent(pathname === "/" ? "/index.html" : pathname));
     if (req.method !== "GET" || !info?.isFile()) {
       res.writeHead(info ? 405 : 404).end();
       return;
@@ -46,4 +48,14 @@ export async function startStaticServer(root) {
       return new Promise((resolve) => server.close(resolve));
     },
   };
+}
+
+/** The first of `roots` holding `name` (never a path outside them), with its stat. */
+async function find(roots, name) {
+  for (const root of roots) {
+    const file = path.join(root, name);
+    const info = file.startsWith(root + path.sep) ? await stat(file).catch(() => null) : null;
+    if (info) return { file, info };
+  }
+  return { file: null, info: null };
 }

@@ -16,6 +16,11 @@ export function failure(name, message) {
   return { exitCode: entry.exitCode, error: { name, message } };
 }
 
+/** Whether `name` is one of relay-edge's error names. */
+export function isErrorName(name) {
+  return Object.hasOwn(ERROR_NAMES, name);
+}
+
 /** The run printed more than its cap allows. */
 export function outputLimitFailure(limitBytes) {
   const message = `output exceeded the limit of ${limitBytes} bytes (stdout and stderr together, policy.limits.stdoutBytes); the run was stopped and the rest dropped`;

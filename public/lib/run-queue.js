@@ -1,26 +1,40 @@
-// Runs the capsules the server sends to this tab, one at a time in arrival order: fetch and
-// check the capsule (capsule.js), run it in the runner worker (runner-host.js), and report
-// every step over the backchannel and in the console. A capsule that fails a check is refused
+// Runs what the server sends to this tab, one at a time in arrival order: capsules (fetch and
+// check the capsule (capsule.js), run it in the runner worker (runner-host.js) over the relay
+// session's workspace, with guest fetches sent through the Worker's egress route, then upload
+// what the run left in /out) and file tools (file-tools.js, on the workspace itself). Every step
+// is reported over the backchannel and in the console. A capsule that fails a check is refused
 // and never runs. The server holds a lease on this tab for each run: it is acknowledged at
 // once and renewed every LEASE_RENEW_MS until the run ends, so a closed tab is noticed quickly.
 
 import { loadCapsule } from "./capsule.js";
+import { guardedFetch } from "./egress.js";
 import { failure } from "./errors.js";
+import { runFileTool } from "./file-tools.js";
+import { uploadOutFiles } from "./out-files.js";
 import { cancelledOutcome } from "./runner-host.js";
 
 const LEASE_RENEW_MS = 2_000;
 
 export class RunQueue {
-  constructor({ runner, keyRing, backchannel, status }) {
+  /**
+   * @param options.workspace the relay session's files (lib/workspace.js)
+   * @param options.policy the policy checks and search engine (lib/policy.js)
+   */
+  constructor({ runner, keyRing, backchannel, status, workspace, policy }) {
     this.runner = runner;
     this.keyRing = keyRing;
     this.backchannel = backchannel;
     this.status = status;
+    this.workspace = workspace;
+    this.policy = policy;
     this.pending = [];
     this.current = null; // {runId, abort: AbortController}
   }
 
-  /** @param announced the `capsule` command: {runId, hash, manifestUrl, language, size} */
+  /**
+   * @param announced the `capsule` command ({runId, hash, manifestUrl, language, size, token,
+   *   runToken}) or the `file` command ({runId, tool, arguments, filesystem})
+   */
   add(announced) {
     // The same run announced again (e.g. re-sent after a reconnect) is already in hand.
     const known = (run) => run?.runId === announced.runId;
@@ -35,7 +49,7 @@ export class RunQueue {
     const index = this.pending.findIndex((announced) => announced.runId === runId);
     if (index < 0) return;
     const [announced] = this.pending.splice(index, 1);
-    this.status.log(`Cancelled capsule ${announced.hash} before it started`);
+    this.status.log(`Cancelled run ${runId} before it started`);
     this.backchannel.forRun(runId)({ type: "exit", ...cancelledOutcome() });
   }
 
@@ -46,7 +60,8 @@ export class RunQueue {
     const report = this.backchannel.forRun(announced.runId);
     const lease = setInterval(() => report({ type: "progress", phase: "running" }), LEASE_RENEW_MS);
     try {
-      await this.execute(announced, this.current.abort.signal);
+      if (announced.tool) await this.executeFileTool(announced);
+      else await this.execute(announced, this.current.abort.signal);
     } catch (err) {
       this.status.error(`run ${announced.runId}: ${err.message}`);
     } finally {
@@ -73,8 +88,12 @@ export class RunQueue {
     }
 
     const echo = this.status.echo();
-    const outcome = await this.runner.run(job(runId, capsule), {
+    const { policy } = capsule.manifest;
+    const outWrites = new Set(); // paths under /out this run wrote
+    const outcome = await this.runner.run(job(runId, capsule, this.workspace), {
       signal,
+      onFile: (op) => this.applyFileOp(op, policy.filesystem, outWrites),
+      onFetch: (request) => guardedFetch({ policy: this.policy, network: policy.network, runToken: announced.runToken, request }),
       onLoading: (runtimeId) => {
         this.status.log(`Loading ${runtimeName(runtimeId)} runtime from this server...`);
         report({ type: "progress", phase: "load-runtime", runtimeId });
@@ -89,11 +108,39 @@ export class RunQueue {
       },
     });
     echo.end();
-    this.complete(report, showOutcome, outcome);
+    const { fileErrors, ...usage } = outcome.usage;
+    if (fileErrors) this.status.error(`run ${runId}: ${fileErrors} file change(s) could not be stored`);
+    const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken });
+    this.complete(report, showOutcome, { ...outcome, usage, files });
   }
 
-  complete(report, showOutcome, { exitCode, usage, error }) {
-    report({ type: "exit", exitCode, usage, ...(error && { error }) });
+  /**
+   * Persists a runner's file change once the policy admits it (the runner checked too, but it
+   * runs guest code: this check is the one that holds).
+   */
+  async applyFileOp({ op, path, data }, filesystem, outWrites) {
+    const verdict = this.policy.checkPath(filesystem, path, "write");
+    if (!verdict.allow) throw new Error(`refused a ${op} of ${path}: ${verdict.reason}`);
+    if (op === "remove") {
+      outWrites.delete(verdict.path);
+      return this.workspace.remove(verdict.path);
+    }
+    if (verdict.path.startsWith("/out/")) outWrites.add(verdict.path);
+    return this.workspace.write(verdict.path, data);
+  }
+
+  async executeFileTool(command) {
+    const report = this.backchannel.forRun(command.runId);
+    const started = performance.now();
+    const { value, exitCode = 0, error } = await runFileTool(this.workspace, this.policy, command);
+    const usage = { wallMs: Math.round(performance.now() - started), memPeakMb: 0 };
+    report({ type: "exit", exitCode, usage, ...(error ? { error } : { value }) });
+    const target = command.arguments.path ?? command.arguments.pattern;
+    this.status.log(`${command.tool} ${target}: ${error ? `${error.name}: ${error.message}` : "done"}`);
+  }
+
+  complete(report, showOutcome, { exitCode, usage, error, files = [] }) {
+    report({ type: "exit", exitCode, usage, files, ...(error && { error }) });
     const runtime = formatSeconds(usage.wallMs);
     this.status.log(`Execution completed (exitCode: ${exitCode}, runtime: ${runtime})`);
     if (error) this.status.error(`${error.name}: ${error.message}`);
@@ -101,8 +148,11 @@ export class RunQueue {
   }
 }
 
-/** What the runner gets from a checked capsule. stdin travels in the manifest's entry. */
-function job(runId, { manifest, files, limits }) {
+/**
+ * What the runner gets from a checked capsule: stdin travels in the manifest's entry; the
+ * workspace as it is now, and the filesystem policy the runner applies to guest writes.
+ */
+function job(runId, { manifest, files, limits }, workspace) {
   const { path, argv = [], env = {}, cwd = "/", stdin = "" } = manifest.entry;
   return {
     runId,
@@ -111,6 +161,8 @@ function job(runId, { manifest, files, limits }) {
     files,
     entry: { path, argv, env, cwd, stdin },
     limits,
+    workspace: workspace.snapshot(),
+    filesystem: manifest.policy.filesystem,
   };
 }
 

@@ -6,7 +6,7 @@
 import { readEventStream } from "./event-stream.js";
 import { HttpError, backoffMs, fetchOk } from "./http.js";
 
-const COMMANDS = ["hello", "capsule", "cancel", "shutdown"];
+const COMMANDS = ["hello", "capsule", "file", "cancel", "shutdown"];
 const REFRESH_MARGIN_MS = 60_000;
 const RETRY_REFRESH_MS = 5_000;
 const RECONNECT_MAX_MS = 30_000;
@@ -15,7 +15,7 @@ export class SessionClient {
   /**
    * @param options.key the API key
    * @param options.session the relay session name
-   * @param options.onCommand (type, data) => void for hello, capsule, cancel, shutdown
+   * @param options.onCommand (type, data) => void for hello, capsule, file, cancel, shutdown
    * @param options.onState (state, detail) => void: "reconnecting" | "unauthorized"
    */
   constructor({ key, session, onCommand, onState }) {

@@ -1,0 +1,166 @@
+// End to end, the relay session's workspace: the official SDK client calls read, write and
+// search, and run_js / run_py read and write the same files, on a real executor page in headless
+// Chromium (OPFS). Files persist across runs and a page reload; the filesystem policy is
+// enforced at the edge (the call's paths) and in the tab (the runner's writes).
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
+import { connectClient } from "./lib/mcp-client.mjs";
+import { modernBody, modernHeaders } from "./lib/mcp-http.mjs";
+import { createTenant } from "./lib/relay.mjs";
+
+let browser;
+let key;
+let executor;
+let client;
+
+before(async () => {
+  ({ key } = await createTenant("file-tools", { queue: { attachWaitMs: 500 } }));
+  browser = await launchBrowser();
+  executor = await openExecutor(browser, key);
+  client = await connectClient(key);
+});
+
+after(async () => {
+  await client?.close();
+  await browser?.close();
+});
+
+const call = (name, args) => client.callTool({ name, arguments: args });
+const runJs = (code) => call("run_js", { code });
+const runPy = (code) => call("run_py", { code });
+
+describe("read, write and search", () => {
+  test("a file written with write is read back whole, with its size", async () => {
+    const written = await call("write", { path: "/tmp/notes/hello.txt", content: "héllo\nworld\n" });
+    assert.equal(written.isError, false, JSON.stringify(written));
+    assert.deepEqual(written.structuredContent, { path: "/tmp/notes/hello.txt", bytesWritten: 13, size: 13 });
+    const read = await call("read", { path: "/tmp/notes/hello.txt" });
+    assert.equal(read.isError, false, JSON.stringify(read));
+    assert.equal(read.structuredContent.content, "héllo\nworld\n");
+    assert.equal(read.structuredContent.size, 13);
+    assert.equal(read.structuredContent.truncated, false);
+    assert.equal(read.content[0].text, "héllo\nworld\n");
+  });
+
+  test("modes: create refuses an existing file, append adds, overwrite replaces", async () => {
+    await call("write", { path: "/tmp/modes.txt", content: "a" });
+    const again = await call("write", { path: "/tmp/modes.txt", content: "b" });
+    assert.equal(again.isError, true);
+    assert.equal(again.structuredContent.error.name, "ValidationError");
+    assert.match(again.structuredContent.error.message, /already exists.*overwrite.*append/);
+    await call("write", { path: "/tmp/modes.txt", content: "b", mode: "append" });
+    assert.equal((await call("read", { path: "/tmp/modes.txt" })).structuredContent.content, "ab");
+    await call("write", { path: "/tmp/modes.txt", content: "c", mode: "overwrite" });
+    assert.equal((await call("read", { path: "/tmp/modes.txt" })).structuredContent.content, "c");
+  });
+
+  test("base64 in and out, maxBytes and offset, and a binary file refused as utf-8", async () => {
+    const bytes = Buffer.from([0, 1, 2, 250, 251, 252, 253, 254, 255]);
+    await call("write", { path: "/out/blob.bin", content: bytes.toString("base64"), encoding: "base64", mode: "overwrite" });
+    const whole = await call("read", { path: "/out/blob.bin", encoding: "base64" });
+    assert.equal(whole.structuredContent.content, bytes.toString("base64"));
+    const part = await call("read", { path: "/out/blob.bin", encoding: "base64", maxBytes: 3, offset: 3 });
+    assert.equal(part.structuredContent.content, bytes.subarray(3, 6).toString("base64"));
+    assert.equal(part.structuredContent.truncated, true);
+    assert.equal(part.structuredContent.nextOffset, 6);
+    const text = await call("read", { path: "/out/blob.bin" });
+    assert.equal(text.isError, true);
+    assert.match(text.structuredContent.error.message, /not UTF-8 text.*base64/);
+  });
+
+  test("search finds matching lines with line and column, counts past maxResults", async () => {
+    const lines = Array.from({ length: 30 }, (_, i) => `line ${i} ${i % 3 === 0 ? "needle" : "hay"}`);
+    await call("write", { path: "/tmp/search/a.log", content: lines.join("\n"), mode: "overwrite" });
+    await call("write", { path: "/tmp/search/b.txt", content: "NEEDLE in caps\n", mode: "overwrite" });
+    const found = await call("search", { pattern: "needle", paths: ["/tmp/search"], filePattern: "*.log", maxResults: 4 });
+    assert.equal(found.isError, false, JSON.stringify(found));
+    const { matches, totalMatches, truncated } = found.structuredContent;
+    assert.equal(totalMatches, 10);
+    assert.equal(truncated, true);
+    assert.deepEqual(matches[0], { path: "/tmp/search/a.log", line: 1, column: 8, text: "line 0 needle" });
+    assert.equal(matches.length, 4);
+    const insensitive = await call("search", { pattern: "needle", paths: ["/tmp/search"], caseSensitive: false });
+    assert.equal(insensitive.structuredContent.totalMatches, 11);
+  });
+
+  test("a catastrophic pattern returns at once; backreferences are refused by name", async () => {
+    await call("write", { path: "/tmp/search/aaa.txt", content: `${"a".repeat(5000)}!`, mode: "overwrite" });
+    const started = Date.now();
+    const slow = await call("search", { pattern: "(a+)+$", paths: ["/tmp/search"] });
+    assert.equal(slow.isError, false, JSON.stringify(slow));
+    assert.ok(Date.now() - started < 10_000);
+    const backref = await call("search", { pattern: "(a)\\1", paths: ["/tmp"] });
+    assert.equal(backref.isError, true);
+    assert.equal(backref.structuredContent.error.name, "ValidationError");
+    assert.match(backref.structuredContent.error.message, /backreference/i);
+  });
+
+  test("the policy: a write outside the writable prefixes and path escapes are PolicyDenied", async () => {
+    for (const path of ["/host/x.txt", "/tmp/../host/x.txt", "/etc/passwd", "/tmp/%2e%2e/x", "/tmp\\x"]) {
+      const result = await call("write", { path, content: "x" });
+      assert.equal(result.isError, true, path);
+      assert.equal(result.structuredContent.error.name, "PolicyDenied", `${path}: ${JSON.stringify(result.structuredContent)}`);
+    }
+    const missing = await call("read", { path: "/tmp/never-written.txt" });
+    assert.equal(missing.structuredContent.error.name, "ValidationError");
+    assert.match(missing.structuredContent.error.message, /no file \/tmp\/never-written.txt/);
+  });
+});
+
+describe("the runtimes share the workspace", () => {
+  test("run_py writes, run_js reads it, read and search see it, and it survives a reload", async () => {
+    const py = await runPy("import pathlib\npathlib.Path('/tmp/shared').mkdir(exist_ok=True)\nopen('/tmp/shared/from-py.txt', 'w').write('written by python 42\\n')\nprint('ok')");
+    assert.equal(py.structuredContent.exitCode, 0, JSON.stringify(py.structuredContent));
+    const js = await runJs("import fs from 'fs';\nconsole.log(fs.readFileSync('/tmp/shared/from-py.txt', 'utf8').trim());\nfs.writeFileSync('/out/from-js.json', JSON.stringify({ n: 42 }));");
+    assert.equal(js.structuredContent.stdout, "written by python 42\n", JSON.stringify(js.structuredContent));
+    assert.equal((await call("read", { path: "/tmp/shared/from-py.txt" })).structuredContent.content, "written by python 42\n");
+    const found = await call("search", { pattern: "python \\d+", paths: ["/tmp/shared"] });
+    assert.equal(found.structuredContent.totalMatches, 1);
+
+    const from = executor.lines.length;
+    await executor.page.reload();
+    await waitForLine(executor.lines, /^Ready\. Waiting for execution requests/, 30_000, from);
+    const after = await runPy("import json\nprint(json.load(open('/out/from-js.json'))['n'], open('/tmp/shared/from-py.txt').read().split()[-1])");
+    assert.equal(after.structuredContent.stdout, "42 42\n", JSON.stringify(after.structuredContent));
+  });
+
+  test("a runtime's write outside the writable prefixes raises PolicyDenied in the program", async () => {
+    const js = await runJs("import fs from 'fs';\ntry { fs.writeFileSync('/host/x.txt', 'x') } catch (e) { console.log(e.name, e.code) }");
+    assert.equal(js.structuredContent.stdout, "PolicyDenied EACCES\n", JSON.stringify(js.structuredContent));
+    const py = await runPy("try:\n    open('/host/x.txt', 'w').write('x')\nexcept PermissionError as e:\n    print(str(e).split(':')[0])");
+    assert.match(py.structuredContent.stdout, /PolicyDenied/, JSON.stringify(py.structuredContent));
+    const read = await call("read", { path: "/host/x.txt" });
+    assert.equal(read.structuredContent.error.name, "ValidationError", "nothing was persisted");
+  });
+
+  test("writes made before a timeout are kept", async () => {
+    const result = await call("run_py", {
+      code: "open('/tmp/before-timeout.txt', 'w').write('kept')\nwhile True: pass",
+      policy: { limits: { timeoutMs: 2000 } },
+    });
+    assert.equal(result.structuredContent.error.name, "Timeout");
+    assert.equal((await call("read", { path: "/tmp/before-timeout.txt" })).structuredContent.content, "kept");
+  });
+});
+
+describe("the person's own tab as MCP client", () => {
+  test("the executor page calls write and read through POST /mcp on its own workspace", async () => {
+    const write = modernBody("tools/call", { name: "write", arguments: { path: "/tmp/from-page.txt", content: "mine", mode: "overwrite" } });
+    const read = modernBody("tools/call", { name: "read", arguments: { path: "/tmp/from-page.txt" } });
+    const answers = await executor.page.evaluate(
+      async (calls) => {
+        const out = [];
+        for (const { headers, body } of calls) {
+          const res = await fetch("/mcp", { method: "POST", headers: { ...headers, accept: "*/*" }, body: JSON.stringify(body) });
+          out.push(await res.json());
+        }
+        return out;
+      },
+      [write, read].map((body) => ({ headers: modernHeaders(key, body), body })),
+    );
+    assert.equal(answers[0].result.isError, false, JSON.stringify(answers[0]));
+    assert.equal(answers[1].result.structuredContent.content, "mine");
+  });
+});

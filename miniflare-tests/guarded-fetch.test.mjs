@@ -1,0 +1,149 @@
+// End to end, what leaves the sandbox: guest fetch in both runtimes, checked by the tab and then
+// by the Worker's egress route (which performs it), and the files a run leaves in /out, uploaded
+// to R2 with expiring signed download URLs. A loopback HTTP server started here is the target;
+// the tenant's policy allows it by the name "localhost".
+
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { after, before, describe, test } from "node:test";
+import { launchBrowser, openExecutor } from "./lib/browser.mjs";
+import { connectClient } from "./lib/mcp-client.mjs";
+import { BASE, createTenant } from "./lib/relay.mjs";
+
+let browser;
+let executor;
+let client;
+let target; // the loopback server
+let origin; // http://localhost:<port>
+let bigBodyRead = 0; // bytes of /big the server managed to send
+
+before(async () => {
+  target = createServer((req, res) => {
+    if (req.url === "/hello") return res.writeHead(200, { "content-type": "text/plain", "x-target": "yes" }).end("hello from the target");
+    if (req.url === "/echo") {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      return req.on("end", () => res.writeHead(201).end(JSON.stringify({ method: req.method, body, auth: req.headers.authorization ?? null })));
+    }
+    if (req.url === "/to-hello") return res.writeHead(302, { location: "/hello" }).end();
+    if (req.url === "/to-evil") return res.writeHead(302, { location: "https://evil.example/steal" }).end();
+    if (req.url === "/big") {
+      res.writeHead(200);
+      const chunk = Buffer.alloc(64 * 1024, 120);
+      const write = () => {
+        while (bigBodyRead < 8 * 1024 * 1024) {
+          bigBodyRead += chunk.length;
+          if (!res.write(chunk)) return res.once("drain", write);
+        }
+        res.end();
+      };
+      return write();
+    }
+    res.writeHead(404).end();
+  });
+  // Every address (dual stack): "localhost" may resolve to 127.0.0.1 or ::1 for workerd.
+  await new Promise((resolve) => target.listen(0, resolve));
+  origin = `http://localhost:${target.address().port}`;
+  const network = { allowedDomains: ["localhost"], blockPrivateRanges: false, denyIpLiterals: false, maxBodyBytes: 1 << 20 };
+  const { key } = await createTenant("guarded-fetch", { policy: { network }, queue: { attachWaitMs: 500 } });
+  browser = await launchBrowser();
+  executor = await openExecutor(browser, key);
+  client = await connectClient(key);
+});
+
+after(async () => {
+  await client?.close();
+  await browser?.close();
+  target?.close();
+});
+
+const runJs = (code, extra = {}) => client.callTool({ name: "run_js", arguments: { code, ...extra } });
+const runPy = (code, extra = {}) => client.callTool({ name: "run_py", arguments: { code, ...extra } });
+
+describe("guest fetch", () => {
+  test("run_js: an allowed GET and POST reach the target through the Worker", async () => {
+    const code = `
+      const r = await fetch("${origin}/hello");
+      console.log(r.status, r.ok, r.headers.get("x-target"), await r.text());
+      const p = await fetch("${origin}/echo", { method: "POST", body: "payload", headers: { authorization: "Bearer guest" } });
+      console.log(p.status, JSON.stringify(await p.json()));
+      const followed = await fetch("${origin}/to-hello");
+      console.log(followed.url.endsWith("/hello"), await followed.text());`;
+    const result = await runJs(code);
+    assert.equal(result.structuredContent.exitCode, 0, JSON.stringify(result.structuredContent));
+    assert.equal(
+      result.structuredContent.stdout,
+      '200 true yes hello from the target\n201 {"method":"POST","body":"payload","auth":"Bearer guest"}\ntrue hello from the target\n',
+    );
+    assert.equal(result.structuredContent.usage.fetches, 3);
+    assert.equal(result.structuredContent.usage.denied, 0);
+  });
+
+  test("run_py: pyfetch with top-level await", async () => {
+    const code = `from pyodide.http import pyfetch\nr = await pyfetch("${origin}/hello")\nprint(r.status, await r.string())`;
+    const result = await runPy(code);
+    assert.equal(result.structuredContent.stdout, "200 hello from the target\n", JSON.stringify(result.structuredContent));
+  });
+
+  test("a host the policy does not list is refused in the tab, named, and counted", async () => {
+    const code = `try { await fetch("https://evil.example/x") } catch (e) { console.log(e.name, e.message) }`;
+    const result = await runJs(code);
+    const { stdout, usage } = result.structuredContent;
+    assert.match(stdout, /^PolicyDenied .*evil\.example.*allowedDomains/, stdout);
+    assert.equal(usage.denied, 1);
+    const py = await runPy(`from pyodide.http import pyfetch\ntry:\n    await pyfetch("https://evil.example/x")\nexcept Exception as e:\n    print(str(e)[:80])`);
+    assert.match(py.structuredContent.stdout, /PolicyDenied/, JSON.stringify(py.structuredContent));
+  });
+
+  test("the Worker refuses what the tab let through (the tab's check bypassed on purpose)", async () => {
+    // Rewrites the page's request to the egress route after the tab checked the allowed URL.
+    await executor.page.route("**/egress", async (route) => {
+      const body = JSON.parse(route.request().postData());
+      await route.continue({ postData: JSON.stringify({ ...body, url: "https://evil.example/x" }) });
+    });
+    try {
+      const result = await runJs(`try { await fetch("${origin}/hello") } catch (e) { console.log(e.name, e.message) }`);
+      assert.match(result.structuredContent.stdout, /^PolicyDenied .*evil\.example/, JSON.stringify(result.structuredContent));
+    } finally {
+      await executor.page.unroute("**/egress");
+    }
+  });
+
+  test("a redirect to a denied host is refused at that hop", async () => {
+    const result = await runJs(`try { await fetch("${origin}/to-evil") } catch (e) { console.log(e.name, e.message) }`);
+    assert.match(result.structuredContent.stdout, /^PolicyDenied .*evil\.example/, JSON.stringify(result.structuredContent));
+  });
+
+  test("a body over maxBodyBytes is cut off, not read to the end", async () => {
+    bigBodyRead = 0;
+    const result = await runJs(`try { await (await fetch("${origin}/big")).text() } catch (e) { console.log(e.name, e.message) }`, {
+      policy: { network: { maxBodyBytes: 100000 } },
+    });
+    assert.match(result.structuredContent.stdout, /^PolicyDenied .*maxBodyBytes/, JSON.stringify(result.structuredContent));
+    assert.ok(bigBodyRead < 8 * 1024 * 1024, `the target sent ${bigBodyRead} bytes`);
+  });
+});
+
+describe("files left in /out", () => {
+  test("are listed with size and sha256, downloadable by signed URL, and images come back as image content", async () => {
+    const svg = '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"><rect width="4" height="4"/></svg>';
+    const code = `open('/out/plot.svg', 'w').write('${svg}')\nopen('/out/data.csv', 'w').write('a,b\\n1,2\\n')\nprint('drawn')`;
+    const result = await runPy(code);
+    const { files, exitCode } = result.structuredContent;
+    assert.equal(exitCode, 0, JSON.stringify(result.structuredContent));
+    const byPath = Object.fromEntries(files.map((f) => [f.path, f]));
+    assert.deepEqual(Object.keys(byPath).sort(), ["/out/data.csv", "/out/plot.svg"]);
+    assert.equal(byPath["/out/data.csv"].size, 8);
+    assert.match(byPath["/out/data.csv"].sha256, /^[0-9a-f]{64}$/);
+    const download = await fetch(new URL(byPath["/out/data.csv"].url, BASE));
+    assert.equal(download.status, 200);
+    assert.equal(await download.text(), "a,b\n1,2\n");
+    const image = result.content.find((c) => c.type === "image");
+    assert.equal(image?.mimeType, "image/svg+xml");
+    assert.equal(Buffer.from(image.data, "base64").toString(), svg);
+
+    const tampered = new URL(byPath["/out/data.csv"].url, BASE);
+    tampered.pathname = tampered.pathname.replace("data.csv", "plot.svg");
+    assert.equal((await fetch(tampered)).status, 403);
+  });
+});

@@ -1,0 +1,89 @@
+// The file tools (`read`, `write`, `search`) executed on this tab's workspace, as the relay
+// session's DO sends them in a `file` command: {runId, tool, arguments, filesystem}. The edge has
+// checked the arguments already; the paths are checked again here with the same rule (the Rust
+// policy compiled to wasm, lib/policy.js) before any file is touched, and the search runs the
+// core's linear-time engine from the same module. No runtime is loaded: these are cheap.
+
+import { fromBase64, toBase64 } from "./base64.js";
+import { failure, isErrorName } from "./errors.js";
+
+const encoder = new TextEncoder();
+
+/**
+ * Runs one file tool.
+ * @returns {Promise<{value} | {exitCode, error: {name, message}}>} the tool's structuredContent, or its failure
+ */
+export async function runFileTool(workspace, policy, { tool, arguments: args, filesystem }) {
+  try {
+    const run = TOOLS[tool];
+    if (!run) return failure("ValidationError", `unknown file tool ${JSON.stringify(tool)}`);
+    return await run(workspace, policy, args, filesystem);
+  } catch (err) {
+    return failure(isErrorName(err.name) ? err.name : "Internal", err.message);
+  }
+}
+
+const TOOLS = {
+  read(workspace, policy, { path, encoding = "utf-8", maxBytes = 1 << 20, offset = 0 }, filesystem) {
+    path = checked(policy, filesystem, path, "read");
+    const bytes = workspace.read(path);
+    if (!bytes) throw named("ValidationError", `no file ${path} in this relay session's workspace; list files with search, e.g. pattern "." and filePattern "*"`);
+    if (offset > bytes.length) throw named("ValidationError", `offset ${offset} is past the end of ${path} (${bytes.length} bytes)`);
+    let end = Math.min(bytes.length, offset + maxBytes);
+    if (encoding === "utf-8") end = charBoundary(bytes, offset, end);
+    const slice = bytes.subarray(offset, end);
+    const value = { path, encoding, size: bytes.length, offset, bytesRead: slice.length, truncated: end < bytes.length };
+    return { value: { ...value, content: encoding === "base64" ? toBase64(slice) : utf8(slice, path) } };
+  },
+
+  write(workspace, policy, { path, content, encoding = "utf-8", mode = "create" }, filesystem) {
+    path = checked(policy, filesystem, path, "write");
+    const existing = workspace.read(path);
+    if (existing && mode === "create") {
+      throw named("ValidationError", `${path} already exists; use mode "overwrite" to replace it or "append" to add to it`);
+    }
+    const added = encoding === "base64" ? fromBase64(content) : encoder.encode(content);
+    const bytes = mode === "append" && existing ? concat(existing, added) : added;
+    return workspace.write(path, bytes).then(() => ({ value: { path, bytesWritten: added.length, size: bytes.length } }));
+  },
+
+  search(workspace, policy, args, filesystem) {
+    const paths = (args.paths ?? []).map((path) => checked(policy, filesystem, path, "read"));
+    const files = workspace.list().map((path) => [path, workspace.read(path)]);
+    return { value: policy.search({ ...args, paths }, files) };
+  },
+};
+
+/** The normalized path if the policy admits `access`, else a PolicyDenied error. */
+function checked(policy, filesystem, path, access) {
+  const verdict = policy.checkPath(filesystem, path, access);
+  if (!verdict.allow) throw named("PolicyDenied", verdict.reason);
+  return verdict.path;
+}
+
+/** `end`, moved back off the middle of a UTF-8 character when the read stops early. */
+function charBoundary(bytes, start, end) {
+  if (end >= bytes.length) return end;
+  let cut = end;
+  while (cut > start && cut > end - 4 && (bytes[cut] & 0xc0) === 0x80) cut--;
+  return cut > start ? cut : end;
+}
+
+function utf8(bytes, path) {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw named("ValidationError", `${path} is not UTF-8 text; read it with encoding "base64"`);
+  }
+}
+
+function concat(a, b) {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+function named(name, message) {
+  return Object.assign(new Error(message), { name });
+}

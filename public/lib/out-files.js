@@ -1,0 +1,38 @@
+// What a run left in /out goes to the Worker (PUT /files/<run>/<path>, with the run's token),
+// which stores it in R2 under the run; the result lists each file (path, size, sha256) and the
+// relay signs an expiring download URL for it. A small image also rides in the result, so the
+// agent sees a plot it drew.
+
+import { toBase64 } from "./base64.js";
+
+// The Worker's own cap (per run); past it files are listed, not uploaded.
+const MAX_FILES = 32;
+// Images up to this size come back as MCP image content too (the relay keeps the sum bounded).
+const INLINE_IMAGE_BYTES = 96 * 1024;
+const IMAGE_TYPES = { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", gif: "image/gif", webp: "image/webp", svg: "image/svg+xml" };
+
+/**
+ * Uploads the /out files of `paths` that still exist.
+ * @returns {Promise<Array<{path, size, sha256, uploaded, image?}>>} the exit event's `files`
+ */
+export async function uploadOutFiles(workspace, paths, { runId, runToken }) {
+  const present = paths.filter((path) => workspace.read(path)).sort();
+  return Promise.all(present.map((path, i) => upload(path, workspace.read(path), i < MAX_FILES, { runId, runToken })));
+}
+
+async function upload(path, bytes, allowed, { runId, runToken }) {
+  const sha256 = toHex(await crypto.subtle.digest("SHA-256", bytes));
+  const file = { path, size: bytes.length, sha256, uploaded: false };
+  if (allowed) {
+    const url = `/files/${encodeURIComponent(runId)}${path.split("/").map(encodeURIComponent).join("/")}`;
+    const res = await fetch(url, { method: "PUT", headers: { authorization: `Bearer ${runToken}` }, body: bytes }).catch(() => null);
+    file.uploaded = Boolean(res?.ok);
+  }
+  const mimeType = IMAGE_TYPES[path.split(".").pop().toLowerCase()];
+  if (mimeType && bytes.length <= INLINE_IMAGE_BYTES) file.image = { mimeType, data: toBase64(bytes) };
+  return file;
+}
+
+function toHex(buffer) {
+  return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, "0")).join("");
+}
