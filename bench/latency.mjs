@@ -1,7 +1,9 @@
 // Latency benchmark: the official SDK client against a local Worker (RELAY_URL) with headless
 // Chromium attached as executor. Prints p50/p95/p99 of N sequential calls after warm-up for
 // tools/list (the floor: one round trip through Worker and DO), run_js `console.log(1)` and
-// run_py `print(1)`, their ratios to the floor, and Pyodide's first run cold and after a reload.
+// run_py `print(1)`, the file tools read, write and search (no runtime: one hop to the tab and
+// back), a run_js doing one allowed fetch (through the Worker's /egress to a loopback server),
+// their ratios to the floor, and Pyodide's first run cold and after a reload.
 // Every run gets a fresh sandboxed worker, loaded ahead as a standby while the previous run
 // goes on: calls back to back wait for it when loading takes longer than a call (Pyodide), so
 // the runs are also measured with a pause between calls (BENCH_PAUSE_MS), as an agent that
@@ -9,6 +11,7 @@
 // Run it with `bash bench/run.sh` (starts a fresh server); figures vary with the machine's load,
 // so compare the ratios, which are measured in the same run.
 
+import { createServer } from "node:http";
 import { launchBrowser, openExecutor, waitForLine } from "../miniflare-tests/lib/browser.mjs";
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { createTenant } from "../miniflare-tests/lib/relay.mjs";
@@ -50,7 +53,17 @@ async function checked(client, name, code) {
   if (result.structuredContent?.stdout !== "1\n") throw new Error(`${name} gave ${JSON.stringify(result)}`);
 }
 
-const { key } = await createTenant("bench");
+/** A tool call whose structuredContent must satisfy `ok`. */
+async function expect(client, name, args, ok) {
+  const result = await client.callTool({ name, arguments: args });
+  if (result.isError || !ok(result.structuredContent)) throw new Error(`${name} gave ${JSON.stringify(result)}`);
+}
+
+// The fetch target: loopback, allowed by the bench tenant's policy under the name localhost.
+const target = createServer((req, res) => res.end("1"));
+await new Promise((resolve) => target.listen(0, resolve));
+const network = { allowedDomains: ["localhost"], blockPrivateRanges: false, denyIpLiterals: false };
+const { key } = await createTenant("bench", { policy: { network } });
 const browser = await launchBrowser();
 const executor = await openExecutor(browser, key);
 const client = await connectClient(key);
@@ -67,7 +80,15 @@ const floor = await measure("tools/list (floor)", () => client.listTools());
 const runJs = () => checked(client, "run_js", "console.log(1)");
 const runPy = () => checked(client, "run_py", "print(1)");
 const paused = { n: PAUSED_N, pauseMs: PAUSE_MS };
+const fetchUrl = `http://localhost:${target.address().port}/`;
+const fetchJs = () =>
+  expect(client, "run_js", { code: `console.log(await (await fetch("${fetchUrl}")).text())` }, (r) => r.stdout === "1\n");
+await expect(client, "write", { path: "/tmp/bench.txt", content: "a needle in a file\n", mode: "overwrite" }, () => true);
 const results = [
+  ["read", await measure("read /tmp/bench.txt", () => expect(client, "read", { path: "/tmp/bench.txt" }, (r) => r.size === 19))],
+  ["write", await measure("write (overwrite)", () => expect(client, "write", { path: "/tmp/w.txt", content: "x", mode: "overwrite" }, (r) => r.bytesWritten === 1))],
+  ["search", await measure("search /tmp", () => expect(client, "search", { pattern: "needle", paths: ["/tmp"] }, (r) => r.totalMatches >= 1))],
+  ["run_js + one fetch", await measure("run_js with one allowed fetch", fetchJs)],
   ["run_js", await measure("run_js console.log(1)", runJs)],
   ["run_py", await measure("run_py print(1)", runPy)],
   [`run_js, ${PAUSE_MS} ms apart`, await measure(`run_js, ${PAUSE_MS} ms apart`, runJs, paused)],
@@ -80,3 +101,4 @@ for (const [name, stats] of results) {
 
 await client.close();
 await browser.close();
+target.close();

@@ -4,9 +4,11 @@
 
 import assert from "node:assert/strict";
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
-import { attach, BASE, createTenant, devVars, mintRunToken, relayCapsule } from "./lib/relay.mjs";
+import { attach, BASE, createTenant, devVars, mintRunToken, relayCapsule, ROOT } from "./lib/relay.mjs";
 
 const SMALL_BODY = 1024;
 /** What the upstream's endless body has sent, and whether it got to its end. */
@@ -87,10 +89,10 @@ let key;
 let capsule;
 let smallCapsule;
 
-async function createCapsule(body) {
+async function createCapsule(body, tenantKey = key) {
   const res = await fetch(`${BASE}/capsules`, {
     method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${tenantKey}`, "content-type": "application/json" },
     body: JSON.stringify({ language: "js", code: "1", ...body }),
   });
   assert.equal(res.status, 201, await res.clone().text());
@@ -316,4 +318,75 @@ describe("/files", () => {
     assert.equal((await putMany("f0.txt")).status, 201, "a rewrite");
     assert.match(await refusal(await putMany("f32.txt"), 413, "OutputLimitExceeded"), /at most 32 files/);
   });
+});
+
+describe("the shared egress table (tests/policy_cases.json), judged by the Worker", () => {
+  // The Rust tests and the page's policy.wasm run the same table (tests/policy.rs,
+  // policy-tables.test.mjs); here every case goes through POST /egress under a capsule whose
+  // policy is exactly the case's. A refusal is decided before any I/O, so it comes at once; an
+  // allowed case goes on to fetch (there is no route to most of these hosts from here), and
+  // passes when it is not refused by the policy.
+  const ALLOWED_WITHIN_MS = 5000;
+  // A URL that does not parse is a bad request (400 ValidationError) at the route; any other
+  // denial is the policy's (403 PolicyDenied).
+  const REFUSALS = ["PolicyDenied", "ValidationError"];
+
+  test("every denial is refused with the same reason; nothing allowed is refused", async () => {
+    const { basePolicy, cases } = JSON.parse(readFileSync(path.join(ROOT, "tests/policy_cases.json"), "utf8"));
+    // Effective network policy (JSON) -> the run token of a capsule with it, or null when no
+    // capsule can hold it: a policy with an entry that could never match (`https://x.com`, which
+    // those cases show matches nothing) is refused when a capsule is made.
+    const tokens = new Map();
+    for (const c of cases) {
+      const network = JSON.stringify({ ...basePolicy, ...c.network });
+      if (tokens.has(network)) continue;
+      const owner = await createTenant(`egress-table-${tokens.size}`, { policy: { network: JSON.parse(network) } });
+      const hash = await capsuleIfValid(owner.key);
+      tokens.set(network, hash && mintRunToken({ tenant: owner.tenant.id, run: "r_table", capsule: hash }));
+    }
+    const judged = cases.filter((c) => tokens.get(JSON.stringify({ ...basePolicy, ...c.network })));
+    const failures = [];
+    await Promise.all(
+      judged.map(async (c) => {
+        const token = tokens.get(JSON.stringify({ ...basePolicy, ...c.network }));
+        const verdict = await edgeVerdict(egress({ url: c.url, method: "GET", headers: [] }, token), c.verdict === "allow");
+        const ok =
+          c.verdict === "allow"
+            ? !verdict.refused
+            : verdict.refused && REFUSALS.includes(verdict.name) && (c.reasonContains ?? []).every((n) => verdict.message.includes(n));
+        if (!ok) failures.push(`${c.url} (${c.note}): got ${JSON.stringify(verdict)}, want ${c.verdict}`);
+      }),
+    );
+    assert.deepEqual(failures, []);
+    assert.ok(judged.length >= 150, `${judged.length} of ${cases.length} cases judged`);
+  });
+
+  /** A capsule of the tenant with `key`, or null when its policy is refused as invalid. */
+  async function capsuleIfValid(tenantKey) {
+    const res = await fetch(`${BASE}/capsules`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${tenantKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ language: "js", code: "1" }),
+    });
+    const body = await res.json();
+    if (res.status === 400 && /invalid policy/.test(body.error?.message)) return null;
+    assert.equal(res.status, 201, JSON.stringify(body));
+    return body.hash;
+  }
+
+  /**
+   * What the route said: a refusal ({refused, name, message}) or not. For a case the table
+   * allows, still fetching after ALLOWED_WITHIN_MS counts as not refused (a refusal comes before
+   * any I/O); a case it denies is waited for, however slow the Worker is.
+   */
+  async function edgeVerdict(answer, allowed) {
+    const timeout = new Promise((resolve) => allowed && setTimeout(() => resolve({ refused: false, pending: true }), ALLOWED_WITHIN_MS));
+    const judged = answer.then(async (res) => {
+      const text = await res.text();
+      if (res.status !== 403 && res.status !== 400) return { refused: false, status: res.status };
+      const { error } = JSON.parse(text);
+      return { refused: true, status: res.status, name: error.name, message: error.message };
+    });
+    return Promise.race([judged, timeout]);
+  }
 });

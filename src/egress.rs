@@ -111,7 +111,7 @@ pub fn envelope_limit(max_body_bytes: u64) -> usize {
 pub fn prepare(envelope: &[u8], policy: &NetworkPolicy) -> Result<Outbound, Refusal> {
     let outbound = parse_envelope(envelope, policy.max_body_bytes)?;
     if let Err(e) = Url::parse(&outbound.url) {
-        return Err(Refusal::invalid(format!("url {:?} is not an absolute URL ({e})", outbound.url)));
+        return Err(Refusal::invalid(format!("url {:?} is not a valid absolute URL ({e})", outbound.url)));
     }
     match check_url(policy, &outbound.url) {
         Verdict::Allow => Ok(outbound),
