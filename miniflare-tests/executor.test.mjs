@@ -5,26 +5,23 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
+import { attachedExecutor } from "./lib/attached.mjs";
+import { openExecutor, waitForLine } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { createTenant } from "./lib/relay.mjs";
 
+let attached;
 let browser;
 let key;
 let executor;
 let client;
 
 before(async () => {
-  ({ key } = await createTenant("executor", { queue: { attachWaitMs: 500 } }));
-  browser = await launchBrowser();
-  executor = await openExecutor(browser, key);
-  client = await connectClient(key);
+  attached = await attachedExecutor("executor", { queue: { attachWaitMs: 500 } });
+  ({ key, browser, executor, client } = attached);
 });
 
-after(async () => {
-  await client?.close();
-  await browser?.close();
-});
+after(() => attached?.close());
 
 const runJs = (code, extra = {}, c = client) => c.callTool({ name: "run_js", arguments: { code, ...extra } });
 const runPy = (code, extra = {}, c = client) => c.callTool({ name: "run_py", arguments: { code, ...extra } });

@@ -5,27 +5,21 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
-import { connectClient } from "./lib/mcp-client.mjs";
+import { attachedExecutor } from "./lib/attached.mjs";
+import { waitForLine } from "./lib/browser.mjs";
 import { modernBody, modernHeaders } from "./lib/mcp-http.mjs";
-import { createTenant } from "./lib/relay.mjs";
 
-let browser;
+let attached;
 let key;
 let executor;
 let client;
 
 before(async () => {
-  ({ key } = await createTenant("file-tools", { queue: { attachWaitMs: 500 } }));
-  browser = await launchBrowser();
-  executor = await openExecutor(browser, key);
-  client = await connectClient(key);
+  attached = await attachedExecutor("file-tools", { queue: { attachWaitMs: 500 } });
+  ({ key, executor, client } = attached);
 });
 
-after(async () => {
-  await client?.close();
-  await browser?.close();
-});
+after(() => attached?.close());
 
 const call = (name, args) => client.callTool({ name, arguments: args });
 const runJs = (code) => call("run_js", { code });

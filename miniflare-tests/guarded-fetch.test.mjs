@@ -6,11 +6,10 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
-import { launchBrowser, openExecutor } from "./lib/browser.mjs";
-import { connectClient } from "./lib/mcp-client.mjs";
-import { BASE, createTenant } from "./lib/relay.mjs";
+import { attachedExecutor } from "./lib/attached.mjs";
+import { BASE } from "./lib/relay.mjs";
 
-let browser;
+let attached;
 let executor;
 let client;
 let target; // the loopback server
@@ -45,15 +44,12 @@ before(async () => {
   await new Promise((resolve) => target.listen(0, resolve));
   origin = `http://localhost:${target.address().port}`;
   const network = { allowedDomains: ["localhost"], blockPrivateRanges: false, denyIpLiterals: false, maxBodyBytes: 1 << 20 };
-  const { key } = await createTenant("guarded-fetch", { policy: { network }, queue: { attachWaitMs: 500 } });
-  browser = await launchBrowser();
-  executor = await openExecutor(browser, key);
-  client = await connectClient(key);
+  attached = await attachedExecutor("guarded-fetch", { policy: { network }, queue: { attachWaitMs: 500 } });
+  ({ executor, client } = attached);
 });
 
 after(async () => {
-  await client?.close();
-  await browser?.close();
+  await attached?.close();
   target?.close();
 });
 

@@ -1,0 +1,27 @@
+// The setup of the end-to-end suites: a tenant, headless Chromium with the executor page
+// attached to its default relay session, and an official SDK client of that session.
+
+import { launchBrowser, openExecutor } from "./browser.mjs";
+import { connectClient } from "./mcp-client.mjs";
+import { createTenant } from "./relay.mjs";
+
+/**
+ * Creates tenant `name` with `defaults`, attaches an executor page and connects a client.
+ * @returns {Promise<{key, browser, executor, client, close(): Promise<void>}>}
+ */
+export async function attachedExecutor(name, defaults) {
+  const { key } = await createTenant(name, defaults);
+  const browser = await launchBrowser();
+  const executor = await openExecutor(browser, key);
+  const client = await connectClient(key);
+  return {
+    key,
+    browser,
+    executor,
+    client,
+    async close() {
+      await client.close();
+      await browser.close();
+    },
+  };
+}
