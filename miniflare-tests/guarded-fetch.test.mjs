@@ -81,6 +81,30 @@ describe("guest fetch", () => {
     assert.equal(result.structuredContent.stdout, "200 hello from the target\n", JSON.stringify(result.structuredContent));
   });
 
+  test("run_py: urllib.request works over the same guarded fetch, errors included", async () => {
+    const code = [
+      "import urllib.request, urllib.error",
+      `print(urllib.request.urlopen("${origin}/hello").read().decode())`,
+      `req = urllib.request.Request("${origin}/echo", data=b"sent", method="PUT")`,
+      "with urllib.request.urlopen(req) as r:",
+      "    print(r.status, r.read().decode())",
+      "try:",
+      `    urllib.request.urlopen("${origin}/missing")`,
+      "except urllib.error.HTTPError as e:",
+      "    print('HTTPError', e.code)",
+      "try:",
+      '    urllib.request.urlopen("https://evil.example/")',
+      "except urllib.error.URLError as e:",
+      "    print('URLError', str(e.reason).split(':')[0])",
+    ].join("\n");
+    const result = await runPy(code);
+    assert.equal(
+      result.structuredContent.stdout,
+      'hello from the target\n201 {"method":"PUT","body":"sent","auth":null}\nHTTPError 404\nURLError PolicyDenied\n',
+      JSON.stringify(result.structuredContent),
+    );
+  });
+
   test("a host the policy does not list is refused in the tab, named, and counted", async () => {
     const code = `try { await fetch("https://evil.example/x") } catch (e) { console.log(e.name, e.message) }`;
     const result = await runJs(code);

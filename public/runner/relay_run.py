@@ -4,6 +4,7 @@ The runner worker serves a single run and is then thrown away, so nothing here n
 the run gets the process state a fresh `python <entry> <args>` would have (argv, environment,
 cwd, stdin, a fresh __main__), and no later run ever sees what this one changed. The entry may
 `await` at top level (as in a notebook): it is then driven to completion before the run ends.
+`urllib.request.urlopen` works too, over the same guarded fetch as `pyodide.http.pyfetch`.
 """
 
 import ast
@@ -14,6 +15,10 @@ import os
 import sys
 import traceback
 import types
+import urllib.error
+import urllib.request
+import urllib.response
+from email.message import Message
 
 from pyodide.ffi import run_sync
 
@@ -46,7 +51,9 @@ def relay_run(config_json, guard=None):
 
 def relay_warm():
     """Runs an empty entry while the worker waits as a standby, so the run itself does not pay
-    for the first compile and exec. No guest code exists yet; nothing here is left for it."""
+    for the first compile and exec, and routes urllib through the guarded fetch. No guest code
+    exists yet; nothing here is left for it."""
+    urllib.request.install_opener(urllib.request.build_opener(_FetchHandler))
     warm = "/tmp/.relay-warm.py"
     with open(warm, "w"):
         pass
@@ -97,6 +104,34 @@ def _drive(coroutine):
     run_sync(main())
     if raised:
         raise raised[0]
+
+
+class _FetchHandler(urllib.request.BaseHandler):
+    """urllib's http and https, done with pyfetch (the page's guarded fetch, through the relay):
+    blocking on it is fine under callPromising. Redirects were followed, and checked, by the
+    relay; a refusal is a URLError whose reason starts with "PolicyDenied:"."""
+
+    handler_order = 100  # before urllib's own socket-based handlers, which cannot work here
+
+    def http_open(self, request):
+        from pyodide.http import pyfetch
+
+        options = {"method": request.get_method(), "headers": dict(request.header_items())}
+        if request.data is not None:
+            options["body"] = bytes(request.data)
+        try:
+            response = run_sync(pyfetch(request.full_url, **options))
+            body = run_sync(response.bytes())
+        except OSError as error:
+            raise urllib.error.URLError(str(error)) from None
+        headers = Message()
+        for name, value in response.headers.items():
+            headers[name] = value
+        result = urllib.response.addinfourl(io.BytesIO(body), headers, response.url, response.status)
+        result.msg = response.status_text  # as urllib's own handler sets it: the reason phrase
+        return result
+
+    https_open = http_open
 
 
 def _close_leftovers():

@@ -83,7 +83,8 @@ fn guide(cx: &Context) -> String {
          timers, `fetch`, and `import fs from \"fs\"` (sync and promise forms); no npm packages \
          yet (`npm.dependencies` is refused), no other Node built-ins.\n\
          - run_py: Python on Pyodide with its standard library; open()/os/pathlib on the \
-         workspace; top-level await, so `r = await pyfetch(url)` (from pyodide.http) works; no \
+         workspace; top-level await, so `r = await pyfetch(url)` (from pyodide.http) works, and so \
+         does urllib.request.urlopen; no \
          third-party packages yet (`pip.requirements` is refused).\n\
          - Every run starts in a fresh interpreter; pass data in with stdin, args or env, never \
          secrets.\n\

@@ -103,8 +103,8 @@ impl Tool {
                 "Run Python (Pyodide, WebAssembly) inside the browser tab attached to this relay \
                  session; print writes stdout, the standard library is there, open()/os/pathlib work \
                  on the workspace, and the script may use top-level await. Network: \
-                 `from pyodide.http import pyfetch; r = await pyfetch(url); text = await r.string()`; \
-                 every request and redirect is checked against policy.network. Not available yet: \
+                 `from pyodide.http import pyfetch; r = await pyfetch(url); text = await r.string()`, or \
+                 urllib.request.urlopen(url); every request and redirect is checked against policy.network. Not available yet: \
                  third-party packages (`pip.requirements` and `pip.wheelUrls` are refused). {RUN_COMMON}"
             ),
             Tool::Read => format!(
