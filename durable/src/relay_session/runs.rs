@@ -1,6 +1,6 @@
 //! A run from `tools/call` to result: build and sign the capsule (or check the file tool's
-//! arguments), take the run's place in line, store the capsule, and deliver what the run machine reports ([`Answer`]) as it comes: on the
-//! request's SSE stream, or as one JSON body.
+//! arguments), take the run's place in line, store the capsule, and deliver what the run
+//! machine reports ([`Answer`]) as it comes: on the request's SSE stream, or as one JSON body.
 //!
 //! Closing a 2026-07-28 stream cancels its run (streamable-http "Cancellation"). A legacy
 //! client's disconnection is not a cancellation (2025-11-25 transports "Sending Messages"): its
