@@ -38,6 +38,19 @@ describe("read, write and search", () => {
     assert.equal(read.content[0].text, "héllo\nworld\n");
   });
 
+  test("reading a directory lists its files and subdirectories with their sizes", async () => {
+    await call("write", { path: "/tmp/listed/a.txt", content: "12345", mode: "overwrite" });
+    await call("write", { path: "/tmp/listed/sub/b.txt", content: "123", mode: "overwrite" });
+    await call("write", { path: "/tmp/listed/sub/c.txt", content: "1", mode: "overwrite" });
+    const listed = await call("read", { path: "/tmp/listed" });
+    assert.equal(listed.isError, false, JSON.stringify(listed));
+    assert.equal(listed.structuredContent.content, "a.txt\t5\nsub/\t4");
+    assert.deepEqual(listed.structuredContent.entries, [
+      { name: "a.txt", type: "file", size: 5 },
+      { name: "sub/", type: "directory", size: 4 },
+    ]);
+  });
+
   test("modes: create refuses an existing file, append adds, overwrite replaces", async () => {
     await call("write", { path: "/tmp/modes.txt", content: "a" });
     const again = await call("write", { path: "/tmp/modes.txt", content: "b" });
@@ -99,7 +112,7 @@ describe("read, write and search", () => {
     }
     const missing = await call("read", { path: "/tmp/never-written.txt" });
     assert.equal(missing.structuredContent.error.name, "ValidationError");
-    assert.match(missing.structuredContent.error.message, /no file \/tmp\/never-written.txt/);
+    assert.match(missing.structuredContent.error.message, /no file or directory \/tmp\/never-written.txt/);
   });
 });
 

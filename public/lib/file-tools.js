@@ -27,7 +27,7 @@ const TOOLS = {
   read(workspace, policy, { path, encoding = "utf-8", maxBytes = 1 << 20, offset = 0 }, filesystem) {
     path = checked(policy, filesystem, path, "read");
     const bytes = workspace.read(path);
-    if (!bytes) throw named("ValidationError", `no file ${path} in this relay session's workspace; list files with search, e.g. pattern "." and filePattern "*"`);
+    if (!bytes) return { value: listing(workspace, path, encoding) };
     if (offset > bytes.length) throw named("ValidationError", `offset ${offset} is past the end of ${path} (${bytes.length} bytes)`);
     let end = Math.min(bytes.length, offset + maxBytes);
     if (encoding === "utf-8") end = charBoundary(bytes, offset, end);
@@ -53,6 +53,28 @@ const TOOLS = {
     return { value: policy.search({ ...args, paths }, files) };
   },
 };
+
+/**
+ * A read of a directory: its entries (files with their sizes, then subdirectories with a
+ * trailing "/" and the size of all they hold), as text, one per line, and as `entries`.
+ */
+function listing(workspace, path, encoding) {
+  const prefix = `${path}/`;
+  const sizes = new Map(); // entry name -> {type, size}
+  for (const file of workspace.list().filter((p) => p.startsWith(prefix))) {
+    const [name, ...rest] = file.slice(prefix.length).split("/");
+    const entry = sizes.get(name) ?? { name: rest.length ? `${name}/` : name, type: rest.length ? "directory" : "file", size: 0 };
+    entry.size += workspace.read(file).length;
+    sizes.set(name, entry);
+  }
+  if (!sizes.size) {
+    throw named("ValidationError", `no file or directory ${path} in this relay session's workspace; read its parent directory to see what is there`);
+  }
+  const entries = [...sizes.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const text = encoder.encode(entries.map(({ name, size }) => `${name}\t${size}`).join("\n"));
+  const content = encoding === "base64" ? toBase64(text) : new TextDecoder().decode(text);
+  return { path, encoding, content, size: text.length, offset: 0, bytesRead: text.length, truncated: false, entries };
+}
 
 /** The normalized path if the policy admits `access`, else a PolicyDenied error. */
 function checked(policy, filesystem, path, access) {

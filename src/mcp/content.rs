@@ -96,7 +96,8 @@ fn guide(cx: &Context) -> String {
          - The workspace persists across runs and page reloads: /tmp and /out are writable, \
          /host is the tab's own folder (read-only unless the tenant allows writes), /mcps is \
          reserved for upstream MCP servers. run_js, run_py, read, write and search all see it.\n\
-         - read (utf-8 or base64, maxBytes, offset/nextOffset), write (create, append, overwrite) \
+         - read (utf-8 or base64, maxBytes, offset/nextOffset; a directory is listed), write \
+         (create, append, overwrite) \
          and search (regular expression, filePattern glob, maxResults) need no runtime: use them \
          to inspect and prepare files.\n\
          - What a run writes to /out comes back in the result's files with a download URL that \

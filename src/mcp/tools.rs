@@ -111,7 +111,8 @@ impl Tool {
                 "Read a file of the relay session's workspace ({WORKSPACE}) without running code. \
                  encoding utf-8 (the default; a file that is not UTF-8 text is refused: use base64) or \
                  base64. At most maxBytes (default 1 MiB) from offset (default 0); a result too large \
-                 for one message is cut, and `truncated` with `nextOffset` says where to read on."
+                 for one message is cut, and `truncated` with `nextOffset` says where to read on. \
+                 Reading a directory (e.g. /tmp) lists its files and subdirectories with their sizes."
             ),
             Tool::Write => format!(
                 "Write a file in the relay session's workspace ({WORKSPACE}); only paths under \
@@ -260,7 +261,12 @@ impl Tool {
                         "offset": { "type": "integer", "minimum": 0 },
                         "bytesRead": { "type": "integer", "minimum": 0 },
                         "truncated": { "type": "boolean", "description": "The file goes on past what content holds." },
-                        "nextOffset": { "type": "integer", "minimum": 0, "description": "Where to read on, when truncated." } }),
+                        "nextOffset": { "type": "integer", "minimum": 0, "description": "Where to read on, when truncated." },
+                        "entries": { "type": "array", "description": "When path is a directory: its files and subdirectories (content lists them too, one per line).",
+                                     "items": { "type": "object",
+                                                "properties": { "name": { "type": "string" }, "type": { "type": "string", "enum": ["file", "directory"] },
+                                                                "size": { "type": "integer", "minimum": 0 } },
+                                                "required": ["name", "type", "size"] } } }),
                 vec!["content", "encoding", "size"],
             ),
             Tool::Write => (
