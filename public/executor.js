@@ -13,6 +13,7 @@ import { KeyRing, keySetFromServer } from "./lib/jws.js";
 import { loadPolicy } from "./lib/policy.js";
 import { RunQueue } from "./lib/run-queue.js";
 import { RunnerHost } from "./lib/runner-host.js";
+import { Searcher } from "./lib/searcher.js";
 import { SessionClient } from "./lib/session.js";
 import { Status } from "./lib/status.js";
 import { openWorkspace } from "./lib/workspace.js";
@@ -23,6 +24,7 @@ const ATTACH_RETRY_MAX_MS = 30_000;
 const status = new Status();
 const runner = new RunnerHost(new URL("sandbox.html", import.meta.url));
 const keyRing = new KeyRing(keySetFromServer());
+const searcher = new Searcher(new URL("search-worker.js", import.meta.url));
 
 main().catch((err) => status.error(err.message));
 
@@ -38,7 +40,8 @@ async function main() {
     onRefused: (refused) => stopUnwanted(queue, refused),
     onDropped: (err) => status.error(`results lost after retries: ${err.message}`),
   });
-  const [workspace, policy] = await Promise.all([openWorkspace(session), loadPolicy()]);
+  const [workspace, checks] = await Promise.all([openWorkspace(session), loadPolicy()]);
+  const policy = { ...checks, search: (request, files) => searcher.search(request, files) };
   status.log(`Workspace of relay session "${session}": ${workspace.list().length} files (${workspace.backend})`);
   const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy });
   const handlers = {

@@ -16,6 +16,11 @@ export function failure(name, message) {
   return { exitCode: entry.exitCode, error: { name, message } };
 }
 
+/** An Error whose `name` is one of relay-edge's error names, to be reported as such. */
+export function namedError(name, message) {
+  return Object.assign(new Error(message), { name });
+}
+
 /** Whether `name` is one of relay-edge's error names. */
 export function isErrorName(name) {
   return Object.hasOwn(ERROR_NAMES, name);

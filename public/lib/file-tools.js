@@ -2,10 +2,11 @@
 // session's DO sends them in a `file` command: {runId, tool, arguments, filesystem}. The edge has
 // checked the arguments already; the paths are checked again here with the same rule (the Rust
 // policy compiled to wasm, lib/policy.js) before any file is touched, and the search runs the
-// core's linear-time engine from the same module. No runtime is loaded: these are cheap.
+// core's linear-time engine from the same module (off the page's thread: lib/searcher.js). No
+// runtime is loaded: these are cheap.
 
 import { fromBase64, toBase64 } from "./base64.js";
-import { failure, isErrorName } from "./errors.js";
+import { failure, isErrorName, namedError } from "./errors.js";
 
 const encoder = new TextEncoder();
 
@@ -28,7 +29,7 @@ const TOOLS = {
     path = checked(policy, filesystem, path, "read");
     const bytes = workspace.read(path);
     if (!bytes) return { value: listing(workspace, path, encoding) };
-    if (offset > bytes.length) throw named("ValidationError", `offset ${offset} is past the end of ${path} (${bytes.length} bytes)`);
+    if (offset > bytes.length) throw namedError("ValidationError", `offset ${offset} is past the end of ${path} (${bytes.length} bytes)`);
     let end = Math.min(bytes.length, offset + maxBytes);
     if (encoding === "utf-8") end = charBoundary(bytes, offset, end);
     const slice = bytes.subarray(offset, end);
@@ -40,17 +41,17 @@ const TOOLS = {
     path = checked(policy, filesystem, path, "write");
     const existing = workspace.read(path);
     if (existing && mode === "create") {
-      throw named("ValidationError", `${path} already exists; use mode "overwrite" to replace it or "append" to add to it`);
+      throw namedError("ValidationError", `${path} already exists; use mode "overwrite" to replace it or "append" to add to it`);
     }
     const added = encoding === "base64" ? fromBase64(content) : encoder.encode(content);
     const bytes = mode === "append" && existing ? concat(existing, added) : added;
     return workspace.write(path, bytes).then(() => ({ value: { path, bytesWritten: added.length, size: bytes.length } }));
   },
 
-  search(workspace, policy, args, filesystem) {
+  async search(workspace, policy, args, filesystem) {
     const paths = (args.paths ?? []).map((path) => checked(policy, filesystem, path, "read"));
     const files = workspace.list().map((path) => [path, workspace.read(path)]);
-    return { value: policy.search({ ...args, paths }, files) };
+    return { value: await policy.search({ ...args, paths }, files) };
   },
 };
 
@@ -68,7 +69,7 @@ function listing(workspace, path, encoding) {
     sizes.set(name, entry);
   }
   if (!sizes.size) {
-    throw named("ValidationError", `no file or directory ${path} in this relay session's workspace; read its parent directory to see what is there`);
+    throw namedError("ValidationError", `no file or directory ${path} in this relay session's workspace; read its parent directory to see what is there`);
   }
   const entries = [...sizes.values()].sort((a, b) => a.name.localeCompare(b.name));
   const text = encoder.encode(entries.map(({ name, size }) => `${name}\t${size}`).join("\n"));
@@ -79,7 +80,7 @@ function listing(workspace, path, encoding) {
 /** The normalized path if the policy admits `access`, else a PolicyDenied error. */
 function checked(policy, filesystem, path, access) {
   const verdict = policy.checkPath(filesystem, path, access);
-  if (!verdict.allow) throw named("PolicyDenied", verdict.reason);
+  if (!verdict.allow) throw namedError("PolicyDenied", verdict.reason);
   return verdict.path;
 }
 
@@ -95,7 +96,7 @@ function utf8(bytes, path) {
   try {
     return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
-    throw named("ValidationError", `${path} is not UTF-8 text; read it with encoding "base64"`);
+    throw namedError("ValidationError", `${path} is not UTF-8 text; read it with encoding "base64"`);
   }
 }
 
@@ -106,6 +107,3 @@ function concat(a, b) {
   return out;
 }
 
-function named(name, message) {
-  return Object.assign(new Error(message), { name });
-}
