@@ -56,7 +56,7 @@ test("lists the five tools, with output schemas and annotations", async () => {
 
 test("reads relay://session", async () => {
   const { resources } = await client.listResources();
-  assert.deepEqual(resources.map((r) => r.uri), ["relay://session"]);
+  assert.deepEqual(resources.map((r) => r.uri), ["relay://session", "relay://audit"]);
   const { contents } = await client.readResource({ uri: "relay://session" });
   const status = JSON.parse(contents[0].text);
   assert.equal(status.session, "default");

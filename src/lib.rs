@@ -3,13 +3,14 @@
 //! strings and the current time, and is tested natively with `cargo test` (`tests/`). The
 //! Worker crate (`durable/`) is a thin layer of I/O over it.
 //!
-//! `mcp` MCP over Streamable HTTP, both protocol eras; `error` the one error vocabulary;
+//! `audit` the hash-chained audit of runs; `mcp` MCP over Streamable HTTP, both protocol eras; `error` the one error vocabulary;
 //! `capsule` the signed, content-addressed capsule; `policy` network, filesystem and limit rules; `run` a relay session's runs (the
 //! state machine the Session DO drives); `auth` tenants, keys and tokens; `forward` what the
 //! Worker tells the Session DO with each request; `range` HTTP Range answers; `egress` the rules
 //! of guest code's fetches through the Worker; `files` the files a run publishes from `/out`
 //! and their signed download URLs.
 
+pub mod audit;
 pub mod auth;
 pub mod capsule;
 pub mod egress;

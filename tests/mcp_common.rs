@@ -6,6 +6,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use relay_core::audit::{seal, AuditFields, AuditRecord, ChainHead, Kind};
 use relay_core::mcp::{
     handle, Context, Era, HttpRequest, HttpResponse, LogLevel, Outcome, RelayView, SessionStatus, SessionStore, Tool,
     ToolCall,
@@ -51,6 +52,32 @@ fn next_session_id() -> String {
     format!("sess-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed))
 }
 
+/// The relay session's audit: three sealed records, of which the latest `n`.
+pub fn audit_records(n: usize) -> Vec<AuditRecord> {
+    let mut records: Vec<AuditRecord> = Vec::new();
+    for i in 0..3u64 {
+        let fields = AuditFields {
+            ts_ms: 1_700_000_000_000 + i,
+            tenant: "t_test".into(),
+            relay_session: "default".into(),
+            run_id: format!("r_{i}"),
+            kind: Kind::ToolCall,
+            tool: "run_js".into(),
+            error_name: Some("NoExecutorAttached".into()),
+            exit_code: Some(1),
+            duration_ms: 0,
+            stdout_bytes: 0,
+            stdout_sha256: String::new(),
+            stderr_bytes: 0,
+            stderr_sha256: String::new(),
+            args: json!({}),
+        };
+        let head = records.last().map(|r| ChainHead { seq: r.seq, chain: r.chain.clone() });
+        records.push(seal(fields, head.as_ref()));
+    }
+    records.split_off(3usize.saturating_sub(n))
+}
+
 /// A context with two tabs attached and a small limits object.
 pub fn cx() -> Context<'static> {
     Context {
@@ -62,6 +89,7 @@ pub fn cx() -> Context<'static> {
             queue_depth: 3,
             recent_runs: json!([{ "runId": "r_1", "exitCode": 0 }]),
         },
+        audit_records: &audit_records,
         page_url: PAGE_URL.into(),
         limits_json: json!({ "timeoutMs": 60000, "memMb": 256, "stdoutBytes": 1048576 }),
     }

@@ -81,11 +81,26 @@ fn prompt_errors_are_invalid_params() {
 #[test]
 fn resources_list_and_templates() {
     let result = result(&Server::new().reply(&modern("resources/list", json!({}))));
-    assert_eq!(result["resources"].as_array().unwrap().len(), 1);
+    assert_eq!(result["resources"].as_array().unwrap().len(), 2);
     assert_eq!(result["resources"][0]["uri"], "relay://session");
     assert_eq!(result["resources"][0]["mimeType"], "application/json");
+    assert_eq!(result["resources"][1]["uri"], "relay://audit");
+    assert_eq!(result["resources"][1]["mimeType"], "application/json");
     let templates = result_of("resources/templates/list");
     assert_eq!(templates["resourceTemplates"], json!([]));
+}
+
+#[test]
+fn the_audit_resource_shows_the_chain_and_its_head() {
+    let result = result(&Server::new().reply(&modern("resources/read", json!({"uri": "relay://audit"}))));
+    assert_eq!((result["ttlMs"].as_u64(), &result["cacheScope"]), (Some(0), &json!("private")));
+    let contents = result["contents"].as_array().unwrap();
+    assert_eq!(contents[0]["uri"], "relay://audit");
+    let audit: Value = serde_json::from_str(contents[0]["text"].as_str().unwrap()).unwrap();
+    let records: Vec<relay_core::audit::AuditRecord> = serde_json::from_value(audit["records"].clone()).unwrap();
+    assert_eq!(records.len(), 3);
+    let head = relay_core::audit::verify(&records, None).unwrap();
+    assert_eq!(audit["head"], json!({ "seq": head.seq, "chain": head.chain }));
 }
 
 fn result_of(method: &str) -> Value {

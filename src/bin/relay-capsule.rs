@@ -10,9 +10,12 @@
 //!                               stdout: the signed download URL (path and query) of a run's /out file
 //! relay-capsule keygen          stdout: a new signing seed for `wrangler secret put CAPSULE_SIGNING_KEY`
 //! relay-capsule error-names     stdout: the error table the executor page reads (crate::error)
+//! relay-capsule audit-verify  stdin: exported audit records (a JSON array or NDJSON, oldest first);
+//!                               stdout: `ok: N records, head <seq> <chain>` (exit 1 and `broken at seq N: why`)
 //! relay-capsule default-limits  stdout: the run limits a manifest without its own gets (policy::Limits)
 //! ```
 
+use relay_core::audit;
 use relay_core::auth::RunClaims;
 use relay_core::capsule::jws::{b64url, generate_seed, KeySet, Signer};
 use relay_core::capsule::{build_capsule, capsule_hash, verify_manifest};
@@ -32,9 +35,10 @@ fn main() -> ExitCode {
         ["download-url", seed, tenant, run, path, exp] => download_url(seed, [tenant, run, path], exp),
         ["keygen"] => Ok(b64url(&generate_seed()).into_bytes()),
         ["error-names"] => Ok(relay_core::error::table_json().to_string().into_bytes()),
+        ["audit-verify"] => audit_verify(),
         ["default-limits"] => serde_json::to_vec(&Limits::default()).map_err(|e| e.to_string()),
         _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | run-token <seed> <tenant> <session> <run> \
-             <capsule hash> <ttl s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | default-limits"
+             <capsule hash> <ttl s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | default-limits"
             .into()),
     };
     match result {
@@ -47,6 +51,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Verifies an export of `relay://audit` records from the oldest one's own `prev` on.
+fn audit_verify() -> Result<Vec<u8>, String> {
+    let text = String::from_utf8(stdin()?).map_err(|_| "the export is not UTF-8".to_string())?;
+    let records = audit::parse_export(&text)?;
+    let head = audit::verify(&records, None).map_err(|broken| broken.to_string())?;
+    Ok(format!("ok: {} records, head {} {}\n", records.len(), head.seq, head.chain).into_bytes())
 }
 
 fn stdin() -> Result<Vec<u8>, String> {

@@ -1,5 +1,6 @@
 //! What the server says about itself: server info, capabilities, instructions, the
-//! `use-relay` prompt (how an agent uses relay) and the `relay://session` resource.
+//! `use-relay` prompt (how an agent uses relay) and the `relay://session` and `relay://audit`
+//! resources.
 
 use serde_json::{json, Value};
 
@@ -9,6 +10,9 @@ use crate::error::ErrorName;
 pub const SERVER_NAME: &str = "relay-edge";
 pub const PROMPT_NAME: &str = "use-relay";
 pub const SESSION_URI: &str = "relay://session";
+pub const AUDIT_URI: &str = "relay://audit";
+/// How many of the latest audit records `relay://audit` shows.
+pub const AUDIT_SHOWN: usize = 100;
 
 /// `Implementation` (serverInfo) in both eras.
 pub fn server_info() -> Value {
@@ -121,6 +125,17 @@ pub fn session_resource() -> Value {
         "name": "relay-session",
         "title": "Relay session status",
         "description": "The relay session: attached executor tabs, queue depth, recent runs, and the page that attaches a tab.",
+        "mimeType": "application/json",
+    })
+}
+
+/// The `resources/list` entry of the audit.
+pub fn audit_resource() -> Value {
+    json!({
+        "uri": AUDIT_URI,
+        "name": "relay-audit",
+        "title": "Relay session audit",
+        "description": "The latest audit records of this relay session, hash-chained: each run's tool, how it ended, output sizes and hashes, redacted arguments. Verify an export with `relay-capsule audit-verify`.",
         "mimeType": "application/json",
     })
 }

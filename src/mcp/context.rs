@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::audit::AuditRecord;
+
 /// The relay session as the `relay://session` resource and the prompt describe it.
 #[derive(Debug, Clone, Default)]
 pub struct RelayView {
@@ -22,6 +24,9 @@ pub struct Context<'a> {
     /// Mints a legacy `Mcp-Session-Id`: secure random, visible ASCII.
     pub new_session_id: &'a dyn Fn() -> String,
     pub relay: RelayView,
+    /// The relay session's latest `n` audit records, oldest first (`relay://audit`); read only
+    /// when that resource is, since each record is up to a few KiB.
+    pub audit_records: &'a dyn Fn(usize) -> Vec<AuditRecord>,
     /// The executor page a person opens to attach a tab.
     pub page_url: String,
     /// The effective limits, quoted to agents in the prompt.

@@ -3,13 +3,14 @@
 
 use serde_json::{json, Map, Value};
 
-use super::content::{self, PROMPT_NAME, SESSION_URI};
+use super::content::{self, AUDIT_SHOWN, AUDIT_URI, PROMPT_NAME, SESSION_URI};
 use super::context::Context;
 use super::era::{Era, SUPPORTED_VERSIONS};
 use super::jsonrpc::{RpcError, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY};
 use super::logging::LogLevel;
 use super::results::{error_result, Cache};
 use super::tools::{self, Tool, ToolCall};
+use crate::audit;
 use crate::error::ErrorName;
 
 /// How long lists that never change at run time stay fresh: one hour.
@@ -43,7 +44,9 @@ pub fn dispatch(req: &Req, cx: &Context) -> Result<Answer, RpcError> {
         (Era::Legacy, "logging/setLevel") => set_level(req.params),
         (_, "tools/list") => list(req.params, "tools", tools::list()),
         (_, "tools/call") => call_tool(req),
-        (_, "resources/list") => list(req.params, "resources", json!([content::session_resource()])),
+        (_, "resources/list") => {
+            list(req.params, "resources", json!([content::session_resource(), content::audit_resource()]))
+        }
         (_, "resources/templates/list") => list(req.params, "resourceTemplates", json!([])),
         (_, "resources/read") => read_resource(req, cx),
         (_, "prompts/list") => list(req.params, "prompts", json!([content::prompt()])),
@@ -144,21 +147,28 @@ fn progress_token(params: &Map<String, Value>) -> Result<Option<Value>, RpcError
     }
 }
 
-/// `resources/read` of `relay://session`: live data, so private and never fresh.
+/// `resources/read` of `relay://session` or `relay://audit`: live data, so private and never
+/// fresh.
 fn read_resource(req: &Req, cx: &Context) -> Result<Answer, RpcError> {
     let uri = req.params.get("uri").and_then(Value::as_str);
     let uri = uri.ok_or_else(|| invalid_params("resources/read needs `uri`, a string"))?;
-    if uri != SESSION_URI {
-        // -32002 up to 2025-11-25, -32602 since 2026-07-28 (server/resources "Error Handling").
-        let code = match req.era {
-            Era::Legacy => RESOURCE_NOT_FOUND_LEGACY,
-            Era::Modern => INVALID_PARAMS,
-        };
-        return Err(RpcError::failed(code, "Resource not found").with_data(json!({ "uri": uri })));
-    }
-    let text = serde_json::to_string_pretty(&content::session_json(&cx.relay, &cx.page_url)).unwrap_or_default();
-    let contents = json!([{ "uri": SESSION_URI, "mimeType": "application/json", "text": text }]);
+    let body = match uri {
+        SESSION_URI => content::session_json(&cx.relay, &cx.page_url),
+        AUDIT_URI => audit::audit_json(&(cx.audit_records)(AUDIT_SHOWN)),
+        _ => return Err(resource_not_found(req.era, uri)),
+    };
+    let text = serde_json::to_string_pretty(&body).unwrap_or_default();
+    let contents = json!([{ "uri": uri, "mimeType": "application/json", "text": text }]);
     Ok(Answer::Result(json!({ "contents": contents }), Some(Cache::Private(0))))
+}
+
+fn resource_not_found(era: Era, uri: &str) -> RpcError {
+    // -32002 up to 2025-11-25, -32602 since 2026-07-28 (server/resources "Error Handling").
+    let code = match era {
+        Era::Legacy => RESOURCE_NOT_FOUND_LEGACY,
+        Era::Modern => INVALID_PARAMS,
+    };
+    RpcError::failed(code, "Resource not found").with_data(json!({ "uri": uri }))
 }
 
 /// `prompts/get` of `use-relay`, whose one optional argument is `task`.

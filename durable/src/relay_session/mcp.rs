@@ -26,6 +26,7 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         now_ms: now_ms(),
         new_session_id: &new_session_id,
         relay: relay_view(&shared, &caller),
+        audit_records: &|n| store::audit_records(&shared.storage.sql(), n),
         page_url: caller.page_url(),
         limits_json: serde_json::to_value(&caller.tenant.defaults.policy.limits)?,
     };

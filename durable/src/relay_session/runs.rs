@@ -14,6 +14,7 @@ use crate::edge::capsules::{signer, store as store_capsule};
 use crate::edge::{http, now_ms, random};
 use futures::channel::{mpsc, oneshot};
 use futures::{future, FutureExt, Stream, StreamExt};
+use relay_core::audit;
 use relay_core::auth::{run_token_ttl_s, AttachClaims, RunClaims};
 use relay_core::capsule::jws::Signer;
 use relay_core::capsule::{self, Capsule};
@@ -258,6 +259,9 @@ fn admit(
         capsule_hash: &audit_name,
         mcp_session: call.session_id.as_deref(),
         request_id: &call.id,
+        tenant: &caller.tenant.id,
+        relay_session: &caller.session,
+        args: &audit::redact_args(&call.arguments),
     };
     // The audit row comes first: the machine may end the run within this very input (no tab
     // and no attach wait), and its end updates the row.

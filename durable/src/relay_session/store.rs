@@ -1,6 +1,7 @@
-//! The DO's SQLite: migrations from `migrations/`, legacy MCP sessions, and the run audit
-//! (output hashes and sizes, never output bodies).
+//! The DO's SQLite: migrations from `migrations/`, legacy MCP sessions, the run audit (output
+//! hashes and sizes, never output bodies) and its hash chain (`audit`, see src/audit.rs).
 
+use relay_core::audit::{self, AuditFields, AuditRecord, ChainHead, Kind};
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::mcp::{SessionStatus, SessionStore};
 use relay_core::run::session::Outcome;
@@ -9,8 +10,11 @@ use serde_json::{json, Value};
 use worker::{SqlStorage, SqlStorageValue};
 
 /// The migrations, in order. Each runs once; `schema_version` remembers how far we got.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../../../migrations/0001_init.sql"), include_str!("../../../migrations/0002_run_resume.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../migrations/0001_init.sql"),
+    include_str!("../../../migrations/0002_run_resume.sql"),
+    include_str!("../../../migrations/0003_audit_chain.sql"),
+];
 /// Longest error message the audit keeps.
 const MAX_ERROR_MESSAGE: usize = 500;
 
@@ -78,6 +82,11 @@ pub struct Queued<'a> {
     pub capsule_hash: &'a str,
     pub mcp_session: Option<&'a str>,
     pub request_id: &'a Value,
+    /// Who ran it, for the chained audit record: the tenant's id and the relay session.
+    pub tenant: &'a str,
+    pub relay_session: &'a str,
+    /// The call's arguments, already redacted ([`audit::redact_args`]).
+    pub args: &'a Value,
 }
 
 /// Records a run when it is queued.
@@ -89,9 +98,12 @@ pub fn audit_queued(sql: &SqlStorage, run: &Queued, now_ms: u64) {
         (now_ms as i64).into(),
         run.mcp_session.unwrap_or_default().into(),
         run.request_id.to_string().into(),
+        run.tenant.into(),
+        run.relay_session.into(),
+        run.args.to_string().into(),
     ];
     log_err(sql.exec(
-        "INSERT INTO runs (run_id, tool, capsule_hash, queued_ms, mcp_session, request_id) VALUES (?, ?, ?, ?, NULLIF(?, ''), ?)",
+        "INSERT INTO runs (run_id, tool, capsule_hash, queued_ms, mcp_session, request_id, tenant, relay_session, args) VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?)",
         args,
     ));
 }
@@ -143,17 +155,109 @@ pub fn audit_finished(sql: &SqlStorage, run_id: &str, outcome: &Outcome, now_ms:
         "UPDATE runs SET finished_ms = ?, exit_code = ?, error_name = NULLIF(?, ''), error_message = NULLIF(?, ''), wall_ms = ?, stdout_bytes = ?, stdout_sha256 = ?, stderr_bytes = ?, stderr_sha256 = ? WHERE run_id = ?",
         args,
     ));
+    append_audit(sql, run_id);
 }
 
 /// Closes the audit rows of runs that were in flight when this relay session's DO stopped
 /// (a deploy, a restart): their state died with it, and their clients' requests with it.
 pub fn close_unfinished(sql: &SqlStorage, now_ms: u64) {
     let message = "the relay restarted while the run was queued or running; its client's request ended with the connection. Run the tool again.";
+    #[derive(Deserialize)]
+    struct Open {
+        run_id: String,
+    }
+    let open = sql.exec("SELECT run_id FROM runs WHERE finished_ms IS NULL ORDER BY queued_ms", None);
+    let open = open.and_then(|c| c.to_array::<Open>()).unwrap_or_default();
     let args: Vec<SqlStorageValue> = vec![(now_ms as i64).into(), message.into()];
     log_err(sql.exec(
         "UPDATE runs SET finished_ms = ?, exit_code = 1, error_name = 'Internal', error_message = ? WHERE finished_ms IS NULL",
         args,
     ));
+    for run in open {
+        append_audit(sql, &run.run_id);
+    }
+}
+
+/// A finished run as its audit record needs it (rows of runs queued before migration 0003 have
+/// no tenant, relay session or arguments: those are recorded empty).
+#[derive(Deserialize)]
+struct FinishedRun {
+    tool: String,
+    finished_ms: Option<i64>,
+    exit_code: Option<i32>,
+    error_name: Option<String>,
+    wall_ms: Option<i64>,
+    stdout_bytes: Option<i64>,
+    stdout_sha256: Option<String>,
+    stderr_bytes: Option<i64>,
+    stderr_sha256: Option<String>,
+    tenant: Option<String>,
+    relay_session: Option<String>,
+    args: Option<String>,
+}
+
+impl FinishedRun {
+    fn fields(self, run_id: &str) -> AuditFields {
+        let count = |n: Option<i64>| n.unwrap_or(0).max(0) as u64;
+        AuditFields {
+            ts_ms: count(self.finished_ms),
+            tenant: self.tenant.unwrap_or_default(),
+            relay_session: self.relay_session.unwrap_or_default(),
+            run_id: run_id.to_owned(),
+            kind: Kind::ToolCall,
+            tool: self.tool,
+            error_name: self.error_name,
+            exit_code: self.exit_code,
+            duration_ms: count(self.wall_ms),
+            stdout_bytes: count(self.stdout_bytes),
+            stdout_sha256: self.stdout_sha256.unwrap_or_default(),
+            stderr_bytes: count(self.stderr_bytes),
+            stderr_sha256: self.stderr_sha256.unwrap_or_default(),
+            args: self.args.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// Seals the finished run `run_id` onto the chain, then drops what is beyond retention.
+fn append_audit(sql: &SqlStorage, run_id: &str) {
+    let row = sql
+        .exec(
+            "SELECT tool, finished_ms, exit_code, error_name, wall_ms, stdout_bytes, stdout_sha256, stderr_bytes, stderr_sha256, tenant, relay_session, args FROM runs WHERE run_id = ?",
+            vec![run_id.into()],
+        )
+        .and_then(|c| c.to_array::<FinishedRun>());
+    let Some(run) = row.ok().and_then(|rows| rows.into_iter().next()) else { return };
+    let head = sql
+        .exec("SELECT seq, chain FROM audit ORDER BY seq DESC LIMIT 1", None)
+        .and_then(|c| c.to_array::<ChainHead>())
+        .ok()
+        .and_then(|rows| rows.into_iter().next());
+    let record = audit::seal(run.fields(run_id), head.as_ref());
+    let seq = record.seq as i64;
+    let args: Vec<SqlStorageValue> = vec![seq.into(), audit::record_json(&record).into(), record.chain.clone().into()];
+    log_err(sql.exec("INSERT INTO audit (seq, record, chain) VALUES (?, ?, ?)", args));
+    let oldest_kept = seq - audit::RETENTION as i64 + 1;
+    log_err(sql.exec("DELETE FROM audit WHERE seq < ?", vec![oldest_kept.into()]));
+}
+
+/// The latest `n` audit records, oldest first, for `relay://audit`.
+pub fn audit_records(sql: &SqlStorage, n: usize) -> Vec<AuditRecord> {
+    #[derive(Deserialize)]
+    struct Row {
+        record: String,
+    }
+    let rows = sql
+        .exec("SELECT record FROM audit ORDER BY seq DESC LIMIT ?", vec![(n as i64).into()])
+        .and_then(|c| c.to_array::<Row>());
+    let mut records: Vec<AuditRecord> = match rows {
+        Ok(rows) => rows.iter().filter_map(|row| serde_json::from_str(&row.record).ok()).collect(),
+        Err(e) => {
+            worker::console_error!("audit records: {e}");
+            Vec::new()
+        }
+    };
+    records.reverse();
+    records
 }
 
 /// The latest runs, newest first, for `relay://session`.
