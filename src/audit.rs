@@ -56,26 +56,6 @@ pub struct AuditRecord {
     pub chain: String,
 }
 
-/// What a record says, before it is numbered and chained.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuditFields {
-    pub ts_ms: u64,
-    pub tenant: String,
-    pub relay_session: String,
-    pub run_id: String,
-    pub kind: Kind,
-    pub tool: String,
-    pub error_name: Option<String>,
-    pub exit_code: Option<i32>,
-    pub duration_ms: u64,
-    pub stdout_bytes: u64,
-    pub stdout_sha256: String,
-    pub stderr_bytes: u64,
-    pub stderr_sha256: String,
-    /// Already redacted ([`redact_args`]).
-    pub args: Value,
-}
-
 /// The last record of a chain: where the next one attaches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainHead {
@@ -96,47 +76,14 @@ impl std::fmt::Display for Broken {
     }
 }
 
-/// Seals `fields` as the record after `head` (`None`: the first record of the chain).
-pub fn seal(fields: AuditFields, head: Option<&ChainHead>) -> AuditRecord {
+/// Seals `record` as the record after `head` (`None`: the first record of the chain): its
+/// `seq`, `prev` and `chain` are set here, whatever they held.
+pub fn seal(record: AuditRecord, head: Option<&ChainHead>) -> AuditRecord {
     let (seq, prev) = match head {
         Some(head) => (head.seq + 1, head.chain.clone()),
         None => (0, GENESIS.to_owned()),
     };
-    let AuditFields {
-        ts_ms,
-        tenant,
-        relay_session,
-        run_id,
-        kind,
-        tool,
-        error_name,
-        exit_code,
-        duration_ms,
-        stdout_bytes,
-        stdout_sha256,
-        stderr_bytes,
-        stderr_sha256,
-        args,
-    } = fields;
-    let mut record = AuditRecord {
-        seq,
-        ts_ms,
-        tenant,
-        relay_session,
-        run_id,
-        kind,
-        tool,
-        error_name,
-        exit_code,
-        duration_ms,
-        stdout_bytes,
-        stdout_sha256,
-        stderr_bytes,
-        stderr_sha256,
-        args: canonical_safe(args),
-        prev,
-        chain: String::new(),
-    };
+    let mut record = AuditRecord { seq, prev, args: canonical_safe(record.args), chain: String::new(), ..record };
     record.chain = chain_of(&record);
     record
 }

@@ -3,14 +3,17 @@
 
 use proptest::prelude::*;
 use relay_core::audit::{
-    parse_export, record_json, redact_args, seal, verify, AuditFields, AuditRecord, ChainHead, Kind, GENESIS, MASK,
-    MAX_ARGS_BYTES,
+    parse_export, record_json, redact_args, seal, verify, AuditRecord, ChainHead, Kind, GENESIS, MASK, MAX_ARGS_BYTES,
 };
 use relay_core::capsule::canonical::sha256_hex;
 use serde_json::{json, Value};
 
-fn fields(i: u64) -> AuditFields {
-    AuditFields {
+fn fields(i: u64) -> AuditRecord {
+    AuditRecord {
+        // Set by `seal`.
+        seq: 0,
+        prev: String::new(),
+        chain: String::new(),
         ts_ms: 1_700_000_000_000 + i,
         tenant: "t_acme".into(),
         relay_session: "default".into(),

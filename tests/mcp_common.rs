@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use relay_core::audit::{seal, AuditFields, AuditRecord, ChainHead, Kind};
+use relay_core::audit::{seal, AuditRecord, ChainHead, Kind};
 use relay_core::mcp::{
     handle, Context, Era, HttpRequest, HttpResponse, LogLevel, Outcome, RelayView, SessionStatus, SessionStore, Tool,
     ToolCall,
@@ -56,7 +56,11 @@ fn next_session_id() -> String {
 pub fn audit_records(n: usize) -> Vec<AuditRecord> {
     let mut records: Vec<AuditRecord> = Vec::new();
     for i in 0..3u64 {
-        let fields = AuditFields {
+        let fields = AuditRecord {
+            // Set by `seal`.
+            seq: 0,
+            prev: String::new(),
+            chain: String::new(),
             ts_ms: 1_700_000_000_000 + i,
             tenant: "t_test".into(),
             relay_session: "default".into(),

@@ -1,7 +1,7 @@
 //! The DO's SQLite: migrations from `migrations/`, legacy MCP sessions, the run audit (output
 //! hashes and sizes, never output bodies) and its hash chain (`audit`, see src/audit.rs).
 
-use relay_core::audit::{self, AuditFields, AuditRecord, ChainHead, Kind};
+use relay_core::audit::{self, AuditRecord, ChainHead, Kind};
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::mcp::{SessionStatus, SessionStore};
 use relay_core::run::session::Outcome;
@@ -197,9 +197,13 @@ struct FinishedRun {
 }
 
 impl FinishedRun {
-    fn fields(self, run_id: &str) -> AuditFields {
+    /// The run's record, unsealed (`seq`, `prev` and `chain` are `audit::seal`'s to set).
+    fn record(self, run_id: &str) -> AuditRecord {
         let count = |n: Option<i64>| n.unwrap_or(0).max(0) as u64;
-        AuditFields {
+        AuditRecord {
+            seq: 0,
+            prev: String::new(),
+            chain: String::new(),
             ts_ms: count(self.finished_ms),
             tenant: self.tenant.unwrap_or_default(),
             relay_session: self.relay_session.unwrap_or_default(),
@@ -232,7 +236,7 @@ fn append_audit(sql: &SqlStorage, run_id: &str) {
         .and_then(|c| c.to_array::<ChainHead>())
         .ok()
         .and_then(|rows| rows.into_iter().next());
-    let record = audit::seal(run.fields(run_id), head.as_ref());
+    let record = audit::seal(run.record(run_id), head.as_ref());
     let seq = record.seq as i64;
     let args: Vec<SqlStorageValue> = vec![seq.into(), audit::record_json(&record).into(), record.chain.clone().into()];
     log_err(sql.exec("INSERT INTO audit (seq, record, chain) VALUES (?, ?, ?)", args));
