@@ -2,6 +2,7 @@
 // the executor's real parts (runner host and worker, workspace, signature check, zip reader) as
 // window.relayTest, taking and returning plain data that Playwright can pass across.
 
+import { fromBase64 } from "./lib/bytes.js";
 import { canonicalJson } from "./lib/canonical-json.js";
 import { KeyRing, verifyManifestSignature } from "./lib/jws.js";
 import { RunnerHost } from "./lib/runner-host.js";
@@ -135,8 +136,4 @@ function workspaceOf({ name, backend }) {
 
 function mapValues(object, fn) {
   return Object.fromEntries(Object.entries(object).map(([key, value]) => [key, fn(value)]));
-}
-
-function fromBase64(base64) {
-  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
 }

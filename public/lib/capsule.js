@@ -6,6 +6,7 @@
 // scripts/build-assets.mjs), not a copy of them.
 
 import DEFAULT_LIMITS from "relay-default-limits";
+import { sha256Hex } from "./bytes.js";
 import { canonicalJson } from "./canonical-json.js";
 import { checkedBytes } from "./checked-cache.js";
 import { ValidationError } from "./errors.js";
@@ -99,9 +100,4 @@ async function remember(cache, key, bytes) {
   await cache.put(key, new Response(bytes));
   const keys = await cache.keys(); // oldest first
   await Promise.all(keys.slice(0, Math.max(0, keys.length - MAX_CACHED_LAYERS)).map((old) => cache.delete(old)));
-}
-
-async function sha256Hex(bytes) {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }

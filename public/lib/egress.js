@@ -4,7 +4,7 @@
 // redirect only after checking it, and caps the body; the page's origin and cookies never reach
 // the target, and guest code never holds the token.
 
-import { toBase64 } from "./base64.js";
+import { toBase64 } from "./bytes.js";
 
 /**
  * @param request {url, method, headers: [[name, value]], body?: Uint8Array}

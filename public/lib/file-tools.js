@@ -5,7 +5,7 @@
 // core's linear-time engine from the same module (off the page's thread: lib/searcher.js). No
 // runtime is loaded: these are cheap.
 
-import { fromBase64, toBase64 } from "./base64.js";
+import { fromBase64, toBase64 } from "./bytes.js";
 import { failure, isErrorName, namedError } from "./errors.js";
 
 const encoder = new TextEncoder();

@@ -3,7 +3,7 @@
 // relay signs an expiring download URL for it. A small image also rides in the result, so the
 // agent sees a plot it drew.
 
-import { toBase64 } from "./base64.js";
+import { sha256Hex, toBase64 } from "./bytes.js";
 
 // The Worker's own cap (per run); past it files are listed, not uploaded.
 const MAX_FILES = 32;
@@ -16,12 +16,13 @@ const IMAGE_TYPES = { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", g
  * @returns {Promise<Array<{path, size, sha256, uploaded, image?}>>} the exit event's `files`
  */
 export async function uploadOutFiles(workspace, paths, { runId, runToken }) {
-  const present = paths.filter((path) => workspace.read(path)).sort();
-  return Promise.all(present.map((path, i) => upload(path, workspace.read(path), i < MAX_FILES, { runId, runToken })));
+  const present = paths.map((path) => [path, workspace.read(path)]).filter(([, bytes]) => bytes);
+  present.sort(([a], [b]) => (a < b ? -1 : 1));
+  return Promise.all(present.map(([path, bytes], i) => upload(path, bytes, i < MAX_FILES, { runId, runToken })));
 }
 
 async function upload(path, bytes, allowed, { runId, runToken }) {
-  const sha256 = toHex(await crypto.subtle.digest("SHA-256", bytes));
+  const sha256 = await sha256Hex(bytes);
   const file = { path, size: bytes.length, sha256, uploaded: false };
   if (allowed) {
     const url = `/files/${encodeURIComponent(runId)}${path.split("/").map(encodeURIComponent).join("/")}`;
@@ -31,8 +32,4 @@ async function upload(path, bytes, allowed, { runId, runToken }) {
   const mimeType = IMAGE_TYPES[path.split(".").pop().toLowerCase()];
   if (mimeType && bytes.length <= INLINE_IMAGE_BYTES) file.image = { mimeType, data: toBase64(bytes) };
   return file;
-}
-
-function toHex(buffer) {
-  return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, "0")).join("");
 }
