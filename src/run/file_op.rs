@@ -19,7 +19,8 @@ pub const FILE_OP_TIMEOUT_MS: u64 = 30_000;
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileOp {
     pub tool: &'static str,
-    /// The call's arguments, with paths as the policy normalized them and defaults filled in.
+    /// The call's arguments, with paths as the policy normalized them (a search with no paths
+    /// gets the workspace roots, so the policy judges each root it will read).
     pub arguments: Value,
     pub filesystem: FsPolicy,
 }
