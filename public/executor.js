@@ -10,6 +10,7 @@
 import { Backchannel } from "./lib/backchannel.js";
 import { HttpError, backoffMs, sleep } from "./lib/http.js";
 import { KeyRing, keySetFromServer } from "./lib/jws.js";
+import { McpsTree } from "./lib/mcps-tree.js";
 import { loadPolicy } from "./lib/policy.js";
 import { RunQueue } from "./lib/run-queue.js";
 import { RunnerHost } from "./lib/runner-host.js";
@@ -44,6 +45,7 @@ async function main() {
   const policy = { ...checks, search: (request, files) => searcher.search(request, files) };
   status.log(`Workspace of relay session "${session}": ${workspace.list().length} files (${workspace.backend})`);
   const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy });
+  const mcps = new McpsTree({ workspace, endpoint: () => client.endpoint("mcps"), status });
   const handlers = {
     onCommand(type, data) {
       switch (type) {
@@ -51,6 +53,7 @@ async function main() {
           status.setState("connected");
           status.log(`Connected to server (session: ${client.sessionId})`);
           status.log("Ready. Waiting for execution requests...");
+          mcps.sync();
           break;
         case "capsule":
         case "file":

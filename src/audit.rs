@@ -23,7 +23,8 @@ pub const MAX_ARGS_BYTES: usize = 2048;
 /// What replaces a secret.
 pub const MASK: &str = "***";
 
-/// What an audit record is about. Only `ToolCall` is written today.
+/// What an audit record is about: an MCP tool call, a call guest code made to an upstream
+/// MCP server, or something the policy refused a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
@@ -73,6 +74,69 @@ pub struct Broken {
 impl std::fmt::Display for Broken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "broken at seq {}: {}", self.seq, self.why)
+    }
+}
+
+/// Where a record happened: when, and in which tenant, relay session and run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    pub ts_ms: u64,
+    pub tenant: String,
+    pub relay_session: String,
+    pub run_id: String,
+}
+
+impl Scope {
+    /// An unsealed record of `kind` about `tool`, with nothing measured yet.
+    fn record(&self, kind: Kind, tool: &str, args: Value) -> AuditRecord {
+        AuditRecord {
+            seq: 0,
+            ts_ms: self.ts_ms,
+            tenant: self.tenant.clone(),
+            relay_session: self.relay_session.clone(),
+            run_id: self.run_id.clone(),
+            kind,
+            tool: tool.to_owned(),
+            error_name: None,
+            exit_code: None,
+            duration_ms: 0,
+            stdout_bytes: 0,
+            stdout_sha256: String::new(),
+            stderr_bytes: 0,
+            stderr_sha256: String::new(),
+            args: redact_args(&args),
+            prev: String::new(),
+            chain: String::new(),
+        }
+    }
+
+    /// A call of `target` (`server/tool`) with `params` that took `duration_ms`: the result's
+    /// size and hash in the stdout fields (never the result), or the error's name.
+    pub fn upstream_call(
+        &self,
+        target: &str,
+        params: &Value,
+        duration_ms: u64,
+        result: Result<&[u8], &str>,
+    ) -> AuditRecord {
+        let mut record = self.record(Kind::UpstreamCall, target, params.clone());
+        record.duration_ms = duration_ms;
+        match result {
+            Ok(bytes) => {
+                record.stdout_bytes = bytes.len() as u64;
+                record.stdout_sha256 = sha256_hex(bytes);
+            }
+            Err(name) => record.error_name = Some(name.to_owned()),
+        }
+        record
+    }
+
+    /// The policy refused `what` (`fetch`, `mcps-rpc`, ...) of `target` (a URL, a path,
+    /// `server/tool`), with the error's name and the reason.
+    pub fn policy_denial(&self, what: &str, target: &str, error_name: &str, reason: &str) -> AuditRecord {
+        let mut record = self.record(Kind::PolicyDenial, what, json!({ "target": target, "reason": reason }));
+        record.error_name = Some(error_name.to_owned());
+        record
     }
 }
 

@@ -18,11 +18,14 @@ pub enum ErrorName {
     /// The run was stopped before it ended: the client cancelled or went away, or it waited
     /// in the queue too long.
     Cancelled,
+    /// Something the run reached out to (a site through guarded fetch, an upstream MCP server)
+    /// gave no usable answer.
+    UpstreamFailed,
     Internal,
 }
 
 impl ErrorName {
-    pub const ALL: [ErrorName; 8] = [
+    pub const ALL: [ErrorName; 9] = [
         ErrorName::ValidationError,
         ErrorName::PolicyDenied,
         ErrorName::Timeout,
@@ -30,6 +33,7 @@ impl ErrorName {
         ErrorName::DepsResolutionFailed,
         ErrorName::NoExecutorAttached,
         ErrorName::Cancelled,
+        ErrorName::UpstreamFailed,
         ErrorName::Internal,
     ];
 
@@ -42,6 +46,7 @@ impl ErrorName {
             ErrorName::DepsResolutionFailed => "DepsResolutionFailed",
             ErrorName::NoExecutorAttached => "NoExecutorAttached",
             ErrorName::Cancelled => "Cancelled",
+            ErrorName::UpstreamFailed => "UpstreamFailed",
             ErrorName::Internal => "Internal",
         }
     }
@@ -73,6 +78,7 @@ impl ErrorName {
             ErrorName::NoExecutorAttached => 425,
             // nginx's "client closed request": no standard status says it.
             ErrorName::Cancelled => 499,
+            ErrorName::UpstreamFailed => 502,
             ErrorName::Internal => 500,
         }
     }
@@ -87,6 +93,7 @@ impl ErrorName {
             ErrorName::DepsResolutionFailed => "a dependency could not be resolved or bundled: npm packages must be pure JavaScript (no Node built-ins, no native addons), Python packages pure-Python wheels. Pick another version or package; the message quotes the log.",
             ErrorName::NoExecutorAttached => "no browser tab is attached to this relay session, so nothing can run. Ask the user to open the relay page (its URL is in the message) and keep the tab open, then retry.",
             ErrorName::Cancelled => "the run was stopped before it finished: its request was cancelled, or it waited in the queue longer than the tenant allows. Call again if the result is still needed.",
+            ErrorName::UpstreamFailed => "a site the code fetched, or an upstream MCP server it called, failed or did not answer; the message quotes what it said. Retry later, or call something else.",
             ErrorName::Internal => "a fault in relay itself, not in your code. Retry once; if it happens again, tell the user the message.",
         }
     }

@@ -22,3 +22,4 @@ pub mod policy;
 pub mod range;
 pub mod run;
 pub mod search;
+pub mod upstream;

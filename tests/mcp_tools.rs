@@ -71,7 +71,7 @@ fn input_schema_details_follow_the_seed() {
     assert_eq!(run_js["stdin"]["type"], "string");
     assert_eq!(run_js["cwd"]["default"], "/");
     let policy = &run_js["policy"]["properties"];
-    assert_eq!(keys(policy), set(&["network", "filesystem", "limits"]));
+    assert_eq!(keys(policy), set(&["network", "filesystem", "limits", "mcps"]));
     assert_eq!(
         keys(&policy["network"]["properties"]),
         set(&[
@@ -436,6 +436,7 @@ fn error_names_and_statuses() {
         (ErrorName::DepsResolutionFailed, "DepsResolutionFailed", 424),
         (ErrorName::NoExecutorAttached, "NoExecutorAttached", 425),
         (ErrorName::Cancelled, "Cancelled", 499),
+        (ErrorName::UpstreamFailed, "UpstreamFailed", 502),
         (ErrorName::Internal, "Internal", 500),
     ];
     assert_eq!(ErrorName::ALL.len(), expected.len());

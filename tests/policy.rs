@@ -317,6 +317,7 @@ prop_compose! {
             },
             filesystem: FsPolicy { writable, ..Default::default() },
             limits: Limits { timeout_ms: timeout, mem_mb: mem, stdout_bytes: stdout },
+            mcps: None,
         }
     }
 }
@@ -367,6 +368,7 @@ prop_compose! {
             }),
             filesystem: Some(FsOverride { readonly: None, writable }),
             limits: Some(LimitsOverride { timeout_ms: timeout, mem_mb: mem, stdout_bytes: stdout }),
+            mcps: None,
         }
     }
 }

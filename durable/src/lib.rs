@@ -16,7 +16,7 @@ fn start() {
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    use edge::{capsules, egress, files, http, mcp, session, tenants};
+    use edge::{capsules, egress, files, http, mcp, session, tenants, upstreams};
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let answer = match (req.method(), segments.as_slice()) {
@@ -29,15 +29,20 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         (Method::Post, ["session", id, "refresh"]) => session::refresh(req, &env, id).await,
         (Method::Get, ["session", id, "events"]) => session::forward(req, &env, id, "events").await,
         (Method::Post, ["session", id, "result"]) => session::forward(req, &env, id, "result").await,
+        (Method::Get, ["session", id, "mcps"]) => session::forward(req, &env, id, "mcps").await,
         (Method::Post, ["capsules"]) => capsules::create(req, &env).await,
         (Method::Post, ["capsules", "verify"]) => capsules::verify(req, &env).await,
         (Method::Get | Method::Head, ["capsules", hash, file]) => capsules::fetch(&req, &env, hash, file).await,
         (Method::Post, ["egress"]) => egress::handle(req, &env).await,
+        (Method::Post, ["mcps-rpc"]) => upstreams::rpc(req, &env).await,
         (Method::Put, ["files", run, path @ ..]) if !path.is_empty() => files::put(req, &env, run, path).await,
         (Method::Get, ["files", tenant, run, path @ ..]) if !path.is_empty() => {
             files::get(&req, &env, tenant, run, path).await
         }
         (Method::Post, ["admin", "tenants"]) => tenants::create(req, &env).await,
+        (Method::Get, ["admin", "tenants", id, "upstreams"]) => upstreams::list(req, &env, id).await,
+        (Method::Put, ["admin", "tenants", id, "upstreams", name]) => upstreams::put(req, &env, id, name).await,
+        (Method::Delete, ["admin", "tenants", id, "upstreams", name]) => upstreams::remove(req, &env, id, name).await,
         _ => Ok(http::not_found(&path)),
     };
     Ok(http::with_cors(answer.unwrap_or_else(http::internal)))

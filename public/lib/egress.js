@@ -43,3 +43,30 @@ async function routeError(res, url) {
   if (typeof name === "string" && typeof message === "string") return { name, message };
   return { name: "Internal", message: `fetch ${url}: the relay's egress route answered ${res.status}` };
 }
+
+/** The path guest code fetches to call a tool of the tenant's upstream MCP servers. */
+export const MCPS_RPC = "/mcps-rpc";
+
+/**
+ * Guest code's `fetch("/mcps-rpc", {method: "POST", body: {mcp, tool, params}})` (what
+ * `mcps.call` does): sent to the relay's route with the run's token. The route checks the call
+ * against the tenant's servers and the run's policy; its answer, whatever the status, is the
+ * guest's response (errors are `{error: {name, message}}`).
+ */
+export async function mcpsRpc({ runToken, request }) {
+  if (request.method !== "POST") {
+    return { error: { name: "ValidationError", message: `${MCPS_RPC} takes POST {"mcp", "tool", "params"}, not ${request.method}` } };
+  }
+  let res;
+  try {
+    res = await fetch(MCPS_RPC, {
+      method: "POST",
+      headers: { authorization: `Bearer ${runToken}`, "content-type": "application/json" },
+      body: request.body ?? new Uint8Array(),
+    });
+  } catch (err) {
+    return { error: { name: "Internal", message: `${MCPS_RPC}: the relay could not be reached (${err.message})` } };
+  }
+  const type = res.headers.get("content-type") ?? "application/json";
+  return { status: res.status, statusText: res.statusText, url: MCPS_RPC, headers: [["content-type", type]], body: await res.arrayBuffer() };
+}

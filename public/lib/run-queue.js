@@ -7,7 +7,7 @@
 // once and renewed every LEASE_RENEW_MS until the run ends, so a closed tab is noticed quickly.
 
 import { loadCapsule } from "./capsule.js";
-import { guardedFetch } from "./egress.js";
+import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure } from "./errors.js";
 import { runFileTool } from "./file-tools.js";
 import { uploadOutFiles } from "./out-files.js";
@@ -93,7 +93,10 @@ export class RunQueue {
     const outcome = await this.runner.run(job(runId, capsule, this.workspace), {
       signal,
       onFile: (op) => this.applyFileOp(op, policy.filesystem, outWrites),
-      onFetch: (request) => guardedFetch({ policy: this.policy, network: policy.network, runToken: announced.runToken, request }),
+      onFetch: (request) =>
+        request.url === MCPS_RPC
+          ? mcpsRpc({ runToken: announced.runToken, request })
+          : guardedFetch({ policy: this.policy, network: policy.network, runToken: announced.runToken, request }),
       onLoading: (runtimeId) => {
         this.status.log(`Loading ${runtimeName(runtimeId)} runtime from this server...`);
         report({ type: "progress", phase: "load-runtime", runtimeId });

@@ -27,6 +27,11 @@
 //     headers (get, has, entries, forEach), text(), json(), arrayBuffer()}; the page fetches for
 //     the run under policy.network, and a request the policy forbids rejects with an Error named
 //     "PolicyDenied" whose message says what to allow.
+//   mcps.call(server, tool, params) -> Promise of the tool's result ({content, structuredContent?,
+//     isError?}) from one of the tenant's upstream MCP servers (/mcps/index.json and
+//     /mcps/<server>.d.ts describe them); the raw form is fetch("/mcps-rpc", {method: "POST",
+//     body: JSON.stringify({mcp, tool, params})}). A refusal rejects with an Error named as the
+//     relay named it ("PolicyDenied", "ValidationError", "UpstreamFailed").
 
 /**
  * @param host functions the worker provides: write(fd, text), exit(code),
@@ -306,6 +311,18 @@ export function guestPrelude(host, configJson) {
           resolve(new Response(responseBody, JSON.parse(responseJson)));
         });
       });
+
+    const guestFetch = globalThis.fetch;
+    globalThis.mcps = Object.freeze({
+      async call(server, tool, params = {}) {
+        const body = JSON.stringify({ mcp: server, tool, params });
+        const response = await guestFetch("/mcps-rpc", { method: "POST", headers: { "content-type": "application/json" }, body });
+        const answer = await response.json().catch(() => null);
+        if (response.ok) return answer;
+        const { name = "Internal", message = `/mcps-rpc answered HTTP ${response.status}` } = answer?.error ?? {};
+        throw Object.assign(new Error(message), { name });
+      },
+    });
   }
 
   return formatError;

@@ -19,6 +19,7 @@ import createPyodideModule from "pyodide/pyodide.asm.mjs";
 import { DEFAULT_FILESYSTEM, deniedWrite, inWorkspace } from "../lib/workspace-rules.js";
 import { loadWorkspace, writeThrough } from "./python-files.js";
 import relayRunSource from "./relay_run.py";
+import { MCPS_RPC } from "../lib/egress.js";
 
 const MiB = 1024 * 1024;
 const WASM_FILE = "pyodide.asm.wasm";
@@ -61,8 +62,8 @@ async function load({ modules, files }, options) {
   if (!wasmModule) throw new Error(`Pyodide needs ${WASM_FILE}`);
   // Bound: Pyodide calls them as methods of the `js` object.
   const timers = Object.fromEntries(["setTimeout", "clearTimeout", "setInterval", "clearInterval"].map((name) => [name, self[name].bind(self)]));
-  const { Request, AbortController, AbortSignal, Object: JsObject } = self;
-  const fetchApi = { fetch: guestFetch, Request, AbortController, AbortSignal, Object: JsObject };
+  const { AbortController, AbortSignal, Object: JsObject } = self;
+  const fetchApi = { fetch: guestFetch, Request: GuestRequest, AbortController, AbortSignal, Object: JsObject };
   return withAssets(wasmModule, files, () =>
     loadPyodide({
       indexURL: INDEX_URL,
@@ -99,6 +100,17 @@ async function withAssets(wasmModule, files, load) {
   }
 }
 
+// The relay's route for upstream MCP calls (mcps.call) is the one relative URL a guest may
+// fetch; this worker has no base URL to resolve it against, so it stands for it here.
+const MCPS_RPC_URL = `https://relay.invalid${MCPS_RPC}`;
+
+/** The guest's Request (pyfetch makes one first): `new Request("/mcps-rpc", ...)` works too. */
+class GuestRequest extends Request {
+  constructor(input, init) {
+    super(input === MCPS_RPC ? MCPS_RPC_URL : input, init);
+  }
+}
+
 /**
  * The guest's fetch: sent to the page over the run's port; the answer becomes a Response, so
  * pyodide.http.pyfetch works on it. An answer with an error rejects with an Error named after
@@ -106,12 +118,13 @@ async function withAssets(wasmModule, files, load) {
  */
 async function guestFetch(input, init) {
   if (!activeRelay) throw new TypeError("fetch is only available while a run is running");
-  const request = new Request(input, init);
+  const request = new GuestRequest(input, init);
+  const relayRoute = request.url === MCPS_RPC_URL;
   const hasBody = request.method !== "GET" && request.method !== "HEAD";
   const body = hasBody ? new Uint8Array(await request.arrayBuffer()) : undefined;
   let answer;
   try {
-    answer = await activeRelay.fetch({ url: request.url, method: request.method, headers: [...request.headers], ...(body && { body }) });
+    answer = await activeRelay.fetch({ url: relayRoute ? MCPS_RPC : request.url, method: request.method, headers: [...request.headers], ...(body && { body }) });
   } catch (error) {
     throw Object.assign(new Error(`${error.name}: ${error.message}`), { name: error.name });
   }

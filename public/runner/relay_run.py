@@ -4,10 +4,12 @@ The runner worker serves a single run and is then thrown away, so nothing here n
 the run gets the process state a fresh `python <entry> <args>` would have (argv, environment,
 cwd, stdin, a fresh __main__), and no later run ever sees what this one changed. The entry may
 `await` at top level (as in a notebook): it is then driven to completion before the run ends.
-`urllib.request.urlopen` works too, over the same guarded fetch as `pyodide.http.pyfetch`.
+`urllib.request.urlopen` works too, over the same guarded fetch as `pyodide.http.pyfetch`, and
+the builtin `mcps` calls the tenant's upstream MCP servers: `await mcps.call(server, tool, params)`.
 """
 
 import ast
+import builtins
 import errno
 import io
 import json
@@ -54,6 +56,7 @@ def relay_warm():
     for the first compile and exec, and routes urllib through the guarded fetch. No guest code
     exists yet; nothing here is left for it."""
     urllib.request.install_opener(urllib.request.build_opener(_FetchHandler))
+    builtins.mcps = Mcps()
     warm = "/tmp/.relay-warm.py"
     with open(warm, "w"):
         pass
@@ -132,6 +135,40 @@ class _FetchHandler(urllib.request.BaseHandler):
         return result
 
     https_open = http_open
+
+
+class McpsError(RuntimeError):
+    """A call of an upstream MCP server the relay refused or could not complete; its message
+    starts with the error's name ("PolicyDenied: ...", "UpstreamFailed: ...")."""
+
+    def __init__(self, name, message):
+        super().__init__(f"{name}: {message}")
+        self.name = name
+
+
+class Mcps:
+    """The builtin `mcps`: the tenant's upstream MCP servers (read /mcps/index.json and
+    /mcps/<server>.d.ts for their tools). The call goes to the relay's /mcps-rpc route, which
+    holds the servers' credentials; guest code never sees them. A refusal raises `mcps.Error`."""
+
+    Error = McpsError
+
+    async def call(self, server, tool, params=None):
+        """Calls `tool` of `server` with `params` (a dict); returns the tool's result as a dict
+        ({"content": [...], "structuredContent": ..., "isError": ...})."""
+        from pyodide.http import pyfetch
+
+        body = json.dumps({"mcp": server, "tool": tool, "params": params or {}})
+        headers = {"content-type": "application/json"}
+        response = await pyfetch("/mcps-rpc", method="POST", headers=headers, body=body)
+        try:
+            answer = json.loads(await response.text())
+        except ValueError:
+            answer = None
+        if response.ok:
+            return answer
+        error = (answer or {}).get("error") or {}
+        raise McpsError(error.get("name", "Internal"), error.get("message", f"/mcps-rpc answered HTTP {response.status}"))
 
 
 def _close_leftovers():

@@ -113,6 +113,16 @@ impl Signer {
         Ok(Signer::from_seed(&seed))
     }
 
+    /// A key for another purpose derived from this one's seed (HKDF-SHA256 with `info`), so
+    /// one secret serves both and the derived key reveals nothing of the signing key.
+    pub fn derive_key(&self, info: &[u8]) -> [u8; 32] {
+        let mut key = [0u8; 32];
+        hkdf::Hkdf::<sha2::Sha256>::new(None, &self.key.to_bytes())
+            .expand(info, &mut key)
+            .expect("32 bytes is a valid HKDF length");
+        key
+    }
+
     pub fn kid(&self) -> &str {
         &self.kid
     }

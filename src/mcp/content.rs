@@ -98,8 +98,8 @@ fn guide(cx: &Context) -> String {
          - Runs of one relay session execute one at a time, in the order they reached it.\n\
          \n## Files\n\
          - The workspace persists across runs and page reloads: /tmp and /out are writable, \
-         /host is the tab's own folder (read-only unless the tenant allows writes), /mcps is \
-         reserved for upstream MCP servers. run_js, run_py, read, write and search all see it.\n\
+         /host is the tab's own folder (read-only unless the tenant allows writes). run_js, \
+         run_py, read, write and search all see it.\n\
          - read (utf-8 or base64, maxBytes, offset/nextOffset; a directory is listed), write \
          (create, append, overwrite) \
          and search (regular expression, filePattern glob, maxResults) need no runtime: use them \
@@ -110,6 +110,17 @@ fn guide(cx: &Context) -> String {
          - fetch reaches only the hosts in policy.network.allowedDomains (the tenant's default, \
          which a call can narrow); every redirect is checked again, bodies are capped at \
          maxBodyBytes. A refusal raises PolicyDenied inside the program naming the host.\n\n\
+         ## The tenant's other MCP servers\n\
+         - Code in a run can call the tools of the tenant's upstream MCP servers: \
+         `await mcps.call(\"server\", \"tool\", {{...params}})` in JavaScript and in Python (a \
+         builtin), or `fetch(\"/mcps-rpc\", {{method: \"POST\", body: JSON.stringify({{mcp, tool, params}})}})`. \
+         It returns the tool's result ({{content, structuredContent, isError}}); a refusal throws an \
+         error named PolicyDenied, ValidationError or UpstreamFailed (Python: mcps.Error).\n\
+         - Discover them first with read: /mcps/index.json lists each server and its tools, \
+         /mcps/<server>.d.ts types every tool's params and result, and \
+         /mcps/<server>/tools/<tool>/schema.json holds its JSON Schemas. /mcps is read-only.\n\
+         - The servers' credentials stay on the relay: never put secrets in params. \
+         `policy.mcps` ([\"server\" or \"server/tool\", ...]) can narrow which ones a run may call.\n\n\
          ## Limits in force\n```json\n{limits}\n```\n\n\
          ## Errors and how to fix them\n{errors}",
         session = cx.relay.session,

@@ -58,6 +58,7 @@ mod schema;
 mod server;
 mod tools;
 
+pub use content::server_info;
 pub use context::{Context, RelayView};
 pub use era::{Era, SUPPORTED_VERSIONS};
 pub use http::{sse_event, sse_frame, wants_sse, HttpRequest, HttpResponse, SSE_HEADERS, SSE_KEEPALIVE};

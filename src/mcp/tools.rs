@@ -296,7 +296,8 @@ impl Tool {
 
 /// Where files live, for every tool's description.
 const WORKSPACE: &str = "/tmp and /out are writable, /host is the tab's own persistent folder \
-    (read-only unless the tenant's policy makes it writable), /mcps is reserved; files persist \
+    (read-only unless the tenant's policy makes it writable), /mcps describes the tenant's upstream \
+    MCP servers (read-only: index.json, <server>.d.ts, <server>/tools/<tool>/schema.json); files persist \
     across runs, reloads and timeouts, and run_js, run_py, read, write and search all see the \
     same files";
 
@@ -307,7 +308,8 @@ const RUN_COMMON: &str = "Each run starts in a fresh interpreter; the workspace 
     back as image content); isError is set when the exit code is not 0 or the run failed with ValidationError, \
     PolicyDenied, Timeout, OutputLimitExceeded, NoExecutorAttached, Cancelled or Internal. A \
     fetch or write the policy refuses raises PolicyDenied inside the program, naming what to \
-    allow. A browser tab must be attached: on NoExecutorAttached ask the user to open the relay page.";
+    allow. `await mcps.call(server, tool, params)` (JS and Python) calls a tool of the tenant's \
+    upstream MCP servers (see /mcps/index.json); their credentials stay on the server. A browser tab must be attached: on NoExecutorAttached ask the user to open the relay page.";
 
 /// run_js / run_py: `{code, stdin, args, env, cwd, npm|pip, policy}`.
 fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
@@ -351,6 +353,7 @@ fn policy_schema() -> Value {
                 "memMb": positive("Memory limit in MiB (a hint in the browser)."),
                 "stdoutBytes": positive("Most bytes of stdout and stderr kept."),
             }), &[]),
+            "mcps": string_array("Upstream MCP servers the code may call through mcps.call: \"server\" or \"server/tool\" entries (read /mcps/ for what exists)."),
         },
         "additionalProperties": false,
     })

@@ -6,6 +6,7 @@
 
 use super::domain::DomainPattern;
 use super::fs_path::is_within;
+use super::mcps;
 use super::{FsPolicy, Limits, NetworkPolicy, Policy, PolicyOverride};
 
 /// The policy a run gets; with no override it is the tenant's.
@@ -37,6 +38,7 @@ pub fn intersect(tenant: &Policy, client: Option<&PolicyOverride>) -> Policy {
             mem_mb: min(t_lim.mem_mb, limits.mem_mb),
             stdout_bytes: min(t_lim.stdout_bytes, limits.stdout_bytes),
         },
+        mcps: narrow_mcps(tenant.mcps.as_deref(), client.mcps),
     }
 }
 
@@ -54,6 +56,24 @@ fn narrow(tenant: &[String], client: Option<Vec<String>>, admits: impl Fn(&str) 
         None => tenant.to_vec(),
         Some(list) => dedup(list.into_iter().filter(|entry| admits(entry))),
     }
+}
+
+/// The tenant's list narrowed by a client's: an entry survives when the other list admits
+/// everything it names, so `["search"]` and `["search/grep"]` give `["search/grep"]`.
+fn narrow_mcps(tenant: Option<&[String]>, client: Option<Vec<String>>) -> Option<Vec<String>> {
+    let Some(client) = client else {
+        return tenant.map(<[String]>::to_vec);
+    };
+    let Some(tenant) = tenant else {
+        return Some(dedup(client.into_iter()));
+    };
+    let admitted_by = |list: &[String], entry: &String| {
+        let (server, tool) = mcps::split(entry);
+        mcps::admits(list, server, tool)
+    };
+    let from_tenant = tenant.iter().filter(|e| admitted_by(&client, e)).cloned();
+    let from_client = client.iter().filter(|e| admitted_by(tenant, e)).cloned().collect::<Vec<_>>();
+    Some(dedup(from_tenant.chain(from_client)))
 }
 
 fn union(tenant: &[String], client: Option<Vec<String>>) -> Vec<String> {

@@ -22,12 +22,14 @@ mod domain;
 pub(crate) mod fs_path;
 mod intersect;
 mod ip;
+pub mod mcps;
 
 use serde::{Deserialize, Serialize};
 
 pub use check::{check_url, Verdict};
 pub use fs_path::{check_path, Access, WORKSPACE_ROOTS};
 pub use intersect::intersect;
+pub use mcps::check_mcp;
 
 use domain::DomainPattern;
 use fs_path::clean_path;
@@ -38,6 +40,11 @@ pub struct Policy {
     pub network: NetworkPolicy,
     pub filesystem: FsPolicy,
     pub limits: Limits,
+    /// The tenant's upstream MCP servers code in the run may call through `/mcps-rpc`
+    /// ([`mcps::check_mcp`]); absent: every one the tenant configured. Left out of the JSON
+    /// when absent, so capsules made before it existed keep their hashes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcps: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +110,7 @@ pub struct PolicyOverride {
     pub network: Option<NetworkOverride>,
     pub filesystem: Option<FsOverride>,
     pub limits: Option<LimitsOverride>,
+    pub mcps: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,6 +154,9 @@ impl Policy {
                     "filesystem path {path:?} must be absolute with no empty, \".\" or \"..\" segments"
                 ));
             }
+        }
+        for entry in self.mcps.iter().flatten() {
+            mcps::check_entry(entry)?;
         }
         Ok(())
     }

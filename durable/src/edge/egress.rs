@@ -8,24 +8,25 @@
 //! API, and Cloudflare's edge does not connect to private ranges, so such a fetch fails (502).
 
 use super::capsules::{manifest_key, token_keys};
-use super::http::{error, read_capped, storage_unavailable};
+use super::http::{error, named, read_capped, storage_unavailable};
 use super::now_ms;
 use futures::StreamExt;
 use relay_core::auth::{bearer, run_token_refusal, RunClaims};
 use relay_core::capsule::Manifest;
 use relay_core::egress::{self, Hop, Outbound, Refusal, Upstream};
-use relay_core::policy::NetworkPolicy;
+use relay_core::error::ErrorName;
+use relay_core::policy::{NetworkPolicy, Policy};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use worker::wasm_bindgen::JsCast;
 use worker::{js_sys, wasm_bindgen_futures, web_sys, Env, Headers, Request, Response, Result};
 
-/// Parsed network policies by tenant and capsule hash. A capsule never changes, so an entry
+/// Parsed policies by tenant and capsule hash. A capsule never changes, so an entry
 /// never goes stale; the map is emptied when full rather than tracking use.
 const POLICY_CACHE_MAX: usize = 256;
 
 thread_local! {
-    static POLICIES: RefCell<HashMap<String, NetworkPolicy>> = RefCell::new(HashMap::new());
+    static POLICIES: RefCell<HashMap<String, Policy>> = RefCell::new(HashMap::new());
 }
 
 /// `POST /egress` with `Authorization: Bearer <run token>` and an envelope (core `egress`).
@@ -34,8 +35,8 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response> {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
-    let policy = match capsule_policy(env, &claims).await? {
-        Ok(policy) => policy,
+    let policy = match capsule_policy(env, &claims.sub, &claims.cap).await? {
+        Ok(policy) => policy.network,
         Err(response) => return Ok(response),
     };
     let envelope = match read_capped(&mut req, egress::envelope_limit(policy.max_body_bytes)).await? {
@@ -59,10 +60,10 @@ pub fn run_claims(req: &Request, env: &Env) -> Result<std::result::Result<RunCla
         .map_err(|e| error(401, "Unauthorized", run_token_refusal(&e))))
 }
 
-/// The network policy of the token's capsule: from the isolate's cache, else from its
-/// capsule.json in R2.
-async fn capsule_policy(env: &Env, claims: &RunClaims) -> Result<std::result::Result<NetworkPolicy, Response>> {
-    let key = manifest_key(&claims.sub, &claims.cap);
+/// The policy of capsule `hash` of the tenant (a run token names both): from the isolate's
+/// cache, else from its capsule.json in R2.
+pub async fn capsule_policy(env: &Env, tenant_id: &str, hash: &str) -> Result<std::result::Result<Policy, Response>> {
+    let key = manifest_key(tenant_id, hash);
     if let Some(policy) = POLICIES.with(|cache| cache.borrow().get(&key).cloned()) {
         return Ok(Ok(policy));
     }
@@ -70,7 +71,7 @@ async fn capsule_policy(env: &Env, claims: &RunClaims) -> Result<std::result::Re
     let object = match bucket.get(&key).execute().await {
         Ok(Some(object)) => object,
         Ok(None) => {
-            let message = format!("the run token names capsule {} that this tenant does not have", claims.cap);
+            let message = format!("the run token names capsule {hash} that this tenant does not have");
             return Ok(Err(error(404, "NotFound", message)));
         }
         Err(e) => return Ok(Err(storage_unavailable("R2", &e))),
@@ -80,7 +81,7 @@ async fn capsule_policy(env: &Env, claims: &RunClaims) -> Result<std::result::Re
         Err(e) => return Ok(Err(storage_unavailable("R2", &e))),
     };
     // We wrote this manifest: one that does not parse is our fault (500), not the storage's.
-    let policy = serde_json::from_slice::<Manifest>(&bytes)?.policy.network;
+    let policy = serde_json::from_slice::<Manifest>(&bytes)?.policy;
     POLICIES.with(|cache| {
         let mut cache = cache.borrow_mut();
         if cache.len() >= POLICY_CACHE_MAX {
@@ -150,7 +151,7 @@ fn upstream_failed(url: &str, error_value: &worker::wasm_bindgen::JsValue) -> Re
         .map(|e| String::from(e.message()))
         .or_else(|| error_value.as_string())
         .unwrap_or_else(|| format!("{error_value:?}"));
-    error(502, "UpstreamFailed", egress::upstream_failed(url, &why))
+    named(ErrorName::UpstreamFailed, egress::upstream_failed(url, &why))
 }
 
 /// The route's answer: status 200, the upstream's body (read as a stream and refused once it
@@ -174,7 +175,10 @@ async fn answer(upstream: web_sys::Response, url: &str, redirects: u32, max_body
         let mut chunks = worker::ByteStream::from(stream);
         while let Some(chunk) = chunks.next().await {
             let Ok(chunk) = chunk else {
-                return Ok(error(502, "UpstreamFailed", egress::upstream_failed(url, "the response body broke off")));
+                return Ok(named(
+                    ErrorName::UpstreamFailed,
+                    egress::upstream_failed(url, "the response body broke off"),
+                ));
             };
             body.extend_from_slice(&chunk);
             if body.len() as u64 > max_body_bytes {

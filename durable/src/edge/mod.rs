@@ -8,6 +8,7 @@ pub mod http;
 pub mod mcp;
 pub mod session;
 pub mod tenants;
+pub mod upstreams;
 
 use worker::wasm_bindgen_futures;
 

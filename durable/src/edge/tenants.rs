@@ -69,12 +69,8 @@ struct NewTenant {
 
 /// `POST /admin/tenants`: `{name, defaults?}` -> `{tenant, key}`. The key is shown only here.
 pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
-    let Ok(admin) = env.secret("ADMIN_TOKEN") else {
-        return Ok(error(404, "NotFound", "admin endpoints are off: set the ADMIN_TOKEN secret"));
-    };
-    let presented = bearer(req.headers().get("authorization")?.as_deref()).unwrap_or_default().to_owned();
-    if !constant_time_eq(presented.as_bytes(), admin.to_string().as_bytes()) {
-        return Ok(unauthorized("admin endpoints need `Authorization: Bearer <ADMIN_TOKEN>`"));
+    if let Some(refusal) = admin_refusal(&req, env)? {
+        return Ok(refusal);
     }
     let body = match read_capped(&mut req, ADMIN_BODY_MAX).await? {
         Ok(body) => body,
@@ -99,11 +95,23 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     Ok(json(201, &json!({ "tenant": tenant, "key": key })))
 }
 
-/// Stores the tenant record under its key's hash.
 /// Stores the tenant under its key's hash and under its id (how a tab's token finds it).
 async fn save(kv: &KvStore, key: &str, tenant: &Tenant) -> std::result::Result<(), KvError> {
     kv.put(&Tenant::kv_id_key(&tenant.id), tenant)?.execute().await?;
     kv.put(&Tenant::kv_key(key), tenant)?.execute().await
+}
+
+/// The answer to an admin request that does not carry the `ADMIN_TOKEN` secret (404 when
+/// the secret is not set at all: the admin routes are then off), or `None` when it does.
+pub fn admin_refusal(req: &Request, env: &Env) -> Result<Option<Response>> {
+    let Ok(admin) = env.secret("ADMIN_TOKEN") else {
+        return Ok(Some(error(404, "NotFound", "admin endpoints are off: set the ADMIN_TOKEN secret")));
+    };
+    let presented = bearer(req.headers().get("authorization")?.as_deref()).unwrap_or_default().to_owned();
+    if !constant_time_eq(presented.as_bytes(), admin.to_string().as_bytes()) {
+        return Ok(Some(unauthorized("admin endpoints need `Authorization: Bearer <ADMIN_TOKEN>`")));
+    }
+    Ok(None)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

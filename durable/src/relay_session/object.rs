@@ -1,9 +1,9 @@
 //! The Session DO itself: one per relay session (`<tenantId>/<name>`). It dispatches the
-//! requests the Worker forwards (`/mcp`, `/events`, `/result`), each with its typed
+//! requests the Worker forwards (`/mcp`, `/events`, `/result`, `/mcps-rpc`, `/mcps`), each with its typed
 //! [`Caller`](relay_core::forward::Caller); the Worker has already authenticated it.
 
 use super::shared::Shared;
-use super::{mcp, store, tabs};
+use super::{mcp, store, tabs, upstreams};
 use crate::edge::http::error;
 use crate::edge::now_ms;
 use relay_core::forward::{Caller, CALLER_HEADER};
@@ -37,6 +37,8 @@ impl DurableObject for SessionDO {
             "/mcp" => mcp::handle(shared, req, caller).await,
             "/events" => tabs::attach(shared, &caller),
             "/result" => tabs::result(shared, req).await,
+            "/mcps-rpc" => upstreams::call(shared, req, &caller).await,
+            "/mcps" => upstreams::tree(shared, &caller).await,
             path => Ok(error(404, "NotFound", format!("session object has no route {path}"))),
         }
     }

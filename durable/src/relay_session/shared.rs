@@ -11,6 +11,7 @@ use relay_core::auth::QueueSettings;
 use relay_core::mcp::sse_frame;
 use relay_core::run::backchannel::EventBody;
 use relay_core::run::session::{Command, Input, Outcome, Output, Session};
+use relay_core::upstream::client::Known;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -61,6 +62,10 @@ pub struct Shared {
     kept_answers: RefCell<VecDeque<(String, Value)>>,
     /// Capsules this instance has stored in R2 (content-addressed: stored once is stored).
     stored: RefCell<HashSet<String>>,
+    /// What each upstream MCP server's protocol era turned out to be, by name and URL.
+    upstream_eras: RefCell<HashMap<String, Known>>,
+    /// The `/mcps` tree last listed, and when.
+    mcps_tree: RefCell<Option<(u64, Value)>>,
 }
 
 impl Shared {
@@ -73,6 +78,8 @@ impl Shared {
             runs: RefCell::default(),
             kept_answers: RefCell::default(),
             stored: RefCell::default(),
+            upstream_eras: RefCell::default(),
+            mcps_tree: RefCell::default(),
         }
     }
 
@@ -230,6 +237,25 @@ impl Shared {
             stored.clear(); // forgetting only costs a redundant R2 write
         }
         stored.insert(hash.to_owned());
+    }
+
+    /// What is known of the protocol era of upstream `key` (name and URL).
+    pub fn upstream_era(&self, key: &str) -> Known {
+        self.upstream_eras.borrow().get(key).cloned().unwrap_or_default()
+    }
+
+    pub fn learn_upstream_era(&self, key: &str, known: Known) {
+        self.upstream_eras.borrow_mut().insert(key.to_owned(), known);
+    }
+
+    /// The `/mcps` tree, if it was listed less than `ttl_ms` before `now_ms`.
+    pub fn mcps_tree(&self, now_ms: u64, ttl_ms: u64) -> Option<Value> {
+        let tree = self.mcps_tree.borrow();
+        tree.as_ref().filter(|(at, _)| now_ms.saturating_sub(*at) < ttl_ms).map(|(_, tree)| tree.clone())
+    }
+
+    pub fn keep_mcps_tree(&self, now_ms: u64, tree: Value) {
+        *self.mcps_tree.borrow_mut() = Some((now_ms, tree));
     }
 }
 

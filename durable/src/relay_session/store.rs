@@ -222,7 +222,7 @@ impl FinishedRun {
     }
 }
 
-/// Seals the finished run `run_id` onto the chain, then drops what is beyond retention.
+/// Seals the finished run `run_id` onto the chain.
 fn append_audit(sql: &SqlStorage, run_id: &str) {
     let row = sql
         .exec(
@@ -230,13 +230,19 @@ fn append_audit(sql: &SqlStorage, run_id: &str) {
             vec![run_id.into()],
         )
         .and_then(|c| c.to_array::<FinishedRun>());
-    let Some(run) = row.ok().and_then(|rows| rows.into_iter().next()) else { return };
+    if let Some(run) = row.ok().and_then(|rows| rows.into_iter().next()) {
+        append_record(sql, run.record(run_id));
+    }
+}
+
+/// Seals `record` onto the chain, then drops what is beyond retention.
+pub fn append_record(sql: &SqlStorage, record: AuditRecord) {
     let head = sql
         .exec("SELECT seq, chain FROM audit ORDER BY seq DESC LIMIT 1", None)
         .and_then(|c| c.to_array::<ChainHead>())
         .ok()
         .and_then(|rows| rows.into_iter().next());
-    let record = audit::seal(run.record(run_id), head.as_ref());
+    let record = audit::seal(record, head.as_ref());
     let seq = record.seq as i64;
     let args: Vec<SqlStorageValue> = vec![seq.into(), audit::record_json(&record).into(), record.chain.clone().into()];
     log_err(sql.exec("INSERT INTO audit (seq, record, chain) VALUES (?, ?, ?)", args));

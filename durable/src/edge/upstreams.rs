@@ -1,0 +1,135 @@
+//! A tenant's upstream MCP servers (core `upstream`): the admin routes that add, list and
+//! remove them, and `POST /mcps-rpc`, through which code in a run calls their tools. The call
+//! itself is made by the run's relay session DO, which keeps the audit chain and what it has
+//! learned of each server's protocol era; this side authenticates the run and forwards.
+//!
+//! - `PUT /admin/tenants/<id>/upstreams/<name>` `{url, headers?, tools?}`: header values are
+//!   sealed before they are stored and are never shown again;
+//! - `GET /admin/tenants/<id>/upstreams`: the servers, header names only;
+//! - `DELETE /admin/tenants/<id>/upstreams/<name>`.
+
+use super::capsules::signer;
+use super::egress::run_claims;
+use super::http::{error, json, named, own_origin, read_capped, storage_unavailable};
+use super::mcp::{session_stub, to_session};
+use super::random;
+use super::tenants::{admin_refusal, by_id};
+use relay_core::error::ErrorName;
+use relay_core::forward::Caller;
+use relay_core::upstream::seal::SealingKey;
+use relay_core::upstream::{kv_key, Upstream, UpstreamSpec, MAX_UPSTREAMS};
+use serde_json::json;
+use worker::kv::KvError;
+use worker::{Env, Request, Response, Result};
+
+/// Body limit of `PUT .../upstreams/<name>` and of `POST /mcps-rpc`.
+const BODY_MAX: usize = 1024 * 1024;
+
+/// The tenant's upstream servers (none when it has not set any), or the 503 when KV fails.
+pub async fn load(env: &Env, tenant_id: &str) -> Result<std::result::Result<Vec<Upstream>, Response>> {
+    match env.kv("KV_CONFIG")?.get(&kv_key(tenant_id)).json::<Vec<Upstream>>().await {
+        Ok(upstreams) => Ok(Ok(upstreams.unwrap_or_default())),
+        // We wrote the record: one that does not parse is our fault (500), not KV's.
+        Err(KvError::Serialization(e)) => Err(e.into()),
+        Err(e) => Ok(Err(storage_unavailable("KV", &e))),
+    }
+}
+
+async fn save(env: &Env, tenant_id: &str, upstreams: &[Upstream]) -> Result<Option<Response>> {
+    match env.kv("KV_CONFIG")?.put(&kv_key(tenant_id), upstreams)?.execute().await {
+        Ok(()) => Ok(None),
+        Err(e) => Ok(Some(storage_unavailable("KV", &e))),
+    }
+}
+
+/// The key that seals and opens header values.
+pub fn sealing_key(env: &Env) -> Result<SealingKey> {
+    Ok(SealingKey::of(&signer(env)?))
+}
+
+/// `PUT /admin/tenants/<id>/upstreams/<name>`: adds or replaces the server.
+pub async fn put(mut req: Request, env: &Env, tenant_id: &str, name: &str) -> Result<Response> {
+    if let Some(refusal) = admin_refusal(&req, env)? {
+        return Ok(refusal);
+    }
+    let body = match read_capped(&mut req, BODY_MAX).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
+    let spec = match serde_json::from_slice::<UpstreamSpec>(&body).map_err(|e| e.to_string()) {
+        Ok(spec) => spec,
+        Err(e) => return Ok(named(ErrorName::ValidationError, format!("upstream server: {e}"))),
+    };
+    if let Err(e) = spec.validate(name) {
+        return Ok(named(ErrorName::ValidationError, e));
+    }
+    let mut upstreams = match load(env, tenant_id).await? {
+        Ok(upstreams) => upstreams,
+        Err(response) => return Ok(response),
+    };
+    upstreams.retain(|u| u.name != name);
+    if upstreams.len() >= MAX_UPSTREAMS {
+        let message = format!(
+            "tenant {tenant_id} has {MAX_UPSTREAMS} upstream servers already, the most it may have: remove one first"
+        );
+        return Ok(named(ErrorName::ValidationError, message));
+    }
+    let upstream = spec.seal(name, tenant_id, &sealing_key(env)?, random::<12>);
+    let view = upstream.view();
+    upstreams.push(upstream);
+    if let Some(unavailable) = save(env, tenant_id, &upstreams).await? {
+        return Ok(unavailable);
+    }
+    Ok(json(200, &view))
+}
+
+/// `GET /admin/tenants/<id>/upstreams`.
+pub async fn list(req: Request, env: &Env, tenant_id: &str) -> Result<Response> {
+    if let Some(refusal) = admin_refusal(&req, env)? {
+        return Ok(refusal);
+    }
+    match load(env, tenant_id).await? {
+        Ok(upstreams) => {
+            Ok(json(200, &json!({ "upstreams": upstreams.iter().map(Upstream::view).collect::<Vec<_>>() })))
+        }
+        Err(response) => Ok(response),
+    }
+}
+
+/// `DELETE /admin/tenants/<id>/upstreams/<name>`.
+pub async fn remove(req: Request, env: &Env, tenant_id: &str, name: &str) -> Result<Response> {
+    if let Some(refusal) = admin_refusal(&req, env)? {
+        return Ok(refusal);
+    }
+    let mut upstreams = match load(env, tenant_id).await? {
+        Ok(upstreams) => upstreams,
+        Err(response) => return Ok(response),
+    };
+    let before = upstreams.len();
+    upstreams.retain(|u| u.name != name);
+    if upstreams.len() == before {
+        return Ok(error(404, "NotFound", format!("tenant {tenant_id} has no upstream server {name:?}")));
+    }
+    if let Some(unavailable) = save(env, tenant_id, &upstreams).await? {
+        return Ok(unavailable);
+    }
+    Ok(json(200, &json!({ "removed": name })))
+}
+
+/// `POST /mcps-rpc` with the run's token: forwarded to the run's relay session DO, which
+/// checks the call against the tenant's servers and the run's policy and makes it.
+pub async fn rpc(mut req: Request, env: &Env) -> Result<Response> {
+    let claims = match run_claims(&req, env)? {
+        Ok(claims) => claims,
+        Err(response) => return Ok(response),
+    };
+    let body = match read_capped(&mut req, BODY_MAX).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
+    let tenant = by_id(env, &claims.sub).await?;
+    let caller = Caller { tenant, session: claims.sid.clone(), origin: own_origin(&req.url()?) };
+    let path = format!("/mcps-rpc?run={}&cap={}", claims.run, claims.cap);
+    let inner = to_session(&req, &caller, &path, Some(body))?;
+    session_stub(env, &claims.sub, &claims.sid)?.fetch_with_request(inner).await
+}
