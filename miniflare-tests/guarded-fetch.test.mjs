@@ -115,6 +115,32 @@ describe("guest fetch", () => {
     assert.match(py.structuredContent.stdout, /PolicyDenied/, JSON.stringify(py.structuredContent));
   });
 
+  test("each refused fetch and write is a policy_denial on the audit chain, the first 16 of a run", async () => {
+    const code = `
+      import fs from "fs";
+      try { fs.writeFileSync("/host/not-allowed.txt", "x"); } catch (e) { console.log(e.name); }
+      for (let i = 0; i < 20; i++) { try { await fetch("https://evil.example/" + i); } catch {} }
+    `;
+    const result = await runJs(code);
+    assert.equal(result.structuredContent.stdout, "PolicyDenied\n", JSON.stringify(result.structuredContent));
+    assert.equal(result.structuredContent.usage.denied, 21);
+    const py = await runPy('try:\n    open("/host/py.txt", "w")\nexcept PermissionError as e:\n    print("refused")');
+    assert.equal(py.structuredContent.stdout, "refused\n", JSON.stringify(py.structuredContent));
+    const audit = JSON.parse((await client.readResource({ uri: "relay://audit" })).contents[0].text);
+    const lastRun = (tool) => audit.records.filter((r) => r.kind === "tool_call" && r.tool === tool).at(-1).runId;
+    const denials = audit.records.filter((r) => r.kind === "policy_denial");
+    const ofJs = denials.filter((r) => r.runId === lastRun("run_js"));
+    assert.equal(ofJs.length, 16, "a run's denials beyond 16 are counted, not recorded");
+    assert.deepEqual(
+      { tool: ofJs[0].tool, target: ofJs[0].args.target, error: ofJs[0].errorName },
+      { tool: "write", target: "/host/not-allowed.txt", error: "PolicyDenied" },
+    );
+    assert.deepEqual([ofJs[1].tool, ofJs[1].args.target], ["fetch", "https://evil.example/0"]);
+    assert.match(ofJs[1].args.reason, /allowedDomains/);
+    const ofPy = denials.filter((r) => r.runId === lastRun("run_py"));
+    assert.deepEqual(ofPy.map((r) => [r.tool, r.args.target]), [["write", "/host/py.txt"]]);
+  });
+
   test("the Worker refuses what the tab let through (the tab's check bypassed on purpose)", async () => {
     // Rewrites the page's request to the egress route after the tab checked the allowed URL.
     await executor.page.route("**/egress", async (route) => {

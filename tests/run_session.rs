@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use proptest::prelude::*;
 use relay_core::auth::QueueSettings;
 use relay_core::error::ErrorName;
-use relay_core::run::backchannel::{EventBody, TabEvent, Usage};
+use relay_core::run::backchannel::{EventBody, TabEvent, Usage, DENIALS_AUDITED};
 use relay_core::run::lease::{ACK_WITHIN_MS, SILENCE_MS};
 use relay_core::run::session::{
     Cancel, Command, Input, Output, Session, FINISHED_KEPT, LOAD_BUDGET_MS, TIMEOUT_GRACE_MS,
@@ -428,6 +428,24 @@ fn output_past_the_cap_is_not_forwarded_and_the_run_says_so() {
     let forwarded: Vec<&Output> = out.iter().filter(|o| matches!(o, Output::Forward { .. })).collect();
     assert_eq!(forwarded, vec![&Output::Forward { run: "a".into(), body: stdout(&big[..CAP as usize]) }]);
     assert_eq!(finishes(&out), vec![("a".into(), "OutputLimitExceeded".into(), 1, true)]);
+}
+
+#[test]
+fn only_the_first_denials_of_a_run_are_forwarded_for_the_audit() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    let denied = |i: u64| EventBody::Denied {
+        what: "fetch".into(),
+        target: format!("https://x.example/{i}"),
+        reason: "no".into(),
+    };
+    let events = (0..DENIALS_AUDITED + 5).map(|i| ev("a", i, denied(i))).collect();
+    let out = s.handle(1, heard(events));
+    let forwarded: Vec<&Output> = out.iter().filter(|o| matches!(o, Output::Forward { .. })).collect();
+    assert_eq!(forwarded.len() as u64, DENIALS_AUDITED);
+    assert_eq!(forwarded[0], &Output::Forward { run: "a".into(), body: denied(0) });
+    let line = r#"{"runId":"a","seq":0,"type":"denied","what":"write","target":"/host/x","reason":"r"}"#;
+    assert!(matches!(serde_json::from_str::<TabEvent>(line).unwrap().body, EventBody::Denied { .. }));
 }
 
 // ---- cancellation ----

@@ -97,6 +97,7 @@ export class RunQueue {
         request.url === MCPS_RPC
           ? mcpsRpc({ runToken: announced.runToken, request })
           : guardedFetch({ policy: this.policy, network: policy.network, runToken: announced.runToken, request }),
+      onDenied: (denial) => report({ type: "denied", ...denial }),
       onLoading: (runtimeId) => {
         this.status.log(`Loading ${runtimeName(runtimeId)} runtime from this server...`);
         report({ type: "progress", phase: "load-runtime", runtimeId });

@@ -67,9 +67,11 @@ export class RunnerHost {
    * `handlers.onFetch({url, method, headers: [[name, value]], body?: Uint8Array})
    *   -> Promise<{status, statusText?, url?, headers?, body?} | {error: {name, message}}>`
    * fetches for the guest, or refuses (error.name "PolicyDenied"); without it every fetch is denied.
+   * `handlers.onDenied({what: "fetch" | "write", target, reason})`: the run's policy refused
+   * guest code a fetch (the caller's refusal) or a write (the runner's), for the audit.
    * @returns {Promise<{exitCode, usage:{wallMs, memPeakMb, fetches, denied, fileErrors}, error?:{name, message}}>}
    */
-  run(job, { onLoading = () => {}, onStart = () => {}, onOutput = () => {}, onFile, onFetch = denyFetch, signal } = {}) {
+  run(job, { onLoading = () => {}, onStart = () => {}, onOutput = () => {}, onFile, onFetch = denyFetch, onDenied = () => {}, signal } = {}) {
     if (this.current) throw new Error("RunnerHost runs one job at a time");
     if (signal?.aborted) return Promise.resolve(cancelledOutcome());
     return new Promise((resolve) => {
@@ -83,6 +85,7 @@ export class RunnerHost {
         port: null,
         onFile: onFile ?? (() => Promise.resolve()),
         onFetch,
+        onDenied,
         storing: new Set(), // onFile promises not settled yet
         storingBytes: 0,
         fetching: new Set(), // ids of fetches not answered yet
@@ -126,6 +129,7 @@ export class RunnerHost {
     }
     if (type === "file") return this.onFileMessage(run, message);
     if (type === "fetch") return this.onFetchMessage(run, message);
+    if (type === "denied") return this.onDeniedMessage(run, message);
     if (type === "exit" && Number.isInteger(message.exitCode)) return this.stop(exitOutcome(message));
     this.stop(crashedOutcome(`it sent a message the page does not accept (${JSON.stringify(type)})`));
   }
@@ -163,7 +167,10 @@ export class RunnerHost {
     const answer = (reply) => {
       run.fetching.delete(id);
       if (this.current !== run) return;
-      if (reply.error?.name === "PolicyDenied") run.counts.denied++;
+      if (reply.error?.name === "PolicyDenied") {
+        run.counts.denied++;
+        run.onDenied({ what: "fetch", target: request.url, reason: reply.error.message });
+      }
       const body = reply.response?.body;
       run.port.postMessage({ type: "fetched", id, ...reply }, body ? [body] : []);
     };
@@ -176,6 +183,15 @@ export class RunnerHost {
       .then(() => run.onFetch({ url, method, headers, ...(body && { body }) }))
       .then(fetchReply, (err) => ({ error: { name: String(err?.name ?? "Error"), message: String(err?.message ?? err) } }))
       .then(answer);
+  }
+
+  /** A write the runner refused by the run's policy (the guest got PolicyDenied already). */
+  onDeniedMessage(run, { what, target, reason }) {
+    if (what !== "write" || typeof target !== "string" || typeof reason !== "string") {
+      return this.stop(crashedOutcome("it sent a denial the page does not accept"));
+    }
+    run.counts.denied++;
+    run.onDenied({ what, target: target.slice(0, MAX_URL_LENGTH), reason: reason.slice(0, MAX_ERROR_MESSAGE) });
   }
 
   /** (Re)starts the current run's deadline; `outcome(ms)` is what it ends with. */

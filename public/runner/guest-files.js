@@ -179,7 +179,9 @@ export class GuestFiles {
 
   checkWrite(path) {
     const denied = deniedWrite(path, this.filesystem);
-    if (denied) throw new FsError("PolicyDenied", denied);
+    if (!denied) return;
+    this.relay.denied("write", path, denied);
+    throw new FsError("PolicyDenied", denied);
   }
 
   /** Stores a file; a workspace file also goes to the page, within the workspace's limit. */

@@ -155,7 +155,11 @@ function runCapsule(pyodide, relayRun, job, sink, relay) {
   // asyncio.run() needs in Pyodide.
   // What relay_run.py's audit hook asks before a write: the same rules as above.
   const guard = {
-    deniedWrite: (path) => deniedWrite(path, filesystem) ?? undefined,
+    deniedWrite: (path) => {
+      const denied = deniedWrite(path, filesystem);
+      if (denied) relay.denied("write", path, denied);
+      return denied ?? undefined;
+    },
     inWorkspace: (path) => inWorkspace(path),
   };
   return relayRun.callPromising(JSON.stringify(config), guard);

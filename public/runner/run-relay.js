@@ -1,7 +1,7 @@
 // What a run sends the page besides its output, over the run's private port (see serve.js for
 // the protocol): each change to a workspace file as it happens (write-through: the page stores
-// it before it kills the worker, whatever ends the run), and guest fetches, which the page
-// answers (or denies) by its policy. Engines call it; guest code never holds it.
+// it before it kills the worker, whatever ends the run), guest fetches, which the page
+// answers (or denies) by its policy, and the writes the policy refused (for the audit). Engines call it; guest code never holds it.
 
 export class RunRelay {
   /** @param send the port's postMessage, bound */
@@ -18,6 +18,11 @@ export class RunRelay {
 
   fileRemoved(path) {
     this.send({ type: "file", op: "remove", path });
+  }
+
+  /** The run's policy refused guest code `what` (`write`) of `target`, for the audit. */
+  denied(what, target, reason) {
+    this.send({ type: "denied", what, target, reason });
   }
 
   /** How many fetches wait for the page's answer. */

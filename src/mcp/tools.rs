@@ -231,7 +231,7 @@ impl Tool {
                         "properties": { "wallMs": { "type": "integer", "minimum": 0 },
                                         "memPeakMb": { "type": "integer", "minimum": 0 },
                                         "fetches": { "type": "integer", "minimum": 0, "description": "Requests made through fetch." },
-                                        "denied": { "type": "integer", "minimum": 0, "description": "Requests the policy refused." } },
+                                        "denied": { "type": "integer", "minimum": 0, "description": "Fetches and workspace writes the policy refused (each is on the audit chain, the first 16 of a run)." } },
                         "required": ["wallMs", "memPeakMb"],
                     },
                     "files": {

@@ -47,14 +47,27 @@ pub enum EventBody {
         value: Option<Value>,
     },
     Error(RunError),
+    /// Guest code tried something the run's policy refused: `what` (`fetch`, `write`) of
+    /// `target` (a URL, a path), and why. Sealed onto the audit chain, the first
+    /// [`DENIALS_AUDITED`] of a run only.
+    Denied {
+        what: String,
+        target: String,
+        reason: String,
+    },
 }
+
+/// Denials of one run that reach the audit: a program looping on a refused fetch must not
+/// push the relay session's history out of retention. Later ones are only counted.
+pub const DENIALS_AUDITED: u64 = 16;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct Usage {
     pub wall_ms: u64,
     pub mem_peak_mb: u64,
-    /// Requests guest code made through the guarded fetch, and how many of them the policy denied.
+    /// Requests guest code made through the guarded fetch, and how many fetches and workspace
+    /// writes the policy denied.
     pub fetches: u64,
     pub denied: u64,
 }
@@ -138,6 +151,8 @@ pub struct RunLog {
     pub exit: Option<Exit>,
     /// An `error` event seen before the exit.
     pub error: Option<RunError>,
+    /// `denied` events seen.
+    pub denials: u64,
 }
 
 impl RunLog {
@@ -150,6 +165,7 @@ impl RunLog {
             dropped_bytes: 0,
             exit: None,
             error: None,
+            denials: 0,
         }
     }
 
@@ -169,6 +185,7 @@ impl RunLog {
             EventBody::Stdout { data } => self.append(true, data),
             EventBody::Stderr { data } => self.append(false, data),
             EventBody::Progress { .. } => {}
+            EventBody::Denied { .. } => self.denials += 1,
             EventBody::Error(error) => self.error = Some(error.clone()),
             EventBody::Exit { exit_code, usage, error, files, value } => {
                 let error = error.clone().or_else(|| self.error.clone()).or_else(|| self.cap_error());

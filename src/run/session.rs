@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::{json, Value};
 
-use super::backchannel::{Applied, EventBody, Exit, RunLog, TabEvent};
+use super::backchannel::{Applied, EventBody, Exit, RunLog, TabEvent, DENIALS_AUDITED};
 use super::lease::{Lease, Verdict};
 use super::queue::{Admission, RunQueue};
 use crate::auth::QueueSettings;
@@ -369,6 +369,7 @@ impl Session {
                 }
                 Some(event.body.clone())
             }
+            EventBody::Denied { .. } => (run.log.denials <= DENIALS_AUDITED).then(|| event.body.clone()),
             EventBody::Exit { .. } | EventBody::Error(_) => None,
         };
         let kept_nothing =

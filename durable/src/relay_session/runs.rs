@@ -395,7 +395,7 @@ fn notifications(call: &ToolCall, body: &EventBody, steps: &mut f64) -> Vec<Valu
             };
             mcp::progress_notification(token, *steps, None, Some(&message))
         })),
-        EventBody::Exit { .. } | EventBody::Error(_) => Vec::new(),
+        EventBody::Exit { .. } | EventBody::Error(_) | EventBody::Denied { .. } => Vec::new(),
     }
 }
 

@@ -111,6 +111,9 @@ impl Shared {
                         self.tabs.borrow_mut().remove(&tab);
                     }
                     Output::Forward { run, body } => {
+                        if let EventBody::Denied { what, target, reason } = &body {
+                            store::audit_denial(&self.storage.sql(), &run, [what, target, reason], now_ms());
+                        }
                         if let Some(io) = self.runs.borrow_mut().get_mut(&run) {
                             io.delivery.forward(&body);
                         }

@@ -1,7 +1,7 @@
 //! The DO's SQLite: migrations from `migrations/`, legacy MCP sessions, the run audit (output
 //! hashes and sizes, never output bodies) and its hash chain (`audit`, see src/audit.rs).
 
-use relay_core::audit::{self, AuditRecord, ChainHead, Kind};
+use relay_core::audit::{self, AuditRecord, ChainHead, Kind, Scope};
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::mcp::{SessionStatus, SessionStore};
 use relay_core::run::session::Outcome;
@@ -233,6 +233,29 @@ fn append_audit(sql: &SqlStorage, run_id: &str) {
     if let Some(run) = row.ok().and_then(|rows| rows.into_iter().next()) {
         append_record(sql, run.record(run_id));
     }
+}
+
+/// Seals a policy denial guest code met in run `run_id` (`[what, target, reason]`, as the tab
+/// reported it) onto the chain, in the run's tenant and relay session.
+pub fn audit_denial(sql: &SqlStorage, run_id: &str, [what, target, reason]: [&String; 3], now_ms: u64) {
+    #[derive(Deserialize)]
+    struct Owner {
+        tenant: Option<String>,
+        relay_session: Option<String>,
+    }
+    let owner = sql
+        .exec("SELECT tenant, relay_session FROM runs WHERE run_id = ?", vec![run_id.into()])
+        .and_then(|c| c.to_array::<Owner>())
+        .ok()
+        .and_then(|rows| rows.into_iter().next());
+    let Some(Owner { tenant, relay_session }) = owner else { return };
+    let scope = Scope {
+        ts_ms: now_ms,
+        tenant: tenant.unwrap_or_default(),
+        relay_session: relay_session.unwrap_or_default(),
+        run_id: run_id.to_owned(),
+    };
+    append_record(sql, scope.policy_denial(what, target, "PolicyDenied", reason));
 }
 
 /// Seals `record` onto the chain, then drops what is beyond retention.
