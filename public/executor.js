@@ -2,12 +2,16 @@
 // session with the person's API key, takes commands over SSE (lib/session.js), runs the
 // capsules and file tools it receives one at a time (lib/run-queue.js) over the relay session's
 // workspace (lib/workspace.js: OPFS, or IndexedDB where OPFS is missing), and streams their
-// output back over the NDJSON backchannel (lib/backchannel.js).
+// output back over the NDJSON backchannel (lib/backchannel.js). For the person it shows its
+// state, the tabs of the relay session, the runs with their output (lib/status.js), how to
+// connect an MCP client (lib/connect-snippets.js), a try-it box and the MCP clients seen
+// recently (lib/page-mcp.js: the page as an MCP client of its own relay session).
 //
 // The key comes from the URL fragment (#key=<key>, then removed from the address bar) or from
 // localStorage, else from a small form; #session=<name> picks the relay session ("default").
 
 import { Backchannel } from "./lib/backchannel.js";
+import { renderSnippets } from "./lib/connect-snippets.js";
 import { HttpError, backoffMs, sleep } from "./lib/http.js";
 import { KeyRing, keySetFromServer } from "./lib/jws.js";
 import { McpsTree } from "./lib/mcps-tree.js";
@@ -17,12 +21,15 @@ import { RunnerHost } from "./lib/runner-host.js";
 import { Searcher } from "./lib/searcher.js";
 import { SessionClient } from "./lib/session.js";
 import { Status } from "./lib/status.js";
+import { readRelaySession, tryRun } from "./lib/page-mcp.js";
 import { openWorkspace } from "./lib/workspace.js";
 
 const KEY_STORAGE = "relay.key";
 const ATTACH_RETRY_MAX_MS = 30_000;
+const CLIENTS_REFRESH_MS = 30_000;
 
-const status = new Status();
+const fragment = readFragment();
+const status = new Status(document, fragment.session);
 const runner = new RunnerHost(new URL("sandbox.html", import.meta.url));
 const keyRing = new KeyRing(keySetFromServer());
 const searcher = new Searcher(new URL("search-worker.js", import.meta.url));
@@ -34,7 +41,7 @@ async function main() {
     // WebCrypto (signature checks) and the Cache API exist only in secure contexts.
     throw new Error("open this page over https or on localhost: capsule signatures cannot be checked here");
   }
-  const { key, session } = readFragment();
+  const { key, session } = fragment;
   let client;
   const backchannel = new Backchannel(() => client.endpoint("result"), {
     onUnauthorized: () => client.renew(),
@@ -51,9 +58,13 @@ async function main() {
       switch (type) {
         case "hello":
           status.setState("connected");
+          showPersonTools(client.key, session);
           status.log(`Connected to server (session: ${client.sessionId})`);
           status.log("Ready. Waiting for execution requests...");
           mcps.sync();
+          break;
+        case "tabs":
+          status.setTabs(data, client.tabId);
           break;
         case "capsule":
         case "file":
@@ -79,6 +90,7 @@ async function main() {
     },
   };
   client = await connect(key ?? localStorage.getItem(KEY_STORAGE), session, handlers);
+  addEventListener("pagehide", () => client.detach());
 }
 
 /**
@@ -93,11 +105,14 @@ async function connect(key, session, handlers) {
     try {
       await client.start();
       localStorage.setItem(KEY_STORAGE, key);
+      document.getElementById("key-error").textContent = "";
       status.setSession(client.sessionId);
       return client;
     } catch (err) {
       if (err instanceof HttpError && (err.status === 401 || err.status === 403)) {
         status.error(`the server refused the API key: ${err.message}`);
+        status.setState("unauthorized", err.message);
+        document.getElementById("key-error").textContent = `The server refused that key: ${err.message}`;
         localStorage.removeItem(KEY_STORAGE);
         key = null;
       } else {
@@ -138,7 +153,8 @@ function readFragment() {
 function askForKey() {
   const form = document.getElementById("key-form");
   form.hidden = false;
-  status.setState("waiting for an API key");
+  if (status.state !== "unauthorized") status.setState("waiting for an API key");
+  form.elements.key.focus();
   return new Promise((resolve) => {
     form.onsubmit = (event) => {
       event.preventDefault();
@@ -148,4 +164,55 @@ function askForKey() {
       resolve(key);
     };
   });
+}
+
+/** What a person needs once the tab is attached: the connect snippets, the try-it box, and a
+ * way to take the key out of this browser. */
+function showPersonTools(key, session) {
+  renderSnippets(document.getElementById("snippets"), document.getElementById("show-key"), { origin: location.origin, session, key });
+  document.getElementById("connect").hidden = false;
+  document.getElementById("try").hidden = false;
+  const forget = document.getElementById("forget-key");
+  forget.hidden = false;
+  forget.onclick = () => {
+    localStorage.removeItem(KEY_STORAGE);
+    location.reload();
+  };
+  showClients(key, session);
+  const form = document.getElementById("try-form");
+  const output = document.getElementById("try-output");
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    const { tool, code } = Object.fromEntries(new FormData(form));
+    const button = form.querySelector("button");
+    button.disabled = true;
+    output.textContent = "Running…";
+    try {
+      output.textContent = await tryRun({ key, session, tool, code });
+    } catch (err) {
+      output.textContent = `could not reach the server: ${err.message}`;
+    } finally {
+      button.disabled = false;
+    }
+  };
+}
+
+/** Lists the MCP clients the relay session has seen recently: again after each run here, and
+ * every CLIENTS_REFRESH_MS. */
+function showClients(key, session) {
+  const list = document.getElementById("clients");
+  const refresh = async () => {
+    const relay = await readRelaySession({ key, session }).catch(() => null);
+    if (!relay) return;
+    list.replaceChildren(
+      ...relay.clients.map(({ name, version, lastSeenMs }) =>
+        Object.assign(document.createElement("li"), { textContent: `${name} ${version} (last request ${new Date(lastSeenMs).toLocaleTimeString()})` }),
+      ),
+    );
+    document.getElementById("clients-section").hidden = relay.clients.length === 0;
+  };
+  clearInterval(showClients.timer);
+  showClients.timer = setInterval(refresh, CLIENTS_REFRESH_MS);
+  status.runs.onFinish = refresh;
+  refresh();
 }

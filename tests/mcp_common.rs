@@ -92,11 +92,27 @@ pub fn cx() -> Context<'static> {
             tab_ids: vec!["tab-a".into(), "tab-b".into()],
             queue_depth: 3,
             recent_runs: json!([{ "runId": "r_1", "exitCode": 0 }]),
+            clients: json!([{ "name": "seen-before", "version": "1", "lastSeenMs": 1 }]),
         },
         audit_records: &audit_records,
         page_url: PAGE_URL.into(),
         limits_json: json!({ "timeoutMs": 60000, "memMb": 256, "stdoutBytes": 1048576 }),
+        client_seen: &record_client,
     }
+}
+
+thread_local! {
+    /// The clientInfo values `cx()`'s `client_seen` was told, in order (per test thread).
+    pub static CLIENTS_SEEN: std::cell::RefCell<Vec<Value>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn record_client(info: &Value) {
+    CLIENTS_SEEN.with(|seen| seen.borrow_mut().push(info.clone()));
+}
+
+/// The clientInfo values seen so far on this thread, forgotten as they are returned.
+pub fn clients_seen() -> Vec<Value> {
+    CLIENTS_SEEN.with(|seen| seen.take())
 }
 
 pub fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -123,8 +123,23 @@ fn the_session_resource_describes_the_relay_session() {
             "executor": {"attached": true, "tabs": 2, "tabIds": ["tab-a", "tab-b"], "pageUrl": PAGE_URL},
             "queueDepth": 3,
             "recentRuns": [{"runId": "r_1", "exitCode": 0}],
+            "clients": [{"name": "seen-before", "version": "1", "lastSeenMs": 1}],
         })
     );
+}
+
+#[test]
+fn the_client_info_of_each_request_is_passed_on_in_either_era() {
+    let mut server = Server::new();
+    clients_seen();
+    server.reply(&modern("tools/list", json!({})));
+    assert_eq!(clients_seen(), vec![json!({ "name": "test", "version": "1" })]);
+    let session = server.initialize("2025-11-25");
+    assert_eq!(clients_seen(), vec![json!({ "name": "legacy-test", "version": "1" })]);
+    server.send(&legacy(&session, 1, "ping", json!({ "clientInfo": { "name": "not-initialize" } })));
+    assert!(clients_seen().is_empty(), "only initialize carries a legacy client's info");
+    server.reply(&modern("tools/list", json!({ "_meta": { "io.modelcontextprotocol/clientInfo": "x" } })));
+    assert!(clients_seen().is_empty(), "a clientInfo that is not an object is not passed on");
 }
 
 #[test]

@@ -30,6 +30,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         (Method::Get, ["session", id, "events"]) => session::forward(req, &env, id, "events").await,
         (Method::Post, ["session", id, "result"]) => session::forward(req, &env, id, "result").await,
         (Method::Get, ["session", id, "mcps"]) => session::forward(req, &env, id, "mcps").await,
+        (Method::Post, ["session", id, "detach"]) => session::forward(req, &env, id, "detach").await,
         (Method::Post, ["capsules"]) => capsules::create(req, &env).await,
         (Method::Post, ["capsules", "verify"]) => capsules::verify(req, &env).await,
         (Method::Get | Method::Head, ["capsules", hash, file]) => capsules::fetch(&req, &env, hash, file).await,

@@ -13,7 +13,8 @@ const IMAGE_TYPES = { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", g
 
 /**
  * Uploads the /out files of `paths` that still exist.
- * @returns {Promise<Array<{path, size, sha256, uploaded, image?}>>} the exit event's `files`
+ * @returns {Promise<Array<{path, size, sha256, uploaded, image?, url?}>>} the exit event's `files`
+ *   (without `url`, the download link, which is for the page)
  */
 export async function uploadOutFiles(workspace, paths, { runId, runToken }) {
   const present = paths.map((path) => [path, workspace.read(path)]).filter(([, bytes]) => bytes);
@@ -28,6 +29,8 @@ async function upload(path, bytes, allowed, { runId, runToken }) {
     const url = `/files/${encodeURIComponent(runId)}${path.split("/").map(encodeURIComponent).join("/")}`;
     const res = await fetch(url, { method: "PUT", headers: { authorization: `Bearer ${runToken}` }, body: bytes }).catch(() => null);
     file.uploaded = Boolean(res?.ok);
+    // The signed download link, for the page's list (the exit event does not carry it).
+    if (res?.ok) file.url = (await res.json().catch(() => ({}))).url;
   }
   const mimeType = IMAGE_TYPES[path.split(".").pop().toLowerCase()];
   if (mimeType && bytes.length <= INLINE_IMAGE_BYTES) file.image = { mimeType, data: toBase64(bytes) };

@@ -74,17 +74,17 @@ export class RunQueue {
   async execute(announced, signal) {
     const { runId, hash, language, size } = announced;
     const report = this.backchannel.forRun(runId);
-    const showOutcome = this.status.addRun(hash, language);
+    const view = this.status.runs.start({ runId, tool: language === "py" ? "run_py" : "run_js", language });
     this.status.log(`Received capsule ${hash} (language: ${language}, size: ${formatSize(size)})`);
 
     let capsule;
     try {
       capsule = await loadCapsule(announced, this.keyRing, { signal });
     } catch (err) {
-      if (signal.aborted) return this.complete(report, showOutcome, cancelledOutcome());
+      if (signal.aborted) return this.complete(report, view, cancelledOutcome());
       const refused = capsuleFailure(hash, err);
       report({ type: "error", ...refused.error });
-      return this.complete(report, showOutcome, { ...refused, usage: { wallMs: 0, memPeakMb: 0 } });
+      return this.complete(report, view, { ...refused, usage: { wallMs: 0, memPeakMb: 0 } });
     }
 
     const echo = this.status.echo();
@@ -109,13 +109,14 @@ export class RunQueue {
       onOutput: (stream, data) => {
         report({ type: stream, data });
         echo.write(stream, data);
+        view.output(stream, data);
       },
     });
     echo.end();
     const { fileErrors, ...usage } = outcome.usage;
     if (fileErrors) this.status.error(`run ${runId}: ${fileErrors} file change(s) could not be stored`);
     const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken });
-    this.complete(report, showOutcome, { ...outcome, usage, files });
+    this.complete(report, view, { ...outcome, usage, files });
   }
 
   /**
@@ -135,20 +136,22 @@ export class RunQueue {
 
   async executeFileTool(command) {
     const report = this.backchannel.forRun(command.runId);
+    const target = command.arguments.path ?? command.arguments.pattern;
+    const view = this.status.runs.start({ runId: command.runId, tool: command.tool, target });
     const started = performance.now();
     const { value, exitCode = 0, error } = await runFileTool(this.workspace, this.policy, command);
     const usage = { wallMs: Math.round(performance.now() - started), memPeakMb: 0 };
     report({ type: "exit", exitCode, usage, ...(error ? { error } : { value }) });
-    const target = command.arguments.path ?? command.arguments.pattern;
+    view.finish({ exitCode, usage, error });
     this.status.log(`${command.tool} ${target}: ${error ? `${error.name}: ${error.message}` : "done"}`);
   }
 
-  complete(report, showOutcome, { exitCode, usage, error, files = [] }) {
-    report({ type: "exit", exitCode, usage, files, ...(error && { error }) });
+  complete(report, view, { exitCode, usage, error, files = [] }) {
+    report({ type: "exit", exitCode, usage, files: files.map(({ url, ...file }) => file), ...(error && { error }) });
     const runtime = formatSeconds(usage.wallMs);
     this.status.log(`Execution completed (exitCode: ${exitCode}, runtime: ${runtime})`);
     if (error) this.status.error(`${error.name}: ${error.message}`);
-    showOutcome(`exit ${exitCode} in ${runtime}${error ? ` (${error.name})` : ""}`);
+    view.finish({ exitCode, usage, error, files });
   }
 }
 

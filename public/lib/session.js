@@ -6,7 +6,7 @@
 import { readEventStream } from "./event-stream.js";
 import { HttpError, backoffMs, fetchOk } from "./http.js";
 
-const COMMANDS = ["hello", "capsule", "file", "cancel", "shutdown"];
+const COMMANDS = ["hello", "tabs", "capsule", "file", "cancel", "shutdown"];
 const REFRESH_MARGIN_MS = 60_000;
 const RETRY_REFRESH_MS = 5_000;
 const RECONNECT_MAX_MS = 30_000;
@@ -15,7 +15,7 @@ export class SessionClient {
   /**
    * @param options.key the API key
    * @param options.session the relay session name
-   * @param options.onCommand (type, data) => void for hello, capsule, file, cancel, shutdown
+   * @param options.onCommand (type, data) => void for hello, tabs, capsule, file, cancel, shutdown
    * @param options.onState (state, detail) => void: "reconnecting" | "unauthorized"
    */
   constructor({ key, session, onCommand, onState }) {
@@ -36,6 +36,16 @@ export class SessionClient {
   async start() {
     await this.attach();
     this.listen();
+  }
+
+  /**
+   * Tells the server this tab is going away (the page is closing or reloading), so the relay
+   * session's next run goes to another tab at once. `keepalive` lets it outlive the page.
+   */
+  detach() {
+    if (!this.grant || !this.tabId) return;
+    const { url, headers } = this.endpoint("detach");
+    fetch(url, { method: "POST", headers, keepalive: true }).catch(() => {});
   }
 
   stop() {

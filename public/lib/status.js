@@ -1,18 +1,37 @@
-// What the person at the tab sees: every event logged to the console as a line starting
-// "relay-mcp: " (so the executor's lines can be picked out of DevTools, by a person or a test),
-// and a minimal status on the page (session, connection, last runs).
+// What the person at the tab sees: a banner saying what state the tab is in and what to do
+// about it, the relay session's facts (session, connection, tabs), and the runs (run-list.js);
+// and every event logged to the console as a line starting "relay-mcp: " (so the executor's
+// lines can be picked out of DevTools, by a person or a test).
+
+import { RunList } from "./run-list.js";
 
 const PREFIX = "relay-mcp: ";
-const RUNS_SHOWN = 10;
 // Echoing a chatty program line by line would swamp DevTools; the full output still goes to
-// the server.
+// the server, and the page keeps the start of it.
 const ECHO_LINES_PER_RUN = 500;
 
+/** The banner's words for each state; `detail` is the server's or the network's own. */
+const BANNERS = {
+  starting: () => "Starting…",
+  "waiting for an API key": () => "Enter your API key below to attach this tab to your relay session.",
+  attaching: () => "Attaching to the relay session…",
+  connected: () => "Attached. Calls of your MCP clients to this relay session run in this tab.",
+  reconnecting: (detail) => `Lost the connection to the server; ${detail}. Calls wait in the relay session's queue meanwhile.`,
+  offline: (detail) => `Cannot reach the server (${detail ?? "offline"}); retrying.`,
+  unauthorized: (detail) => `The server refused the API key${detail ? ` (${detail})` : ""}. Enter a valid key.`,
+  closed: (detail) => `The server closed this tab's session${detail ? ` (${detail})` : ""}. Reload the page to attach again.`,
+  standby: () => "Attached, on standby: another tab of this relay session, opened later, runs the calls. This tab takes over if that one closes.",
+};
+
 export class Status {
-  constructor(doc = document) {
+  constructor(doc = document, session = "default") {
+    this.bannerEl = doc.getElementById("banner");
     this.sessionEl = doc.getElementById("session");
     this.stateEl = doc.getElementById("state");
-    this.runsEl = doc.getElementById("runs");
+    this.tabsEl = doc.getElementById("tabs");
+    this.runs = new RunList(doc.getElementById("runs"), doc.getElementById("runs-empty"), `relay.runs.${session}`);
+    this.state = "starting";
+    this.tabId = null;
   }
 
   log(text) {
@@ -28,18 +47,24 @@ export class Status {
   }
 
   setState(state, detail) {
+    this.state = state;
     this.stateEl.textContent = detail ? `${state} (${detail})` : state;
     this.stateEl.dataset.state = state;
+    this.bannerEl.dataset.state = state;
+    this.bannerEl.textContent = (BANNERS[state] ?? (() => state))(detail);
   }
 
-  /** Adds a run to the page's list; returns a function that sets its outcome text. */
-  addRun(hash, language) {
-    const item = this.runsEl.ownerDocument.createElement("li");
-    const label = `${hash.slice(0, 12)} ${language}`;
-    item.textContent = `${label} running`;
-    this.runsEl.prepend(item);
-    while (this.runsEl.children.length > RUNS_SHOWN) this.runsEl.lastElementChild.remove();
-    return (outcome) => (item.textContent = `${label} ${outcome}`);
+  /** The tabs of the relay session (`tabs` command): how many, and whether this one runs next. */
+  setTabs({ count, next }, tabId) {
+    const runsNext = next === tabId;
+    this.tabsEl.textContent =
+      count === 1
+        ? "1 (this tab)"
+        : `${count} attached; ${runsNext ? "this tab runs the next call" : "another tab, opened later, runs the next calls (this one takes over if it closes)"}`;
+    this.tabsEl.dataset.runsNext = String(runsNext);
+    if (this.state === "connected" || this.state === "standby") {
+      this.setState(runsNext ? "connected" : "standby");
+    }
   }
 
   /** Echoes a run's output to the console line by line ("relay-mcp: stdout: <line>"). */

@@ -163,5 +163,6 @@ pub fn session_json(relay: &RelayView, page_url: &str) -> Value {
         },
         "queueDepth": relay.queue_depth,
         "recentRuns": relay.recent_runs,
+        "clients": relay.clients,
     })
 }

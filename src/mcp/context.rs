@@ -16,6 +16,8 @@ pub struct RelayView {
     pub queue_depth: usize,
     /// Recent runs, newest first, as the Durable Object records them.
     pub recent_runs: Value,
+    /// MCP clients seen recently, newest first: `[{name, version, lastSeenMs}]`.
+    pub clients: Value,
 }
 
 /// What `handle` needs from its caller besides the request.
@@ -31,4 +33,7 @@ pub struct Context<'a> {
     pub page_url: String,
     /// The effective limits, quoted to agents in the prompt.
     pub limits_json: Value,
+    /// Told the `clientInfo` (`{name, version, ...}`) a request carries: a modern request's
+    /// `_meta`, a legacy `initialize`'s params. The page lists the clients seen recently.
+    pub client_seen: &'a dyn Fn(&Value),
 }

@@ -70,6 +70,9 @@ fn post(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Result
     check_post(&req.headers, req.body.len()).map_err(|e| (None, e))?;
     let message = parse(&req.body)?;
     let sender = sender(&message, &req.headers, &*store)?;
+    if let Some(client) = client_info(&message) {
+        (cx.client_seen)(client);
+    }
     match message {
         Message::Request { id, method, params } => {
             request(req, store, cx, sender, &id, &method, &params).map_err(|e| (Some(id), e))
@@ -77,6 +80,14 @@ fn post(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Result
         Message::Notification { method, params } => notification(sender, &method, &params),
         Message::Response => Err((None, unasked_response())),
     }
+}
+
+/// The `clientInfo` a request names: in its modern `_meta`, or in a legacy `initialize`.
+fn client_info(message: &Message) -> Option<&Value> {
+    let Message::Request { method, params, .. } = message else { return None };
+    let meta = params.get("_meta").and_then(|m| m.get("io.modelcontextprotocol/clientInfo"));
+    let initialize = (method == "initialize").then(|| params.get("clientInfo")).flatten();
+    meta.or(initialize).filter(|info| info.is_object())
 }
 
 /// Who sent a POSTed message, as found once per request: its era, and for a legacy client

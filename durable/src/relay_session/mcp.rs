@@ -29,6 +29,7 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         audit_records: &|n| store::audit_records(&shared.storage.sql(), n),
         page_url: caller.page_url(),
         limits_json: serde_json::to_value(&caller.tenant.defaults.policy.limits)?,
+        client_seen: &|info| shared.saw_client(info, now_ms()),
     };
     let outcome = {
         let sql = shared.storage.sql();
@@ -56,6 +57,7 @@ fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
         tab_ids,
         queue_depth,
         recent_runs: store::recent_runs(&shared.storage.sql(), 10),
+        clients: shared.clients(),
     }
 }
 

@@ -37,6 +37,7 @@ impl DurableObject for SessionDO {
             "/mcp" => mcp::handle(shared, req, caller).await,
             "/events" => tabs::attach(shared, &caller),
             "/result" => tabs::result(shared, req).await,
+            "/detach" => tabs::detach(shared, &req),
             "/mcps-rpc" => upstreams::call(shared, req, &caller).await,
             "/mcps" => upstreams::tree(shared, &caller).await,
             path => Ok(error(404, "NotFound", format!("session object has no route {path}"))),

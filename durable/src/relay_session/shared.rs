@@ -18,6 +18,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use worker::{Env, Result, Storage};
 
+/// MCP clients remembered for `relay://session` (the page lists them).
+const CLIENTS_KEPT: usize = 10;
+/// Longest client name or version kept.
+const CLIENT_FIELD_MAX: usize = 100;
 /// Capsule hashes remembered as stored in R2 before the set starts over.
 const STORED_KEPT: usize = 10_000;
 /// Answers of legacy streamed calls, kept for a client that resumes its stream (it may have
@@ -66,6 +70,8 @@ pub struct Shared {
     upstream_eras: RefCell<HashMap<String, Known>>,
     /// The `/mcps` tree last listed, and when.
     mcps_tree: RefCell<Option<(u64, Value)>>,
+    /// MCP clients seen recently (`{name, version, lastSeenMs}`), newest first.
+    clients: RefCell<VecDeque<Value>>,
 }
 
 impl Shared {
@@ -80,6 +86,7 @@ impl Shared {
             stored: RefCell::default(),
             upstream_eras: RefCell::default(),
             mcps_tree: RefCell::default(),
+            clients: RefCell::default(),
         }
     }
 
@@ -92,6 +99,26 @@ impl Shared {
     /// those meant for the caller: `Admitted`, `Refused`, `Reply`. A tab found dead while
     /// writing to it is fed back as `TabGone`.
     pub fn feed(&self, input: Input) -> Vec<Output> {
+        let tabs_before = self.view().0;
+        let answers = self.feed_inputs(input);
+        let tabs = self.view().0;
+        if tabs != tabs_before {
+            self.announce_tabs(&tabs);
+        }
+        answers
+    }
+
+    /// Tells every attached tab how many there are and which gets the next run (the newest),
+    /// so each page can say whether it runs next. A write that fails is left to the
+    /// heartbeat, which notices a gone tab anyway.
+    fn announce_tabs(&self, tabs: &[String]) {
+        let frame = sse_frame("tabs", &json!({ "count": tabs.len(), "next": tabs.last() }), None).into_bytes();
+        for tab in tabs {
+            self.write(tab, frame.clone());
+        }
+    }
+
+    fn feed_inputs(&self, input: Input) -> Vec<Output> {
         let mut inputs = VecDeque::from([input]);
         let mut answers = Vec::new();
         while let Some(input) = inputs.pop_front() {
@@ -167,6 +194,11 @@ impl Shared {
         self.tabs.borrow_mut().insert(tab.to_owned(), sender);
     }
 
+    /// Forgets a tab's stream (it said it is going away).
+    pub fn drop_tab(&self, tab: &str) {
+        self.tabs.borrow_mut().remove(tab);
+    }
+
     pub fn has_tab(&self, tab: &str) -> bool {
         self.tabs.borrow().contains_key(tab)
     }
@@ -240,6 +272,21 @@ impl Shared {
             stored.clear(); // forgetting only costs a redundant R2 write
         }
         stored.insert(hash.to_owned());
+    }
+
+    /// Notes an MCP client (its `clientInfo`) as seen at `now_ms`.
+    pub fn saw_client(&self, info: &Value, now_ms: u64) {
+        let field = |name: &str| info[name].as_str().unwrap_or("").chars().take(CLIENT_FIELD_MAX).collect::<String>();
+        let (name, version) = (field("name"), field("version"));
+        let mut clients = self.clients.borrow_mut();
+        clients.retain(|c| c["name"] != name.as_str() || c["version"] != version.as_str());
+        clients.push_front(json!({ "name": name, "version": version, "lastSeenMs": now_ms }));
+        clients.truncate(CLIENTS_KEPT);
+    }
+
+    /// The clients seen recently, newest first.
+    pub fn clients(&self) -> Value {
+        Value::from(Vec::from(self.clients.borrow().clone()))
     }
 
     /// What is known of the protocol era of upstream `key` (name and URL).

@@ -32,6 +32,17 @@ pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
     Ok(Response::from_stream(futures::stream::select(rx, ticking))?.with_headers(sse_headers()))
 }
 
+/// `POST /session/:id/detach`: the tab named in `x-relay-tab` is going away (its page is
+/// closing or reloading), so the next run goes to another tab at once rather than after a
+/// heartbeat finds its stream closed. A run it was executing ends as a lost tab's does.
+pub fn detach(shared: Rc<Shared>, req: &Request) -> Result<Response> {
+    if let Some(tab) = req.headers().get(TAB_HEADER)?.filter(|tab| shared.has_tab(tab)) {
+        shared.drop_tab(&tab);
+        shared.feed(Input::TabGone { tab });
+    }
+    Ok(Response::empty()?.with_status(204))
+}
+
 /// `POST /session/:id/result`: applies a batch of the tab's events to their runs, each event on
 /// its own (see `run::session` for the verdicts: 200, 404 or 409 listing what was refused).
 pub async fn result(shared: Rc<Shared>, mut req: Request) -> Result<Response> {

@@ -1,0 +1,145 @@
+// The page's list of the runs this tab executed, for the person at the tab: tool, language,
+// status, duration and exit code in one line that opens to the output as it streams and the
+// /out files as download links. Kept in localStorage per relay session (the last RUNS_KEPT
+// runs, OUTPUT_KEPT characters of each stream), so a reload still shows them. Output is text
+// from guest code: it only ever goes into textContent.
+
+const RUNS_KEPT = 20;
+const OUTPUT_KEPT = 16 * 1024;
+const SAVE_EVERY_MS = 1000;
+const LANGUAGES = { js: "JavaScript", py: "Python" };
+
+export class RunList {
+  /**
+   * @param listEl the <ol> the runs go in, newest first
+   * @param emptyEl what shows while there are none
+   * @param storageKey where they are kept (one key per relay session)
+   */
+  constructor(listEl, emptyEl, storageKey) {
+    this.listEl = listEl;
+    this.emptyEl = emptyEl;
+    this.storageKey = storageKey;
+    this.saveTimer = null;
+    this.onFinish = () => {}; // told when a run ends
+    this.runs = load(storageKey);
+    for (const run of [...this.runs].reverse()) this.listEl.prepend(render(run));
+    this.showEmpty();
+  }
+
+  /**
+   * Adds a run ({runId, tool, language?, target?}) as running; returns what reports on it:
+   * output(stream, text) as it comes, and finish({exitCode, usage, error, files}).
+   */
+  start({ runId, tool, language, target }) {
+    const run = { runId, tool, language, target, status: "running", startedAt: Date.now(), stdout: "", stderr: "", cut: 0, files: [] };
+    this.runs.unshift(run);
+    const dropped = this.runs.splice(RUNS_KEPT);
+    for (const old of dropped) this.listEl.querySelector(`[data-run-id="${CSS.escape(old.runId)}"]`)?.remove();
+    let item = render(run);
+    this.listEl.prepend(item);
+    this.showEmpty();
+    const update = () => {
+      const fresh = render(run, item.querySelector("details")?.open);
+      item.replaceWith(fresh);
+      item = fresh;
+    };
+    return {
+      output: (stream, text) => {
+        const room = OUTPUT_KEPT - run[stream].length;
+        run[stream] += text.slice(0, Math.max(0, room));
+        run.cut += Math.max(0, text.length - Math.max(0, room));
+        item.querySelector(`pre[data-stream="${stream}"]`).textContent = run[stream];
+        this.saveSoon();
+      },
+      finish: ({ exitCode, usage, error, files = [] }) => {
+        Object.assign(run, {
+          status: error ? error.name : exitCode === 0 ? "ok" : "failed",
+          exitCode,
+          wallMs: usage?.wallMs ?? Date.now() - run.startedAt,
+          error: error ? `${error.name}: ${error.message}` : null,
+          files: files.map(({ path, size, url }) => ({ path, size, url })),
+        });
+        update();
+        this.save();
+        this.onFinish(run);
+      },
+    };
+  }
+
+  showEmpty() {
+    this.emptyEl.hidden = this.runs.length > 0;
+  }
+
+  saveSoon() {
+    this.saveTimer ??= setTimeout(() => this.save(), SAVE_EVERY_MS);
+  }
+
+  save() {
+    clearTimeout(this.saveTimer);
+    this.saveTimer = null;
+    try {
+      localStorage.setItem(this.storageKey, JSON.stringify(this.runs));
+    } catch {
+      // Storage full or off: the list still works for this page's life.
+    }
+  }
+}
+
+function load(storageKey) {
+  try {
+    const runs = JSON.parse(localStorage.getItem(storageKey) ?? "[]");
+    // A run the page was executing when it went away never reported its end here.
+    return runs.slice(0, RUNS_KEPT).map((run) => (run.status === "running" ? { ...run, status: "interrupted" } : run));
+  } catch {
+    return [];
+  }
+}
+
+/** One run as a list item: a summary line that opens to its output and files. */
+function render(run, open = false) {
+  const item = el("li", { className: "run" });
+  item.dataset.runId = run.runId;
+  item.dataset.status = run.status;
+  const details = el("details", { open });
+  const summary = el(
+    "summary",
+    {},
+    el("span", { className: "run-tool", textContent: run.tool }),
+    el("span", { className: "run-what", textContent: run.target ?? LANGUAGES[run.language] ?? run.language ?? "" }),
+    el("span", { className: "run-status", textContent: statusText(run) }),
+    el("span", { className: "run-time", textContent: new Date(run.startedAt).toLocaleTimeString() }),
+  );
+  details.append(summary);
+  if (run.error) details.append(el("p", { className: "error", textContent: run.error }));
+  for (const stream of ["stdout", "stderr"]) {
+    details.append(el("h3", { textContent: stream }));
+    const pre = el("pre", { textContent: run[stream], tabIndex: 0 });
+    pre.dataset.stream = stream;
+    pre.setAttribute("aria-label", `${stream} of run ${run.runId}`);
+    details.append(pre);
+  }
+  if (run.cut) details.append(el("p", { textContent: `(${run.cut} more characters of output are in the MCP result, not shown here)` }));
+  if (run.files.length) {
+    details.append(el("h3", { textContent: "files in /out" }));
+    const list = el("ul");
+    for (const file of run.files) {
+      const name = file.url ? el("a", { href: file.url, textContent: file.path, download: file.path.split("/").pop() }) : `${file.path} (not uploaded)`;
+      list.append(el("li", {}, name, ` (${file.size} bytes)`));
+    }
+    details.append(list);
+  }
+  item.append(details);
+  return item;
+}
+
+function el(tag, props = {}, ...children) {
+  const node = Object.assign(document.createElement(tag), props);
+  node.append(...children);
+  return node;
+}
+
+function statusText(run) {
+  if (run.status === "running" || run.status === "interrupted") return run.status;
+  const seconds = `${((run.wallMs ?? 0) / 1000).toFixed(run.wallMs < 1000 ? 3 : 1)} s`;
+  return `${run.status} · exit ${run.exitCode} · ${seconds}`;
+}
