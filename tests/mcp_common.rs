@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use relay_core::audit::{seal, AuditRecord, ChainHead, Kind};
+use relay_core::mcp::tasks::TaskRecord;
 use relay_core::mcp::{
     handle, Context, Era, HttpRequest, HttpResponse, LogLevel, Outcome, RelayView, SessionStatus, SessionStore, Tool,
     ToolCall,
@@ -98,6 +99,19 @@ pub fn cx() -> Context<'static> {
         page_url: PAGE_URL.into(),
         limits_json: json!({ "timeoutMs": 60000, "memMb": 256, "stdoutBytes": 1048576 }),
         client_seen: &record_client,
+        task: &known_task,
+    }
+}
+
+/// The relay session's tasks in `cx()`: `task_working` (run `r_w`) and `task_done`.
+fn known_task(task_id: &str) -> Option<TaskRecord> {
+    let working = TaskRecord::working(task_id, "r_w", 1_700_000_000_000);
+    match task_id {
+        "task_working" => Some(working),
+        "task_done" => {
+            Some(working.ended(&json!({ "result": { "content": [], "isError": false } }), false, 1_700_000_001_000))
+        }
+        _ => None,
     }
 }
 
@@ -138,6 +152,7 @@ pub fn name_of(method: &str, params: &Value) -> Option<String> {
     let field = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
     };
     params.get(field).and_then(Value::as_str).map(str::to_string)
@@ -264,5 +279,6 @@ pub fn a_call(era: Era, stream: bool, log_level: Option<LogLevel>) -> ToolCall {
         era,
         log_level,
         session_id: None,
+        task: false,
     }
 }

@@ -36,8 +36,8 @@ export function modernHeaders(key, body) {
     "mcp-protocol-version": body.params?._meta?.["io.modelcontextprotocol/protocolVersion"] ?? MODERN,
     "mcp-method": body.method,
   };
-  const name = body.params?.name ?? (body.method === "resources/read" ? body.params?.uri : undefined);
-  if (["tools/call", "prompts/get", "resources/read"].includes(body.method) && name !== undefined) {
+  const name = body.method.startsWith("tasks/") ? body.params?.taskId : body.params?.name ?? (body.method === "resources/read" ? body.params?.uri : undefined);
+  if (["tools/call", "prompts/get", "resources/read", "tasks/get", "tasks/update", "tasks/cancel"].includes(body.method) && name !== undefined) {
     headers["mcp-name"] = name;
   }
   return headers;

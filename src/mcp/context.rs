@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::tasks::TaskRecord;
 use crate::audit::AuditRecord;
 
 /// The relay session as the `relay://session` resource and the prompt describe it.
@@ -36,4 +37,6 @@ pub struct Context<'a> {
     /// Told the `clientInfo` (`{name, version, ...}`) a request carries: a modern request's
     /// `_meta`, a legacy `initialize`'s params. The page lists the clients seen recently.
     pub client_seen: &'a dyn Fn(&Value),
+    /// The relay session's task of this id, if it has one (the tasks extension).
+    pub task: &'a dyn Fn(&str) -> Option<TaskRecord>,
 }

@@ -115,13 +115,14 @@ pub fn unsupported_version(requested: &str) -> RpcError {
         .with_data(json!({ "supported": SUPPORTED_VERSIONS, "requested": requested }))
 }
 
-/// `Mcp-Method` and, for the three named methods, `Mcp-Name` must be present and equal the
-/// body (streamable-http "Standard Request Headers").
+/// `Mcp-Method` and, for the named methods, `Mcp-Name` must be present and equal the body
+/// (streamable-http "Standard Request Headers"; ext-tasks "Routing Headers" for `tasks/*`).
 fn check_headers(method: &str, params: &Map<String, Value>, headers: &[(String, String)]) -> Result<(), RpcError> {
     expect_header(headers, "Mcp-Method", Some(method))?;
     let name_field = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return Ok(()),
     };
     expect_header(headers, "Mcp-Name", params.get(name_field).and_then(Value::as_str))

@@ -15,6 +15,8 @@ pub const RESOURCE_NOT_FOUND_LEGACY: i64 = -32002;
 /// 2026-07-28 basic "Error Codes": MCP's reserved sub-range.
 pub const HEADER_MISMATCH: i64 = -32020;
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// SEP-2575: the request needs a client capability it did not declare.
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 
 /// One parsed POST body.
 #[derive(Debug)]

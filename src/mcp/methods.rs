@@ -9,6 +9,7 @@ use super::era::{Era, SUPPORTED_VERSIONS};
 use super::jsonrpc::{RpcError, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY};
 use super::logging::LogLevel;
 use super::results::{error_result, Cache};
+use super::tasks;
 use super::tools::{self, Tool, ToolCall};
 use crate::audit;
 use crate::error::ErrorName;
@@ -33,6 +34,8 @@ pub enum Answer {
     Result(Value, Option<Cache>),
     /// A tool call for the Durable Object to run.
     Call(ToolCall),
+    /// `tasks/cancel` of a working task: the Durable Object cancels its run, then acknowledges.
+    CancelRun(String),
 }
 
 /// Runs one method. `ping` and `logging/setLevel` exist only in the legacy era (2026-07-28
@@ -51,6 +54,7 @@ pub fn dispatch(req: &Req, cx: &Context) -> Result<Answer, RpcError> {
         (_, "resources/read") => read_resource(req, cx),
         (_, "prompts/list") => list(req.params, "prompts", json!([content::prompt()])),
         (_, "prompts/get") => get_prompt(req.params, cx),
+        (Era::Modern, "tasks/get" | "tasks/update" | "tasks/cancel") => task_method(req, cx),
         _ => Err(method_not_found(req.era, req.method)),
     }
 }
@@ -75,9 +79,11 @@ fn method_not_found(era: Era, method: &str) -> RpcError {
 /// `server/discover` (2026-07-28 server/discover). Private: the instructions name this
 /// deployment's executor page.
 fn discover(cx: &Context) -> Answer {
+    let mut capabilities = content::capabilities();
+    capabilities["extensions"] = json!({ tasks::EXTENSION: {} });
     let result = json!({
         "supportedVersions": SUPPORTED_VERSIONS,
-        "capabilities": content::capabilities(),
+        "capabilities": capabilities,
         "instructions": content::instructions(cx),
     });
     Answer::Result(result, Some(Cache::Private(STATIC_TTL_MS)))
@@ -134,7 +140,27 @@ fn call_tool(req: &Req) -> Result<Answer, RpcError> {
         era: req.era,
         log_level: req.log_level,
         session_id: req.session_id.map(str::to_string),
+        task: req.era == Era::Modern && matches!(tool, Tool::RunJs | Tool::RunPy) && tasks::declared(req.params),
     }))
+}
+
+/// `tasks/get`, `tasks/update`, `tasks/cancel`: only for a request that declared the extension,
+/// and of a task the relay session has. Cancelling a task that ended is acknowledged as well.
+fn task_method(req: &Req, cx: &Context) -> Result<Answer, RpcError> {
+    if !tasks::declared(req.params) {
+        return Err(tasks::missing_capability());
+    }
+    let task_id = tasks::task_id(req.params)?;
+    let task = (cx.task)(task_id).ok_or_else(|| tasks::unknown_task(task_id))?;
+    match req.method {
+        "tasks/get" => Ok(Answer::Result(task.to_json("complete", true), None)),
+        "tasks/update" => match req.params.get("inputResponses") {
+            None | Some(Value::Object(_)) => Ok(Answer::Result(json!({}), None)),
+            Some(_) => Err(invalid_params("tasks/update `inputResponses` must be an object")),
+        },
+        _ if task.status.is_terminal() => Ok(Answer::Result(json!({}), None)),
+        _ => Ok(Answer::CancelRun(task.run_id)),
+    }
 }
 
 /// basic/patterns/progress: a progress token is a string or an integer.

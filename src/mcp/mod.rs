@@ -56,6 +56,7 @@ mod methods;
 mod results;
 mod schema;
 mod server;
+pub mod tasks;
 mod tools;
 
 pub use content::server_info;
@@ -64,8 +65,8 @@ pub use era::{Era, SUPPORTED_VERSIONS};
 pub use http::{sse_event, sse_frame, wants_sse, HttpRequest, HttpResponse, SSE_HEADERS, SSE_KEEPALIVE};
 pub use logging::LogLevel;
 pub use results::{
-    data_result, file_result, log_notifications, progress_notification, tool_error, tool_error_to, tool_result,
-    ToolResult, OUTPUT_BUDGET,
+    data_result, file_result, log_notifications, progress_notification, task_created, tool_error, tool_error_to,
+    tool_result, ToolResult, OUTPUT_BUDGET,
 };
 pub use server::{handle, Outcome, SessionStatus, SessionStore, MAX_BODY_BYTES};
 pub use tools::{Tool, ToolCall};

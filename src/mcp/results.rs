@@ -13,6 +13,7 @@ use super::content;
 use super::era::Era;
 use super::jsonrpc::{notification, response_envelope};
 use super::logging::LogLevel;
+use super::tasks::TaskRecord;
 use super::tools::{Tool, ToolCall};
 use crate::error::ErrorName;
 
@@ -40,15 +41,21 @@ pub enum Cache {
     Private(u64),
 }
 
-/// Completes a result for `era`: 2026-07-28 requires `resultType` on every result and
-/// caching hints on cacheable ones, and asks for `serverInfo` in `_meta`; legacy results
-/// stay as their revision defined them.
+/// Completes a result for `era`: 2026-07-28 requires `resultType` on every result (`complete`
+/// unless it has one: a task handle is `task`) and caching hints on cacheable ones, and asks
+/// for `serverInfo` in `_meta` (next to what the result keeps there); legacy results stay as
+/// their revision defined them.
 pub fn shape_result(era: Era, mut result: Value, cache: Option<Cache>) -> Value {
     if era == Era::Legacy {
         return result;
     }
-    result["resultType"] = json!("complete");
-    result["_meta"] = json!({ "io.modelcontextprotocol/serverInfo": content::server_info() });
+    if result.get("resultType").is_none() {
+        result["resultType"] = json!("complete");
+    }
+    if !result["_meta"].is_object() {
+        result["_meta"] = json!({});
+    }
+    result["_meta"]["io.modelcontextprotocol/serverInfo"] = content::server_info();
     if let Some(cache) = cache {
         let (ttl, scope) = match cache {
             Cache::Public(ttl) => (ttl, "public"),
@@ -122,6 +129,11 @@ fn images_within(images: &[(String, String)], budget: usize) -> impl Iterator<It
 /// `structuredContent.error {name, message}` (every tool's outputSchema admits it).
 pub fn tool_error(call: &ToolCall, name: ErrorName, message: &str) -> Value {
     tool_error_to(&call.id, call.era, name, message)
+}
+
+/// The answer to a `tools/call` that became a task: its CreateTaskResult (tasks extension).
+pub fn task_created(call: &ToolCall, task: &TaskRecord) -> Value {
+    response_envelope(&call.id, shape_result(Era::Modern, task.to_json("task", false), None))
 }
 
 /// [`tool_error`] for a request known only by its id and era (a resumed stream whose call

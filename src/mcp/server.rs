@@ -45,6 +45,8 @@ pub enum Outcome {
     OpenStream { session_id: String, last_event_id: Option<String> },
     /// `tools/call` of a known tool with arguments valid against its input schema.
     Call(ToolCall),
+    /// `tasks/cancel` of a working task: cancel its run, then send `reply` (the ack).
+    CancelRun { run_id: String, reply: HttpResponse },
     /// Legacy `notifications/cancelled`: cancel that request's run if it is running, answer
     /// 202. (`session_id` is always set; it stays an `Option` for the Durable Object's key.)
     Cancel { request_id: Value, session_id: Option<String> },
@@ -167,6 +169,10 @@ fn request(
             Ok(Outcome::Reply(HttpResponse::json(200, body)))
         }
         Answer::Call(tool_call) => Ok(Outcome::Call(tool_call)),
+        Answer::CancelRun(run_id) => {
+            let ack = response_envelope(id, shape_result(era, json!({}), None));
+            Ok(Outcome::CancelRun { run_id, reply: HttpResponse::json(200, ack) })
+        }
     }
 }
 

@@ -27,6 +27,9 @@ pub struct ToolCall {
     pub log_level: Option<LogLevel>,
     /// The legacy `Mcp-Session-Id`, if any.
     pub session_id: Option<String>,
+    /// Answer with a task at once (the client declared the tasks extension and the tool is a
+    /// run, which may take long), not with the result.
+    pub task: bool,
 }
 
 /// A tool this server offers.

@@ -272,6 +272,12 @@ impl Session {
         self.queue.depth()
     }
 
+    /// A run still in hand: whether a tab has it, and its stdout and stderr so far (within
+    /// its output cap).
+    pub fn progress(&self, run: &str) -> Option<(bool, &str, &str)> {
+        self.runs.get(run).map(|r| (r.assigned.is_some(), r.log.stdout.as_str(), r.log.stderr.as_str()))
+    }
+
     fn admit(&mut self, now_ms: u64, run: String, timeout_ms: u64, output_cap: u64, out: &mut Vec<Output>) {
         if self.runs.contains_key(&run) {
             return; // run ids are unique: a repeat is ignored

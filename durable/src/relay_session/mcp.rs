@@ -8,7 +8,10 @@ use crate::edge::http::sse_headers;
 use crate::edge::{http, now_ms, random, sleep};
 use futures::StreamExt;
 use relay_core::forward::{Caller, CALLER_HEADER};
+use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
 use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView};
+use relay_core::run::session::{Cancel, Input};
+use serde_json::json;
 use std::rc::Rc;
 use worker::{Headers, Request, Response, Result};
 
@@ -30,6 +33,7 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         page_url: caller.page_url(),
         limits_json: serde_json::to_value(&caller.tenant.defaults.policy.limits)?,
         client_seen: &|info| shared.saw_client(info, now_ms()),
+        task: &|task_id| task(&shared, task_id),
     };
     let outcome = {
         let sql = shared.storage.sql();
@@ -42,11 +46,35 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         }
         Outcome::OpenStream { .. } => keepalive_stream(),
         Outcome::Call(call) => runs::respond(shared, caller, call).await,
+        Outcome::CancelRun { run_id, reply } => {
+            shared.feed(Input::Cancel { run: run_id, why: Cancel::ByClient });
+            Ok(http::to_response(reply))
+        }
         Outcome::Cancel { request_id, session_id } => {
             runs::cancel_request(&shared, session_id.as_deref(), &request_id);
             Ok(http::to_response(HttpResponse::accepted()))
         }
     }
+}
+
+/// A task as `tasks/get` shows it: a working one with its run's progress. A poll also ticks
+/// the run machine, so deadlines run while no stream is open (a task holds no request). A
+/// task whose run this instance no longer has was cut off by a restart: it failed.
+fn task(shared: &Shared, task_id: &str) -> Option<TaskRecord> {
+    shared.tick();
+    let sql = shared.storage.sql();
+    let task = store::task(&sql, task_id, now_ms())?;
+    if task.status != TaskStatus::Working {
+        return Some(task);
+    }
+    let run = task.run_id.clone();
+    let progress = shared.progress(&run, |on_tab, stdout, stderr| task.clone().in_progress(on_tab, stdout, stderr));
+    progress.or_else(|| {
+        let lost = json!({ "error": { "code": -32603, "message": "the relay restarted while the run was in flight; call the tool again" } });
+        let failed = task.ended(&lost, false, now_ms());
+        store::save_task(&sql, &failed);
+        Some(failed)
+    })
 }
 
 /// What `relay://session` shows: tabs, queue, recent runs.

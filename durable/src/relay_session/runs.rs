@@ -2,6 +2,10 @@
 //! arguments), take the run's place in line, store the capsule, and deliver what the run
 //! machine reports ([`Answer`]) as it comes: on the request's SSE stream, or as one JSON body.
 //!
+//! A 2026-07-28 client that declared the tasks extension gets a task for `run_js`/`run_py`
+//! instead ([`TaskAnswer`]): the answer is the task handle, sent once the task is stored, and
+//! the run's end is written into the task, which `tasks/get` reads (see `mcp.rs`).
+//!
 //! Closing a 2026-07-28 stream cancels its run (streamable-http "Cancellation"). A legacy
 //! client's disconnection is not a cancellation (2025-11-25 transports "Sending Messages"): its
 //! stream opens with a priming event whose id is the run id, the run goes on, and the client
@@ -22,6 +26,7 @@ use relay_core::error::ErrorName;
 use relay_core::files::download_url;
 use relay_core::forward::Caller;
 use relay_core::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
+use relay_core::mcp::tasks::TaskRecord;
 use relay_core::mcp::{self, Era, LogLevel, Tool, ToolCall, ToolResult};
 use relay_core::run::args::capsule_spec;
 use relay_core::run::backchannel::{EventBody, OutFile, RunError};
@@ -29,7 +34,7 @@ use relay_core::run::file_op::{file_op, FileOp, FILE_OP_TIMEOUT_MS};
 use relay_core::run::session::{Cancel, Input, Outcome, Output, LOAD_BUDGET_MS};
 use serde_json::{json, Value};
 use std::rc::Rc;
-use worker::{Response, Result};
+use worker::{Response, Result, SqlStorage};
 
 /// JSON-RPC server error for a full queue (the HTTP status, 429, says the rest). Outside
 /// -32000..-32019, which 2026-07-28 asks new implementations not to use.
@@ -127,6 +132,9 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
         Err(response) => return Ok(response),
     };
     let run = format!("r_{}", hex::encode(random::<8>()));
+    if call.task {
+        return respond_with_task(shared, caller, call, run, job).await;
+    }
     if !call.stream {
         let (body, answer) = oneshot::channel();
         let delivery = Answer { body: Some(body), ..Answer::new(&call, &caller, &run, &job, None) };
@@ -169,6 +177,52 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
         frame
     });
     Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()))
+}
+
+/// A task's run: the task is stored before its handle (a CreateTaskResult) is answered, so a
+/// `tasks/get` for it always finds it; the run then goes on with no request open, and its end
+/// is written into the task.
+async fn respond_with_task(
+    shared: Rc<Shared>,
+    caller: Caller,
+    call: ToolCall,
+    run: String,
+    job: Rc<Job>,
+) -> Result<Response> {
+    let task = TaskRecord::working(&format!("task_{}", hex::encode(random::<16>())), &run, now_ms());
+    let sql = shared.storage.sql();
+    let delivery =
+        TaskAnswer { answer: Answer::new(&call, &caller, &run, &job, None), task: task.clone(), sql: sql.clone() };
+    // Stored first: the run may end within its admission (no tab, no attach wait), and its end
+    // is written over this. (A refused admission leaves a task no one was told of; it expires.)
+    store::save_task(&sql, &task);
+    if let Err(response) = admit(&shared, &call, &caller, &run, &job, delivery) {
+        return Ok(response);
+    }
+    prepare(&shared, &caller, &run, &job).await;
+    Ok(http::json(200, &mcp::task_created(&call, &task)))
+}
+
+/// Where a task's run ends: in its task, as what the request would have answered.
+struct TaskAnswer {
+    answer: Answer,
+    task: TaskRecord,
+    sql: SqlStorage,
+}
+
+impl Delivery for TaskAnswer {
+    fn forward(&mut self, _: &EventBody) {}
+
+    fn finish(&mut self, outcome: Outcome, answer: bool) -> Option<Value> {
+        let cancelled = !answer || outcome.exit.error.as_ref().is_some_and(|e| e.name == ErrorName::Cancelled.as_str());
+        let response = conclude(&self.answer, outcome);
+        store::save_task(&self.sql, &self.task.ended(&response, cancelled, now_ms()));
+        None
+    }
+
+    fn resume(&mut self, _: &str, _: Frames) -> bool {
+        false
+    }
 }
 
 /// A run's answer frames, merged with a ticker that keeps the machine's deadlines running (and
@@ -248,7 +302,7 @@ fn admit(
     caller: &Caller,
     run: &str,
     job: &Job,
-    delivery: Answer,
+    delivery: impl Delivery + 'static,
 ) -> std::result::Result<(), Response> {
     let (timeout_ms, output_cap) = job.limits();
     let sql = shared.storage.sql();

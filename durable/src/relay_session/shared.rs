@@ -185,6 +185,14 @@ impl Shared {
         self.machine.borrow().as_ref().and_then(Session::next_wake)
     }
 
+    /// What `f` makes of run `run`'s progress (whether a tab has it, its stdout and stderr so
+    /// far), if the run is still in hand.
+    pub fn progress<T>(&self, run: &str, f: impl FnOnce(bool, &str, &str) -> T) -> Option<T> {
+        let machine = self.machine.borrow();
+        let (on_tab, stdout, stderr) = machine.as_ref()?.progress(run)?;
+        Some(f(on_tab, stdout, stderr))
+    }
+
     /// Attached tabs and the number of runs waiting, for `relay://session`.
     pub fn view(&self) -> (Vec<String>, usize) {
         self.machine.borrow().as_ref().map_or((Vec::new(), 0), |m| (m.tabs().to_vec(), m.queue_depth()))

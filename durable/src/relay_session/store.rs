@@ -3,6 +3,7 @@
 
 use relay_core::audit::{self, AuditRecord, ChainHead, Kind, Scope};
 use relay_core::capsule::canonical::sha256_hex;
+use relay_core::mcp::tasks::{TaskRecord, TASK_TTL_MS};
 use relay_core::mcp::{SessionStatus, SessionStore};
 use relay_core::run::session::Outcome;
 use serde::Deserialize;
@@ -14,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0001_init.sql"),
     include_str!("../../../migrations/0002_run_resume.sql"),
     include_str!("../../../migrations/0003_audit_chain.sql"),
+    include_str!("../../../migrations/0004_tasks.sql"),
 ];
 /// Longest error message the audit keeps.
 const MAX_ERROR_MESSAGE: usize = 500;
@@ -291,6 +293,27 @@ pub fn audit_records(sql: &SqlStorage, n: usize) -> Vec<AuditRecord> {
     };
     records.reverse();
     records
+}
+
+/// Stores a task as it is now (created, or ended), and drops the tasks past their TTL.
+pub fn save_task(sql: &SqlStorage, task: &TaskRecord) {
+    let record = serde_json::to_string(task).expect("a task serializes");
+    let args: Vec<SqlStorageValue> = vec![task.task_id.clone().into(), (task.created_ms as i64).into(), record.into()];
+    log_err(sql.exec("INSERT OR REPLACE INTO tasks (task_id, created_ms, record) VALUES (?, ?, ?)", args));
+    let expired = task.updated_ms.saturating_sub(TASK_TTL_MS) as i64;
+    log_err(sql.exec("DELETE FROM tasks WHERE created_ms < ?", vec![expired.into()]));
+}
+
+/// The task `task_id`, unless there is none or it is past its TTL at `now_ms`.
+pub fn task(sql: &SqlStorage, task_id: &str, now_ms: u64) -> Option<TaskRecord> {
+    #[derive(Deserialize)]
+    struct Row {
+        record: String,
+    }
+    let rows =
+        sql.exec("SELECT record FROM tasks WHERE task_id = ?", vec![task_id.into()]).and_then(|c| c.to_array::<Row>());
+    let task: TaskRecord = serde_json::from_str(&rows.ok()?.into_iter().next()?.record).ok()?;
+    (now_ms.saturating_sub(task.created_ms) < TASK_TTL_MS).then_some(task)
 }
 
 /// The latest runs, newest first, for `relay://session`.
