@@ -7,7 +7,7 @@ use relay_core::error::ErrorName;
 use relay_core::policy::{check_mcp, intersect, Policy, PolicyOverride};
 use relay_core::upstream::client::{Answer, Exchange, Known, Next};
 use relay_core::upstream::seal::{Place, SealingKey};
-use relay_core::upstream::tree::{definition, files, segment, Listing};
+use relay_core::upstream::tree::{definition, files, segment, Listing, MAX_TREE_BYTES};
 use relay_core::upstream::{authorize, RpcCall, Upstream, UpstreamSpec};
 use serde_json::{json, Value};
 
@@ -436,4 +436,24 @@ fn a_schema_nested_without_end_becomes_unknown_past_the_depth_limit() {
     let dts = definition("d", &tools.iter().collect::<Vec<_>>());
     assert!(dts.contains("Array<unknown>"), "{dts}");
     assert!(dts.len() < 10_000);
+}
+
+#[test]
+fn a_server_whose_descriptions_would_overflow_the_tree_is_named_not_written() {
+    let big = "x".repeat(MAX_TREE_BYTES / 2 + 1);
+    let tools = vec![tool("huge", json!({ "type": "object", "description": big }), None)];
+    let small = vec![tool("ok", json!({}), None)];
+    let listings = [
+        Listing { server: "a", tools: Ok(&tools) },
+        Listing { server: "b", tools: Ok(&tools) },
+        Listing { server: "c", tools: Ok(&small) },
+    ];
+    let files = files(&listings);
+    let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    assert!(
+        paths.contains(&"/mcps/a.d.ts") && !paths.contains(&"/mcps/b.d.ts") && paths.contains(&"/mcps/c.d.ts"),
+        "{paths:?}"
+    );
+    let index: Value = serde_json::from_str(&files.last().unwrap().1).unwrap();
+    assert!(index["servers"]["b"]["error"].as_str().unwrap().contains("past"), "{index}");
 }

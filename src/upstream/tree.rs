@@ -18,6 +18,9 @@ use crate::policy::mcps::tool_name_ok;
 const MAX_DEPTH: usize = 12;
 /// Most tools listed per server.
 pub const MAX_TOOLS: usize = 256;
+/// Most bytes of files the whole tree may hold (the workspace holds 64 MiB in all): a server
+/// whose files would pass it is listed in the index with that reason instead.
+pub const MAX_TREE_BYTES: usize = 4 * 1024 * 1024;
 
 /// One file of the tree: its path and text.
 pub type File = (String, String);
@@ -30,14 +33,24 @@ pub struct Listing<'a> {
 
 /// Every file of the tree for `listings`.
 pub fn files(listings: &[Listing]) -> Vec<File> {
-    let mut files = Vec::new();
+    let mut files: Vec<File> = Vec::new();
     let mut index = Map::new();
+    let mut bytes = 0;
     for listing in listings {
         let entry = match &listing.tools {
             Ok(tools) => {
                 let (kept, skipped) = usable(tools);
-                files.extend(kept.iter().map(|tool| schema_file(listing.server, tool)));
-                files.push((format!("/mcps/{}.d.ts", listing.server), definition(listing.server, &kept)));
+                let mut server_files: Vec<File> = kept.iter().map(|tool| schema_file(listing.server, tool)).collect();
+                server_files.push((format!("/mcps/{}.d.ts", listing.server), definition(listing.server, &kept)));
+                let size: usize = server_files.iter().map(|(_, text)| text.len()).sum();
+                if bytes + size > MAX_TREE_BYTES {
+                    let why =
+                        format!("its tool descriptions ({size} bytes) would take /mcps past {MAX_TREE_BYTES} bytes");
+                    index.insert(listing.server.to_owned(), json!({ "error": why }));
+                    continue;
+                }
+                bytes += size;
+                files.extend(server_files);
                 let names: Vec<&str> = kept.iter().filter_map(|t| t["name"].as_str()).collect();
                 json!({ "tools": names, "skipped": skipped, "definition": format!("/mcps/{}.d.ts", listing.server) })
             }
