@@ -31,7 +31,10 @@ before(async () => {
   const events = await fetch(`${BASE}/session/${SESSION}/events`, { headers: bearer(token) });
   assert.equal(events.headers.get("content-type"), "text/event-stream");
   commands = sseEvents(events.body);
-  assert.equal((await commands.next()).value.event, "hello");
+  const hello = (await commands.next()).value;
+  assert.equal(hello.event, "hello");
+  // Then the roster of the relay session's tabs: this one, which runs next.
+  assert.deepEqual((await commands.next()).value, { event: "tabs", data: { count: 1, next: hello.data.tabId } });
   client = await connectClient(key, SESSION);
 });
 

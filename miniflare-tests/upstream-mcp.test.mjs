@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -205,6 +205,12 @@ describe("the credentials", () => {
     assert.ok(!modern.seen.credentials.some((c) => c?.includes(LEGACY_SECRET)));
   });
 
+  test("appear in no line of the server's log", () => {
+    const log = readFileSync(process.env.RELAY_SERVER_LOG, "utf8");
+    assert.ok(log.includes('"route":"POST /mcps-rpc"'), "the calls were logged");
+    assert.ok(!log.includes(LEGACY_SECRET) && !log.includes(MODERN_SECRET));
+  });
+
   test("appear in no answer, resource or audit record", async () => {
     for (const uri of ["relay://session", "relay://audit"]) {
       const read = await client.readResource({ uri });
@@ -303,7 +309,19 @@ describe("the audit", () => {
     assert.equal(byTarget["nope/x"].errorName, "ValidationError");
     assert.equal(byTarget["legacy/hidden"].errorName, "PolicyDenied");
     assert.match(byTarget["legacy/echo"].args.reason, /policy.mcps/);
-    for (const denial of denials) assert.equal(denial.tool, "mcps-rpc");
+    for (const target of ["nope/x", "legacy/hidden", "legacy/echo"]) assert.equal(byTarget[target].tool, "mcps-rpc");
+    assert.equal(byTarget["/mcps/legacy.d.ts"].tool, "write", "guest code's write under /mcps was refused and recorded too");
+  });
+
+  test("the tenant's metrics count the calls by server and outcome, and the refusals", async () => {
+    const res = await fetch(`${BASE}/admin/metrics?tenant=${tenant.id}`, { headers: admin });
+    const text = await res.text();
+    const count = (sample) => Number(text.match(new RegExp(`^${sample.replace(/[{}|]/g, "\\$&")} (\\d+)$`, "m"))?.[1] ?? 0);
+    const t = `tenant="${tenant.id}"`;
+    assert.ok(count(`relay_upstream_calls_total{${t},server="legacy",outcome="ok"}`) >= 3, text);
+    assert.ok(count(`relay_upstream_calls_total{${t},server="modern",outcome="ok"}`) >= 2, text);
+    assert.equal(count(`relay_upstream_calls_total{${t},server="broken",outcome="UpstreamFailed"}`), 1);
+    assert.equal(count(`relay_policy_denials_total{${t},kind="mcps-rpc"}`), 4);
   });
 
   test("the chain with these records verifies, and an edited upstream record is named", () => {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command against a fresh local relay-edge: `wrangler dev` on RELAY_TEST_PORT (default
 # 8799) with its own empty state (DO, R2, KV), exported as RELAY_URL; stopped afterwards.
+# The server's output (the Worker's log lines among it) is in RELAY_SERVER_LOG meanwhile.
 # Usage: scripts/with-server.sh COMMAND [ARGS...]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -9,7 +10,8 @@ cd "$ROOT"
 export RELAY_TEST_PORT="${RELAY_TEST_PORT:-8799}"
 export RELAY_URL="http://127.0.0.1:$RELAY_TEST_PORT"
 state=$(mktemp -d)
-wrangler dev --ip 127.0.0.1 --port "$RELAY_TEST_PORT" --persist-to "$state" --log-level warn \
+export RELAY_SERVER_LOG="$state/wrangler.log"
+wrangler dev --ip 127.0.0.1 --port "$RELAY_TEST_PORT" --persist-to "$state" --log-level log \
   --show-interactive-dev-session=false >"$state/wrangler.log" 2>&1 &
 server=$!
 stop_server() {

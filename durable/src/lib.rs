@@ -6,6 +6,8 @@
 mod edge;
 mod relay_session;
 
+use edge::{now_ms, Who};
+use relay_core::log::{self, LogLine};
 use worker::{event, Context, Env, Method, Request, Response, Result};
 
 #[event(start)]
@@ -13,38 +15,50 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
+/// Answers a request by the route table, then logs one line for it (`relay_core::log`: the
+/// route's pattern, status, time to the response's head, and who, when a credential said).
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    use edge::{capsules, egress, files, http, mcp, session, tenants, upstreams};
+    let started = now_ms();
+    let route = log::route(req.method().as_ref(), &req.path());
+    let who = Who::default();
+    let response = edge::http::with_cors(routes(req, &env, &who).await.unwrap_or_else(edge::http::internal));
+    let line = LogLine::request(now_ms(), route, response.status_code(), now_ms() - started, who.take());
+    worker::console_log!("{}", line.to_json());
+    Ok(response)
+}
+
+/// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
+async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
+    use edge::{capsules, egress, files, http, mcp, metrics, session, tenants, upstreams};
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let answer = match (req.method(), segments.as_slice()) {
+    match (req.method(), segments.as_slice()) {
         (Method::Options, _) => Ok(http::preflight()),
-        (Method::Get, ["healthz"]) => http::healthz(&env),
-        (Method::Get | Method::Head, ["sandbox.html" | "sandbox"]) => http::sandbox_frame(&req, &env).await,
-        (Method::Get, [".well-known", "relay-keys.json"]) => capsules::jwks(&env),
-        (_, ["mcp"]) => mcp::forward(req, &env).await,
-        (Method::Post, ["session"]) => session::attach(req, &env).await,
-        (Method::Post, ["session", id, "refresh"]) => session::refresh(req, &env, id).await,
-        (Method::Get, ["session", id, "events"]) => session::forward(req, &env, id, "events").await,
-        (Method::Post, ["session", id, "result"]) => session::forward(req, &env, id, "result").await,
-        (Method::Get, ["session", id, "mcps"]) => session::forward(req, &env, id, "mcps").await,
-        (Method::Post, ["session", id, "detach"]) => session::forward(req, &env, id, "detach").await,
-        (Method::Post, ["capsules"]) => capsules::create(req, &env).await,
-        (Method::Post, ["capsules", "verify"]) => capsules::verify(req, &env).await,
-        (Method::Get | Method::Head, ["capsules", hash, file]) => capsules::fetch(&req, &env, hash, file).await,
-        (Method::Post, ["egress"]) => egress::handle(req, &env).await,
-        (Method::Post, ["mcps-rpc"]) => upstreams::rpc(req, &env).await,
-        (Method::Put, ["files", run, path @ ..]) if !path.is_empty() => files::put(req, &env, run, path).await,
+        (Method::Get, ["healthz"]) => http::healthz(env),
+        (Method::Get | Method::Head, ["sandbox.html" | "sandbox"]) => http::sandbox_frame(&req, env).await,
+        (Method::Get, [".well-known", "relay-keys.json"]) => capsules::jwks(env),
+        (_, ["mcp"]) => mcp::forward(req, env, who).await,
+        (Method::Post, ["session"]) => session::attach(req, env, who).await,
+        (Method::Post, ["session", id, "refresh"]) => session::refresh(req, env, id).await,
+        (Method::Get, ["session", id, "events"]) => session::forward(req, env, id, "events", who).await,
+        (Method::Post, ["session", id, "result"]) => session::forward(req, env, id, "result", who).await,
+        (Method::Get, ["session", id, "mcps"]) => session::forward(req, env, id, "mcps", who).await,
+        (Method::Post, ["session", id, "detach"]) => session::forward(req, env, id, "detach", who).await,
+        (Method::Post, ["capsules"]) => capsules::create(req, env).await,
+        (Method::Post, ["capsules", "verify"]) => capsules::verify(req, env).await,
+        (Method::Get | Method::Head, ["capsules", hash, file]) => capsules::fetch(&req, env, hash, file).await,
+        (Method::Post, ["egress"]) => egress::handle(req, env, who).await,
+        (Method::Post, ["mcps-rpc"]) => upstreams::rpc(req, env, who).await,
+        (Method::Put, ["files", run, path @ ..]) if !path.is_empty() => files::put(req, env, run, path, who).await,
         (Method::Get, ["files", tenant, run, path @ ..]) if !path.is_empty() => {
-            files::get(&req, &env, tenant, run, path).await
+            files::get(&req, env, tenant, run, path).await
         }
-        (Method::Post, ["admin", "tenants"]) => tenants::create(req, &env).await,
-        (Method::Get, ["admin", "tenants", id, "upstreams"]) => upstreams::list(req, &env, id).await,
-        (Method::Put, ["admin", "tenants", id, "upstreams", name]) => upstreams::put(req, &env, id, name).await,
-        (Method::Delete, ["admin", "tenants", id, "upstreams", name]) => upstreams::remove(req, &env, id, name).await,
+        (Method::Post, ["admin", "tenants"]) => tenants::create(req, env).await,
+        (Method::Get, ["admin", "metrics"]) => metrics::tenant(req, env).await,
+        (Method::Get, ["admin", "tenants", id, "upstreams"]) => upstreams::list(req, env, id).await,
+        (Method::Put, ["admin", "tenants", id, "upstreams", name]) => upstreams::put(req, env, id, name).await,
+        (Method::Delete, ["admin", "tenants", id, "upstreams", name]) => upstreams::remove(req, env, id, name).await,
         _ => Ok(http::not_found(&path)),
-    };
-    Ok(http::with_cors(answer.unwrap_or_else(http::internal)))
+    }
 }

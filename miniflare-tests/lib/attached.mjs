@@ -7,15 +7,16 @@ import { createTenant } from "./relay.mjs";
 
 /**
  * Creates tenant `name` with `defaults`, attaches an executor page and connects a client.
- * @returns {Promise<{key, browser, executor, client, close(): Promise<void>}>}
+ * @returns {Promise<{key, tenant, browser, executor, client, close(): Promise<void>}>}
  */
 export async function attachedExecutor(name, defaults) {
-  const { key } = await createTenant(name, defaults);
+  const { key, tenant } = await createTenant(name, defaults);
   const browser = await launchBrowser();
   const executor = await openExecutor(browser, key);
   const client = await connectClient(key);
   return {
     key,
+    tenant,
     browser,
     executor,
     client,

@@ -9,7 +9,7 @@
 
 use super::capsules::{manifest_key, token_keys};
 use super::http::{error, named, read_capped, storage_unavailable};
-use super::now_ms;
+use super::{now_ms, Who};
 use futures::StreamExt;
 use relay_core::auth::{bearer, run_token_refusal, RunClaims};
 use relay_core::capsule::Manifest;
@@ -30,11 +30,12 @@ thread_local! {
 }
 
 /// `POST /egress` with `Authorization: Bearer <run token>` and an envelope (core `egress`).
-pub async fn handle(mut req: Request, env: &Env) -> Result<Response> {
+pub async fn handle(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
     let claims = match run_claims(&req, env)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
+    who.is(&claims.sub, &claims.sid);
     let policy = match capsule_policy(env, &claims.sub, &claims.cap).await? {
         Ok(policy) => policy.network,
         Err(response) => return Ok(response),

@@ -7,8 +7,8 @@
 use super::capsules::{signer, token_keys};
 use super::egress::run_claims;
 use super::http::{error, json, read_capped, storage_unavailable};
-use super::now_ms;
 use super::tenants::by_id;
+use super::{now_ms, Who};
 use relay_core::auth::session_name_ok;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::files::{self, PathError, MAX_FILES_PER_RUN};
@@ -16,11 +16,12 @@ use serde_json::json;
 use worker::{Bucket, Env, Headers, HttpMetadata, Request, Response, Result};
 
 /// `PUT /files/<run>/<path...>`: stores a file of the token's run, under its tenant.
-pub async fn put(mut req: Request, env: &Env, run: &str, encoded_path: &[&str]) -> Result<Response> {
+pub async fn put(mut req: Request, env: &Env, run: &str, encoded_path: &[&str], who: &Who) -> Result<Response> {
     let claims = match run_claims(&req, env)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
+    who.is(&claims.sub, &claims.sid);
     if claims.run != run {
         let message = format!("the run token is for run {}; it publishes that run's files only", claims.run);
         return Ok(error(403, "PolicyDenied", message));

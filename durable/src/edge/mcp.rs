@@ -7,13 +7,14 @@
 
 use super::http::{error, named, own_origin, read_capped};
 use super::tenants::authenticate;
+use super::Who;
 use relay_core::auth::{session_name_ok, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, CALLER_HEADER};
 use relay_core::mcp::MAX_BODY_BYTES;
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 
-pub async fn forward(mut req: Request, env: &Env) -> Result<Response> {
+pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
     let url = req.url()?;
     let origin = req.headers().get("origin")?;
     let tenant = match authenticate(&req, env).await? {
@@ -41,6 +42,7 @@ pub async fn forward(mut req: Request, env: &Env) -> Result<Response> {
     } else {
         Vec::new()
     };
+    who.is(&tenant.id, &session);
     let stub = session_stub(env, &tenant.id, &session)?;
     let caller = Caller { tenant, session, origin: own_origin(&url) };
     stub.fetch_with_request(to_session(&req, &caller, "/mcp", Some(body))?).await

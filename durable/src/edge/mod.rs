@@ -6,11 +6,28 @@ pub mod egress;
 pub mod files;
 pub mod http;
 pub mod mcp;
+pub mod metrics;
 pub mod session;
 pub mod tenants;
 pub mod upstreams;
 
+use std::cell::RefCell;
 use worker::wasm_bindgen_futures;
+
+/// Who a request turned out to come from, as its handler learned it from a credential (the
+/// tenant's id and the relay session): the request's log line names them.
+#[derive(Default)]
+pub struct Who(RefCell<Option<(String, String)>>);
+
+impl Who {
+    pub fn is(&self, tenant: &str, session: &str) {
+        *self.0.borrow_mut() = Some((tenant.to_owned(), session.to_owned()));
+    }
+
+    pub fn take(&self) -> Option<(String, String)> {
+        self.0.borrow_mut().take()
+    }
+}
 
 /// Milliseconds since the epoch, from the runtime's clock.
 pub fn now_ms() -> u64 {

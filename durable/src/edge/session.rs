@@ -8,7 +8,7 @@ use super::capsules::{signer, token_keys};
 use super::http::{error, json, named, own_origin, read_capped};
 use super::mcp::{session_stub, to_session};
 use super::tenants::{authenticated_body, by_id};
-use super::{now_ms, random};
+use super::{now_ms, random, Who};
 use relay_core::auth::{bearer, session_name_ok, AttachClaims, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
 use relay_core::forward::Caller;
@@ -24,7 +24,7 @@ const REFRESH_BODY_MAX: usize = 4 * 1024;
 const RESULT_BODY_MAX: usize = 4 * 1024 * 1024;
 
 /// `POST /session` with the tenant's key and `{"session": NAME}` (default `default`).
-pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
+pub async fn attach(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
     let (tenant, body) = match authenticated_body(&mut req, env, ATTACH_BODY_MAX).await? {
         Ok(found) => found,
         Err(response) => return Ok(response),
@@ -36,6 +36,7 @@ pub async fn attach(mut req: Request, env: &Env) -> Result<Response> {
     if !session_name_ok(session) {
         return Ok(named(ErrorName::ValidationError, format!("session: {SESSION_NAME_RULE}")));
     }
+    who.is(&tenant.id, session);
     issue(env, &tenant.id, session)
 }
 
@@ -84,7 +85,7 @@ fn check_token(req: &Request, env: &Env, session: &str) -> Result<std::result::R
 }
 
 /// `GET /session/:id/events` and `POST /session/:id/result`, forwarded to the session's DO.
-pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str) -> Result<Response> {
+pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str, who: &Who) -> Result<Response> {
     let claims = match check_token(&req, env, session)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
@@ -96,6 +97,7 @@ pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str) -> 
         },
         _ => None,
     };
+    who.is(&claims.sub, session);
     let tenant = by_id(env, &claims.sub).await?;
     let caller = Caller { tenant, session: session.to_owned(), origin: own_origin(&req.url()?) };
     let inner = to_session(&req, &caller, &format!("/{what}"), body)?;

@@ -12,8 +12,8 @@ use super::capsules::signer;
 use super::egress::run_claims;
 use super::http::{error, json, named, own_origin, read_capped, storage_unavailable};
 use super::mcp::{session_stub, to_session};
-use super::random;
 use super::tenants::{admin_refusal, by_id};
+use super::{random, Who};
 use relay_core::error::ErrorName;
 use relay_core::forward::Caller;
 use relay_core::upstream::seal::SealingKey;
@@ -118,11 +118,12 @@ pub async fn remove(req: Request, env: &Env, tenant_id: &str, name: &str) -> Res
 
 /// `POST /mcps-rpc` with the run's token: forwarded to the run's relay session DO, which
 /// checks the call against the tenant's servers and the run's policy and makes it.
-pub async fn rpc(mut req: Request, env: &Env) -> Result<Response> {
+pub async fn rpc(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
     let claims = match run_claims(&req, env)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
+    who.is(&claims.sub, &claims.sid);
     let body = match read_capped(&mut req, BODY_MAX).await? {
         Ok(body) => body,
         Err(too_large) => return Ok(too_large),

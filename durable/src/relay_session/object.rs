@@ -4,7 +4,8 @@
 
 use super::shared::Shared;
 use super::{mcp, store, tabs, upstreams};
-use crate::edge::http::error;
+use crate::edge::http::{error, json};
+use crate::edge::metrics::session_key;
 use crate::edge::now_ms;
 use relay_core::forward::{Caller, CALLER_HEADER};
 use std::rc::Rc;
@@ -33,6 +34,9 @@ impl DurableObject for SessionDO {
         let caller = Caller::decode(&header).map_err(worker::Error::RustError)?;
         let shared = self.shared.clone();
         shared.configure(&caller.tenant.defaults.queue);
+        if shared.first_request() {
+            register(&shared, &caller).await;
+        }
         match req.path().as_str() {
             "/mcp" => mcp::handle(shared, req, caller).await,
             "/events" => tabs::attach(shared, &caller),
@@ -40,7 +44,18 @@ impl DurableObject for SessionDO {
             "/detach" => tabs::detach(shared, &req),
             "/mcps-rpc" => upstreams::call(shared, req, &caller).await,
             "/mcps" => upstreams::tree(shared, &caller).await,
+            "/metrics" => Ok(json(200, &serde_json::to_value(store::metrics(&shared.storage.sql()))?)),
             path => Ok(error(404, "NotFound", format!("session object has no route {path}"))),
         }
+    }
+}
+
+/// Lists this relay session under its tenant in KV, once per instance, so the tenant's
+/// metrics can find it. A failure only delays that to the next instance.
+async fn register(shared: &Shared, caller: &Caller) {
+    let key = session_key(&caller.tenant.id, &caller.session);
+    let put = shared.env.kv("KV_CONFIG").and_then(|kv| Ok(kv.put(&key, "")?));
+    if let Err(e) = async { put?.execute().await.map_err(worker::Error::from) }.await {
+        worker::console_error!("registering relay session {key}: {e}");
     }
 }

@@ -341,6 +341,7 @@ async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, job: &Job) {
         Job::File(op) => mcp::sse_frame("file", &op.command(run), None).into_bytes(),
         Job::Capsule { capsule, signer } => {
             if !shared.stored(&capsule.hash) {
+                let started = now_ms();
                 let stored = match shared.env.bucket("R2_CAPSULES") {
                     Ok(bucket) => store_capsule(&bucket, &caller.tenant.id, capsule).await,
                     Err(e) => Err(e),
@@ -350,6 +351,8 @@ async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, job: &Job) {
                     return preparing.fail("its capsule could not be stored; retry the call".into());
                 }
                 shared.mark_stored(&capsule.hash);
+                let stored_in = now_ms() - started;
+                store::update_metrics(&shared.storage.sql(), |m| m.observe_build(stored_in));
             }
             capsule_event(signer, caller, run, capsule)
         }

@@ -13,7 +13,7 @@ use relay_core::run::backchannel::EventBody;
 use relay_core::run::session::{Command, Input, Outcome, Output, Session};
 use relay_core::upstream::client::Known;
 use serde_json::{json, Value};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use worker::{Env, Result, Storage};
@@ -72,6 +72,8 @@ pub struct Shared {
     mcps_tree: RefCell<Option<(u64, Value)>>,
     /// MCP clients seen recently (`{name, version, lastSeenMs}`), newest first.
     clients: RefCell<VecDeque<Value>>,
+    /// Whether this instance has served a request yet (see `first_request`).
+    served: Cell<bool>,
 }
 
 impl Shared {
@@ -87,7 +89,13 @@ impl Shared {
             upstream_eras: RefCell::default(),
             mcps_tree: RefCell::default(),
             clients: RefCell::default(),
+            served: Cell::new(false),
         }
+    }
+
+    /// True for the first request this instance serves, false after.
+    pub fn first_request(&self) -> bool {
+        !self.served.replace(true)
     }
 
     /// Makes the run machine with the tenant's queue settings, unless this instance has one.

@@ -3,8 +3,10 @@
 
 use relay_core::audit::{self, AuditRecord, ChainHead, Kind, Scope};
 use relay_core::capsule::canonical::sha256_hex;
+use relay_core::log::LogLine;
 use relay_core::mcp::tasks::{TaskRecord, TASK_TTL_MS};
 use relay_core::mcp::{SessionStatus, SessionStore};
+use relay_core::metrics::{RunEnd, Snapshot};
 use relay_core::run::session::Outcome;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -16,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0002_run_resume.sql"),
     include_str!("../../../migrations/0003_audit_chain.sql"),
     include_str!("../../../migrations/0004_tasks.sql"),
+    include_str!("../../../migrations/0005_metrics.sql"),
 ];
 /// Longest error message the audit keeps.
 const MAX_ERROR_MESSAGE: usize = 500;
@@ -180,11 +183,12 @@ pub fn close_unfinished(sql: &SqlStorage, now_ms: u64) {
     }
 }
 
-/// A finished run as its audit record needs it (rows of runs queued before migration 0003 have
-/// no tenant, relay session or arguments: those are recorded empty).
+/// A finished run as its audit record and the metrics need it (rows of runs queued before
+/// migration 0003 have no tenant, relay session or arguments: those are recorded empty).
 #[derive(Deserialize)]
 struct FinishedRun {
     tool: String,
+    queued_ms: Option<i64>,
     finished_ms: Option<i64>,
     exit_code: Option<i32>,
     error_name: Option<String>,
@@ -224,17 +228,51 @@ impl FinishedRun {
     }
 }
 
-/// Seals the finished run `run_id` onto the chain.
+/// Seals the finished run `run_id` onto the chain and counts it in the metrics.
 fn append_audit(sql: &SqlStorage, run_id: &str) {
     let row = sql
         .exec(
-            "SELECT tool, finished_ms, exit_code, error_name, wall_ms, stdout_bytes, stdout_sha256, stderr_bytes, stderr_sha256, tenant, relay_session, args FROM runs WHERE run_id = ?",
+            "SELECT tool, queued_ms, finished_ms, exit_code, error_name, wall_ms, stdout_bytes, stdout_sha256, stderr_bytes, stderr_sha256, tenant, relay_session, args FROM runs WHERE run_id = ?",
             vec![run_id.into()],
         )
         .and_then(|c| c.to_array::<FinishedRun>());
-    if let Some(run) = row.ok().and_then(|rows| rows.into_iter().next()) {
-        append_record(sql, run.record(run_id));
+    let Some(run) = row.ok().and_then(|rows| rows.into_iter().next()) else { return };
+    // Admission to end, less the run's own time: waiting in line, transfer and runtime load.
+    let waited = run.finished_ms.unwrap_or(0) - run.queued_ms.unwrap_or(0) - run.wall_ms.unwrap_or(0);
+    let queue_wait_ms = waited.max(0) as u64;
+    let record = run.record(run_id);
+    update_metrics(sql, |m| {
+        m.observe_run(&RunEnd {
+            tool: &record.tool,
+            exit_code: record.exit_code.unwrap_or(1),
+            error_name: record.error_name.as_deref(),
+            queue_wait_ms,
+            run_ms: record.duration_ms,
+            output_bytes: record.stdout_bytes + record.stderr_bytes,
+        })
+    });
+    append_record(sql, record);
+}
+
+/// Applies `change` to the relay session's metrics.
+pub fn update_metrics(sql: &SqlStorage, change: impl FnOnce(&mut Snapshot)) {
+    let mut snapshot = metrics(sql);
+    change(&mut snapshot);
+    let json = serde_json::to_string(&snapshot).expect("metrics serialize");
+    log_err(sql.exec("INSERT OR REPLACE INTO metrics (id, snapshot) VALUES (1, ?)", vec![json.into()]));
+}
+
+/// The relay session's metrics so far.
+pub fn metrics(sql: &SqlStorage) -> Snapshot {
+    #[derive(Deserialize)]
+    struct Row {
+        snapshot: String,
     }
+    let rows = sql.exec("SELECT snapshot FROM metrics WHERE id = 1", None).and_then(|c| c.to_array::<Row>());
+    rows.ok()
+        .and_then(|rows| rows.into_iter().next())
+        .and_then(|row| serde_json::from_str(&row.snapshot).ok())
+        .unwrap_or_default()
 }
 
 /// Seals a policy denial guest code met in run `run_id` (`[what, target, reason]`, as the tab
@@ -257,6 +295,7 @@ pub fn audit_denial(sql: &SqlStorage, run_id: &str, [what, target, reason]: [&St
         relay_session: relay_session.unwrap_or_default(),
         run_id: run_id.to_owned(),
     };
+    update_metrics(sql, |m| m.observe_denial(what));
     append_record(sql, scope.policy_denial(what, target, "PolicyDenied", reason));
 }
 
@@ -268,6 +307,9 @@ pub fn append_record(sql: &SqlStorage, record: AuditRecord) {
         .ok()
         .and_then(|rows| rows.into_iter().next());
     let record = audit::seal(record, head.as_ref());
+    if let Some(line) = LogLine::run(&record) {
+        worker::console_log!("{}", line.to_json());
+    }
     let seq = record.seq as i64;
     let args: Vec<SqlStorageValue> = vec![seq.into(), audit::record_json(&record).into(), record.chain.clone().into()];
     log_err(sql.exec("INSERT INTO audit (seq, record, chain) VALUES (?, ?, ?)", args));

@@ -66,6 +66,7 @@ pub async fn call(shared: Rc<Shared>, mut req: Request, caller: &Caller) -> Resu
         Ok(upstream) => upstream,
         Err(refusal) => {
             let name = refusal.name.as_str();
+            store::update_metrics(&sql, |m| m.observe_denial("mcps-rpc"));
             store::append_record(&sql, scope.policy_denial("mcps-rpc", &call.target(), name, &refusal.message));
             return Ok(named(refusal.name, refusal.message));
         }
@@ -76,6 +77,8 @@ pub async fn call(shared: Rc<Shared>, mut req: Request, caller: &Caller) -> Resu
     let arguments = json!({ "name": call.tool, "arguments": params });
     let result = exchange(&shared, caller, upstream, "tools/call", arguments, limits).await;
     let duration_ms = now_ms().saturating_sub(scope.ts_ms);
+    let outcome = if result.is_ok() { "ok" } else { ErrorName::UpstreamFailed.as_str() };
+    store::update_metrics(&sql, |m| m.observe_upstream_call(&call.mcp, outcome));
     match result {
         Ok(result) => {
             let body = serde_json::to_vec(&result)?;

@@ -1,0 +1,161 @@
+//! Structured logs (`relay_core::log`) and metrics (`relay_core::metrics`): a log line holds
+//! only its fields and routes name patterns, never ids; counters and histograms merge and render
+//! as valid Prometheus text, hostile label values included.
+
+use relay_core::audit::{AuditRecord, Kind};
+use relay_core::log::{route, LogLine};
+use relay_core::metrics::{escape, RunEnd, Snapshot, BYTE_BUCKETS, MS_BUCKETS};
+use serde_json::{json, Value};
+
+fn record(kind: Kind, tool: &str) -> AuditRecord {
+    AuditRecord {
+        seq: 3,
+        ts_ms: 1_795_478_401_000,
+        tenant: "t_1".into(),
+        relay_session: "default".into(),
+        run_id: "r_abc".into(),
+        kind,
+        tool: tool.into(),
+        error_name: Some("Timeout".into()),
+        exit_code: Some(124),
+        duration_ms: 60_000,
+        stdout_bytes: 10,
+        stdout_sha256: "a".repeat(64),
+        stderr_bytes: 5,
+        stderr_sha256: "b".repeat(64),
+        args: json!({ "code": { "bytes": 3, "sha256": "c" }, "env": { "TOKEN": "***" } }),
+        prev: "0".repeat(64),
+        chain: "d".repeat(64),
+    }
+}
+
+#[test]
+fn a_run_line_has_its_fields_and_nothing_of_the_call_s_arguments_or_hashes() {
+    let line: Value =
+        serde_json::from_str(&LogLine::run(&record(Kind::ToolCall, "run_py")).unwrap().to_json()).unwrap();
+    assert_eq!(
+        line,
+        json!({
+            "ts": "2026-11-24T00:00:01.000Z", "level": "warn", "kind": "run", "durationMs": 60000,
+            "tenant": "t_1", "session": "default", "runId": "r_abc", "tool": "run_py", "language": "py",
+            "exitCode": 124, "bytesOut": 15, "error": "Timeout",
+        })
+    );
+    assert!(LogLine::run(&record(Kind::UpstreamCall, "s/t")).is_none(), "one line per run: tool calls only");
+}
+
+#[test]
+fn a_request_line_names_its_route_status_and_who() {
+    let line = LogLine::request(0, "/mcp", 429, 12, Some(("t_1".into(), "default".into())));
+    let json: Value = serde_json::from_str(&line.to_json()).unwrap();
+    assert_eq!(
+        json,
+        json!({ "ts": "1970-01-01T00:00:00.000Z", "level": "warn", "kind": "request", "route": "/mcp", "status": 429, "durationMs": 12, "tenant": "t_1", "session": "default" })
+    );
+    assert_eq!(LogLine::request(0, "/mcp", 500, 1, None).level, "error");
+    assert_eq!(LogLine::request(0, "/mcp", 200, 1, None).level, "info");
+}
+
+#[test]
+fn routes_are_patterns_with_no_id_token_or_query_in_them() {
+    let cases = [
+        ("PUT", "/files/r_123/out/secret-name.txt", "PUT /files/:run/out/*"),
+        ("GET", "/files/t_9/r_123/out/a.png", "GET /files/:tenant/:run/out/*"),
+        ("GET", "/session/my-session/events", "GET /session/:id/events"),
+        ("POST", "/session/x/detach", "POST /session/:id/detach"),
+        ("GET", "/capsules/abcdef/fs.0.zip", "GET /capsules/:hash/:file"),
+        ("PUT", "/admin/tenants/t_1/upstreams/search", "/admin/tenants/:id/upstreams"),
+        ("POST", "/mcp", "/mcp"),
+        ("GET", "/nowhere/rk_live_key", "static or unknown"),
+    ];
+    for (method, path, expected) in cases {
+        let pattern = route(method, path);
+        assert_eq!(pattern, expected, "{method} {path}");
+        for secret in ["r_123", "t_9", "t_1", "my-session", "abcdef", "rk_live_key", "search", "secret-name"] {
+            assert!(!pattern.contains(secret), "{pattern} holds {secret}");
+        }
+    }
+}
+
+fn run(tool: &'static str, exit_code: i32, error_name: Option<&'static str>, ms: u64, bytes: u64) -> RunEnd<'static> {
+    RunEnd { tool, exit_code, error_name, queue_wait_ms: 3, run_ms: ms, output_bytes: bytes }
+}
+
+#[test]
+fn runs_are_counted_by_language_and_outcome_and_timed() {
+    let mut m = Snapshot::default();
+    m.observe_run(&run("run_js", 0, None, 4, 0));
+    m.observe_run(&run("run_js", 2, None, 40, 120));
+    m.observe_run(&run("run_py", 124, Some("Timeout"), 60_000, 2_000_000));
+    m.observe_run(&run("read", 0, None, 1, 10));
+    assert_eq!(m.runs["js|ok"], 1);
+    assert_eq!(m.runs["js|exit_nonzero"], 1);
+    assert_eq!(m.runs["py|Timeout"], 1);
+    assert_eq!(m.runs["read|ok"], 1, "a file tool counts under its own name");
+    assert_eq!((m.run_ms.count, m.run_ms.sum), (4, 60_045));
+    assert_eq!(m.run_ms.buckets.len(), MS_BUCKETS.len());
+    assert_eq!(m.output_bytes.buckets.len(), BYTE_BUCKETS.len());
+    assert_eq!(m.output_bytes.buckets[0], 1, "0 bytes falls in le=0");
+}
+
+#[test]
+fn snapshots_merge_into_the_sum_of_both() {
+    let mut a = Snapshot::default();
+    a.observe_run(&run("run_js", 0, None, 4, 0));
+    a.observe_denial("fetch");
+    a.observe_upstream_call("search", "ok");
+    let mut b = a.clone();
+    b.observe_denial("write");
+    b.observe_build(7);
+    a.merge(&b);
+    assert_eq!(a.runs["js|ok"], 2);
+    assert_eq!((a.denials["fetch"], a.denials["write"]), (2, 1));
+    assert_eq!(a.upstream_calls["search|ok"], 2);
+    assert_eq!((a.build_ms.count, a.run_ms.count), (1, 2));
+}
+
+#[test]
+fn the_prometheus_text_is_well_formed_with_cumulative_buckets() {
+    let mut m = Snapshot::default();
+    m.observe_run(&run("run_js", 0, None, 4, 0));
+    m.observe_run(&run("run_js", 0, None, 300, 50));
+    m.observe_run(&run("run_py", 0, None, 90_000, 50));
+    m.observe_denial("fetch");
+    m.observe_upstream_call("srv", "UpstreamFailed");
+    let text = m.prometheus("t_1");
+    let sample = is_sample();
+    for line in text.lines() {
+        assert!(
+            line.starts_with("# HELP ") || line.starts_with("# TYPE ") || sample(line),
+            "not a sample line: {line}"
+        );
+    }
+    assert!(text.contains("relay_runs_total{tenant=\"t_1\",language=\"js\",outcome=\"ok\"} 2\n"));
+    assert!(text.contains("relay_policy_denials_total{tenant=\"t_1\",kind=\"fetch\"} 1\n"));
+    assert!(text.contains("relay_upstream_calls_total{tenant=\"t_1\",server=\"srv\",outcome=\"UpstreamFailed\"} 1\n"));
+    assert!(text.contains("relay_run_ms_bucket{tenant=\"t_1\",le=\"5\"} 1\n"));
+    assert!(text.contains("relay_run_ms_bucket{tenant=\"t_1\",le=\"500\"} 2\n"), "cumulative");
+    assert!(text.contains("relay_run_ms_bucket{tenant=\"t_1\",le=\"60000\"} 2\n"), "90 s is past the last bound");
+    assert!(text.contains("relay_run_ms_bucket{tenant=\"t_1\",le=\"+Inf\"} 3\n"));
+    assert!(text.contains("relay_run_ms_count{tenant=\"t_1\"} 3\n"));
+    assert!(text.contains("# TYPE relay_build_ms histogram\n"));
+}
+
+/// Whether a line is `name{labels} value` with properly quoted label values.
+fn is_sample() -> impl Fn(&str) -> bool {
+    let re = regex::Regex::new(r#"^[a-z_]+\{([a-zA-Z_]+="(\\.|[^"\\])*",?)*\} \d+$"#).unwrap();
+    move |line| re.is_match(line)
+}
+
+#[test]
+fn hostile_label_values_cannot_break_out_of_their_quotes() {
+    assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    let mut m = Snapshot::default();
+    m.observe_upstream_call("evil\"} 999\nrelay_runs_total{x=\"", "ok");
+    let text = m.prometheus("t\"\n");
+    let sample = is_sample();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        assert!(sample(line), "{line}");
+    }
+    assert_eq!(text.lines().filter(|l| l.contains("999")).count(), 1, "the value stays inside its label");
+}
