@@ -1,5 +1,6 @@
 // Builds the executor page's static assets into dist/public/:
-// - bundles the page (executor.js) and the runner test page with esbuild;
+// - bundles the page (executor.js), the OAuth consent page (authorize.js) and the runner test
+//   page with esbuild;
 // - bundles one runner worker script per runtime (runner-quickjs.js, runner-pyodide.js), which
 //   the sandbox frame starts from blob: URLs, so they are self-contained classic scripts;
 // - writes sandbox.html with the sandbox frame's script inlined and pinned by hash in its
@@ -32,7 +33,7 @@ const TEST_PAGE = "runner-test";
 const GENERATED = path.join(ROOT, "dist", "generated");
 const requireFromRoot = createRequire(path.join(ROOT, "package.json"));
 
-const ENTRY_POINTS = ["executor.js", "search-worker.js"];
+const ENTRY_POINTS = ["executor.js", "search-worker.js", "authorize.js"];
 const STATIC_EXTENSIONS = [".html", ".css"];
 const SANDBOX_HTML = "sandbox.html";
 const SANDBOX_SCRIPT = "sandbox/frame.js";
@@ -49,6 +50,9 @@ const HEADERS = `/*
   Content-Security-Policy: frame-ancestors 'none'
   X-Frame-Options: DENY
 /index.html
+  Content-Security-Policy: frame-ancestors 'none'
+  X-Frame-Options: DENY
+/authorize.html
   Content-Security-Policy: frame-ancestors 'none'
   X-Frame-Options: DENY
 `;

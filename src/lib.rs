@@ -20,6 +20,7 @@ pub mod forward;
 pub mod log;
 pub mod mcp;
 pub mod metrics;
+pub mod oauth;
 pub mod policy;
 pub mod range;
 pub mod run;

@@ -130,6 +130,10 @@ pub fn route(method: &str, path: &str) -> &'static str {
         (_, ["admin", "tenants"]) => "POST /admin/tenants",
         (_, ["admin", "tenants", _, "upstreams", ..]) => "/admin/tenants/:id/upstreams",
         (_, [".well-known", ..]) => "GET /.well-known/*",
+        (_, ["oauth", "register"]) => "POST /oauth/register",
+        (_, ["oauth", "authorize"]) => "/oauth/authorize",
+        (_, ["oauth", "token"]) => "POST /oauth/token",
+        (_, ["oauth", "revoke"]) => "POST /oauth/revoke",
         _ => "static or unknown",
     }
 }

@@ -30,7 +30,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
 async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
-    use edge::{capsules, egress, files, http, mcp, metrics, session, tenants, upstreams};
+    use edge::{capsules, egress, files, http, mcp, metrics, oauth, session, tenants, upstreams};
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (req.method(), segments.as_slice()) {
@@ -38,6 +38,13 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Get, ["healthz"]) => http::healthz(env),
         (Method::Get | Method::Head, ["sandbox.html" | "sandbox"]) => http::sandbox_frame(&req, env).await,
         (Method::Get, [".well-known", "relay-keys.json"]) => capsules::jwks(env),
+        (Method::Get, [".well-known", "oauth-protected-resource", ..]) => oauth::resource_metadata(&req),
+        (Method::Get, [".well-known", "oauth-authorization-server", ..]) => oauth::server_metadata(&req),
+        (Method::Post, ["oauth", "register"]) => oauth::register(req, env).await,
+        (Method::Get, ["oauth", "authorize"]) => oauth::authorize(req, env).await,
+        (Method::Post, ["oauth", "authorize"]) => oauth::consent(req, env).await,
+        (Method::Post, ["oauth", "token"]) => oauth::token(req, env).await,
+        (Method::Post, ["oauth", "revoke"]) => oauth::revoke(req, env).await,
         (_, ["mcp"]) => mcp::forward(req, env, who).await,
         (Method::Post, ["session"]) => session::attach(req, env, who).await,
         (Method::Post, ["session", id, "refresh"]) => session::refresh(req, env, id).await,

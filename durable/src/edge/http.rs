@@ -83,6 +83,13 @@ fn too_large(limit: usize) -> Response {
 }
 
 /// `response` with one more header.
+/// A 401 that says where to get a token (MCP authorization: `WWW-Authenticate` names the
+/// protected resource metadata, so a client can find the OAuth authorization server).
+pub fn unauthorized(origin: &str, message: &str) -> Response {
+    let challenge = relay_core::oauth::www_authenticate(origin, Some("invalid_token"));
+    with_header(error(401, "Unauthorized", message), "www-authenticate", &challenge)
+}
+
 pub fn with_header(response: Response, name: &str, value: &str) -> Response {
     let headers = response.headers().clone();
     let _ = headers.set(name, value);

@@ -5,10 +5,11 @@
 //! `?session=NAME`. The DO is found by `<tenantId>/<name>`, and the tenant comes from the key,
 //! so no id a client sends can reach another tenant's DO.
 
-use super::http::{error, named, own_origin, read_capped};
+use super::http::{error, named, own_origin, read_capped, unauthorized};
+use super::oauth;
 use super::tenants::authenticate;
 use super::Who;
-use relay_core::auth::{session_name_ok, SESSION_NAME_RULE};
+use relay_core::auth::{bearer, check_key_shape, session_name_ok, Tenant, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, CALLER_HEADER};
 use relay_core::mcp::MAX_BODY_BYTES;
@@ -17,8 +18,8 @@ use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
     let url = req.url()?;
     let origin = req.headers().get("origin")?;
-    let tenant = match authenticate(&req, env).await? {
-        Ok(tenant) => tenant,
+    let (tenant, granted_session) = match credential(&req, env, &url).await? {
+        Ok(found) => found,
         // A foreign browser Origin is refused before auth is even discussed (DNS rebinding).
         Err(_) if origin.as_deref().is_some_and(|o| !static_origin_ok(o, &url, env)) => return Ok(bad_origin()),
         Err(response) => return Ok(response),
@@ -28,8 +29,16 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
             return Ok(bad_origin());
         }
     }
-    let session = url.query_pairs().find(|(k, _)| k == "session").map(|(_, v)| v.into_owned());
-    let session = session.unwrap_or_else(|| "default".into());
+    let asked = url.query_pairs().find(|(k, _)| k == "session").map(|(_, v)| v.into_owned());
+    let session = match (granted_session, asked) {
+        (Some(granted), Some(asked)) if granted != asked => {
+            let message =
+                format!("this access token is for relay session {granted:?}; authorize again to use {asked:?}");
+            return Ok(error(403, "Forbidden", &message));
+        }
+        (Some(granted), _) => granted,
+        (None, asked) => asked.unwrap_or_else(|| "default".into()),
+    };
     if !session_name_ok(&session) {
         return Ok(named(ErrorName::ValidationError, format!("session: {SESSION_NAME_RULE}")));
     }
@@ -46,6 +55,26 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
     let stub = session_stub(env, &tenant.id, &session)?;
     let caller = Caller { tenant, session, origin: own_origin(&url) };
     stub.fetch_with_request(to_session(&req, &caller, "/mcp", Some(body))?).await
+}
+
+/// The tenant a request's bearer credential stands for: an API key (any relay session), or an
+/// OAuth access token issued for this `/mcp` (its grant's relay session only).
+async fn credential(
+    req: &Request,
+    env: &Env,
+    url: &url::Url,
+) -> Result<std::result::Result<(Tenant, Option<String>), Response>> {
+    let header = req.headers().get("authorization")?;
+    match bearer(header.as_deref()) {
+        Some(token) if check_key_shape(token).is_err() => {
+            let origin = own_origin(url);
+            Ok(oauth::access(env, token, &origin)
+                .await?
+                .map(|(t, s)| (t, Some(s)))
+                .map_err(|why| unauthorized(&origin, &why)))
+        }
+        _ => Ok(authenticate(req, env).await?.map(|tenant| (tenant, None))),
+    }
 }
 
 fn bad_origin() -> Response {

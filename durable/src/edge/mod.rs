@@ -7,6 +7,7 @@ pub mod files;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
+pub mod oauth;
 pub mod session;
 pub mod tenants;
 pub mod upstreams;

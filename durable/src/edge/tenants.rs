@@ -1,7 +1,7 @@
 //! Tenant auth against `KV_CONFIG`, and `POST /admin/tenants` (guarded by the `ADMIN_TOKEN`
 //! secret) that creates a tenant and its API key.
 
-use super::http::{error, json, named, read_capped, storage_unavailable, with_header};
+use super::http::{error, json, named, own_origin, read_capped, storage_unavailable, unauthorized, with_header};
 use relay_core::auth::{self, bearer, check_key_shape, mint_api_key, Tenant, TenantDefaults, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
 use serde::Deserialize;
@@ -15,6 +15,8 @@ const ADMIN_BODY_MAX: usize = 64 * 1024;
 /// The tenant whose key the request carries, or the answer to send instead: 401, or 503 when
 /// KV fails.
 pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Result<Tenant, Response>> {
+    let origin = own_origin(&req.url()?);
+    let unauthorized = |message: &str| unauthorized(&origin, message);
     let header = req.headers().get("authorization")?;
     let Some(key) = bearer(header.as_deref()) else {
         return Ok(Err(unauthorized(&auth::ApiKeyError::Missing.to_string())));
@@ -49,11 +51,6 @@ pub async fn authenticated_body(
 pub async fn by_id(env: &Env, id: &str) -> Result<Tenant> {
     let stored = env.kv("KV_CONFIG")?.get(&Tenant::kv_id_key(id)).json::<Tenant>().await?;
     Ok(stored.unwrap_or_else(|| Tenant { id: id.to_owned(), name: id.to_owned(), defaults: Default::default() }))
-}
-
-fn unauthorized(message: &str) -> Response {
-    let challenge = "Bearer realm=\"relay-edge\", error=\"invalid_token\"";
-    with_header(error(401, "Unauthorized", message), "www-authenticate", challenge)
 }
 
 #[derive(Deserialize)]
@@ -109,7 +106,12 @@ pub fn admin_refusal(req: &Request, env: &Env) -> Result<Option<Response>> {
     };
     let presented = bearer(req.headers().get("authorization")?.as_deref()).unwrap_or_default().to_owned();
     if !constant_time_eq(presented.as_bytes(), admin.to_string().as_bytes()) {
-        return Ok(Some(unauthorized("admin endpoints need `Authorization: Bearer <ADMIN_TOKEN>`")));
+        let message = "admin endpoints need `Authorization: Bearer <ADMIN_TOKEN>`";
+        return Ok(Some(with_header(
+            error(401, "Unauthorized", message),
+            "www-authenticate",
+            "Bearer realm=\"relay-edge-admin\"",
+        )));
     }
     Ok(None)
 }
