@@ -177,6 +177,46 @@ pub struct CodeRecord {
     pub used: bool,
 }
 
+/// A code or refresh token: good for one exchange. Presented again, it revokes its grant (it
+/// may have leaked: RFC 6749 section 4.1.2, OAuth 2.1 refresh token rotation).
+pub trait SingleUse {
+    fn spent(&self) -> bool;
+    fn spend(&mut self);
+    fn grant_id(&self) -> &str;
+    /// When it expires, in seconds since the epoch.
+    fn exp(&self) -> u64;
+}
+
+impl SingleUse for CodeRecord {
+    fn spent(&self) -> bool {
+        self.used
+    }
+    fn spend(&mut self) {
+        self.used = true;
+    }
+    fn grant_id(&self) -> &str {
+        &self.grant_id
+    }
+    fn exp(&self) -> u64 {
+        self.exp
+    }
+}
+
+impl SingleUse for TokenRecord {
+    fn spent(&self) -> bool {
+        self.rotated
+    }
+    fn spend(&mut self) {
+        self.rotated = true;
+    }
+    fn grant_id(&self) -> &str {
+        &self.grant_id
+    }
+    fn exp(&self) -> u64 {
+        self.exp
+    }
+}
+
 /// What a person consented to: a client's access to a tenant's relay session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {

@@ -11,7 +11,7 @@ use super::http::{json, own_origin, read_capped, storage_unavailable, with_heade
 use super::random;
 use super::tenants::{authenticate, by_id};
 use relay_core::auth::{session_name_ok, Tenant, SESSION_NAME_RULE};
-use relay_core::oauth::records::is_metadata_url;
+use relay_core::oauth::records::{is_metadata_url, SingleUse};
 use relay_core::oauth::{
     self, authorization_server_metadata, protected_resource_metadata, resource_id, AuthRequest, Client, CodeRecord,
     Grant, OAuthError, Registration, TokenKind, TokenRecord, TokenRequest,
@@ -192,7 +192,7 @@ async fn grant(env: &Env, tenant: &Tenant, session: &str, request: &AuthRequest,
         client_id: request.client_id.clone(),
         resource: resource.to_owned(),
     };
-    put(&kv, &format!("oauth:grant:{}", grant.grant_id), &grant, oauth::REFRESH_TTL_S).await?;
+    put(&kv, &grant_key(&grant.grant_id), &grant, oauth::REFRESH_TTL_S).await?;
     let code = oauth::mint("rac_", &random());
     let record = CodeRecord {
         grant_id: grant.grant_id,
@@ -205,6 +205,10 @@ async fn grant(env: &Env, tenant: &Tenant, session: &str, request: &AuthRequest,
     };
     put(&kv, &code_key(&code), &record, oauth::CODE_TTL_S).await?;
     Ok(code)
+}
+
+fn grant_key(grant_id: &str) -> String {
+    format!("oauth:grant:{grant_id}")
 }
 
 fn code_key(code: &str) -> String {
@@ -247,7 +251,7 @@ pub async fn token(mut req: Request, env: &Env) -> Result<Response> {
         Ok(grant_id) => grant_id,
         Err(e) => return Ok(oauth_error(&e)),
     };
-    let Some(grant) = get::<Grant>(&kv, &format!("oauth:grant:{grant_id}")).await? else {
+    let Some(grant) = get::<Grant>(&kv, &grant_key(&grant_id)).await? else {
         return Ok(oauth_error(&OAuthError::new("invalid_grant", "the grant was revoked: authorize again")));
     };
     let (access, refresh) = (oauth::mint("rat_", &random()), oauth::mint("rrt_", &random()));
@@ -264,46 +268,50 @@ pub async fn token(mut req: Request, env: &Env) -> Result<Response> {
     Ok(with_header(json(200, &oauth::token_response(&access, &refresh, oauth::SCOPE)), "cache-control", "no-store"))
 }
 
-/// Checks and spends an authorization code; a code spent twice revokes its grant.
+/// Checks and spends an authorization code.
 async fn exchange_code(
     kv: &KvStore,
     request: &TokenRequest,
     resource: &str,
 ) -> Result<std::result::Result<String, OAuthError>> {
-    let code = request.code.as_deref().unwrap_or("");
-    let Some(mut record) = get::<CodeRecord>(kv, &code_key(code)).await? else {
-        return Ok(Err(OAuthError::new("invalid_grant", "unknown or expired authorization code")));
-    };
-    if let Err(e) = request.check_code(&record, resource, now_s()) {
-        if record.used {
-            kv.delete(&format!("oauth:grant:{}", record.grant_id)).await?;
-        }
-        return Ok(Err(e));
-    }
-    record.used = true;
-    put(kv, &code_key(code), &record, record.exp.saturating_sub(now_s())).await?;
-    Ok(Ok(record.grant_id))
+    let key = code_key(request.code.as_deref().unwrap_or(""));
+    spend::<CodeRecord>(kv, &key, "unknown or expired authorization code", |code| {
+        request.check_code(code, resource, now_s())
+    })
+    .await
 }
 
-/// Checks and rotates a refresh token; one presented again revokes its grant.
+/// Checks and rotates a refresh token.
 async fn exchange_refresh(
     kv: &KvStore,
     request: &TokenRequest,
     resource: &str,
 ) -> Result<std::result::Result<String, OAuthError>> {
-    let token = request.refresh_token.as_deref().unwrap_or("");
-    let Some(mut record) = get::<TokenRecord>(kv, &token_key(token)).await? else {
-        return Ok(Err(OAuthError::new("invalid_grant", "unknown, expired or revoked refresh token")));
+    let key = token_key(request.refresh_token.as_deref().unwrap_or(""));
+    let unknown = "unknown, expired or revoked refresh token";
+    spend::<TokenRecord>(kv, &key, unknown, |token| request.check_refresh(token, resource, now_s())).await
+}
+
+/// Spends the single-use code or refresh token stored under `key` if `check` passes; returns
+/// its grant. One presented after it was spent revokes its grant.
+async fn spend<T: SingleUse + Serialize + DeserializeOwned>(
+    kv: &KvStore,
+    key: &str,
+    unknown: &str,
+    check: impl FnOnce(&T) -> std::result::Result<(), OAuthError>,
+) -> Result<std::result::Result<String, OAuthError>> {
+    let Some(mut record) = get::<T>(kv, key).await? else {
+        return Ok(Err(OAuthError::new("invalid_grant", unknown)));
     };
-    if let Err(e) = request.check_refresh(&record, resource, now_s()) {
-        if record.rotated {
-            kv.delete(&format!("oauth:grant:{}", record.grant_id)).await?;
+    if let Err(e) = check(&record) {
+        if record.spent() {
+            kv.delete(&grant_key(record.grant_id())).await?;
         }
         return Ok(Err(e));
     }
-    record.rotated = true;
-    put(kv, &token_key(token), &record, record.exp.saturating_sub(now_s())).await?;
-    Ok(Ok(record.grant_id))
+    record.spend();
+    put(kv, key, &record, record.exp().saturating_sub(now_s())).await?;
+    Ok(Ok(record.grant_id().to_owned()))
 }
 
 #[derive(Deserialize)]
@@ -321,7 +329,7 @@ pub async fn revoke(mut req: Request, env: &Env) -> Result<Response> {
     let kv = kv(env)?;
     if let Some(record) = get::<TokenRecord>(&kv, &token_key(&token)).await? {
         if record.kind == TokenKind::Refresh {
-            kv.delete(&format!("oauth:grant:{}", record.grant_id)).await?;
+            kv.delete(&grant_key(&record.grant_id)).await?;
         }
         kv.delete(&token_key(&token)).await?;
     }
@@ -337,7 +345,7 @@ pub async fn access(env: &Env, token: &str, origin: &str) -> Result<std::result:
     if let Err(why) = record.check_access(&resource_id(origin), now_s()) {
         return Ok(Err(why));
     }
-    let Some(grant) = get::<Grant>(&kv, &format!("oauth:grant:{}", record.grant_id)).await? else {
+    let Some(grant) = get::<Grant>(&kv, &grant_key(&record.grant_id)).await? else {
         return Ok(Err("the grant behind this token was revoked: authorize again".into()));
     };
     Ok(Ok((by_id(env, &grant.tenant).await?, grant.session)))
