@@ -124,7 +124,7 @@ describe("runs", () => {
   });
 
   test("the MCP clients seen recently include the SDK client", async () => {
-    await waitForText("#clients", /relay-edge-tests/);
+    await waitForText("#clients", /relay-edge-tests/, 40_000);
     assert.ok(await page.locator("#clients-section").isVisible());
   });
 
@@ -167,7 +167,9 @@ describe("several tabs", () => {
     const [slowResult, queuedResult] = await Promise.all([slow, queued]);
     assert.equal(queuedResult.isError, false, JSON.stringify(queuedResult));
     assert.equal(queuedResult.structuredContent.stdout, "queued behind it\n");
-    assert.ok(slowResult.isError, "the run the closed tab held could not finish");
+    // The run the closed tab held ended with it, or, when the tab left before the relay heard
+    // it had started the run, went to the first tab; either way nothing hangs.
+    assert.ok(slowResult.isError || slowResult.structuredContent.stdout === "slow\n", JSON.stringify(slowResult));
     await waitForText("#tabs", /^1 \(this tab\)$/);
     assert.match(await text("#banner"), /Attached\. Calls of your MCP clients/);
   });

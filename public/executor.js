@@ -27,6 +27,9 @@ import { openWorkspace } from "./lib/workspace.js";
 const KEY_STORAGE = "relay.key";
 const ATTACH_RETRY_MAX_MS = 30_000;
 const CLIENTS_REFRESH_MS = 30_000;
+// After a run ends the list is read again, but not more often than this: one relay-session
+// read per run would compete with the runs themselves.
+const CLIENTS_AFTER_RUN_MS = 10_000;
 
 const fragment = readFragment();
 const status = new Status(document, fragment.session);
@@ -197,11 +200,13 @@ function showPersonTools(key, session) {
   };
 }
 
-/** Lists the MCP clients the relay session has seen recently: again after each run here, and
- * every CLIENTS_REFRESH_MS. */
+/** Lists the MCP clients the relay session has seen recently: every CLIENTS_REFRESH_MS, and
+ * after a run here when the list is older than CLIENTS_AFTER_RUN_MS. */
 function showClients(key, session) {
   const list = document.getElementById("clients");
+  let readAt = 0;
   const refresh = async () => {
+    readAt = Date.now();
     const relay = await readRelaySession({ key, session }).catch(() => null);
     if (!relay) return;
     list.replaceChildren(
@@ -213,6 +218,6 @@ function showClients(key, session) {
   };
   clearInterval(showClients.timer);
   showClients.timer = setInterval(refresh, CLIENTS_REFRESH_MS);
-  status.runs.onFinish = refresh;
+  status.runs.onFinish = () => Date.now() - readAt > CLIENTS_AFTER_RUN_MS && refresh();
   refresh();
 }

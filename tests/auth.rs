@@ -595,3 +595,20 @@ fn tenants_publish_files_of_up_to_10_mib_by_default() {
     let t: Tenant = serde_json::from_value(json!({"id": "t", "name": "n", "defaults": {}})).unwrap();
     assert_eq!(t.defaults.out_file_max_bytes, OUT_FILE_MAX_BYTES);
 }
+
+#[test]
+fn a_cached_tenant_is_used_for_ten_seconds_then_read_again() {
+    use relay_core::auth::cache::{TenantCache, TENANT_CACHE_MAX, TENANT_CACHE_MS};
+    let tenant = Tenant { id: "t_1".into(), name: "one".into(), defaults: Default::default() };
+    let mut cache = TenantCache::default();
+    let key = Tenant::kv_key("rk_some_key_0000000000000000000000000000000000");
+    assert!(cache.get(&key, 0).is_none());
+    cache.put(&key, tenant.clone(), 1_000);
+    assert_eq!(cache.get(&key, 1_000 + TENANT_CACHE_MS - 1), Some(tenant.clone()));
+    assert!(cache.get(&key, 1_000 + TENANT_CACHE_MS).is_none(), "a changed record is seen after the TTL");
+    assert!(!key.contains("rk_some_key"), "cached under the key's hash, never the key");
+    for i in 0..TENANT_CACHE_MAX {
+        cache.put(&format!("tenant-id:{i}"), tenant.clone(), 2_000);
+    }
+    assert!(cache.get("tenant-id:0", 2_000).is_none(), "full: started over");
+}

@@ -272,3 +272,39 @@ fn string_ids_are_echoed() {
     req.body = serde_json::to_vec(&body).unwrap();
     assert_eq!(Server::new().reply(&req).body.unwrap()["id"], "req-α");
 }
+
+#[test]
+fn the_worker_answers_what_needs_no_relay_session_and_only_that() {
+    use relay_core::mcp::answer_stateless;
+    for (method, params) in [
+        ("tools/list", json!({})),
+        ("server/discover", json!({})),
+        ("resources/list", json!({})),
+        ("prompts/list", json!({})),
+    ] {
+        let request = modern(method, params);
+        let here = answer_stateless(&request, &cx()).unwrap_or_else(|| panic!("{method} answered at the Worker"));
+        assert_eq!(here, Server::new().reply(&request), "{method}: the same answer the DO gives");
+    }
+    let mut server = Server::new();
+    let session = server.initialize("2025-11-25");
+    for request in [
+        modern("tools/call", json!({ "name": "run_js", "arguments": { "code": "1" } })),
+        modern("prompts/get", json!({ "name": "use-relay" })),
+        modern("resources/read", json!({ "uri": "relay://session" })),
+        legacy(&session, 2, "tools/list", json!({})),
+        post(
+            &[("content-type", "application/json"), ("accept", ACCEPT_BOTH)],
+            &json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": { "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } }),
+        ),
+        post(
+            &[("content-type", "application/json"), ("accept", ACCEPT_BOTH)],
+            &json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        ),
+    ] {
+        assert_eq!(answer_stateless(&request, &cx()), None, "{:?}", String::from_utf8_lossy(&request.body));
+    }
+    let mut mismatched = modern("tools/list", json!({}));
+    mismatched.headers.retain(|(name, _)| name != "mcp-method");
+    assert_eq!(answer_stateless(&mismatched, &cx()).map(|r| r.status), Some(400), "its refusal too");
+}

@@ -68,5 +68,5 @@ pub use results::{
     data_result, file_result, log_notifications, progress_notification, task_created, tool_error, tool_error_to,
     tool_result, ToolResult, OUTPUT_BUDGET,
 };
-pub use server::{handle, Outcome, SessionStatus, SessionStore, MAX_BODY_BYTES};
+pub use server::{answer_stateless, handle, Outcome, SessionStatus, SessionStore, MAX_BODY_BYTES};
 pub use tools::{Tool, ToolCall};

@@ -52,6 +52,40 @@ pub enum Outcome {
     Cancel { request_id: Value, session_id: Option<String> },
 }
 
+/// Methods whose 2026-07-28 answer is the same for every relay session of a tenant: the Worker
+/// answers them itself ([`answer_stateless`]), without the hop to the relay session's DO.
+const STATELESS_METHODS: [&str; 5] =
+    ["server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list"];
+
+/// The answer to a request that needs no relay session state (a 2026-07-28 request of one of
+/// [`STATELESS_METHODS`]), or `None`: the relay session's DO must answer it. `cx` needs only
+/// the time, the page URL and the limits; the rest is never read for these methods.
+pub fn answer_stateless(req: &HttpRequest, cx: &Context) -> Option<HttpResponse> {
+    if !req.method.eq_ignore_ascii_case("POST") {
+        return None;
+    }
+    let Ok(Message::Request { method, params, .. }) = parse(&req.body) else { return None };
+    let modern = era::detect(Some(&method), &params, &req.headers) == Era::Modern;
+    if !modern || !STATELESS_METHODS.contains(&method.as_str()) {
+        return None;
+    }
+    match handle(req, &mut NoSessions, cx) {
+        Outcome::Reply(reply) => Some(reply),
+        _ => None,
+    }
+}
+
+/// The session store of a stateless answer: there are no legacy sessions in the 2026-07-28 era.
+struct NoSessions;
+
+impl SessionStore for NoSessions {
+    fn create(&mut self, _: &str, _: &str, _: u64) {}
+    fn status(&self, _: &str) -> SessionStatus {
+        SessionStatus::Unknown
+    }
+    fn end(&mut self, _: &str) {}
+}
+
 /// Handles one request to `/mcp`. Never panics on any input; bad input gets a 4xx with a
 /// JSON-RPC error body (or 202, for a notification, which needs no answer).
 pub fn handle(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Outcome {

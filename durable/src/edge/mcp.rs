@@ -1,18 +1,21 @@
 //! `/mcp`: Origin validation, tenant auth and relay session routing; the MCP protocol itself is
-//! answered by the relay session's Durable Object (see `durable/mcp.rs`).
+//! answered by the relay session's Durable Object (see `durable/mcp.rs`), but for the few
+//! requests whose answer needs none of its state, which the Worker answers with the same core
+//! (`mcp::answer_stateless`), one hop sooner.
 //!
 //! A request belongs to the tenant's `default` relay session unless it names another with
 //! `?session=NAME`. The DO is found by `<tenantId>/<name>`, and the tenant comes from the key,
 //! so no id a client sends can reach another tenant's DO.
 
-use super::http::{error, named, own_origin, read_capped, unauthorized};
+use super::http::{error, named, own_origin, read_capped, to_response, unauthorized};
+use super::now_ms;
 use super::oauth;
 use super::tenants::authenticate;
 use super::Who;
 use relay_core::auth::{bearer, check_key_shape, session_name_ok, Tenant, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, CALLER_HEADER};
-use relay_core::mcp::MAX_BODY_BYTES;
+use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, RelayView, MAX_BODY_BYTES};
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 
 pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
@@ -52,9 +55,33 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
         Vec::new()
     };
     who.is(&tenant.id, &session);
-    let stub = session_stub(env, &tenant.id, &session)?;
     let caller = Caller { tenant, session, origin: own_origin(&url) };
+    if let Some(reply) = answer_here(&req, &caller, &body)? {
+        return Ok(to_response(reply));
+    }
+    let stub = session_stub(env, &caller.tenant.id, &caller.session)?;
     stub.fetch_with_request(to_session(&req, &caller, "/mcp", Some(body))?).await
+}
+
+/// The answer to a request the Worker can give without the relay session's DO (the core's
+/// `answer_stateless`: 2026-07-28 `tools/list`, `server/discover` and the like), if it is one.
+fn answer_here(req: &Request, caller: &Caller, body: &[u8]) -> Result<Option<HttpResponse>> {
+    let request = HttpRequest {
+        method: req.method().to_string(),
+        headers: req.headers().entries().filter(|(name, _)| name != CALLER_HEADER).collect(),
+        body: body.to_vec(),
+    };
+    let cx = Context {
+        now_ms: now_ms(),
+        new_session_id: &|| String::new(),
+        relay: RelayView { session: caller.session.clone(), ..RelayView::default() },
+        audit_records: &|_| Vec::new(),
+        page_url: caller.page_url(),
+        limits_json: serde_json::to_value(&caller.tenant.defaults.policy.limits)?,
+        client_seen: &|_| {},
+        task: &|_| None,
+    };
+    Ok(mcp::answer_stateless(&request, &cx))
 }
 
 /// The tenant a request's bearer credential stands for: an API key (any relay session), or an

@@ -1,11 +1,15 @@
-//! Tenant auth against `KV_CONFIG`, and `POST /admin/tenants` (guarded by the `ADMIN_TOKEN`
+//! Tenant auth against `KV_CONFIG` (records cached in the isolate for
+//! `auth::cache::TENANT_CACHE_MS`), and `POST /admin/tenants` (guarded by the `ADMIN_TOKEN`
 //! secret) that creates a tenant and its API key.
 
 use super::http::{error, json, named, own_origin, read_capped, storage_unavailable, unauthorized, with_header};
+use super::now_ms;
+use relay_core::auth::cache::TenantCache;
 use relay_core::auth::{self, bearer, check_key_shape, mint_api_key, Tenant, TenantDefaults, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
 use serde::Deserialize;
 use serde_json::json;
+use std::cell::RefCell;
 use worker::kv::{KvError, KvStore};
 use worker::{Env, Request, Response, Result};
 
@@ -24,12 +28,30 @@ pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Resul
     if let Err(e) = check_key_shape(key) {
         return Ok(Err(unauthorized(&e.to_string())));
     }
-    match env.kv("KV_CONFIG")?.get(&Tenant::kv_key(key)).json::<Tenant>().await {
+    match cached(env, &Tenant::kv_key(key)).await {
         Ok(tenant) => Ok(tenant.ok_or_else(|| unauthorized("unknown API key"))),
         // We wrote the record: one that does not parse is our fault (500), not KV's.
         Err(KvError::Serialization(e)) => Err(e.into()),
         Err(e) => Ok(Err(storage_unavailable("KV", &e))),
     }
+}
+
+thread_local! {
+    static TENANTS: RefCell<TenantCache> = RefCell::new(TenantCache::default());
+}
+
+/// The tenant record under `kv_key`: from this isolate's cache (`auth::cache`), else from KV.
+/// An unknown key is not cached, so a tenant just created works at once.
+async fn cached(env: &Env, kv_key: &str) -> std::result::Result<Option<Tenant>, KvError> {
+    if let Some(tenant) = TENANTS.with(|cache| cache.borrow().get(kv_key, now_ms())) {
+        return Ok(Some(tenant));
+    }
+    let tenant =
+        env.kv("KV_CONFIG").map_err(|e| KvError::InvalidKvStore(e.to_string()))?.get(kv_key).json::<Tenant>().await?;
+    if let Some(tenant) = &tenant {
+        TENANTS.with(|cache| cache.borrow_mut().put(kv_key, tenant.clone(), now_ms()));
+    }
+    Ok(tenant)
 }
 
 /// The tenant whose key the request carries and the request's body, read up to `limit`; or the
@@ -49,7 +71,7 @@ pub async fn authenticated_body(
 /// The record of the tenant with id `id` (a tab's token names only the id). A tenant created
 /// before records were kept by id gets the default settings.
 pub async fn by_id(env: &Env, id: &str) -> Result<Tenant> {
-    let stored = env.kv("KV_CONFIG")?.get(&Tenant::kv_id_key(id)).json::<Tenant>().await?;
+    let stored = cached(env, &Tenant::kv_id_key(id)).await?;
     Ok(stored.unwrap_or_else(|| Tenant { id: id.to_owned(), name: id.to_owned(), defaults: Default::default() }))
 }
 
