@@ -11,7 +11,7 @@ export RELAY_TEST_PORT="${RELAY_TEST_PORT:-8799}"
 export RELAY_URL="http://127.0.0.1:$RELAY_TEST_PORT"
 state=$(mktemp -d)
 export RELAY_SERVER_LOG="$state/wrangler.log"
-wrangler dev --ip 127.0.0.1 --port "$RELAY_TEST_PORT" --persist-to "$state" --log-level log \
+wrangler dev --ip 127.0.0.1 --port "$RELAY_TEST_PORT" --persist-to "$state" --log-level "${RELAY_LOG_LEVEL:-log}" \
   --show-interactive-dev-session=false >"$state/wrangler.log" 2>&1 &
 server=$!
 stop_server() {
