@@ -73,6 +73,15 @@ describe("run_js", () => {
 });
 
 describe("run_py", () => {
+  test("Pyodide is loaded when the tab attaches, so not even the first run_py waits for it", async () => {
+    const { lines } = attached.executor;
+    await waitForLine(lines, /^Runtimes ready: quickjs@[\d.]+, pyodide@\d+/, 60_000);
+    const from = lines.length;
+    const result = await attached.client.callTool({ name: "run_py", arguments: { code: "print('warm')" } });
+    assert.equal(result.structuredContent.stdout, "warm\n");
+    assert.ok(!lines.slice(from).some((l) => /^Loading .* runtime/.test(l)), lines.slice(from).join("\n"));
+  });
+
   test("stdout, stderr and SystemExit", async () => {
     const result = await runPy("import sys\nprint('py out')\nprint('py err', file=sys.stderr)\nsys.exit(2)");
     assert.equal(result.isError, true);

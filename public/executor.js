@@ -62,6 +62,7 @@ async function main() {
         case "hello":
           status.setState("connected");
           showPersonTools(client.key, session);
+          warmRuntimes();
           status.log(`Connected to server (session: ${client.sessionId})`);
           status.log("Ready. Waiting for execution requests...");
           mcps.sync();
@@ -220,4 +221,13 @@ function showClients(key, session) {
   showClients.timer = setInterval(refresh, CLIENTS_REFRESH_MS);
   status.runs.onFinish = () => Date.now() - readAt > CLIENTS_AFTER_RUN_MS && refresh();
   refresh();
+}
+
+/** Loads the runtimes as soon as the tab is attached, once, so that not even the first
+ * run_py waits for Pyodide to boot. */
+function warmRuntimes() {
+  warmRuntimes.started ??= runner.warm().then(
+    (ids) => status.log(`Runtimes ready: ${ids.join(", ")}`),
+    (err) => status.error(`could not load the runtimes ahead of the first run (${err.message}); they load on first use`),
+  );
 }

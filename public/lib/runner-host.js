@@ -18,6 +18,7 @@
 
 import { failure, outputLimitFailure } from "./errors.js";
 import { OutputSink } from "./output-sink.js";
+import { runtimeIds } from "./runtime-files.js";
 import { Sandbox } from "./sandbox.js";
 import { DEFAULT_FILESYSTEM, WORKSPACE_LIMIT_BYTES, deniedWrite, workspacePathProblem } from "./workspace-rules.js";
 
@@ -54,6 +55,17 @@ export class RunnerHost {
       if (this.current?.job.runId === runId) this.stop(crashedOutcome(message));
     };
     this.current = null;
+  }
+
+  /**
+   * Loads every runtime into the sandbox ahead of its first run (Pyodide takes seconds cold),
+   * one after another so the first is ready soonest; a run that needs one meanwhile waits for
+   * the same load. Resolves with the ids loaded.
+   */
+  async warm() {
+    const ids = await runtimeIds();
+    for (const id of ids) await this.sandbox.prepare(id);
+    return ids;
   }
 
   /**

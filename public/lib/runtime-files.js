@@ -29,6 +29,11 @@ const runtimeCatalog = memo(async () => {
   return res.json();
 });
 
+/** The ids of the runtimes this server serves (`quickjs@…`, `pyodide@…`). */
+export async function runtimeIds() {
+  return Object.keys(await runtimeCatalog());
+}
+
 /**
  * @returns {Promise<{[name: string]: ArrayBuffer}>} the runtime's files by name, plus
  *   snapshot.bin when a snapshot made from exactly these files is cached.
