@@ -11,24 +11,13 @@ import { launchBrowser, openExecutor } from "../miniflare-tests/lib/browser.mjs"
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { modernBody, modernHeaders } from "../miniflare-tests/lib/mcp-http.mjs";
 import { BASE, ROOT, createTenant } from "../miniflare-tests/lib/relay.mjs";
+import { timeCalls } from "./timing.mjs";
 
 const N = Number(process.env.BENCH_CALLS ?? 200);
 const WARMUP = 20;
 const BARE_PORT = Number(process.env.BENCH_BARE_PORT ?? 8796);
 
-const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-
-async function measure(call) {
-  for (let i = 0; i < WARMUP; i++) await call();
-  const times = [];
-  for (let i = 0; i < N; i++) {
-    const t0 = performance.now();
-    await call();
-    times.push(performance.now() - t0);
-  }
-  times.sort((a, b) => a - b);
-  return { p50: percentile(times, 50), p95: percentile(times, 95), p99: percentile(times, 99) };
-}
+const measure = (call) => timeCalls(call, { n: N, warmup: WARMUP });
 
 async function startBare() {
   const dir = path.join(ROOT, "bench/bare-worker");

@@ -15,27 +15,15 @@ import { createServer } from "node:http";
 import { launchBrowser, openExecutor, waitForLine } from "../miniflare-tests/lib/browser.mjs";
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { createTenant } from "../miniflare-tests/lib/relay.mjs";
+import { timeCalls } from "./timing.mjs";
 
 const N = Number(process.env.BENCH_CALLS ?? 200);
 const WARMUP = 20;
 const PAUSED_N = Number(process.env.BENCH_PAUSED_CALLS ?? 40);
 const PAUSE_MS = Number(process.env.BENCH_PAUSE_MS ?? 1000);
 
-function percentile(sorted, p) {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
-
 async function measure(label, call, { n = N, pauseMs = 0 } = {}) {
-  for (let i = 0; i < WARMUP; i++) await call();
-  const times = [];
-  for (let i = 0; i < n; i++) {
-    if (pauseMs) await new Promise((resolve) => setTimeout(resolve, pauseMs));
-    const t0 = performance.now();
-    await call();
-    times.push(performance.now() - t0);
-  }
-  times.sort((a, b) => a - b);
-  const stats = { label, p50: percentile(times, 50), p95: percentile(times, 95), p99: percentile(times, 99) };
+  const stats = { label, ...(await timeCalls(call, { n, warmup: WARMUP, pauseMs })) };
   console.log(`${label.padEnd(34)} p50 ${fmt(stats.p50)}  p95 ${fmt(stats.p95)}  p99 ${fmt(stats.p99)}  (n=${n})`);
   return stats;
 }

@@ -11,16 +11,12 @@ import { launchBrowser, openExecutor } from "../miniflare-tests/lib/browser.mjs"
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { BASE, createTenant, devVars } from "../miniflare-tests/lib/relay.mjs";
 import { startLegacyUpstream, startModernUpstream } from "../miniflare-tests/lib/upstream-servers.mjs";
+import { percentiles, timeCalls } from "./timing.mjs";
 
 const N = Number(process.env.BENCH_CALLS ?? 100);
 const WARMUP = 10;
 const SECRET = randomUUID();
 
-const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-const stats = (times) => {
-  const sorted = [...times].sort((a, b) => a - b);
-  return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99) };
-};
 const line = (label, s) => console.log(`${label.padEnd(40)} p50 ${s.p50.toFixed(1)} ms  p95 ${s.p95.toFixed(1)} ms  p99 ${s.p99.toFixed(1)} ms  (n=${N})`);
 
 /** One tools/call straight to a 2026-07-28 upstream. */
@@ -51,16 +47,7 @@ async function legacyDirect(url) {
   };
 }
 
-async function timeDirect(call) {
-  for (let i = 0; i < WARMUP; i++) await call();
-  const times = [];
-  for (let i = 0; i < N; i++) {
-    const t0 = performance.now();
-    await call();
-    times.push(performance.now() - t0);
-  }
-  return stats(times);
-}
+const timeDirect = (call) => timeCalls(call, { n: N, warmup: WARMUP });
 
 /** Times N mcps.call inside one run (after WARMUP untimed ones). */
 async function timeThroughRelay(client, server, tool) {
@@ -75,7 +62,7 @@ async function timeThroughRelay(client, server, tool) {
   `;
   const result = await client.callTool({ name: "run_js", arguments: { code, policy: { limits: { timeoutMs: 300_000 } } } });
   if (result.isError) throw new Error(JSON.stringify(result.structuredContent ?? result));
-  return stats(JSON.parse(result.structuredContent.stdout));
+  return percentiles(JSON.parse(result.structuredContent.stdout));
 }
 
 const [legacy, modern] = await Promise.all([startLegacyUpstream(SECRET), startModernUpstream(SECRET)]);

@@ -1,0 +1,22 @@
+// Timing shared by the benches: percentiles of a set of durations, and timing a call n times
+// after some untimed warm-up calls (optionally with a pause before each).
+
+/** {p50, p95, p99} of `times` (ms). */
+export function percentiles(times) {
+  const sorted = [...times].sort((a, b) => a - b);
+  const at = (p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+  return { p50: at(50), p95: at(95), p99: at(99) };
+}
+
+/** Times `call` `n` times after `warmup` untimed calls, waiting `pauseMs` before each timed one. */
+export async function timeCalls(call, { n, warmup, pauseMs = 0 }) {
+  for (let i = 0; i < warmup; i++) await call();
+  const times = [];
+  for (let i = 0; i < n; i++) {
+    if (pauseMs) await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    const t0 = performance.now();
+    await call();
+    times.push(performance.now() - t0);
+  }
+  return percentiles(times);
+}
