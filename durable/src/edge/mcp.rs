@@ -56,20 +56,25 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
     };
     who.is(&tenant.id, &session);
     let caller = Caller { tenant, session, origin: own_origin(&url) };
-    if let Some(reply) = answer_here(&req, &caller, &body)? {
-        return Ok(to_response(reply));
-    }
+    let body = match answer_here(&req, &caller, body)? {
+        Ok(reply) => return Ok(to_response(reply)),
+        Err(body) => body,
+    };
     let stub = session_stub(env, &caller.tenant.id, &caller.session)?;
     stub.fetch_with_request(to_session(&req, &caller, "/mcp", Some(body))?).await
 }
 
 /// The answer to a request the Worker can give without the relay session's DO (the core's
-/// `answer_stateless`: 2026-07-28 `tools/list`, `server/discover` and the like), if it is one.
-fn answer_here(req: &Request, caller: &Caller, body: &[u8]) -> Result<Option<HttpResponse>> {
+/// `answer_stateless`: 2026-07-28 `tools/list`, `server/discover` and the like), or the body
+/// back, untouched, for the DO.
+fn answer_here(req: &Request, caller: &Caller, body: Vec<u8>) -> Result<std::result::Result<HttpResponse, Vec<u8>>> {
+    if req.method() != Method::Post {
+        return Ok(Err(body));
+    }
     let request = HttpRequest {
         method: req.method().to_string(),
         headers: req.headers().entries().filter(|(name, _)| name != CALLER_HEADER).collect(),
-        body: body.to_vec(),
+        body,
     };
     let cx = Context {
         now_ms: now_ms(),
@@ -81,7 +86,7 @@ fn answer_here(req: &Request, caller: &Caller, body: &[u8]) -> Result<Option<Htt
         client_seen: &|_| {},
         task: &|_| None,
     };
-    Ok(mcp::answer_stateless(&request, &cx))
+    Ok(mcp::answer_stateless(&request, &cx).ok_or(request.body))
 }
 
 /// The tenant a request's bearer credential stands for: an API key (any relay session), or an
