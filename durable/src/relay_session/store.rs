@@ -8,6 +8,7 @@ use relay_core::mcp::tasks::{TaskRecord, TASK_TTL_MS};
 use relay_core::mcp::{SessionStatus, SessionStore};
 use relay_core::metrics::{RunEnd, Snapshot};
 use relay_core::run::session::Outcome;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use worker::{SqlStorage, SqlStorageValue};
@@ -264,15 +265,24 @@ pub fn update_metrics(sql: &SqlStorage, change: impl FnOnce(&mut Snapshot)) {
 
 /// The relay session's metrics so far.
 pub fn metrics(sql: &SqlStorage) -> Snapshot {
+    documents(sql, "SELECT snapshot AS doc FROM metrics WHERE id = 1", vec![]).into_iter().next().unwrap_or_default()
+}
+
+/// The JSON documents a query selects as its one TEXT column `doc`, in row order (audit
+/// records, tasks and metrics are kept this way). A row that does not parse is skipped; a
+/// failed query is logged and gives none.
+fn documents<T: DeserializeOwned>(sql: &SqlStorage, query: &str, args: Vec<SqlStorageValue>) -> Vec<T> {
     #[derive(Deserialize)]
     struct Row {
-        snapshot: String,
+        doc: String,
     }
-    let rows = sql.exec("SELECT snapshot FROM metrics WHERE id = 1", None).and_then(|c| c.to_array::<Row>());
-    rows.ok()
-        .and_then(|rows| rows.into_iter().next())
-        .and_then(|row| serde_json::from_str(&row.snapshot).ok())
-        .unwrap_or_default()
+    match sql.exec(query, args).and_then(|c| c.to_array::<Row>()) {
+        Ok(rows) => rows.iter().filter_map(|row| serde_json::from_str(&row.doc).ok()).collect(),
+        Err(e) => {
+            worker::console_error!("{query}: {e}");
+            Vec::new()
+        }
+    }
 }
 
 /// Seals a policy denial guest code met in run `run_id` (`[what, target, reason]`, as the tab
@@ -319,20 +329,8 @@ pub fn append_record(sql: &SqlStorage, record: AuditRecord) {
 
 /// The latest `n` audit records, oldest first, for `relay://audit`.
 pub fn audit_records(sql: &SqlStorage, n: usize) -> Vec<AuditRecord> {
-    #[derive(Deserialize)]
-    struct Row {
-        record: String,
-    }
-    let rows = sql
-        .exec("SELECT record FROM audit ORDER BY seq DESC LIMIT ?", vec![(n as i64).into()])
-        .and_then(|c| c.to_array::<Row>());
-    let mut records: Vec<AuditRecord> = match rows {
-        Ok(rows) => rows.iter().filter_map(|row| serde_json::from_str(&row.record).ok()).collect(),
-        Err(e) => {
-            worker::console_error!("audit records: {e}");
-            Vec::new()
-        }
-    };
+    let query = "SELECT record AS doc FROM audit ORDER BY seq DESC LIMIT ?";
+    let mut records: Vec<AuditRecord> = documents(sql, query, vec![(n as i64).into()]);
     records.reverse();
     records
 }
@@ -348,13 +346,8 @@ pub fn save_task(sql: &SqlStorage, task: &TaskRecord) {
 
 /// The task `task_id`, unless there is none or it is past its TTL at `now_ms`.
 pub fn task(sql: &SqlStorage, task_id: &str, now_ms: u64) -> Option<TaskRecord> {
-    #[derive(Deserialize)]
-    struct Row {
-        record: String,
-    }
-    let rows =
-        sql.exec("SELECT record FROM tasks WHERE task_id = ?", vec![task_id.into()]).and_then(|c| c.to_array::<Row>());
-    let task: TaskRecord = serde_json::from_str(&rows.ok()?.into_iter().next()?.record).ok()?;
+    let query = "SELECT record AS doc FROM tasks WHERE task_id = ?";
+    let task: TaskRecord = documents(sql, query, vec![task_id.into()]).into_iter().next()?;
     (now_ms.saturating_sub(task.created_ms) < TASK_TTL_MS).then_some(task)
 }
 
