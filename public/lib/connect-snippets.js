@@ -4,8 +4,8 @@
 
 const MASK = "••••••••";
 
-/** The snippets for `mcpUrl` and `key`: [{id, title, where, text}]. */
-export function snippets(mcpUrl, key) {
+/** The snippets for `url` and `key`: [{id, title, where, text}]. */
+export function snippets(url, key) {
   const auth = `Bearer ${key}`;
   const json = (value) => JSON.stringify(value, null, 2);
   return [
@@ -13,25 +13,25 @@ export function snippets(mcpUrl, key) {
       id: "claude-code",
       title: "Claude Code",
       where: "Run in a terminal:",
-      text: `claude mcp add --transport http relay ${mcpUrl} --header "Authorization: ${auth}"`,
+      text: `claude mcp add --transport http relay ${url} --header "Authorization: ${auth}"`,
     },
     {
       id: "claude-desktop",
       title: "Claude Desktop (through mcp-remote)",
       where: "Add to claude_desktop_config.json (needs Node.js for npx):",
-      text: json({ mcpServers: { relay: { command: "npx", args: ["mcp-remote", mcpUrl, "--header", `Authorization: ${auth}`] } } }),
+      text: json({ mcpServers: { relay: { command: "npx", args: ["mcp-remote", url, "--header", `Authorization: ${auth}`] } } }),
     },
     {
       id: "cursor",
       title: "Cursor",
       where: "Add to ~/.cursor/mcp.json (or .cursor/mcp.json in a project):",
-      text: json({ mcpServers: { relay: { url: mcpUrl, headers: { Authorization: auth } } } }),
+      text: json({ mcpServers: { relay: { url, headers: { Authorization: auth } } } }),
     },
     {
       id: "json",
       title: "Any client (JSON)",
       where: "Streamable HTTP endpoint and header:",
-      text: json({ url: mcpUrl, transport: "streamable-http", headers: { Authorization: auth } }),
+      text: json({ url, transport: "streamable-http", headers: { Authorization: auth } }),
     },
   ];
 }

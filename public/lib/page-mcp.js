@@ -3,6 +3,8 @@
 // runs code this way, so a person can see that everything works before connecting an agent,
 // and the page reads `relay://session` for the MCP clients seen recently.
 
+import { mcpUrl } from "./connect-snippets.js";
+
 const VERSION = "2026-07-28";
 
 /**
@@ -31,8 +33,7 @@ async function request(key, session, method, params) {
     "io.modelcontextprotocol/clientInfo": { name: "relay-edge page", version: "1" },
   };
   const name = params.name ?? params.uri;
-  const query = session === "default" ? "" : `?session=${encodeURIComponent(session)}`;
-  const res = await fetch(`/mcp${query}`, {
+  const res = await fetch(mcpUrl(location.origin, session), {
     method: "POST",
     headers: {
       authorization: `Bearer ${key}`,
