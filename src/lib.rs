@@ -21,6 +21,7 @@ pub mod log;
 pub mod mcp;
 pub mod metrics;
 pub mod oauth;
+pub mod packages;
 pub mod policy;
 pub mod range;
 pub mod run;

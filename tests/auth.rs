@@ -10,7 +10,7 @@ use relay_core::auth::{
     OUT_FILE_MAX_BYTES,
 };
 use relay_core::capsule::jws::{b64url, b64url_decode, KeySet, Signer};
-use relay_core::capsule::{build_capsule, verify_manifest, CapsuleError, CapsuleSpec, Language};
+use relay_core::capsule::{build_capsule, verify_manifest, CapsuleError, CapsuleSpec, Deps, Language};
 use relay_core::policy::Policy;
 use serde_json::{json, Value};
 
@@ -408,7 +408,7 @@ fn capsule_spec() -> CapsuleSpec {
         stdin: None,
         cwd: "/".into(),
         policy: Policy::default(),
-        deps: None,
+        deps: Deps::None,
     }
 }
 

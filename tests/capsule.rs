@@ -10,7 +10,8 @@ use relay_core::capsule::layer::{build_layer, check_path, read_layer, read_layer
 use relay_core::capsule::limits::{check_sizes, CODE_LAYER_MAX, DEPS_LAYER_MAX, TOTAL_MAX};
 use relay_core::capsule::manifest::{Language, PYODIDE_RUNTIME, QUICKJS_RUNTIME};
 use relay_core::capsule::{
-    build_capsule, canonical_json, capsule_hash, verify_layer, verify_manifest, CapsuleError, CapsuleSpec,
+    build_capsule, canonical_json, capsule_hash, layer_entry, verify_layer, verify_manifest, CapsuleError, CapsuleSpec,
+    Deps,
 };
 use relay_core::policy::Policy;
 use serde_json::{json, Value};
@@ -37,7 +38,7 @@ fn spec(code: &str) -> CapsuleSpec {
         stdin: Some("input".into()),
         cwd: "/".into(),
         policy,
-        deps: None,
+        deps: Deps::None,
     }
 }
 
@@ -272,7 +273,7 @@ fn a_js_capsule_has_the_documented_layout() {
 fn a_py_capsule_with_deps_has_both_layers() {
     let mut s = spec("import lib");
     s.language = Language::Py;
-    s.deps = Some(files(&[("lib/__init__.py", "X = 1")]));
+    s.deps = Deps::Files(files(&[("lib/__init__.py", "X = 1")]));
     let capsule = build_capsule(s, &signer()).unwrap();
     let m = &capsule.manifest;
     assert_eq!((m.runtime.id.as_str(), m.entry.path.as_str()), (PYODIDE_RUNTIME, "/entry.py"));
@@ -283,9 +284,27 @@ fn a_py_capsule_with_deps_has_both_layers() {
 }
 
 #[test]
+fn an_uploaded_deps_layer_is_named_in_the_manifest_but_not_stored_again() {
+    let uploaded = layer_entry("deps", &"ab".repeat(32), 1234);
+    let mut s = spec("import _ from 'lodash'");
+    s.deps = Deps::Uploaded(uploaded.clone());
+    let capsule = build_capsule(s, &signer()).unwrap();
+    assert_eq!(capsule.manifest.fs_layers[1], uploaded);
+    assert_eq!(uploaded.path, "fs.deps.zip");
+    assert_eq!(capsule.layers.len(), 1, "only the code layer is zipped here");
+    let keys = KeySet::from_signers(&[&signer()]);
+    assert_eq!(verify_manifest(&capsule.manifest_json, &keys).unwrap(), capsule.manifest);
+
+    let mut s = spec("x");
+    s.deps = Deps::Uploaded(layer_entry("deps", &"ab".repeat(32), DEPS_LAYER_MAX + 1));
+    let err = build_capsule(s, &signer()).unwrap_err();
+    assert!(err.to_string().starts_with("deps layer is"), "{err}");
+}
+
+#[test]
 fn build_refuses_deps_that_shadow_the_entry_bad_cwd_and_bad_policy() {
     let mut s = spec("x");
-    s.deps = Some(files(&[("entry.js", "evil")]));
+    s.deps = Deps::Files(files(&[("entry.js", "evil")]));
     assert!(matches!(build_capsule(s, &signer()), Err(CapsuleError::BadPath { .. })));
     let mut s = spec("x");
     s.cwd = "/tmp/../etc".into();

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use relay_core::capsule::address::{check_hash, layer_file, parse_file, CapsuleFile, FILE_RULE, HASH_RULE};
 use relay_core::capsule::jws::Signer;
 use relay_core::capsule::manifest::Language;
-use relay_core::capsule::{build_capsule, CapsuleSpec};
+use relay_core::capsule::{build_capsule, CapsuleSpec, Deps};
 use relay_core::policy::Policy;
 
 const HASH: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -98,7 +98,7 @@ fn every_built_layer_path_parses_as_a_layer() {
         stdin: None,
         cwd: "/".into(),
         policy: Policy::default(),
-        deps: Some(vec![("lib/__init__.py".into(), b"X = 1".to_vec())]),
+        deps: Deps::Files(vec![("lib/__init__.py".into(), b"X = 1".to_vec())]),
     };
     let capsule = build_capsule(spec, &Signer::from_seed(&[7; 32])).unwrap();
     assert_eq!(check_hash(&capsule.hash), Ok(()));

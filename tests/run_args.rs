@@ -1,14 +1,15 @@
 //! `run_js` / `run_py` arguments turned into a capsule spec: every refusal a ValidationError
-//! naming the argument, dependencies refused until they are supported, and a client's policy
+//! naming the argument, dependencies read apart for a build, and a client's policy
 //! override that can only narrow the tenant's.
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use relay_core::capsule::{CapsuleSpec, Language};
+use relay_core::capsule::{CapsuleSpec, Deps, Language};
 use relay_core::error::ErrorName;
+use relay_core::packages::DepsRequest;
 use relay_core::policy::Policy;
-use relay_core::run::args::{capsule_spec, language_of};
+use relay_core::run::args::{capsule_spec, deps_request, language_of};
 use serde_json::{json, Value};
 
 fn tenant_policy() -> Policy {
@@ -60,7 +61,7 @@ fn minimal_arguments_give_the_defaults_and_the_tenant_policy() {
                 stdin: None,
                 cwd: "/".into(),
                 policy: tenant_policy(),
-                deps: None,
+                deps: Deps::None,
             }
         );
     }
@@ -151,56 +152,60 @@ fn unknown_fields_in_the_policy_override_are_refused_naming_them() {
     }
 }
 
-#[test]
-fn listed_dependencies_are_refused_as_not_supported_yet() {
-    let cases = [
-        ("npm.dependencies", json!({"npm": {"dependencies": {"lodash": "^4.17.21"}}})),
-        ("pip.requirements", json!({"pip": {"requirements": ["requests==2.32.0"]}})),
-        ("pip.wheelUrls", json!({"pip": {"wheelUrls": ["https://example.com/x-1.0-py3-none-any.whl"]}})),
-        ("pip.wheelUrls", json!({"pip": {"requirements": [], "wheelUrls": ["x.whl"]}})),
-        // Not the documented shape, but dependencies all the same: never silently dropped.
-        ("npm.dependencies", json!({"npm": {"dependencies": ["lodash"]}})),
-        ("npm.dependencies", json!({"npm": {"dependencies": "lodash"}})),
-    ];
-    for language in ["js", "py"] {
-        for (field, deps) in &cases {
-            let mut args = deps.clone();
-            args["code"] = json!("1");
-            let message = refusal(language, args);
-            assert!(message.starts_with(&format!("{field}:")), "{field}: {message}");
-            assert!(message.contains("not supported yet"), "{field}: {message}");
-        }
-    }
+fn deps(language: &str, arguments: Value) -> Result<Option<DepsRequest>, String> {
+    deps_request(language, &arguments).map_err(|e| {
+        assert_eq!(e.name, ErrorName::ValidationError, "{arguments}: {}", e.message);
+        e.message
+    })
 }
 
 #[test]
-fn empty_dependencies_pass() {
-    for deps in [
-        json!({"npm": {}}),
-        json!({"npm": null}),
-        json!({"npm": {"dependencies": {}}}),
-        json!({"npm": {"dependencies": null}}),
-        json!({"pip": {}}),
-        json!({"pip": {"requirements": [], "wheelUrls": []}}),
-        json!({"pip": {"requirements": null}}),
+fn listed_dependencies_leave_the_spec_alone_and_are_read_apart() {
+    let args = json!({"code": "1", "npm": {"dependencies": {"lodash": "^4.17.21"}}});
+    assert_eq!(spec("js", args.clone()).deps, Deps::None, "the build, not the call, fills the deps layer");
+    let dependencies = BTreeMap::from([("lodash".to_string(), "^4.17.21".to_string())]);
+    assert_eq!(deps("js", args), Ok(Some(DepsRequest::Npm { dependencies })));
+    let args = json!({"code": "1", "pip": {"requirements": ["six==1.16.0"], "wheelUrls": ["https://example.com/x-1.0-py3-none-any.whl"]}});
+    let expected = DepsRequest::Pip {
+        requirements: vec!["six==1.16.0".into()],
+        wheel_urls: vec!["https://example.com/x-1.0-py3-none-any.whl".into()],
+    };
+    assert_eq!(deps("py", args), Ok(Some(expected)));
+}
+
+#[test]
+fn empty_dependencies_are_no_dependencies() {
+    for (language, section) in [
+        ("js", json!({"npm": {}})),
+        ("js", json!({"npm": null})),
+        ("js", json!({"npm": {"dependencies": {}}})),
+        ("js", json!({"npm": {"dependencies": null}})),
+        ("js", json!({"pip": null})),
+        ("py", json!({"pip": {}})),
+        ("py", json!({"pip": {"requirements": [], "wheelUrls": []}})),
+        ("py", json!({"pip": {"requirements": null}})),
+        ("py", json!({"npm": null})),
     ] {
-        let mut args = deps.clone();
+        let mut args = section.clone();
         args["code"] = json!("1");
-        let got = capsule_spec("py", &args, &tenant_policy());
-        assert!(got.is_ok(), "{deps}: {got:?}");
-        assert_eq!(got.unwrap().deps, None);
+        assert_eq!(deps(language, args), Ok(None), "{language} {section}");
     }
 }
 
 #[test]
 fn dependency_sections_of_the_wrong_shape_are_refused() {
-    // `npm: ["lodash"]` must not pass as "no dependencies".
-    for (field, args) in [
-        ("npm", json!({"code": "1", "npm": ["lodash"]})),
-        ("npm", json!({"code": "1", "npm": "lodash"})),
-        ("pip", json!({"code": "1", "pip": ["requests"]})),
+    // `npm: ["lodash"]` must not pass as "no dependencies", nor npm packages on run_py.
+    for (language, field, args) in [
+        ("js", "npm", json!({"code": "1", "npm": ["lodash"]})),
+        ("js", "npm", json!({"code": "1", "npm": "lodash"})),
+        ("js", "npm.dependencies", json!({"code": "1", "npm": {"dependencies": ["lodash"]}})),
+        ("js", "npm.dependencies", json!({"code": "1", "npm": {"dependencies": "lodash"}})),
+        ("js", "pip", json!({"code": "1", "pip": {"requirements": ["six"]}})),
+        ("py", "npm", json!({"code": "1", "npm": {"dependencies": {"lodash": "4"}}})),
+        ("py", "pip", json!({"code": "1", "pip": ["requests"]})),
+        ("py", "pip.requirements", json!({"code": "1", "pip": {"requirements": "six"}})),
     ] {
-        let message = refusal("js", args.clone());
+        let message = deps(language, args.clone()).expect_err(&args.to_string());
         assert!(message.starts_with(&format!("{field}:")), "{args}: {message}");
     }
 }

@@ -24,7 +24,7 @@ fn exit(seq: u64, exit_code: i32) -> TabEvent {
 }
 
 fn progress() -> EventBody {
-    EventBody::Progress { phase: "execute".into(), runtime_id: None }
+    EventBody::Progress { phase: "execute".into(), runtime_id: None, detail: None }
 }
 
 fn run_error(name: &str, message: &str) -> RunError {
@@ -57,7 +57,14 @@ fn a_batch_of_every_event_type_parses() {
         vec![
             stdout(0, "hi\n"),
             stderr(1, "oops"),
-            event(2, EventBody::Progress { phase: "load-runtime".into(), runtime_id: Some("pyodide@314".into()) }),
+            event(
+                2,
+                EventBody::Progress {
+                    phase: "load-runtime".into(),
+                    runtime_id: Some("pyodide@314".into()),
+                    detail: None
+                }
+            ),
             event(3, progress()),
             event(4, EventBody::Error(run_error("PolicyDenied", "no"))),
             event(

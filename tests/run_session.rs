@@ -38,7 +38,7 @@ fn ev(run: &str, seq: u64, body: EventBody) -> TabEvent {
 }
 
 fn progress(phase: &str) -> EventBody {
-    EventBody::Progress { phase: phase.into(), runtime_id: None }
+    EventBody::Progress { phase: phase.into(), runtime_id: None, detail: None }
 }
 
 fn stdout(data: &str) -> EventBody {

@@ -3,6 +3,7 @@
 //! whose token names only the tenant id, finds it); the key itself is never stored.
 
 use crate::capsule::jws::b64url;
+use crate::packages::PackageSources;
 use crate::policy::Policy;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -30,6 +31,8 @@ pub struct TenantDefaults {
     pub allowed_origins: Vec<String>,
     /// The largest file a run may leave in `/out` (bytes); `PUT /files/...` refuses bigger ones.
     pub out_file_max_bytes: u64,
+    /// Where builds of `npm` / `pip` dependencies get packages.
+    pub packages: PackageSources,
 }
 
 /// [`TenantDefaults::out_file_max_bytes`] unless the tenant sets it: 10 MiB.
@@ -42,6 +45,7 @@ impl Default for TenantDefaults {
             queue: QueueSettings::default(),
             allowed_origins: Vec::new(),
             out_file_max_bytes: OUT_FILE_MAX_BYTES,
+            packages: PackageSources::default(),
         }
     }
 }

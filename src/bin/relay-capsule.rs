@@ -6,6 +6,8 @@
 //! relay-capsule verify <jwks>   stdin: capsule.json; stdout: its hash (exit 1 and the reason if invalid)
 //! relay-capsule run-token <seed> <tenant> <session> <run> <capsule hash> <ttl s>
 //!                               stdout: a run token (for /egress and /files) valid for ttl seconds
+//! relay-capsule upload-grant <seed> <tenant> <session> <run> <sha256> <size> <age s>
+//!                               stdout: an upload grant for the run's deps layer, issued age seconds ago
 //! relay-capsule download-url <seed> <tenant> <run> <path> <exp>
 //!                               stdout: the signed download URL (path and query) of a run's /out file
 //! relay-capsule keygen          stdout: a new signing seed for `wrangler secret put CAPSULE_SIGNING_KEY`
@@ -19,6 +21,8 @@ use relay_core::audit;
 use relay_core::auth::RunClaims;
 use relay_core::capsule::jws::{b64url, generate_seed, KeySet, Signer};
 use relay_core::capsule::{build_capsule, capsule_hash, verify_manifest};
+use relay_core::packages::grant::RunRef;
+use relay_core::packages::UploadGrant;
 use relay_core::policy::{Limits, Policy};
 use relay_core::run::args::capsule_spec;
 use std::io::{Read, Write};
@@ -32,13 +36,16 @@ fn main() -> ExitCode {
         ["run-token", seed, tenant, session, run, capsule, ttl] => {
             run_token(seed, [tenant, session, run, capsule], ttl)
         }
+        ["upload-grant", seed, tenant, session, run, sha256, size, age] => {
+            upload_grant(seed, [tenant, session, run, sha256], [size, age])
+        }
         ["download-url", seed, tenant, run, path, exp] => download_url(seed, [tenant, run, path], exp),
         ["keygen"] => Ok(b64url(&generate_seed()).into_bytes()),
         ["error-names"] => Ok(relay_core::error::table_json().to_string().into_bytes()),
         ["audit-verify"] => audit_verify(),
         ["default-limits"] => serde_json::to_vec(&Limits::default()).map_err(|e| e.to_string()),
         _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | run-token <seed> <tenant> <session> <run> \
-             <capsule hash> <ttl s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | default-limits"
+             <capsule hash> <ttl s> | upload-grant <seed> <tenant> <session> <run> <sha256> <size> <age s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | default-limits"
             .into()),
     };
     match result {
@@ -86,14 +93,32 @@ fn verify(jwks_path: &str) -> Result<Vec<u8>, String> {
 
 fn run_token(seed: &str, [tenant, session, run, capsule]: [&str; 4], ttl: &str) -> Result<Vec<u8>, String> {
     let signer = Signer::from_base64url_seed(seed).map_err(|e| e.to_string())?;
-    let ttl: u64 = ttl.parse().map_err(|e| format!("ttl {ttl:?}: {e}"))?;
-    let now_s =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_err(|e| e.to_string())?.as_secs();
-    Ok(RunClaims::new(tenant, session, run, capsule, now_s, ttl).sign(&signer).into_bytes())
+    let ttl = number("ttl", ttl)?;
+    Ok(RunClaims::new(tenant, session, run, capsule, now_s()?, ttl).sign(&signer).into_bytes())
+}
+
+fn upload_grant(
+    seed: &str,
+    [tenant, session, run, sha256]: [&str; 4],
+    [size, age]: [&str; 2],
+) -> Result<Vec<u8>, String> {
+    let signer = Signer::from_base64url_seed(seed).map_err(|e| e.to_string())?;
+    let run_ref = RunRef { tenant: tenant.into(), session: session.into(), run: run.into() };
+    let issued = now_s()?.saturating_sub(number("age", age)?);
+    let jti = format!("g_cli_{issued}");
+    Ok(UploadGrant::new(&run_ref, "deps", sha256, number("size", size)?, issued, jti).sign(&signer).into_bytes())
+}
+
+fn number(name: &str, value: &str) -> Result<u64, String> {
+    value.parse().map_err(|e| format!("{name} {value:?}: {e}"))
+}
+
+fn now_s() -> Result<u64, String> {
+    Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_err(|e| e.to_string())?.as_secs())
 }
 
 fn download_url(seed: &str, [tenant, run, path]: [&str; 3], exp: &str) -> Result<Vec<u8>, String> {
     let signer = Signer::from_base64url_seed(seed).map_err(|e| e.to_string())?;
-    let exp: u64 = exp.parse().map_err(|e| format!("exp {exp:?}: {e}"))?;
+    let exp = number("exp", exp)?;
     Ok(relay_core::files::sign_download(&signer, tenant, run, path, exp).into_bytes())
 }

@@ -33,8 +33,18 @@ pub struct CapsuleSpec {
     /// The working directory the entry starts in; absolute and normalized.
     pub cwd: String,
     pub policy: Policy,
-    /// Files of the deps layer; `None` leaves the layer out.
-    pub deps: Option<Vec<(String, Vec<u8>)>>,
+    pub deps: Deps,
+}
+
+/// The deps layer of a capsule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deps {
+    /// No deps layer.
+    None,
+    /// Files to zip into the layer here.
+    Files(Vec<(String, Vec<u8>)>),
+    /// A layer a tab built and uploaded (see `packages`), already stored under its sha256.
+    Uploaded(FsLayer),
 }
 
 /// A built capsule, ready to store under `capsules/<hash>/`.
@@ -45,7 +55,8 @@ pub struct Capsule {
     pub manifest: Manifest,
     /// The exact bytes of `capsule.json`: canonical JSON of the signed manifest.
     pub manifest_json: Vec<u8>,
-    /// Each layer's manifest entry and its zip bytes, code first.
+    /// The layers zipped here, code first, with their bytes, to store (an uploaded deps
+    /// layer is stored already, and only in the manifest).
     pub layers: Vec<(FsLayer, Vec<u8>)>,
 }
 
@@ -57,9 +68,17 @@ pub fn build_capsule(spec: CapsuleSpec, signer: &Signer) -> Result<Capsule, Caps
     }
     let entry_file = spec.language.entry_file();
     let code = build_layer(&[(entry_file.to_string(), spec.code.into_bytes())])?;
-    let deps = spec.deps.map(|files| build_deps(&files, entry_file)).transpose()?;
-    check_sizes(code.len() as u64, deps.as_ref().map_or(0, |d| d.len() as u64))?;
-    let layers: Vec<_> = std::iter::once(layer("code", code)).chain(deps.map(|d| layer("deps", d))).collect();
+    let mut layers = vec![layer("code", code)];
+    let mut fs_layers = vec![layers[0].0.clone()];
+    match spec.deps {
+        Deps::None => {}
+        Deps::Files(files) => {
+            layers.push(layer("deps", build_deps(&files, entry_file)?));
+            fs_layers.push(layers[1].0.clone());
+        }
+        Deps::Uploaded(uploaded) => fs_layers.push(uploaded),
+    }
+    check_sizes(fs_layers[0].size, fs_layers.get(1).map_or(0, |deps| deps.size))?;
     let mut manifest = Manifest {
         version: MANIFEST_VERSION.to_string(),
         language: spec.language,
@@ -71,7 +90,7 @@ pub fn build_capsule(spec: CapsuleSpec, signer: &Signer) -> Result<Capsule, Caps
             cwd: spec.cwd,
             stdin: spec.stdin,
         },
-        fs_layers: layers.iter().map(|(meta, _)| meta.clone()).collect(),
+        fs_layers,
         policy: spec.policy,
         sig: None,
     };
@@ -135,7 +154,10 @@ fn build_deps(files: &[(String, Vec<u8>)], entry_file: &str) -> Result<Vec<u8>, 
 }
 
 fn layer(id: &str, bytes: Vec<u8>) -> (FsLayer, Vec<u8>) {
-    let meta =
-        FsLayer { id: id.to_string(), sha256: sha256_hex(&bytes), path: layer_file(id), size: bytes.len() as u64 };
-    (meta, bytes)
+    (layer_entry(id, &sha256_hex(&bytes), bytes.len() as u64), bytes)
+}
+
+/// The manifest entry of layer `id` whose zip has `sha256` and `size`.
+pub fn layer_entry(id: &str, sha256: &str, size: u64) -> FsLayer {
+    FsLayer { id: id.to_string(), sha256: sha256.to_string(), path: layer_file(id), size }
 }

@@ -14,7 +14,7 @@ pub mod layer;
 pub mod limits;
 pub mod manifest;
 
-pub use build::{build_capsule, verify_layer, verify_manifest, Capsule, CapsuleSpec};
+pub use build::{build_capsule, layer_entry, verify_layer, verify_manifest, Capsule, CapsuleSpec, Deps};
 pub use canonical::{canonical_json, capsule_hash};
 pub use error::CapsuleError;
 pub use manifest::{FsLayer, Language, Manifest};

@@ -1,10 +1,12 @@
 //! `run_js` / `run_py` arguments (as the tools' input schemas define them) turned into a
 //! capsule spec, with the client's policy override intersected with the tenant's defaults.
+//! Its dependencies (`npm`, `pip`) are read apart ([`deps_request`]): they need a build.
 //! Every refusal is a ValidationError that names the argument and says how to fix it.
 
 use crate::capsule::manifest::Language;
-use crate::capsule::CapsuleSpec;
+use crate::capsule::{CapsuleSpec, Deps};
 use crate::error::ErrorName;
+use crate::packages::DepsRequest;
 use crate::policy::{intersect, Policy, PolicyOverride};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -47,11 +49,6 @@ pub fn capsule_spec(language: &str, arguments: &Value, tenant_policy: &Policy) -
     if code.trim().is_empty() {
         return Err(invalid("code: must not be empty"));
     }
-    let npm: Option<Map<String, Value>> = field(arguments, "npm")?;
-    let pip: Option<Map<String, Value>> = field(arguments, "pip")?;
-    refuse_dependencies("npm", npm.as_ref(), "dependencies")?;
-    refuse_dependencies("pip", pip.as_ref(), "requirements")?;
-    refuse_dependencies("pip", pip.as_ref(), "wheelUrls")?;
     let stdin: Option<String> = field(arguments, "stdin")?;
     let entry_argv: Vec<String> = field(arguments, "args")?.unwrap_or_default();
     let env: BTreeMap<String, String> = field(arguments, "env")?.unwrap_or_default();
@@ -68,22 +65,13 @@ pub fn capsule_spec(language: &str, arguments: &Value, tenant_policy: &Policy) -
         stdin: stdin.filter(|s| !s.is_empty()),
         cwd,
         policy: intersect(tenant_policy, policy.as_ref()),
-        deps: None,
+        deps: Deps::None,
     })
 }
 
-/// Dependencies need a build step that is not there yet: say so rather than ignore them.
-fn refuse_dependencies(tool: &str, section: Option<&Map<String, Value>>, field: &str) -> Result<(), ArgsError> {
-    let listed = section.and_then(|s| s.get(field)).is_some_and(|v| match v {
-        Value::Object(map) => !map.is_empty(),
-        Value::Array(list) => !list.is_empty(),
-        Value::Null => false,
-        _ => true,
-    });
-    if listed {
-        return Err(invalid(format!(
-            "{tool}.{field}: dependencies are not supported yet; inline the code you need (a later release builds {tool} dependencies into the capsule's deps layer)"
-        )));
-    }
-    Ok(())
+/// The dependencies a run asks for in `npm` (run_js) or `pip` (run_py), if any.
+pub fn deps_request(language: &str, arguments: &Value) -> Result<Option<DepsRequest>, ArgsError> {
+    let language = language_of(language).ok_or_else(|| invalid("language: expected \"js\" or \"py\""))?;
+    let arguments = arguments.as_object().ok_or_else(|| invalid("arguments: expected a JSON object"))?;
+    DepsRequest::from_arguments(language, arguments).map_err(invalid)
 }

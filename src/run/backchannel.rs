@@ -28,11 +28,14 @@ pub enum EventBody {
     Stderr {
         data: String,
     },
-    /// A phase of the run in the tab: `load-runtime` (with `runtimeId`), `execute`.
+    /// A phase of the run in the tab: `load-runtime` (with `runtimeId`), `execute`, and a
+    /// build's `resolve`, `fetch`, `bundle`, `upload`, `finalize` (with a `detail` such as
+    /// "3 of 5 packages, 120 KiB").
     #[serde(rename_all = "camelCase")]
     Progress {
         phase: String,
         runtime_id: Option<String>,
+        detail: Option<String>,
     },
     #[serde(rename_all = "camelCase")]
     Exit {

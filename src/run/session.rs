@@ -487,7 +487,7 @@ impl Session {
         entry.assigned = Some(Assignment { tab: tab.clone(), lease: Lease::new(now_ms), deadline_ms });
         entry.no_tab_since = None;
         out.push(Output::Send { tab, command: Command::Capsule { run: run.to_owned() } });
-        let started = EventBody::Progress { phase: "started".into(), runtime_id: None };
+        let started = EventBody::Progress { phase: "started".into(), runtime_id: None, detail: None };
         out.push(Output::Forward { run: run.to_owned(), body: started });
     }
 
