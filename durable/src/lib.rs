@@ -30,7 +30,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
 async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
-    use edge::{capsules, egress, files, http, mcp, metrics, oauth, session, tenants, upstreams};
+    use edge::{capsules, egress, files, http, mcp, metrics, oauth, packages, session, tenants, upstreams};
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (req.method(), segments.as_slice()) {
@@ -55,6 +55,10 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Post, ["capsules"]) => capsules::create(req, env).await,
         (Method::Post, ["capsules", "verify"]) => capsules::verify(req, env).await,
         (Method::Get | Method::Head, ["capsules", hash, file]) => capsules::fetch(&req, env, hash, file).await,
+        (Method::Post, ["capsule", "presign"]) => packages::presign(req, env, who).await,
+        (Method::Put, ["capsule", "upload"]) => packages::upload(req, env, who).await,
+        (Method::Post, ["capsule", "finalize"]) => packages::finalize(req, env, who).await,
+        (Method::Get, ["registry"]) => packages::registry(req, env, who).await,
         (Method::Post, ["egress"]) => egress::handle(req, env, who).await,
         (Method::Post, ["mcps-rpc"]) => upstreams::rpc(req, env, who).await,
         (Method::Put, ["files", run, path @ ..]) if !path.is_empty() => files::put(req, env, run, path, who).await,

@@ -71,7 +71,8 @@ pub async fn store(bucket: &Bucket, tenant_id: &str, capsule: &Capsule) -> Resul
     Ok(())
 }
 
-fn layer_key(sha256: &str) -> String {
+/// Where a layer zip is kept: by its sha256, shared by every capsule that has it.
+pub fn layer_key(sha256: &str) -> String {
     format!("layers/{sha256}")
 }
 
@@ -92,6 +93,10 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     };
     let language = body.get("language").and_then(Value::as_str).unwrap_or_default();
     let spec = match capsule_spec(language, &body, &tenant.defaults.policy) {
+        Ok(_) if ["npm", "pip"].iter().any(|k| body.get(k).is_some_and(|v| !v.is_null())) => {
+            let message = "npm / pip: POST /capsules does not build dependencies; call run_js or run_py through /mcp";
+            return Ok(named(ErrorName::ValidationError, message));
+        }
         Ok(spec) => spec,
         Err(e) => return Ok(error(e.name.http_status(), e.name.as_str(), e.message)),
     };

@@ -8,13 +8,16 @@
 //! API, and Cloudflare's edge does not connect to private ranges, so such a fetch fails (502).
 
 use super::capsules::{manifest_key, token_keys};
-use super::http::{error, named, read_capped, storage_unavailable};
+use super::http::{error, named, own_origin, read_capped, storage_unavailable};
+use super::mcp::{session_stub, to_session};
+use super::tenants::by_id;
 use super::{now_ms, Who};
 use futures::StreamExt;
 use relay_core::auth::{bearer, run_token_refusal, RunClaims};
 use relay_core::capsule::Manifest;
 use relay_core::egress::{self, Hop, Outbound, Refusal, Upstream};
 use relay_core::error::ErrorName;
+use relay_core::forward::Caller;
 use relay_core::policy::{NetworkPolicy, Policy};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -59,6 +62,30 @@ pub fn run_claims(req: &Request, env: &Env) -> Result<std::result::Result<RunCla
     };
     Ok(RunClaims::verify(token, &token_keys(env)?, now_ms() / 1000)
         .map_err(|e| error(401, "Unauthorized", run_token_refusal(&e))))
+}
+
+/// A run's request (under its run token, body at most `body_max`) forwarded to its relay
+/// session's DO at `path(claims)`: `/mcps-rpc`, and a build's presign and finalize.
+pub async fn to_run_session(
+    mut req: Request,
+    env: &Env,
+    who: &Who,
+    body_max: usize,
+    path: impl FnOnce(&RunClaims) -> String,
+) -> Result<Response> {
+    let claims = match run_claims(&req, env)? {
+        Ok(claims) => claims,
+        Err(response) => return Ok(response),
+    };
+    who.is(&claims.sub, &claims.sid);
+    let body = match read_capped(&mut req, body_max).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
+    let tenant = by_id(env, &claims.sub).await?;
+    let caller = Caller { tenant, session: claims.sid.clone(), origin: own_origin(&req.url()?) };
+    let inner = to_session(&req, &caller, &path(&claims), Some(body))?;
+    session_stub(env, &claims.sub, &claims.sid)?.fetch_with_request(inner).await
 }
 
 /// The policy of capsule `hash` of the tenant (a run token names both): from the isolate's

@@ -136,16 +136,28 @@ pub fn session_stub(env: &Env, tenant_id: &str, session: &str) -> Result<worker:
 
 /// The request the DO sees: the original method, headers and body, plus who is calling.
 pub fn to_session(req: &Request, caller: &Caller, path: &str, body: Option<Vec<u8>>) -> Result<Request> {
-    let headers = Headers::new();
-    for (name, value) in req.headers().entries() {
-        if name != CALLER_HEADER {
-            headers.set(&name, &value)?;
+    session_request(req.method(), req.headers(), caller, path, body.unwrap_or_default())
+}
+
+/// A request for the DO at `path`, with `headers` (but for any caller header they hold, and
+/// their length, which the body sets) and who is calling.
+pub fn session_request(
+    method: Method,
+    headers: &Headers,
+    caller: &Caller,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<Request> {
+    let inner = Headers::new();
+    for (name, value) in headers.entries() {
+        if name != CALLER_HEADER && name != "content-length" {
+            inner.set(&name, &value)?;
         }
     }
-    headers.set(CALLER_HEADER, &caller.encode())?;
+    inner.set(CALLER_HEADER, &caller.encode())?;
     let mut init = RequestInit::new();
-    init.with_method(req.method()).with_headers(headers);
-    if let Some(body) = body.filter(|b| !b.is_empty()) {
+    init.with_method(method).with_headers(inner);
+    if !body.is_empty() {
         init.with_body(Some(worker::js_sys::Uint8Array::from(body.as_slice()).into()));
     }
     Request::new_with_init(&format!("https://session{path}"), &init)

@@ -8,6 +8,7 @@ pub mod http;
 pub mod mcp;
 pub mod metrics;
 pub mod oauth;
+pub mod packages;
 pub mod session;
 pub mod tenants;
 pub mod upstreams;

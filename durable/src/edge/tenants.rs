@@ -107,6 +107,9 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     if !auth::session_name_ok(&id) {
         return Ok(named(ErrorName::ValidationError, format!("tenant id: {SESSION_NAME_RULE}")));
     }
+    if let Err(why) = body.defaults.packages.validate() {
+        return Ok(named(ErrorName::ValidationError, format!("defaults.{why}")));
+    }
     let tenant = Tenant { id, name: body.name, defaults: body.defaults };
     if let Err(e) = save(&env.kv("KV_CONFIG")?, &key, &tenant).await {
         return Ok(storage_unavailable("KV", &e));

@@ -9,13 +9,11 @@
 //! - `DELETE /admin/tenants/<id>/upstreams/<name>`.
 
 use super::capsules::signer;
-use super::egress::run_claims;
-use super::http::{error, json, named, own_origin, read_capped, storage_unavailable};
-use super::mcp::{session_stub, to_session};
-use super::tenants::{admin_refusal, by_id};
+use super::egress::to_run_session;
+use super::http::{error, json, named, read_capped, storage_unavailable};
+use super::tenants::admin_refusal;
 use super::{random, Who};
 use relay_core::error::ErrorName;
-use relay_core::forward::Caller;
 use relay_core::upstream::seal::SealingKey;
 use relay_core::upstream::{kv_key, Upstream, UpstreamSpec, MAX_UPSTREAMS};
 use serde_json::json;
@@ -118,19 +116,6 @@ pub async fn remove(req: Request, env: &Env, tenant_id: &str, name: &str) -> Res
 
 /// `POST /mcps-rpc` with the run's token: forwarded to the run's relay session DO, which
 /// checks the call against the tenant's servers and the run's policy and makes it.
-pub async fn rpc(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
-    let claims = match run_claims(&req, env)? {
-        Ok(claims) => claims,
-        Err(response) => return Ok(response),
-    };
-    who.is(&claims.sub, &claims.sid);
-    let body = match read_capped(&mut req, BODY_MAX).await? {
-        Ok(body) => body,
-        Err(too_large) => return Ok(too_large),
-    };
-    let tenant = by_id(env, &claims.sub).await?;
-    let caller = Caller { tenant, session: claims.sid.clone(), origin: own_origin(&req.url()?) };
-    let path = format!("/mcps-rpc?run={}&cap={}", claims.run, claims.cap);
-    let inner = to_session(&req, &caller, &path, Some(body))?;
-    session_stub(env, &claims.sub, &claims.sid)?.fetch_with_request(inner).await
+pub async fn rpc(req: Request, env: &Env, who: &Who) -> Result<Response> {
+    to_run_session(req, env, who, BODY_MAX, |claims| format!("/mcps-rpc?run={}&cap={}", claims.run, claims.cap)).await
 }

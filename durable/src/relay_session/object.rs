@@ -1,9 +1,10 @@
 //! The Session DO itself: one per relay session (`<tenantId>/<name>`). It dispatches the
-//! requests the Worker forwards (`/mcp`, `/events`, `/result`, `/mcps-rpc`, `/mcps`), each with its typed
+//! requests the Worker forwards (`/mcp`, `/events`, `/result`, `/mcps-rpc`, `/mcps`,
+//! `/build/*`), each with its typed
 //! [`Caller`](relay_core::forward::Caller); the Worker has already authenticated it.
 
 use super::shared::Shared;
-use super::{mcp, store, tabs, upstreams};
+use super::{builds, mcp, store, tabs, upstreams};
 use crate::edge::http::{error, json};
 use crate::edge::metrics::session_key;
 use crate::edge::now_ms;
@@ -44,6 +45,9 @@ impl DurableObject for SessionDO {
             "/detach" => tabs::detach(shared, &req),
             "/mcps-rpc" => upstreams::call(shared, req, &caller).await,
             "/mcps" => upstreams::tree(shared, &caller).await,
+            "/build/presign" => builds::presign(&shared, req, &caller).await,
+            "/build/spend" => builds::spend(&shared, req).await,
+            "/build/finalize" => builds::finalize(&shared, req, &caller).await,
             "/metrics" => Ok(json(200, &serde_json::to_value(store::metrics(&shared.storage.sql()))?)),
             path => Ok(error(404, "NotFound", format!("session object has no route {path}"))),
         }

@@ -12,14 +12,15 @@
 //! resumes with `GET` + `Last-Event-ID` ([`resume`]), getting the rest of the output and the
 //! answer, or, after a restart of the relay, the error the audit recorded.
 
+use super::builds::{self, Packaged};
+use super::commands::{capsule_frame, store_new};
 use super::shared::{ticker, Delivery, Frames, Shared};
 use super::store::{self, Ended, Queued};
-use crate::edge::capsules::{signer, store as store_capsule};
+use crate::edge::capsules::signer;
 use crate::edge::{http, now_ms, random};
 use futures::channel::{mpsc, oneshot};
 use futures::{future, FutureExt, Stream, StreamExt};
 use relay_core::audit;
-use relay_core::auth::{run_token_ttl_s, AttachClaims, RunClaims};
 use relay_core::capsule::jws::Signer;
 use relay_core::capsule::{self, Capsule};
 use relay_core::error::ErrorName;
@@ -28,10 +29,10 @@ use relay_core::forward::Caller;
 use relay_core::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
 use relay_core::mcp::tasks::TaskRecord;
 use relay_core::mcp::{self, Era, LogLevel, Tool, ToolCall, ToolResult};
-use relay_core::run::args::capsule_spec;
+use relay_core::run::args::{capsule_spec, deps_request};
 use relay_core::run::backchannel::{EventBody, OutFile, RunError};
 use relay_core::run::file_op::{file_op, FileOp, FILE_OP_TIMEOUT_MS};
-use relay_core::run::session::{Cancel, Input, Outcome, Output, LOAD_BUDGET_MS};
+use relay_core::run::session::{Cancel, Input, Outcome, Output};
 use serde_json::{json, Value};
 use std::rc::Rc;
 use worker::{Response, Result, SqlStorage};
@@ -98,9 +99,11 @@ impl Answer {
     }
 }
 
-/// What a run executes: a capsule (`run_js`, `run_py`) or a file tool on the tab's workspace.
+/// What a run executes: a capsule (`run_js`, `run_py`), one whose deps layer comes from a
+/// build, or a file tool on the tab's workspace.
 enum Job {
     Capsule { capsule: Box<Capsule>, signer: Signer },
+    Packaged(Box<Packaged>),
     File(FileOp),
 }
 
@@ -109,6 +112,8 @@ impl Job {
     fn audit_name(&self) -> String {
         match self {
             Job::Capsule { capsule, .. } => capsule.hash.clone(),
+            // Until the build names the capsule (`store::audit_capsule`).
+            Job::Packaged(job) => format!("build:{}", job.key),
             Job::File(op) => format!("file:{}", op.tool),
         }
     }
@@ -120,6 +125,7 @@ impl Job {
                 let limits = &capsule.manifest.policy.limits;
                 (limits.timeout_ms, limits.stdout_bytes)
             }
+            Job::Packaged(job) => (job.spec.policy.limits.timeout_ms, job.spec.policy.limits.stdout_bytes),
             Job::File(_) => (FILE_OP_TIMEOUT_MS, 0),
         }
     }
@@ -285,10 +291,16 @@ fn build(shared: &Shared, caller: &Caller, call: &ToolCall) -> Result<std::resul
             .map_err(|e| tool_error(e.name, &e.message)));
     }
     let signer = signer(&shared.env)?;
-    let spec = match capsule_spec(call.tool.name(), &call.arguments, policy) {
-        Ok(spec) => spec,
+    let asked = capsule_spec(call.tool.name(), &call.arguments, policy)
+        .and_then(|spec| Ok((spec, deps_request(call.tool.name(), &call.arguments)?)));
+    let (spec, request) = match asked {
+        Ok(asked) => asked,
         Err(e) => return Ok(Err(tool_error(e.name, &e.message))),
     };
+    if let Some(request) = request {
+        let key = request.key(spec.language, &caller.tenant.defaults.packages);
+        return Ok(Ok(Job::Packaged(Box::new(Packaged { spec, request, key, signer }))));
+    }
     Ok(capsule::build_capsule(spec, &signer)
         .map(|capsule| Job::Capsule { capsule: Box::new(capsule), signer })
         .map_err(|e| tool_error(ErrorName::ValidationError, &e.to_string())))
@@ -334,28 +346,20 @@ fn admit(
 }
 
 /// Makes the run's command for the tab and tells the machine the run is ready to be sent. A
-/// capsule is first stored in R2 (once per hash and DO instance); a failed store ends the run.
+/// capsule is first stored in R2 (once per hash and DO instance), a packaged run's reused or
+/// its build started; a failure ends the run.
 async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, job: &Job) {
     let mut preparing = Preparing { shared: shared.clone(), run: run.to_owned(), done: false };
     let event = match job {
-        Job::File(op) => mcp::sse_frame("file", &op.command(run), None).into_bytes(),
+        Job::File(op) => Ok(mcp::sse_frame("file", &op.command(run), None).into_bytes()),
         Job::Capsule { capsule, signer } => {
-            if !shared.stored(&capsule.hash) {
-                let started = now_ms();
-                let stored = match shared.env.bucket("R2_CAPSULES") {
-                    Ok(bucket) => store_capsule(&bucket, &caller.tenant.id, capsule).await,
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = stored {
-                    worker::console_error!("storing capsule {}: {e}", capsule.hash);
-                    return preparing.fail("its capsule could not be stored; retry the call".into());
-                }
-                shared.mark_stored(&capsule.hash);
-                let stored_in = now_ms() - started;
-                store::update_metrics(&shared.storage.sql(), |m| m.observe_build(stored_in));
-            }
-            capsule_event(signer, caller, run, capsule)
+            store_new(shared, caller, capsule).await.map(|()| capsule_frame(signer, caller, run, capsule))
         }
+        Job::Packaged(job) => builds::prepare(shared, caller, run, job).await,
+    };
+    let event = match event {
+        Ok(event) => event,
+        Err(why) => return preparing.fail(why),
     };
     shared.set_command(run, event);
     preparing.done = true;
@@ -384,32 +388,6 @@ impl Drop for Preparing {
             self.fail("its request went away while its capsule was being stored; retry the call".into());
         }
     }
-}
-
-/// The `capsule` command for the tab, with two tokens (sent as `Authorization: Bearer`): one
-/// that only reads this tenant's capsule files, and the run's own, for its fetches through
-/// `/egress` and its `/out` uploads. The run token lives as long as the run may wait in line,
-/// load and run, and then upload.
-fn capsule_event(signer: &Signer, caller: &Caller, run: &str, capsule: &Capsule) -> Vec<u8> {
-    let now_s = now_ms() / 1000;
-    let claims = AttachClaims::new(&caller.tenant.id, &caller.session, now_s, format!("cap_{run}"));
-    let token = claims.sign_for_capsule_files(signer);
-    let wait_ms = caller.tenant.defaults.queue.max_wait_ms;
-    let lifetime_ms = wait_ms + LOAD_BUDGET_MS + capsule.manifest.policy.limits.timeout_ms;
-    let run_claims =
-        RunClaims::new(&caller.tenant.id, &caller.session, run, &capsule.hash, now_s, run_token_ttl_s(lifetime_ms));
-    let size: u64 =
-        capsule.layers.iter().map(|(layer, _)| layer.size).sum::<u64>() + capsule.manifest_json.len() as u64;
-    let data = json!({
-        "runId": run,
-        "hash": capsule.hash,
-        "language": capsule.manifest.language,
-        "size": size,
-        "manifestUrl": format!("/capsules/{}/capsule.json", capsule.hash),
-        "token": token,
-        "runToken": run_claims.sign(signer),
-    });
-    mcp::sse_frame("capsule", &data, None).into_bytes()
 }
 
 /// Identifies an MCP request across eras: legacy session id (if any) and JSON-RPC id.
@@ -444,14 +422,16 @@ fn notifications(call: &ToolCall, body: &EventBody, steps: &mut f64) -> Vec<Valu
     match body {
         EventBody::Stdout { data } => mcp::log_notifications(call, LogLevel::Info, "stdout", data),
         EventBody::Stderr { data } => mcp::log_notifications(call, LogLevel::Warning, "stderr", data),
-        EventBody::Progress { phase, runtime_id } => Vec::from_iter(call.progress_token.as_ref().map(|token| {
-            *steps += 1.0;
-            let message = match runtime_id {
-                Some(runtime) => format!("{phase} ({runtime})"),
-                None => phase.clone(),
-            };
-            mcp::progress_notification(token, *steps, None, Some(&message))
-        })),
+        EventBody::Progress { phase, runtime_id, detail } => {
+            Vec::from_iter(call.progress_token.as_ref().map(|token| {
+                *steps += 1.0;
+                let message = match runtime_id.as_ref().or(detail.as_ref()) {
+                    Some(about) => format!("{phase} ({about})"),
+                    None => phase.clone(),
+                };
+                mcp::progress_notification(token, *steps, None, Some(&message))
+            }))
+        }
         EventBody::Exit { .. } | EventBody::Error(_) | EventBody::Denied { .. } => Vec::new(),
     }
 }
@@ -462,6 +442,7 @@ fn conclude(answer: &Answer, outcome: Outcome) -> Value {
     let Outcome { exit, stdout, stderr, .. } = outcome;
     let signer = match job.as_ref() {
         Job::Capsule { signer, .. } => signer,
+        Job::Packaged(job) => &job.signer,
         Job::File(_) => {
             return match (exit.error, exit.value) {
                 (None, Some(value)) => mcp::file_result(call, value),

@@ -9,6 +9,7 @@ use futures::channel::mpsc::UnboundedSender;
 use futures::{future, Stream, StreamExt};
 use relay_core::auth::QueueSettings;
 use relay_core::mcp::sse_frame;
+use relay_core::packages::PendingBuild;
 use relay_core::run::backchannel::EventBody;
 use relay_core::run::session::{Command, Input, Outcome, Output, Session};
 use relay_core::upstream::client::Known;
@@ -72,6 +73,8 @@ pub struct Shared {
     mcps_tree: RefCell<Option<(u64, Value)>>,
     /// MCP clients seen recently (`{name, version, lastSeenMs}`), newest first.
     clients: RefCell<VecDeque<Value>>,
+    /// Runs whose deps layer a tab is building, by run id (see `builds.rs`).
+    builds: RefCell<HashMap<String, PendingBuild>>,
     /// Whether this instance has served a request yet (see `first_request`).
     served: Cell<bool>,
 }
@@ -89,6 +92,7 @@ impl Shared {
             upstream_eras: RefCell::default(),
             mcps_tree: RefCell::default(),
             clients: RefCell::default(),
+            builds: RefCell::default(),
             served: Cell::new(false),
         }
     }
@@ -166,6 +170,7 @@ impl Shared {
     fn finish(&self, run: &str, outcome: Outcome, answer: bool) {
         let sql = self.storage.sql();
         store::audit_finished(&sql, run, &outcome, now_ms());
+        self.builds.borrow_mut().remove(run);
         let Some(mut io) = self.runs.borrow_mut().remove(run) else { return };
         if let Some(answer) = io.delivery.finish(outcome, answer) {
             let mut kept_answers = self.kept_answers.borrow_mut();
@@ -288,6 +293,21 @@ impl Shared {
             stored.clear(); // forgetting only costs a redundant R2 write
         }
         stored.insert(hash.to_owned());
+    }
+
+    /// Run `run` waits for its tab to build its deps layer.
+    pub fn start_build(&self, run: &str, build: PendingBuild) {
+        self.builds.borrow_mut().insert(run.to_owned(), build);
+    }
+
+    /// What `f` makes of run `run`'s build, if it is still being built.
+    pub fn with_build<T>(&self, run: &str, f: impl FnOnce(&mut PendingBuild) -> T) -> Option<T> {
+        self.builds.borrow_mut().get_mut(run).map(f)
+    }
+
+    /// Ends run `run`'s build (it was finalized).
+    pub fn end_build(&self, run: &str) {
+        self.builds.borrow_mut().remove(run);
     }
 
     /// Notes an MCP client (its `clientInfo`) as seen at `now_ms`.

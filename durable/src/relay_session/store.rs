@@ -95,6 +95,11 @@ pub struct Queued<'a> {
     pub args: &'a Value,
 }
 
+/// Names the capsule of a run queued before its capsule existed (its deps were being built).
+pub fn audit_capsule(sql: &SqlStorage, run_id: &str, capsule_hash: &str) {
+    log_err(sql.exec("UPDATE runs SET capsule_hash = ? WHERE run_id = ?", vec![capsule_hash.into(), run_id.into()]));
+}
+
 /// Records a run when it is queued.
 pub fn audit_queued(sql: &SqlStorage, run: &Queued, now_ms: u64) {
     let args: Vec<SqlStorageValue> = vec![

@@ -1,0 +1,150 @@
+//! The routes a tab uses to build a run's dependencies (`relay_core::packages`), each under the
+//! run's token or an upload grant: `GET /registry?url=` fetches from one of the tenant's package
+//! sources (the page's own policy lets it reach nothing but this Worker), `POST
+//! /capsule/presign` and `POST /capsule/finalize` go to the relay session's DO, which holds
+//! the build, and `PUT /capsule/upload` stores a layer in R2.
+//!
+//! An upload carries its grant as `Authorization: Bearer`, not in its URL, so that no request
+//! log ever holds one. Its bytes are checked against the grant (size, then sha256) before the
+//! DO spends the grant, and R2 checks the sha256 again as it stores them.
+
+use super::capsules::{layer_key, token_keys};
+use super::egress::{run_claims, to_run_session};
+use super::http::{error, json, named, read_capped, storage_unavailable};
+use super::mcp::{session_request, session_stub};
+use super::tenants::by_id;
+use super::{now_ms, Who};
+use relay_core::auth::bearer;
+use relay_core::capsule::canonical::sha256_hex;
+use relay_core::error::ErrorName;
+use relay_core::forward::Caller;
+use relay_core::packages::UploadGrant;
+use serde_json::json;
+use worker::{Env, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response, Result, Url};
+
+/// Body limit of presign and finalize: a few layer claims and a list of resolved packages.
+const BUILD_BODY_MAX: usize = 256 * 1024;
+/// Redirects `/registry` follows, each to a URL under the tenant's sources.
+const REGISTRY_REDIRECTS: usize = 3;
+
+/// `POST /capsule/presign`: to the DO's `/build/presign`.
+pub async fn presign(req: Request, env: &Env, who: &Who) -> Result<Response> {
+    to_build(req, env, who, "/build/presign").await
+}
+
+/// `POST /capsule/finalize`: to the DO's `/build/finalize`.
+pub async fn finalize(req: Request, env: &Env, who: &Who) -> Result<Response> {
+    to_build(req, env, who, "/build/finalize").await
+}
+
+async fn to_build(req: Request, env: &Env, who: &Who, path: &str) -> Result<Response> {
+    to_run_session(req, env, who, BUILD_BODY_MAX, |claims| format!("{path}?run={}", claims.run)).await
+}
+
+/// `PUT /capsule/upload` with `Authorization: Bearer <grant>`: stores the layer the grant
+/// names, once (201 `{layer, sha256, size}`). A body of another size or digest is refused
+/// (400) and nothing is stored; a spent grant is 409, an expired one 401.
+pub async fn upload(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
+    let header = req.headers().get("authorization")?;
+    let Some(token) = bearer(header.as_deref()) else {
+        return Ok(error(
+            401,
+            "Unauthorized",
+            "missing `Authorization: Bearer <grant>`: POST /capsule/presign gives one per layer",
+        ));
+    };
+    let grant = match UploadGrant::verify(token, &token_keys(env)?, now_ms() / 1000) {
+        Ok(grant) => grant,
+        Err(why) => return Ok(error(401, "Unauthorized", why)),
+    };
+    who.is(&grant.sub, &grant.sid);
+    let body = match read_capped(&mut req, grant.size as usize).await? {
+        Ok(body) => body,
+        Err(too_large) => return Ok(too_large),
+    };
+    if let Some(why) = mismatch(&grant, &body) {
+        return Ok(named(ErrorName::ValidationError, why));
+    }
+    let caller = Caller { tenant: by_id(env, &grant.sub).await?, session: grant.sid.clone(), origin: String::new() };
+    let spend = session_request(Method::Post, &Headers::new(), &caller, "/build/spend", serde_json::to_vec(&grant)?)?;
+    let spent = session_stub(env, &grant.sub, &grant.sid)?.fetch_with_request(spend).await?;
+    if spent.status_code() != 204 {
+        return Ok(spent);
+    }
+    let bucket = env.bucket("R2_CAPSULES")?;
+    let key = layer_key(&grant.sha256);
+    let stored = async {
+        if bucket.head(&key).await?.is_none() {
+            let sha256 = hex::decode(&grant.sha256).map_err(|e| worker::Error::RustError(e.to_string()))?;
+            bucket.put(&key, body).sha256(sha256).execute().await?;
+        }
+        Ok::<_, worker::Error>(())
+    };
+    if let Err(e) = stored.await {
+        return Ok(storage_unavailable("R2", &e));
+    }
+    Ok(json(201, &json!({ "layer": grant.layer, "sha256": grant.sha256, "size": grant.size })))
+}
+
+/// Why `body` is not what `grant` was given for, if it is not.
+fn mismatch(grant: &UploadGrant, body: &[u8]) -> Option<String> {
+    if body.len() as u64 != grant.size {
+        return Some(format!(
+            "layer {} is {} bytes; its grant is for {} bytes: upload the bytes you presigned",
+            grant.layer,
+            body.len(),
+            grant.size
+        ));
+    }
+    let digest = sha256_hex(body);
+    (digest != grant.sha256).then(|| {
+        format!(
+            "layer {} has sha256 {digest}; its grant is for {}: upload the bytes you presigned",
+            grant.layer, grant.sha256
+        )
+    })
+}
+
+/// `GET /registry?url=<absolute URL>` under a run token: the URL, if it lies under one of the
+/// tenant's package sources (`defaults.packages`), fetched with the request's `Accept`, and its
+/// status, type and body passed back. Redirects are followed only to admitted URLs.
+pub async fn registry(req: Request, env: &Env, who: &Who) -> Result<Response> {
+    let claims = match run_claims(&req, env)? {
+        Ok(claims) => claims,
+        Err(response) => return Ok(response),
+    };
+    who.is(&claims.sub, &claims.sid);
+    let sources = by_id(env, &claims.sub).await?.defaults.packages;
+    let mut url = req.url()?.query_pairs().find(|(k, _)| k == "url").map(|(_, v)| v.into_owned()).unwrap_or_default();
+    let accept = req.headers().get("accept")?.unwrap_or_else(|| "*/*".into());
+    for _ in 0..=REGISTRY_REDIRECTS {
+        if !sources.admits(&url) {
+            let message = format!(
+                "{url:?} is not under this tenant's package sources ({}, {}, {}); an admin sets them in defaults.packages",
+                sources.npm_registry, sources.pypi_index, sources.pypi_files
+            );
+            return Ok(named(ErrorName::PolicyDenied, message));
+        }
+        let headers = Headers::new();
+        headers.set("accept", &accept)?;
+        let mut init = RequestInit::new();
+        init.with_method(Method::Get).with_headers(headers).with_redirect(RequestRedirect::Manual);
+        let mut upstream = match Fetch::Request(Request::new_with_init(&url, &init)?).send().await {
+            Ok(upstream) => upstream,
+            Err(e) => return Ok(named(ErrorName::UpstreamFailed, format!("fetching {url}: {e}"))),
+        };
+        let status = upstream.status_code();
+        if (300..400).contains(&status) {
+            // A relative Location is resolved against the URL that answered, then checked again.
+            let location = upstream.headers().get("location")?.unwrap_or_default();
+            url = Url::parse(&url).and_then(|base| base.join(&location)).map_or(location, String::from);
+            continue;
+        }
+        let content_type = upstream.headers().get("content-type")?.unwrap_or_else(|| "application/octet-stream".into());
+        let body = upstream.stream()?;
+        let headers = Headers::new();
+        headers.set("content-type", &content_type)?;
+        return Ok(Response::from_stream(body)?.with_status(status).with_headers(headers));
+    }
+    Ok(named(ErrorName::UpstreamFailed, format!("{url}: more than {REGISTRY_REDIRECTS} redirects")))
+}
