@@ -12,6 +12,7 @@
 
 import { Backchannel } from "./lib/backchannel.js";
 import { renderSnippets } from "./lib/connect-snippets.js";
+import { DepsBuilder } from "./lib/deps-build.js";
 import { HttpError, backoffMs, sleep } from "./lib/http.js";
 import { KeyRing, keySetFromServer } from "./lib/jws.js";
 import { McpsTree } from "./lib/mcps-tree.js";
@@ -36,6 +37,7 @@ const status = new Status(document, fragment.session);
 const runner = new RunnerHost(new URL("sandbox.html", import.meta.url));
 const keyRing = new KeyRing(keySetFromServer());
 const searcher = new Searcher(new URL("search-worker.js", import.meta.url));
+const builder = new DepsBuilder(new URL("build-worker.js", import.meta.url));
 
 main().catch((err) => status.error(err.message));
 
@@ -54,7 +56,7 @@ async function main() {
   const [workspace, checks] = await Promise.all([openWorkspace(session), loadPolicy()]);
   const policy = { ...checks, search: (request, files) => searcher.search(request, files) };
   status.log(`Workspace of relay session "${session}": ${workspace.list().length} files (${workspace.backend})`);
-  const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy });
+  const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy, builder });
   const mcps = new McpsTree({ workspace, endpoint: () => client.endpoint("mcps"), status });
   const handlers = {
     onCommand(type, data) {
@@ -71,6 +73,7 @@ async function main() {
           status.setTabs(data, client.tabId);
           break;
         case "capsule":
+        case "build":
         case "file":
           queue.add(data);
           break;

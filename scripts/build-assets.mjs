@@ -10,7 +10,9 @@
 //   each runtime's runner script included;
 // - builds relay-core's policy for the page (policy-wasm/, cargo, wasm32) into
 //   dist/public/policy.wasm, and its SRI hash into dist/generated/policy-wasm.json, which the
-//   bundles import as `relay-policy-wasm` (public/lib/policy.js checks the download against it).
+//   bundles import as `relay-policy-wasm` (public/lib/policy.js checks the download against it);
+// - copies esbuild-wasm's esbuild.wasm (the dependency builds' bundler) into dist/public/ and its
+//   SRI hash into dist/generated/esbuild-wasm.json, imported as `relay-esbuild-wasm`.
 // Run as `node scripts/build-assets.mjs`; also imported by the tests (buildAssets()).
 // Idempotent: vendored files whose size and mtime already match are not copied again.
 
@@ -33,7 +35,7 @@ const TEST_PAGE = "runner-test";
 const GENERATED = path.join(ROOT, "dist", "generated");
 const requireFromRoot = createRequire(path.join(ROOT, "package.json"));
 
-const ENTRY_POINTS = ["executor.js", "search-worker.js", "authorize.js"];
+const ENTRY_POINTS = ["executor.js", "search-worker.js", "build-worker.js", "authorize.js"];
 const STATIC_EXTENSIONS = [".html", ".css"];
 const SANDBOX_HTML = "sandbox.html";
 const SANDBOX_SCRIPT = "sandbox/frame.js";
@@ -83,7 +85,7 @@ export async function buildAssets({ log = console.log } = {}) {
   const started = performance.now();
   await mkdir(OUT, { recursive: true });
   await generateFromCore();
-  const outputs = [await buildPolicyWasm(), ...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
+  const outputs = [await buildPolicyWasm(), await vendorEsbuildWasm(), ...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
   await buildTestPage();
   const runtimes = {};
   for (const runtime of RUNTIMES) {
@@ -115,11 +117,14 @@ async function generateFromCore() {
 
 const POLICY_WASM = "policy.wasm";
 const POLICY_WASM_HASH = path.join(GENERATED, "policy-wasm.json");
+const ESBUILD_WASM = "esbuild.wasm";
+const ESBUILD_WASM_HASH = path.join(GENERATED, "esbuild-wasm.json");
 
 /** Imports the bundles resolve to generated files. */
 const ALIASES = {
   ...Object.fromEntries(FROM_CORE.map((command) => [`relay-${command}`, path.join(GENERATED, `${command}.json`)])),
   "relay-policy-wasm": POLICY_WASM_HASH,
+  "relay-esbuild-wasm": ESBUILD_WASM_HASH,
 };
 
 /**
@@ -141,6 +146,14 @@ async function buildPolicyWasm() {
   await copyIfChanged(wasm, path.join(OUT, POLICY_WASM));
   await writeIfChanged(POLICY_WASM_HASH, JSON.stringify(await listed(POLICY_WASM, wasm), null, 2) + "\n");
   return POLICY_WASM;
+}
+
+/** Copies the builds' bundler and writes its `{url, integrity, size}` for build-worker.js. */
+async function vendorEsbuildWasm() {
+  const wasm = path.join(path.dirname(requireFromRoot.resolve("esbuild-wasm/package.json")), ESBUILD_WASM);
+  await copyIfChanged(wasm, path.join(OUT, ESBUILD_WASM));
+  await writeIfChanged(ESBUILD_WASM_HASH, JSON.stringify(await listed(ESBUILD_WASM, wasm), null, 2) + "\n");
+  return ESBUILD_WASM;
 }
 
 /** Each bundling step returns the names of the files it wrote into OUT. */

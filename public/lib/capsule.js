@@ -34,10 +34,26 @@ export async function loadCapsule(announced, keyRing, { signal } = {}) {
   const manifest = knownManifests.get(announced.hash) ?? (await fetchManifest(announced, manifestUrl, keyRing, init));
   const layers = await Promise.all(manifest.fsLayers.map((layer) => layerBytes(layer, manifestUrl, init)));
   const files = {};
-  for (const bytes of layers) Object.assign(files, await unzip(bytes));
+  for (const [i, bytes] of layers.entries()) Object.assign(files, confined(manifest.fsLayers[i], await unzip(bytes)));
   const entry = manifest.entry.path.slice(1);
   if (!files[entry]) throw new ValidationError(`entry ${manifest.entry.path} is not in any layer`);
   return { manifest, files, limits: { ...DEFAULT_LIMITS, ...manifest.policy?.limits } };
+}
+
+// A deps layer (built by a tab, reused across capsules) holds packages only: it can never
+// replace the call's own code.
+const DEPS_DIRS = ["node_modules/", "wheels/"];
+
+function confined(layer, files) {
+  if (layer.id !== "deps") return files;
+  const stray = Object.keys(files).find((path) => !DEPS_DIRS.some((dir) => path.startsWith(dir)));
+  if (stray) throw new ValidationError(`the deps layer holds ${stray}, outside ${DEPS_DIRS.join(" and ")}`);
+  return files;
+}
+
+/** Keeps a layer this tab just built and uploaded, so running its capsule downloads nothing. */
+export async function rememberLayer(sha256, bytes) {
+  if (self.caches) await remember(await caches.open(LAYER_CACHE), layerCacheKey(sha256), bytes);
 }
 
 async function fetchManifest(announced, manifestUrl, keyRing, init) {
@@ -80,7 +96,7 @@ async function layerBytes(layer, manifestUrl, init) {
   const cache = self.caches ? await caches.open(LAYER_CACHE) : null;
   // Layers sit beside capsule.json and take the same token.
   const url = new URL(layer.path, manifestUrl);
-  const bytes = await checkedBytes(cache, new URL(`/.relay-layers/${layer.sha256}`, location.origin), {
+  const bytes = await checkedBytes(cache, layerCacheKey(layer.sha256), {
     expected: layer.sha256,
     hash: sha256Hex,
     async fetchBytes() {
@@ -94,6 +110,10 @@ async function layerBytes(layer, manifestUrl, init) {
     store: remember,
   });
   return new Uint8Array(bytes);
+}
+
+function layerCacheKey(sha256) {
+  return new URL(`/.relay-layers/${sha256}`, location.origin);
 }
 
 async function remember(cache, key, bytes) {

@@ -1,4 +1,5 @@
-// Runs what the server sends to this tab, one at a time in arrival order: capsules (fetch and
+// Runs what the server sends to this tab, one at a time in arrival order: builds (a run's
+// dependencies built into a capsule by deps-build.js, which then runs like any capsule), capsules (fetch and
 // check the capsule (capsule.js), run it in the runner worker (runner-host.js) over the relay
 // session's workspace, with guest fetches sent through the Worker's egress route, then upload
 // what the run left in /out) and file tools (file-tools.js, on the workspace itself). Every step
@@ -8,7 +9,7 @@
 
 import { loadCapsule } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
-import { failure } from "./errors.js";
+import { failure, isErrorName } from "./errors.js";
 import { runFileTool } from "./file-tools.js";
 import { uploadOutFiles } from "./out-files.js";
 import { cancelledOutcome } from "./runner-host.js";
@@ -19,9 +20,11 @@ export class RunQueue {
   /**
    * @param options.workspace the relay session's files (lib/workspace.js)
    * @param options.policy the policy checks and search engine (lib/policy.js)
+   * @param options.builder builds dependencies (lib/deps-build.js)
    */
-  constructor({ runner, keyRing, backchannel, status, workspace, policy }) {
+  constructor({ runner, keyRing, backchannel, status, workspace, policy, builder }) {
     this.runner = runner;
+    this.builder = builder;
     this.keyRing = keyRing;
     this.backchannel = backchannel;
     this.status = status;
@@ -33,7 +36,8 @@ export class RunQueue {
 
   /**
    * @param announced the `capsule` command ({runId, hash, manifestUrl, language, size, token,
-   *   runToken}) or the `file` command ({runId, tool, arguments, filesystem})
+   *   runToken}), the `build` command ({runId, language, build, sources, runToken}) or the
+   *   `file` command ({runId, tool, arguments, filesystem})
    */
   add(announced) {
     // The same run announced again (e.g. re-sent after a reconnect) is already in hand.
@@ -61,6 +65,7 @@ export class RunQueue {
     const lease = setInterval(() => report({ type: "progress", phase: "running" }), LEASE_RENEW_MS);
     try {
       if (announced.tool) await this.executeFileTool(announced);
+      else if (announced.build) await this.buildThenExecute(announced, this.current.abort.signal);
       else await this.execute(announced, this.current.abort.signal);
     } catch (err) {
       this.status.error(`run ${announced.runId}: ${err.message}`);
@@ -69,6 +74,28 @@ export class RunQueue {
     }
     this.current = null;
     this.next();
+  }
+
+  /** Builds the run's dependencies into its capsule, then runs that; a failed build ends the run. */
+  async buildThenExecute(command, signal) {
+    const { runId, language, build } = command;
+    const report = this.backchannel.forRun(runId);
+    const started = performance.now();
+    this.status.log(`Building the dependencies of run ${runId}: ${describeBuild(build)}`);
+    const progress = (phase, detail) => {
+      report({ type: "progress", phase, detail });
+      this.status.log(`Build ${phase}: ${detail}`);
+    };
+    let announced;
+    try {
+      announced = await this.builder.build(command, progress, signal);
+    } catch (err) {
+      const view = this.status.runs.start({ runId, tool: language === "py" ? "run_py" : "run_js", language });
+      const outcome = signal.aborted ? cancelledOutcome() : buildFailure(err);
+      return this.complete(report, view, { ...outcome, usage: { wallMs: Math.round(performance.now() - started), memPeakMb: 0 } });
+    }
+    this.status.log(`Built capsule ${announced.hash} in ${formatSeconds(performance.now() - started)}`);
+    return this.execute(announced, signal);
   }
 
   async execute(announced, signal) {
@@ -176,6 +203,17 @@ function job(runId, { manifest, files, limits }, workspace) {
 function capsuleFailure(hash, err) {
   if (err.name === "ValidationError") return failure("ValidationError", `capsule ${hash} refused: ${err.message}`);
   return failure("Internal", `could not fetch capsule ${hash}: ${err.message}`);
+}
+
+/** A build that failed: the build's own named error, or the server's refusal of its upload. */
+function buildFailure(err) {
+  if (isErrorName(err.name)) return failure(err.name, err.message);
+  return failure("DepsResolutionFailed", `the dependency build failed: ${err.message}`);
+}
+
+function describeBuild(build) {
+  if (build.ecosystem === "npm") return Object.entries(build.dependencies).map(([name, range]) => `${name}@${range}`).join(", ");
+  return [...build.requirements, ...build.wheelUrls].join(", ");
 }
 
 function runtimeName(runtimeId) {

@@ -94,7 +94,8 @@ async function sriOf(bytes, integrity) {
   return `${algorithm}-${btoa(String.fromCharCode(...new Uint8Array(digest)))}`;
 }
 
-function cachedFile(cache, url, integrity) {
+/** A file of this server checked against its SRI hash, from `cache` when the copy there still matches. */
+export function cachedFile(cache, url, integrity) {
   return checkedBytes(cache, url, {
     expected: integrity,
     hash: (bytes) => sriOf(bytes, integrity),

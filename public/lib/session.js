@@ -6,7 +6,7 @@
 import { readEventStream } from "./event-stream.js";
 import { HttpError, backoffMs, fetchOk } from "./http.js";
 
-const COMMANDS = ["hello", "tabs", "capsule", "file", "cancel", "shutdown"];
+const COMMANDS = ["hello", "tabs", "capsule", "build", "file", "cancel", "shutdown"];
 const REFRESH_MARGIN_MS = 60_000;
 const RETRY_REFRESH_MS = 5_000;
 const RECONNECT_MAX_MS = 30_000;

@@ -261,7 +261,7 @@ class QuickJsRun {
   moduleSource(path) {
     if (Object.hasOwn(BUILTIN_MODULES, path)) return this.builtinSource(BUILTIN_MODULES[path]);
     if (!path.startsWith("/")) {
-      const why = "only relative imports between the capsule's files work in QuickJS; bundle dependencies into the code";
+      const why = "it is not a file of this capsule nor a package of its npm.dependencies; list the package there (subpaths like \"pkg/sub\" are not bundled: import the package)";
       return { error: new Error(`cannot import "${path}": ${why}`) };
     }
     const bytes = this.job.files[path.slice(1)];
@@ -280,11 +280,13 @@ class QuickJsRun {
 
 /**
  * The module normalizer: resolves a relative or absolute `requested` against `base`, trying
- * the usual extensions. Anything else is returned as it is, for moduleSource() to refuse
- * (quickjs-emscripten loses a normalizer's error message).
+ * the usual extensions, and a package name to its bundle from the deps layer
+ * (/node_modules/<name>/index.js). Anything else is returned as it is, for moduleSource() to
+ * refuse (quickjs-emscripten loses a normalizer's error message).
  */
 function resolveModule(base, requested, files) {
-  if (!/^\.{0,2}\//.test(requested)) return requested;
+  const bundle = `node_modules/${requested}/index.js`;
+  if (!/^\.{0,2}\//.test(requested)) return files[bundle] ? `/${bundle}` : requested;
   const dir = requested.startsWith("/") ? "" : base.slice(0, base.lastIndexOf("/") + 1);
   const path = normalizePath(dir + requested);
   return [path, `${path}.js`, `${path}.mjs`, `${path}/index.js`].find((p) => files[p.slice(1)]) ?? path;

@@ -11,15 +11,18 @@ the builtin `mcps` calls the tenant's upstream MCP servers: `await mcps.call(ser
 import ast
 import builtins
 import errno
+import importlib
 import io
 import json
 import os
+import site
 import sys
 import traceback
 import types
 import urllib.error
 import urllib.request
 import urllib.response
+import zipfile
 from email.message import Message
 
 from pyodide.ffi import run_sync
@@ -35,9 +38,9 @@ def relay_run(config_json, guard=None):
     entry = config["entry"]
     try:
         sys.argv = [entry, *config["argv"]]
-        # Like `python entry.py`: the entry's directory first, then any wheels of the capsule
-        # (pure-Python wheels are importable straight from the zip).
-        sys.path[:0] = [os.path.dirname(entry), *config["wheels"]]
+        # Like `python entry.py`: the entry's directory first.
+        sys.path.insert(0, os.path.dirname(entry))
+        _install_wheels(config["wheels"])
         os.environ.update(config["env"])
         os.makedirs(config["cwd"], exist_ok=True)
         os.chdir(config["cwd"])
@@ -49,6 +52,18 @@ def relay_run(config_json, guard=None):
         _close_leftovers()
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def _install_wheels(wheels):
+    """Installs the capsule's pure-Python wheels (its deps layer's /wheels) as pip would for
+    them: unpacked into site-packages, where imports and importlib.metadata find them."""
+    if not wheels:
+        return
+    target = site.getsitepackages()[0]
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(target)
+    importlib.invalidate_caches()
 
 
 def relay_warm():
