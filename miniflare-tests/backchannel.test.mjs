@@ -16,6 +16,7 @@ import {
   modernHeaders,
   parseSse,
   readUntil,
+  sseEvents,
 } from "./lib/mcp-http.mjs";
 import { BASE, attach, createTenant } from "./lib/relay.mjs";
 
@@ -44,22 +45,6 @@ after(async () => {
 });
 
 const bearer = (t) => ({ authorization: `Bearer ${t}` });
-
-/** Yields `{event, data}` for each SSE event of a stream (comments skipped). */
-async function* sseEvents(body) {
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for await (const chunk of body) {
-    buffer += decoder.decode(chunk, { stream: true });
-    for (let end; (end = buffer.indexOf("\n\n")) >= 0; ) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const event = /^event: (.*)$/m.exec(block)?.[1];
-      const data = /^data: (.*)$/m.exec(block)?.[1];
-      if (event) yield { event, data: JSON.parse(data) };
-    }
-  }
-}
 
 /** Calls run_js and waits for its `capsule` command; returns the run id and the pending result. */
 async function startRun(code) {

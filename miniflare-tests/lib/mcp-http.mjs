@@ -125,6 +125,22 @@ export function parseSse(text) {
   return { events, comments, ids };
 }
 
+/** Yields `{event, data}` for each SSE event of a stream (comments skipped). */
+export async function* sseEvents(body) {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for await (const chunk of body) {
+    buffer += decoder.decode(chunk, { stream: true });
+    for (let end; (end = buffer.indexOf("\n\n")) >= 0; ) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const event = /^event: (.*)$/m.exec(block)?.[1];
+      const data = /^data: (.*)$/m.exec(block)?.[1];
+      if (event) yield { event, data: JSON.parse(data) };
+    }
+  }
+}
+
 /** Reads a streaming body until `predicate(textSoFar)` holds; returns the text read. */
 export async function readUntil(res, predicate, timeoutMs = 10_000) {
   const reader = res.body.getReader();

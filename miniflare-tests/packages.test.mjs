@@ -1,0 +1,238 @@
+// End to end, runs with dependencies: an npm registry stand-in and a PyPI stand-in on loopback
+// serve real packages (lib/package-sources.mjs); a real executor page in headless Chromium
+// builds them (resolve, integrity check, esbuild-wasm bundle, deterministic zip), uploads the
+// layer under a grant and finalizes; the official SDK client sees the result and the build's
+// progress. A second identical call reuses the capsule without a build. Refusals are named:
+// a Node built-in, an integrity mismatch, an sdist-only project. Then presign, upload and
+// finalize over raw HTTP: every way a tab could cheat is refused and nothing half-made is served.
+
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { after, before, describe, test } from "node:test";
+import { launchBrowser, openExecutor } from "./lib/browser.mjs";
+import { connectClient } from "./lib/mcp-client.mjs";
+import { startPackageSources } from "./lib/package-sources.mjs";
+import { sseEvents } from "./lib/mcp-http.mjs";
+import { BASE, attach, createTenant, devVars, relayCapsule } from "./lib/relay.mjs";
+
+let registry;
+let key;
+let browser;
+let executor;
+let client;
+
+before(async () => {
+  registry = await startPackageSources();
+  ({ key } = await createTenant("packages", { packages: registry.sources, queue: { attachWaitMs: 5000 } }));
+  browser = await launchBrowser();
+  executor = await openExecutor(browser, key);
+  client = await connectClient(key);
+});
+
+after(async () => {
+  await client?.close();
+  await browser?.close();
+  await registry?.close();
+});
+
+/** Calls `tool` and returns its structured result and the progress messages it streamed. */
+async function call(tool, args) {
+  const progress = [];
+  const result = await client.callTool({ name: tool, arguments: args }, undefined, {
+    onprogress: (p) => progress.push(p.message),
+    timeout: 120_000,
+  });
+  return { ...result.structuredContent, isError: result.isError, text: result.content?.[0]?.text, progress };
+}
+
+const builds = () => executor.lines.filter((line) => line.startsWith("Building the dependencies")).length;
+
+describe("run_js with npm.dependencies", () => {
+  const lodashCall = {
+    code: 'import _ from "lodash";\nconsole.log(JSON.stringify(_.chunk([1, 2, 3, 4, 5], 2)), _.VERSION);',
+    npm: { dependencies: { lodash: "^4.17.0" } },
+  };
+
+  test("lodash is resolved, fetched, bundled and imported; progress names each build phase", async () => {
+    const before = builds();
+    const result = await call("run_js", lodashCall);
+    assert.equal(result.exitCode, 0, JSON.stringify(result));
+    assert.equal(result.stdout, "[[1,2],[3,4],[5]] 4.17.21\n");
+    assert.equal(builds(), before + 1);
+    for (const phase of ["resolve", "fetch", "bundle", "upload", "finalize"]) {
+      assert.ok(result.progress.some((m) => m?.startsWith(phase)), `${phase} in ${JSON.stringify(result.progress)}`);
+    }
+    assert.ok(result.progress.some((m) => /^fetch \(1 of 1 packages, \d+ KiB\)$/.test(m)), JSON.stringify(result.progress));
+  });
+
+  test("a second identical call reuses the capsule: no build command, no registry request", async () => {
+    const [buildsBefore, hitsBefore] = [builds(), registry.hits.get("/npm/lodash")];
+    const result = await call("run_js", lodashCall);
+    assert.equal(result.stdout, "[[1,2],[3,4],[5]] 4.17.21\n");
+    assert.equal(builds(), buildsBefore, "no build the second time");
+    assert.equal(registry.hits.get("/npm/lodash"), hitsBefore);
+    assert.ok(!result.progress.some((m) => m?.startsWith("resolve")), JSON.stringify(result.progress));
+  });
+
+  test("a package with dependencies of its own gets them, hoisted", async () => {
+    const code = 'import isOdd from "is-odd";\nconsole.log(isOdd(3), isOdd("4"));';
+    const result = await call("run_js", { code, npm: { dependencies: { "is-odd": "latest" } } });
+    assert.equal(result.exitCode, 0, JSON.stringify(result));
+    assert.equal(result.stdout, "true false\n");
+    assert.ok(registry.hits.get("/npm/is-number") >= 1, "is-number, is-odd's dependency, was resolved");
+  });
+
+  test("a package that needs a Node built-in is refused, naming the package and the built-in", async () => {
+    const result = await call("run_js", { code: 'import isDocker from "is-docker";', npm: { dependencies: { "is-docker": "^3.0.0" } } });
+    assert.equal(result.isError, true);
+    assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));
+    assert.match(result.error.message, /is-docker@3\.0\.0 needs the Node built-in "node:fs"/);
+  });
+
+  test("a tarball that does not match the registry's integrity is refused before it is used", async () => {
+    const result = await call("run_js", { code: "1", npm: { dependencies: { "tampered-number": "6.0.0" } } });
+    assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));
+    assert.match(result.error.message, /tampered-number@6\.0\.0: the download does not match the registry's integrity sha512-/);
+  });
+
+  test("a range nothing matches names the package and the latest version", async () => {
+    const result = await call("run_js", { code: "1", npm: { dependencies: { lodash: "^5.0.0" } } });
+    assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));
+    assert.match(result.error.message, /no version of lodash matches "\^5\.0\.0"; latest is 4\.17\.21/);
+  });
+});
+
+describe("run_py with pip", () => {
+  test("a pure-Python wheel is resolved, checked, installed into site-packages and imported", async () => {
+    const code = "import six, importlib.metadata\nprint(six.__version__, importlib.metadata.version('six'), six.__file__.split('/')[-2])";
+    const result = await call("run_py", { code, pip: { requirements: ["six>=1.15,<2"] } });
+    assert.equal(result.exitCode, 0, JSON.stringify(result));
+    assert.equal(result.stdout, "1.16.0 1.16.0 site-packages\n");
+  });
+
+  test("a project with only an sdist is refused with the reason", async () => {
+    const result = await call("run_py", { code: "import sdistonly", pip: { requirements: ["sdistonly"] } });
+    assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));
+    assert.match(result.error.message, /sdistonly==1\.0 has only a source distribution \(sdist\)/);
+  });
+});
+
+describe("presign, upload and finalize over raw HTTP, with this test as the tab", () => {
+  const SESSION = "played-build";
+  const layer = Buffer.from("the deps layer as a tab built it (finalize never unzips it)");
+  const claim = { id: "deps", sha256: sha256(layer), size: layer.length };
+  let tenant;
+  let playedKey;
+  let attachToken;
+  let commands;
+  let played;
+  let build;
+  let answer;
+
+  before(async () => {
+    ({ key: playedKey, tenant } = await createTenant("played-build", { packages: registry.sources }));
+    ({ attachToken } = await attach(playedKey, SESSION));
+    const events = await fetch(`${BASE}/session/${SESSION}/events`, { headers: { authorization: `Bearer ${attachToken}` } });
+    commands = sseEvents(events.body);
+    assert.equal((await commands.next()).value.event, "hello");
+    assert.equal((await commands.next()).value.event, "tabs");
+    played = await connectClient(playedKey, SESSION);
+    answer = played.callTool({ name: "run_js", arguments: { code: "1", npm: { dependencies: { lodash: "4.17.21" } } } });
+    const { value } = await commands.next();
+    assert.equal(value.event, "build", JSON.stringify(value));
+    build = value.data;
+    await results([{ type: "progress", phase: "received" }]);
+  });
+
+  after(async () => {
+    await commands?.return();
+    await played?.close();
+  });
+
+  let seq = 0;
+  /** Posts this tab's events for the run, numbered on from the last. */
+  const results = (events) =>
+    fetch(`${BASE}/session/${SESSION}/result`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${attachToken}`, "content-type": "application/x-ndjson" },
+      body: events.map((e) => JSON.stringify({ runId: build.runId, seq: seq++, ...e })).join("\n") + "\n",
+    });
+  const runAuth = () => ({ authorization: `Bearer ${build.runToken}`, "content-type": "application/json" });
+  const presign = (layers, headers = runAuth()) =>
+    fetch(`${BASE}/capsule/presign`, { method: "POST", headers, body: JSON.stringify({ layers }) });
+  const finalize = (proposal) => fetch(`${BASE}/capsule/finalize`, { method: "POST", headers: runAuth(), body: JSON.stringify(proposal) });
+  const upload = (grant, body) => fetch(`${BASE}/capsule/upload`, { method: "PUT", headers: { authorization: `Bearer ${grant}` }, body });
+  async function refused(res, status, name, pattern) {
+    const body = await res.json();
+    assert.equal(res.status, status, JSON.stringify(body));
+    assert.equal(body.error.name, name, JSON.stringify(body));
+    assert.match(body.error.message, pattern);
+  }
+
+  test("the build command names the dependencies, the tenant's sources and a run token", () => {
+    assert.deepEqual(build.build, { ecosystem: "npm", dependencies: { lodash: "4.17.21" } });
+    assert.deepEqual(build.sources, registry.sources);
+    assert.equal(build.language, "js");
+    assert.match(build.runToken, /^[\w-]+\.[\w-]+\.[\w-]+$/);
+  });
+
+  test("presign refuses an oversized layer, another layer, a bad digest, and a caller without the run's token", async () => {
+    await refused(await presign([{ ...claim, size: 21 * 1024 * 1024 }]), 413, "PayloadTooLarge", /20971520|20 MiB/);
+    await refused(await presign([{ ...claim, id: "code" }]), 400, "ValidationError", /only "deps"/);
+    await refused(await presign([{ ...claim, sha256: "ABC" }]), 400, "ValidationError", /64 lowercase hex/);
+    const res = await presign([claim], { "content-type": "application/json" });
+    assert.equal(res.status, 401);
+  });
+
+  test("an upload must be the very bytes its grant names, and a grant uploads once", async () => {
+    const res = await presign([claim]);
+    assert.equal(res.status, 200);
+    const [granted] = (await res.json()).grants;
+    assert.equal(granted.url, "/capsule/upload", "the grant travels in a header, never in a URL");
+    assert.ok(granted.expiresAt > Date.now() && granted.expiresAt <= Date.now() + 600_000);
+
+    await refused(await finalize({ layers: [claim] }), 409, "LayerNotUploaded", /was not uploaded/);
+    const other = Buffer.from(layer).fill(0x41);
+    await refused(await upload(granted.grant, other), 400, "ValidationError", /has sha256 [0-9a-f]{64}; its grant is for/);
+    assert.equal((await upload(granted.grant, Buffer.concat([layer, layer]))).status, 413);
+
+    const stored = await upload(granted.grant, layer);
+    assert.equal(stored.status, 201);
+    assert.deepEqual(await stored.json(), { layer: "deps", sha256: claim.sha256, size: claim.size });
+    await refused(await upload(granted.grant, layer), 409, "GrantSpent", /already used/);
+  });
+
+  test("an expired grant, or one this build never gave, uploads nothing", async () => {
+    const grant = (age) =>
+      relayCapsule(["upload-grant", devVars.CAPSULE_SIGNING_KEY, tenant.id, SESSION, build.runId, claim.sha256, String(claim.size), String(age)]);
+    await refused(await upload(grant(700), layer), 401, "Unauthorized", /expired; ask POST \/capsule\/presign/);
+    await refused(await upload(grant(0), layer), 404, "NotFound", /gave no such grant/);
+  });
+
+  test("finalize refuses a wrong digest and a widened policy, then signs the capsule with the uploaded layer", async () => {
+    await refused(await finalize({ layers: [{ ...claim, sha256: "0".repeat(64) }] }), 409, "LayerNotUploaded", /0{64}/);
+    const policy = tenant.defaults.policy;
+    const wider = { ...policy, limits: { ...policy.limits, timeoutMs: policy.limits.timeoutMs * 10 } };
+    await refused(await finalize({ layers: [claim], policy: wider }), 403, "PolicyDenied", /policy\.limits: the proposed policy is wider/);
+
+    const res = await finalize({ layers: [claim], resolved: ["lodash@4.17.21"] });
+    const command = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(command));
+    assert.equal(command.capsuleUrl, `/capsules/${command.hash}/capsule.json`);
+    const auth = { authorization: `Bearer ${command.token}` };
+    const manifest = await (await fetch(`${BASE}${command.capsuleUrl}`, { headers: auth })).json();
+    const deps = manifest.fsLayers.find((l) => l.id === "deps");
+    assert.deepEqual([deps.sha256, deps.size], [claim.sha256, claim.size]);
+    const served = await fetch(new URL(deps.path, `${BASE}${command.capsuleUrl}`), { headers: auth });
+    assert.deepEqual(Buffer.from(await served.arrayBuffer()), layer);
+    await refused(await finalize({ layers: [claim] }), 404, "NotFound", /no build in progress/);
+
+    await results([{ type: "stdout", data: "built\n" }, { type: "exit", exitCode: 0, usage: { wallMs: 1, memPeakMb: 1 } }]);
+    const result = await answer;
+    assert.equal(result.structuredContent.stdout, "built\n");
+  });
+});
+
+function sha256(bytes) {
+  return createHash("sha256").update(bytes).digest("hex");
+}
