@@ -84,12 +84,13 @@ fn guide(cx: &Context) -> String {
          NoExecutorAttached, ask the user to open {page} in a browser and keep it open, then retry.\n\n\
          ## Running code\n\
          - run_js: JavaScript (an ES module) in QuickJS, with console, process.argv/env/stdin/exit, \
-         timers, `fetch`, and `import fs from \"fs\"` (sync and promise forms); no npm packages \
-         yet (`npm.dependencies` is refused), no other Node built-ins.\n\
+         timers, `fetch`, and `import fs from \"fs\"` (sync and promise forms); npm packages \
+         via `npm.dependencies` (`import _ from \"lodash\"`; pure-JS packages only), no other \
+         Node built-ins.\n\
          - run_py: Python on Pyodide with its standard library; open()/os/pathlib on the \
          workspace; top-level await, so `r = await pyfetch(url)` (from pyodide.http) works, and so \
-         does urllib.request.urlopen; no \
-         third-party packages yet (`pip.requirements` is refused).\n\
+         does urllib.request.urlopen; third-party packages via `pip.requirements` (pure-Python \
+         wheels only, each one listed).\n\
          - Every run starts in a fresh interpreter; pass data in with stdin, args or env, never \
          secrets.\n\
          - Print what you need, and print summaries of bulky data: output is capped.\n\

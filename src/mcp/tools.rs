@@ -99,7 +99,11 @@ impl Tool {
                  readdirSync/statSync/mkdirSync/unlinkSync/rmSync/renameSync and their promise forms. \
                  Network: `await fetch(url, init)` returns a Response (status, headers, text(), json(), \
                  arrayBuffer()); every request and redirect is checked against \
-                 policy.network. Not available yet: npm dependencies (`npm.dependencies` is refused), \
+                 policy.network. Packages: `npm: {{\"dependencies\": {{\"lodash\": \"^4.17.0\"}}}}`, then \
+                 `import _ from \"lodash\"` (CommonJS packages give module.exports as the default \
+                 export, as in Node); the tab bundles them once and identical calls reuse the build. \
+                 Packages needing Node built-ins (fs, path, ...) or native addons fail with \
+                 DepsResolutionFailed, as do subpath imports like \"lodash/chunk\". Not available: \
                  other Node built-ins. {RUN_COMMON}"
             ),
             Tool::RunPy => format!(
@@ -107,8 +111,11 @@ impl Tool {
                  session; print writes stdout, the standard library is there, open()/os/pathlib work \
                  on the workspace, and the script may use top-level await. Network: \
                  `from pyodide.http import pyfetch; r = await pyfetch(url); text = await r.string()`, or \
-                 urllib.request.urlopen(url); every request and redirect is checked against policy.network. Not available yet: \
-                 third-party packages (`pip.requirements` and `pip.wheelUrls` are refused). {RUN_COMMON}"
+                 urllib.request.urlopen(url); every request and redirect is checked against policy.network. Packages: \
+                 `pip: {{\"requirements\": [\"attrs==24.2.0\"]}}` installs pure-Python wheels \
+                 (py3-none-any) from the package index, exactly those listed (list their dependencies \
+                 too); packages with only an sdist or platform wheels (numpy, pandas) fail with \
+                 DepsResolutionFailed. {RUN_COMMON}"
             ),
             Tool::Read => format!(
                 "Read a file of the relay session's workspace ({WORKSPACE}) without running code. \
@@ -160,7 +167,7 @@ impl Tool {
                 "npm",
                 json!({
                     "type": "object",
-                    "description": "npm packages to bundle with the code.",
+                    "description": "npm packages the tab bundles for the code to import by name.",
                     "properties": { "dependencies": {
                         "type": "object",
                         "description": "Package name to semver range, e.g. {\"lodash\": \"^4.17.21\"}.",
@@ -174,9 +181,9 @@ impl Tool {
                 "pip",
                 json!({
                     "type": "object",
-                    "description": "Python packages, wheel-only (py3-none-any or Pyodide-compatible).",
+                    "description": "Python packages: pure-Python wheels (py3-none-any) only.",
                     "properties": {
-                        "requirements": string_array("Pinned requirements, e.g. [\"requests==2.32.0\"]."),
+                        "requirements": string_array("Requirements with optional version specifiers, no extras or markers, e.g. [\"attrs==24.2.0\", \"six>=1.16\"]."),
                         "wheelUrls": string_array("Direct URLs of .whl files."),
                     },
                     "additionalProperties": false,

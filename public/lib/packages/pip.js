@@ -53,7 +53,8 @@ async function resolveRequirement(requirement, index, via) {
   const why = platform.length
     ? `has only platform wheels (${platform.slice(0, 3).join(", ")}${platform.length > 3 ? ", ..." : ""}), no pure-Python py3-none-any wheel`
     : "has only a source distribution (sdist), no wheel: building it needs a compiler and setup code the sandbox does not run";
-  throw failed(`${project}==${version} ${why}; Pyodide installs pure-Python wheels only; pick a release or package that ships one`);
+  const compiled = platform.length ? " (the compiled packages of Pyodide's own distribution, such as numpy and pandas, are not available yet)" : "";
+  throw failed(`${project}==${version} ${why}; only pure-Python wheels can be installed${compiled}; pick a release or package that ships one`);
 }
 
 /** "attrs>=23,<25" -> ["attrs", [[">=", "23"], ["<", "25"]]] (the server checked the shape). */
