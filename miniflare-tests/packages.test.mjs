@@ -100,6 +100,15 @@ describe("run_js with npm.dependencies", () => {
     assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));
     assert.match(result.error.message, /no version of lodash matches "\^5\.0\.0"; latest is 4\.17\.21/);
   });
+
+  test("importing a package that is not listed, or a subpath of one, says what to list", async () => {
+    const code = 'for (const name of ["left-pad", "lodash/chunk"]) { try { await import(name); } catch (e) { console.log(e.message); } }';
+    const result = await call("run_js", { ...lodashCall, code });
+    assert.equal(result.exitCode, 0, JSON.stringify(result));
+    const [unlisted, subpath] = result.stdout.trim().split("\n");
+    assert.match(unlisted, /^cannot import "left-pad": .*; list "left-pad" in npm\.dependencies/);
+    assert.match(subpath, /^cannot import "lodash\/chunk": .*a subpath like "pkg\/sub" is not bundled: import "pkg"/);
+  });
 });
 
 describe("run_py with pip", () => {

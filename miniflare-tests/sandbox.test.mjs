@@ -347,7 +347,7 @@ describe("JavaScript in QuickJS", () => {
       }
     `);
     assert.equal(result.exitCode, 0, result.stderr);
-    assert.match(result.stdout, /^blocked: .*only relative imports.*\nblocked: .*only relative imports.*\n$/);
+    assert.match(result.stdout, /^blocked: .*can be imported, not URLs.*\nblocked: .*can be imported, not URLs.*\n$/);
     await assertNoRequestLeft();
   });
 

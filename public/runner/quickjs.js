@@ -261,7 +261,10 @@ class QuickJsRun {
   moduleSource(path) {
     if (Object.hasOwn(BUILTIN_MODULES, path)) return this.builtinSource(BUILTIN_MODULES[path]);
     if (!path.startsWith("/")) {
-      const why = "it is not a file of this capsule nor a package of its npm.dependencies; list the package there (subpaths like \"pkg/sub\" are not bundled: import the package)";
+      const only = "only the capsule's own files and the packages of its npm.dependencies can be imported";
+      const why = /^[a-z][a-z0-9+.-]*:/i.test(path)
+        ? `${only}, not URLs (read a remote file with fetch())`
+        : `${only}; list "${path}" in npm.dependencies (a subpath like "pkg/sub" is not bundled: import "pkg")`;
       return { error: new Error(`cannot import "${path}": ${why}`) };
     }
     const bytes = this.job.files[path.slice(1)];
