@@ -11,6 +11,9 @@ import { rememberLayer } from "./capsule.js";
 import { namedError } from "./errors.js";
 import { fetchOk } from "./http.js";
 
+/** How long a build worker waits for the next build before it is terminated. */
+const KEEP_WARM_MS = 5 * 60_000;
+
 export class DepsBuilder {
   /** @param workerUrl the URL of build-worker.js */
   constructor(workerUrl) {
@@ -37,13 +40,20 @@ export class DepsBuilder {
     return post("/capsule/finalize", { layers: [claim], resolved }, auth, signal);
   }
 
-  /** One worker per build: a build is rare and heavy, and a stuck one is simply terminated. */
+  /**
+   * A build in a build worker: the one kept from the last build if it is idle (esbuild-wasm
+   * started in it already, which is about a second of a cold build), else a new one. A worker
+   * that fails or is cancelled is terminated, never reused.
+   */
   inWorker(command, progress, signal) {
-    const worker = new Worker(this.workerUrl, { type: "module", name: "relay-build" });
+    const worker = this.idle ?? new Worker(this.workerUrl, { type: "module", name: "relay-build" });
+    this.idle = null;
+    clearTimeout(this.idleTimer);
     return new Promise((resolve, reject) => {
-      const stop = (fn, value) => {
-        worker.terminate();
+      const stop = (fn, value, keep = false) => {
         signal?.removeEventListener("abort", abort);
+        if (keep) this.keep(worker);
+        else worker.terminate();
         fn(value);
       };
       const abort = () => stop(reject, namedError("AbortError", "the run was cancelled during its build"));
@@ -51,12 +61,22 @@ export class DepsBuilder {
       worker.onmessage = ({ data }) => {
         if (data.progress) progress(data.progress.phase, data.progress.detail);
         else if (data.error) stop(reject, namedError(data.error.name, data.error.message));
-        else stop(resolve, data);
+        else stop(resolve, data, true);
       };
       worker.onerror = (event) => stop(reject, namedError("DepsResolutionFailed", `the build worker failed: ${event.message}`));
       const { language, build, sources, runToken } = command;
       worker.postMessage({ language, build, sources, runToken });
     });
+  }
+
+  /** Keeps `worker` for the next build for KEEP_WARM_MS, then lets its memory go. */
+  keep(worker) {
+    if (this.idle) return worker.terminate();
+    this.idle = worker;
+    this.idleTimer = setTimeout(() => {
+      this.idle?.terminate();
+      this.idle = null;
+    }, KEEP_WARM_MS);
   }
 }
 
