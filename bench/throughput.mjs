@@ -3,13 +3,14 @@
 // (nothing lost, nothing crossed), against 1 / the single-call latency measured in the same run;
 // then 1,000 runs in a row with the resident memory of workerd and of Chromium (all its
 // processes: the page, its runner workers, the GPU and network processes) and the page's JS
-// heap reported after 20 and after 1,000.
+// heap reported after 20 and after 1,000, and the wasm memory of the relay session's isolate
+// (the Rust heap's high-water mark, from /admin/metrics), which RSS under wrangler dev hides.
 // Run it with `bash bench/run.sh throughput`.
 
 import { readdirSync, readFileSync } from "node:fs";
 import { launchBrowser, openExecutor } from "../miniflare-tests/lib/browser.mjs";
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
-import { createTenant } from "../miniflare-tests/lib/relay.mjs";
+import { BASE, createTenant, devVars } from "../miniflare-tests/lib/relay.mjs";
 import { timeCalls } from "./timing.mjs";
 
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 8);
@@ -61,12 +62,19 @@ async function memory(page) {
   // Chromium under this bench. Other servers and browsers on the machine are not counted.
   const workerd = rssMiB(descendants(process.ppid), /workerd/);
   const chromium = rssMiB(descendants(process.pid), /chrom/);
-  return { workerd, chromium, pageHeap: heap / 2 ** 20 };
+  return { workerd, chromium, pageHeap: heap / 2 ** 20, wasm: await wasmMemory() };
 }
 
-const mib = (m) => `workerd ${m.workerd.toFixed(0)} MiB, Chromium ${m.chromium.toFixed(0)} MiB, page JS heap ${m.pageHeap.toFixed(1)} MiB`;
+/** The relay session isolate's wasm memory (MiB), from the tenant's metrics. */
+async function wasmMemory() {
+  const res = await fetch(`${BASE}/admin/metrics?tenant=${tenant.id}`, { headers: { authorization: `Bearer ${devVars.ADMIN_TOKEN}` } });
+  const sample = /^relay_wasm_memory_bytes\{[^}]*\} (\d+)$/m.exec(await res.text());
+  return Number(sample?.[1] ?? NaN) / 2 ** 20;
+}
 
-const { key } = await createTenant("bench-throughput");
+const mib = (m) => `workerd ${m.workerd.toFixed(0)} MiB (its wasm memory ${m.wasm.toFixed(1)} MiB), Chromium ${m.chromium.toFixed(0)} MiB, page JS heap ${m.pageHeap.toFixed(1)} MiB`;
+
+const { key, tenant } = await createTenant("bench-throughput");
 const browser = await launchBrowser();
 const { page } = await openExecutor(browser, key);
 const single = await connectClient(key);
@@ -102,7 +110,7 @@ const atEnd = await memory(page);
 console.log(`after 20 runs:    ${mib(at20)}`);
 console.log(`after ${LONG_RUN} runs: ${mib(atEnd)}`);
 console.log(
-  `growth 20 -> ${LONG_RUN}: workerd ${(atEnd.workerd - at20.workerd).toFixed(0)} MiB, Chromium ${(atEnd.chromium - at20.chromium).toFixed(0)} MiB, page heap ${(atEnd.pageHeap - at20.pageHeap).toFixed(1)} MiB`,
+  `growth 20 -> ${LONG_RUN}: workerd ${(atEnd.workerd - at20.workerd).toFixed(0)} MiB (wasm ${(atEnd.wasm - at20.wasm).toFixed(1)} MiB), Chromium ${(atEnd.chromium - at20.chromium).toFixed(0)} MiB, page heap ${(atEnd.pageHeap - at20.pageHeap).toFixed(1)} MiB`,
 );
 
 await single.close();

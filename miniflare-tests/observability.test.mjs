@@ -75,6 +75,7 @@ describe("metrics", () => {
     assert.equal(samples[`relay_output_bytes_count{${t}}`], 5);
     assert.equal(samples[`relay_queue_wait_ms_count{${t}}`], 5);
     assert.ok(samples[`relay_build_ms_count{${t}}`] >= 1, "capsules were built and stored");
+    assert.ok(samples[`relay_wasm_memory_bytes{${t}}`] >= 1 << 20, "the relay session's isolate reports its wasm memory");
   });
 });
 

@@ -56,6 +56,15 @@ pub struct Snapshot {
     pub queue_wait_ms: Histogram,
     pub run_ms: Histogram,
     pub output_bytes: Histogram,
+    /// The wasm linear memory (bytes) of the isolate that answered, filled in when metrics are
+    /// asked for and never stored; merged as the largest. Linear memory only grows, so it is
+    /// the Rust heap's high-water mark: a rise run after run is a leak.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wasm_memory_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// How a run ended, for [`Snapshot::observe_run`].
@@ -109,6 +118,7 @@ impl Snapshot {
         self.queue_wait_ms.merge(&other.queue_wait_ms);
         self.run_ms.merge(&other.run_ms);
         self.output_bytes.merge(&other.output_bytes);
+        self.wasm_memory_bytes = self.wasm_memory_bytes.max(other.wasm_memory_bytes);
     }
 
     /// The Prometheus text exposition (format 0.0.4) of `tenant`'s metrics.
@@ -164,6 +174,12 @@ impl Snapshot {
             &tenant_label,
             &self.output_bytes,
             &BYTE_BUCKETS,
+        );
+        let name = "relay_wasm_memory_bytes";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Largest wasm linear memory among the isolates of the tenant's relay sessions.\n# TYPE {name} gauge\n{name}{{{tenant_label}}} {}",
+            self.wasm_memory_bytes
         );
         out
     }

@@ -115,6 +115,19 @@ fn snapshots_merge_into_the_sum_of_both() {
 }
 
 #[test]
+fn wasm_memory_merges_as_the_largest_and_is_never_stored() {
+    let mut a = Snapshot { wasm_memory_bytes: 3 << 20, ..Snapshot::default() };
+    a.merge(&Snapshot { wasm_memory_bytes: 5 << 20, ..Snapshot::default() });
+    a.merge(&Snapshot { wasm_memory_bytes: 4 << 20, ..Snapshot::default() });
+    assert_eq!(a.wasm_memory_bytes, 5 << 20);
+    assert!(a
+        .prometheus("t_1")
+        .contains("# TYPE relay_wasm_memory_bytes gauge\nrelay_wasm_memory_bytes{tenant=\"t_1\"} 5242880\n"));
+    let stored = serde_json::to_value(Snapshot::default()).unwrap();
+    assert!(stored.get("wasmMemoryBytes").is_none(), "a stored snapshot keeps its shape: {stored}");
+}
+
+#[test]
 fn the_prometheus_text_is_well_formed_with_cumulative_buckets() {
     let mut m = Snapshot::default();
     m.observe_run(&run("run_js", 0, None, 4, 0));

@@ -36,6 +36,13 @@ pub fn now_ms() -> u64 {
     worker::Date::now().as_millis()
 }
 
+/// The size of this isolate's wasm linear memory, in bytes (it grows, never shrinks).
+pub fn wasm_memory_bytes() -> u64 {
+    use worker::{js_sys, wasm_bindgen::JsCast};
+    let memory: js_sys::WebAssembly::Memory = worker::wasm_bindgen::memory().unchecked_into();
+    memory.buffer().unchecked_into::<js_sys::ArrayBuffer>().byte_length().into()
+}
+
 /// Resolves after `ms`. Unlike `worker::Delay`, which keeps the waker of its first poll, this
 /// wakes whichever task polled it last: a timer inside a response stream is polled by a new
 /// task on every pull, and a stale waker would leave the stream stuck.

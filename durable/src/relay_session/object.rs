@@ -7,8 +7,9 @@ use super::shared::Shared;
 use super::{builds, mcp, store, tabs, upstreams};
 use crate::edge::http::{error, json};
 use crate::edge::metrics::session_key;
-use crate::edge::now_ms;
+use crate::edge::{now_ms, wasm_memory_bytes};
 use relay_core::forward::{Caller, CALLER_HEADER};
+use relay_core::metrics::Snapshot;
 use std::rc::Rc;
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
@@ -48,7 +49,11 @@ impl DurableObject for SessionDO {
             "/build/presign" => builds::presign(&shared, req, &caller).await,
             "/build/spend" => builds::spend(&shared, req).await,
             "/build/finalize" => builds::finalize(&shared, req, &caller).await,
-            "/metrics" => Ok(json(200, &serde_json::to_value(store::metrics(&shared.storage.sql()))?)),
+            "/metrics" => {
+                let snapshot =
+                    Snapshot { wasm_memory_bytes: wasm_memory_bytes(), ..store::metrics(&shared.storage.sql()) };
+                Ok(json(200, &serde_json::to_value(snapshot)?))
+            }
             path => Ok(error(404, "NotFound", format!("session object has no route {path}"))),
         }
     }
