@@ -87,6 +87,19 @@ for (const [name, stats] of results) {
   console.log(`${`${name} / floor`.padEnd(34)} p50 ${ratio("p50")}x  p95 ${ratio("p95")}x  p99 ${ratio("p99")}x`);
 }
 
+// One line against issue 13's targets (ratios to the floor measured in this run).
+const byName = Object.fromEntries(results);
+const targets = [
+  ["run_js p50 <= 1.5x", byName.run_js.p50 / floor.p50 <= 1.5],
+  ["run_py p50 <= 2x", byName.run_py.p50 / floor.p50 <= 2],
+  ["run_js p99 <= 3x", byName.run_js.p99 / floor.p99 <= 3],
+  ["run_py p99 <= 3x", byName.run_py.p99 / floor.p99 <= 3],
+  ["read p50 <= 1.3x", byName.read.p50 / floor.p50 <= 1.3],
+  ["write p50 <= 1.3x", byName.write.p50 / floor.p50 <= 1.3],
+];
+const met = targets.filter(([, ok]) => ok);
+console.log(`score: ${met.length}/${targets.length} targets met; missed: ${targets.filter(([, ok]) => !ok).map(([t]) => t).join(", ") || "none"}`);
+
 await client.close();
 await browser.close();
 target.close();
