@@ -1,5 +1,6 @@
-// Bytes as text: standard base64 (the file tools' encoding, egress request bodies, inline images)
-// and the lowercase hex sha256 that capsule hashes, layer hashes and /out listings use.
+// Bytes as text: standard base64 (the file tools' encoding, egress request bodies, inline images),
+// the lowercase hex sha256 that capsule hashes, layer hashes and /out listings use, and SRI
+// strings (the runtimes' integrity, npm's).
 
 export function toBase64(bytes) {
   let binary = "";
@@ -14,4 +15,11 @@ export function fromBase64(text) {
 export async function sha256Hex(bytes) {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
   return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The SRI string (`sha512-<base64>`) of `bytes` with the algorithm `integrity` names (sha1/256/384/512). */
+export async function sriOf(bytes, integrity) {
+  const algorithm = integrity.slice(0, integrity.indexOf("-"));
+  const digest = await crypto.subtle.digest(algorithm.replace("sha", "SHA-"), bytes);
+  return `${algorithm}-${toBase64(new Uint8Array(digest))}`;
 }

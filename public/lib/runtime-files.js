@@ -10,6 +10,7 @@
 // The same cache keeps a runtime's memory snapshot (Pyodide's interpreter state after boot),
 // labelled with the hashes of the files it was made from, so a reload skips the boot.
 
+import { sriOf } from "./bytes.js";
 import { checkedBytes } from "./checked-cache.js";
 import { memo } from "./memo.js";
 
@@ -85,13 +86,6 @@ function snapshotLabel(files) {
     .sort()
     .map((name) => files[name].integrity)
     .join(" ");
-}
-
-/** The SRI string of `bytes` with the algorithm `integrity` names (sha256/384/512). */
-async function sriOf(bytes, integrity) {
-  const algorithm = integrity.slice(0, integrity.indexOf("-"));
-  const digest = await crypto.subtle.digest(algorithm.replace("sha", "SHA-"), bytes);
-  return `${algorithm}-${btoa(String.fromCharCode(...new Uint8Array(digest)))}`;
 }
 
 /** A file of this server checked against its SRI hash, from `cache` when the copy there still matches. */

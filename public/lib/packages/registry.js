@@ -3,7 +3,7 @@
 // under the tenant's npm registry or Python index. Also the checks a download must pass before
 // any of it is used: the registry's published digest, and the build's size budget.
 
-import { sha256Hex, toBase64 } from "../bytes.js";
+import { sha256Hex, sriOf } from "../bytes.js";
 import { namedError } from "../errors.js";
 
 /** All packages of one build together, compressed as downloaded. */
@@ -57,10 +57,10 @@ export function failed(message) {
  */
 export async function checkDigest(bytes, published, what) {
   if (typeof published === "string") {
-    const [algorithm, expected] = [published.slice(0, published.indexOf("-")), published.slice(published.indexOf("-") + 1)];
+    const algorithm = published.slice(0, published.indexOf("-"));
     if (!["sha512", "sha384", "sha256", "sha1"].includes(algorithm)) throw failed(`${what}: the registry gave no usable integrity ("${published}")`);
-    const actual = toBase64(new Uint8Array(await crypto.subtle.digest(algorithm.replace("sha", "SHA-"), bytes)));
-    if (actual !== expected) throw failed(`${what}: the download does not match the registry's integrity ${published} (got ${algorithm}-${actual}); it was altered or corrupted on the way, and nothing was built from it`);
+    const actual = await sriOf(bytes, published);
+    if (actual !== published) throw failed(`${what}: the download does not match the registry's integrity ${published} (got ${actual}); it was altered or corrupted on the way, and nothing was built from it`);
     return;
   }
   const expected = published?.sha256;
