@@ -70,6 +70,25 @@ describe("run_js", () => {
     assert.ok(progress.length >= 2, `progress notifications: ${JSON.stringify(progress)}`);
     assert.ok(progress.every((p, i) => i === 0 || p.progress > progress[i - 1].progress), "progress only grows");
   });
+
+  test("a quick run's acknowledgement, output and exit go back in one batch", async () => {
+    await runJs("1"); // the first run after attach may wait for the runtimes to load
+    const batches = [];
+    const onRequest = (request) => request.url().endsWith("/result") && batches.push(request.postData());
+    executor.page.on("request", onRequest);
+    try {
+      const result = await runJs("console.log('quick')");
+      assert.equal(result.structuredContent.stdout, "quick\n");
+    } finally {
+      executor.page.off("request", onRequest);
+    }
+    // An acknowledgement sent alone would hold the output and exit back behind its own request.
+    // (Output is flushed 20 ms after it is written, so a very slow machine may split it from
+    // the exit: that is the output's flush, not the acknowledgement's.)
+    const events = batches.map((batch) => batch.trim().split("\n").map((line) => JSON.parse(line).phase ?? JSON.parse(line).type));
+    assert.deepEqual(events.flat(), ["received", "execute", "stdout", "exit"]);
+    assert.ok(events[0].includes("stdout"), `batches: ${JSON.stringify(events)}`);
+  });
 });
 
 describe("run_py", () => {

@@ -3,11 +3,15 @@
 // can put events in order and drop a batch it already has. Chrome streams request bodies only
 // over HTTP/2, so instead of one endless upload events are batched (every ~20 ms, at 64 KiB,
 // and at once on exit) and sent strictly one batch after another; a failed batch is retried
-// with the same seq numbers.
+// with the same seq numbers. A command's acknowledgement ("received") waits up to
+// ACK_DELAY_MS for company: a quick run's acknowledgement, output and exit then go in one
+// batch, where an acknowledgement sent alone would hold the exit back behind its own request.
 
 import { fetchOk, isTransient, withRetry } from "./http.js";
 
 const FLUSH_DELAY_MS = 20;
+// Far inside the server's limit for an acknowledgement (run::lease::ACK_WITHIN_MS, 10 s).
+const ACK_DELAY_MS = 200;
 const FLUSH_BYTES = 64 * 1024;
 // Output longer than this (in UTF-16 units) goes as several events, so one serialized event
 // stays under 1 MiB however its characters escape (6 units at most each).
@@ -47,7 +51,9 @@ export class Backchannel {
     this.lines = [];
     this.bytes = 0;
     this.timer = null;
+    this.flushAt = Infinity; // when the timer fires
     this.sending = null; // the batch in flight, if any
+    this.drainWaiters = []; // drained() callers
     this.nextSeq = new Map(); // runId -> the seq its next event gets
   }
 
@@ -73,12 +79,22 @@ export class Backchannel {
     this.lines.push(text);
     this.bytes += text.length + 1;
     if (line.type === "exit" || this.bytes >= FLUSH_BYTES) this.flush();
-    else if (!RIDES_ALONG.has(line.phase)) this.timer ??= setTimeout(() => this.flush(), FLUSH_DELAY_MS);
+    else if (!RIDES_ALONG.has(line.phase)) this.flushWithin(line.phase === "received" ? ACK_DELAY_MS : FLUSH_DELAY_MS);
+  }
+
+  /** Flushes in `ms` at the latest: an earlier flush already planned stays. */
+  flushWithin(ms) {
+    const at = performance.now() + ms;
+    if (at >= this.flushAt) return;
+    clearTimeout(this.timer);
+    this.flushAt = at;
+    this.timer = setTimeout(() => this.flush(), ms);
   }
 
   flush() {
     clearTimeout(this.timer);
     this.timer = null;
+    this.flushAt = Infinity;
     // One batch at a time: what queues meanwhile goes as soon as the batch in flight is done.
     if (this.sending || this.lines.length === 0) return;
     let units = this.lines[0].length + 1;
@@ -91,7 +107,19 @@ export class Backchannel {
     this.sending = this.send(body).finally(() => {
       this.sending = null;
       this.flush();
+      if (!this.sending) this.settleDrained();
     });
+  }
+
+  /** Resolves once every event reported so far has been sent (or given up on). */
+  drained() {
+    if (!this.sending && this.lines.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  settleDrained() {
+    if (this.lines.length > 0) return; // still waiting for their flush
+    for (const resolve of this.drainWaiters.splice(0)) resolve();
   }
 
   async send(body) {

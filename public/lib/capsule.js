@@ -1,7 +1,9 @@
 // Fetches a capsule the server announced and checks it before anything runs: the manifest's
 // signature (jws.js) and shape, each layer's size and sha256; then unzips the layers into the
 // file map the runner takes. Layers are content-addressed, so verified ones are kept in the
-// Cache API (keyed by sha256) and identical code or deps are not downloaded again. A manifest
+// Cache API (keyed by sha256) and identical code or deps are not downloaded again; the last few
+// are also kept unzipped in memory, so a repeated call runs without reading, hashing or
+// inflating its layers again (memory the page alone writes needs no second check). A manifest
 // without limits gets relay-core's defaults (policy::Limits, generated at build time by
 // scripts/build-assets.mjs), not a copy of them.
 
@@ -17,6 +19,9 @@ import { unzip } from "./zip.js";
 const LAYER_CACHE = "relay-capsule-layers";
 const MAX_CACHED_LAYERS = 32;
 const MAX_KNOWN_MANIFESTS = 64;
+// Unzipped layers kept in memory, by sha256, least recently used dropped first past this size.
+const MAX_UNZIPPED_BYTES = 64 * 1024 * 1024;
+const unzippedLayers = new Map(); // sha256 -> {files, bytes}
 
 // Manifests already fetched and verified, by capsule hash. The hash is the sha256 of the
 // manifest's canonical form (checked below), so a known hash needs no second download.
@@ -32,9 +37,9 @@ export async function loadCapsule(announced, keyRing, { signal } = {}) {
   const manifestUrl = new URL(announced.manifestUrl, location.href);
   const init = { headers: { authorization: `Bearer ${announced.token}` }, signal };
   const manifest = knownManifests.get(announced.hash) ?? (await fetchManifest(announced, manifestUrl, keyRing, init));
-  const layers = await Promise.all(manifest.fsLayers.map((layer) => layerBytes(layer, manifestUrl, init)));
+  const layers = await Promise.all(manifest.fsLayers.map((layer) => layerFiles(layer, manifestUrl, init)));
   const files = {};
-  for (const [i, bytes] of layers.entries()) Object.assign(files, confined(manifest.fsLayers[i], await unzip(bytes)));
+  for (const [i, layerFiles] of layers.entries()) Object.assign(files, confined(manifest.fsLayers[i], layerFiles));
   const entry = manifest.entry.path.slice(1);
   if (!files[entry]) throw new ValidationError(`entry ${manifest.entry.path} is not in any layer`);
   return { manifest, files, limits: { ...DEFAULT_LIMITS, ...manifest.policy?.limits } };
@@ -89,6 +94,26 @@ function checkManifest(manifest, language) {
     if (!/^[0-9a-f]{64}$/.test(layer.sha256 ?? "")) fail(`layer ${layer.id} has no sha256`);
     if (!/^[\w.-]+$/.test(layer.path ?? "") || layer.path.startsWith(".")) fail(`layer ${layer.id} has a bad path "${layer.path}"`);
   }
+}
+
+/** A layer's files: kept in memory, else unzipped from its verified bytes (and kept). */
+async function layerFiles(layer, manifestUrl, init) {
+  const kept = unzippedLayers.get(layer.sha256);
+  if (kept) {
+    unzippedLayers.delete(layer.sha256); // and set again below: now the most recently used
+    unzippedLayers.set(layer.sha256, kept);
+    return kept.files;
+  }
+  const files = await unzip(await layerBytes(layer, manifestUrl, init));
+  const bytes = Object.values(files).reduce((sum, data) => sum + data.byteLength, 0);
+  unzippedLayers.set(layer.sha256, { files, bytes });
+  let total = [...unzippedLayers.values()].reduce((sum, entry) => sum + entry.bytes, 0);
+  for (const [sha256, entry] of unzippedLayers) {
+    if (total <= MAX_UNZIPPED_BYTES) break;
+    unzippedLayers.delete(sha256);
+    total -= entry.bytes;
+  }
+  return files;
 }
 
 /** A layer's verified bytes: from the layer cache, else from the server next to the manifest. */

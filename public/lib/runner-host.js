@@ -68,6 +68,11 @@ export class RunnerHost {
     return ids;
   }
 
+  /** Nothing runs and the run's results are delivered: the sandbox loads the next standby now. */
+  refill() {
+    if (!this.current) this.sandbox.refill();
+  }
+
   /**
    * Runs `job`. `handlers.onLoading(runtimeId)` (the runtime is loaded for the first time),
    * `handlers.onStart()` (the job was handed to its worker) and `handlers.onOutput(stream, text)`

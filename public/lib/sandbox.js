@@ -2,7 +2,7 @@
 // <iframe sandbox="allow-scripts"> whose workers run guest code in an opaque origin. The page
 // loads and checks each runtime's files (lib/runtime-files.js) and hands them to the frame once
 // (prepare); then every run takes a fresh worker and talks to it over the port it gets (take),
-// and ends it (kill). Messages from the frame are accepted only from that frame's window.
+// and ends it (kill); once the page is idle again, the frame loads the next one (refill). Messages from the frame are accepted only from that frame's window.
 
 import { memo } from "./memo.js";
 import { dropSnapshot, loadRuntimeFiles, saveSnapshot } from "./runtime-files.js";
@@ -62,6 +62,11 @@ export class Sandbox {
   /** Ends run `runId`: its worker is terminated. */
   kill(runId) {
     this.post({ type: "kill", runId });
+  }
+
+  /** The page is idle: the frame replaces the standby workers runs took. */
+  refill() {
+    this.post({ type: "refill" });
   }
 
   ask(key, message, transfer = []) {

@@ -10,13 +10,16 @@
 // A worker serves exactly one run. When a run takes a worker, the worker that ran before it is
 // terminated first, so no two guests are ever alive at once, and nothing a run leaves behind
 // (globals, timers, patched functions, interpreter state) is seen by the next. To keep that
-// cheap, each runtime keeps one standby worker loaded and waiting; it is replaced as soon as
-// it is taken.
+// cheap, each runtime keeps one standby worker loaded and waiting. One that was taken is
+// replaced when the page says it is idle (`refill`: the run's results are delivered), not when
+// the run ends: on two cores, loading a worker (QuickJS ~20-40 ms, Pyodide ~300 ms of CPU)
+// beside a run's last requests held those requests up by as much.
 //
 // Messages (page <-> frame, window.postMessage; the frame answers only its parent):
 //   page -> frame  {type:"prepare", runtimeId, files:{name: ArrayBuffer}}   runtime files, SRI-checked by the page
 //                  {type:"take", runtimeId, runId}                          a ready worker for this run
 //                  {type:"kill", runId}                                     the run is over: terminate its worker
+//                  {type:"refill"}                                          the page is idle: load the standbys taken
 //   frame -> page  {type:"hello"}                                           the frame is listening
 //                  {type:"prepared", runtimeId, snapshot?} | {type:"failed", runtimeId, message}
 //                  {type:"taken", runId} + [port]                           the port reaches the worker's glue
@@ -33,6 +36,7 @@ if (self.origin !== "null" || window.parent === window) {
 const runtimes = new Map(); // runtimeId -> Runtime
 let running = null; // {runId, runtime, worker}: the one worker a run holds
 let takes = 0; // how many takes were asked for: only the latest may end up running
+let taking = 0; // takes still waiting for their worker
 
 window.addEventListener("message", ({ source, data }) => {
   if (source !== window.parent || !data) return;
@@ -59,10 +63,13 @@ const HANDLERS = {
     const runtime = runtimes.get(runtimeId);
     if (!runtime) return reply({ type: "crashed", runId, message: `runtime ${runtimeId} was never prepared` });
     let standby;
+    taking++;
     try {
       standby = await runtime.takeStandby();
     } catch (err) {
       return reply({ type: "crashed", runId, message: `could not start ${runtimeId}: ${err.message}` });
+    } finally {
+      taking--;
     }
     if (take !== takes) {
       // A later take was asked for while this one waited: its run holds the worker now.
@@ -80,15 +87,15 @@ const HANDLERS = {
   async kill({ runId }) {
     if (running?.runId === runId) stopRunning();
   },
+
+  async refill() {
+    if (running || taking) return; // not idle after all: the next take loads its own
+    for (const runtime of runtimes.values()) runtime.refill();
+  },
 };
 
-/**
- * Terminates the running worker; the next standby of its runtime starts loading now, when the
- * run no longer needs the CPU (on two cores, loading one beside a run slowed the run).
- */
 function stopRunning() {
   running?.worker.terminate();
-  running?.runtime.refill();
   running = null;
 }
 
