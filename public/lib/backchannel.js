@@ -2,16 +2,19 @@
 // batches, one line per event {runId, seq, type, ...}. seq counts from 0 per run, so the server
 // can put events in order and drop a batch it already has. Chrome streams request bodies only
 // over HTTP/2, so instead of one endless upload events are batched (every ~20 ms, at 64 KiB,
-// and at once on exit) and sent strictly one batch after another; a failed batch is retried
-// with the same seq numbers. A command's acknowledgement ("received") waits up to
-// ACK_DELAY_MS for company: a quick run's acknowledgement, output and exit then go in one
-// batch, where an acknowledgement sent alone would hold the exit back behind its own request.
+// and at once on exit); a failed batch is retried with the same seq numbers. A batch does not
+// wait for the one before it to be answered (a run's exit would wait a whole round trip behind
+// its acknowledgement): while small batches are unanswered, the next one carries their lines
+// again ahead of its own, so it is complete in whichever order the server gets them, and the
+// server skips the lines it already has. A larger batch in flight is waited for instead.
 
 import { fetchOk, isTransient, withRetry } from "./http.js";
 
 const FLUSH_DELAY_MS = 20;
-// Far inside the server's limit for an acknowledgement (run::lease::ACK_WITHIN_MS, 10 s).
-const ACK_DELAY_MS = 200;
+// Unanswered batches whose lines the next batch carries again: at most this many, of at most
+// this many UTF-16 units in all.
+const MAX_UNANSWERED = 2;
+const RESEND_MAX_UNITS = 16 * 1024;
 const FLUSH_BYTES = 64 * 1024;
 // Output longer than this (in UTF-16 units) goes as several events, so one serialized event
 // stays under 1 MiB however its characters escape (6 units at most each).
@@ -51,8 +54,7 @@ export class Backchannel {
     this.lines = [];
     this.bytes = 0;
     this.timer = null;
-    this.flushAt = Infinity; // when the timer fires
-    this.sending = null; // the batch in flight, if any
+    this.unanswered = []; // batches in flight, oldest first: {lines, units, covered}
     this.drainWaiters = []; // drained() callers
     this.nextSeq = new Map(); // runId -> the seq its next event gets
   }
@@ -79,50 +81,49 @@ export class Backchannel {
     this.lines.push(text);
     this.bytes += text.length + 1;
     if (line.type === "exit" || this.bytes >= FLUSH_BYTES) this.flush();
-    else if (!RIDES_ALONG.has(line.phase)) this.flushWithin(line.phase === "received" ? ACK_DELAY_MS : FLUSH_DELAY_MS);
-  }
-
-  /** Flushes in `ms` at the latest: an earlier flush already planned stays. */
-  flushWithin(ms) {
-    const at = performance.now() + ms;
-    if (at >= this.flushAt) return;
-    clearTimeout(this.timer);
-    this.flushAt = at;
-    this.timer = setTimeout(() => this.flush(), ms);
+    else if (!RIDES_ALONG.has(line.phase)) this.timer ??= setTimeout(() => this.flush(), FLUSH_DELAY_MS);
   }
 
   flush() {
     clearTimeout(this.timer);
     this.timer = null;
-    this.flushAt = Infinity;
-    // One batch at a time: what queues meanwhile goes as soon as the batch in flight is done.
-    if (this.sending || this.lines.length === 0) return;
+    if (this.lines.length === 0) return;
+    const resent = this.unanswered.reduce((sum, batch) => sum + batch.units, 0);
+    // Too much unanswered to carry again: the lines go when a batch in flight is answered.
+    if (this.unanswered.length && (this.unanswered.length >= MAX_UNANSWERED || resent > RESEND_MAX_UNITS)) return;
     let units = this.lines[0].length + 1;
     let count = 1;
-    while (count < this.lines.length && units + this.lines[count].length + 1 <= MAX_BATCH_UNITS) {
+    while (count < this.lines.length && resent + units + this.lines[count].length + 1 <= MAX_BATCH_UNITS) {
       units += this.lines[count++].length + 1;
     }
-    const body = this.lines.splice(0, count).join("\n") + "\n";
+    const batch = { lines: this.lines.splice(0, count), units, covered: false };
     this.bytes -= units;
-    this.sending = this.send(body).finally(() => {
-      this.sending = null;
+    const earlier = [...this.unanswered];
+    const body = [...earlier.flatMap((b) => b.lines), ...batch.lines].join("\n") + "\n";
+    this.unanswered.push(batch);
+    this.send(body, batch).then((delivered) => {
+      // The earlier batches' lines arrived with this one, whatever becomes of their own requests.
+      if (delivered) for (const b of earlier) b.covered = true;
+      this.unanswered.splice(this.unanswered.indexOf(batch), 1);
       this.flush();
-      if (!this.sending) this.settleDrained();
+      this.settleDrained();
     });
   }
 
   /** Resolves once every event reported so far has been sent (or given up on). */
   drained() {
-    if (!this.sending && this.lines.length === 0) return Promise.resolve();
+    if (this.unanswered.length === 0 && this.lines.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
   settleDrained() {
-    if (this.lines.length > 0) return; // still waiting for their flush
+    if (this.unanswered.length > 0 || this.lines.length > 0) return;
     for (const resolve of this.drainWaiters.splice(0)) resolve();
   }
 
-  async send(body) {
+  /** Posts `body`; resolves whether it was delivered. A failure is reported unless a later
+   * batch delivered these lines (`batch.covered`). */
+  async send(body, batch) {
     try {
       await withRetry(
         () => {
@@ -134,9 +135,11 @@ export class Backchannel {
           beforeRetry: (err) => (err.status === 401 ? this.onUnauthorized() : undefined),
         },
       );
+      return true;
     } catch (err) {
       if (Array.isArray(err.body?.refused)) this.onRefused(err.body.refused);
-      else this.onDropped(err);
+      else if (!batch.covered) this.onDropped(err);
+      return false;
     }
   }
 }

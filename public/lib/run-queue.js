@@ -5,9 +5,9 @@
 // what the run left in /out) and file tools (file-tools.js, on the workspace itself). Every step
 // is reported over the backchannel and in the console. A capsule that fails a check is refused
 // and never runs. The server holds a lease on this tab for each run: it is acknowledged at
-// once (the acknowledgement is batched, backchannel.js) and renewed every LEASE_RENEW_MS until
-// the run ends, so a closed tab is noticed quickly. Once idle, with the results delivered, the
-// sandbox is told to load the standby workers runs took (RunnerHost.refill).
+// once and renewed every LEASE_RENEW_MS until the run ends, so a closed tab is noticed quickly.
+// Once idle, with the results delivered, the sandbox is told to load the standby workers runs
+// took (RunnerHost.refill).
 
 import { loadCapsule } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";

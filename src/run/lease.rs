@@ -1,6 +1,6 @@
 //! Whether the tab running a run is still there. A closed tab's SSE stream is not reliably
 //! noticed by the runtime (a client disconnect does not always cancel a response stream), so
-//! the executor holds a lease instead: it acknowledges a capsule within 200 ms and reports at least
+//! the executor holds a lease instead: it acknowledges a capsule at once and reports at least
 //! every couple of seconds while the run lasts. Silence ends the lease.
 
 /// How long a tab has to acknowledge a capsule before it is taken for dead. Longer than the
