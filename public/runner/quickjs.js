@@ -1,7 +1,8 @@
 // Runs JS capsules in QuickJS (quickjs-emscripten, release-sync variant). The sandbox frame
 // compiles the wasm once and hands every runner worker the compiled module; a worker serves one
 // run, on a fresh instance whose wasm heap is capped at the run's memMb (made while the worker
-// waits as a standby, for the default cap). The entry is evaluated
+// waits as a standby, for the default cap, with its runtime and context made and the prelude
+// compiled, so a run starts by calling it). The entry is evaluated
 // as an ES module (top-level await, relative imports between the capsule's files); promise jobs
 // and timers are driven until the program has nothing left to do, like Node's event loop.
 // Guest code lives inside the QuickJS interpreter and reaches the worker only through the host
@@ -35,11 +36,13 @@ export const quickJsEngine = {
     const wasmModule = modules[WASM_FILE];
     if (!wasmModule) throw new Error(`QuickJS needs ${WASM_FILE}`);
     const standby = await instantiate(wasmModule, STANDBY_CAP_MIB);
+    const ready = freshContext(standby.module);
     return {
       async run(job, sink, relay) {
         const capMiB = heapCap(job.limits.memMb);
-        const { module, memory } = capMiB === standby.capMiB ? standby : await instantiate(wasmModule, capMiB);
-        const outcome = await new QuickJsRun(module, job, sink, relay).result;
+        const own = capMiB === standby.capMiB ? null : await instantiate(wasmModule, capMiB);
+        const { memory } = own ?? standby;
+        const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay).result;
         return { ...outcome, memPeakMb: memory.buffer.byteLength / MiB };
       },
     };
@@ -57,8 +60,17 @@ async function instantiate(wasmModule, capMiB) {
   return { module, memory, capMiB };
 }
 
+/** A runtime and context no guest has touched, with the prelude compiled but not yet called. */
+function freshContext(module) {
+  const runtime = module.newRuntime();
+  const context = runtime.newContext();
+  const prelude = context.unwrapResult(context.evalCode(`(${guestPrelude})`, "relay:prelude.js"));
+  return { runtime, context, prelude };
+}
+
 class QuickJsRun {
-  constructor(module, job, sink, relay) {
+  /** @param fresh freshContext()'s: this run's own runtime, context and compiled prelude */
+  constructor({ runtime, context, prelude }, job, sink, relay) {
     this.job = job;
     this.sink = sink;
     this.relay = relay;
@@ -75,7 +87,9 @@ class QuickJsRun {
       this.reject = reject;
     });
 
-    this.runtime = module.newRuntime();
+    this.runtime = runtime;
+    this.context = context;
+    this.prelude = prelude; // called (and dropped) by installPrelude
     // QuickJS's own accounting stops most runaway allocations with a clean "out of memory"
     // error; the capped wasm memory (instantiate) is the backstop.
     this.runtime.setMemoryLimit(job.limits.memMb * MiB);
@@ -85,7 +99,6 @@ class QuickJsRun {
       (name) => this.moduleSource(name),
       (base, requested) => resolveModule(base, requested, job.files),
     );
-    this.context = this.runtime.newContext();
     this.start();
   }
 
@@ -137,10 +150,10 @@ class QuickJsRun {
       if (ctx.typeof(body) !== "undefined") request.body = this.bytesOf(body);
       this.startFetch(request, callback.dup());
     });
-    const prelude = ctx.unwrapResult(ctx.evalCode(`(${guestPrelude})`, "relay:prelude.js"));
     const configHandle = ctx.newString(config);
-    const formatError = ctx.unwrapResult(ctx.callFunction(prelude, ctx.undefined, host, configHandle));
-    for (const handle of [prelude, configHandle, host]) handle.dispose();
+    const formatError = ctx.unwrapResult(ctx.callFunction(this.prelude, ctx.undefined, host, configHandle));
+    for (const handle of [this.prelude, configHandle, host]) handle.dispose();
+    this.prelude = null;
     return formatError;
   }
 
@@ -252,6 +265,7 @@ class QuickJsRun {
     this.fetches.clear();
     this.main?.dispose();
     this.formatError?.dispose();
+    this.prelude?.dispose();
     this.context.dispose();
     this.runtime.dispose();
     this.resolve({ exitCode: this.exitCode ?? exitCode });
