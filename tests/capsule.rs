@@ -9,9 +9,10 @@ use relay_core::capsule::jws::{KeySet, Signer};
 use relay_core::capsule::layer::{build_layer, check_path, read_layer, read_layer_with_limit};
 use relay_core::capsule::limits::{check_sizes, CODE_LAYER_MAX, DEPS_LAYER_MAX, TOTAL_MAX};
 use relay_core::capsule::manifest::{Language, PYODIDE_RUNTIME, QUICKJS_RUNTIME};
+use relay_core::capsule::memo::{MEMO_BYTES, MEMO_ENTRIES};
 use relay_core::capsule::{
-    build_capsule, canonical_json, capsule_hash, layer_entry, verify_layer, verify_manifest, CapsuleError, CapsuleSpec,
-    Deps,
+    build_capsule, canonical_json, capsule_hash, layer_entry, verify_layer, verify_manifest, CapsuleError, CapsuleMemo,
+    CapsuleSpec, Deps,
 };
 use relay_core::policy::Policy;
 use serde_json::{json, Value};
@@ -328,6 +329,66 @@ fn the_hash_is_sha256_of_the_signed_payload_and_manifest_json_is_canonical() {
     let document: Value = serde_json::from_slice(&capsule.manifest_json).unwrap();
     assert_eq!(canonical_json(&document).unwrap(), capsule.manifest_json);
     assert!(document["sig"].is_string());
+}
+
+// ---- the memo of built capsules --------------------------------------------------------------
+
+#[test]
+fn the_memo_gives_what_a_build_gives_for_every_input_and_key() {
+    let mut memo = CapsuleMemo::default();
+    let other_key = Signer::from_seed(&[8; 32]);
+    let mut env_changed = spec("print()");
+    env_changed.env.insert("A".into(), "changed".into());
+    let mut policy_changed = spec("print()");
+    policy_changed.policy.network.allowed_domains.push("example.com".into());
+    let inputs = [spec("print()"), spec("print(2)"), env_changed, policy_changed];
+    for round in 0..2 {
+        for input in &inputs {
+            for key in [&signer(), &other_key] {
+                let remembered = memo.build(input.clone(), key).unwrap();
+                assert_eq!(remembered, build_capsule(input.clone(), key).unwrap(), "round {round}");
+            }
+        }
+    }
+    assert_eq!(memo.len(), inputs.len() * 2, "each input and key built once, then remembered");
+}
+
+#[test]
+fn the_memo_forgets_the_least_recently_used_and_never_an_error() {
+    let mut memo = CapsuleMemo::default();
+    let first = memo.build(spec("first"), &signer()).unwrap();
+    for i in 0..MEMO_ENTRIES {
+        memo.build(spec(&format!("f({i})")), &signer()).unwrap();
+        memo.build(spec("first"), &signer()).unwrap(); // used again: never the oldest
+    }
+    assert_eq!(memo.len(), MEMO_ENTRIES);
+    assert_eq!(memo.build(spec("first"), &signer()).unwrap(), first);
+    assert_eq!(memo.len(), MEMO_ENTRIES);
+    let mut bad = spec("x");
+    bad.cwd = "relative".into();
+    assert!(memo.build(bad.clone(), &signer()).is_err());
+    assert!(memo.build(bad, &signer()).is_err());
+    assert_eq!(memo.len(), MEMO_ENTRIES);
+}
+
+#[test]
+fn the_memo_keeps_within_its_byte_budget() {
+    let mut memo = CapsuleMemo::default();
+    // Random-looking code (no repeats deflate can fold): with its zip, over a fourth of the
+    // budget each.
+    let big = |seed: u64| {
+        let mut x = seed;
+        (0..MEMO_BYTES / 6)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                char::from(b'a' + (x >> 59) as u8)
+            })
+            .collect::<String>()
+    };
+    for seed in 0..6 {
+        memo.build(spec(&big(seed)), &signer()).unwrap();
+    }
+    assert!((2..=3).contains(&memo.len()), "{} capsules of over a fourth of the budget kept", memo.len());
 }
 
 // ---- verification ---------------------------------------------------------------------------

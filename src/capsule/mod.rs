@@ -13,8 +13,10 @@ pub mod jws;
 pub mod layer;
 pub mod limits;
 pub mod manifest;
+pub mod memo;
 
 pub use build::{build_capsule, layer_entry, verify_layer, verify_manifest, Capsule, CapsuleSpec, Deps};
 pub use canonical::{canonical_json, capsule_hash};
 pub use error::CapsuleError;
 pub use manifest::{FsLayer, Language, Manifest};
+pub use memo::CapsuleMemo;

@@ -22,7 +22,7 @@ use futures::channel::{mpsc, oneshot};
 use futures::{future, FutureExt, Stream, StreamExt};
 use relay_core::audit;
 use relay_core::capsule::jws::Signer;
-use relay_core::capsule::{self, Capsule};
+use relay_core::capsule::Capsule;
 use relay_core::error::ErrorName;
 use relay_core::files::download_url;
 use relay_core::forward::Caller;
@@ -301,7 +301,8 @@ fn build(shared: &Shared, caller: &Caller, call: &ToolCall) -> Result<std::resul
         let key = request.key(spec.language, &caller.tenant.defaults.packages);
         return Ok(Ok(Job::Packaged(Box::new(Packaged { spec, request, key, signer }))));
     }
-    Ok(capsule::build_capsule(spec, &signer)
+    Ok(shared
+        .capsule(spec, &signer)
         .map(|capsule| Job::Capsule { capsule: Box::new(capsule), signer })
         .map_err(|e| tool_error(ErrorName::ValidationError, &e.to_string())))
 }

@@ -8,6 +8,8 @@ use crate::edge::{now_ms, sleep};
 use futures::channel::mpsc::UnboundedSender;
 use futures::{future, Stream, StreamExt};
 use relay_core::auth::QueueSettings;
+use relay_core::capsule::jws::Signer;
+use relay_core::capsule::{Capsule, CapsuleError, CapsuleMemo, CapsuleSpec};
 use relay_core::mcp::sse_frame;
 use relay_core::packages::PendingBuild;
 use relay_core::run::backchannel::EventBody;
@@ -67,6 +69,8 @@ pub struct Shared {
     kept_answers: RefCell<VecDeque<(String, Value)>>,
     /// Capsules this instance has stored in R2 (content-addressed: stored once is stored).
     stored: RefCell<HashSet<String>>,
+    /// Capsules this instance has built, by what they were built from.
+    capsules: RefCell<CapsuleMemo>,
     /// What each upstream MCP server's protocol era turned out to be, by name and URL.
     upstream_eras: RefCell<HashMap<String, Known>>,
     /// The `/mcps` tree last listed, and when.
@@ -89,6 +93,7 @@ impl Shared {
             runs: RefCell::default(),
             kept_answers: RefCell::default(),
             stored: RefCell::default(),
+            capsules: RefCell::default(),
             upstream_eras: RefCell::default(),
             mcps_tree: RefCell::default(),
             clients: RefCell::default(),
@@ -280,6 +285,12 @@ impl Shared {
     /// The run of an MCP request, if it is still in hand.
     pub fn run_of_request(&self, request_key: &str) -> Option<String> {
         self.runs.borrow().iter().find(|(_, io)| io.request_key == request_key).map(|(id, _)| id.clone())
+    }
+
+    /// The capsule of a run_js / run_py call: built before by this instance for the same spec
+    /// and key, or built now.
+    pub fn capsule(&self, spec: CapsuleSpec, signer: &Signer) -> std::result::Result<Capsule, CapsuleError> {
+        self.capsules.borrow_mut().build(spec, signer)
     }
 
     /// Whether this instance already stored `hash` in R2.
