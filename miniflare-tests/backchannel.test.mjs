@@ -25,6 +25,7 @@ let key;
 let token;
 let commands;
 let client;
+let tabId;
 
 before(async () => {
   ({ key } = await createTenant("backchannel"));
@@ -34,6 +35,7 @@ before(async () => {
   commands = sseEvents(events.body);
   const hello = (await commands.next()).value;
   assert.equal(hello.event, "hello");
+  tabId = hello.data.tabId;
   // Then the roster of the relay session's tabs: this one, which runs next.
   assert.deepEqual((await commands.next()).value, { event: "tabs", data: { count: 1, next: hello.data.tabId } });
   client = await connectClient(key, SESSION);
@@ -272,4 +274,39 @@ test("a legacy client that resumes after its run ended gets the run's answer, ou
   const { events } = parseSse(await resumed.text());
   const answer = events.find((e) => e.id === 43)?.result.structuredContent;
   assert.deepEqual([answer.exitCode, answer.stdout, answer.error], [0, "late reader\n", undefined]);
+});
+
+test("a tab's readiness report shows in relay://session, and a run sent while it loads is told why it waits", async () => {
+  const report = (runtimes, tab = tabId) =>
+    fetch(`${BASE}/session/${SESSION}/ready`, {
+      method: "POST",
+      headers: { ...bearer(token), "content-type": "application/json", "x-relay-tab": tab },
+      body: typeof runtimes === "string" ? runtimes : JSON.stringify({ runtimes }),
+    });
+  const executor = async () => JSON.parse((await client.readResource({ uri: "relay://session" })).contents[0].text).executor;
+
+  let res = await report('{"runtimes": {"quickjs@0.32": "warm"}}');
+  assert.equal(res.status, 400);
+  assert.match((await res.json()).error.message, /"loading" \| "ready" \| "failed"/);
+  res = await report({ "quickjs@0.32": "ready" }, "tab_not_attached");
+  assert.equal(res.status, 400);
+  assert.match((await res.json()).error.message, /x-relay-tab must name a tab attached/);
+
+  res = await report({ "quickjs@0.32": "loading" });
+  assert.equal(res.status, 204);
+  assert.deepEqual((await executor()).runtimes, { "quickjs@0.32": "loading" });
+  assert.equal((await executor()).warmingUp, true);
+
+  const progress = [];
+  const result = client.callTool({ name: "run_js", arguments: { code: "1" } }, undefined, {
+    onprogress: (p) => progress.push(p.message),
+  });
+  const { value } = await commands.next();
+  assert.equal(value.event, "capsule");
+  assert.equal((await post([exit(value.data.runId, 0)])).status, 200);
+  assert.equal((await result).structuredContent.exitCode, 0);
+  assert.equal(progress[0], "warming-up (the executor tab is still loading quickjs@0.32 after attaching; the run starts when it is ready)");
+
+  assert.equal((await report({ "quickjs@0.32": "ready" })).status, 204);
+  assert.equal((await executor()).warmingUp, false);
 });

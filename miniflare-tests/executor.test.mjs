@@ -104,6 +104,32 @@ describe("run_js", () => {
 });
 
 describe("run_py", () => {
+  test("a tab warming up says so: relay://session shows Pyodide loading, and a run sent meanwhile is told why it waits", async () => {
+    const c = await connectClient(key, "warming");
+    const tab = await openExecutor(browser, key, "warming"); // a fresh context: Pyodide loads cold
+    const executorView = async () => JSON.parse((await c.readResource({ uri: "relay://session" })).contents[0].text).executor;
+    try {
+      let seen = await executorView();
+      for (let i = 0; i < 400 && !seen.runtimes; i++) seen = await executorView();
+      const pyodide = Object.keys(seen.runtimes ?? {}).find((id) => id.startsWith("pyodide@"));
+      assert.equal(seen.runtimes?.[pyodide], "loading", `relay://session executor: ${JSON.stringify(seen)}`);
+      assert.equal(seen.warmingUp, true);
+      const progress = [];
+      const result = await c.callTool({ name: "run_py", arguments: { code: "print(1)" } }, undefined, {
+        onprogress: (p) => progress.push(p.message),
+      });
+      assert.equal(result.structuredContent.stdout, "1\n");
+      assert.ok(progress.some((m) => m?.startsWith(`warming-up (the executor tab is still loading ${pyodide}`)), JSON.stringify(progress));
+      await waitForLine(tab.lines, /^Runtimes ready/);
+      for (let i = 0; i < 100 && (seen = await executorView()).warmingUp; i++);
+      assert.equal(seen.warmingUp, false);
+      assert.deepEqual(new Set(Object.values(seen.runtimes)), new Set(["ready"]));
+    } finally {
+      await c.close();
+      await tab.context.close();
+    }
+  });
+
   test("Pyodide is loaded when the tab attaches, so not even the first run_py waits for it", async () => {
     const { lines } = attached.executor;
     await waitForLine(lines, /^Runtimes ready: quickjs@[\d.]+, pyodide@\d+/, 60_000);

@@ -84,7 +84,7 @@ describe("path parameters", () => {
   test("a relay session id in a path that breaks the session name rule is 400", async () => {
     // (A bare `..` or `%2e%2e` segment is resolved away by the URL parser before any route sees it.)
     for (const id of ["a".repeat(65), "a.b", "a%20b", "a%00", "caf%C3%A9"]) {
-      for (const [method, what] of [["GET", "events"], ["POST", "result"], ["POST", "refresh"]]) {
+      for (const [method, what] of [["GET", "events"], ["POST", "result"], ["POST", "refresh"], ["POST", "ready"]]) {
         const res = await fetch(`${BASE}/session/${id}/${what}`, { method, headers: { authorization: `Bearer ${token}` } });
         const message = await assertError(res, 400, "ValidationError", `${method} ${id} ${what}`);
         assert.match(message, /1 to 64 of A-Z a-z 0-9 - _/);
@@ -98,6 +98,7 @@ describe("body limits", () => {
     { path: "/mcp", limit: MIB, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" } },
     { path: "/session", limit: 4 * KIB, headers: { authorization: `Bearer ${key}` } },
     { path: `/session/${SESSION}/refresh`, limit: 4 * KIB, headers: { authorization: `Bearer ${token}` } },
+    { path: `/session/${SESSION}/ready`, limit: 4 * KIB, headers: { authorization: `Bearer ${token}` } },
     {
       path: `/session/${SESSION}/result`,
       limit: 4 * MIB,

@@ -48,6 +48,7 @@ async function main() {
   }
   const { key, session } = fragment;
   let client;
+  let readiness = null; // the runtimes' states, as told to the server
   const backchannel = new Backchannel(() => client.endpoint("result"), {
     onUnauthorized: () => client.renew(),
     onRefused: (refused) => stopUnwanted(queue, refused),
@@ -64,7 +65,11 @@ async function main() {
         case "hello":
           status.setState("connected");
           showPersonTools(client.key, session);
-          warmRuntimes();
+          warmRuntimes((states) => {
+            readiness = states;
+            client.reportReadiness(readiness);
+          });
+          if (readiness) client.reportReadiness(readiness); // a new tab id after a reconnect
           status.log(`Connected to server (session: ${client.sessionId})`);
           status.log("Ready. Waiting for execution requests...");
           mcps.sync();
@@ -227,9 +232,9 @@ function showClients(key, session) {
 }
 
 /** Loads the runtimes as soon as the tab is attached, once, so that not even the first
- * run_py waits for Pyodide to boot. */
-function warmRuntimes() {
-  warmRuntimes.started ??= runner.warm().then(
+ * run_py waits for Pyodide to boot; `onProgress` hears each runtime's state (RunnerHost.warm). */
+function warmRuntimes(onProgress) {
+  warmRuntimes.started ??= runner.warm(onProgress).then(
     (ids) => status.log(`Runtimes ready: ${ids.join(", ")}`),
     (err) => status.error(`could not load the runtimes ahead of the first run (${err.message}); they load on first use`),
   );

@@ -12,6 +12,7 @@ use relay_core::mcp::{
     handle, Context, Era, HttpRequest, HttpResponse, LogLevel, Outcome, RelayView, SessionStatus, SessionStore, Tool,
     ToolCall,
 };
+use relay_core::run::readiness::Readiness;
 use serde_json::{json, Value};
 
 pub const PAGE_URL: &str = "https://relay.example/?session=default";
@@ -94,6 +95,9 @@ pub fn cx() -> Context<'static> {
             queue_depth: 3,
             recent_runs: json!([{ "runId": "r_1", "exitCode": 0 }]),
             clients: json!([{ "name": "seen-before", "version": "1", "lastSeenMs": 1 }]),
+            next_tab: Some(
+                Readiness::parse(br#"{"runtimes": {"quickjs@0.32": "ready", "pyodide@314": "loading"}}"#).unwrap(),
+            ),
         },
         audit_records: &audit_records,
         page_url: PAGE_URL.into(),

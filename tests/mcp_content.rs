@@ -120,7 +120,10 @@ fn the_session_resource_describes_the_relay_session() {
         status,
         json!({
             "session": "default",
-            "executor": {"attached": true, "tabs": 2, "tabIds": ["tab-a", "tab-b"], "pageUrl": PAGE_URL},
+            "executor": {
+                "attached": true, "tabs": 2, "tabIds": ["tab-a", "tab-b"], "pageUrl": PAGE_URL,
+                "warmingUp": true, "runtimes": {"pyodide@314": "loading", "quickjs@0.32": "ready"},
+            },
             "queueDepth": 3,
             "recentRuns": [{"runId": "r_1", "exitCode": 0}],
             "clients": [{"name": "seen-before", "version": "1", "lastSeenMs": 1}],

@@ -52,6 +52,7 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Post, ["session", id, "result"]) => session::forward(req, env, id, "result", who).await,
         (Method::Get, ["session", id, "mcps"]) => session::forward(req, env, id, "mcps", who).await,
         (Method::Post, ["session", id, "detach"]) => session::forward(req, env, id, "detach", who).await,
+        (Method::Post, ["session", id, "ready"]) => session::forward(req, env, id, "ready", who).await,
         (Method::Post, ["capsules"]) => capsules::create(req, env).await,
         (Method::Post, ["capsules", "verify"]) => capsules::verify(req, env).await,
         (Method::Get | Method::Head, ["capsules", hash, file]) => capsules::fetch(&req, env, hash, file).await,

@@ -60,11 +60,25 @@ export class RunnerHost {
   /**
    * Loads every runtime into the sandbox ahead of its first run (Pyodide takes seconds cold),
    * one after another so the first is ready soonest; a run that needs one meanwhile waits for
-   * the same load. Resolves with the ids loaded.
+   * the same load. `onProgress({id: "loading" | "ready" | "failed"})` hears each change.
+   * Resolves with the ids loaded; rejects with the first failure once all were tried.
    */
-  async warm() {
+  async warm(onProgress = () => {}) {
     const ids = await runtimeIds();
-    for (const id of ids) await this.sandbox.prepare(id);
+    const states = Object.fromEntries(ids.map((id) => [id, "loading"]));
+    onProgress({ ...states });
+    let failure = null;
+    for (const id of ids) {
+      try {
+        await this.sandbox.prepare(id);
+        states[id] = "ready";
+      } catch (err) {
+        states[id] = "failed";
+        failure ??= err;
+      }
+      onProgress({ ...states });
+    }
+    if (failure) throw failure;
     return ids;
   }
 

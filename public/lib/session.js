@@ -48,6 +48,18 @@ export class SessionClient {
     fetch(url, { method: "POST", headers, keepalive: true }).catch(() => {});
   }
 
+  /**
+   * Tells the server what this tab's runtimes are doing (`{id: "loading" | "ready" |
+   * "failed"}`), so the relay session can show it and tell a run why it waits. Best effort: a
+   * lost report only costs that note.
+   */
+  reportReadiness(runtimes) {
+    if (!this.grant || !this.tabId) return;
+    const { url, headers } = this.endpoint("ready");
+    const init = { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ runtimes }) };
+    fetch(url, init).catch(() => {});
+  }
+
   stop() {
     this.stopped = true;
     this.events?.abort();
@@ -59,7 +71,7 @@ export class SessionClient {
   }
 
   /**
-   * Where `action` (events, result, refresh) is, and the headers that prove this tab (results
+   * Where `action` (events, result, ready, refresh, detach) is, and the headers that prove this tab (results
    * also name it: the server takes a run's events only from the tab it gave the run to).
    */
   endpoint(action) {

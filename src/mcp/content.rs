@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::context::{Context, RelayView};
 use crate::error::ErrorName;
+use crate::run::readiness::Readiness;
 
 pub const SERVER_NAME: &str = "relay-edge";
 pub const PROMPT_NAME: &str = "use-relay";
@@ -161,6 +162,10 @@ pub fn session_json(relay: &RelayView, page_url: &str) -> Value {
             "tabs": relay.tab_ids.len(),
             "tabIds": relay.tab_ids,
             "pageUrl": page_url,
+            // The tab that runs next: still loading a runtime (a run waits for it), and each
+            // runtime's state; null until it reports.
+            "warmingUp": relay.next_tab.as_ref().is_some_and(Readiness::warming_up),
+            "runtimes": relay.next_tab.as_ref().map(|r| &r.runtimes),
         },
         "queueDepth": relay.queue_depth,
         "recentRuns": relay.recent_runs,

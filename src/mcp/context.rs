@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::tasks::TaskRecord;
 use crate::audit::AuditRecord;
+use crate::run::readiness::Readiness;
 
 /// The relay session as the `relay://session` resource and the prompt describe it.
 #[derive(Debug, Clone, Default)]
@@ -19,6 +20,8 @@ pub struct RelayView {
     pub recent_runs: Value,
     /// MCP clients seen recently, newest first: `[{name, version, lastSeenMs}]`.
     pub clients: Value,
+    /// What the tab that runs next said of its runtimes, if it has reported yet.
+    pub next_tab: Option<Readiness>,
 }
 
 /// What `handle` needs from its caller besides the request.

@@ -2,12 +2,13 @@
 //! the tab on the relay session's workspace. `session` is the pure state machine the Session
 //! DO drives: every decision about a relay session's runs. Its parts: the tool arguments turned
 //! into a capsule spec (`args`), the FIFO queue (`queue`), the executor's NDJSON backchannel
-//! applied to a run's log (`backchannel`), and the lease that tells a silent tab from a busy
-//! one (`lease`).
+//! applied to a run's log (`backchannel`), the lease that tells a silent tab from a busy
+//! one (`lease`), and what a tab says of its runtimes while it warms up (`readiness`).
 
 pub mod args;
 pub mod backchannel;
 pub mod file_op;
 pub mod lease;
 pub mod queue;
+pub mod readiness;
 pub mod session;

@@ -22,6 +22,8 @@ const REFRESH_BODY_MAX: usize = 4 * 1024;
 /// Body limit of `POST /session/:id/result`: one NDJSON batch (the page sends one as soon as it
 /// passes 64 KiB).
 const RESULT_BODY_MAX: usize = 4 * 1024 * 1024;
+/// Body limit of `POST /session/:id/ready`: a few runtimes' states.
+const READY_BODY_MAX: usize = 4 * 1024;
 
 /// `POST /session` with the tenant's key and `{"session": NAME}` (default `default`).
 pub async fn attach(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
@@ -84,18 +86,24 @@ fn check_token(req: &Request, env: &Env, session: &str) -> Result<std::result::R
         .map_err(|e| error(401, "Unauthorized", e.to_string())))
 }
 
-/// `GET /session/:id/events` and `POST /session/:id/result`, forwarded to the session's DO.
+/// `GET /session/:id/events`, `POST /session/:id/result` (and `ready`, `detach`), forwarded to
+/// the session's DO.
 pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str, who: &Who) -> Result<Response> {
     let claims = match check_token(&req, env, session)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
-    let body = match what {
-        "result" => match read_capped(&mut req, RESULT_BODY_MAX).await? {
+    let cap = match what {
+        "result" => Some(RESULT_BODY_MAX),
+        "ready" => Some(READY_BODY_MAX),
+        _ => None,
+    };
+    let body = match cap {
+        Some(cap) => match read_capped(&mut req, cap).await? {
             Ok(body) => Some(body),
             Err(too_large) => return Ok(too_large),
         },
-        _ => None,
+        None => None,
     };
     who.is(&claims.sub, session);
     let tenant = by_id(env, &claims.sub).await?;

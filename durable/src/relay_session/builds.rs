@@ -173,7 +173,8 @@ pub async fn finalize(shared: &Shared, mut req: Request, caller: &Caller) -> Res
     shared.end_build(&run);
     store::audit_capsule(&shared.storage.sql(), &run, &capsule.hash);
     let mut command = capsule_command(&signer, caller, &run, &capsule);
-    shared.set_command(&run, mcp::sse_frame("capsule", &command, None).into_bytes());
+    let frame = mcp::sse_frame("capsule", &command, None).into_bytes();
+    shared.set_command(&run, frame, Some(&capsule.manifest.runtime.id));
     command["capsuleUrl"] = command["manifestUrl"].clone();
     Ok(json(200, &command))
 }

@@ -80,7 +80,10 @@ fn task(shared: &Shared, task_id: &str) -> Option<TaskRecord> {
 /// What `relay://session` shows: tabs, queue, recent runs.
 fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
     let (tab_ids, queue_depth) = shared.view();
+    // The newest tab gets the next run.
+    let next_tab = tab_ids.last().and_then(|tab| shared.readiness(tab));
     RelayView {
+        next_tab,
         session: caller.session.clone(),
         tab_ids,
         queue_depth,

@@ -44,6 +44,7 @@ impl DurableObject for SessionDO {
             "/events" => tabs::attach(shared, &caller),
             "/result" => tabs::result(shared, req).await,
             "/detach" => tabs::detach(shared, &req),
+            "/ready" => tabs::ready(shared, req).await,
             "/mcps-rpc" => upstreams::call(shared, req, &caller).await,
             "/mcps" => upstreams::tree(shared, &caller).await,
             "/build/presign" => builds::presign(&shared, req, &caller).await,

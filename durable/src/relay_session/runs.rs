@@ -108,6 +108,15 @@ enum Job {
 }
 
 impl Job {
+    /// The runtime the run needs in the tab (none for a file tool).
+    fn runtime(&self) -> Option<&str> {
+        match self {
+            Job::Capsule { capsule, .. } => Some(&capsule.manifest.runtime.id),
+            Job::Packaged(job) => Some(job.spec.language.runtime_id()),
+            Job::File(_) => None,
+        }
+    }
+
     /// What the audit names the run by: its capsule, or the file tool.
     fn audit_name(&self) -> String {
         match self {
@@ -362,7 +371,7 @@ async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, job: &Job) {
         Ok(event) => event,
         Err(why) => return preparing.fail(why),
     };
-    shared.set_command(run, event);
+    shared.set_command(run, event, job.runtime());
     preparing.done = true;
     shared.feed(Input::Ready { run: run.to_owned() });
 }

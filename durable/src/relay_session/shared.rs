@@ -13,6 +13,7 @@ use relay_core::capsule::{Capsule, CapsuleError, CapsuleMemo, CapsuleSpec};
 use relay_core::mcp::sse_frame;
 use relay_core::packages::PendingBuild;
 use relay_core::run::backchannel::EventBody;
+use relay_core::run::readiness::Readiness;
 use relay_core::run::session::{Command, Input, Outcome, Output, Session};
 use relay_core::upstream::client::Known;
 use serde_json::{json, Value};
@@ -53,6 +54,8 @@ struct RunIo {
     delivery: Box<dyn Delivery>,
     /// The command for a tab (`capsule` or `file`), once the run is prepared.
     command: Option<Vec<u8>>,
+    /// The runtime a capsule runs on (none for a file tool).
+    runtime: Option<String>,
     /// Identifies the MCP request, for `notifications/cancelled`.
     request_key: String,
 }
@@ -64,6 +67,8 @@ pub struct Shared {
     pub storage: Storage,
     machine: RefCell<Option<Session>>,
     tabs: RefCell<HashMap<String, Frames>>,
+    /// What each tab last said of its runtimes.
+    readiness: RefCell<HashMap<String, Readiness>>,
     runs: RefCell<HashMap<String, RunIo>>,
     /// Run -> its answer, for legacy calls whose client may resume (oldest first).
     kept_answers: RefCell<VecDeque<(String, Value)>>,
@@ -90,6 +95,7 @@ impl Shared {
             storage,
             machine: RefCell::default(),
             tabs: RefCell::default(),
+            readiness: RefCell::default(),
             runs: RefCell::default(),
             kept_answers: RefCell::default(),
             stored: RefCell::default(),
@@ -149,11 +155,11 @@ impl Shared {
                     Output::Send { tab, command } => {
                         if !self.write(&tab, self.command_frame(&command)) {
                             inputs.push_back(Input::TabGone { tab });
+                        } else if let Command::Capsule { run } = &command {
+                            self.note_warming_up(&tab, run);
                         }
                     }
-                    Output::DropTab { tab } => {
-                        self.tabs.borrow_mut().remove(&tab);
-                    }
+                    Output::DropTab { tab } => self.drop_tab(&tab),
                     Output::Forward { run, body } => {
                         if let EventBody::Denied { what, target, reason } = &body {
                             store::audit_denial(&self.storage.sql(), &run, [what, target, reason], now_ms());
@@ -223,6 +229,7 @@ impl Shared {
     /// Forgets a tab's stream (it said it is going away).
     pub fn drop_tab(&self, tab: &str) {
         self.tabs.borrow_mut().remove(tab);
+        self.readiness.borrow_mut().remove(tab);
     }
 
     pub fn has_tab(&self, tab: &str) -> bool {
@@ -248,9 +255,32 @@ impl Shared {
         }
     }
 
+    /// Keeps what an attached tab said of its runtimes.
+    pub fn set_readiness(&self, tab: &str, readiness: Readiness) {
+        if self.has_tab(tab) {
+            self.readiness.borrow_mut().insert(tab.to_owned(), readiness);
+        }
+    }
+
+    /// What `tab` last said of its runtimes.
+    pub fn readiness(&self, tab: &str) -> Option<Readiness> {
+        self.readiness.borrow().get(tab).cloned()
+    }
+
+    /// A run just sent to `tab` whose runtime the tab is still loading is told why it waits.
+    fn note_warming_up(&self, tab: &str, run: &str) {
+        let mut runs = self.runs.borrow_mut();
+        let Some(io) = runs.get_mut(run) else { return };
+        let note = io.runtime.as_deref().and_then(|id| self.readiness.borrow().get(tab)?.wait_note(id));
+        if let Some(note) = note {
+            let body = EventBody::Progress { phase: "warming-up".into(), runtime_id: None, detail: Some(note) };
+            io.delivery.forward(&body);
+        }
+    }
+
     /// Registers how a run's results are delivered, before the run is admitted.
     pub fn add_run(&self, run: &str, delivery: Box<dyn Delivery>, request_key: String) {
-        self.runs.borrow_mut().insert(run.to_owned(), RunIo { delivery, command: None, request_key });
+        self.runs.borrow_mut().insert(run.to_owned(), RunIo { delivery, command: None, runtime: None, request_key });
     }
 
     /// Forgets a run the machine refused.
@@ -276,9 +306,11 @@ impl Shared {
     }
 
     /// The command for the run's tab, set once the run is prepared.
-    pub fn set_command(&self, run: &str, frame: Vec<u8>) {
+    /// The run's command for a tab, and the runtime it runs on, if any.
+    pub fn set_command(&self, run: &str, frame: Vec<u8>, runtime: Option<&str>) {
         if let Some(io) = self.runs.borrow_mut().get_mut(run) {
             io.command = Some(frame);
+            io.runtime = runtime.map(str::to_owned);
         }
     }
 

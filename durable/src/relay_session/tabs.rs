@@ -9,6 +9,7 @@ use relay_core::error::ErrorName;
 use relay_core::forward::Caller;
 use relay_core::mcp::sse_frame;
 use relay_core::run::backchannel::parse_batch;
+use relay_core::run::readiness::Readiness;
 use relay_core::run::session::{Input, Output};
 use serde_json::json;
 use std::rc::Rc;
@@ -40,6 +41,21 @@ pub fn detach(shared: Rc<Shared>, req: &Request) -> Result<Response> {
         shared.drop_tab(&tab);
         shared.feed(Input::TabGone { tab });
     }
+    Ok(Response::empty()?.with_status(204))
+}
+
+/// `POST /session/:id/ready`: what the tab named in `x-relay-tab` says of its runtimes
+/// (`run::readiness`), shown in `relay://session` and told to a run that waits for one.
+pub async fn ready(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
+    let readiness = match Readiness::parse(&req.bytes().await?) {
+        Ok(readiness) => readiness,
+        Err(why) => return Ok(named(ErrorName::ValidationError, why)),
+    };
+    let Some(tab) = req.headers().get(TAB_HEADER)?.filter(|tab| shared.has_tab(tab)) else {
+        let message = format!("{TAB_HEADER} must name a tab attached to this relay session (the tabId of its hello)");
+        return Ok(named(ErrorName::ValidationError, message));
+    };
+    shared.set_readiness(&tab, readiness);
     Ok(Response::empty()?.with_status(204))
 }
 
