@@ -3,6 +3,7 @@
 // a Web Worker, and the output streams back to the client. One browser serves every test.
 
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { attachedExecutor } from "./lib/attached.mjs";
@@ -71,6 +72,19 @@ describe("run_js", () => {
     assert.ok(progress.every((p, i) => i === 0 || p.progress > progress[i - 1].progress), "progress only grows");
   });
 
+  test("new code runs without a request for its capsule: its files come inline with the announcement", async () => {
+    const fetches = [];
+    const onRequest = (request) => request.url().includes("/capsules/") && fetches.push(request.url());
+    executor.page.on("request", onRequest);
+    try {
+      const result = await runJs(`console.log("new code", ${Date.now()})`);
+      assert.match(result.structuredContent.stdout, /^new code \d+\n$/);
+    } finally {
+      executor.page.off("request", onRequest);
+    }
+    assert.deepEqual(fetches, []);
+  });
+
   test("a run's exit does not wait for its acknowledgement to be answered", async () => {
     // The acknowledgement goes alone (the run takes longer than a batch waits), and reaches the
     // server 1.5 s late, after the exit's batch: that batch carries the acknowledgement again,
@@ -95,7 +109,8 @@ describe("run_js", () => {
       await executor.page.unroute("**/result", delayAck);
     }
     const phases = batches.map((batch) => batch.trim().split("\n").map((line) => JSON.parse(line).phase ?? JSON.parse(line).type));
-    assert.deepEqual(phases[0], ["received"]);
+    assert.equal(phases[0][0], "received");
+    assert.ok(!phases[0].includes("exit"), `batches: ${JSON.stringify(phases)}`);
     assert.deepEqual(phases.at(-1).slice(0, 1), ["received"], `batches: ${JSON.stringify(phases)}`);
     assert.ok(phases.at(-1).includes("exit"));
     const complaints = executor.lines.slice(seen).filter((line) => /refused|lost/.test(line));
@@ -209,11 +224,17 @@ describe("capsule integrity", () => {
     }
   }
 
+  // Capsule files too big to travel inline in the announcement, so the page fetches them: a
+  // manifest with a large stdin; code made large with a random comment, so its zip is too.
+  // (runner.test.mjs checks inline files against the same tampering.)
+  const bigStdin = () => ({ stdin: randomBytes(72 * 1024).toString("base64") });
+  const bigCode = (code) => `${code}\n// ${randomBytes(96 * 1024).toString("base64")}`;
+
   test("a manifest whose signed content was changed is refused by the page", async () => {
     const result = await withTampering(
       "**/capsules/*/capsule.json*",
       (body) => Buffer.from(body.toString().replace('"timeoutMs":60000', '"timeoutMs":60001')),
-      () => runJs("console.log('tampered manifest')"),
+      () => runJs("console.log('tampered manifest')", bigStdin()),
     );
     assert.equal(result.isError, true);
     assert.equal(result.structuredContent.error.name, "ValidationError");
@@ -226,7 +247,7 @@ describe("capsule integrity", () => {
     const result = await withTampering(
       "**/capsules/*/fs.code.zip*",
       (body) => Buffer.concat([body, Buffer.from([0])]),
-      () => runJs("console.log('tampered layer ' + 1)"),
+      () => runJs(bigCode("console.log('tampered layer ' + 1)")),
     );
     assert.equal(result.isError, true);
     assert.equal(result.structuredContent.error.name, "ValidationError");

@@ -5,7 +5,7 @@
 // Run: node --test miniflare-tests/runner.test.mjs
 
 import assert from "node:assert/strict";
-import { generateKeyPairSync, sign } from "node:crypto";
+import { createHash, generateKeyPairSync, sign } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { crc32, deflateRawSync } from "node:zlib";
@@ -307,6 +307,52 @@ describe("capsule manifest signatures", () => {
     assert.match(await verify(withFloat), /^ValidationError: manifest has no canonical form/);
     const withHugeInteger = signWith(privateKey, { ...unsigned, fsLayers: [{ ...unsigned.fsLayers[0], size: 2 ** 53 }] });
     assert.match(await verify(withHugeInteger), /^ValidationError: manifest has no canonical form: .* at \/fsLayers\/0\/size/);
+  });
+});
+
+describe("a capsule's files inline in its announcement", () => {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const keySet = { keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k1", alg: "EdDSA" }] };
+  const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
+
+  /** A signed capsule of `code`, announced with its manifest and layer inline. */
+  function announce(code) {
+    const zip = makeZip([{ name: "entry.js", data: code, deflate: true }]);
+    const unsigned = {
+      version: "1",
+      language: "js",
+      runtime: { id: "quickjs@0.32" },
+      entry: { path: "/entry.js", argv: [], env: {}, cwd: "/" },
+      fsLayers: [{ id: "code", sha256: sha256(zip), path: "fs.code.zip", size: zip.length }],
+      policy: { limits: { timeoutMs: 60000, memMb: 256, stdoutBytes: 1048576 } },
+    };
+    const encode = (bytes) => Buffer.from(bytes).toString("base64url");
+    const signingInput = `${encode(JSON.stringify({ alg: "EdDSA", kid: "k1", typ: "relay-capsule+jws" }))}.${encode(canonical(unsigned))}`;
+    const manifest = { ...unsigned, sig: `${signingInput}.${encode(sign(null, Buffer.from(signingInput), privateKey))}` };
+    const hash = sha256(canonical(unsigned));
+    // The static server has no /capsules: anything not taken from `inline` fails to fetch.
+    const inline = { manifest: JSON.stringify(manifest), layers: { "fs.code.zip": zip.toString("base64") } };
+    return { runId: "r_inline", hash, language: "js", manifestUrl: `/capsules/${hash}/capsule.json`, token: "t", inline };
+  }
+  const load = (announced) => page.evaluate(([a, k]) => window.relayTest.loadCapsule(a, k), [announced, keySet]);
+
+  test("a genuine one loads without a request", async () => {
+    assert.deepEqual(await load(announce("console.log('inline')")), { files: { "entry.js": "console.log('inline')" } });
+  });
+
+  test("a changed manifest or layer is refused as a fetched one would be", async () => {
+    const changed = announce("console.log('changed manifest')");
+    changed.inline.manifest = changed.inline.manifest.replace('"timeoutMs":60000', '"timeoutMs":60001');
+    assert.match(await load(changed), /^ValidationError: JWS payload differs/);
+    const extended = announce("console.log('extended layer')");
+    const bytes = Buffer.from(extended.inline.layers["fs.code.zip"], "base64");
+    extended.inline.layers["fs.code.zip"] = Buffer.concat([bytes, Buffer.from([0])]).toString("base64");
+    assert.match(await load(extended), /^ValidationError: layer code is \d+ bytes, the manifest says/);
+    const flipped = announce("console.log('flipped layer')");
+    const other = Buffer.from(flipped.inline.layers["fs.code.zip"], "base64");
+    other[other.length - 30] ^= 1;
+    flipped.inline.layers["fs.code.zip"] = other.toString("base64");
+    assert.match(await load(flipped), /^ValidationError: layer code has sha256 [0-9a-f]{64}, the manifest says/);
   });
 });
 

@@ -3,6 +3,7 @@
 // window.relayTest, taking and returning plain data that Playwright can pass across.
 
 import { fromBase64 } from "./lib/bytes.js";
+import { loadCapsule } from "./lib/capsule.js";
 import { canonicalJson } from "./lib/canonical-json.js";
 import { KeyRing, verifyManifestSignature } from "./lib/jws.js";
 import { RunnerHost } from "./lib/runner-host.js";
@@ -85,6 +86,16 @@ window.relayTest = {
   },
 
   canonicalJson,
+
+  /** A capsule announcement loaded and checked as the executor does: {files: {path: text}} or the error. */
+  async loadCapsule(announced, keySet) {
+    try {
+      const { files } = await loadCapsule(announced, new KeyRing(async () => keySet));
+      return { files: Object.fromEntries(Object.entries(files).map(([path, bytes]) => [path, new TextDecoder().decode(bytes)])) };
+    } catch (err) {
+      return `${err.name}: ${err.message}`;
+    }
+  },
 
   /**
    * JSON text the way the page takes capsule.json (JSON.parse, no reviver, then canonicalJson):

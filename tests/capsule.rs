@@ -11,8 +11,8 @@ use relay_core::capsule::limits::{check_sizes, CODE_LAYER_MAX, DEPS_LAYER_MAX, T
 use relay_core::capsule::manifest::{Language, PYODIDE_RUNTIME, QUICKJS_RUNTIME};
 use relay_core::capsule::memo::{MEMO_BYTES, MEMO_ENTRIES};
 use relay_core::capsule::{
-    build_capsule, canonical_json, capsule_hash, layer_entry, verify_layer, verify_manifest, CapsuleError, CapsuleMemo,
-    CapsuleSpec, Deps,
+    build_capsule, canonical_json, capsule_hash, inline_files, layer_entry, verify_layer, verify_manifest,
+    CapsuleError, CapsuleMemo, CapsuleSpec, Deps, INLINE_MAX,
 };
 use relay_core::policy::Policy;
 use serde_json::{json, Value};
@@ -329,6 +329,36 @@ fn the_hash_is_sha256_of_the_signed_payload_and_manifest_json_is_canonical() {
     let document: Value = serde_json::from_slice(&capsule.manifest_json).unwrap();
     assert_eq!(canonical_json(&document).unwrap(), capsule.manifest_json);
     assert!(document["sig"].is_string());
+}
+
+// ---- files inline in the capsule command -----------------------------------------------------
+
+#[test]
+fn a_small_capsule_travels_whole_in_its_command() {
+    use base64::{engine::general_purpose::STANDARD, Engine};
+    let capsule = build_capsule(spec("console.log('inline')"), &signer()).unwrap();
+    let inline = inline_files(&capsule).unwrap();
+    assert_eq!(inline["manifest"].as_str().unwrap().as_bytes(), capsule.manifest_json.as_slice());
+    let (layer, zip) = &capsule.layers[0];
+    assert_eq!(STANDARD.decode(inline["layers"][&layer.path].as_str().unwrap()).unwrap(), *zip);
+    assert_eq!(inline["layers"].as_object().unwrap().len(), 1);
+}
+
+#[test]
+fn layers_past_the_inline_budget_are_left_to_fetch() {
+    // Random-looking code: its zip is about as big as the code.
+    let mut x: u64 = 1;
+    let code: String = (0..2 * INLINE_MAX)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            char::from(b'a' + (x >> 59) as u8)
+        })
+        .collect();
+    let capsule = build_capsule(spec(&code), &signer()).unwrap();
+    assert!(capsule.layers[0].1.len() > INLINE_MAX);
+    let inline = inline_files(&capsule).unwrap();
+    assert_eq!(inline["manifest"].as_str().unwrap().as_bytes(), capsule.manifest_json.as_slice());
+    assert!(inline["layers"].as_object().unwrap().is_empty(), "the code layer is fetched");
 }
 
 // ---- the memo of built capsules --------------------------------------------------------------

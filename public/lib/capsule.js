@@ -1,6 +1,8 @@
 // Fetches a capsule the server announced and checks it before anything runs: the manifest's
 // signature (jws.js) and shape, each layer's size and sha256; then unzips the layers into the
-// file map the runner takes. Layers are content-addressed, so verified ones are kept in the
+// file map the runner takes. A small capsule's files come inline in its announcement (the
+// manifest as text, layers as base64: one round trip fewer each, for every new capsule) and are
+// checked exactly as fetched ones are. Layers are content-addressed, so verified ones are kept in the
 // Cache API (keyed by sha256) and identical code or deps are not downloaded again; the last few
 // are also kept unzipped in memory, so a repeated call runs without reading, hashing or
 // inflating its layers again (memory the page alone writes needs no second check). A manifest
@@ -8,7 +10,7 @@
 // scripts/build-assets.mjs), not a copy of them.
 
 import DEFAULT_LIMITS from "relay-default-limits";
-import { sha256Hex } from "./bytes.js";
+import { fromBase64, sha256Hex } from "./bytes.js";
 import { canonicalJson } from "./canonical-json.js";
 import { checkedBytes } from "./checked-cache.js";
 import { ValidationError } from "./errors.js";
@@ -28,8 +30,9 @@ const unzippedLayers = new Map(); // sha256 -> {files, bytes}
 const knownManifests = new Map();
 
 /**
- * @param announced the `capsule` SSE event's data: {hash, manifestUrl, token, language}; the
- *   token (sent as `Authorization: Bearer`) reads this capsule's files
+ * @param announced the `capsule` SSE event's data: {hash, manifestUrl, token, language,
+ *   inline?: {manifest, layers: {path: base64}}}; the token (sent as `Authorization: Bearer`)
+ *   reads this capsule's files that are not inline
  * @returns {Promise<{manifest, files: Object<string, Uint8Array>, limits}>}
  * @throws {ValidationError} when the capsule must be refused
  */
@@ -37,7 +40,8 @@ export async function loadCapsule(announced, keyRing, { signal } = {}) {
   const manifestUrl = new URL(announced.manifestUrl, location.href);
   const init = { headers: { authorization: `Bearer ${announced.token}` }, signal };
   const manifest = knownManifests.get(announced.hash) ?? (await fetchManifest(announced, manifestUrl, keyRing, init));
-  const layers = await Promise.all(manifest.fsLayers.map((layer) => layerFiles(layer, manifestUrl, init)));
+  const inlineLayers = announced.inline?.layers ?? {};
+  const layers = await Promise.all(manifest.fsLayers.map((layer) => layerFiles(layer, inlineLayers[layer.path], manifestUrl, init)));
   const files = {};
   for (const [i, layerFiles] of layers.entries()) Object.assign(files, confined(manifest.fsLayers[i], layerFiles));
   const entry = manifest.entry.path.slice(1);
@@ -62,7 +66,8 @@ export async function rememberLayer(sha256, bytes) {
 }
 
 async function fetchManifest(announced, manifestUrl, keyRing, init) {
-  const text = await withRetry(async () => (await fetchOk(manifestUrl, init)).text(), { signal: init.signal });
+  const inline = announced.inline?.manifest;
+  const text = typeof inline === "string" ? inline : await withRetry(async () => (await fetchOk(manifestUrl, init)).text(), { signal: init.signal });
   const manifest = parseManifest(text);
   await verifyManifestSignature(manifest, keyRing);
   checkManifest(manifest, announced.language);
@@ -97,14 +102,14 @@ function checkManifest(manifest, language) {
 }
 
 /** A layer's files: kept in memory, else unzipped from its verified bytes (and kept). */
-async function layerFiles(layer, manifestUrl, init) {
+async function layerFiles(layer, inline, manifestUrl, init) {
   const kept = unzippedLayers.get(layer.sha256);
   if (kept) {
     unzippedLayers.delete(layer.sha256); // and set again below: now the most recently used
     unzippedLayers.set(layer.sha256, kept);
     return kept.files;
   }
-  const files = await unzip(await layerBytes(layer, manifestUrl, init));
+  const files = await unzip(await layerBytes(layer, inline, manifestUrl, init));
   const bytes = Object.values(files).reduce((sum, data) => sum + data.byteLength, 0);
   unzippedLayers.set(layer.sha256, { files, bytes });
   let total = [...unzippedLayers.values()].reduce((sum, entry) => sum + entry.bytes, 0);
@@ -116,8 +121,11 @@ async function layerFiles(layer, manifestUrl, init) {
   return files;
 }
 
-/** A layer's verified bytes: from the layer cache, else from the server next to the manifest. */
-async function layerBytes(layer, manifestUrl, init) {
+/**
+ * A layer's verified bytes: from the layer cache, else from its announcement (`inline`: base64),
+ * else from the server next to the manifest.
+ */
+async function layerBytes(layer, inline, manifestUrl, init) {
   const cache = self.caches ? await caches.open(LAYER_CACHE) : null;
   // Layers sit beside capsule.json and take the same token.
   const url = new URL(layer.path, manifestUrl);
@@ -125,7 +133,7 @@ async function layerBytes(layer, manifestUrl, init) {
     expected: layer.sha256,
     hash: sha256Hex,
     async fetchBytes() {
-      const bytes = await withRetry(async () => (await fetchOk(url, init)).arrayBuffer(), { signal: init.signal });
+      const bytes = typeof inline === "string" ? fromBase64(inline).buffer : await withRetry(async () => (await fetchOk(url, init)).arrayBuffer(), { signal: init.signal });
       if (layer.size !== undefined && bytes.byteLength !== layer.size) {
         throw new ValidationError(`layer ${layer.id} is ${bytes.byteLength} bytes, the manifest says ${layer.size}`);
       }

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use serde_json::Value;
 
 use super::address::layer_file;
@@ -160,4 +162,26 @@ fn layer(id: &str, bytes: Vec<u8>) -> (FsLayer, Vec<u8>) {
 /// The manifest entry of layer `id` whose zip has `sha256` and `size`.
 pub fn layer_entry(id: &str, sha256: &str, size: u64) -> FsLayer {
     FsLayer { id: id.to_string(), sha256: sha256.to_string(), path: layer_file(id), size }
+}
+
+/// The most bytes of capsule files a `capsule` command carries inline.
+pub const INLINE_MAX: usize = 64 * 1024;
+
+/// A capsule's small files, to travel in its `capsule` command so that the tab can run a new
+/// capsule without fetching it (two requests, one after the other): `capsule.json` as text and
+/// each layer zipped here as standard base64, by its path, while the raw bytes fit in
+/// [`INLINE_MAX`]. The tab checks them exactly as if fetched (signature, hash, sha256); a deps
+/// layer uploaded by a tab, or anything past the budget, is fetched as before.
+pub fn inline_files(capsule: &Capsule) -> Option<Value> {
+    let mut budget = INLINE_MAX.checked_sub(capsule.manifest_json.len())?;
+    let manifest = String::from_utf8(capsule.manifest_json.clone()).ok()?;
+    let mut layers = serde_json::Map::new();
+    for (layer, zip) in &capsule.layers {
+        if zip.len() > budget {
+            break;
+        }
+        budget -= zip.len();
+        layers.insert(layer.path.clone(), Value::String(STANDARD.encode(zip)));
+    }
+    Some(serde_json::json!({ "manifest": manifest, "layers": layers }))
 }

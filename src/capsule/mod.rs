@@ -15,7 +15,9 @@ pub mod limits;
 pub mod manifest;
 pub mod memo;
 
-pub use build::{build_capsule, layer_entry, verify_layer, verify_manifest, Capsule, CapsuleSpec, Deps};
+pub use build::{
+    build_capsule, inline_files, layer_entry, verify_layer, verify_manifest, Capsule, CapsuleSpec, Deps, INLINE_MAX,
+};
 pub use canonical::{canonical_json, capsule_hash};
 pub use error::CapsuleError;
 pub use manifest::{FsLayer, Language, Manifest};

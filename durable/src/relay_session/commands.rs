@@ -8,7 +8,7 @@ use crate::edge::capsules::store as store_capsule;
 use crate::edge::now_ms;
 use relay_core::auth::{run_token_ttl_s, AttachClaims, RunClaims};
 use relay_core::capsule::jws::Signer;
-use relay_core::capsule::{Capsule, CapsuleSpec};
+use relay_core::capsule::{inline_files, Capsule, CapsuleSpec};
 use relay_core::forward::Caller;
 use relay_core::mcp;
 use relay_core::packages::DepsRequest;
@@ -36,7 +36,8 @@ pub async fn store_new(shared: &Shared, caller: &Caller, capsule: &Capsule) -> R
     Ok(())
 }
 
-/// The `capsule` command's data for the tab, with two tokens (sent as `Authorization: Bearer`):
+/// The `capsule` command's data for the tab, with its small files inline (`capsule::inline_files`)
+/// and two tokens (sent as `Authorization: Bearer`):
 /// one that only reads this tenant's capsule files, and the run's own, for its fetches through
 /// `/egress` and its `/out` uploads. The run token lives as long as the run may wait in line,
 /// load and run, and then upload.
@@ -50,7 +51,7 @@ pub fn capsule_command(signer: &Signer, caller: &Caller, run: &str, capsule: &Ca
         RunClaims::new(&caller.tenant.id, &caller.session, run, &capsule.hash, now_s, run_token_ttl_s(lifetime_ms));
     let size: u64 =
         capsule.manifest.fs_layers.iter().map(|layer| layer.size).sum::<u64>() + capsule.manifest_json.len() as u64;
-    json!({
+    let mut command = json!({
         "runId": run,
         "hash": capsule.hash,
         "language": capsule.manifest.language,
@@ -58,7 +59,11 @@ pub fn capsule_command(signer: &Signer, caller: &Caller, run: &str, capsule: &Ca
         "manifestUrl": format!("/capsules/{}/capsule.json", capsule.hash),
         "token": token,
         "runToken": run_claims.sign(signer),
-    })
+    });
+    if let Some(inline) = inline_files(capsule) {
+        command["inline"] = inline;
+    }
+    command
 }
 
 /// The `capsule` command as an SSE frame.
