@@ -11,10 +11,11 @@ use super::tenants::{authenticate, authenticated_body};
 use relay_core::auth::{bearer, check_key_shape, AttachClaims};
 use relay_core::capsule::address::{self, CapsuleFile, MANIFEST_FILE};
 use relay_core::capsule::jws::{KeySet, Signer};
-use relay_core::capsule::{self, Capsule};
+use relay_core::capsule::{self, Capsule, FsLayer};
 use relay_core::error::ErrorName;
 use relay_core::range::{self, RangeAnswer};
 use relay_core::run::args::capsule_spec;
+use futures::future;
 use serde_json::{json, Value};
 use worker::{Bucket, Env, Headers, Range, Request, Response, Result};
 
@@ -57,17 +58,23 @@ pub fn jwks(env: &Env) -> Result<Response> {
 
 /// Stores a built capsule: layers once by hash (R2 checks each body's sha256), then the manifest.
 pub async fn store(bucket: &Bucket, tenant_id: &str, capsule: &Capsule) -> Result<()> {
-    for (layer, bytes) in &capsule.layers {
-        let key = layer_key(&layer.sha256);
-        if bucket.head(&key).await?.is_none() {
-            // The core wrote this hash itself (`sha256_hex`), so it always decodes.
-            let sha256 =
-                hex::decode(&layer.sha256).map_err(|e| worker::Error::RustError(format!("layer hash: {e}")))?;
-            bucket.put(&key, bytes.clone()).sha256(sha256).execute().await?;
-        }
+    // At once, not one after another: a new capsule's command waits for all of them.
+    let layers = future::try_join_all(capsule.layers.iter().map(|(layer, bytes)| store_layer(bucket, layer, bytes)));
+    let manifest = bucket.put(manifest_key(tenant_id, &capsule.hash), capsule.manifest_json.clone()).execute();
+    let (layers, manifest) = future::join(layers, manifest).await;
+    layers?;
+    manifest?;
+    Ok(())
+}
+
+/// Stores a layer zip under its sha256 unless it is there already.
+async fn store_layer(bucket: &Bucket, layer: &FsLayer, bytes: &[u8]) -> Result<()> {
+    let key = layer_key(&layer.sha256);
+    if bucket.head(&key).await?.is_none() {
+        // The core wrote this hash itself (`sha256_hex`), so it always decodes.
+        let sha256 = hex::decode(&layer.sha256).map_err(|e| worker::Error::RustError(format!("layer hash: {e}")))?;
+        bucket.put(&key, bytes.to_vec()).sha256(sha256).execute().await?;
     }
-    let key = manifest_key(tenant_id, &capsule.hash);
-    bucket.put(&key, capsule.manifest_json.clone()).execute().await?;
     Ok(())
 }
 
