@@ -65,6 +65,7 @@ async function main() {
         case "hello":
           status.setState("connected");
           showPersonTools(client.key, session);
+          keyRing.load(false).catch(() => {}); // the signing keys, ahead of the first capsule
           warmRuntimes((states) => {
             readiness = states;
             client.reportReadiness(readiness);

@@ -122,11 +122,12 @@ async function layerFiles(layer, inline, manifestUrl, init) {
 }
 
 /**
- * A layer's verified bytes: from the layer cache, else from its announcement (`inline`: base64),
- * else from the server next to the manifest.
+ * A layer's verified bytes: from its announcement (`inline`: base64; no need to keep it in the
+ * layer cache, it comes with every announcement), else from the layer cache, else from the
+ * server next to the manifest.
  */
 async function layerBytes(layer, inline, manifestUrl, init) {
-  const cache = self.caches ? await caches.open(LAYER_CACHE) : null;
+  const cache = self.caches && inline === undefined ? await caches.open(LAYER_CACHE) : null;
   // Layers sit beside capsule.json and take the same token.
   const url = new URL(layer.path, manifestUrl);
   const bytes = await checkedBytes(cache, layerCacheKey(layer.sha256), {

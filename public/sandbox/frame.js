@@ -126,6 +126,9 @@ class Runtime {
     const snapshot = cached ?? made;
     runtime.snapshot = snapshot && new Blob([snapshot]);
     runtime.refill();
+    // Prepared means a run can start at once: the first standby is loaded (a failed one is
+    // retried by the first run's take).
+    await runtime.standby?.catch(() => {});
     return { runtime, made };
   }
 
