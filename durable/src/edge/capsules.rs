@@ -8,6 +8,7 @@
 
 use super::http::{error, internal, json, named, read_capped, storage_unavailable, with_header};
 use super::tenants::{authenticate, authenticated_body};
+use futures::future;
 use relay_core::auth::{bearer, check_key_shape, AttachClaims};
 use relay_core::capsule::address::{self, CapsuleFile, MANIFEST_FILE};
 use relay_core::capsule::jws::{KeySet, Signer};
@@ -15,7 +16,6 @@ use relay_core::capsule::{self, Capsule, FsLayer};
 use relay_core::error::ErrorName;
 use relay_core::range::{self, RangeAnswer};
 use relay_core::run::args::capsule_spec;
-use futures::future;
 use serde_json::{json, Value};
 use worker::{Bucket, Env, Headers, Range, Request, Response, Result};
 
