@@ -224,7 +224,9 @@ describe("2026-07-28: stateless requests", () => {
     assert.equal(read.contents[0].mimeType, "application/json");
     const status = JSON.parse(read.contents[0].text);
     assert.equal(status.session, "default");
-    assert.deepEqual(status.executor, { attached: false, tabs: 0, tabIds: [], pageUrl: `${BASE}/` });
+    // No tab, so none has reported its runtimes.
+    const none = { attached: false, tabs: 0, tabIds: [], pageUrl: `${BASE}/`, warmingUp: false, runtimes: null };
+    assert.deepEqual(status.executor, none);
 
     const prompts = (await modernCall(key, "prompts/list")).message.result;
     assert.deepEqual(prompts.prompts.map((p) => p.name), ["use-relay"]);
