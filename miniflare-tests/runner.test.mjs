@@ -310,6 +310,28 @@ describe("capsule manifest signatures", () => {
   });
 });
 
+describe("standby workers offered ahead", () => {
+  const offerOf = (runtime, options) => page.evaluate(([r, o]) => window.relayTest.offerOf(r, o), [runtime, options]);
+  const holdsOffer = (runtime) => page.evaluate((r) => window.relayTest.holdsOffer(r), runtime);
+
+  test("an idle page is offered a ready worker, and the next run starts in it", async () => {
+    await run(job("js", "1"));
+    assert.ok(await offerOf(RUNTIMES.js), "no standby was offered after the page went idle");
+    const result = await run(job("js", "globalThis.seen = (globalThis.seen ?? 0) + 1; console.log(seen)"));
+    assert.equal(result.stdout, "1\n");
+    assert.equal(await holdsOffer(RUNTIMES.js), false, "the offer was used");
+  });
+
+  test("an offer made before a kill it did not count is discarded: the run takes a worker the slow way", async () => {
+    await run(job("js", "1"));
+    assert.ok(await offerOf(RUNTIMES.js, { stale: true }));
+    const result = await run(job("js", "console.log(typeof globalThis.seen)"));
+    assert.equal(result.exitCode, 0);
+    assert.equal(result.stdout, "undefined\n", "a fresh worker all the same");
+    assert.equal(await holdsOffer(RUNTIMES.js), false);
+  });
+});
+
 describe("a capsule's files inline in its announcement", () => {
   const { publicKey, privateKey } = generateKeyPairSync("ed25519");
   const keySet = { keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k1", alg: "EdDSA" }] };

@@ -56,6 +56,27 @@ window.relayTest = {
     return { ...outcome, ...output, requests, loaded, pageMs: performance.now() - started };
   },
 
+  /**
+   * The sandbox's standby offers (lib/sandbox.js): `refill` as the idle page says it, then wait
+   * until the frame has offered a standby of `runtimeId`; with `stale`, first a kill the frame
+   * counts (of no run), so that offer no longer matches the kills sent. Resolves with the offer's
+   * id, or null if none came in `timeoutMs`.
+   */
+  async offerOf(runtimeId, { stale = false, timeoutMs = 10_000 } = {}) {
+    runner.refill();
+    const sandbox = runner.sandbox;
+    const deadline = performance.now() + timeoutMs;
+    while (!sandbox.offers.has(runtimeId) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    const offer = sandbox.offers.get(runtimeId);
+    if (offer && stale) sandbox.kill("r_of_no_run");
+    return offer?.id ?? null;
+  },
+
+  /** Whether the sandbox holds an offer of `runtimeId`. */
+  holdsOffer(runtimeId) {
+    return runner.sandbox.offers.has(runtimeId);
+  },
+
   /** A workspace's files as text, and its backend and size. */
   async workspaceFiles(workspace) {
     const opened = await workspaceOf(workspace);

@@ -2,7 +2,9 @@
 // <iframe sandbox="allow-scripts"> whose workers run guest code in an opaque origin. The page
 // loads and checks each runtime's files (lib/runtime-files.js) and hands them to the frame once
 // (prepare); then every run takes a fresh worker and talks to it over the port it gets (take),
-// and ends it (kill); once the page is idle again, the frame loads the next one (refill). Messages from the frame are accepted only from that frame's window.
+// and ends it (kill); once the page is idle again, the frame loads the next one (refill). A
+// ready worker the frame offers ahead (standby) is used at once when the offer is current (see
+// frame.js: it counts the kills it had handled), saving a round trip through the frame. Messages from the frame are accepted only from that frame's window.
 
 import { memo } from "./memo.js";
 import { dropSnapshot, loadRuntimeFiles, saveSnapshot } from "./runtime-files.js";
@@ -17,6 +19,8 @@ export class Sandbox {
     this.ready = new Promise((resolve) => (this.onHello = resolve));
     this.prepared = memo((runtimeId) => this.load(runtimeId));
     this.waiting = new Map(); // key -> {resolve, reject}
+    this.offers = new Map(); // runtimeId -> {id, port, killed}: ready workers the frame offered
+    this.killsSent = 0;
     this.onCrash = () => {};
     window.addEventListener("message", (event) => this.onMessage(event));
     this.frame.src = frameUrl;
@@ -55,12 +59,24 @@ export class Sandbox {
   async take(runtimeId, runId, wanted = () => true) {
     await this.prepare(runtimeId);
     if (!wanted()) throw new Error(`run ${runId} ended before it had a worker`);
+    const offer = this.offers.get(runtimeId);
+    this.offers.delete(runtimeId);
+    // Current only if the frame had handled every kill sent: no guest can be alive beside it.
+    if (offer?.killed === this.killsSent) {
+      this.post({ type: "took", runtimeId, id: offer.id, runId });
+      return offer.port;
+    }
+    if (offer) {
+      offer.port.close();
+      this.post({ type: "discard", runtimeId, id: offer.id });
+    }
     const { port } = await this.ask(`taken:${runId}`, { type: "take", runtimeId, runId });
     return port;
   }
 
   /** Ends run `runId`: its worker is terminated. */
   kill(runId) {
+    this.killsSent++;
     this.post({ type: "kill", runId });
   }
 
@@ -91,10 +107,21 @@ export class Sandbox {
         return this.settle(`prepared:${data.runtimeId}`, new Error(data.message));
       case "taken":
         return this.settle(`taken:${data.runId}`, null, { port: ports[0] });
+      case "standby":
+        return this.keepOffer(data, ports[0]);
       case "crashed":
         if (this.waiting.has(`taken:${data.runId}`)) return this.settle(`taken:${data.runId}`, new Error(data.message));
         return this.onCrash(data.runId, String(data.message));
     }
+  }
+
+  keepOffer({ runtimeId, id, killed }, port) {
+    const stale = this.offers.get(runtimeId);
+    if (stale) {
+      stale.port.close();
+      this.post({ type: "discard", runtimeId, id: stale.id });
+    }
+    this.offers.set(runtimeId, { id, port, killed });
   }
 
   settle(key, error, value) {

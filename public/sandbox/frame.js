@@ -15,14 +15,25 @@
 // the run ends: on two cores, loading a worker (QuickJS ~20-40 ms, Pyodide ~300 ms of CPU)
 // beside a run's last requests held those requests up by as much.
 //
+// A ready standby is offered to the page ahead (`standby`, with its port), so a run starts
+// with one message to its worker instead of a round trip through this frame first; the page
+// then says which run `took` it. An offer is made only while no guest runs, and says how many
+// `kill`s this frame had handled (each terminating its run's worker, if it had one). The page
+// uses an offer only if that count equals the kills it has sent: then every worker a guest ever
+// ran in was dead when the offer was made, and no run has started since. Otherwise it
+// `discard`s the offer and `take`s a worker the slow way.
+//
 // Messages (page <-> frame, window.postMessage; the frame answers only its parent):
 //   page -> frame  {type:"prepare", runtimeId, files:{name: ArrayBuffer}}   runtime files, SRI-checked by the page
 //                  {type:"take", runtimeId, runId}                          a ready worker for this run
+//                  {type:"took", runtimeId, id, runId}                      the run was posted to offer `id`
+//                  {type:"discard", runtimeId, id}                          offer `id` is stale: terminate it
 //                  {type:"kill", runId}                                     the run is over: terminate its worker
 //                  {type:"refill"}                                          the page is idle: load the standbys taken
 //   frame -> page  {type:"hello"}                                           the frame is listening
 //                  {type:"prepared", runtimeId, snapshot?} | {type:"failed", runtimeId, message}
 //                  {type:"taken", runId} + [port]                           the port reaches the worker's glue
+//                  {type:"standby", runtimeId, id, killed} + [port]        an offer (see above)
 //                  {type:"crashed", runId, message}                         the run's worker died of an error
 // The frame never reads what a worker says after it is ready: the page talks to it over the
 // port and judges every message itself (lib/runner-host.js).
@@ -37,6 +48,8 @@ const runtimes = new Map(); // runtimeId -> Runtime
 let running = null; // {runId, runtime, worker}: the one worker a run holds
 let takes = 0; // how many takes were asked for: only the latest may end up running
 let taking = 0; // takes still waiting for their worker
+let killed = 0; // kill messages handled, whether or not their run still had a worker
+let offers = 0; // offer ids handed out
 
 window.addEventListener("message", ({ source, data }) => {
   if (source !== window.parent || !data) return;
@@ -50,6 +63,7 @@ const HANDLERS = {
     try {
       const { runtime, made } = await Runtime.create(runtimeId, files);
       runtimes.set(runtimeId, runtime);
+      offerStandbys(); // before `prepared`: the first run finds its offer
       // A snapshot made here goes back to the page, which keeps it for the next page load.
       reply({ type: "prepared", runtimeId, ...(made && { snapshot: made }) });
     } catch (err) {
@@ -76,16 +90,31 @@ const HANDLERS = {
       standby.worker.terminate();
       return reply({ type: "crashed", runId, message: "a later run took the sandbox first" });
     }
-    running = { runId, runtime, worker: standby.worker };
-    standby.worker.onerror = (event) => {
-      event.preventDefault();
-      if (running?.worker === standby.worker) reply({ type: "crashed", runId, message: event.message ?? "error" });
-    };
+    startRunning(runId, runtime, standby.worker);
     reply({ type: "taken", runId }, [standby.port]);
+  },
+
+  async took({ runtimeId, id, runId }) {
+    const runtime = runtimes.get(runtimeId);
+    const offer = runtime?.offer;
+    if (offer?.id !== id) return reply({ type: "crashed", runId, message: `standby ${id} of ${runtimeId} is gone` });
+    runtime.offer = null;
+    stopRunning(); // never one here (offers are made while none runs, and used before the next run)
+    startRunning(runId, runtime, offer.worker);
+    if (offer.crashed) reply({ type: "crashed", runId, message: offer.crashed });
+  },
+
+  async discard({ runtimeId, id }) {
+    const runtime = runtimes.get(runtimeId);
+    if (runtime?.offer?.id !== id) return;
+    runtime.offer.worker.terminate();
+    runtime.offer = null;
   },
 
   async kill({ runId }) {
     if (running?.runId === runId) stopRunning();
+    killed++;
+    offerStandbys();
   },
 
   async refill() {
@@ -94,9 +123,34 @@ const HANDLERS = {
   },
 };
 
+/** `worker` is run `runId`'s now: an error in it is that run's crash. */
+function startRunning(runId, runtime, worker) {
+  running = { runId, runtime, worker };
+  worker.onerror = (event) => {
+    event.preventDefault();
+    if (running?.worker === worker) reply({ type: "crashed", runId, message: event.message ?? "error" });
+  };
+}
+
 function stopRunning() {
   running?.worker.terminate();
   running = null;
+}
+
+/** Offers the page every ready standby not offered yet, while no guest runs (see the top). */
+function offerStandbys() {
+  if (running || taking) return;
+  for (const runtime of runtimes.values()) {
+    const ready = runtime.takeReady();
+    if (!ready) continue;
+    const offer = { id: ++offers, worker: ready.worker, crashed: null };
+    runtime.offer = offer;
+    ready.worker.onerror = (event) => {
+      event.preventDefault();
+      offer.crashed = event.message ?? "error";
+    };
+    reply({ type: "standby", runtimeId: runtime.id, id: offer.id, killed }, [ready.port]);
+  }
 }
 
 function reply(message, transfer = []) {
@@ -121,7 +175,7 @@ class Runtime {
       else blobs[name] = new Blob([buffer]);
     }
     const url = URL.createObjectURL(new Blob([runnerSource], { type: "text/javascript" }));
-    const runtime = new Runtime(url, { modules, files: blobs });
+    const runtime = new Runtime(runtimeId, url, { modules, files: blobs });
     const made = cached ? undefined : await runtime.bootstrap();
     const snapshot = cached ?? made;
     runtime.snapshot = snapshot && new Blob([snapshot]);
@@ -132,11 +186,14 @@ class Runtime {
     return { runtime, made };
   }
 
-  constructor(url, assets) {
+  constructor(id, url, assets) {
+    this.id = id;
     this.url = url;
     this.assets = assets;
     this.snapshot = undefined;
-    this.standby = null; // Promise<{worker, port}>
+    this.standby = null; // Promise<{worker, port}>: the frame's, loading or ready
+    this.ready = null; // what `standby` resolved to, until taken or offered
+    this.offer = null; // {id, worker, crashed}: a ready standby whose port the page holds
   }
 
   /** Runs the runtime's bootstrap in a worker of its own (no guest ever runs there). */
@@ -165,17 +222,32 @@ class Runtime {
   takeStandby() {
     const standby = this.standby ?? this.spawn();
     this.standby = null;
+    this.ready = null;
     return standby;
   }
 
-  /** Starts loading a standby, unless one is there. A failed one is not kept. */
+  /** The standby, if it is ready, to offer to the page; it is no longer the frame's to take. */
+  takeReady() {
+    const ready = this.ready;
+    if (ready) this.standby = this.ready = null;
+    return ready;
+  }
+
+  /** Starts loading a standby, unless one is there or offered. A failed one is not kept. */
   refill() {
-    if (this.standby) return;
+    if (this.standby || this.offer) return;
     const standby = this.spawn();
     this.standby = standby;
-    standby.catch(() => {
-      if (this.standby === standby) this.standby = null;
-    });
+    standby.then(
+      (ready) => {
+        if (this.standby !== standby) return;
+        this.ready = ready;
+        offerStandbys();
+      },
+      () => {
+        if (this.standby === standby) this.standby = null;
+      },
+    );
   }
 
   /** Starts a worker in `mode`; `answer` settles with its first message on the port. */
