@@ -4,7 +4,8 @@
 // (prepare); then every run takes a fresh worker and talks to it over the port it gets (take),
 // and ends it (kill); once the page is idle again, the frame loads the next one (refill). A
 // ready worker the frame offers ahead (standby) is used at once when the offer is current (see
-// frame.js: it counts the kills it had handled), saving a round trip through the frame. Messages from the frame are accepted only from that frame's window.
+// frame.js: it counts the kills it had handled), saving a round trip through the frame.
+// Messages from the frame are accepted only from that frame's window.
 
 import { memo } from "./memo.js";
 import { dropSnapshot, loadRuntimeFiles, saveSnapshot } from "./runtime-files.js";
