@@ -2,9 +2,9 @@
 // signature (jws.js) and shape, each layer's size and sha256; then unzips the layers into the
 // file map the runner takes. A small capsule's files come inline in its announcement (the
 // manifest as text, layers as base64: one round trip fewer each, for every new capsule) and are
-// checked exactly as fetched ones are. Layers are content-addressed, so verified ones are kept in the
-// Cache API (keyed by sha256) and identical code or deps are not downloaded again; the last few
-// are also kept unzipped in memory, so a repeated call runs without reading, hashing or
+// checked exactly as fetched ones are. Layers are content-addressed, so verified ones are kept
+// in the Cache API (keyed by sha256) and identical code or deps are not downloaded again; the
+// last few are also kept unzipped in memory, so a repeated call runs without reading, hashing or
 // inflating its layers again (memory the page alone writes needs no second check). A manifest
 // without limits gets relay-core's defaults (policy::Limits, generated at build time by
 // scripts/build-assets.mjs), not a copy of them.
@@ -67,7 +67,8 @@ export async function rememberLayer(sha256, bytes) {
 
 async function fetchManifest(announced, manifestUrl, keyRing, init) {
   const inline = announced.inline?.manifest;
-  const text = typeof inline === "string" ? inline : await withRetry(async () => (await fetchOk(manifestUrl, init)).text(), { signal: init.signal });
+  const fetchText = async () => (await fetchOk(manifestUrl, init)).text();
+  const text = typeof inline === "string" ? inline : await withRetry(fetchText, { signal: init.signal });
   const manifest = parseManifest(text);
   await verifyManifestSignature(manifest, keyRing);
   checkManifest(manifest, announced.language);
@@ -127,14 +128,16 @@ async function layerFiles(layer, inline, manifestUrl, init) {
  * server next to the manifest.
  */
 async function layerBytes(layer, inline, manifestUrl, init) {
-  const cache = self.caches && inline === undefined ? await caches.open(LAYER_CACHE) : null;
+  const inlined = typeof inline === "string";
+  const cache = self.caches && !inlined ? await caches.open(LAYER_CACHE) : null;
   // Layers sit beside capsule.json and take the same token.
   const url = new URL(layer.path, manifestUrl);
   const bytes = await checkedBytes(cache, layerCacheKey(layer.sha256), {
     expected: layer.sha256,
     hash: sha256Hex,
     async fetchBytes() {
-      const bytes = typeof inline === "string" ? fromBase64(inline).buffer : await withRetry(async () => (await fetchOk(url, init)).arrayBuffer(), { signal: init.signal });
+      const fetchLayer = async () => (await fetchOk(url, init)).arrayBuffer();
+      const bytes = inlined ? fromBase64(inline).buffer : await withRetry(fetchLayer, { signal: init.signal });
       if (layer.size !== undefined && bytes.byteLength !== layer.size) {
         throw new ValidationError(`layer ${layer.id} is ${bytes.byteLength} bytes, the manifest says ${layer.size}`);
       }

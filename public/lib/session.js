@@ -71,8 +71,9 @@ export class SessionClient {
   }
 
   /**
-   * Where `action` (events, result, ready, refresh, detach) is, and the headers that prove this tab (results
-   * also name it: the server takes a run's events only from the tab it gave the run to).
+   * Where `action` (events, result, ready, refresh, detach) is, and the headers that prove this
+   * tab (results also name it: the server takes a run's events only from the tab it gave the
+   * run to).
    */
   endpoint(action) {
     const headers = { authorization: `Bearer ${this.grant.attachToken}` };

@@ -255,11 +255,9 @@ impl Shared {
         }
     }
 
-    /// Keeps what an attached tab said of its runtimes.
+    /// Keeps what an attached tab (the caller checked: `has_tab`) said of its runtimes.
     pub fn set_readiness(&self, tab: &str, readiness: Readiness) {
-        if self.has_tab(tab) {
-            self.readiness.borrow_mut().insert(tab.to_owned(), readiness);
-        }
+        self.readiness.borrow_mut().insert(tab.to_owned(), readiness);
     }
 
     /// What `tab` last said of its runtimes.
@@ -305,8 +303,7 @@ impl Shared {
         kept_answers.remove(i).map(|(_, answer)| answer)
     }
 
-    /// The command for the run's tab, set once the run is prepared.
-    /// The run's command for a tab, and the runtime it runs on, if any.
+    /// The command for the run's tab, set once the run is prepared, and the runtime it runs on.
     pub fn set_command(&self, run: &str, frame: Vec<u8>, runtime: Option<&str>) {
         if let Some(io) = self.runs.borrow_mut().get_mut(run) {
             io.command = Some(frame);
