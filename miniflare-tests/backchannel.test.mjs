@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { connectClient } from "./lib/mcp-client.mjs";
+import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
 import {
   LEGACY,
   initialize,
@@ -283,7 +283,7 @@ test("a tab's readiness report shows in relay://session, and a run sent while it
       headers: { ...bearer(token), "content-type": "application/json", "x-relay-tab": tab },
       body: typeof runtimes === "string" ? runtimes : JSON.stringify({ runtimes }),
     });
-  const executor = async () => JSON.parse((await client.readResource({ uri: "relay://session" })).contents[0].text).executor;
+  const executor = async () => (await readRelaySession(client)).executor;
 
   let res = await report('{"runtimes": {"quickjs@0.32": "warm"}}');
   assert.equal(res.status, 400);

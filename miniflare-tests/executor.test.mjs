@@ -8,7 +8,7 @@ import { after, before, describe, test } from "node:test";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { attachedExecutor } from "./lib/attached.mjs";
 import { openExecutor, waitForLine } from "./lib/browser.mjs";
-import { connectClient } from "./lib/mcp-client.mjs";
+import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
 import { createTenant } from "./lib/relay.mjs";
 
 let attached;
@@ -122,7 +122,7 @@ describe("run_py", () => {
   test("a tab warming up says so: relay://session shows Pyodide loading, and a run sent meanwhile is told why it waits", async () => {
     const c = await connectClient(key, "warming");
     const tab = await openExecutor(browser, key, "warming"); // a fresh context: Pyodide loads cold
-    const executorView = async () => JSON.parse((await c.readResource({ uri: "relay://session" })).contents[0].text).executor;
+    const executorView = async () => (await readRelaySession(c)).executor;
     try {
       let seen = await executorView();
       for (let i = 0; i < 400 && !seen.runtimes; i++) seen = await executorView();

@@ -8,7 +8,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
 import { startWorker } from "./lib/local-worker.mjs";
-import { connectClient } from "./lib/mcp-client.mjs";
+import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
 import { createTenant } from "./lib/relay.mjs";
 
 let browser;
@@ -57,9 +57,8 @@ test("concurrent calls run in the order the relay session admitted them", async 
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     await Promise.all(calls);
-    const { contents } = await client.readResource({ uri: "relay://session" });
-    const admitted = JSON.parse(contents[0].text)
-      .recentRuns.slice(0, 3)
+    const admitted = (await readRelaySession(client)).recentRuns
+      .slice(0, 3)
       .sort((a, b) => a.queuedMs - b.queuedMs)
       .map((run) => run.capsuleHash);
     const started = tab.lines.map((line) => /^Received capsule ([0-9a-f]{64})/.exec(line)?.[1]).filter(Boolean);
@@ -98,8 +97,7 @@ test("a restart mid-run: the client resumes its stream and gets one clear error,
     await waitForLine(tab.lines, /^Ready\./, 60_000, seen);
     const after = await connectClient(key, "default", "after-restart", worker.url);
     try {
-      const { contents } = await after.readResource({ uri: "relay://session" });
-      const [run] = JSON.parse(contents[0].text).recentRuns;
+      const [run] = (await readRelaySession(after)).recentRuns;
       assert.equal(run.errorName, "Internal", JSON.stringify(run));
       assert.match(run.errorMessage, /relay restarted/);
       const again = await runJs(after, "console.log('served again')");

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { readRelaySession } from "./lib/mcp-client.mjs";
 import { LEGACY, TOOL_NAMES, legacyCall, mcpUrl, relaySession } from "./lib/mcp-http.mjs";
 import { BASE, createTenant } from "./lib/relay.mjs";
 
@@ -57,8 +58,7 @@ test("lists the five tools, with output schemas and annotations", async () => {
 test("reads relay://session", async () => {
   const { resources } = await client.listResources();
   assert.deepEqual(resources.map((r) => r.uri), ["relay://session", "relay://audit"]);
-  const { contents } = await client.readResource({ uri: "relay://session" });
-  const status = JSON.parse(contents[0].text);
+  const status = await readRelaySession(client);
   assert.equal(status.session, "default");
   assert.equal(status.executor.attached, false);
   assert.equal(status.executor.pageUrl, `${BASE}/`);
@@ -83,8 +83,7 @@ test("run_js with no tab attached: isError NoExecutorAttached, after the tenant'
   assert.equal(result.structuredContent.error.name, "NoExecutorAttached");
   assert.match(result.content[0].text, /^NoExecutorAttached: no browser tab is attached/);
   assert.ok(result.content[0].text.includes(`open ${BASE}/`), result.content[0].text);
-  const { contents } = await client.readResource({ uri: "relay://session" });
-  assert.equal(JSON.parse(contents[0].text).recentRuns[0].errorName, "NoExecutorAttached");
+  assert.equal((await readRelaySession(client)).recentRuns[0].errorName, "NoExecutorAttached");
 });
 
 test("bad arguments come back as a ValidationError tool result naming the field", async () => {

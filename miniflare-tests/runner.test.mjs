@@ -25,6 +25,9 @@ after(async () => {
   await pages?.close();
 });
 
+/** The key id of the test signing keys. */
+const KID = "k1";
+
 function openTestPage() {
   return pages.openPage();
 }
@@ -251,8 +254,7 @@ test("after a reload the runtimes come from the Cache API, not the network", asy
 
 describe("capsule manifest signatures", () => {
   const { publicKey, privateKey } = generateKeyPairSync("ed25519");
-  const kid = "k1";
-  const keySet = { keys: [{ ...publicKey.export({ format: "jwk" }), kid, alg: "EdDSA" }] };
+  const keySet = { keys: [{ ...publicKey.export({ format: "jwk" }), kid: KID, alg: "EdDSA" }] };
   const unsigned = {
     version: "1",
     language: "js",
@@ -264,11 +266,6 @@ describe("capsule manifest signatures", () => {
     ordering: { "\uff61": 1, "\u{1d518}": 2, b: 3, B: 4 },
   };
 
-  const signWith = (key, manifest, header = { alg: "EdDSA", kid, typ: "JWT" }) => {
-    const encode = (bytes) => Buffer.from(bytes).toString("base64url");
-    const signingInput = `${encode(JSON.stringify(header))}.${encode(canonical(manifest))}`;
-    return { ...manifest, sig: `${signingInput}.${encode(sign(null, Buffer.from(signingInput), key))}` };
-  };
   const verify = (manifest, keys = keySet) => page.evaluate(([m, k]) => window.relayTest.verify(m, k), [manifest, keys]);
 
   test("the page canonicalizes tests/canonical_cases.json as the table says (the Rust core reads it too)", async () => {
@@ -334,7 +331,7 @@ describe("standby workers offered ahead", () => {
 
 describe("a capsule's files inline in its announcement", () => {
   const { publicKey, privateKey } = generateKeyPairSync("ed25519");
-  const keySet = { keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k1", alg: "EdDSA" }] };
+  const keySet = { keys: [{ ...publicKey.export({ format: "jwk" }), kid: KID, alg: "EdDSA" }] };
   const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
 
   /** A signed capsule of `code`, announced with its manifest and layer inline. */
@@ -348,9 +345,7 @@ describe("a capsule's files inline in its announcement", () => {
       fsLayers: [{ id: "code", sha256: sha256(zip), path: "fs.code.zip", size: zip.length }],
       policy: { limits: { timeoutMs: 60000, memMb: 256, stdoutBytes: 1048576 } },
     };
-    const encode = (bytes) => Buffer.from(bytes).toString("base64url");
-    const signingInput = `${encode(JSON.stringify({ alg: "EdDSA", kid: "k1", typ: "relay-capsule+jws" }))}.${encode(canonical(unsigned))}`;
-    const manifest = { ...unsigned, sig: `${signingInput}.${encode(sign(null, Buffer.from(signingInput), privateKey))}` };
+    const manifest = signWith(privateKey, unsigned, { alg: "EdDSA", kid: KID, typ: "relay-capsule+jws" });
     const hash = sha256(canonical(unsigned));
     // The static server has no /capsules: anything not taken from `inline` fails to fetch.
     const inline = { manifest: JSON.stringify(manifest), layers: { "fs.code.zip": zip.toString("base64") } };
@@ -398,6 +393,13 @@ describe("capsule layers", () => {
     }
   });
 });
+
+/** `manifest` with its `sig`: a compact JWS over its canonical JSON, signed with `key`. */
+function signWith(key, manifest, header = { alg: "EdDSA", kid: KID, typ: "JWT" }) {
+  const encode = (bytes) => Buffer.from(bytes).toString("base64url");
+  const signingInput = `${encode(JSON.stringify(header))}.${encode(canonical(manifest))}`;
+  return { ...manifest, sig: `${signingInput}.${encode(sign(null, Buffer.from(signingInput), key))}` };
+}
 
 /** Canonical JSON as docs/CAPSULE.md and the Rust side define it: keys in UTF-16 code unit order. */
 function canonical(value) {

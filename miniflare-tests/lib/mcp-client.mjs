@@ -14,3 +14,9 @@ export async function connectClient(key, session = "default", name = "relay-edge
   await client.connect(transport);
   return client;
 }
+
+/** The `relay://session` resource, read through `client` and parsed. */
+export async function readRelaySession(client) {
+  const { contents } = await client.readResource({ uri: "relay://session" });
+  return JSON.parse(contents[0].text);
+}
