@@ -1,9 +1,10 @@
 // The executor protocol itself, with this test playing the tab: attach, read `capsule` commands
-// from the SSE stream, and post NDJSON result batches. Retried batches are applied once; events
+// from the SSE stream, and post NDJSON result batches (or send them on a results socket). Retried batches are applied once; events
 // for unknown or finished runs, or past a gap (which ends the run), are refused without
 // holding back the others.
 
 import assert from "node:assert/strict";
+import { request } from "node:http";
 import { after, before, test } from "node:test";
 import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
 import {
@@ -146,6 +147,92 @@ test("tokens are taken only from the Authorization header, never from the URL", 
     assert.equal(res.status, 401, path);
     assert.match((await res.json()).error.message, /Authorization: Bearer/);
   }
+});
+
+/** Opens this tab's results socket with `protocols`; resolves once open. */
+async function openSocket(protocols = ["relay-results", `bearer.${token}`], tab = tabId) {
+  const ws = new WebSocket(`${BASE.replace(/^http/, "ws")}/session/${SESSION}/results?tab=${tab}`, protocols);
+  await new Promise((resolve, reject) => {
+    ws.onopen = resolve;
+    ws.onerror = () => reject(new Error("the results socket did not open"));
+  });
+  const replies = [];
+  const waiting = [];
+  ws.onmessage = (event) => (waiting.shift() ?? ((r) => replies.push(r)))(JSON.parse(event.data));
+  const reply = () => (replies.length ? Promise.resolve(replies.shift()) : new Promise((resolve) => waiting.push(resolve)));
+  return { ws, reply };
+}
+
+/** The status and body, or the subprotocol of a 101, of a WebSocket upgrade of `path`. */
+function upgrade(path, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const req = request(`${BASE}${path}`, {
+      headers: { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", ...headers },
+    });
+    req.on("upgrade", (res, socket) => {
+      socket.destroy();
+      resolve({ status: 101, protocol: res.headers["sec-websocket-protocol"] });
+    });
+    req.on("response", async (res) => {
+      let text = "";
+      for await (const chunk of res) text += chunk;
+      resolve({ status: res.statusCode, body: JSON.parse(text) });
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+test("a results socket takes batches and answers each as its POST would, in order", async () => {
+  const { ws, reply } = await openSocket();
+  assert.equal(ws.protocol, "relay-results");
+  try {
+    const { runId, result } = await startRun("console.log('socket')");
+    const ndjson = (...lines) => lines.map((l) => JSON.stringify(l)).join("\n");
+    const first = ndjson({ runId, seq: 0, type: "progress", phase: "received" }, { runId, seq: 1, type: "stdout", data: "socket\n" });
+    ws.send(`1\n${first}`);
+    ws.send(`2\n${first}\n${ndjson(exit(runId, 2))}`); // the first batch's lines again, as the page pipelines
+    assert.deepEqual(await reply(), { id: 1, status: 200, body: { applied: 2, duplicates: 0, refused: [] } });
+    assert.deepEqual(await reply(), { id: 2, status: 200, body: { applied: 1, duplicates: 2, refused: [] } });
+    assert.equal((await result).structuredContent.stdout, "socket\n");
+
+    ws.send(`3\n${ndjson({ runId, seq: 3, type: "stdout", data: "late\n" })}`);
+    const late = await reply();
+    assert.deepEqual([late.id, late.status, late.body.error.name], [3, 409, "EventsRefused"]);
+    ws.send("4\n{not json");
+    const bad = await reply();
+    assert.deepEqual([bad.id, bad.status, bad.body.error.name], [4, 400, "ValidationError"]);
+    assert.match(bad.body.error.message, /line 1/);
+    ws.send("no id here");
+    const unnumbered = await reply();
+    assert.deepEqual([unnumbered.id, unnumbered.status], [0, 400]);
+    assert.match(unnumbered.body.error.message, /batch id and a newline/);
+  } finally {
+    ws.close();
+  }
+});
+
+test("a results socket opens only as a WebSocket, with the token among its subprotocols, for an attached tab", async () => {
+  const path = `/session/${SESSION}/results?tab=${tabId}`;
+  const plain = await fetch(`${BASE}${path}`, { headers: bearer(token) });
+  assert.equal(plain.status, 426);
+  assert.match((await plain.json()).error.message, /WebSocket.*POST batches/);
+
+  const refused = async ([at, headers], status, pattern, what) => {
+    const res = await upgrade(at, headers);
+    assert.equal(res.status, status, what);
+    assert.match(res.body.error.message, pattern, what);
+  };
+  const offer = (t) => ({ "sec-websocket-protocol": `relay-results, bearer.${t}` });
+  await refused([path, bearer(token)], 401, /subprotocols `relay-results` and `bearer.<attachToken>`/, "Authorization is not read here");
+  await refused([`${path}&token=${token}`, {}], 401, /subprotocols/, "nor a token in the URL");
+  await refused([path, { "sec-websocket-protocol": `bearer.${token}` }], 401, /subprotocols/, "the protocol must be offered too");
+  await refused([path, offer("not-a-token")], 401, /./, "a bad token");
+  const other = await createTenant("backchannel-socket");
+  await refused([path, offer((await attach(other.key, "elsewhere")).attachToken)], 401, /./, "another relay session's token");
+  await refused([`/session/${SESSION}/results`, offer(token)], 400, /\?tab=/, "no tab");
+  await refused([`/session/${SESSION}/results?tab=tab_000000000000`, offer(token)], 400, /attached/, "a tab not attached");
+  assert.deepEqual(await upgrade(path, offer(token)), { status: 101, protocol: "relay-results" });
 });
 
 test("events for an unknown run are refused with 404", async () => {

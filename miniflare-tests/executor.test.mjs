@@ -85,10 +85,65 @@ describe("run_js", () => {
     assert.deepEqual(fetches, []);
   });
 
+  test("a run's results go on the tab's results socket, not in a request each", async () => {
+    const posts = [];
+    const onRequest = (request) => request.url().endsWith("/result") && posts.push(request.url());
+    executor.page.on("request", onRequest);
+    try {
+      const result = await runJs("console.log('on the socket')");
+      assert.equal(result.structuredContent.stdout, "on the socket\n");
+    } finally {
+      executor.page.off("request", onRequest);
+    }
+    assert.deepEqual(posts, []);
+  });
+});
+
+describe("results by POST", () => {
+  /** A tab in its own relay session whose results socket is routed by `onSocket` (Playwright's WebSocketRoute). */
+  async function tabWithSocket(session, onSocket) {
+    const tab = await openExecutor(browser, key, session, undefined, {
+      beforeOpen: (context) => context.routeWebSocket(/\/results\?/, onSocket),
+    });
+    const c = await connectClient(key, session);
+    return { tab, c, close: async () => (await c.close(), await tab.context.close()) };
+  }
+
+  test("when the results socket closes mid-run, the rest goes by POST and nothing is lost", async () => {
+    // The first socket's first message (the run's acknowledgement) is delivered, then the socket is cut.
+    let cut = false;
+    const { tab, c, close } = await tabWithSocket("socket-cut", (ws) => {
+      const server = ws.connectToServer();
+      ws.onMessage((message) => {
+        server.send(message);
+        if (!cut) {
+          cut = true;
+          ws.close();
+          server.close();
+        }
+      });
+    });
+    const posted = [];
+    tab.page.on("request", (request) => request.url().endsWith("/result") && posted.push(request.postData()));
+    try {
+      const code = "console.log('before'); const t = Date.now(); while (Date.now() - t < 300); console.log('after')";
+      const result = await runJs(code, {}, c);
+      assert.ok(cut, "the socket carried the acknowledgement");
+      assert.equal(result.structuredContent.stdout, "before\nafter\n");
+      assert.ok(posted.some((body) => body.includes('"exit"')), `POSTs: ${posted.length}`);
+      const again = await runJs("console.log('still served')", {}, c);
+      assert.equal(again.structuredContent.stdout, "still served\n");
+    } finally {
+      await close();
+    }
+  });
+
   test("a run's exit does not wait for its acknowledgement to be answered", async () => {
-    // The acknowledgement goes alone (the run takes longer than a batch waits), and reaches the
-    // server 1.5 s late, after the exit's batch: that batch carries the acknowledgement again,
-    // so the server has everything in order at once and skips the late copy.
+    // With no results socket (refused here), batches go by POST. The acknowledgement goes
+    // alone (the run takes longer than a batch waits), and reaches the server 1.5 s late, after
+    // the exit's batch: that batch carries the acknowledgement again, so the server has
+    // everything in order at once and skips the late copy.
+    const { tab, c, close } = await tabWithSocket("posts-only", (ws) => ws.close());
     const batches = [];
     const delayAck = async (route) => {
       const body = route.request().postData() ?? "";
@@ -96,25 +151,24 @@ describe("run_js", () => {
       if (!body.includes('"exit"')) await new Promise((resolve) => setTimeout(resolve, 1500));
       await route.continue();
     };
-    await executor.page.route("**/result", delayAck);
-    const seen = executor.lines.length;
+    await tab.page.route("**/result", delayAck);
     try {
       const started = performance.now();
-      const result = await runJs("const t = Date.now(); while (Date.now() - t < 100); console.log('done')");
+      const result = await runJs("const t = Date.now(); while (Date.now() - t < 100); console.log('done')", {}, c);
       const elapsed = performance.now() - started;
       assert.equal(result.structuredContent.stdout, "done\n");
       assert.ok(elapsed < 1500, `the answer took ${elapsed} ms: the exit waited for the acknowledgement`);
       await new Promise((resolve) => setTimeout(resolve, 1600)); // the late copy arrives
+      const phases = batches.map((batch) => batch.trim().split("\n").map((line) => JSON.parse(line).phase ?? JSON.parse(line).type));
+      assert.equal(phases[0][0], "received");
+      assert.ok(!phases[0].includes("exit"), `batches: ${JSON.stringify(phases)}`);
+      assert.deepEqual(phases.at(-1).slice(0, 1), ["received"], `batches: ${JSON.stringify(phases)}`);
+      assert.ok(phases.at(-1).includes("exit"));
+      const complaints = tab.lines.filter((line) => /refused|lost/.test(line));
+      assert.deepEqual(complaints, [], "the late copy was skipped as a duplicate, not refused");
     } finally {
-      await executor.page.unroute("**/result", delayAck);
+      await close();
     }
-    const phases = batches.map((batch) => batch.trim().split("\n").map((line) => JSON.parse(line).phase ?? JSON.parse(line).type));
-    assert.equal(phases[0][0], "received");
-    assert.ok(!phases[0].includes("exit"), `batches: ${JSON.stringify(phases)}`);
-    assert.deepEqual(phases.at(-1).slice(0, 1), ["received"], `batches: ${JSON.stringify(phases)}`);
-    assert.ok(phases.at(-1).includes("exit"));
-    const complaints = executor.lines.slice(seen).filter((line) => /refused|lost/.test(line));
-    assert.deepEqual(complaints, [], "the late copy was skipped as a duplicate, not refused");
   });
 });
 

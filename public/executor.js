@@ -11,6 +11,7 @@
 // localStorage, else from a small form; #session=<name> picks the relay session ("default").
 
 import { Backchannel } from "./lib/backchannel.js";
+import { ResultSocket } from "./lib/result-socket.js";
 import { renderSnippets } from "./lib/connect-snippets.js";
 import { DepsBuilder } from "./lib/deps-build.js";
 import { HttpError, backoffMs, sleep } from "./lib/http.js";
@@ -49,7 +50,9 @@ async function main() {
   const { key, session } = fragment;
   let client;
   let readiness = null; // the runtimes' states, as told to the server
+  const resultSocket = new ResultSocket(() => client.resultSocketEndpoint());
   const backchannel = new Backchannel(() => client.endpoint("result"), {
+    socket: resultSocket,
     onUnauthorized: () => client.renew(),
     onRefused: (refused) => stopUnwanted(queue, refused),
     onDropped: (err) => status.error(`results lost after retries: ${err.message}`),
@@ -66,6 +69,7 @@ async function main() {
           status.setState("connected");
           showPersonTools(client.key, session);
           keyRing.load(false).catch(() => {}); // the signing keys, ahead of the first capsule
+          resultSocket.open(); // for this tab id: ready before the first batch
           warmRuntimes((states) => {
             readiness = states;
             client.reportReadiness(readiness);

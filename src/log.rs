@@ -117,6 +117,8 @@ pub fn route(method: &str, path: &str) -> &'static str {
         (_, ["session", _, "refresh"]) => "POST /session/:id/refresh",
         (_, ["session", _, "events"]) => "GET /session/:id/events",
         (_, ["session", _, "result"]) => "POST /session/:id/result",
+        (_, ["session", _, "results"]) => "GET /session/:id/results",
+        (_, ["session", _, "ready"]) => "POST /session/:id/ready",
         (_, ["session", _, "mcps"]) => "GET /session/:id/mcps",
         (_, ["session", _, "detach"]) => "POST /session/:id/detach",
         ("POST", ["capsules"]) => "POST /capsules",

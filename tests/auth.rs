@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use relay_core::auth::{
-    bearer, check_key_shape, key_hash, mint_api_key, run_token_refusal, run_token_ttl_s, session_name_ok, ApiKeyError,
-    AttachClaims, QueueSettings, RunClaims, Tenant, TenantDefaults, TokenError, ATTACH_TOKEN_TTL_S, MAX_ATTACH_S,
-    OUT_FILE_MAX_BYTES,
+    bearer, check_key_shape, key_hash, mint_api_key, run_token_refusal, run_token_ttl_s, session_name_ok,
+    socket_bearer, ApiKeyError, AttachClaims, QueueSettings, RunClaims, Tenant, TenantDefaults, TokenError,
+    ATTACH_TOKEN_TTL_S, MAX_ATTACH_S, OUT_FILE_MAX_BYTES,
 };
 use relay_core::capsule::jws::{b64url, b64url_decode, KeySet, Signer};
 use relay_core::capsule::{build_capsule, verify_manifest, CapsuleError, CapsuleSpec, Deps, Language};
@@ -193,6 +193,28 @@ proptest! {
         let ok = (1..=64).contains(&name.chars().count())
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         prop_assert_eq!(session_name_ok(&name), ok);
+    }
+}
+
+// ---- the results socket's token, from its offered subprotocols ----
+
+#[test]
+fn socket_bearer_takes_the_token_offered_beside_the_results_protocol() {
+    assert_eq!(socket_bearer(Some("relay-results, bearer.a.b.c")), Some("a.b.c"));
+    assert_eq!(socket_bearer(Some("bearer.tok,relay-results")), Some("tok"));
+}
+
+#[test]
+fn socket_bearer_needs_both_the_protocol_and_a_token() {
+    for offered in [
+        None,
+        Some(""),
+        Some("relay-results"),
+        Some("bearer.tok"),
+        Some("relay-results, bearer."),
+        Some("chat, Bearer tok"),
+    ] {
+        assert_eq!(socket_bearer(offered), None, "{offered:?}");
     }
 }
 

@@ -3,7 +3,8 @@
 
 use proptest::prelude::*;
 use relay_core::run::backchannel::{
-    parse_batch, Applied, EventBody, Exit, RunError, RunLog, TabEvent, Usage, MAX_BATCH_EVENTS,
+    parse_batch, parse_socket_batch, socket_reply, Applied, EventBody, Exit, RunError, RunLog, TabEvent, Usage,
+    MAX_BATCH_EVENTS,
 };
 use serde_json::json;
 
@@ -509,4 +510,31 @@ proptest! {
             prop_assert_eq!(exit, Exit { exit_code, usage: Usage::default(), error: None, files: vec![], value: None });
         }
     }
+}
+
+// ---- the results socket's framing ----
+
+#[test]
+fn a_socket_batch_is_its_id_a_newline_and_the_batch() {
+    let line = r#"{"runId":"r_1","seq":0,"type":"stdout","data":"hi"}"#;
+    let message = format!("7\n{line}\n");
+    let (id, batch) = parse_socket_batch(&message).unwrap();
+    assert_eq!(id, 7);
+    assert_eq!(parse_batch(batch.as_bytes()).unwrap(), vec![stdout(0, "hi")]);
+    assert_eq!(parse_socket_batch("12").unwrap(), (12, ""), "an id alone is an empty batch");
+}
+
+#[test]
+fn a_socket_message_without_a_numeric_id_is_refused_naming_what_it_needs() {
+    for message in ["", "\n{}", "x\n{}", "-1\n", r#"{"runId":"r_1"}"#] {
+        let why = parse_socket_batch(message).unwrap_err();
+        assert!(why.contains("batch id and a newline"), "{message:?}: {why}");
+    }
+}
+
+#[test]
+fn a_socket_reply_carries_the_id_status_and_the_body_a_post_would_have_had() {
+    let body = json!({ "refused": [{ "runId": "r_1", "seq": 3, "code": "ended" }] });
+    let reply: serde_json::Value = serde_json::from_str(&socket_reply(7, 409, &body)).unwrap();
+    assert_eq!(reply, json!({ "id": 7, "status": 409, "body": body }));
 }

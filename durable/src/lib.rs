@@ -50,6 +50,7 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Post, ["session", id, "refresh"]) => session::refresh(req, env, id).await,
         (Method::Get, ["session", id, "events"]) => session::forward(req, env, id, "events", who).await,
         (Method::Post, ["session", id, "result"]) => session::forward(req, env, id, "result", who).await,
+        (Method::Get, ["session", id, "results"]) => session::results_socket(req, env, id, who).await,
         (Method::Get, ["session", id, "mcps"]) => session::forward(req, env, id, "mcps", who).await,
         (Method::Post, ["session", id, "detach"]) => session::forward(req, env, id, "detach", who).await,
         (Method::Post, ["session", id, "ready"]) => session::forward(req, env, id, "ready", who).await,

@@ -28,10 +28,11 @@ export async function launchBrowser() {
 /**
  * Opens the executor page for `session` with `key` in a fresh context (on the Worker at
  * `base`) and waits until it says it is ready. Returns the page and its console lines (without
- * the "relay-mcp: " prefix).
+ * the "relay-mcp: " prefix). `beforeOpen(context)` may route the context's traffic first.
  */
-export async function openExecutor(browser, key, session = "default", base = BASE) {
+export async function openExecutor(browser, key, session = "default", base = BASE, { beforeOpen = async () => {} } = {}) {
   const context = await browser.newContext();
+  await beforeOpen(context);
   const page = await context.newPage();
   const lines = [];
   page.on("console", (msg) => {

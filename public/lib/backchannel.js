@@ -7,8 +7,10 @@
 // its acknowledgement): while small batches are unanswered, the next one carries their lines
 // again ahead of its own, so it is complete in whichever order the server gets them, and the
 // server skips the lines it already has. A larger batch in flight is waited for instead.
+// Batches go on the tab's results socket when it is open (result-socket.js), else by POST.
 
 import { fetchOk, isTransient, withRetry } from "./http.js";
+import { SocketClosed } from "./result-socket.js";
 
 const FLUSH_DELAY_MS = 20;
 // Unanswered batches whose lines the next batch carries again: at most this many, of at most
@@ -45,9 +47,11 @@ export class Backchannel {
    * @param options.onRefused ([{runId, seq, code, reason}]) => void, events the server refused
    *   (404/409): code "unknown", "ended" or "not-on-tab" means it no longer wants that run
    * @param options.onDropped (error) => void, a batch that failed all its retries
+   * @param options.socket a ResultSocket, tried before POST
    */
-  constructor(endpoint, { onUnauthorized = async () => {}, onRefused = () => {}, onDropped = () => {} } = {}) {
+  constructor(endpoint, { onUnauthorized = async () => {}, onRefused = () => {}, onDropped = () => {}, socket = null } = {}) {
     this.endpoint = endpoint;
+    this.socket = socket;
     this.onUnauthorized = onUnauthorized;
     this.onRefused = onRefused;
     this.onDropped = onDropped;
@@ -121,25 +125,33 @@ export class Backchannel {
     for (const resolve of this.drainWaiters.splice(0)) resolve();
   }
 
-  /** Posts `body`; resolves whether it was delivered. A failure is reported unless a later
+  /** Sends `body`; resolves whether it was delivered. A failure is reported unless a later
    * batch delivered these lines (`batch.covered`). */
   async send(body, batch) {
     try {
-      await withRetry(
-        () => {
-          const { url, headers } = this.endpoint();
-          return fetchOk(url, { method: "POST", headers: { ...headers, "content-type": "application/x-ndjson" }, body });
-        },
-        {
-          retryable: (err) => err.status === 401 || isTransient(err),
-          beforeRetry: (err) => (err.status === 401 ? this.onUnauthorized() : undefined),
-        },
-      );
+      await withRetry(() => this.deliver(body), {
+        retryable: (err) => err.status === 401 || isTransient(err),
+        beforeRetry: (err) => (err.status === 401 ? this.onUnauthorized() : undefined),
+      });
       return true;
     } catch (err) {
       if (Array.isArray(err.body?.refused)) this.onRefused(err.body.refused);
       else if (!batch.covered) this.onDropped(err);
       return false;
     }
+  }
+
+  /** One attempt at `body`: on the socket if it takes it, else (or if it closes first) by POST. */
+  async deliver(body) {
+    const onSocket = this.socket?.send(body);
+    if (onSocket) {
+      try {
+        return await onSocket;
+      } catch (err) {
+        if (!(err instanceof SocketClosed)) throw err;
+      }
+    }
+    const { url, headers } = this.endpoint();
+    return fetchOk(url, { method: "POST", headers: { ...headers, "content-type": "application/x-ndjson" }, body });
   }
 }

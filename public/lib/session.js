@@ -5,6 +5,7 @@
 
 import { readEventStream } from "./event-stream.js";
 import { HttpError, backoffMs, fetchOk } from "./http.js";
+import { RESULTS_PROTOCOL } from "./result-socket.js";
 
 const COMMANDS = ["hello", "tabs", "capsule", "build", "file", "cancel", "shutdown"];
 const REFRESH_MARGIN_MS = 60_000;
@@ -79,6 +80,15 @@ export class SessionClient {
     const headers = { authorization: `Bearer ${this.grant.attachToken}` };
     if (this.tabId) headers["x-relay-tab"] = this.tabId;
     return { url: `/session/${encodeURIComponent(this.grant.sessionId)}/${action}`, headers };
+  }
+
+  /** Where this tab's results socket is (result-socket.js), with the current token; null before hello. */
+  resultSocketEndpoint() {
+    if (!this.grant || !this.tabId) return null;
+    const url = new URL(`/session/${encodeURIComponent(this.grant.sessionId)}/results`, location.href);
+    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    url.searchParams.set("tab", this.tabId);
+    return { url: url.href, protocols: [RESULTS_PROTOCOL, `bearer.${this.grant.attachToken}`] };
   }
 
   async attach() {

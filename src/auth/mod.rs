@@ -21,3 +21,17 @@ pub fn bearer(header: Option<&str>) -> Option<&str> {
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
+
+/// The WebSocket subprotocol of a tab's results socket (`GET /session/:id/results`).
+pub const RESULTS_PROTOCOL: &str = "relay-results";
+
+/// The token a browser's WebSocket carries where it can set no `Authorization` header: its
+/// offered subprotocols (`Sec-WebSocket-Protocol`) must be `relay-results` and `bearer.<token>`
+/// (a JWT is a valid protocol name), so the token stays out of the URL.
+pub fn socket_bearer(protocols: Option<&str>) -> Option<&str> {
+    let offered: Vec<&str> = protocols?.split(',').map(str::trim).collect();
+    if !offered.contains(&RESULTS_PROTOCOL) {
+        return None;
+    }
+    offered.iter().find_map(|p| p.strip_prefix("bearer.")).filter(|token| !token.is_empty())
+}

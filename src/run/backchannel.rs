@@ -119,6 +119,20 @@ pub fn parse_batch(body: &[u8]) -> Result<Vec<TabEvent>, String> {
     Ok(events)
 }
 
+/// A batch on a tab's results socket: `<id>\n<batch>`, the batch as `POST .../result` takes it.
+/// Returns the id, echoed in the reply, and the batch.
+pub fn parse_socket_batch(message: &str) -> Result<(u64, &str), String> {
+    let (id, batch) = message.split_once('\n').unwrap_or((message, ""));
+    let id =
+        id.parse().map_err(|_| format!("a socket message starts with its batch id and a newline, not {id:.40?}"))?;
+    Ok((id, batch))
+}
+
+/// The reply to socket batch `id`: the status and body its `POST` would have been answered with.
+pub fn socket_reply(id: u64, status: u16, body: &Value) -> String {
+    serde_json::json!({ "id": id, "status": status, "body": body }).to_string()
+}
+
 /// What applying one event did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Applied {

@@ -25,7 +25,13 @@ pub fn json(status: u16, body: &Value) -> Response {
 
 /// The one error shape of the non-MCP routes: `{"error": {"name", "message"}}`.
 pub fn error(status: u16, name: &str, message: impl Into<String>) -> Response {
-    json(status, &json!({ "error": { "name": name, "message": message.into() } }))
+    json(status, &error_body(name, message))
+}
+
+/// The body of an error answer: `{"error": {"name", "message"}}` (also what a results socket
+/// replies with).
+pub fn error_body(name: &str, message: impl Into<String>) -> Value {
+    json!({ "error": { "name": name, "message": message.into() } })
 }
 
 /// An error of the error model (docs/ARCHITECTURE.md "Errors"), with the status its name has:

@@ -2,16 +2,17 @@
 //! for a relay session of the caller's tenant; `/session/:id/refresh` renews it; `events` and
 //! `result` are forwarded to the session's DO once the token is checked. The tenant is taken
 //! from the token, so a session id in the path never reaches another tenant. Tokens travel in
-//! `Authorization: Bearer`, never in URLs, which access logs and trace stores keep.
+//! `Authorization: Bearer` (a WebSocket's: in its offered subprotocols), never in URLs, which
+//! access logs and trace stores keep.
 
 use super::capsules::{signer, token_keys};
 use super::http::{error, json, named, own_origin, read_capped};
 use super::mcp::{session_stub, to_session};
 use super::tenants::{authenticated_body, by_id};
 use super::{now_ms, random, Who};
-use relay_core::auth::{bearer, session_name_ok, AttachClaims, SESSION_NAME_RULE};
+use relay_core::auth::{bearer, session_name_ok, socket_bearer, AttachClaims, RESULTS_PROTOCOL, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
-use relay_core::forward::Caller;
+use relay_core::forward::{Caller, TAB_HEADER, TOKEN_EXPIRY_HEADER};
 use serde_json::{json, Value};
 use worker::{Env, Request, Response, Result};
 
@@ -73,17 +74,58 @@ fn grant(env: &Env, claims: &AttachClaims) -> Result<Response> {
 
 /// Checks the path's session id, then the attach token in `Authorization: Bearer` for it.
 fn check_token(req: &Request, env: &Env, session: &str) -> Result<std::result::Result<AttachClaims, Response>> {
+    let header = req.headers().get("authorization")?;
+    let missing = "missing `Authorization: Bearer <attachToken>`: attach with POST /session first (tokens are not accepted in URLs)";
+    verify(bearer(header.as_deref()), missing, env, session)
+}
+
+/// The attach token `token`, checked for `session` (`missing` says how to send one).
+fn verify(
+    token: Option<&str>,
+    missing: &str,
+    env: &Env,
+    session: &str,
+) -> Result<std::result::Result<AttachClaims, Response>> {
     if !session_name_ok(session) {
         let message = format!("session id in the path: {SESSION_NAME_RULE} (the sessionId POST /session returned)");
         return Ok(Err(named(ErrorName::ValidationError, message)));
     }
-    let header = req.headers().get("authorization")?;
-    let Some(token) = bearer(header.as_deref()) else {
-        let message = "missing `Authorization: Bearer <attachToken>`: attach with POST /session first (tokens are not accepted in URLs)";
-        return Ok(Err(error(401, "Unauthorized", message)));
+    let Some(token) = token else {
+        return Ok(Err(error(401, "Unauthorized", missing)));
     };
     Ok(AttachClaims::verify_for(token, &token_keys(env)?, session, now_ms() / 1000)
         .map_err(|e| error(401, "Unauthorized", e.to_string())))
+}
+
+/// `GET /session/:id/results?tab=<tabId>`: the result backchannel as a WebSocket, so a batch
+/// costs no request of its own. A browser cannot set `Authorization` on a WebSocket, so the
+/// attach token comes as an offered subprotocol (`auth::socket_bearer`). The socket lives in
+/// the session's DO, which holds it to the token's expiry.
+pub async fn results_socket(req: Request, env: &Env, session: &str, who: &Who) -> Result<Response> {
+    if !req.headers().get("upgrade")?.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
+        let message =
+            "this route is a WebSocket (Upgrade: websocket); without one, POST batches to /session/:id/result";
+        return Ok(error(426, "UpgradeRequired", message));
+    }
+    let protocols = req.headers().get("sec-websocket-protocol")?;
+    let missing = format!(
+        "offer the subprotocols `{RESULTS_PROTOCOL}` and `bearer.<attachToken>` (tokens are not accepted in URLs)"
+    );
+    let claims = match verify(socket_bearer(protocols.as_deref()), &missing, env, session)? {
+        Ok(claims) => claims,
+        Err(response) => return Ok(response),
+    };
+    let url = req.url()?;
+    let Some(tab) = url.query_pairs().find_map(|(k, v)| (k == "tab").then(|| v.into_owned())) else {
+        return Ok(named(ErrorName::ValidationError, "?tab= must name this tab (the tabId of its hello)"));
+    };
+    who.is(&claims.sub, session);
+    let tenant = by_id(env, &claims.sub).await?;
+    let caller = Caller { tenant, session: session.to_owned(), origin: own_origin(&url) };
+    let inner = to_session(&req, &caller, "/results", None)?;
+    inner.headers().set(TAB_HEADER, &tab)?;
+    inner.headers().set(TOKEN_EXPIRY_HEADER, &claims.exp.to_string())?;
+    session_stub(env, &claims.sub, session)?.fetch_with_request(inner).await
 }
 
 /// `GET /session/:id/events`, `POST /session/:id/result` (and `ready`, `detach`), forwarded to

@@ -1,6 +1,6 @@
 //! The Session DO itself: one per relay session (`<tenantId>/<name>`). It dispatches the
-//! requests the Worker forwards (`/mcp`, `/events`, `/result`, `/mcps-rpc`, `/mcps`,
-//! `/build/*`), each with its typed
+//! requests the Worker forwards (`/mcp`, `/events`, `/result`, `/results`, `/mcps-rpc`,
+//! `/mcps`, `/build/*`) and the messages of results sockets, each request with its typed
 //! [`Caller`](relay_core::forward::Caller); the Worker has already authenticated it.
 
 use super::shared::Shared;
@@ -11,11 +11,15 @@ use crate::edge::{now_ms, wasm_memory_bytes};
 use relay_core::forward::{Caller, CALLER_HEADER};
 use relay_core::metrics::Snapshot;
 use std::rc::Rc;
-use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
+use worker::{
+    durable_object, DurableObject, Env, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage,
+};
 
 #[durable_object]
 pub struct SessionDO {
     shared: Rc<Shared>,
+    /// For the results sockets, which the runtime keeps (`tabs::open_results`).
+    state: State,
 }
 
 impl DurableObject for SessionDO {
@@ -28,7 +32,7 @@ impl DurableObject for SessionDO {
             Ok(()) => store::close_unfinished(&sql, now_ms()),
             Err(e) => worker::console_error!("migration failed: {e}"),
         }
-        SessionDO { shared: Rc::new(Shared::new(env, storage)) }
+        SessionDO { shared: Rc::new(Shared::new(env, storage)), state }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -43,6 +47,7 @@ impl DurableObject for SessionDO {
             "/mcp" => mcp::handle(shared, req, caller).await,
             "/events" => tabs::attach(shared, &caller),
             "/result" => tabs::result(shared, req).await,
+            "/results" => tabs::open_results(&shared, &self.state, &req),
             "/detach" => tabs::detach(shared, &req),
             "/ready" => tabs::ready(shared, req).await,
             "/mcps-rpc" => upstreams::call(shared, req, &caller).await,
@@ -57,6 +62,19 @@ impl DurableObject for SessionDO {
             }
             path => Ok(error(404, "NotFound", format!("session object has no route {path}"))),
         }
+    }
+
+    async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        tabs::socket_batch(&self.shared, &self.state, &ws, message)
+    }
+
+    /// A results socket closed by its tab: nothing to do (liveness is the lease's, never a socket's).
+    async fn websocket_close(&self, _ws: WebSocket, _code: usize, _reason: String, _clean: bool) -> Result<()> {
+        Ok(())
+    }
+
+    async fn websocket_error(&self, _ws: WebSocket, _error: worker::Error) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -1,22 +1,24 @@
 //! The tabs attached as executors: their SSE command streams (`/events`) and the NDJSON
-//! backchannel their results come back on (`/result`). Both feed the run machine.
+//! backchannel their results come back on (`POST /result`, or batches on a results socket,
+//! `/results`). Both feed the run machine.
 
 use super::shared::{ticker, Shared};
-use crate::edge::http::{json, named, sse_headers};
-use crate::edge::random;
+use crate::edge::http::{error_body, json, named, sse_headers};
+use crate::edge::{now_ms, random};
 use futures::channel::mpsc;
+use relay_core::auth::RESULTS_PROTOCOL;
 use relay_core::error::ErrorName;
-use relay_core::forward::Caller;
+use relay_core::forward::{Caller, TAB_HEADER, TOKEN_EXPIRY_HEADER};
 use relay_core::mcp::sse_frame;
-use relay_core::run::backchannel::parse_batch;
+use relay_core::run::backchannel::{parse_batch, parse_socket_batch, socket_reply};
 use relay_core::run::readiness::Readiness;
 use relay_core::run::session::{Input, Output};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::rc::Rc;
-use worker::{Request, Response, Result};
+use worker::{Request, Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair};
 
-/// The header a tab's result batches name it in (the `tabId` of its `hello`).
-const TAB_HEADER: &str = "x-relay-tab";
+/// A results socket's tag that holds its token's expiry (`exp:<seconds>`); its other tag is its tab.
+const EXPIRY_TAG: &str = "exp:";
 
 /// `GET /session/:id/events`: a tab attaches. Its stream carries `hello`, then `capsule`,
 /// `cancel` and `shutdown` commands, and heartbeat comments.
@@ -62,14 +64,64 @@ pub async fn ready(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
 /// `POST /session/:id/result`: applies a batch of the tab's events to their runs, each event on
 /// its own (see `run::session` for the verdicts: 200, 404 or 409 listing what was refused).
 pub async fn result(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
-    let events = match parse_batch(&req.bytes().await?) {
-        Ok(events) => events,
-        Err(why) => return Ok(named(ErrorName::ValidationError, format!("result batch: {why}"))),
-    };
     let tab = req.headers().get(TAB_HEADER)?;
-    let answers = shared.feed(Input::Heard { tab, events });
-    let Some(Output::Reply(reply)) = answers.into_iter().find(|o| matches!(o, Output::Reply(_))) else {
-        return Ok(named(ErrorName::Internal, "the run machine did not answer the batch"));
+    let (status, body) = apply(&shared, tab, &req.bytes().await?);
+    Ok(json(status, &body))
+}
+
+/// `/results`: the tab's results socket (the Worker checked its token). The socket is kept by
+/// the runtime (hibernatable), tagged with its tab and its token's expiry; each message is a
+/// batch, answered on the socket (`socket_batch`).
+pub fn open_results(shared: &Shared, state: &State, req: &Request) -> Result<Response> {
+    let tab = req.headers().get(TAB_HEADER)?.filter(|tab| shared.has_tab(tab));
+    let Some(tab) = tab else {
+        let message = "?tab= must name a tab attached to this relay session (the tabId of its hello)";
+        return Ok(named(ErrorName::ValidationError, message));
     };
-    Ok(json(reply.status(), &reply.to_json()))
+    let expiry = format!("{EXPIRY_TAG}{}", req.headers().get(TOKEN_EXPIRY_HEADER)?.unwrap_or_default());
+    let pair = WebSocketPair::new()?;
+    state.accept_websocket_with_tags(&pair.server, &[&tab, &expiry]);
+    let headers = worker::Headers::new();
+    headers.set("sec-websocket-protocol", RESULTS_PROTOCOL)?;
+    Ok(Response::from_websocket(pair.client)?.with_headers(headers))
+}
+
+/// One message on a results socket: `<id>\n<batch>`, applied as `POST /result` applies it and
+/// answered with `socket_reply`. Past its token's expiry the socket takes nothing more: it is
+/// answered 401 and closed, and the tab posts the batch again with its current token.
+pub fn socket_batch(shared: &Shared, state: &State, ws: &WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+    let text = match message {
+        WebSocketIncomingMessage::String(text) => text,
+        WebSocketIncomingMessage::Binary(_) => String::new(),
+    };
+    let (id, batch) = match parse_socket_batch(&text) {
+        Ok(parsed) => parsed,
+        Err(why) => {
+            return ws.send_with_str(socket_reply(0, 400, &error_body(ErrorName::ValidationError.as_str(), why)))
+        }
+    };
+    let tags = state.get_tags(ws);
+    let expiry = tags.iter().find_map(|t| t.strip_prefix(EXPIRY_TAG)?.parse::<u64>().ok()).unwrap_or(0);
+    if now_ms() / 1000 >= expiry {
+        let message =
+            "this socket's attach token expired: POST the batch with the current token, and reopen the socket with it";
+        ws.send_with_str(socket_reply(id, 401, &error_body("Unauthorized", message)))?;
+        return ws.close(Some(4401), Some("attach token expired"));
+    }
+    let tab = tags.into_iter().find(|t| !t.starts_with(EXPIRY_TAG));
+    let (status, body) = apply(shared, tab, batch.as_bytes());
+    ws.send_with_str(socket_reply(id, status, &body))
+}
+
+/// Applies one batch from `tab`: the status and body of its answer.
+fn apply(shared: &Shared, tab: Option<String>, batch: &[u8]) -> (u16, Value) {
+    let events = match parse_batch(batch) {
+        Ok(events) => events,
+        Err(why) => return (400, error_body(ErrorName::ValidationError.as_str(), format!("result batch: {why}"))),
+    };
+    let answers = shared.feed(Input::Heard { tab, events });
+    match answers.into_iter().find_map(|o| if let Output::Reply(reply) = o { Some(reply) } else { None }) {
+        Some(reply) => (reply.status(), reply.to_json()),
+        None => (500, error_body(ErrorName::Internal.as_str(), "the run machine did not answer the batch")),
+    }
 }
