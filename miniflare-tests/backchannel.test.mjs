@@ -156,11 +156,20 @@ async function openSocket(protocols = ["relay-results", `bearer.${token}`], tab 
     ws.onopen = resolve;
     ws.onerror = () => reject(new Error("the results socket did not open"));
   });
-  const replies = [];
+  // Replies to batches, and copies of run commands (framed as on the SSE stream).
+  const queues = { reply: inbox(), copy: inbox() };
+  ws.onmessage = ({ data }) => (data.startsWith("event:") ? queues.copy.put(data) : queues.reply.put(JSON.parse(data)));
+  return { ws, reply: queues.reply.take, copy: queues.copy.take };
+}
+
+/** Messages in arrival order: `take()` resolves with the next one. */
+function inbox() {
+  const items = [];
   const waiting = [];
-  ws.onmessage = (event) => (waiting.shift() ?? ((r) => replies.push(r)))(JSON.parse(event.data));
-  const reply = () => (replies.length ? Promise.resolve(replies.shift()) : new Promise((resolve) => waiting.push(resolve)));
-  return { ws, reply };
+  return {
+    put: (item) => (waiting.length ? waiting.shift()(item) : items.push(item)),
+    take: () => (items.length ? Promise.resolve(items.shift()) : new Promise((resolve) => waiting.push(resolve))),
+  };
 }
 
 /** The status and body, or the subprotocol of a 101, of a WebSocket upgrade of `path`. */
@@ -184,10 +193,14 @@ function upgrade(path, headers = {}) {
 }
 
 test("a results socket takes batches and answers each as its POST would, in order", async () => {
-  const { ws, reply } = await openSocket();
+  const { ws, reply, copy } = await openSocket();
   assert.equal(ws.protocol, "relay-results");
   try {
     const { runId, result } = await startRun("console.log('socket')");
+    // The run's command came on the stream, and a copy of it, framed the same, on the socket.
+    const copied = await copy();
+    assert.match(copied, /^event: capsule\ndata: \{.*\}\n\n$/);
+    assert.equal(JSON.parse(copied.split("\n")[1].slice("data: ".length)).runId, runId);
     const ndjson = (...lines) => lines.map((l) => JSON.stringify(l)).join("\n");
     const first = ndjson({ runId, seq: 0, type: "progress", phase: "received" }, { runId, seq: 1, type: "stdout", data: "socket\n" });
     ws.send(`1\n${first}`);

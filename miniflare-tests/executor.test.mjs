@@ -97,6 +97,16 @@ describe("run_js", () => {
     }
     assert.deepEqual(posts, []);
   });
+
+  test("a run's command comes on the stream and on the socket, and runs once", async () => {
+    const seen = executor.lines.length;
+    const append = () => client.callTool({ name: "write", arguments: { path: "/tmp/once.txt", content: "x", mode: "append" } });
+    for (let i = 0; i < 3; i++) assert.equal((await append()).isError, false);
+    const read = await client.callTool({ name: "read", arguments: { path: "/tmp/once.txt" } });
+    assert.equal(read.structuredContent.content, "xxx");
+    const complaints = executor.lines.slice(seen).filter((line) => /refused|lost/.test(line));
+    assert.deepEqual(complaints, []);
+  });
 });
 
 describe("results by POST", () => {

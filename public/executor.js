@@ -50,7 +50,10 @@ async function main() {
   const { key, session } = fragment;
   let client;
   let readiness = null; // the runtimes' states, as told to the server
-  const resultSocket = new ResultSocket(() => client.resultSocketEndpoint());
+  const resultSocket = new ResultSocket(
+    () => client.resultSocketEndpoint(),
+    (type, data) => client.command(type, data),
+  );
   const backchannel = new Backchannel(() => client.endpoint("result"), {
     socket: resultSocket,
     onUnauthorized: () => client.renew(),

@@ -2,12 +2,15 @@
 // (GET /session/<id>/results?tab=<tabId>), on which a batch costs no request of its own. Through
 // wrangler dev a POST's round trip from the page took ~17 ms, a socket message's ~1.3 ms.
 // A message is `<id>\n<batch>`; the DO answers `{id, status, body}` as the POST would have.
+// The DO also sends each run's command on it, framed as on the command stream, where the same
+// command comes too: the socket's copy arrives sooner, and the session runs the first of the two.
 //
 // The socket only makes what POST does faster: a batch goes by POST while the socket is not
 // open, when it is too large for one message, or when the socket closes before its answer (seq
 // numbers make a batch that arrives twice harmless). A closed socket says nothing of the tab's
 // liveness: that is the lease's, renewed by the batches themselves.
 
+import { parseEvent } from "./event-stream.js";
 import { HttpError } from "./http.js";
 
 export const RESULTS_PROTOCOL = "relay-results";
@@ -21,9 +24,13 @@ const REOPEN_MS = 5000;
 export class SocketClosed extends Error {}
 
 export class ResultSocket {
-  /** @param endpoint () => {url, protocols} for the current tab and attach token, or null */
-  constructor(endpoint) {
+  /**
+   * @param endpoint () => {url, protocols} for the current tab and attach token, or null
+   * @param onCommand (type, data) => void for a command's copy (data as on the stream: JSON text)
+   */
+  constructor(endpoint, onCommand) {
     this.endpoint = endpoint;
+    this.onCommand = onCommand;
     this.ws = null;
     this.opened = null; // the URL and token `ws` was opened with: a new tab id or token means a new socket
     this.pending = new Map(); // message id -> {resolve, reject}
@@ -63,11 +70,13 @@ export class ResultSocket {
     const ws = new WebSocket(target.url, target.protocols);
     this.ws = ws;
     this.opened = opened;
-    ws.onmessage = (event) => this.answer(event.data);
+    ws.onmessage = (event) => this.received(event.data);
     ws.onclose = () => this.closed(ws);
   }
 
-  answer(data) {
+  received(data) {
+    const command = data.startsWith("event:") ? parseEvent(data) : null;
+    if (command) return this.onCommand(command.type, command.data);
     const { id, status, body } = JSON.parse(data);
     const waiter = this.pending.get(id);
     if (!waiter) return;

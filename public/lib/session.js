@@ -8,6 +8,10 @@ import { HttpError, backoffMs, fetchOk } from "./http.js";
 import { RESULTS_PROTOCOL } from "./result-socket.js";
 
 const COMMANDS = ["hello", "tabs", "capsule", "build", "file", "cancel", "shutdown"];
+// The commands that start a run, which the results socket may bring a copy of.
+const RUN_COMMANDS = ["capsule", "build", "file"];
+// A copy comes within moments of the first; these many run ids are plenty to tell it.
+const RUNS_REMEMBERED = 256;
 const REFRESH_MARGIN_MS = 60_000;
 const RETRY_REFRESH_MS = 5_000;
 const RECONNECT_MAX_MS = 30_000;
@@ -26,6 +30,7 @@ export class SessionClient {
     this.onState = onState;
     this.grant = null; // {sessionId, attachToken, expiresAt}
     this.tabId = null; // what the server calls this tab, from its `hello`
+    this.runsSeen = new Set(); // ids of the runs this tab had a command for, oldest first
     this.events = null;
     this.failures = 0;
     this.renewing = null;
@@ -143,14 +148,28 @@ export class SessionClient {
       });
   }
 
+  /**
+   * A command from the stream, or a run's command copied on the results socket
+   * (result-socket.js): of the two copies of a run's command, the first is delivered.
+   */
   command(type, data) {
     if (!COMMANDS.includes(type)) return;
     const command = JSON.parse(data);
     if (type === "hello") {
       this.failures = 0;
       this.tabId = command.tabId;
+      this.runsSeen.clear(); // run ids are copied per tab
     }
+    if (RUN_COMMANDS.includes(type) && !this.firstSight(command.runId)) return;
     this.onCommand(type, command);
+  }
+
+  /** Whether this tab has not had run `runId`'s command yet (remembering the latest ones). */
+  firstSight(runId) {
+    if (this.runsSeen.has(runId)) return false;
+    this.runsSeen.add(runId);
+    if (this.runsSeen.size > RUNS_REMEMBERED) this.runsSeen.delete(this.runsSeen.values().next().value);
+    return true;
   }
 
   reconnectLater() {

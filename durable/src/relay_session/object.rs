@@ -68,12 +68,15 @@ impl DurableObject for SessionDO {
         tabs::socket_batch(&self.shared, &self.state, &ws, message)
     }
 
-    /// A results socket closed by its tab: nothing to do (liveness is the lease's, never a socket's).
-    async fn websocket_close(&self, _ws: WebSocket, _code: usize, _reason: String, _clean: bool) -> Result<()> {
+    /// A results socket closed by its tab: no more command copies on it. (It says nothing of
+    /// the tab's liveness: that is the lease's, never a socket's.)
+    async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _clean: bool) -> Result<()> {
+        self.shared.forget_socket(&ws);
         Ok(())
     }
 
-    async fn websocket_error(&self, _ws: WebSocket, _error: worker::Error) -> Result<()> {
+    async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
+        self.shared.forget_socket(&ws);
         Ok(())
     }
 }

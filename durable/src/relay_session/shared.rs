@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
-use worker::{Env, Result, Storage};
+use worker::{Env, Result, Storage, WebSocket};
 
 /// MCP clients remembered for `relay://session` (the page lists them).
 const CLIENTS_KEPT: usize = 10;
@@ -69,6 +69,8 @@ pub struct Shared {
     tabs: RefCell<HashMap<String, Frames>>,
     /// What each tab last said of its runtimes.
     readiness: RefCell<HashMap<String, Readiness>>,
+    /// Each tab's results socket, if it opened one: a run's command goes on it too.
+    sockets: RefCell<HashMap<String, WebSocket>>,
     runs: RefCell<HashMap<String, RunIo>>,
     /// Run -> its answer, for legacy calls whose client may resume (oldest first).
     kept_answers: RefCell<VecDeque<(String, Value)>>,
@@ -96,6 +98,7 @@ impl Shared {
             machine: RefCell::default(),
             tabs: RefCell::default(),
             readiness: RefCell::default(),
+            sockets: RefCell::default(),
             runs: RefCell::default(),
             kept_answers: RefCell::default(),
             stored: RefCell::default(),
@@ -153,9 +156,11 @@ impl Shared {
             for output in outputs {
                 match output {
                     Output::Send { tab, command } => {
-                        if !self.write(&tab, self.command_frame(&command)) {
+                        let frame = self.command_frame(&command);
+                        if !self.write(&tab, frame.clone()) {
                             inputs.push_back(Input::TabGone { tab });
                         } else if let Command::Capsule { run } = &command {
+                            self.copy_to_socket(&tab, &frame);
                             self.note_warming_up(&tab, run);
                         }
                     }
@@ -230,6 +235,28 @@ impl Shared {
     pub fn drop_tab(&self, tab: &str) {
         self.tabs.borrow_mut().remove(tab);
         self.readiness.borrow_mut().remove(tab);
+        self.sockets.borrow_mut().remove(tab);
+    }
+
+    /// `tab`'s results socket, in place of any earlier one.
+    pub fn set_socket(&self, tab: &str, socket: WebSocket) {
+        self.sockets.borrow_mut().insert(tab.to_owned(), socket);
+    }
+
+    /// Forgets a results socket that closed, unless its tab has a newer one.
+    pub fn forget_socket(&self, socket: &WebSocket) {
+        self.sockets.borrow_mut().retain(|_, kept| kept != socket);
+    }
+
+    /// A run's command goes to its tab on the stream, and a copy on the tab's results socket,
+    /// which gets there sooner (the page runs whichever copy comes first). The stream is the
+    /// one to rely on: a copy lost with its socket costs nothing.
+    fn copy_to_socket(&self, tab: &str, frame: &[u8]) {
+        let mut sockets = self.sockets.borrow_mut();
+        let sent = sockets.get(tab).is_some_and(|socket| socket.send_with_str(String::from_utf8_lossy(frame)).is_ok());
+        if !sent {
+            sockets.remove(tab);
+        }
     }
 
     pub fn has_tab(&self, tab: &str) -> bool {

@@ -71,7 +71,8 @@ pub async fn result(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
 
 /// `/results`: the tab's results socket (the Worker checked its token). The socket is kept by
 /// the runtime (hibernatable), tagged with its tab and its token's expiry; each message is a
-/// batch, answered on the socket (`socket_batch`).
+/// batch, answered on the socket (`socket_batch`). The DO also sends the tab a copy of each
+/// run's command on it (`Shared::copy_to_socket`).
 pub fn open_results(shared: &Shared, state: &State, req: &Request) -> Result<Response> {
     let tab = req.headers().get(TAB_HEADER)?.filter(|tab| shared.has_tab(tab));
     let Some(tab) = tab else {
@@ -81,6 +82,7 @@ pub fn open_results(shared: &Shared, state: &State, req: &Request) -> Result<Res
     let expiry = format!("{EXPIRY_TAG}{}", req.headers().get(TOKEN_EXPIRY_HEADER)?.unwrap_or_default());
     let pair = WebSocketPair::new()?;
     state.accept_websocket_with_tags(&pair.server, &[&tab, &expiry]);
+    shared.set_socket(&tab, pair.server);
     let headers = worker::Headers::new();
     headers.set("sec-websocket-protocol", RESULTS_PROTOCOL)?;
     Ok(Response::from_websocket(pair.client)?.with_headers(headers))
