@@ -39,11 +39,13 @@
  *   fs(op, argsJson, data?) -> result (see quickjs.js; throws an Error named by its Node code),
  *   utf8Encode(string) -> ArrayBuffer, utf8Decode(ArrayBuffer) -> string,
  *   fetch(requestJson, body, callback(errorJson, responseJson, body))
- * @param configJson JSON of {entry, argv, env, cwd, stdin}
- * @returns formatError(value) -> string, used by the worker to print uncaught errors
+ * @returns {formatError, configure}: formatError(value) -> string, used by the worker to print
+ *   uncaught errors; configure(configJson) gives process the run's {entry, argv, env, cwd,
+ *   stdin}. The worker calls the prelude while it waits as a standby, and configure when its
+ *   run starts, before any guest code.
  */
-export function guestPrelude(host, configJson) {
-  const config = JSON.parse(configJson);
+export function guestPrelude(host) {
+  let config = { entry: "", argv: [], env: {}, cwd: "/", stdin: "" };
   const MAX_DEPTH = 2;
 
   function inspect(value, depth, seen) {
@@ -97,8 +99,8 @@ export function guestPrelude(host, configJson) {
   };
 
   globalThis.process = {
-    argv: ["quickjs", config.entry, ...config.argv],
-    env: { ...config.env },
+    argv: [],
+    env: {},
     platform: "quickjs",
     cwd: () => config.cwd,
     exit(code = 0) {
@@ -325,5 +327,11 @@ export function guestPrelude(host, configJson) {
     });
   }
 
-  return formatError;
+  function configure(configJson) {
+    config = JSON.parse(configJson);
+    process.argv = ["quickjs", config.entry, ...config.argv];
+    process.env = { ...config.env };
+  }
+
+  return { formatError, configure };
 }

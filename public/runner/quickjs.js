@@ -2,12 +2,12 @@
 // compiles the wasm once and hands every runner worker the compiled module; a worker serves one
 // run, on a fresh instance whose wasm heap is capped at the run's memMb (made while the worker
 // waits as a standby, for the default cap, with its runtime and context made and the prelude
-// compiled, so a run starts by calling it). The entry is evaluated
-// as an ES module (top-level await, relative imports between the capsule's files); promise jobs
-// and timers are driven until the program has nothing left to do, like Node's event loop.
+// installed, so a run starts by giving process its config). The entry is evaluated as an ES
+// module (top-level await, relative imports between the capsule's files); promise jobs and
+// timers are driven until the program has nothing left to do, like Node's event loop.
 // Guest code lives inside the QuickJS interpreter and reaches the worker only through the host
-// functions installPrelude() gives it: output, exit, timers, files (guest-files.js: the
-// workspace, written through to the page) and fetch (answered by the page).
+// functions the prelude is given (HOST_FUNCTIONS): output, exit, timers, files (guest-files.js:
+// the workspace, written through to the page) and fetch (answered by the page).
 
 import { newQuickJSWASMModuleFromVariant, newVariant } from "quickjs-emscripten";
 import RELEASE_SYNC from "@jitl/quickjs-wasmfile-release-sync";
@@ -60,17 +60,32 @@ async function instantiate(wasmModule, capMiB) {
   return { module, memory, capMiB };
 }
 
-/** A runtime and context no guest has touched, with the prelude compiled but not yet called. */
+// The functions the prelude's `host` object has; each calls the QuickJsRun method of its name.
+const HOST_FUNCTIONS = ["write", "exit", "setTimer", "clearTimer", "fs", "utf8Encode", "utf8Decode", "fetch"];
+
+/**
+ * A runtime and context no guest has touched, with the prelude installed (guest-prelude.js):
+ * its host functions call whichever run `holder.run` names (the run sets it before any guest
+ * code runs), and `configure` is left for the run to give process its argv, env and stdin.
+ */
 function freshContext(module) {
   const runtime = module.newRuntime();
   const context = runtime.newContext();
+  const holder = { run: null };
   const prelude = context.unwrapResult(context.evalCode(`(${guestPrelude})`, "relay:prelude.js"));
-  return { runtime, context, prelude };
+  const host = context.newObject();
+  for (const name of HOST_FUNCTIONS) {
+    context.newFunction(name, (...args) => holder.run[name](...args)).consume((fn) => context.setProp(host, name, fn));
+  }
+  const installed = context.unwrapResult(context.callFunction(prelude, context.undefined, host));
+  const [formatError, configure] = ["formatError", "configure"].map((name) => context.getProp(installed, name));
+  for (const handle of [prelude, host, installed]) handle.dispose();
+  return { runtime, context, holder, formatError, configure };
 }
 
 class QuickJsRun {
-  /** @param fresh freshContext()'s: this run's own runtime, context and compiled prelude */
-  constructor({ runtime, context, prelude }, job, sink, relay) {
+  /** @param fresh freshContext()'s: this run's own runtime, context and installed prelude */
+  constructor({ runtime, context, holder, formatError, configure }, job, sink, relay) {
     this.job = job;
     this.sink = sink;
     this.relay = relay;
@@ -89,7 +104,9 @@ class QuickJsRun {
 
     this.runtime = runtime;
     this.context = context;
-    this.prelude = prelude; // called (and dropped) by installPrelude
+    this.formatError = formatError;
+    holder.run = this; // the prelude's host functions now call this run's
+    this.configure(configure);
     // QuickJS's own accounting stops most runaway allocations with a clean "out of memory"
     // error; the capped wasm memory (instantiate) is the backstop.
     this.runtime.setMemoryLimit(job.limits.memMb * MiB);
@@ -113,48 +130,59 @@ class QuickJsRun {
       this.sink.write("stderr", `${source.error.message}\n`);
       return this.finish(1);
     }
-    this.formatError = this.installPrelude();
     const evaluated = this.context.evalCode(source, entry.path, { type: "module" });
     if (evaluated.error) return this.fail(evaluated.error);
     this.main = evaluated.value; // the module's evaluation promise
     this.settle();
   }
 
-  /** Gives the guest its globals (guest-prelude.js); returns the guest's error formatter. */
-  installPrelude() {
+  /** Gives process this run's entry, argv, env, cwd and stdin (guest-prelude.js's configure). */
+  configure(configure) {
     const ctx = this.context;
     const { entry } = this.job;
     const config = JSON.stringify({ entry: entry.path, argv: entry.argv, env: entry.env, cwd: entry.cwd, stdin: entry.stdin });
-    const host = ctx.newObject();
-    const define = (name, fn) => ctx.newFunction(name, fn).consume((handle) => ctx.setProp(host, name, handle));
-    define("write", (fd, text) => {
-      if (!this.stopped()) this.sink.write(ctx.getNumber(fd) === 2 ? "stderr" : "stdout", ctx.getString(text));
-    });
-    define("exit", (code) => {
-      this.exitCode ??= ctx.getNumber(code);
-    });
-    define("setTimer", (callback, ms, repeat) =>
-      ctx.newNumber(this.addTimer(callback.dup(), ctx.getNumber(ms), ctx.dump(repeat))),
-    );
-    define("clearTimer", (id) => {
-      this.dropTimer(ctx.getNumber(id));
-    });
-    define("fs", (op, args, data) => {
-      const bytes = data && ctx.typeof(data) !== "undefined" ? this.bytesOf(data) : undefined;
-      return this.toGuest(this.files.call(ctx.getString(op), JSON.parse(ctx.getString(args)), bytes));
-    });
-    define("utf8Encode", (text) => this.toGuest(encoder.encode(ctx.getString(text))));
-    define("utf8Decode", (buffer) => ctx.newString(new TextDecoder().decode(this.bytesOf(buffer))));
-    define("fetch", (requestJson, body, callback) => {
-      const request = JSON.parse(ctx.getString(requestJson));
-      if (ctx.typeof(body) !== "undefined") request.body = this.bytesOf(body);
-      this.startFetch(request, callback.dup());
-    });
     const configHandle = ctx.newString(config);
-    const formatError = ctx.unwrapResult(ctx.callFunction(this.prelude, ctx.undefined, host, configHandle));
-    for (const handle of [this.prelude, configHandle, host]) handle.dispose();
-    this.prelude = null;
-    return formatError;
+    ctx.unwrapResult(ctx.callFunction(configure, ctx.undefined, configHandle)).dispose();
+    for (const handle of [configure, configHandle]) handle.dispose();
+  }
+
+  // The prelude's host functions (HOST_FUNCTIONS), called with QuickJS handles.
+
+  write(fd, text) {
+    if (!this.stopped()) this.sink.write(this.context.getNumber(fd) === 2 ? "stderr" : "stdout", this.context.getString(text));
+  }
+
+  exit(code) {
+    this.exitCode ??= this.context.getNumber(code);
+  }
+
+  setTimer(callback, ms, repeat) {
+    return this.context.newNumber(this.addTimer(callback.dup(), this.context.getNumber(ms), this.context.dump(repeat)));
+  }
+
+  clearTimer(id) {
+    this.dropTimer(this.context.getNumber(id));
+  }
+
+  fs(op, args, data) {
+    const ctx = this.context;
+    const bytes = data && ctx.typeof(data) !== "undefined" ? this.bytesOf(data) : undefined;
+    return this.toGuest(this.files.call(ctx.getString(op), JSON.parse(ctx.getString(args)), bytes));
+  }
+
+  utf8Encode(text) {
+    return this.toGuest(encoder.encode(this.context.getString(text)));
+  }
+
+  utf8Decode(buffer) {
+    return this.context.newString(new TextDecoder().decode(this.bytesOf(buffer)));
+  }
+
+  fetch(requestJson, body, callback) {
+    const ctx = this.context;
+    const request = JSON.parse(ctx.getString(requestJson));
+    if (ctx.typeof(body) !== "undefined") request.body = this.bytesOf(body);
+    this.startFetch(request, callback.dup());
   }
 
   addTimer(callback, ms, repeat) {
@@ -264,8 +292,7 @@ class QuickJsRun {
     for (const callback of this.fetches.values()) callback.dispose();
     this.fetches.clear();
     this.main?.dispose();
-    this.formatError?.dispose();
-    this.prelude?.dispose();
+    this.formatError.dispose();
     this.context.dispose();
     this.runtime.dispose();
     this.resolve({ exitCode: this.exitCode ?? exitCode });
