@@ -386,6 +386,13 @@ describe("capsule layers", () => {
     assert.deepEqual(await unzipInPage(zip), { "entry.js": "console.log(1)", "lib/big.txt": big });
   });
 
+  test("a deflated entry that is not deflate data, or inflates to another size, is refused", async () => {
+    const garbage = makeZip([{ name: "a.js", data: "console.log(1)", deflate: true, body: Buffer.alloc(8, 0xff) }]);
+    assert.match(await unzipInPage(garbage), /^ValidationError: zip entry a\.js is not valid deflate data/);
+    const longer = makeZip([{ name: "a.js", data: "abc", deflate: true, body: deflateRawSync("abcd") }]);
+    assert.match(await unzipInPage(longer), /^ValidationError: zip entry a\.js inflates to the wrong size/);
+  });
+
   test("entries that escape the capsule are refused", async () => {
     for (const name of ["../evil.js", "/etc/passwd", "a//b"]) {
       const result = await unzipInPage(makeZip([{ name, data: "x", deflate: false }]));
@@ -418,14 +425,17 @@ function compareCodeUnits(a, b) {
   return a.length - b.length;
 }
 
-/** A minimal zip writer (no zip64, no data descriptors), as capsule layers are built. */
+/**
+ * A minimal zip writer (no zip64, no data descriptors), as capsule layers are built. An entry's
+ * `body`, if given, replaces its stored or deflated bytes (to make a bad one).
+ */
 function makeZip(entries) {
   const locals = [];
   const centrals = [];
   let offset = 0;
-  for (const { name, data, deflate } of entries) {
+  for (const { name, data, deflate, body: given } of entries) {
     const raw = Buffer.from(data);
-    const body = deflate ? deflateRawSync(raw) : raw;
+    const body = given ?? (deflate ? deflateRawSync(raw) : raw);
     const nameBytes = Buffer.from(name);
     const local = header(30, 0x04034b50);
     local.writeUInt16LE(20, 4);
