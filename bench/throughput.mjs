@@ -54,6 +54,7 @@ function rssMiB(pids, pattern) {
 
 async function memory(page) {
   const cdp = await page.context().newCDPSession(page);
+  await cdp.send("HeapProfiler.collectGarbage"); // the heap that is live, not what awaits a GC
   await cdp.send("Performance.enable");
   const { metrics } = await cdp.send("Performance.getMetrics");
   await cdp.detach();
