@@ -1,6 +1,6 @@
 // Bytes as text: standard base64 (the file tools' encoding, egress request bodies, inline images),
 // the lowercase hex sha256 that capsule hashes, layer hashes and /out listings use, and SRI
-// strings (the runtimes' integrity, npm's).
+// strings (the runtimes' integrity, npm's); and bytes through a (de)compression stream.
 
 export function toBase64(bytes) {
   let binary = "";
@@ -22,4 +22,31 @@ export async function sriOf(bytes, integrity) {
   const algorithm = integrity.slice(0, integrity.indexOf("-"));
   const digest = await crypto.subtle.digest(algorithm.replace("sha", "SHA-"), bytes);
   return `${algorithm}-${toBase64(new Uint8Array(digest))}`;
+}
+
+/**
+ * `data` through `transform` (a CompressionStream or DecompressionStream), written to it
+ * directly. (Through a Blob, Chrome keeps the bytes in the browser process and reads them back
+ * over IPC: after a few idle seconds that held a capsule's layer check 5-8 ms, until other IPC,
+ * such as the SSE stream, woke it.) Rejects with the stream's error for corrupt input.
+ */
+export async function throughStream(data, transform) {
+  const writer = transform.writable.getWriter();
+  // Corrupt input fails both sides: the readable's error is the one reported.
+  writer.write(data).catch(() => {});
+  writer.close().catch(() => {});
+  const chunks = [];
+  for await (const chunk of transform.readable) chunks.push(chunk);
+  return concatBytes(chunks);
+}
+
+/** The byte arrays `parts`, one after another. */
+export function concatBytes(parts) {
+  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
 }

@@ -3,6 +3,8 @@
 // unless storing it is smaller. The same files give the same bytes (in one browser), and zip.js
 // reads them back.
 
+import { concatBytes, throughStream } from "./bytes.js";
+
 const DOS_DATE_1980_01_01 = 0x21; // 1980-01-01, 00:00:00
 const STORED = 0;
 const DEFLATED = 8;
@@ -19,7 +21,7 @@ export async function zip(files) {
   for (const path of Object.keys(files).sort()) {
     const data = files[path];
     const name = new TextEncoder().encode(path);
-    const deflated = await deflateRaw(data);
+    const deflated = await throughStream(data, new CompressionStream("deflate-raw"));
     const [method, body] = deflated.length < data.length ? [DEFLATED, deflated] : [STORED, data];
     const fields = { name, method, crc: crc32(data), compressed: body.length, size: data.length };
     const local = header(0x04034b50, fields, offset);
@@ -27,14 +29,14 @@ export async function zip(files) {
     centrals.push(header(0x02014b50, fields, offset));
     offset += local.length + body.length;
   }
-  const central = concat(centrals);
+  const central = concatBytes(centrals);
   const end = new DataView(new ArrayBuffer(22));
   end.setUint32(0, 0x06054b50, true);
   end.setUint16(8, centrals.length, true);
   end.setUint16(10, centrals.length, true);
   end.setUint32(12, central.length, true);
   end.setUint32(16, offset, true);
-  return concat([...locals, central, new Uint8Array(end.buffer)]);
+  return concatBytes([...locals, central, new Uint8Array(end.buffer)]);
 }
 
 /** A local (0x04034b50) or central directory (0x02014b50) header with the entry's name. */
@@ -63,10 +65,6 @@ function header(signature, { name, method, crc, compressed, size }, offset) {
   return bytes;
 }
 
-async function deflateRaw(data) {
-  const stream = new Blob([data]).stream().pipeThrough(new CompressionStream("deflate-raw"));
-  return new Uint8Array(await new Response(stream).arrayBuffer());
-}
 
 const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
   let c = n;
@@ -78,14 +76,4 @@ function crc32(data) {
   let crc = 0xffffffff;
   for (const byte of data) crc = CRC_TABLE[(crc ^ byte) & 0xff] ^ (crc >>> 8);
   return (crc ^ 0xffffffff) >>> 0;
-}
-
-function concat(parts) {
-  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
 }

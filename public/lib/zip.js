@@ -3,6 +3,7 @@
 // layer's sha256, checked before unzipping, so CRCs are not checked again. Entry names must be
 // relative paths inside the capsule: absolute paths and ".." are refused.
 
+import { throughStream } from "./bytes.js";
 import { ValidationError } from "./errors.js";
 
 const EOCD_SIGNATURE = 0x06054b50;
@@ -59,32 +60,10 @@ async function entryData(bytes, view, entry) {
   const data = bytes.subarray(start, start + entry.compressedSize);
   if (entry.method === STORED) return data.slice();
   if (entry.method !== DEFLATED) throw new ValidationError(`zip entry ${entry.name} uses unsupported method ${entry.method}`);
-  const out = await inflateRaw(data).catch((err) => {
+  const out = await throughStream(data, new DecompressionStream("deflate-raw")).catch((err) => {
     throw new ValidationError(`zip entry ${entry.name} is not valid deflate data: ${err.message}`);
   });
   if (out.length !== entry.size) throw new ValidationError(`zip entry ${entry.name} inflates to the wrong size`);
-  return out;
-}
-
-/**
- * `data` inflated, written straight into a DecompressionStream. (Through a Blob, Chrome keeps
- * the bytes in the browser process and reads them back over IPC: after a few idle seconds that
- * took 5-8 ms per layer, finishing only when other IPC, such as the SSE stream, woke it.)
- */
-async function inflateRaw(data) {
-  const stream = new DecompressionStream("deflate-raw");
-  const writer = stream.writable.getWriter();
-  // Corrupt data fails both sides: the readable's error is the one reported.
-  writer.write(data).catch(() => {});
-  writer.close().catch(() => {});
-  const chunks = [];
-  for await (const chunk of stream.readable) chunks.push(chunk);
-  const out = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0));
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.length;
-  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Reads an npm tarball (gzip'd ustar, with pax or GNU long names): its regular files by path,
 // the first path segment ("package/") stripped. Paths with ".." or a leading "/" are refused.
 
+import { throughStream } from "../bytes.js";
 import { failed } from "./registry.js";
 
 const BLOCK = 512;
@@ -9,8 +10,7 @@ const BLOCK = 512;
 export async function untgz(bytes, what) {
   let tar;
   try {
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-    tar = new Uint8Array(await new Response(stream).arrayBuffer());
+    tar = await throughStream(bytes, new DecompressionStream("gzip"));
   } catch (err) {
     throw failed(`${what}: the tarball is not gzip: ${err.message}`);
   }
