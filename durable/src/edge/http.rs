@@ -37,7 +37,13 @@ pub fn error_body(name: &str, message: impl Into<String>) -> Value {
 /// An error of the error model (docs/ARCHITECTURE.md "Errors"), with the status its name has:
 /// ValidationError 400, PolicyDenied 403, Timeout 408, OutputLimitExceeded 413, ...
 pub fn named(name: ErrorName, message: impl Into<String>) -> Response {
-    error(name.http_status(), name.as_str(), message)
+    let (status, body) = named_parts(name, message);
+    json(status, &body)
+}
+
+/// `named`'s status and body, for an answer that is no HTTP response (a results socket's).
+pub fn named_parts(name: ErrorName, message: impl Into<String>) -> (u16, Value) {
+    (name.http_status(), error_body(name.as_str(), message))
 }
 
 pub fn not_found(path: &str) -> Response {

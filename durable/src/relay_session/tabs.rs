@@ -3,7 +3,7 @@
 //! `/results`). Both feed the run machine.
 
 use super::shared::{ticker, Shared};
-use crate::edge::http::{error_body, json, named, sse_headers};
+use crate::edge::http::{error_body, json, named, named_parts, sse_headers};
 use crate::edge::{now_ms, random};
 use futures::channel::mpsc;
 use relay_core::auth::RESULTS_PROTOCOL;
@@ -99,7 +99,8 @@ pub fn socket_batch(shared: &Shared, state: &State, ws: &WebSocket, message: Web
     let (id, batch) = match parse_socket_batch(&text) {
         Ok(parsed) => parsed,
         Err(why) => {
-            return ws.send_with_str(socket_reply(0, 400, &error_body(ErrorName::ValidationError.as_str(), why)))
+            let (status, body) = named_parts(ErrorName::ValidationError, why);
+            return ws.send_with_str(socket_reply(0, status, &body));
         }
     };
     let tags = state.get_tags(ws);
@@ -119,11 +120,11 @@ pub fn socket_batch(shared: &Shared, state: &State, ws: &WebSocket, message: Web
 fn apply(shared: &Shared, tab: Option<String>, batch: &[u8]) -> (u16, Value) {
     let events = match parse_batch(batch) {
         Ok(events) => events,
-        Err(why) => return (400, error_body(ErrorName::ValidationError.as_str(), format!("result batch: {why}"))),
+        Err(why) => return named_parts(ErrorName::ValidationError, format!("result batch: {why}")),
     };
     let answers = shared.feed(Input::Heard { tab, events });
     match answers.into_iter().find_map(|o| if let Output::Reply(reply) = o { Some(reply) } else { None }) {
         Some(reply) => (reply.status(), reply.to_json()),
-        None => (500, error_body(ErrorName::Internal.as_str(), "the run machine did not answer the batch")),
+        None => named_parts(ErrorName::Internal, "the run machine did not answer the batch"),
     }
 }
