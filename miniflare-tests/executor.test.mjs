@@ -150,6 +150,29 @@ describe("results by POST", () => {
     }
   });
 
+  test("a results socket that stops answering is given up after 5 s: its batches go by POST", async () => {
+    // The socket stays open, but nothing the page sends on it after the first message arrives.
+    let swallowing = false;
+    const { tab, c, close } = await tabWithSocket("socket-silent", (ws) => {
+      const server = ws.connectToServer();
+      ws.onMessage((message) => {
+        if (!swallowing) server.send(message);
+        swallowing = true;
+      });
+    });
+    try {
+      const started = performance.now();
+      // Longer than a batch waits, so the acknowledgement goes first, alone, and the rest after it.
+      const code = "const t = Date.now(); while (Date.now() - t < 100); console.log('through in the end')";
+      const result = await runJs(code, {}, c);
+      assert.equal(result.structuredContent.stdout, "through in the end\n");
+      assert.ok(swallowing, "the socket carried the first batch");
+      assert.ok(performance.now() - started >= 4500, "the batch waited for the socket's answer first");
+    } finally {
+      await close();
+    }
+  });
+
   test("a run's exit does not wait for its acknowledgement to be answered", async () => {
     // With no results socket (refused here), batches go by POST. The acknowledgement goes
     // alone (the run takes longer than a batch waits), and reaches the server 1.5 s late, after

@@ -7,8 +7,8 @@
 //
 // The socket only makes what POST does faster: a batch goes by POST while the socket is not
 // open, when it is too large for one message, or when the socket closes before its answer (seq
-// numbers make a batch that arrives twice harmless). A closed socket says nothing of the tab's
-// liveness: that is the lease's, renewed by the batches themselves.
+// numbers make a batch that arrives twice harmless), or leaves it unanswered for 5 s. A closed
+// socket says nothing of the tab's liveness: that is the lease's, renewed by the batches.
 
 import { parseEvent } from "./event-stream.js";
 import { HttpError } from "./http.js";
@@ -19,6 +19,9 @@ const MAX_MESSAGE_UNITS = 256 * 1024;
 // After the socket closes (or failed to open), batches go by POST for this long before the
 // next try, so a network that refuses WebSockets costs one attempt per interval.
 const REOPEN_MS = 5000;
+// A batch unanswered this long means the socket is dead without having closed (a connection
+// lost on the way looks open for minutes): it is closed, and its batches go by POST.
+const ANSWER_MS = 5000;
 
 /** Thrown for a batch whose socket closed before it was answered: send it by POST. */
 export class SocketClosed extends Error {}
@@ -33,7 +36,7 @@ export class ResultSocket {
     this.onCommand = onCommand;
     this.ws = null;
     this.opened = null; // the URL and token `ws` was opened with: a new tab id or token means a new socket
-    this.pending = new Map(); // message id -> {resolve, reject}
+    this.pending = new Map(); // message id -> {resolve, reject, timer}
     this.nextId = 1;
     this.closedAt = -Infinity;
   }
@@ -46,10 +49,18 @@ export class ResultSocket {
     this.open();
     if (this.ws?.readyState !== WebSocket.OPEN || body.length > MAX_MESSAGE_UNITS) return null;
     const id = this.nextId++;
+    const ws = this.ws;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.ws.send(`${id}\n${body}`);
+      const timer = setTimeout(() => this.giveUp(ws), ANSWER_MS);
+      this.pending.set(id, { resolve, reject, timer });
+      ws.send(`${id}\n${body}`);
     });
+  }
+
+  /** Closes `ws`, which left a batch unanswered: its batches go by POST. */
+  giveUp(ws) {
+    this.closed(ws);
+    ws.close(4000, "a batch went unanswered");
   }
 
   /**
@@ -81,6 +92,7 @@ export class ResultSocket {
     const waiter = this.pending.get(id);
     if (!waiter) return;
     this.pending.delete(id);
+    clearTimeout(waiter.timer);
     if (status >= 200 && status < 300) return waiter.resolve(body);
     const name = body?.error?.name ?? `HTTP ${status}`;
     waiter.reject(new HttpError(status, name, `results socket: ${name}: ${body?.error?.message ?? ""}`, body));
@@ -90,7 +102,10 @@ export class ResultSocket {
     if (ws !== this.ws) return;
     this.ws = null;
     this.closedAt = performance.now();
-    for (const { reject } of this.pending.values()) reject(new SocketClosed("the results socket closed"));
+    for (const { reject, timer } of this.pending.values()) {
+      clearTimeout(timer);
+      reject(new SocketClosed("the results socket closed"));
+    }
     this.pending.clear();
   }
 }
