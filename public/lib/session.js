@@ -90,7 +90,7 @@ export class SessionClient {
   /** Where this tab's results socket is (result-socket.js), with the current token; null before hello. */
   resultSocketEndpoint() {
     if (!this.grant || !this.tabId) return null;
-    const url = new URL(`/session/${encodeURIComponent(this.grant.sessionId)}/results`, location.href);
+    const url = new URL(this.endpoint("results").url, location.href);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     url.searchParams.set("tab", this.tabId);
     return { url: url.href, protocols: [RESULTS_PROTOCOL, `bearer.${this.grant.attachToken}`] };
