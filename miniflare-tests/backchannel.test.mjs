@@ -216,6 +216,11 @@ test("a results socket takes batches and answers each as its POST would, in orde
     const bad = await reply();
     assert.deepEqual([bad.id, bad.status, bad.body.error.name], [4, 400, "ValidationError"]);
     assert.match(bad.body.error.message, /line 1/);
+    // Over the POST route's 4 MiB body limit: refused alike, and the socket takes the next one.
+    ws.send(`5\n${"x".repeat(4 * 1024 * 1024 + 1)}`);
+    const large = await reply();
+    assert.deepEqual([large.id, large.status, large.body.error.name], [5, 413, "PayloadTooLarge"]);
+    assert.match(large.body.error.message, /4194304 bytes.*smaller batches/);
     ws.send("no id here");
     const unnumbered = await reply();
     assert.deepEqual([unnumbered.id, unnumbered.status], [0, 400]);

@@ -119,6 +119,10 @@ pub fn parse_batch(body: &[u8]) -> Result<Vec<TabEvent>, String> {
     Ok(events)
 }
 
+/// Largest result batch in bytes, posted (the Worker's body limit for `POST .../result`) or on a
+/// results socket (the DO's, answered 413 alike). The page sends one long before (64 KiB).
+pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
 /// A batch on a tab's results socket: `<id>\n<batch>`, the batch as `POST .../result` takes it.
 /// Returns the id, echoed in the reply, and the batch.
 pub fn parse_socket_batch(message: &str) -> Result<(u64, &str), String> {

@@ -13,6 +13,7 @@ use super::{now_ms, random, Who};
 use relay_core::auth::{bearer, session_name_ok, socket_bearer, AttachClaims, RESULTS_PROTOCOL, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, TAB_HEADER, TOKEN_EXPIRY_HEADER};
+use relay_core::run::backchannel::MAX_BATCH_BYTES;
 use serde_json::{json, Value};
 use worker::{Env, Request, Response, Result};
 
@@ -20,9 +21,6 @@ use worker::{Env, Request, Response, Result};
 const ATTACH_BODY_MAX: usize = 4 * 1024;
 /// Body limit of `POST /session/:id/refresh`, which needs no body at all.
 const REFRESH_BODY_MAX: usize = 4 * 1024;
-/// Body limit of `POST /session/:id/result`: one NDJSON batch (the page sends one as soon as it
-/// passes 64 KiB).
-const RESULT_BODY_MAX: usize = 4 * 1024 * 1024;
 /// Body limit of `POST /session/:id/ready`: a few runtimes' states.
 const READY_BODY_MAX: usize = 4 * 1024;
 
@@ -136,7 +134,7 @@ pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str, who
         Err(response) => return Ok(response),
     };
     let cap = match what {
-        "result" => Some(RESULT_BODY_MAX),
+        "result" => Some(MAX_BATCH_BYTES),
         "ready" => Some(READY_BODY_MAX),
         _ => None,
     };

@@ -10,7 +10,7 @@ use relay_core::auth::RESULTS_PROTOCOL;
 use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, TAB_HEADER, TOKEN_EXPIRY_HEADER};
 use relay_core::mcp::sse_frame;
-use relay_core::run::backchannel::{parse_batch, parse_socket_batch, socket_reply};
+use relay_core::run::backchannel::{parse_batch, parse_socket_batch, socket_reply, MAX_BATCH_BYTES};
 use relay_core::run::readiness::Readiness;
 use relay_core::run::session::{Input, Output};
 use serde_json::{json, Value};
@@ -89,7 +89,8 @@ pub fn open_results(shared: &Shared, state: &State, req: &Request) -> Result<Res
 }
 
 /// One message on a results socket: `<id>\n<batch>`, applied as `POST /result` applies it and
-/// answered with `socket_reply`. Past its token's expiry the socket takes nothing more: it is
+/// answered with `socket_reply`; one over `MAX_BATCH_BYTES` is refused 413, as the POST is.
+/// Past its token's expiry the socket takes nothing more: it is
 /// answered 401 and closed, and the tab posts the batch again with its current token.
 pub fn socket_batch(shared: &Shared, state: &State, ws: &WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
     let text = match message {
@@ -103,6 +104,10 @@ pub fn socket_batch(shared: &Shared, state: &State, ws: &WebSocket, message: Web
             return ws.send_with_str(socket_reply(0, status, &body));
         }
     };
+    if batch.len() > MAX_BATCH_BYTES {
+        let message = format!("a result batch is over {MAX_BATCH_BYTES} bytes, on the socket as by POST; send its events in smaller batches");
+        return ws.send_with_str(socket_reply(id, 413, &error_body("PayloadTooLarge", message)));
+    }
     let tags = state.get_tags(ws);
     let expiry = tags.iter().find_map(|t| t.strip_prefix(EXPIRY_TAG)?.parse::<u64>().ok()).unwrap_or(0);
     if now_ms() / 1000 >= expiry {
