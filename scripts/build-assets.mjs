@@ -187,6 +187,10 @@ async function bundleRunners() {
     alias: ALIASES,
     // The Python helper the runner loads into Pyodide ships as text inside its runner script.
     loader: { ".py": "text" },
+    // Every run's fresh worker parses its runner anew (no code cache for blob: workers): without
+    // the whitespace, Pyodide's is 1.3 MB instead of 1.6 MB, and a standby's script is ready
+    // in 70-83 ms instead of 85-115 ms. Names are kept, so stack traces still read.
+    minifyWhitespace: true,
     logLevel: "error",
     metafile: true,
   }));
