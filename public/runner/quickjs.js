@@ -291,11 +291,11 @@ class QuickJsRun {
     for (const id of [...this.timers.keys()]) this.dropTimer(id);
     for (const callback of this.fetches.values()) callback.dispose();
     this.fetches.clear();
-    this.main?.dispose();
-    this.formatError.dispose();
-    this.context.dispose();
-    this.runtime.dispose();
     this.resolve({ exitCode: this.exitCode ?? exitCode });
+    // Freeing the runtime walks the guest's whole heap: it waits until the exit is posted.
+    setTimeout(() => {
+      for (const handle of [this.main, this.formatError, this.context, this.runtime]) handle?.dispose();
+    });
   }
 
   /** The module loader: the source of a capsule file by absolute path, or an error. */
