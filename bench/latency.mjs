@@ -7,7 +7,8 @@
 // Every run gets a fresh sandboxed worker, loaded ahead as a standby once the page is idle:
 // calls back to back wait for it when loading takes longer than a call (Pyodide), so
 // the runs are also measured with a pause between calls (BENCH_PAUSE_MS), as an agent that
-// reads each result before its next call makes them.
+// reads each result before its next call makes them, and so is the floor, for what the pause
+// alone costs.
 // Run it with `bash bench/run.sh` (starts a fresh server); figures vary with the machine's load,
 // so compare the ratios, which are measured in the same run.
 
@@ -125,11 +126,16 @@ const results = [
   ["run_py", await measure("run_py print(1)", runPy)],
   [`run_js, ${PAUSE_MS} ms apart`, await measure(`run_js, ${PAUSE_MS} ms apart`, runJs, paused)],
   [`run_py, ${PAUSE_MS} ms apart`, await measure(`run_py, ${PAUSE_MS} ms apart`, runPy, paused)],
+  // What the pause alone costs: the floor's own call after the same idle time.
+  [`tools/list, ${PAUSE_MS} ms apart`, await measure(`tools/list, ${PAUSE_MS} ms apart`, () => client.listTools(), paused)],
 ];
-for (const [name, stats] of results) {
-  const ratio = (p) => (stats[p] / floor[p]).toFixed(2);
-  console.log(`${`${name} / floor`.padEnd(34)} p50 ${ratio("p50")}x  p95 ${ratio("p95")}x  p99 ${ratio("p99")}x`);
-}
+const ratios = (name, stats, base, baseName) => {
+  const ratio = (p) => (stats[p] / base[p]).toFixed(2);
+  console.log(`${`${name} / ${baseName}`.padEnd(34)} p50 ${ratio("p50")}x  p95 ${ratio("p95")}x  p99 ${ratio("p99")}x`);
+};
+for (const [name, stats] of results) ratios(name, stats, floor, "floor");
+const pausedFloor = results.at(-1)[1];
+for (const [name, stats] of results.slice(-3, -1)) ratios(name, stats, pausedFloor, `floor ${PAUSE_MS} ms apart`);
 
 // One line against issue 13's targets (ratios to the floor measured in this run).
 const byName = Object.fromEntries(results);
