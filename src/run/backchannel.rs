@@ -120,7 +120,8 @@ pub fn parse_batch(body: &[u8]) -> Result<Vec<TabEvent>, String> {
 }
 
 /// Largest result batch in bytes, posted (the Worker's body limit for `POST .../result`) or on a
-/// results socket (the DO's, answered 413 alike). The page sends one long before (64 KiB).
+/// results socket (checked by the DO, answered 413 alike). The page sends a batch once it holds
+/// 64 KiB of events, and never more than 1 Mi UTF-16 units in one.
 pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
 /// A batch on a tab's results socket: `<id>\n<batch>`, the batch as `POST .../result` takes it.

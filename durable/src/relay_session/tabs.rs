@@ -89,9 +89,9 @@ pub fn open_results(shared: &Shared, state: &State, req: &Request) -> Result<Res
 }
 
 /// One message on a results socket: `<id>\n<batch>`, applied as `POST /result` applies it and
-/// answered with `socket_reply`; one over `MAX_BATCH_BYTES` is refused 413, as the POST is.
-/// Past its token's expiry the socket takes nothing more: it is
-/// answered 401 and closed, and the tab posts the batch again with its current token.
+/// answered with `socket_reply`; a batch over `MAX_BATCH_BYTES` is refused 413, as the POST is.
+/// Past its token's expiry the socket takes nothing more: it is answered 401 and closed, and
+/// the tab posts the batch again with its current token.
 pub fn socket_batch(shared: &Shared, state: &State, ws: &WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
     let text = match message {
         WebSocketIncomingMessage::String(text) => text,
