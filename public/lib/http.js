@@ -13,6 +13,15 @@ export class HttpError extends Error {
     this.serverName = name;
     this.body = body;
   }
+
+  /**
+   * The error of a refused request `what`: named and worded by the server's JSON `body` when it
+   * sent one ({error: {name, message}}), else by `status` and `fallback`.
+   */
+  static refused(what, status, body, fallback = "") {
+    const name = body?.error?.name ?? `HTTP ${status}`;
+    return new HttpError(status, name, `${what}: ${name}: ${body?.error?.message ?? fallback}`, body);
+  }
 }
 
 /** fetch() that resolves only for 2xx answers. */
@@ -20,10 +29,8 @@ export async function fetchOk(url, init) {
   const res = await fetch(url, init);
   if (res.ok) return res;
   const body = await res.json().catch(() => null);
-  const name = body?.error?.name ?? `HTTP ${res.status}`;
-  const message = body?.error?.message ?? res.statusText;
   const what = `${init?.method ?? "GET"} ${new URL(url, location.href).pathname}`;
-  throw new HttpError(res.status, name, `${what}: ${name}: ${message}`, body);
+  throw HttpError.refused(what, res.status, body, res.statusText);
 }
 
 /** Worth retrying: network failures, timeouts, rate limits, server errors (not 4xx refusals). */

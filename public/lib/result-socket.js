@@ -94,8 +94,7 @@ export class ResultSocket {
     this.pending.delete(id);
     clearTimeout(waiter.timer);
     if (status >= 200 && status < 300) return waiter.resolve(body);
-    const name = body?.error?.name ?? `HTTP ${status}`;
-    waiter.reject(new HttpError(status, name, `results socket: ${name}: ${body?.error?.message ?? ""}`, body));
+    waiter.reject(HttpError.refused("results socket", status, body));
   }
 
   closed(ws) {
