@@ -5,7 +5,7 @@
 // core's linear-time engine from the same module (off the page's thread: lib/searcher.js). No
 // runtime is loaded: these are cheap.
 
-import { fromBase64, toBase64 } from "./bytes.js";
+import { concatBytes, fromBase64, toBase64 } from "./bytes.js";
 import { failure, isErrorName, namedError } from "./errors.js";
 
 const encoder = new TextEncoder();
@@ -44,7 +44,7 @@ const TOOLS = {
       throw namedError("ValidationError", `${path} already exists; use mode "overwrite" to replace it or "append" to add to it`);
     }
     const added = encoding === "base64" ? fromBase64(content) : encoder.encode(content);
-    const bytes = mode === "append" && existing ? concat(existing, added) : added;
+    const bytes = mode === "append" && existing ? concatBytes([existing, added]) : added;
     return workspace.write(path, bytes).then(() => ({ value: { path, bytesWritten: added.length, size: bytes.length } }));
   },
 
@@ -98,12 +98,5 @@ function utf8(bytes, path) {
   } catch {
     throw namedError("ValidationError", `${path} is not UTF-8 text; read it with encoding "base64"`);
   }
-}
-
-function concat(a, b) {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
 }
 

@@ -5,6 +5,7 @@
 // forbids throw PolicyDenied. Directories are implicit (a path with files under it), plus the
 // ones this run made with mkdir. Errors carry a Node error code as their name (ENOENT, ...).
 
+import { concatBytes } from "../lib/bytes.js";
 import {
   DEFAULT_FILESYSTEM,
   WORKSPACE_LIMIT_BYTES,
@@ -89,7 +90,7 @@ export class GuestFiles {
     if (kind === "dir") throw new FsError("EISDIR", "illegal operation on a directory");
     if (this.kind(parentOf(path)) !== "dir") throw noEntry();
     const old = this.files.get(path);
-    this.put(path, append && old ? concat(old, bytes) : bytes);
+    this.put(path, append && old ? concatBytes([old, bytes]) : bytes);
   }
 
   /** The names in directory `path`, sorted. */
@@ -209,11 +210,4 @@ function parentOf(path) {
 
 function noEntry() {
   return new FsError("ENOENT", "no such file or directory");
-}
-
-function concat(a, b) {
-  const joined = new Uint8Array(a.byteLength + b.byteLength);
-  joined.set(a);
-  joined.set(b, a.byteLength);
-  return joined;
 }
