@@ -43,18 +43,14 @@ const SANDBOX_SCRIPT = "sandbox/frame.js";
 // code gets no network (connect-src, script loads), no eval and no storage-free escape hatch.
 const SANDBOX_CSP = "default-src 'none'; script-src '%HASH%' 'wasm-unsafe-eval'; worker-src blob:; base-uri 'none'; form-action 'none'";
 // Headers Workers Static Assets add to the page's files (`_headers` is read, never served). The
-// page's own policy is in index.html's <meta>; these are what a <meta> cannot say: nobody may
-// frame the page (its API key is in localStorage), and nothing is sniffed as another type.
+// pages' own policies are in their <meta>; these are what a <meta> cannot say: no page may be
+// framed (the executor page and the consent page hold the API key; a framed consent page can
+// be clicked through), and nothing is sniffed as another type. `/*` matches every path, those
+// the assets answer for `/x.html` too (`/authorize`, `/`), so a new page cannot be missed. The
+// sandbox frame, which the page frames, is served by the Worker (durable/src/edge/http.rs).
 const HEADERS = `/*
   X-Content-Type-Options: nosniff
   Referrer-Policy: no-referrer
-/
-  Content-Security-Policy: frame-ancestors 'none'
-  X-Frame-Options: DENY
-/index.html
-  Content-Security-Policy: frame-ancestors 'none'
-  X-Frame-Options: DENY
-/authorize.html
   Content-Security-Policy: frame-ancestors 'none'
   X-Frame-Options: DENY
 `;

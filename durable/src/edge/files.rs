@@ -2,7 +2,8 @@
 //! with the run's token stores one in R2 and answers its signed download URL;
 //! `GET /files/<tenant>/<run>/out/...?exp=&sig=` serves it to whoever holds that URL until it
 //! expires. Downloads are served so that no file can act on this origin: `nosniff`, and
-//! `content-security-policy: sandbox` (an HTML or SVG file gets an opaque origin and no scripts).
+//! `content-security-policy: sandbox` (an HTML or SVG file gets an opaque origin and no scripts),
+//! and no other page can frame one.
 
 use super::capsules::{signer, token_keys};
 use super::egress::run_claims;
@@ -116,7 +117,8 @@ fn download_headers(path: &str) -> Headers {
     let headers = Headers::new();
     let _ = headers.set("content-type", files::content_type(path));
     let _ = headers.set("x-content-type-options", "nosniff");
-    let _ = headers.set("content-security-policy", "sandbox");
+    let _ = headers.set("content-security-policy", "sandbox; frame-ancestors 'none'");
+    let _ = headers.set("x-frame-options", "DENY");
     let _ = headers.set("cache-control", "private");
     headers
 }

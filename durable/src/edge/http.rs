@@ -158,14 +158,17 @@ pub fn to_response(reply: HttpResponse) -> Response {
 /// `GET /sandbox.html`, the frame guest code runs under (public/sandbox/frame.js), from the
 /// static assets with a policy of its own: `sandbox allow-scripts` gives it an opaque origin
 /// even when a page frames it without the `sandbox` attribute, and `frame-ancestors 'self'`
-/// lets only this relay's own pages frame it. Its inline policy (no network, no eval) stays.
+/// lets only this relay's own pages frame it (every other page refuses framing: `_headers`).
+/// Its inline policy (no network, no eval) stays.
 pub async fn sandbox_frame(req: &Request, env: &Env) -> worker::Result<Response> {
     // The assets answer `/sandbox.html` with a redirect to `/sandbox`, which this Worker also
     // serves: ask them for the page itself.
     let mut url = req.url()?;
     url.set_path("/sandbox");
     let response = env.assets("ASSETS")?.fetch(url.as_str(), None).await?;
-    Ok(with_header(response, "content-security-policy", "sandbox allow-scripts; frame-ancestors 'self'"))
+    let response = with_header(response, "content-security-policy", "sandbox allow-scripts; frame-ancestors 'self'");
+    // `_headers` gives every asset `X-Frame-Options: DENY`; this one says what its policy says.
+    Ok(with_header(response, "x-frame-options", "SAMEORIGIN"))
 }
 
 /// The headers of every SSE response (`mcp::SSE_HEADERS`).
