@@ -138,6 +138,7 @@ pub fn route(method: &str, path: &str) -> &'static str {
         (_, [".well-known", ..]) => "GET /.well-known/*",
         (_, ["oauth", "register"]) => "POST /oauth/register",
         (_, ["oauth", "authorize"]) => "/oauth/authorize",
+        (_, ["oauth", "consent"]) => "GET /oauth/consent",
         (_, ["oauth", "token"]) => "POST /oauth/token",
         (_, ["oauth", "revoke"]) => "POST /oauth/revoke",
         _ => "static or unknown",

@@ -68,6 +68,7 @@ fn routes_are_patterns_with_no_id_token_or_query_in_them() {
         ("GET", "/capsules/abcdef/fs.0.zip", "GET /capsules/:hash/:file"),
         ("PUT", "/admin/tenants/t_1/upstreams/search", "/admin/tenants/:id/upstreams"),
         ("POST", "/mcp", "/mcp"),
+        ("GET", "/oauth/consent", "GET /oauth/consent"),
         ("GET", "/nowhere/rk_live_key", "static or unknown"),
     ];
     for (method, path, expected) in cases {

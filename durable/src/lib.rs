@@ -43,6 +43,7 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Post, ["oauth", "register"]) => oauth::register(req, env).await,
         (Method::Get, ["oauth", "authorize"]) => oauth::authorize(req, env).await,
         (Method::Post, ["oauth", "authorize"]) => oauth::consent(req, env).await,
+        (Method::Get, ["oauth", "consent"]) => oauth::consent_view(req, env).await,
         (Method::Post, ["oauth", "token"]) => oauth::token(req, env).await,
         (Method::Post, ["oauth", "revoke"]) => oauth::revoke(req, env).await,
         (_, ["mcp"]) => mcp::forward(req, env, who).await,

@@ -4,17 +4,24 @@
 //!
 //! - Metadata: protected resource (RFC 9728) and authorization server (RFC 8414) documents,
 //!   and the `WWW-Authenticate` challenge that points a client at them.
-//! - Clients: dynamic registration (RFC 7591) or a client ID metadata document (the client id
-//!   is an https URL whose document names the client and its redirect URIs).
+//! - Clients: dynamic registration (RFC 7591), bounded in size and forgotten when unused, or a
+//!   client ID metadata document (the client id is an https URL whose document names the
+//!   client and its redirect URIs), fetched under strict rules (`document`).
+//! - Redirect URIs (`redirect`): what may be registered and asked for, and where it sends the
+//!   person; the consent page's facts (`consent`), with the client's name as hostile text.
 //! - Authorization code with PKCE (S256 only), single use, bound to client, redirect URI,
 //!   resource, tenant and relay session; access tokens bound to the resource (audience);
 //!   refresh tokens rotated on every use, a reused one revoking its grant.
 //! - Every code and token is a random string stored only as its sha256 ([`token_hash`]), as
 //!   `@cloudflare/workers-oauth-provider` stores them.
 
+pub mod consent;
+pub mod document;
 pub mod metadata;
 pub mod records;
+pub mod redirect;
 
+pub use consent::ConsentView;
 pub use metadata::{authorization_server_metadata, protected_resource_metadata, resource_id, www_authenticate};
 pub use records::{AuthRequest, Client, CodeRecord, Grant, Registration, TokenKind, TokenRecord, TokenRequest};
 
@@ -29,6 +36,13 @@ pub const CODE_TTL_S: u64 = 300;
 pub const ACCESS_TTL_S: u64 = 3600;
 /// Lifetime of a refresh token (and so of a grant that is used).
 pub const REFRESH_TTL_S: u64 = 30 * 24 * 3600;
+/// How long a registered client is kept if no person allows it anything.
+pub const UNUSED_CLIENT_TTL_S: u64 = 24 * 3600;
+/// How long a registered client is kept after a person last allowed it: past its grant's
+/// refresh tokens, so it can be allowed again with the same client_id.
+pub const CLIENT_TTL_S: u64 = 90 * 24 * 3600;
+/// Largest registration request body (RFC 7591 metadata this server does not keep included).
+pub const REGISTRATION_MAX_BYTES: usize = 16 * 1024;
 /// The one scope: the relay session's MCP endpoint.
 pub const SCOPE: &str = "mcp";
 
@@ -54,6 +68,11 @@ impl OAuthError {
     pub fn new(error: &'static str, description: impl Into<String>) -> Self {
         let status = if error == "invalid_client" { 401 } else { 400 };
         OAuthError { error, description: description.into(), status }
+    }
+
+    /// The same error with another HTTP status (429 for a rate limit).
+    pub fn with_status(self, status: u16) -> Self {
+        OAuthError { status, ..self }
     }
 
     pub fn to_json(&self) -> Value {

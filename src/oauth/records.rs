@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
 
+use super::consent::display_name;
+use super::redirect::{self, REDIRECT_URIS_MAX};
 use super::{verify_pkce, OAuthError, SCOPE};
 
 /// A registered client: by dynamic registration, or from its metadata document.
@@ -19,17 +21,7 @@ impl Client {
     /// Whether `uri` is one of the client's redirect URIs: exactly, or, for a loopback `http`
     /// URI, on any port (RFC 8252 section 7.3: native apps get a port at run time).
     pub fn redirect_ok(&self, uri: &str) -> bool {
-        let Ok(asked) = Url::parse(uri) else { return false };
-        self.redirect_uris.iter().any(|registered| {
-            registered == uri
-                || Url::parse(registered).is_ok_and(|r| {
-                    is_loopback(&r)
-                        && is_loopback(&asked)
-                        && r.host_str() == asked.host_str()
-                        && r.path() == asked.path()
-                        && r.query() == asked.query()
-                })
-        })
+        self.redirect_uris.iter().any(|registered| redirect::matches(registered, uri))
     }
 
     /// The client described by a client ID metadata document fetched from `client_id` (an
@@ -46,16 +38,6 @@ impl Client {
     }
 }
 
-fn is_loopback(url: &Url) -> bool {
-    url.scheme() == "http" && matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"))
-}
-
-/// Whether a client id is a metadata document's URL rather than a registered id.
-pub fn is_metadata_url(client_id: &str, allow_loopback: bool) -> bool {
-    Url::parse(client_id)
-        .is_ok_and(|u| (u.scheme() == "https" || (allow_loopback && is_loopback(&u))) && u.path() != "/")
-}
-
 /// A dynamic client registration request (RFC 7591), or the same fields in a metadata document.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Registration {
@@ -69,22 +51,14 @@ pub struct Registration {
 impl Registration {
     /// The client it registers as `client_id`, or `invalid_redirect_uri` / `invalid_client_metadata`.
     pub fn into_client(self, client_id: &str) -> Result<Client, OAuthError> {
-        if self.redirect_uris.is_empty() || self.redirect_uris.len() > 10 {
-            return Err(OAuthError::new("invalid_redirect_uri", "give 1 to 10 redirect_uris"));
+        if self.redirect_uris.is_empty() || self.redirect_uris.len() > REDIRECT_URIS_MAX {
+            return Err(OAuthError::new(
+                "invalid_redirect_uri",
+                format!("give 1 to {REDIRECT_URIS_MAX} redirect_uris"),
+            ));
         }
         for uri in &self.redirect_uris {
-            let ok = Url::parse(uri).is_ok_and(|u| {
-                u.fragment().is_none()
-                    && (u.scheme() == "https"
-                        || is_loopback(&u)
-                        || !matches!(u.scheme(), "http" | "javascript" | "data" | "file"))
-            });
-            if !ok || uri.len() > 2000 {
-                return Err(OAuthError::new(
-                    "invalid_redirect_uri",
-                    format!("{uri:?}: an https URL, an http loopback URL or an app's own scheme, without fragment"),
-                ));
-            }
+            redirect::check_registrable(uri).map_err(|why| OAuthError::new("invalid_redirect_uri", why))?;
         }
         if self.token_endpoint_auth_method.as_deref().is_some_and(|m| m != "none") {
             return Err(OAuthError::new(
@@ -102,7 +76,7 @@ impl Registration {
         if self.response_types.iter().flatten().any(|r| r != "code") {
             return Err(OAuthError::new("invalid_client_metadata", "response_types: code only"));
         }
-        let client_name = self.client_name.map(|n| n.chars().take(100).collect());
+        let client_name = self.client_name.as_deref().and_then(display_name);
         Ok(Client { client_id: client_id.to_owned(), client_name, redirect_uris: self.redirect_uris })
     }
 }
@@ -306,8 +280,12 @@ impl TokenRequest {
         if now_s >= token.exp {
             return grant("the refresh token expired: authorize again");
         }
-        if self.client_id.as_deref().is_some_and(|c| c != token.client_id) {
-            return grant("the refresh token was issued to another client_id");
+        // A public client proves nothing but its client_id: without it, anyone holding a
+        // leaked refresh token could use it (OAuth 2.1 section 4.3.1 requires it).
+        match self.client_id.as_deref() {
+            None => return Err(OAuthError::new("invalid_request", "client_id is required: send the client's own")),
+            Some(c) if c != token.client_id => return grant("the refresh token was issued to another client_id"),
+            Some(_) => {}
         }
         self.check_resource(resource_id)
     }

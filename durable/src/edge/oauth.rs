@@ -1,28 +1,37 @@
 //! OAuth 2.1 for hosted MCP clients (rules in `relay_core::oauth`): discovery documents,
-//! dynamic client registration, the authorization endpoint and its consent page
+//! dynamic client registration (rate-limited per address by the `OAUTH_REGISTER` binding, kept
+//! a day unless a person allows the client something), client ID metadata documents (fetched
+//! under `oauth::document`'s rules), the authorization endpoint and its consent page
 //! (`authorize.html`, where the person proves they hold the tenant with its API key and picks
-//! the relay session), the token and revocation endpoints, and checking an access token on
-//! `/mcp`. Clients, codes, grants and tokens live in `KV_CONFIG` under `oauth:` keys; codes and
-//! tokens only as their sha256, each with a KV expiry. (KV is eventually consistent across
-//! locations: a code exchanged at two places within seconds could pass both single-use checks,
-//! as with `@cloudflare/workers-oauth-provider`, which stores them the same way.)
+//! the relay session; `GET /oauth/consent` tells it what to show), the token and revocation
+//! endpoints, and checking an access token on `/mcp`. Clients, codes, grants and tokens live in
+//! `KV_CONFIG` under `oauth:` keys; codes and tokens only as their sha256, each with a KV
+//! expiry. (KV is eventually consistent across locations: a code exchanged at two places
+//! within seconds could pass both single-use checks, as with `@cloudflare/workers-oauth-provider`,
+//! which stores them the same way.)
 
 use super::http::{json, own_origin, read_capped, storage_unavailable, with_header};
-use super::random;
 use super::tenants::{authenticate, by_id};
+use super::{random, sleep};
+use futures::future::{select, Either};
+use futures::StreamExt;
 use relay_core::auth::{session_name_ok, Tenant, SESSION_NAME_RULE};
-use relay_core::oauth::records::{is_metadata_url, SingleUse};
+use relay_core::oauth::document::{
+    client_from_fetch, document_url, names_document, DOCUMENT_DEADLINE_MS, DOCUMENT_MAX_BYTES,
+};
+use relay_core::oauth::records::SingleUse;
 use relay_core::oauth::{
     self, authorization_server_metadata, protected_resource_metadata, resource_id, AuthRequest, Client, CodeRecord,
-    Grant, OAuthError, Registration, TokenKind, TokenRecord, TokenRequest,
+    ConsentView, Grant, OAuthError, Registration, TokenKind, TokenRecord, TokenRequest,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use std::pin::pin;
 use worker::kv::KvStore;
-use worker::{Env, Fetch, Request, Response, Result};
+use worker::{AbortController, Env, Fetch, Request, RequestInit, RequestRedirect, Response, Result, Url};
 
-/// Largest body of the OAuth endpoints, and of a client metadata document.
+/// Largest body of the token, revocation and consent requests.
 const BODY_MAX: usize = 64 * 1024;
 
 fn now_s() -> u64 {
@@ -61,9 +70,17 @@ fn kv(env: &Env) -> Result<KvStore> {
     env.kv("KV_CONFIG")
 }
 
-/// `POST /oauth/register` (RFC 7591): a public client, PKCE only.
+fn client_key(client_id: &str) -> String {
+    format!("oauth:client:{client_id}")
+}
+
+/// `POST /oauth/register` (RFC 7591): a public client, PKCE only, kept
+/// [`oauth::UNUSED_CLIENT_TTL_S`] unless a person allows it something.
 pub async fn register(mut req: Request, env: &Env) -> Result<Response> {
-    let body = match read_capped(&mut req, BODY_MAX).await? {
+    if let Some(refusal) = registration_limited(&req, env).await? {
+        return Ok(refusal);
+    }
+    let body = match read_capped(&mut req, oauth::REGISTRATION_MAX_BYTES).await? {
         Ok(body) => body,
         Err(too_large) => return Ok(too_large),
     };
@@ -75,7 +92,7 @@ pub async fn register(mut req: Request, env: &Env) -> Result<Response> {
         Ok(client) => client,
         Err(e) => return Ok(oauth_error(&e)),
     };
-    if let Err(e) = kv(env)?.put(&format!("oauth:client:{}", client.client_id), &client)?.execute().await {
+    if let Err(e) = put(&kv(env)?, &client_key(&client.client_id), &client, oauth::UNUSED_CLIENT_TTL_S).await {
         return Ok(storage_unavailable("KV", &e));
     }
     Ok(json(
@@ -88,56 +105,132 @@ pub async fn register(mut req: Request, env: &Env) -> Result<Response> {
     ))
 }
 
+/// The 429 for an address that registered too often: the `OAUTH_REGISTER` binding counts per
+/// `CF-Connecting-IP` (wrangler.toml: 10 a minute), per Cloudflare location and approximately,
+/// as Cloudflare's rate limiting does. KV has no atomic counter to do better with.
+async fn registration_limited(req: &Request, env: &Env) -> Result<Option<Response>> {
+    let address = req.headers().get("cf-connecting-ip")?.unwrap_or_default();
+    if env.rate_limiter("OAUTH_REGISTER")?.limit(format!("register:{address}")).await?.success {
+        return Ok(None);
+    }
+    let why = "too many client registrations from your address this minute: wait a minute, then register once \
+               and keep the client_id";
+    let refusal = OAuthError::new("temporarily_unavailable", why).with_status(429);
+    Ok(Some(with_header(oauth_error(&refusal), "retry-after", "60")))
+}
+
 /// The client `client_id` names: registered here, or described by its metadata document.
 async fn client(env: &Env, client_id: &str) -> Result<std::result::Result<Client, OAuthError>> {
-    let dev = env.var("RELAY_ALLOW_LOCALHOST").is_ok_and(|v| v.to_string() == "1");
-    if is_metadata_url(client_id, dev) {
-        return metadata_document(client_id).await;
+    if names_document(client_id) {
+        let dev = env.var("RELAY_ALLOW_LOCALHOST").is_ok_and(|v| v.to_string() == "1");
+        let url = match document_url(client_id, dev) {
+            Ok(url) => url,
+            Err(e) => return Ok(Err(e)),
+        };
+        let fetched = fetch_document(url).await;
+        return Ok(client_from_fetch(client_id, fetched.as_deref().map_err(String::clone)).map_err(
+            |(refused, why)| {
+                worker::console_log!("client metadata document refused: {why:?}");
+                refused
+            },
+        ));
     }
-    Ok(get::<Client>(&kv(env)?, &format!("oauth:client:{client_id}"))
+    Ok(get::<Client>(&kv(env)?, &client_key(client_id))
         .await?
         .ok_or_else(|| OAuthError::new("invalid_client", format!("unknown client_id {client_id}: register it first"))))
 }
 
-async fn metadata_document(url: &str) -> Result<std::result::Result<Client, OAuthError>> {
-    let failed =
-        |why: String| Ok(Err(OAuthError::new("invalid_client", format!("client metadata document {url}: {why}"))));
-    let mut answer = match Fetch::Url(url.parse()?).send().await {
-        Ok(answer) if answer.status_code() == 200 => answer,
-        Ok(answer) => return failed(format!("answered HTTP {}", answer.status_code())),
-        Err(e) => return failed(e.to_string()),
+/// One GET of a metadata document: no redirect followed, [`DOCUMENT_DEADLINE_MS`] for the
+/// answer and its body together, the body read as it comes and dropped past
+/// [`DOCUMENT_MAX_BYTES`]. A failure aborts the fetch and says what happened (for the log).
+async fn fetch_document(url: Url) -> std::result::Result<Vec<u8>, String> {
+    let controller = AbortController::default();
+    let signal = controller.signal();
+    let work = async {
+        let mut init = RequestInit::new();
+        init.with_redirect(RequestRedirect::Manual);
+        let request = Request::new_with_init(url.as_str(), &init).map_err(|e| e.to_string())?;
+        let mut answer =
+            Fetch::Request(request).send_with_signal(&signal).await.map_err(|e| format!("no answer: {e}"))?;
+        if answer.status_code() != 200 {
+            return Err(format!("HTTP {} (redirects are not followed)", answer.status_code()));
+        }
+        let mut body = Vec::new();
+        let mut chunks = answer.stream().map_err(|e| e.to_string())?;
+        while let Some(chunk) = chunks.next().await {
+            body.extend_from_slice(&chunk.map_err(|e| format!("the body broke off: {e}"))?);
+            if body.len() > DOCUMENT_MAX_BYTES {
+                return Err(format!("more than {DOCUMENT_MAX_BYTES} bytes"));
+            }
+        }
+        Ok(body)
     };
-    let bytes = answer.bytes().await?;
-    if bytes.len() > BODY_MAX {
-        return failed(format!("larger than {BODY_MAX} bytes"));
+    let fetched = match select(pin!(work), pin!(sleep(DOCUMENT_DEADLINE_MS))).await {
+        Either::Left((fetched, _)) => fetched,
+        Either::Right(_) => Err(format!("no whole answer within {DOCUMENT_DEADLINE_MS} ms")),
+    };
+    if fetched.is_err() {
+        controller.abort(); // so no connection stays open reading what was refused
     }
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(document) => Ok(Client::from_metadata_document(url, &document)),
-        Err(e) => failed(e.to_string()),
-    }
+    fetched
+}
+
+/// The authorization request in a URL's query.
+fn query_request(url: &Url) -> std::result::Result<AuthRequest, OAuthError> {
+    let params: Map<String, Value> =
+        url.query_pairs().map(|(k, v)| (k.into_owned(), Value::String(v.into_owned()))).collect();
+    serde_json::from_value(Value::Object(params)).map_err(|e| OAuthError::new("invalid_request", e.to_string()))
+}
+
+/// An authorization request checked against its client: the client, or the error with the
+/// request when the error may be sent to its redirect URI (`AuthRequest::check`).
+type Checked = std::result::Result<Client, (Option<AuthRequest>, OAuthError)>;
+
+async fn check(env: &Env, request: &AuthRequest, resource: &str) -> Result<Checked> {
+    let client = match client(env, &request.client_id).await? {
+        Ok(client) => client,
+        Err(e) => return Ok(Err((None, e))),
+    };
+    Ok(match request.check(&client, resource) {
+        Ok(()) => Ok(client),
+        Err((send, e)) => Err((send.then(|| request.clone()), e)),
+    })
 }
 
 /// `GET /oauth/authorize`: checks the request, then shows the consent page with it. Until the
 /// redirect URI is known to be the client's, an error is shown here, never sent there.
 pub async fn authorize(req: Request, env: &Env) -> Result<Response> {
     let url = req.url()?;
-    let params: Map<String, Value> =
-        url.query_pairs().map(|(k, v)| (k.into_owned(), Value::String(v.into_owned()))).collect();
-    let request: AuthRequest = match serde_json::from_value(Value::Object(params)) {
+    let request = match query_request(&url) {
         Ok(request) => request,
-        Err(e) => return Ok(oauth_error(&OAuthError::new("invalid_request", e.to_string()))),
-    };
-    let client = match client(env, &request.client_id).await? {
-        Ok(client) => client,
         Err(e) => return Ok(oauth_error(&e)),
     };
-    match request.check(&client, &resource_id(&origin(&req)?)) {
-        Ok(()) => Response::redirect(url.join(&format!("/authorize?{}", url.query().unwrap_or("")))?),
-        Err((false, e)) => Ok(oauth_error(&e)),
-        Err((true, e)) => {
+    match check(env, &request, &resource_id(&origin(&req)?)).await? {
+        Ok(_) => Response::redirect(url.join(&format!("/authorize?{}", url.query().unwrap_or("")))?),
+        Err((None, e)) => Ok(oauth_error(&e)),
+        Err((Some(request), e)) => {
             Response::redirect(request.redirect(&[("error", e.error), ("error_description", &e.description)]).parse()?)
         }
     }
+}
+
+/// `GET /oauth/consent?<the authorization request>`: what the consent page shows, as the
+/// server checked it (`ConsentView`: the client's name and its source, where the code goes),
+/// or the error to show instead.
+pub async fn consent_view(req: Request, env: &Env) -> Result<Response> {
+    let request = match query_request(&req.url()?) {
+        Ok(request) => request,
+        Err(e) => return Ok(oauth_error(&e)),
+    };
+    let client = match check(env, &request, &resource_id(&origin(&req)?)).await? {
+        Ok(client) => client,
+        Err((_, e)) => return Ok(oauth_error(&e)),
+    };
+    let Some(view) = ConsentView::new(&client, &request) else {
+        return Ok(oauth_error(&OAuthError::new("invalid_request", "the redirect_uri does not parse")));
+    };
+    let body = serde_json::to_value(view).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    Ok(with_header(json(200, &body), "cache-control", "no-store"))
 }
 
 /// The consent page's POST: the authorization request, the relay session, and whether the
@@ -166,19 +259,20 @@ pub async fn consent(mut req: Request, env: &Env) -> Result<Response> {
     if !session_name_ok(&session) {
         return Ok(oauth_error(&OAuthError::new("invalid_request", format!("session: {SESSION_NAME_RULE}"))));
     }
-    let client = match client(env, &request.client_id).await? {
-        Ok(client) => client,
-        Err(e) => return Ok(oauth_error(&e)),
-    };
     let origin = origin(&req)?;
     let resource = resource_id(&origin);
-    if let Err((_, e)) = request.check(&client, &resource) {
-        return Ok(oauth_error(&e));
-    }
+    let client = match check(env, &request, &resource).await? {
+        Ok(client) => client,
+        Err((_, e)) => return Ok(oauth_error(&e)),
+    };
     if !approve {
         return Ok(json(200, &json!({ "redirect": request.redirect(&[("error", "access_denied")]) })));
     }
     let code = grant(env, &tenant, &session, &request, &resource).await?;
+    if !names_document(&client.client_id) {
+        // Allowed once, a registered client is kept past its grant (`CLIENT_TTL_S`).
+        put(&kv(env)?, &client_key(&client.client_id), &client, oauth::CLIENT_TTL_S).await?;
+    }
     Ok(json(200, &json!({ "redirect": request.redirect(&[("code", &code), ("iss", &origin)]) })))
 }
 
