@@ -3,18 +3,24 @@
 // sends the person to the consent page (driven in Chromium: the API key typed, "Allow"
 // clicked), exchanges the code with PKCE, and then lists tools and runs code with the access
 // token alone. Then the hostile cases over raw HTTP: a wrong PKCE verifier, a reused code, an
-// unregistered redirect URI, another resource, a revoked token, a rotated refresh token used
-// again, a token used for another relay session; and a client ID metadata document.
+// unregistered redirect URI, a loopback one with a fragment or userinfo, another resource, a
+// revoked token, a rotated refresh token used again or without client_id, a token used for
+// another relay session, bad and too many registrations; client ID metadata documents, good and
+// hostile (a redirect, a hang, 50 MiB); and the consent page: what it shows of the client and
+// where the code goes, a click as it appears, a 360 px screen.
 
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
+import { mkdirSync, readdirSync } from "node:fs";
 import { createServer } from "node:http";
+import path from "node:path";
+import { DatabaseSync } from "node:sqlite";
 import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
-import { BASE, createTenant } from "./lib/relay.mjs";
+import { BASE, ROOT, createTenant } from "./lib/relay.mjs";
 
 const REDIRECT = "http://127.0.0.1:9/callback";
 const RESOURCE = `${BASE}/mcp`;
@@ -65,21 +71,27 @@ class MemoryProvider {
   }
 }
 
-/** A person at the consent page: types the key, clicks a button; returns where it sent them. */
-async function consentInBrowser(url, button = "Allow") {
-  const context = await browser.newContext();
+/** A browser page that answers for the clients' loopback redirect URI; `landed()` says where it went. */
+async function clientPage(context) {
   const page = await context.newPage();
   let landed;
   await page.route("http://127.0.0.1:9/**", (route) => {
     landed = route.request().url();
     return route.fulfill({ status: 200, body: "back at the client" });
   });
+  return { page, landed: () => landed };
+}
+
+/** A person at the consent page: types the key, clicks a button; returns where it sent them. */
+async function consentInBrowser(url, button = "Allow") {
+  const context = await browser.newContext();
+  const { page, landed } = await clientPage(context);
   await page.goto(url.toString());
   await page.getByLabel("Your API key").fill(key);
   await page.getByRole("button", { name: button }).click();
   await page.waitForFunction(() => document.body.textContent.includes("back at the client"));
   await context.close();
-  return new URL(landed);
+  return new URL(landed());
 }
 
 describe("a hosted client with OAuth alone", () => {
@@ -124,14 +136,29 @@ describe("a hosted client with OAuth alone", () => {
 const form = (fields) => new URLSearchParams(Object.entries(fields).filter(([, v]) => v !== undefined));
 const post = (path, fields) => fetch(`${BASE}${path}`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: form(fields) });
 
-async function register(redirect = REDIRECT) {
-  const res = await fetch(`${BASE}/oauth/register`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ client_name: "raw", redirect_uris: [redirect], token_endpoint_auth_method: "none" }),
-  });
-  assert.equal(res.status, 201);
+// Each registration of these tests comes from an address of its own (wrangler dev takes the
+// client's CF-Connecting-IP; Cloudflare sets it), so that only the rate test meets the limit.
+let registrations = 0;
+
+const registerRaw = (body, address = `198.51.100.${++registrations}`) =>
+  fetch(`${BASE}/oauth/register`, { method: "POST", headers: { "content-type": "application/json", "cf-connecting-ip": address }, body: JSON.stringify(body) });
+
+async function register(redirect = REDIRECT, name = "raw") {
+  const res = await registerRaw({ client_name: name, redirect_uris: [redirect], token_endpoint_auth_method: "none" });
+  assert.equal(res.status, 201, await res.clone().text());
   return (await res.json()).client_id;
+}
+
+/** When KV expires `key`, in seconds since the epoch: read from the local server's own KV store. */
+function kvExpiry(key) {
+  const dir = path.join(path.dirname(process.env.RELAY_SERVER_LOG), "v3/kv/miniflare-KVNamespaceObject");
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite")) {
+    const db = new DatabaseSync(path.join(dir, file), { readOnly: true });
+    const row = db.prepare("SELECT expiration FROM _mf_entries WHERE key = ?").get(key);
+    db.close();
+    if (row) return row.expiration / 1000;
+  }
+  throw new Error(`no KV entry ${key}`);
 }
 
 function pkce() {
@@ -259,6 +286,30 @@ describe("hostile cases", () => {
     assert.equal((await toolsList(second.access_token)).status, 401, "the whole grant is gone");
   });
 
+  test("a refresh without client_id is refused, and the token still works for its client", async () => {
+    const first = await tokens(clientId);
+    const anonymous = await post("/oauth/token", { grant_type: "refresh_token", refresh_token: first.refresh_token, resource: RESOURCE });
+    assert.equal(anonymous.status, 400);
+    const refusal = await anonymous.json();
+    assert.equal(refusal.error, "invalid_request");
+    assert.match(refusal.error_description, /client_id is required/);
+    const own = await post("/oauth/token", { grant_type: "refresh_token", refresh_token: first.refresh_token, client_id: clientId, resource: RESOURCE });
+    assert.equal(own.status, 200);
+  });
+
+  test("a loopback redirect URI may vary in its port only: no fragment, no userinfo", async () => {
+    const loopback = await register("http://127.0.0.1:5555/cb");
+    const other = await fetch(await authorizationUrl(loopback, { redirect: "http://127.0.0.1:6666/cb" }), { redirect: "manual" });
+    assert.equal(other.status, 302);
+    assert.match(other.headers.get("location"), /^http:\/\/[^/]+\/authorize\?/);
+    for (const redirect of ["http://127.0.0.1:5555/cb#x", "http://evil.example@127.0.0.1:5555/cb", "http://u:p@127.0.0.1:6666/cb"]) {
+      const res = await fetch(await authorizationUrl(loopback, { redirect }), { redirect: "manual" });
+      assert.equal(res.status, 400, redirect);
+      assert.equal(res.headers.get("location"), null, `${redirect}: never sent there`);
+      assert.match((await res.json()).error_description, /not one client .* registered/);
+    }
+  });
+
   test("a token works for its relay session only", async () => {
     const { access_token } = await tokens(clientId, { session: "build" });
     assert.equal((await toolsList(access_token, "?session=build")).status, 200);
@@ -270,34 +321,227 @@ describe("hostile cases", () => {
       [{ redirect_uris: [] }, "invalid_redirect_uri"],
       [{ redirect_uris: ["http://evil.example/cb"] }, "invalid_redirect_uri"],
       [{ redirect_uris: [REDIRECT], token_endpoint_auth_method: "client_secret_basic" }, "invalid_client_metadata"],
+      ...["ws://a.example/cb", "ftp://a.example/cb", "vbscript:msgbox(1)", "about:blank", "blob:https://a.example/0b5f", "http://127.0.0.1:9/cb#f", "http://a@127.0.0.1:9/cb"].map((uri) => [{ redirect_uris: [uri] }, "invalid_redirect_uri"]),
+      [{ redirect_uris: Array.from({ length: 6 }, (_, i) => `https://a.example/${i}`) }, "invalid_redirect_uri"],
+      [{ redirect_uris: [`https://a.example/${"x".repeat(600)}`] }, "invalid_redirect_uri"],
     ];
     for (const [body, error] of cases) {
-      const res = await fetch(`${BASE}/oauth/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      const res = await registerRaw(body);
       assert.equal((await res.json()).error, error, JSON.stringify(body));
     }
   });
 });
 
-describe("a client ID metadata document", () => {
-  let server;
-  let documentUrl;
-  before(async () => {
-    server = createServer((req, res) => {
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ client_id: documentUrl, client_name: "cimd client", redirect_uris: [REDIRECT] }));
-    });
-    await new Promise((r) => server.listen(0, "127.0.0.1", r));
-    documentUrl = `http://127.0.0.1:${server.address().port}/client.json`;
-  });
-  after(() => server?.close());
+describe("registration is bounded", () => {
+  const registerFrom = (address, body = { redirect_uris: [REDIRECT] }) => registerRaw(body, address);
 
-  test("identifies a client without registration", async () => {
+  test("in size: a body over 16 KiB is refused before it is read", async () => {
+    const res = await registerFrom("192.0.2.10", { redirect_uris: [REDIRECT], client_name: "x".repeat(17 * 1024) });
+    assert.equal(res.status, 413);
+    assert.equal((await res.json()).error.name, "PayloadTooLarge");
+  });
+
+  test("in rate: the 11th registration from one address within a minute gets 429; another address is not held up", async () => {
+    const statuses = [];
+    for (let i = 0; i < 11; i++) statuses.push((await registerFrom("192.0.2.11")).status);
+    assert.deepEqual(statuses, [...Array(10).fill(201), 429]);
+    const limited = await registerFrom("192.0.2.11");
+    assert.equal(limited.status, 429);
+    assert.equal(limited.headers.get("retry-after"), "60");
+    const body = await limited.json();
+    assert.equal(body.error, "temporarily_unavailable");
+    assert.match(body.error_description, /wait a minute/);
+    assert.equal((await registerFrom("192.0.2.12")).status, 201);
+  });
+
+  test("in time: a client is kept a day unless a person allows it, then 90 days", async () => {
+    const clientId = await register();
+    const now = Date.now() / 1000;
+    const day = kvExpiry(`oauth:client:${clientId}`) - now;
+    assert.ok(Math.abs(day - 86400) < 600, `kept ${day} s unused`);
+    await code(clientId);
+    const allowed = kvExpiry(`oauth:client:${clientId}`) - Date.now() / 1000;
+    assert.ok(Math.abs(allowed - 90 * 86400) < 600, `kept ${allowed} s once allowed`);
+  });
+});
+
+/** A loopback web server playing the hosts of client ID metadata documents, good and hostile. */
+async function documentHosts() {
+  const sent = {};
+  const server = createServer((req, res) => {
+    const url = `http://127.0.0.1:${server.address().port}${req.url}`;
+    const doc = (clientId, name = "cimd client") => JSON.stringify({ client_id: clientId, client_name: name, redirect_uris: [REDIRECT] });
+    const answers = {
+      "/client.json": () => res.writeHead(200, { "content-type": "application/json" }).end(doc(url)),
+      // Followed, the redirect would reach a document naming the URL asked for.
+      "/redirect.json": () => res.writeHead(302, { location: "/redirected.json" }).end(),
+      "/redirected.json": () => res.writeHead(200, { "content-type": "application/json" }).end(doc(url.replace("redirected", "redirect"))),
+      "/hang.json": () => {}, // never answers
+      "/huge.json": () => sendHuge(req, res, (bytes) => (sent.huge = bytes)),
+      "/missing.json": () => res.writeHead(404).end("no such document"),
+      "/html.json": () => res.writeHead(200, { "content-type": "text/html" }).end("<p>hello</p>"),
+      "/other.json": () => res.writeHead(200, { "content-type": "application/json" }).end(doc("https://other.example/client.json")),
+    };
+    (answers[new URL(url).pathname] ?? answers["/missing.json"])();
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const base = `http://127.0.0.1:${server.address().port}`;
+  return { base, sent, close: () => (server.closeAllConnections(), new Promise((r) => server.close(r))) };
+}
+
+/** 50 MiB that start like a document, written as fast as the reader takes them; `done(bytes)` when the socket goes. */
+function sendHuge(req, res, done) {
+  const chunk = Buffer.alloc(64 * 1024, "x");
+  let bytes = 0;
+  res.writeHead(200, { "content-type": "application/json" });
+  res.write('{"pad": "');
+  const pump = () => {
+    while (bytes < 50 * 1024 * 1024) {
+      bytes += chunk.length;
+      if (!res.write(chunk)) return res.once("drain", pump);
+    }
+    res.end('"}');
+  };
+  res.on("close", () => done(bytes));
+  pump();
+}
+
+describe("client ID metadata documents", () => {
+  let hosts;
+  before(async () => {
+    hosts = await documentHosts();
+  });
+  after(() => hosts?.close());
+
+  test("a good one identifies a client without registration", async () => {
+    const documentUrl = `${hosts.base}/client.json`;
     const res = await fetch(await authorizationUrl(documentUrl), { redirect: "manual" });
     assert.equal(res.status, 302, await res.clone().text());
     assert.match(res.headers.get("location"), /\/authorize\?/);
     const granted = await code(documentUrl);
     const exchanged = await exchange(documentUrl, granted);
     assert.equal(exchanged.status, 200);
+  });
+
+  test("a redirect, a hang, 50 MiB, a 404, HTML, another client's: one refusal, promptly, nothing read past the cap", async () => {
+    const refusals = [];
+    for (const name of ["redirect", "hang", "huge", "missing", "html", "other"]) {
+      const started = performance.now();
+      const res = await fetch(await authorizationUrl(`${hosts.base}/${name}.json`), { redirect: "manual", signal: AbortSignal.timeout(60_000) });
+      const ms = Math.round(performance.now() - started);
+      assert.equal(res.status, 401, name);
+      const { error, error_description } = await res.json();
+      assert.equal(error, "invalid_client", name);
+      refusals.push(error_description);
+      console.log(`metadata document ${name}: refused in ${ms} ms`);
+    }
+    assert.equal(new Set(refusals).size, 1, `the asker learns nothing of the target:\n${refusals.join("\n")}`);
+    assert.match(refusals[0], /without following redirects .* status 200 within 5 s, at most 8192 bytes of JSON/);
+    for (let i = 0; i < 100 && hosts.sent.huge === undefined; i++) await new Promise((r) => setTimeout(r, 100));
+    console.log(`metadata document huge: ${hosts.sent.huge} bytes accepted by the socket before the relay hung up`);
+    assert.ok(hosts.sent.huge < 50 * 1024 * 1024, "the relay stopped reading");
+  });
+
+  test("URLs it will not fetch are refused for what they are, before any fetch", async () => {
+    for (const [clientId, why] of [
+      ["http://169.254.169.254/latest/meta-data/client.json", /https/],
+      ["https://169.254.169.254/latest/client.json", /169\.254\.169\.254.*IP address literal/],
+      ["https://10.0.0.1/client.json", /IP address literal/],
+      ["https://metadata/client.json", /no public domain name/],
+      ["http://app.example/client.json", /https/],
+      [`${hosts.base}/a/../client.json`, /write it exactly as it parses/],
+      [`http://user@127.0.0.1:1/client.json`, /user:password@/],
+    ]) {
+      const res = await fetch(await authorizationUrl(clientId), { redirect: "manual" });
+      assert.equal(res.status, 401, clientId);
+      assert.match((await res.json()).error_description, why, clientId);
+    }
+  });
+});
+
+describe("the consent page", () => {
+  /** Opens the consent page for `clientId` as /oauth/authorize sends a person there. */
+  async function openConsent(context, clientId, redirect = REDIRECT) {
+    const { page, landed } = await clientPage(context);
+    await page.goto((await authorizationUrl(clientId, { redirect })).toString());
+    await page.locator("#consent").waitFor();
+    return { page, landed };
+  }
+  const text = (page, id) => page.locator(`#${id}`).textContent();
+
+  test("names the client as it registered, says so, and shows where the code goes", async () => {
+    const hostile = 'Évil\u202E ppa\u202C <img src=x onerror="window.pwned=1"> \u200Bclient';
+    const clientId = await register(REDIRECT, hostile);
+    const context = await browser.newContext();
+    const { page } = await openConsent(context, clientId);
+    assert.equal(await text(page, "client-name"), "“Évil ppa <img src=x onerror=\"window.pwned=1\"> client”");
+    assert.match(await text(page, "client-source"), /named itself when it registered here/);
+    assert.equal(await text(page, "redirect-host"), "this computer, port 9");
+    assert.ok(await page.locator("#loopback-warning").isVisible(), "a loopback redirect is warned of");
+    assert.equal(await text(page, "client-id"), clientId);
+    assert.equal(await page.locator("img").count(), 0);
+    assert.equal(await page.evaluate(() => window.pwned), undefined);
+    await context.close();
+  });
+
+  test("names a metadata document's client with its host, and a web redirect by its host", async () => {
+    const hosts = await documentHosts();
+    const context = await browser.newContext();
+    try {
+      const { page } = await openConsent(context, `${hosts.base}/client.json`);
+      assert.equal(await text(page, "client-name"), "“cimd client”");
+      assert.equal(await text(page, "client-source"), `as its client metadata document at ${new URL(hosts.base).host} names it`);
+      const web = await register("https://app.example/cb", "Web App");
+      const webPage = (await openConsent(context, web, "https://app.example/cb")).page;
+      assert.equal(await text(webPage, "redirect-host"), "app.example");
+      assert.ok(!(await webPage.locator("#loopback-warning").isVisible()));
+    } finally {
+      await context.close();
+      await hosts.close();
+    }
+  });
+
+  test("a click as the page appears is not acted on; one after a moment is", async () => {
+    const context = await browser.newContext();
+    // The key is already in the tab's storage, as it was in the attack, and a click lands on
+    // Allow the instant the page and then its form appear.
+    await context.addInitScript((k) => {
+      localStorage.setItem("relay.key", k);
+      const click = () => document.querySelector("button[value=yes]")?.click();
+      document.addEventListener("DOMContentLoaded", () => {
+        click();
+        const form = document.getElementById("consent");
+        new MutationObserver(click).observe(form, { attributes: true });
+      });
+    }, key);
+    const { page, landed } = await clientPage(context);
+    const posts = [];
+    page.on("request", (r) => r.method() === "POST" && posts.push(r.url()));
+    await page.goto((await authorizationUrl(await register())).toString());
+    await page.locator("#consent").waitFor();
+    await page.waitForTimeout(300);
+    assert.deepEqual(posts, [], "no answer was sent");
+    assert.equal(landed(), undefined);
+    await page.getByRole("button", { name: "Allow" }).click();
+    await page.waitForFunction(() => document.body.textContent.includes("back at the client"));
+    assert.ok(new URL(landed()).searchParams.get("code"));
+    await context.close();
+  });
+
+  test("fits a 360 px screen, with Allow and Deny unlike each other (screenshot)", async () => {
+    const clientId = await register(`http://127.0.0.1:9/${"callback-".repeat(40)}`, "N".repeat(100));
+    const context = await browser.newContext({ viewport: { width: 360, height: 800 } });
+    const { page } = await openConsent(context, clientId, `http://127.0.0.1:9/${"callback-".repeat(40)}`);
+    await page.locator("details").evaluate((d) => (d.open = true));
+    const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
+    assert.ok(widths.scroll <= widths.client, `the page is ${widths.scroll} px wide on a ${widths.client} px screen`);
+    const look = (name) => page.getByRole("button", { name }).evaluate((b) => { const s = getComputedStyle(b); return `${s.backgroundColor} ${s.color} ${s.borderColor}`; });
+    assert.notEqual(await look("Allow"), await look("Deny"));
+    await page.getByRole("button", { name: "Allow" }).and(page.locator(":enabled")).waitFor();
+    const dir = path.join(ROOT, "miniflare-tests/.artifacts/screenshots");
+    mkdirSync(dir, { recursive: true });
+    await page.screenshot({ path: path.join(dir, "consent-narrow.png"), fullPage: true });
+    await context.close();
   });
 });
 
