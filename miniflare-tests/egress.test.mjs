@@ -261,7 +261,7 @@ describe("/files", () => {
     assert.equal(await got.text(), "a,b\n1,2\n");
     assert.equal(got.headers.get("content-type"), "text/csv; charset=utf-8");
     assert.equal(got.headers.get("x-content-type-options"), "nosniff");
-    assert.equal(got.headers.get("content-security-policy"), "sandbox");
+    assert.equal(got.headers.get("content-security-policy"), "sandbox; frame-ancestors 'none'");
     assert.equal(got.headers.get("cache-control"), "private");
     // A name that needs percent-encoding signs and serves the same through workerd.
     const spaced = await (await put("out/sub/two%20words%2B.svg", "<svg/>")).json();

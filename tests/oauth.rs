@@ -235,14 +235,30 @@ fn a_fetched_document_describes_its_client_and_every_failure_reads_the_same() {
     }
 }
 
+const DOCUMENT: &str = "https://app.example/client.json";
+
+/// A metadata document as a target might serve it: naming itself or another, with redirect
+/// URIs good, bad or missing.
+fn document() -> impl Strategy<Value = Vec<u8>> {
+    let uri =
+        prop_oneof!["https://app\\.example/[a-z]{0,5}", "(ws|ftp|http|about|blob):[a-z/.#@]{0,20}", any::<String>()];
+    (any::<bool>(), prop::collection::vec(uri, 0..7), any::<Option<String>>()).prop_map(|(own, uris, name)| {
+        let id = if own { DOCUMENT } else { "https://evil.example/client.json" };
+        json!({ "client_id": id, "redirect_uris": uris, "client_name": name }).to_string().into_bytes()
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn whatever_a_target_answers_the_asker_learns_nothing_of_it(body in any::<Vec<u8>>(), why in any::<String>(), ok in any::<bool>()) {
-        let url = "https://app.example/client.json";
-        let fetched = if ok { Ok(body.as_slice()) } else { Err(why) };
-        if let Err((error, _)) = client_from_fetch(url, fetched) {
+    fn whatever_a_target_answers_the_asker_learns_nothing_of_it(
+        body in prop_oneof![any::<Vec<u8>>(), document()],
+        why in any::<String>(),
+        answered in any::<bool>(),
+    ) {
+        let fetched = if answered { Ok(body.as_slice()) } else { Err(why) };
+        if let Err((error, _)) = client_from_fetch(DOCUMENT, fetched) {
             prop_assert_eq!(error, refused());
         }
     }
