@@ -186,6 +186,8 @@ fn query_request(url: &Url) -> std::result::Result<AuthRequest, OAuthError> {
 /// request when the error may be sent to its redirect URI (`AuthRequest::check`).
 type Checked = std::result::Result<Client, (Option<AuthRequest>, OAuthError)>;
 
+/// Loads `request`'s client (registered, or from its metadata document) and checks the request
+/// against it: what `/oauth/authorize`, `/oauth/consent` and the consent's POST each do first.
 async fn check(env: &Env, request: &AuthRequest, resource: &str) -> Result<Checked> {
     let client = match client(env, &request.client_id).await? {
         Ok(client) => client,
