@@ -131,6 +131,53 @@ fn pip_requirements_are_a_name_and_optional_specifiers() {
 }
 
 #[test]
+fn a_python_project_listed_twice_is_refused_naming_both_entries() {
+    for (requirements, wheels, first, second, project) in [
+        (&["six==1.16.0", "six==1.15.0"][..], &[][..], "\"six==1.16.0\"", "\"six==1.15.0\"", "six"),
+        (&["six>=1.10", "attrs", "six<2"], &[], "\"six>=1.10\"", "\"six<2\"", "six"),
+        (
+            &["Zope.Interface==6.0", "zope_interface==5.0"],
+            &[],
+            "\"Zope.Interface==6.0\"",
+            "\"zope_interface==5.0\"",
+            "zope-interface",
+        ),
+        (&["a-_.b", "A_B"], &[], "\"a-_.b\"", "\"A_B\"", "a-b"),
+        (
+            &["six==1.16.0"],
+            &["https://example.com/w/six-1.15.0-py2.py3-none-any.whl"],
+            "\"six==1.16.0\"",
+            "the wheel URL \"https://example.com/w/six-1.15.0-py2.py3-none-any.whl\"",
+            "six",
+        ),
+        (
+            &[],
+            &[
+                "https://example.com/zope_interface-6.0-py3-none-any.whl",
+                "https://example.com/Zope.Interface-5.0-py3-none-any.whl?x=1",
+            ],
+            "the wheel URL \"https://example.com/zope_interface-6.0-py3-none-any.whl\"",
+            "the wheel URL \"https://example.com/Zope.Interface-5.0-py3-none-any.whl?x=1\"",
+            "zope-interface",
+        ),
+    ] {
+        let message = request(Language::Py, json!({ "requirements": requirements, "wheelUrls": wheels })).unwrap_err();
+        let named = format!("pip: {first} and {second} both name project \"{project}\"; list each project once");
+        assert!(message.starts_with(&named), "{requirements:?} {wheels:?}: {message}");
+    }
+    let distinct = json!({ "requirements": ["six", "sixer", "attrs"], "wheelUrls": ["https://example.com/six_x-1-py3-none-any.whl"] });
+    assert!(request(Language::Py, distinct).is_ok(), "projects that only share a prefix are distinct");
+}
+
+#[test]
+fn npm_names_cannot_differ_only_in_case_so_a_package_is_listed_once() {
+    // A JSON object holds each key once (a parser keeps one of two equal keys before relay sees
+    // them); npm names are lowercase, so "Lodash" beside "lodash" is refused, not a second pin.
+    let message = npm(json!({ "lodash": "4.17.21", "Lodash": "4.17.20" })).unwrap_err();
+    assert!(message.starts_with("npm.dependencies: \"Lodash\" is not an npm package name"), "{message}");
+}
+
+#[test]
 fn wheel_urls_must_be_http_urls_of_wheels() {
     let ok = json!({ "wheelUrls": ["https://example.com/x-1.0-py3-none-any.whl", "http://127.0.0.1:9/y-2-py3-none-any.whl?sig=1"] });
     assert!(request(Language::Py, ok).is_ok());
