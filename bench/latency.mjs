@@ -51,7 +51,7 @@ async function expect(client, name, args, ok) {
 // The fetch target: loopback, allowed by the bench tenant's policy under the name localhost.
 const target = createServer((req, res) => res.end("1"));
 await new Promise((resolve) => target.listen(0, resolve));
-const network = { allowedDomains: ["localhost"], blockPrivateRanges: false, denyIpLiterals: false };
+const network = { allowedDomains: [`localhost:${target.address().port}`], blockPrivateRanges: false, denyIpLiterals: false };
 const { key } = await createTenant("bench", { policy: { network } });
 const browser = await launchBrowser();
 const client = await connectClient(key);

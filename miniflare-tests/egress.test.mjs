@@ -37,6 +37,10 @@ function upstream(req, res) {
       case "/to-evil":
         res.writeHead(302, { location: "http://evil.test/steal" });
         return res.end();
+      case "/to-other-origin":
+        // The same server by another name: another origin, which the policy also allows.
+        res.writeHead(307, { location: `${otherOrigin}/echo` });
+        return res.end();
       case "/loop":
         res.writeHead(302, { location: "/loop" });
         return res.end();
@@ -83,6 +87,8 @@ function drainedOrClosed(res) {
 
 let server;
 let origin;
+let otherOrigin; // the same server as http://127.0.0.1:<port>
+let closedPort; // listed in the policy, with nothing listening
 let tenant;
 let key;
 /** Capsules of the tenant: default network limits, and maxBodyBytes cut to SMALL_BODY. */
@@ -103,8 +109,17 @@ before(async () => {
   server = createServer(upstream);
   server.listen(0); // every address, IPv4 and IPv6: workerd may resolve localhost to either
   await once(server, "listening");
-  origin = `http://localhost:${server.address().port}`;
-  const network = { allowedDomains: ["localhost"], blockPrivateRanges: false, denyIpLiterals: false };
+  const { port } = server.address();
+  origin = `http://localhost:${port}`;
+  otherOrigin = `http://127.0.0.1:${port}`;
+  const closed = createServer().listen(0);
+  await once(closed, "listening");
+  closedPort = closed.address().port;
+  closed.close();
+  await once(closed, "close");
+  // An entry without a port admits only the scheme's default: each loopback port is named.
+  const allowedDomains = [`localhost:${port}`, `127.0.0.1:${port}`, `localhost:${closedPort}`];
+  const network = { allowedDomains, blockPrivateRanges: false, denyIpLiterals: false };
   ({ key, tenant } = await createTenant("egress", { policy: { network }, outFileMaxBytes: 64 }));
   capsule = await createCapsule({});
   smallCapsule = await createCapsule({ policy: { network: { maxBodyBytes: SMALL_BODY } } });
@@ -217,14 +232,35 @@ describe("POST /egress", () => {
   });
 
   test("an upstream that does not answer is a 502 naming the host", async () => {
-    const closed = createServer();
-    closed.listen(0);
-    await once(closed, "listening");
-    const port = closed.address().port;
-    closed.close();
-    await once(closed, "close");
-    const message = await refusal(await egress({ url: `http://localhost:${port}/` }), 502, "UpstreamFailed");
+    const message = await refusal(await egress({ url: `http://localhost:${closedPort}/` }), 502, "UpstreamFailed");
     assert.match(message, /"localhost"/);
+  });
+
+  test("a port of a listed host that no entry names is denied, saying how to allow it", async () => {
+    const url = `http://localhost:${closedPort + 1}/`;
+    const message = await refusal(await egress({ url }), 403, "PolicyDenied");
+    assert.match(message, new RegExp(`port ${closedPort + 1} of host "localhost" is not allowed`));
+    assert.match(message, new RegExp(`add "localhost:${closedPort + 1}" to network.allowedDomains`));
+  });
+
+  test("Origin, Referer and the other forbidden request headers never reach the upstream", async () => {
+    const forbidden = [["origin", BASE], ["referer", `${BASE}/`], ["sec-fetch-site", "same-origin"], ["x-http-method-override", "TRACE"], ["date", "x"]];
+    const res = await egress({ url: `${origin}/echo`, method: "POST", headers: [...forbidden, ["x-kept", "1"]], body: "" });
+    const seen = (await res.json()).headers;
+    assert.equal(seen["x-kept"], "1");
+    for (const [name, value] of forbidden) assert.notEqual(seen[name], value, `${name} was sent as guest code set it`);
+  });
+
+  test("a redirect to another origin carries only CORS-safelisted headers; one within the origin carries all", async () => {
+    const headers = [["x-api-key", "guest-credential"], ["authorization", "Bearer guest"], ["accept", "application/json"], ["x-custom", "1"]];
+    const across = await egress({ url: `${origin}/to-other-origin`, headers });
+    assert.equal(across.headers.get("x-relay-url"), `${otherOrigin}/echo`);
+    const seenAcross = (await across.json()).headers;
+    assert.equal(seenAcross.accept, "application/json");
+    for (const name of ["x-api-key", "authorization", "x-custom"]) assert.equal(seenAcross[name], undefined, `${name} crossed origins`);
+    const within = await egress({ url: `${origin}/to-echo?status=307`, method: "POST", headers, body: "" });
+    const seenWithin = (await within.json()).headers;
+    assert.deepEqual([seenWithin["x-api-key"], seenWithin.authorization, seenWithin["x-custom"]], ["guest-credential", "Bearer guest", "1"]);
   });
 
   test("missing, bad, expired and wrong-typ tokens are 401s that say which", async () => {

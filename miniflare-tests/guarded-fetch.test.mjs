@@ -1,7 +1,7 @@
 // End to end, what leaves the sandbox: guest fetch in both runtimes, checked by the tab and then
 // by the Worker's egress route (which performs it), and the files a run leaves in /out, uploaded
 // to R2 with expiring signed download URLs. A loopback HTTP server started here is the target;
-// the tenant's policy allows it by the name "localhost".
+// the tenant's policy allows it by the name "localhost" and its port.
 
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -43,7 +43,7 @@ before(async () => {
   // Every address (dual stack): "localhost" may resolve to 127.0.0.1 or ::1 for workerd.
   await new Promise((resolve) => target.listen(0, resolve));
   origin = `http://localhost:${target.address().port}`;
-  const network = { allowedDomains: ["localhost"], blockPrivateRanges: false, denyIpLiterals: false, maxBodyBytes: 1 << 20 };
+  const network = { allowedDomains: [`localhost:${target.address().port}`], blockPrivateRanges: false, denyIpLiterals: false, maxBodyBytes: 1 << 20 };
   attached = await attachedExecutor("guarded-fetch", { policy: { network }, queue: { attachWaitMs: 500 } });
   ({ executor, client } = attached);
 });

@@ -5,25 +5,28 @@
 // progress. A second identical call reuses the capsule without a build. Refusals are named:
 // a Node built-in, an integrity mismatch, an sdist-only project. Then presign, upload and
 // finalize over raw HTTP: every way a tab could cheat is refused and nothing half-made is served.
+// Last, `GET /registry` over raw HTTP: a URL that leaves the sources once parsed, and a source
+// that never answers.
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
-import { startPackageSources } from "./lib/package-sources.mjs";
+import { startPackageSources, startSilentSource } from "./lib/package-sources.mjs";
 import { sseEvents } from "./lib/mcp-http.mjs";
-import { BASE, attach, createTenant, devVars, relayCapsule } from "./lib/relay.mjs";
+import { BASE, attach, createTenant, devVars, mintRunToken, relayCapsule } from "./lib/relay.mjs";
 
 let registry;
 let key;
+let tenant;
 let browser;
 let executor;
 let client;
 
 before(async () => {
   registry = await startPackageSources();
-  ({ key } = await createTenant("packages", { packages: registry.sources, queue: { attachWaitMs: 5000 } }));
+  ({ key, tenant } = await createTenant("packages", { packages: registry.sources, queue: { attachWaitMs: 5000 } }));
   browser = await launchBrowser();
   executor = await openExecutor(browser, key);
   client = await connectClient(key);
@@ -239,6 +242,53 @@ describe("presign, upload and finalize over raw HTTP, with this test as the tab"
     await results([{ type: "stdout", data: "built\n" }, { type: "exit", exitCode: 0, usage: { wallMs: 1, memPeakMb: 1 } }]);
     const result = await answer;
     assert.equal(result.structuredContent.stdout, "built\n");
+  });
+});
+
+describe("GET /registry over raw HTTP", () => {
+  const get = (url, tenantId = tenant.id) =>
+    fetch(`${BASE}/registry?url=${encodeURIComponent(url)}`, {
+      headers: { authorization: `Bearer ${mintRunToken({ tenant: tenantId, run: "r_registry", capsule: "0".repeat(64) })}` },
+    });
+
+  test("a URL under a source is fetched; one that leaves it once parsed (a tab, LF or CR inside `..`) never is", async () => {
+    const base = registry.sources.npmRegistry;
+    const res = await get(`${base}/lodash`);
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).name, "lodash");
+    for (const hidden of ["\t", "\n", "\r"]) {
+      const refused = await get(`${base}/.${hidden}./secret`);
+      const body = await refused.json();
+      assert.equal(refused.status, 403, JSON.stringify(body));
+      assert.equal(body.error.name, "PolicyDenied");
+      assert.match(body.error.message, /^http:\/\/127\.0\.0\.1:\d+\/secret is not under this tenant's package sources/);
+    }
+    const encoded = await get(`${base}/%2e%2e%2fsecret`);
+    assert.equal(encoded.status, 403);
+    assert.match((await encoded.json()).error.message, /path segment "%2e%2e%2fsecret" decodes to "..\/secret"/);
+    assert.equal(registry.hits.get("/secret"), undefined, "the stand-in was never asked for /secret");
+  });
+
+  test("a source that does not answer is UpstreamFailed naming it and the deadline; one that stalls mid-body breaks off", async () => {
+    const silent = await startSilentSource();
+    try {
+      const owner = await createTenant("silent-source", { packages: silent.sources });
+      const started = Date.now();
+      const [head, stalled] = await Promise.all([
+        get(`${silent.sources.npmRegistry}/silent`, owner.tenant.id),
+        get(`${silent.sources.npmRegistry}/stall`, owner.tenant.id).then(async (res) => ({ status: res.status, body: await res.text().catch((e) => e) })),
+      ]);
+      console.log(`# /registry gave up on a silent source after ${Date.now() - started} ms`);
+      const body = await head.json();
+      assert.equal(head.status, 502, JSON.stringify(body));
+      assert.equal(body.error.name, "UpstreamFailed");
+      const source = `package source npmRegistry (${silent.sources.npmRegistry}) for ${silent.sources.npmRegistry}/silent`;
+      assert.ok(body.error.message.startsWith(`${source} did not answer within 20 s`), body.error.message);
+      assert.equal(stalled.status, 200, "the head came in time");
+      assert.ok(stalled.body instanceof Error, `the stalled body broke off instead of ending: ${stalled.body}`);
+    } finally {
+      await silent.close();
+    }
   });
 });
 

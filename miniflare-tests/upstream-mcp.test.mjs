@@ -2,7 +2,8 @@
 // era (lib/upstream-servers.mjs), configured through the admin route with a credential header
 // each; JS and Python code on a real executor page in headless Chromium calls their tools with
 // `mcps.call` and raw fetch("/mcps-rpc"); refusals are named; the credentials reach the
-// upstreams and nothing else; the /mcps tree and .d.ts match what the upstreams list; every
+// upstreams and nothing else, not even through a third upstream that echoes them back in its
+// errors, results and tool list; the /mcps tree and .d.ts match what the upstreams list; every
 // call and refusal is on the audit chain, which verifies.
 
 import assert from "node:assert/strict";
@@ -17,14 +18,18 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, ROOT, createTenant, devVars, relayCapsule } from "./lib/relay.mjs";
-import { startLegacyUpstream, startModernUpstream } from "./lib/upstream-servers.mjs";
+import { startEchoUpstream, startLegacyUpstream, startModernUpstream } from "./lib/upstream-servers.mjs";
 
 const LEGACY_SECRET = "up_legacy_credential_7c1e9a40b2d8f3";
 const MODERN_SECRET = "up_modern_credential_52ab07e9d14c6f";
+const ECHO_TOKEN = "up_echo_token_9d2c41f07ab3e6+/q=";
+const ECHO_KEY = "up_echo_key_3d9f0a7b61c2e5";
+const SECRETS = [LEGACY_SECRET, MODERN_SECRET, ECHO_TOKEN, ECHO_KEY];
 const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
 
 let legacy;
 let modern;
+let echo;
 let tenant;
 let key;
 let browser;
@@ -64,11 +69,16 @@ async function waitForFile(path, timeoutMs = 20_000) {
 }
 
 before(async () => {
-  [legacy, modern] = await Promise.all([startLegacyUpstream(LEGACY_SECRET), startModernUpstream(MODERN_SECRET)]);
+  [legacy, modern, echo] = await Promise.all([
+    startLegacyUpstream(LEGACY_SECRET),
+    startModernUpstream(MODERN_SECRET),
+    startEchoUpstream(ECHO_TOKEN, ECHO_KEY),
+  ]);
   ({ key, tenant } = await createTenant("upstreams", { queue: { attachWaitMs: 5000 } }));
   const put = [
     await putUpstream("legacy", { url: legacy.url, headers: { authorization: `Bearer ${LEGACY_SECRET}` }, tools: ["add", "echo"] }),
     await putUpstream("modern", { url: modern.url, headers: { "x-api-key": MODERN_SECRET } }),
+    await putUpstream("echo", { url: echo.url, headers: { authorization: `Bearer ${ECHO_TOKEN}`, "x-api-key": ECHO_KEY } }),
   ];
   for (const res of put) assert.equal(res.status, 200, await res.text());
   browser = await launchBrowser();
@@ -81,7 +91,22 @@ after(async () => {
   await browser?.close();
   await legacy?.close();
   await modern?.close();
+  await echo?.close();
 });
+
+/** Whether `text` gives `secret` away: as it is, or base64-encoded (either alphabet, any
+ * alignment) inside a run of base64 characters. */
+function givesAway(text, secret) {
+  if (text.includes(secret)) return true;
+  for (const run of text.split(/[^A-Za-z0-9+/_-]+/)) {
+    for (let offset = 0; offset < 4; offset++) {
+      const chars = run.slice(offset);
+      const decoded = Buffer.from(chars.slice(0, chars.length - (chars.length % 4)).replace(/-/g, "+").replace(/_/g, "/"), "base64");
+      if (decoded.includes(secret)) return true;
+    }
+  }
+  return false;
+}
 
 describe("the admin routes", () => {
   test("list the servers with header names only, never a value", async () => {
@@ -92,6 +117,7 @@ describe("the admin routes", () => {
     assert.deepEqual(JSON.parse(text).upstreams, [
       { name: "legacy", url: legacy.url, headers: ["authorization"], tools: ["add", "echo"] },
       { name: "modern", url: modern.url, headers: ["x-api-key"], tools: null },
+      { name: "echo", url: echo.url, headers: ["authorization", "x-api-key"], tools: null },
     ]);
   });
 
@@ -197,18 +223,45 @@ describe("calls from code in a run", () => {
   });
 });
 
+describe("an upstream that echoes the credentials it was sent", () => {
+  test("gets them back redacted in its JSON-RPC error and its result, in every form", async () => {
+    const out = await runJs(`
+      try { await mcps.call("echo", "reject", {}); } catch (e) { console.log(e.name + ": " + e.message); }
+      console.log(JSON.stringify(await mcps.call("echo", "headers", {})));
+    `);
+    const [refusal, result] = out.trim().split("\n");
+    assert.match(refusal, /^UpstreamFailed: upstream MCP server "echo", tool "reject": it answered error -32603: refused; the request was \{/);
+    assert.match(refusal, /"authorization":"\*\*\*"/, "the header is quoted, its value is not");
+    const headers = JSON.parse(result);
+    assert.equal(headers.content[0].text, 'request headers: {"authorization":"***","x-api-key":"***"}');
+    assert.match(headers.structuredContent.base64, /\*\*\*/, "the base64 of the headers lost the credentials' characters");
+    for (const secret of [ECHO_TOKEN, ECHO_KEY]) assert.ok(!givesAway(out, secret), `${secret} reached guest code: ${out}`);
+  });
+
+  test("its tool list reaches /mcps without them: names, descriptions, schemas, types", async () => {
+    const index = JSON.parse(await waitForFile("/mcps/index.json"));
+    assert.deepEqual(index.servers.echo.tools, ["headers", "reject", "search"]);
+    assert.deepEqual(index.servers.echo.skipped, ['"whoami_***": not an MCP tool name']);
+    const files = [JSON.stringify(index), await waitForFile("/mcps/echo/tools/search/schema.json"), await waitForFile("/mcps/echo.d.ts")];
+    texts.push(...files);
+    assert.match(files[1], /Called with \{\\"authorization\\":\\"\*\*\*\\",\\"x-api-key\\":\\"\*\*\*\\"\}/);
+    for (const secret of [ECHO_TOKEN, ECHO_KEY]) assert.ok(!files.some((f) => givesAway(f, secret)), `${secret} is in the /mcps tree`);
+  });
+});
+
 describe("the credentials", () => {
   test("reach each upstream, and only its own", () => {
     assert.ok(legacy.seen.credentials.includes(`Bearer ${LEGACY_SECRET}`));
     assert.ok(modern.seen.credentials.includes(MODERN_SECRET));
     assert.ok(!legacy.seen.credentials.some((c) => c?.includes(MODERN_SECRET)));
     assert.ok(!modern.seen.credentials.some((c) => c?.includes(LEGACY_SECRET)));
+    assert.ok(!legacy.seen.credentials.some((c) => c?.includes(ECHO_TOKEN)), "the echo credential went to its server only");
   });
 
   test("appear in no line of the server's log", () => {
     const log = readFileSync(process.env.RELAY_SERVER_LOG, "utf8");
     assert.ok(log.includes('"route":"POST /mcps-rpc"'), "the calls were logged");
-    assert.ok(!log.includes(LEGACY_SECRET) && !log.includes(MODERN_SECRET));
+    for (const secret of SECRETS) assert.ok(!log.includes(secret), secret);
   });
 
   test("appear in no answer, resource or audit record", async () => {
@@ -218,8 +271,7 @@ describe("the credentials", () => {
     }
     const all = texts.join("\n");
     assert.ok(all.length > 1000);
-    assert.ok(!all.includes(LEGACY_SECRET), "the legacy credential leaked");
-    assert.ok(!all.includes(MODERN_SECRET), "the modern credential leaked");
+    for (const secret of SECRETS) assert.ok(!givesAway(all, secret), `${secret} leaked`);
   });
 });
 
@@ -279,7 +331,7 @@ describe("the /mcps tree", () => {
       console.log(fs.readdirSync("/mcps").join(","));
       try { fs.writeFileSync("/mcps/legacy.d.ts", "x"); } catch (e) { console.log(e.name); }
     `);
-    assert.deepEqual(out.trim().split("\n"), ["index.json,legacy,legacy.d.ts,modern,modern.d.ts", "PolicyDenied"]);
+    assert.deepEqual(out.trim().split("\n"), ["echo,echo.d.ts,index.json,legacy,legacy.d.ts,modern,modern.d.ts", "PolicyDenied"]);
   });
 });
 

@@ -24,29 +24,47 @@ pub const ENVELOPE_SLACK: usize = 64 * 1024;
 /// refused as a browser refuses them).
 const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
-/// Request headers guest code may not set: hop-by-hop headers (they describe one connection,
-/// not the request), those the Worker's fetch computes itself, and those that would let guest
-/// code speak for the relay, a proxy or a browser's cookie jar.
-const DROPPED: [&str; 16] = [
+/// The Fetch standard's forbidden request-header names: a browser's `fetch` never sends them
+/// as a script sets them (`Origin`, `Referer` would let guest code speak as the relay's page;
+/// the rest describe the connection or are the browser's to write), so neither does the route.
+const FORBIDDEN: [&str; 21] = [
+    "accept-charset",
+    "accept-encoding",
+    "access-control-request-headers",
+    "access-control-request-method",
     "connection",
+    "content-length",
+    "cookie",
+    "cookie2",
+    "date",
+    "dnt",
+    "expect",
+    "host",
     "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
+    "origin",
+    "referer",
+    "set-cookie",
     "te",
     "trailer",
     "transfer-encoding",
     "upgrade",
-    "content-length",
-    "host",
-    "cookie",
-    "cookie2",
-    "x-real-ip",
-    "forwarded",
     "via",
 ];
-/// Prefixes of dropped headers: Cloudflare's own, proxies' and relay-edge's.
-const DROPPED_PREFIXES: [&str; 3] = ["cf-", "x-forwarded-", "x-relay-"];
+/// Prefixes of the Fetch standard's forbidden names.
+const FORBIDDEN_PREFIXES: [&str; 2] = ["proxy-", "sec-"];
+/// Headers that carry a method, forbidden when one of the methods they name is forbidden.
+const METHOD_OVERRIDES: [&str; 3] = ["x-http-method", "x-http-method-override", "x-method-override"];
+/// Methods no fetch may use, not even through an override header.
+const FORBIDDEN_METHODS: [&str; 3] = ["connect", "trace", "track"];
+/// Besides the forbidden ones: headers that would let guest code speak for a proxy, and
+/// prefixes of Cloudflare's own, proxies' and relay-edge's headers.
+const RELAY_DROPPED: [&str; 2] = ["x-real-ip", "forwarded"];
+const RELAY_DROPPED_PREFIXES: [&str; 3] = ["cf-", "x-forwarded-", "x-relay-"];
+
+/// The most bytes a CORS-safelisted request header's value may have (Fetch standard).
+const SAFELISTED_VALUE_MAX: usize = 128;
+/// The most bytes all of a request's CORS-safelisted header values may have together.
+const SAFELISTED_TOTAL_MAX: usize = 1024;
 
 /// Headers that describe a request body: a redirect that turns a request into a GET without a
 /// body drops them too (the Fetch standard's "request-body-header names").
@@ -180,10 +198,39 @@ fn check_header(name: &str, value: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Whether guest code may set request header `name` (see [`DROPPED`], [`DROPPED_PREFIXES`]).
+/// Whether guest code may set request header `name` (not one of the Fetch standard's
+/// [`FORBIDDEN`] names or prefixes, nor one the relay drops, [`RELAY_DROPPED`]).
 pub fn guest_may_set(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
-    !DROPPED.contains(&name.as_str()) && !DROPPED_PREFIXES.iter().any(|p| name.starts_with(p))
+    let listed = FORBIDDEN.iter().chain(&RELAY_DROPPED).any(|n| *n == name);
+    let prefixed = FORBIDDEN_PREFIXES.iter().chain(&RELAY_DROPPED_PREFIXES).any(|p| name.starts_with(p));
+    !listed && !prefixed
+}
+
+/// Whether a header that guest code may name carries a forbidden method in its value
+/// (`X-HTTP-Method-Override: TRACE`), which makes the whole header forbidden.
+fn overrides_to_forbidden_method(name: &str, value: &str) -> bool {
+    METHOD_OVERRIDES.iter().any(|n| name.eq_ignore_ascii_case(n))
+        && split_list(value).iter().any(|method| FORBIDDEN_METHODS.iter().any(|m| method.eq_ignore_ascii_case(m)))
+}
+
+/// A header value split at commas outside double quotes, each part trimmed of HTTP whitespace
+/// (the Fetch standard's "get, decode, and split").
+fn split_list(value: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted) = (0, false);
+    for (i, c) in value.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                parts.push(&value[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&value[start..]);
+    parts.into_iter().map(|p| p.trim_matches([' ', '\t', '\r', '\n'])).collect()
 }
 
 /// `headers` without those guest code may not set, nor those its `Connection` header names
@@ -196,8 +243,61 @@ pub fn guest_headers(headers: Vec<(String, String)>) -> Vec<(String, String)> {
         .collect();
     headers
         .into_iter()
-        .filter(|(name, _)| guest_may_set(name) && !named_by_connection.contains(&name.to_ascii_lowercase()))
+        .filter(|(name, value)| {
+            guest_may_set(name)
+                && !overrides_to_forbidden_method(name, value)
+                && !named_by_connection.contains(&name.to_ascii_lowercase())
+        })
         .collect()
+}
+
+/// The Fetch standard's CORS-safelisted request headers among `headers`: `Accept`,
+/// `Accept-Language`, `Content-Language`, `Content-Type` (of a form or plain text) and a
+/// simple `Range`, each value within [`SAFELISTED_VALUE_MAX`] bytes, together within
+/// [`SAFELISTED_TOTAL_MAX`] (past it, none is).
+pub fn cors_safelisted(headers: &[(String, String)]) -> Vec<(String, String)> {
+    let kept: Vec<(String, String)> = headers.iter().filter(|(name, value)| safelisted(name, value)).cloned().collect();
+    let total: usize = kept.iter().map(|(_, value)| value.len()).sum();
+    if total > SAFELISTED_TOTAL_MAX {
+        return Vec::new();
+    }
+    kept
+}
+
+fn safelisted(name: &str, value: &str) -> bool {
+    // CORS-unsafe request-header bytes: controls other than tab, and `"():<>?@[\]{}` and DEL.
+    let unsafe_byte = |b: u8| (b < 0x20 && b != b'\t') || b"\"():<>?@[\\]{}\x7f".contains(&b);
+    let language_byte = |b: u8| b.is_ascii_alphanumeric() || b" *,-.;=".contains(&b);
+    if value.len() > SAFELISTED_VALUE_MAX {
+        return false;
+    }
+    match name.to_ascii_lowercase().as_str() {
+        "accept" => !value.bytes().any(unsafe_byte),
+        "accept-language" | "content-language" => value.bytes().all(language_byte),
+        "content-type" => {
+            let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+            !value.bytes().any(unsafe_byte)
+                && ["application/x-www-form-urlencoded", "multipart/form-data", "text/plain"]
+                    .contains(&essence.as_str())
+        }
+        "range" => simple_range(value),
+        _ => false,
+    }
+}
+
+/// `bytes=<start>-` or `bytes=<start>-<end>` with `start <= end`: the one Range form CORS
+/// lets through without a preflight.
+fn simple_range(value: &str) -> bool {
+    let Some((start, end)) = value.strip_prefix("bytes=").and_then(|r| r.split_once('-')) else {
+        return false;
+    };
+    let number =
+        |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse::<u64>().ok()).flatten();
+    match (number(start), end) {
+        (Some(_), "") => true,
+        (Some(start), end) => number(end).is_some_and(|end| start <= end),
+        _ => false,
+    }
 }
 
 /// What to do after an upstream answered `status` (with `location`) to `current`, when `hops`
@@ -216,7 +316,8 @@ pub enum Hop {
 /// 308 with a Location; anything else is the final answer), under `policy`: the next URL is
 /// resolved against the current one and checked like the first (a denied hop refuses the whole
 /// fetch), at most `maxRedirects` are followed, 301/302 turn a POST and 303 anything but
-/// GET/HEAD into a GET without body, and a hop to another origin drops `Authorization`.
+/// GET/HEAD into a GET without body, and a hop to another origin keeps only the
+/// CORS-safelisted headers ([`cors_safelisted`]).
 pub fn next_hop(current: &Outbound, status: u16, location: Option<&str>, hops: u32, policy: &NetworkPolicy) -> Hop {
     let Some(location) = location.filter(|_| matches!(status, 301 | 302 | 303 | 307 | 308)) else {
         return Hop::Done;
@@ -247,15 +348,15 @@ fn redirected(current: &Outbound, status: u16, from: &Url, to: Url) -> Outbound 
     let method = current.method.as_str();
     let to_get =
         (matches!(status, 301 | 302) && method == "POST") || (status == 303 && !matches!(method, "GET" | "HEAD"));
-    let cross_origin = from.origin() != to.origin();
-    let dropped = |name: &str| {
-        let body_header = BODY_HEADERS.iter().any(|h| name.eq_ignore_ascii_case(h));
-        (to_get && body_header) || (cross_origin && name.eq_ignore_ascii_case("authorization"))
-    };
+    // Credentials in any header (Authorization, X-Api-Key, ...) stay with the origin they were
+    // set for: another origin gets only what a browser sends anywhere without asking.
+    let headers =
+        if from.origin() == to.origin() { current.headers.clone() } else { cors_safelisted(&current.headers) };
+    let body_header = |name: &str| BODY_HEADERS.iter().any(|h| name.eq_ignore_ascii_case(h));
     Outbound {
         url: to.into(),
         method: if to_get { "GET".into() } else { current.method.clone() },
-        headers: current.headers.iter().filter(|(name, _)| !dropped(name)).cloned().collect(),
+        headers: headers.into_iter().filter(|(name, _)| !(to_get && body_header(name))).collect(),
         body: if to_get { None } else { current.body.clone() },
     }
 }

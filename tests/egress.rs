@@ -1,9 +1,10 @@
 //! The rules of `POST /egress`: the envelope, the headers guest code may set, every redirect
 //! hop, and the metadata the route reports.
 
+use proptest::prelude::*;
 use relay_core::egress::{
-    ascii_json, body_too_large, envelope_limit, guest_headers, guest_may_set, next_hop, parse_envelope, prepare, Hop,
-    Outbound, Upstream, ENVELOPE_SLACK,
+    ascii_json, body_too_large, cors_safelisted, envelope_limit, guest_headers, guest_may_set, next_hop,
+    parse_envelope, prepare, Hop, Outbound, Upstream, ENVELOPE_SLACK,
 };
 use relay_core::error::ErrorName;
 use relay_core::policy::NetworkPolicy;
@@ -132,6 +133,48 @@ fn guest_code_cannot_set_transport_identity_or_relay_headers() {
 }
 
 #[test]
+fn the_fetch_standards_forbidden_request_headers_are_never_sent() {
+    // Issue 23: guest code set Origin and Referer to the relay's own origin. A browser's fetch
+    // never sends what a script sets for these; the route now drops them the same way.
+    for name in [
+        "Origin",
+        "referer",
+        "Accept-Charset",
+        "Accept-Encoding",
+        "Access-Control-Request-Headers",
+        "access-control-request-method",
+        "Date",
+        "DNT",
+        "Expect",
+        "Set-Cookie",
+        "Trailer",
+        "Via",
+        "Sec-Fetch-Site",
+        "sec-ch-ua",
+        "Proxy-Anything",
+    ] {
+        assert!(!guest_may_set(name), "{name}");
+    }
+    let sent =
+        [("Origin", "http://relay.test"), ("Referer", "http://relay.test/"), ("X-Api-Key", "k"), ("Accept", "*/*")];
+    assert_eq!(guest_headers(pairs(&sent)), pairs(&[("X-Api-Key", "k"), ("Accept", "*/*")]));
+}
+
+#[test]
+fn a_method_override_header_is_dropped_only_when_it_names_a_forbidden_method() {
+    // The cases of web-platform-tests fetch/api/headers/headers-forbidden-override.any.js.
+    for name in ["x-http-method-override", "X-HTTP-METHOD", "x-method-override"] {
+        for value in ["TRACE", "track", "CONNECT", "\ttrack", "trace,", "GET,track ", " connect"] {
+            assert_eq!(guest_headers(pairs(&[(name, value)])), vec![], "{name}: {value:?}");
+        }
+        for value in ["GETTRACE", "GET", "\",TRACE\","] {
+            assert_eq!(guest_headers(pairs(&[(name, value)])), pairs(&[(name, value)]), "{name}: {value:?}");
+        }
+    }
+    assert_eq!(guest_headers(pairs(&[("x-other", "TRACE")])), pairs(&[("x-other", "TRACE")]));
+}
+
+#[test]
 fn headers_named_by_connection_are_dropped_too() {
     let kept = guest_headers(pairs(&[
         ("Connection", "X-Secret, keep-alive"),
@@ -227,18 +270,62 @@ fn methods_change_on_redirect_as_browsers_change_them() {
 }
 
 #[test]
-fn authorization_does_not_follow_a_redirect_to_another_origin() {
-    let net = policy(&["example.com"]);
-    let current = Outbound {
-        headers: pairs(&[("Authorization", "Bearer s"), ("Accept", "*/*")]),
-        ..get("https://example.com/a")
-    };
-    let Hop::Follow(same) = next_hop(&current, 302, Some("/b"), 0, &net) else { panic!() };
-    assert_eq!(same.headers, current.headers);
+fn only_cors_safelisted_headers_follow_a_redirect_to_another_origin() {
+    // Issue 23: a custom credential header (x-api-key) went along to the other origin.
+    let net = policy(&["example.com", "example.com:8443"]);
+    let sent = [
+        ("Authorization", "Bearer s"),
+        ("X-Api-Key", "k"),
+        ("X-Custom", "1"),
+        ("Accept", "*/*"),
+        ("Accept-Language", "en-US,en;q=0.9"),
+        ("Content-Type", "text/plain; charset=utf-8"),
+        ("Range", "bytes=0-99"),
+    ];
+    let current = Outbound { headers: pairs(&sent), ..get("https://example.com/a") };
+    let Hop::Follow(same) = next_hop(&current, 307, Some("/b"), 0, &net) else { panic!() };
+    assert_eq!(same.headers, current.headers, "the same origin keeps every header");
     for other in ["https://api.example.com/b", "http://example.com/b", "https://example.com:8443/b"] {
-        let Hop::Follow(next) = next_hop(&current, 302, Some(other), 0, &net) else { panic!("{other}") };
-        assert_eq!(next.headers, pairs(&[("Accept", "*/*")]), "{other}");
+        let Hop::Follow(next) = next_hop(&current, 307, Some(other), 0, &net) else { panic!("{other}") };
+        assert_eq!(next.headers, pairs(&sent[3..]), "{other}");
     }
+}
+
+#[test]
+fn cors_safelisted_headers_are_the_fetch_standards() {
+    let kept = |name: &str, value: &str| !cors_safelisted(&pairs(&[(name, value)])).is_empty();
+    for (name, value) in [
+        ("accept", "application/json"),
+        ("ACCEPT", "text/html, */*;q=0.8"),
+        ("accept-language", "de-CH, en;q=0.5"),
+        ("content-language", "en"),
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("Content-Type", "multipart/form-data; boundary=x"),
+        ("content-type", "TEXT/PLAIN"),
+        ("range", "bytes=5-"),
+        ("range", "bytes=0-0"),
+    ] {
+        assert!(kept(name, value), "{name}: {value}");
+    }
+    for (name, value) in [
+        ("authorization", "Bearer s"),
+        ("x-api-key", "k"),
+        ("cookie", "a=b"),
+        ("accept", "a(b)"),
+        ("accept", "text/html{}"),
+        ("accept-language", "en_US"),
+        ("content-type", "application/json"),
+        ("content-type", "text/plain\"x"),
+        ("range", "bytes=9-1"),
+        ("range", "bytes=-5"),
+        ("range", "bytes=0-1,3-4"),
+        ("range", "items=0-1"),
+    ] {
+        assert!(!kept(name, value), "{name}: {value}");
+    }
+    assert!(!kept("accept", &"a".repeat(129)), "a value over 128 bytes");
+    let many: Vec<(String, String)> = (0..9).map(|_| ("accept".to_string(), "a".repeat(120))).collect();
+    assert!(cors_safelisted(&many).is_empty(), "over 1024 bytes together, none is safelisted");
 }
 
 // ---- the answer ----
@@ -285,4 +372,29 @@ fn an_oversized_body_is_refused_naming_the_url_and_the_limit() {
     let why = body_too_large("https://example.com/big", 1024);
     assert!(why
         .starts_with("the response body of https://example.com/big is larger than network.maxBodyBytes (1024 bytes)"));
+}
+
+proptest! {
+    /// Whatever headers a fetch carries, a hop to another origin carries none that is not
+    /// CORS-safelisted, and a hop within the origin keeps them all (bar body headers of a 303).
+    #[test]
+    fn a_cross_origin_hop_carries_only_safelisted_headers(
+        names in prop::collection::vec(prop::sample::select(vec![
+            "Authorization", "X-Api-Key", "x-token", "Accept", "Accept-Language", "Content-Type", "Range", "Private-Token",
+        ]), 0..8),
+        value in "[ -~]{0,40}",
+        to in prop::sample::select(vec!["https://example.com/b", "https://api.example.com/b", "http://example.com/b"]),
+    ) {
+        let net = policy(&["example.com"]);
+        let headers: Vec<(String, String)> = names.iter().map(|n| (n.to_string(), value.clone())).collect();
+        let current = Outbound { headers: headers.clone(), ..get("https://example.com/a") };
+        let Hop::Follow(next) = next_hop(&current, 307, Some(to), 0, &net) else { panic!("{to}") };
+        if to == "https://example.com/b" {
+            prop_assert_eq!(next.headers, headers);
+        } else {
+            let credentials = ["authorization", "x-api-key", "x-token", "private-token"];
+            prop_assert!(next.headers.iter().all(|(n, _)| !credentials.contains(&n.to_ascii_lowercase().as_str())));
+            prop_assert_eq!(&next.headers, &cors_safelisted(&headers));
+        }
+    }
 }

@@ -131,6 +131,53 @@ fn pip_requirements_are_a_name_and_optional_specifiers() {
 }
 
 #[test]
+fn a_python_project_listed_twice_is_refused_naming_both_entries() {
+    for (requirements, wheels, first, second, project) in [
+        (&["six==1.16.0", "six==1.15.0"][..], &[][..], "\"six==1.16.0\"", "\"six==1.15.0\"", "six"),
+        (&["six>=1.10", "attrs", "six<2"], &[], "\"six>=1.10\"", "\"six<2\"", "six"),
+        (
+            &["Zope.Interface==6.0", "zope_interface==5.0"],
+            &[],
+            "\"Zope.Interface==6.0\"",
+            "\"zope_interface==5.0\"",
+            "zope-interface",
+        ),
+        (&["a-_.b", "A_B"], &[], "\"a-_.b\"", "\"A_B\"", "a-b"),
+        (
+            &["six==1.16.0"],
+            &["https://example.com/w/six-1.15.0-py2.py3-none-any.whl"],
+            "\"six==1.16.0\"",
+            "the wheel URL \"https://example.com/w/six-1.15.0-py2.py3-none-any.whl\"",
+            "six",
+        ),
+        (
+            &[],
+            &[
+                "https://example.com/zope_interface-6.0-py3-none-any.whl",
+                "https://example.com/Zope.Interface-5.0-py3-none-any.whl?x=1",
+            ],
+            "the wheel URL \"https://example.com/zope_interface-6.0-py3-none-any.whl\"",
+            "the wheel URL \"https://example.com/Zope.Interface-5.0-py3-none-any.whl?x=1\"",
+            "zope-interface",
+        ),
+    ] {
+        let message = request(Language::Py, json!({ "requirements": requirements, "wheelUrls": wheels })).unwrap_err();
+        let named = format!("pip: {first} and {second} both name project \"{project}\"; list each project once");
+        assert!(message.starts_with(&named), "{requirements:?} {wheels:?}: {message}");
+    }
+    let distinct = json!({ "requirements": ["six", "sixer", "attrs"], "wheelUrls": ["https://example.com/six_x-1-py3-none-any.whl"] });
+    assert!(request(Language::Py, distinct).is_ok(), "projects that only share a prefix are distinct");
+}
+
+#[test]
+fn npm_names_cannot_differ_only_in_case_so_a_package_is_listed_once() {
+    // A JSON object holds each key once (a parser keeps one of two equal keys before relay sees
+    // them); npm names are lowercase, so "Lodash" beside "lodash" is refused, not a second pin.
+    let message = npm(json!({ "lodash": "4.17.21", "Lodash": "4.17.20" })).unwrap_err();
+    assert!(message.starts_with("npm.dependencies: \"Lodash\" is not an npm package name"), "{message}");
+}
+
+#[test]
 fn wheel_urls_must_be_http_urls_of_wheels() {
     let ok = json!({ "wheelUrls": ["https://example.com/x-1.0-py3-none-any.whl", "http://127.0.0.1:9/y-2-py3-none-any.whl?sig=1"] });
     assert!(request(Language::Py, ok).is_ok());
@@ -189,6 +236,20 @@ fn the_build_key_is_stable_and_changes_with_anything_that_changes_the_build() {
 
 // ---- sources --------------------------------------------------------------------------------
 
+/// Sources as a self-hosted setup has them: bases with paths, on one loopback port.
+fn local_sources() -> PackageSources {
+    PackageSources {
+        npm_registry: "http://127.0.0.1:4873/npm".into(),
+        pypi_index: "http://127.0.0.1:4873/pypi".into(),
+        pypi_files: "https://files.example.org".into(),
+    }
+}
+
+/// The URL `admit` hands back to be fetched, or its refusal.
+fn admitted(sources: &PackageSources, url: &str) -> Result<String, String> {
+    sources.admit(url).map(|a| a.url.to_string())
+}
+
 #[test]
 fn sources_admit_urls_under_their_bases_only() {
     let sources = PackageSources::default();
@@ -199,8 +260,9 @@ fn sources_admit_urls_under_their_bases_only() {
         "https://registry.npmjs.org/@scope/pkg/-/pkg-1.0.0.tgz",
         "https://pypi.org/pypi/six/json",
         "https://files.pythonhosted.org/packages/six-1.16.0-py2.py3-none-any.whl",
+        "https://REGISTRY.npmjs.org:443/lodash",
     ] {
-        assert!(sources.admits(url), "{url}");
+        assert!(sources.admit(url).is_ok(), "{url}");
     }
     for url in [
         "https://registry.npmjs.org.evil.com/lodash",
@@ -208,19 +270,146 @@ fn sources_admit_urls_under_their_bases_only() {
         "https://registry.npmjs.org@evil.com/lodash",
         "https://user:pw@registry.npmjs.org/lodash",
         "https://registry.npmjs.org/lodash#frag",
-        "https://registry.npmjs.org/../admin",
-        "https://registry.npmjs.org/x/..",
-        "https://registry.npmjs.org/%2e%2e/admin",
-        "https://registry.npmjs.org/.%2E/admin",
-        "https://registry.npmjs.org/\\..\\admin",
-        "https://registry.npmjs.org\\@evil.com/",
+        "https://registry.npmjs.org:8443/lodash",
+        "https://registry.npmjs.org/%252e%252e/admin",
+        "https://registry.npmjs.org/a%2f..%2fadmin",
+        "https://registry.npmjs.org/a%5C..%5Cadmin",
         "http://registry.npmjs.org/lodash",
         "https://evil.com/https://registry.npmjs.org/lodash",
         "https://pypi.org.evil.com/pypi/six/json",
         "",
     ] {
-        assert!(!sources.admits(url), "{url}");
+        assert!(sources.admit(url).is_err(), "{url}");
     }
+}
+
+#[test]
+fn a_path_is_judged_as_parsed_so_whitespace_inside_dots_cannot_leave_the_base() {
+    // Issue 23: `.%09.` reached the route as `.\t.`; the string had no `..`, the parser dropped
+    // the tab and fetched /secret. Now the parsed URL is what is judged, and what is fetched.
+    let sources = local_sources();
+    for hidden in ['\t', '\n', '\r'] {
+        let url = format!("http://127.0.0.1:4873/npm/.{hidden}./secret");
+        let refusal = admitted(&sources, &url).unwrap_err();
+        assert!(refusal.starts_with("http://127.0.0.1:4873/secret is not under"), "{url:?}: {refusal}");
+        assert!(refusal.contains("defaults.packages"), "{refusal}");
+    }
+    // Every other ASCII control character is kept (percent-encoded) by the parser, and refused.
+    for byte in (0u8..0x20).chain([0x7f]).filter(|b| !b"\t\n\r".contains(b)) {
+        let url = format!("http://127.0.0.1:4873/npm/.{}./secret", byte as char);
+        assert!(admitted(&sources, &url).unwrap_err().contains("control character"), "{url:?}");
+    }
+}
+
+#[test]
+fn dot_segments_resolve_before_the_check_and_encoded_ones_are_refused() {
+    let sources = local_sources();
+    for (url, parsed) in [
+        ("http://127.0.0.1:4873/npm/../secret", "http://127.0.0.1:4873/secret"),
+        ("http://127.0.0.1:4873/npm/%2e%2e/secret", "http://127.0.0.1:4873/secret"),
+        ("http://127.0.0.1:4873/npm/%2E%2e/secret", "http://127.0.0.1:4873/secret"),
+        ("http://127.0.0.1:4873/npm/.%2E/secret", "http://127.0.0.1:4873/secret"),
+        ("http://127.0.0.1:4873/npm\\..\\secret", "http://127.0.0.1:4873/secret"),
+        ("http://127.0.0.1:4873/npm/x/../../pypi/../secret", "http://127.0.0.1:4873/secret"),
+        ("http://127.0.0.1:4873/npmx/lodash", "http://127.0.0.1:4873/npmx/lodash"),
+    ] {
+        assert!(admitted(&sources, url).unwrap_err().starts_with(&format!("{parsed} is not under")), "{url}");
+    }
+    for url in [
+        "http://127.0.0.1:4873/npm/%2e%2e%2fsecret",
+        "http://127.0.0.1:4873/npm/..%2Fsecret",
+        "http://127.0.0.1:4873/npm/a%2F..%2F..%2Fsecret",
+        "http://127.0.0.1:4873/npm/a%5c..%5c..%5csecret",
+        "http://127.0.0.1:4873/npm/%252e%252e/secret",
+        "http://127.0.0.1:4873/npm/%25252e%25252e/secret",
+        "http://127.0.0.1:4873/npm/%2525252525252e",
+        "http://127.0.0.1:4873/npm/lodash%00",
+    ] {
+        let refusal = admitted(&sources, url).unwrap_err();
+        assert!(refusal.contains("path segment"), "{url}: {refusal}");
+    }
+    // What stays inside the base is admitted as parsed: that URL is the one fetched.
+    for (url, parsed) in [
+        ("http://127.0.0.1:4873/npm/x/../lodash", "http://127.0.0.1:4873/npm/lodash"),
+        ("http://127.0.0.1:4873/npm/@types%2fnode", "http://127.0.0.1:4873/npm/@types%2fnode"),
+        ("http://127.0.0.1:4873/npm/lo\tdash", "http://127.0.0.1:4873/npm/lodash"),
+        ("http://2130706433:4873/npm/lodash", "http://127.0.0.1:4873/npm/lodash"),
+        ("http://127.0.0.1:4873/pypi/pypi/six/json?x=1", "http://127.0.0.1:4873/pypi/pypi/six/json?x=1"),
+        ("https://FILES.example.org:443/a/b.whl", "https://files.example.org/a/b.whl"),
+    ] {
+        assert_eq!(admitted(&sources, url).as_deref(), Ok(parsed), "{url}");
+    }
+}
+
+#[test]
+fn another_host_port_scheme_or_credentials_are_refused() {
+    let sources = local_sources();
+    for url in [
+        "http://127.0.0.1:4874/npm/lodash",
+        "http://127.0.0.1/npm/lodash",
+        "https://127.0.0.1:4873/npm/lodash",
+        "http://localhost:4873/npm/lodash",
+        "http://user:pw@127.0.0.1:4873/npm/lodash",
+        "http://evil.com@127.0.0.1:4873/npm/lodash",
+        "http://127.0.0.1:4873@evil.com/npm/lodash",
+        "http://127.0.0.1:4873\\@evil.com/npm/lodash",
+        "https://files.example.org./a.whl",
+        "https://files.example.org:8443/a.whl",
+        "https://fıles.example.org/a.whl",
+        "https://xn--fles-6qa.example.org/a.whl",
+        "ftp://127.0.0.1:4873/npm/lodash",
+        "/npm/lodash",
+    ] {
+        assert!(admitted(&sources, url).is_err(), "{url}");
+    }
+    // IDNA maps fullwidth letters to the same host: the same source, as a browser would see it.
+    assert_eq!(
+        admitted(&sources, "https://ｆｉｌｅｓ.example.org/a.whl").as_deref(),
+        Ok("https://files.example.org/a.whl")
+    );
+}
+
+/// The path segments a server lands on when it percent-decodes the path `rounds` times, takes
+/// `\` for `/`, and resolves dot segments: a model of a careless upstream, independent of `admit`.
+fn server_lands_on(url: &url::Url, rounds: usize) -> Vec<String> {
+    let mut path = url.path().to_owned();
+    for _ in 0..rounds {
+        path = percent_encoding::percent_decode_str(&path).decode_utf8_lossy().into_owned();
+    }
+    let mut landed: Vec<String> = Vec::new();
+    for part in path.replace('\\', "/").split('/').filter(|p| !p.is_empty()) {
+        match part {
+            "." => {}
+            ".." => {
+                landed.pop();
+            }
+            _ => landed.push(part.to_owned()),
+        }
+    }
+    landed
+}
+
+/// What must hold of every URL `admit` lets through, checked against a model, not its code.
+fn assert_admitted_stays_inside(sources: &PackageSources, raw: &str) -> Result<(), TestCaseError> {
+    let Ok(admitted) = sources.admit(raw) else { return Ok(()) };
+    let url = &admitted.url;
+    let parsed = url::Url::parse(raw).ok();
+    prop_assert_eq!(Some(url), parsed.as_ref(), "the URL fetched is the one a parser makes of {:?}", raw);
+    let base = url::Url::parse(admitted.base).unwrap();
+    prop_assert_eq!(
+        (url.scheme(), url.host(), url.port_or_known_default()),
+        (base.scheme(), base.host(), base.port_or_known_default()),
+        "{:?}",
+        raw
+    );
+    prop_assert!(url.username().is_empty() && url.password().is_none() && url.fragment().is_none(), "{:?}", raw);
+    let base_path = server_lands_on(&base, 0);
+    for rounds in 0..3 {
+        let landed = server_lands_on(url, rounds);
+        prop_assert!(landed.starts_with(&base_path), "{:?} lands on {:?} after {} decodings", raw, landed, rounds);
+        prop_assert!(!landed.iter().any(|s| s.chars().any(char::is_control)), "{:?}", raw);
+    }
+    Ok(())
 }
 
 #[test]
@@ -518,10 +707,11 @@ proptest! {
     ) {
         let sources = PackageSources::default();
         let known = ["registry.npmjs.org", "pypi.org", "files.pythonhosted.org"].contains(&host.as_str());
-        if sources.admits(&format!("https://{host}{tail}")) {
-            prop_assert!(known && (tail.is_empty() || tail.starts_with('/')), "{host}{tail}");
+        if let Ok(admitted) = sources.admit(&format!("https://{host}{tail}")) {
+            prop_assert!(known, "{host}{tail}");
+            prop_assert_eq!(admitted.url.host_str(), Some(host.as_str()));
         }
-        prop_assert_eq!(sources.admits(&format!("https://{host}/{plain}")), known);
+        prop_assert_eq!(sources.admit(&format!("https://{host}/{plain}")).is_ok(), known);
     }
 
     /// Finalize never accepts a claim that differs from the one uploaded.
@@ -531,5 +721,36 @@ proptest! {
         let body = json!({ "layers": [{ "id": "deps", "sha256": sha, "size": size }] });
         let accepted = build.finalize(&proposal(body), 0).is_ok();
         prop_assert_eq!(accepted, sha == SHA && size == 5000);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    /// Hostile spellings (every ASCII control character, dots and slashes percent-encoded in
+    /// either case and encoded again, backslashes, `@`, userinfo, ports, IDNA) never get a URL
+    /// through that a decoding server would resolve outside its source's base.
+    #[test]
+    fn no_spelling_leaves_a_base(
+        origin in prop::sample::select(vec![
+            "http://127.0.0.1:4873", "http://127.0.0.1:4874", "http://127.0.0.1", "https://127.0.0.1:4873",
+            "http://2130706433:4873", "http://user:pw@127.0.0.1:4873", "http://evil.com@127.0.0.1:4873",
+            "http://127.0.0.1:4873@evil.com", "https://files.example.org", "https://FILES.example.org:443",
+            "https://files.example.org.", "https://ｆｉｌｅｓ.example.org", "https://fıles.example.org",
+        ]),
+        path in prop::sample::select(vec!["/", "/npm/", "/pypi/", "/npm/x/"]),
+        pieces in prop::collection::vec(prop_oneof![
+            4 => prop::sample::select(vec!["/", "npm", "pypi", "six", "a", "-", "%40"]).prop_map(str::to_owned),
+            3 => prop::sample::select(vec![
+                "/", "\\", ".", "..", "%2e", "%2E", "%2f", "%2F", "%5c", "%5C", "%25", "%252e", "%252F",
+                "@", ":", "?", "#", "npm", "pypi", "secret", "a", "%00", "%7f", " ",
+            ]).prop_map(str::to_owned),
+            1 => (0u8..0x20).prop_map(|b| (b as char).to_string()),
+            1 => Just("\u{7f}".to_owned()),
+        ], 0..14),
+    ) {
+        let raw = format!("{origin}{path}{}", pieces.concat());
+        assert_admitted_stays_inside(&local_sources(), &raw)?;
+        assert_admitted_stays_inside(&PackageSources::default(), &raw)?;
     }
 }

@@ -140,11 +140,43 @@ fn validate_names_entries_that_can_never_match() {
         policy.network.denied_domains = list.iter().map(|s| s.to_string()).collect();
         policy.validate()
     };
-    for bad in ["https://x.com", "x.com:443", "x.com/path", "api.*.com", "*", "*.", "", "a..b", "*.127.0.0.1", "::1"] {
+    for bad in [
+        "https://x.com",
+        "x.com/path",
+        "api.*.com",
+        "*",
+        "*.",
+        "",
+        "a..b",
+        "*.127.0.0.1",
+        "::1",
+        "x.com:",
+        "x.com:0",
+        "x.com:65536",
+        "x.com:https",
+        "x.com:+443",
+        "x.com:443:443",
+        "[::1]:",
+        "[::1]x",
+        ":443",
+    ] {
         let err = with_domains(&[bad]).unwrap_err();
         assert!(err.starts_with(&format!("domain pattern {bad:?}")), "{bad:?}: {err}");
     }
-    let good = ["example.com", "*.example.com", "EXAMPLE.com.", "bücher.de", "93.184.216.34", "[::1]", "localhost"];
+    let good = [
+        "example.com",
+        "*.example.com",
+        "EXAMPLE.com.",
+        "bücher.de",
+        "93.184.216.34",
+        "[::1]",
+        "localhost",
+        "x.com:443",
+        "*.x.com:8443",
+        "x.com.:1",
+        "[::1]:65535",
+        "10.0.0.1:8080",
+    ];
     assert_eq!(with_domains(&good), Ok(()));
     for bad in ["tmp", "/tmp/../etc", "/a//b", "/./x", ""] {
         let mut policy = Policy::default();
@@ -188,6 +220,21 @@ fn a_client_can_narrow_the_allowlist_but_not_widen_it() {
     assert!(allowed_after(&["evil.com", "github.com", "com", "*.com", "notexample.com"]).is_empty());
     assert_eq!(allowed_after(&["api.github.com", "api.github.com"]), ["api.github.com"]);
     assert!(allowed_after(&[]).is_empty(), "an empty client list turns the network off");
+}
+
+#[test]
+fn a_client_cannot_open_a_port_the_tenant_did_not() {
+    // The tenant's entries name no port: only the schemes' default ports.
+    assert!(allowed_after(&["example.com:8443", "api.github.com:443"]).is_empty());
+    let mut ported = tenant();
+    ported.network.allowed_domains = vec!["example.com:8443".into()];
+    let client = |list: &[&str]| {
+        let allowed = Some(list.iter().map(|s| s.to_string()).collect());
+        intersect(&ported, Some(&with_network(NetworkOverride { allowed_domains: allowed, ..Default::default() })))
+            .network
+            .allowed_domains
+    };
+    assert_eq!(client(&["api.example.com:8443", "example.com", "example.com:8444"]), ["api.example.com:8443"]);
 }
 
 #[test]
@@ -278,6 +325,7 @@ fn pattern() -> impl Strategy<Value = String> {
     prop_oneof![
         3 => domain(),
         2 => domain().prop_map(|d| format!("*.{d}")),
+        1 => (domain(), port_suffix()).prop_map(|(d, port)| format!("{d}{port}")),
         1 => prop::sample::select(vec!["127.0.0.1", "10.0.0.1", "93.184.216.34", "[::1]", "localhost", "bad pattern/"]).prop_map(String::from),
     ]
 }
@@ -288,14 +336,23 @@ fn patterns(max: usize) -> impl Strategy<Value = Vec<String>> {
 
 fn url() -> impl Strategy<Value = String> {
     prop_oneof![
-        4 => prop::collection::vec(prop::sample::select(vec!["a", "b", "example"]), 1..=4)
-            .prop_map(|labels| format!("https://{}/", labels.join("."))),
+        4 => (prop::collection::vec(prop::sample::select(vec!["a", "b", "example"]), 1..=4), port_suffix())
+            .prop_map(|(labels, port)| format!("https://{}{port}/", labels.join("."))),
         1 => prop::sample::select(vec![
             "http://127.0.0.1/", "http://2130706433/", "http://10.0.0.1/", "http://93.184.216.34/",
             "http://[::1]/", "http://[::ffff:10.0.0.1]/", "http://localhost/", "http://a.localhost/",
             "https://bücher.de/", "ftp://example.com/",
         ])
         .prop_map(String::from),
+    ]
+}
+
+/// A port suffix: mostly none, else a default, a common or any port.
+fn port_suffix() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => Just(String::new()),
+        1 => prop::sample::select(vec![":80", ":443", ":8443"]).prop_map(String::from),
+        1 => (1u16..).prop_map(|port| format!(":{port}")),
     ]
 }
 
@@ -398,6 +455,29 @@ proptest! {
         prop_assert!(l.timeout_ms <= tl.timeout_ms && l.mem_mb <= tl.mem_mb && l.stdout_bytes <= tl.stdout_bytes);
         for path in &result.filesystem.writable {
             prop_assert!(tenant.filesystem.writable.iter().any(|root| within(path, root) || path == root), "{} widened", path);
+        }
+    }
+
+    /// An entry without a port admits a host at the scheme's default port only; an entry with one
+    /// at that port only, under either scheme; deniedDomains without a port deny every port.
+    #[test]
+    fn ports_are_admitted_only_as_named(
+        host in domain(), entry_port in prop::option::of(1u16..), url_port in 1u16.., https in any::<bool>(),
+        denied in any::<bool>(),
+    ) {
+        let entry = entry_port.map_or(host.clone(), |port| format!("{host}:{port}"));
+        let scheme = if https { "https" } else { "http" };
+        let url = format!("{scheme}://{host}:{url_port}/");
+        let default = if https { 443 } else { 80 };
+        let mut policy = NetworkPolicy { allowed_domains: vec![host.clone(), format!("{host}:{url_port}")], ..Default::default() };
+        if denied {
+            policy.denied_domains = vec![entry.clone()];
+            let denies = entry_port.is_none_or(|port| port == url_port);
+            prop_assert_eq!(check_url(&policy, &url) != Verdict::Allow, denies, "{} denied by {}", url, entry);
+        } else {
+            policy.allowed_domains = vec![entry.clone()];
+            let admits = entry_port.map_or(url_port == default, |port| port == url_port);
+            prop_assert_eq!(check_url(&policy, &url) == Verdict::Allow, admits, "{} allowed by {}", url, entry);
         }
     }
 

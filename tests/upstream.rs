@@ -1,11 +1,14 @@
 //! The upstream MCP servers' core: the admin spec and its sealing, `policy.mcps` and its
 //! narrowing, `/mcps-rpc` authorization, the era-detecting client, and the `/mcps` tree.
 
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine;
 use proptest::prelude::*;
 use relay_core::capsule::jws::Signer;
 use relay_core::error::ErrorName;
 use relay_core::policy::{check_mcp, intersect, Policy, PolicyOverride};
 use relay_core::upstream::client::{Answer, Exchange, Known, Next};
+use relay_core::upstream::redact::{Redactor, REDACTED};
 use relay_core::upstream::seal::{Place, SealingKey};
 use relay_core::upstream::tree::{definition, files, segment, Listing, MAX_TREE_BYTES};
 use relay_core::upstream::{authorize, RpcCall, Upstream, UpstreamSpec};
@@ -83,6 +86,11 @@ fn a_spec_that_could_never_work_is_refused_by_name() {
         ("a", json!({ "url": "https://a.example/mcp", "headers": { "bad header": "x" } }), Some("not a header name")),
         ("a", json!({ "url": "https://a.example/mcp", "headers": { "x-k": "line\nbreak" } }), Some("characters")),
         ("a", json!({ "url": "https://a.example/mcp", "tools": ["ok", "no spaces"] }), Some("not an MCP tool name")),
+        (
+            "a",
+            json!({ "url": "https://a.example/mcp", "headers": { "x-k": "v".repeat(8193) } }),
+            Some("longer than 8192"),
+        ),
     ];
     for (name, value, expected) in cases {
         let result = spec(value.clone()).validate(name);
@@ -229,7 +237,8 @@ fn body(exchange: &Exchange) -> Value {
 
 #[test]
 fn a_modern_server_answers_the_first_request() {
-    let mut exchange = Exchange::new("tools/call", json!({ "name": "grep", "arguments": {} }), Known::Unknown);
+    let mut exchange =
+        Exchange::new("tools/call", json!({ "name": "grep", "arguments": {} }), Known::Unknown, Redactor::default());
     let post = exchange.post();
     assert_eq!(header(&post.headers, "mcp-protocol-version"), Some("2026-07-28"));
     assert_eq!(header(&post.headers, "mcp-method"), Some("tools/call"));
@@ -243,7 +252,7 @@ fn a_modern_server_answers_the_first_request() {
 
 #[test]
 fn a_legacy_server_is_found_by_its_4xx_then_initialized_and_called_in_its_session() {
-    let mut exchange = Exchange::new("tools/list", json!({}), Known::Unknown);
+    let mut exchange = Exchange::new("tools/list", json!({}), Known::Unknown, Redactor::default());
     let refused = answer(
         400,
         "application/json",
@@ -269,7 +278,7 @@ fn a_legacy_server_is_found_by_its_4xx_then_initialized_and_called_in_its_sessio
 #[test]
 fn a_known_legacy_session_is_used_at_once_and_reopened_once_when_it_expired() {
     let known = Known::Legacy { version: "2025-11-25".into(), session: Some("old".into()) };
-    let mut exchange = Exchange::new("tools/call", json!({ "name": "t" }), known);
+    let mut exchange = Exchange::new("tools/call", json!({ "name": "t" }), known, Redactor::default());
     assert_eq!(header(&exchange.post().headers, "mcp-session-id"), Some("old"));
     assert_eq!(exchange.answer(&answer(404, "application/json", "{}", None)), Next::Send);
     assert_eq!(body(&exchange)["method"], "initialize");
@@ -285,7 +294,7 @@ fn a_known_legacy_session_is_used_at_once_and_reopened_once_when_it_expired() {
 
 #[test]
 fn a_modern_error_is_reported_not_taken_for_a_legacy_server() {
-    let mut exchange = Exchange::new("tools/call", json!({ "name": "t" }), Known::Unknown);
+    let mut exchange = Exchange::new("tools/call", json!({ "name": "t" }), Known::Unknown, Redactor::default());
     let mismatch = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"Header mismatch"}}"#;
     let Next::Done(Err(why)) = exchange.answer(&answer(400, "application/json", mismatch, None)) else { panic!() };
     assert!(why.contains("-32020") && why.contains("Header mismatch"), "{why}");
@@ -293,7 +302,7 @@ fn a_modern_error_is_reported_not_taken_for_a_legacy_server() {
 
 #[test]
 fn a_server_of_neither_era_is_named_with_both_answers() {
-    let mut exchange = Exchange::new("tools/list", json!({}), Known::Unknown);
+    let mut exchange = Exchange::new("tools/list", json!({}), Known::Unknown, Redactor::default());
     assert_eq!(exchange.answer(&answer(401, "application/json", r#"{"error":"unauthorized"}"#, None)), Next::Send);
     let Next::Done(Err(why)) = exchange.answer(&answer(401, "application/json", r#"{"error":"unauthorized"}"#, None))
     else {
@@ -319,7 +328,7 @@ fn tool_errors_and_broken_answers_say_what_the_upstream_said() {
         (answer(200, "application/json", r#"{"jsonrpc":"2.0","id":2,"result":{}}"#, None), "HTTP 200"),
     ];
     for (reply, expected) in cases {
-        let mut exchange = Exchange::new("tools/call", json!({ "name": "x" }), Known::Modern);
+        let mut exchange = Exchange::new("tools/call", json!({ "name": "x" }), Known::Modern, Redactor::default());
         let Next::Done(Err(why)) = exchange.answer(&reply) else { panic!("{expected}") };
         assert!(why.contains(expected), "{why}");
     }
@@ -327,12 +336,170 @@ fn tool_errors_and_broken_answers_say_what_the_upstream_said() {
 
 #[test]
 fn a_legacy_server_answering_a_modern_version_to_initialize_is_refused() {
-    let mut exchange =
-        Exchange::new("tools/list", json!({}), Known::Legacy { version: "2025-11-25".into(), session: None });
+    let mut exchange = Exchange::new(
+        "tools/list",
+        json!({}),
+        Known::Legacy { version: "2025-11-25".into(), session: None },
+        Redactor::default(),
+    );
     assert_eq!(body(&exchange)["method"], "initialize");
     let odd = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2026-07-28"}}"#;
     let Next::Done(Err(why)) = exchange.answer(&answer(200, "application/json", odd, None)) else { panic!() };
     assert!(why.contains("does not speak"), "{why}");
+}
+
+// --- redaction ---
+
+const TOKEN: &str = "tok_7c1e9a40b2d8f3+/x";
+const API_KEY: &str = "key-52ab07e9d14c6f";
+const PASSWORD: &str = "s3cret-pass-word";
+
+/// The headers a tenant gave an upstream: a bearer token, an API key and Basic credentials.
+fn credentials() -> Vec<(String, String)> {
+    let basic = STANDARD.encode(format!("alice:{PASSWORD}"));
+    [
+        ("authorization", format!("Bearer {TOKEN}")),
+        ("x-api-key", API_KEY.into()),
+        ("proxy-auth", format!("Basic {basic}")),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect()
+}
+
+/// Whether `text` still gives away `secret`: as it is, or base64-encoded (standard or URL-safe)
+/// inside any run of base64 characters, at any alignment. Decodes the text itself rather than
+/// asking the redactor, so it checks the redactor instead of repeating it.
+fn gives_away(text: &str, secret: &str) -> bool {
+    if text.contains(secret) {
+        return true;
+    }
+    let base64_char = |c: char| c.is_ascii_alphanumeric() || "+/-_".contains(c);
+    text.split(|c: char| !base64_char(c)).any(|run| {
+        let standard = run.replace('-', "+").replace('_', "/");
+        (0..4).any(|offset| {
+            let Some(tail) = standard.get(offset..) else { return false };
+            let whole = &tail[..tail.len() / 4 * 4];
+            STANDARD.decode(whole).is_ok_and(|bytes| bytes.windows(secret.len()).any(|w| w == secret.as_bytes()))
+        })
+    })
+}
+
+#[test]
+fn an_echoed_credential_is_removed_in_every_form() {
+    let redactor = Redactor::of(&credentials());
+    let headers_json =
+        serde_json::to_string(&json!({ "authorization": format!("Bearer {TOKEN}"), "x-api-key": API_KEY })).unwrap();
+    let dump = format!("POST /mcp\r\nAuthorization: Bearer {TOKEN}\r\nX-Api-Key: {API_KEY}\r\n");
+    let echoed = [
+        format!("request headers: {headers_json}"),
+        format!("Authorization: Bearer {TOKEN}"),
+        format!("token={TOKEN} alone"),
+        format!("escaped for JSON: {}", serde_json::to_string(&json!({ "h": TOKEN })).unwrap().replace('/', "\\/")),
+        format!("in a URL: https://x.example/?k={}", TOKEN.replace('+', "%2B").replace('/', "%2F")),
+        format!("the dump in base64: {}", STANDARD.encode(&dump)),
+        format!("the dump in base64url, shifted: {}", URL_SAFE_NO_PAD.encode(format!("xy{dump}"))),
+        format!("shifted twice: {}", STANDARD.encode(format!("z{dump}"))),
+        format!("Basic {} decoded: alice:{PASSWORD}", STANDARD.encode(format!("alice:{PASSWORD}"))),
+        format!("the password alone: {PASSWORD}"),
+    ];
+    for text in &echoed {
+        let redacted = redactor.text(text);
+        for secret in [TOKEN, API_KEY, PASSWORD, "alice:s3cret"] {
+            assert!(!gives_away(&redacted, secret), "{secret} survives in {redacted:?} (from {text:?})");
+        }
+        assert!(redacted.contains(REDACTED), "{redacted}");
+    }
+    let plain = "nothing secret here: Bearer, tokens, keys and alice";
+    assert_eq!(redactor.text(plain), plain, "text without a credential is left as it is");
+    assert_eq!(Redactor::of(&[("x-short".into(), "abc".into())]).text("abc abc"), "abc abc", "too short to redact");
+}
+
+#[test]
+fn an_upstream_that_quotes_its_headers_gets_them_back_redacted_everywhere() {
+    // Issue 23: an upstream's JSON-RPC error quoted its request headers, and mcps.call's
+    // UpstreamFailed text carried `Authorization: Bearer <the sealed value>` to guest code.
+    let quoted = format!("request was {}", serde_json::to_string(&credentials()).unwrap());
+    // Where the error is cut for the message, a secret cut in two must not leave its start.
+    let long = format!("{}Authorization: Bearer {TOKEN}", "x".repeat(280));
+    for message in [quoted.clone(), long] {
+        let error = json!({ "jsonrpc": "2.0", "id": 1, "error": { "code": -32603, "message": message } });
+        let mut exchange =
+            Exchange::new("tools/call", json!({ "name": "t" }), Known::Modern, Redactor::of(&credentials()));
+        let Next::Done(Err(why)) = exchange.answer(&answer(200, "application/json", &error.to_string(), None)) else {
+            panic!()
+        };
+        assert!(!why.contains(&TOKEN[..8]) && !why.contains(API_KEY) && !why.contains(PASSWORD), "{why}");
+        let broken = answer(500, "text/plain", &format!("{}{message}", "y".repeat(290)), None);
+        let mut exchange =
+            Exchange::new("tools/call", json!({ "name": "t" }), Known::Modern, Redactor::of(&credentials()));
+        let Next::Done(Err(why)) = exchange.answer(&broken) else { panic!() };
+        assert!(!why.contains(&TOKEN[..6]), "the cut left the token's start: {why}");
+    }
+    let result = json!({ "jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{ "type": "text", "text": quoted }],
+        "structuredContent": { API_KEY: TOKEN, "blob": STANDARD.encode(&quoted) },
+    }});
+    let mut exchange = Exchange::new("tools/call", json!({ "name": "t" }), Known::Modern, Redactor::of(&credentials()));
+    let Next::Done(Ok(value)) = exchange.answer(&answer(200, "application/json", &result.to_string(), None)) else {
+        panic!()
+    };
+    let text = value.to_string();
+    for secret in [TOKEN, API_KEY, PASSWORD] {
+        assert!(!gives_away(&text, secret), "{secret} in {text}");
+    }
+    assert_eq!(value["content"][0]["type"], "text", "the rest of the result is intact");
+}
+
+#[test]
+fn a_tools_list_that_names_the_credentials_becomes_a_tree_without_them() {
+    let listed = json!({ "jsonrpc": "2.0", "id": 1, "result": { "tools": [
+        tool(&format!("get_{API_KEY}"), json!({ "type": "object" }), None),
+        {
+            "name": "search",
+            "description": format!("Called with Authorization: Bearer {TOKEN}"),
+            "inputSchema": { "type": "object", "properties": { "q": { "type": "string", "default": PASSWORD } } },
+        },
+    ]}});
+    let mut exchange = Exchange::new("tools/list", json!({}), Known::Modern, Redactor::of(&credentials()));
+    let Next::Done(Ok(page)) = exchange.answer(&answer(200, "application/json", &listed.to_string(), None)) else {
+        panic!()
+    };
+    let tools = page["tools"].as_array().unwrap().clone();
+    let tree = files(&[Listing { server: "s", tools: Ok(&tools) }]);
+    let all: String = tree.iter().map(|(path, text)| format!("{path}\n{text}")).collect();
+    for secret in [TOKEN, API_KEY, PASSWORD] {
+        assert!(!gives_away(&all, secret), "{secret} in the tree");
+    }
+    assert!(tree.iter().any(|(path, _)| path == "/mcps/s/tools/search/schema.json"), "the other tool is listed");
+}
+
+proptest! {
+    /// However a credential is embedded (between any text, base64-encoded at any offset of a
+    /// longer text, in either alphabet), what comes out never gives it away; and text that holds
+    /// no credential comes out as it went in.
+    #[test]
+    fn no_embedding_gives_a_credential_away(
+        secret in "[A-Za-z0-9._~+/=-]{6,40}",
+        before in "[ -~]{0,12}",
+        after in "[ -~]{0,12}",
+        url_safe in any::<bool>(),
+        encoded in any::<bool>(),
+        innocent in "[a-z ]{0,60}",
+    ) {
+        let redactor = Redactor::of(&[("x-key".into(), secret.clone())]);
+        let embedded = format!("{before}{secret}{after}");
+        let text = match (encoded, url_safe) {
+            (false, _) => embedded,
+            (true, false) => STANDARD.encode(&embedded),
+            (true, true) => URL_SAFE_NO_PAD.encode(&embedded),
+        };
+        let redacted = redactor.text(&format!("{innocent}|{text}|{innocent}"));
+        prop_assert!(!gives_away(&redacted, &secret), "{} in {}", secret, redacted);
+        if !innocent.contains(&secret) {
+            prop_assert_eq!(redactor.text(&innocent), innocent);
+        }
+    }
 }
 
 // --- the /mcps tree ---

@@ -3,7 +3,8 @@
 // PyPI JSON API stand-in serving real wheels (`pip download --only-binary=:all: --no-deps`).
 // Both are fetched once into miniflare-tests/.artifacts/packages/ and reused after. Besides the
 // real packages: `tampered-number` (is-number's tarball with one byte changed, listed with the
-// original's integrity) and `sdistonly` (a project whose only release is an sdist).
+// original's integrity) and `sdistonly` (a project whose only release is an sdist). Outside
+// every source, `/secret` answers 200: a request the Worker should never have made shows.
 
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -76,6 +77,29 @@ function pythonIndex(base) {
 }
 
 /**
+ * A package source that never answers: `/npm/silent` gets no response at all, `/npm/stall` the
+ * head and the start of a body, then nothing. `{sources, close()}`.
+ */
+export async function startSilentSource() {
+  const server = createServer((req, res) => {
+    if (req.url === "/npm/stall") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write('{"name": "stall", ');
+    }
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const base = `http://127.0.0.1:${server.address().port}`;
+  return {
+    sources: { npmRegistry: `${base}/npm`, pypiIndex: `${base}/pypi`, pypiFiles: `${base}/files` },
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/**
  * Starts both stand-ins on one loopback port.
  * @returns {Promise<{sources, hits: Map<string, number>, close()}>} `sources` as a tenant's
  *   `defaults.packages`; `hits` counts requests by path
@@ -94,6 +118,7 @@ export async function startPackageSources() {
     hits.set(pathname, (hits.get(pathname) ?? 0) + 1);
     const name = decodeURIComponent(pathname.slice("/npm/".length));
     const project = /^\/pypi\/pypi\/([^/]+)\/json$/.exec(pathname)?.[1];
+    if (pathname === "/secret") return res.end("outside every package source");
     const body = npm.files[pathname] ?? python.files[pathname];
     if (body) {
       res.writeHead(200, { "content-type": "application/octet-stream" });

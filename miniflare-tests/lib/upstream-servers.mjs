@@ -1,8 +1,10 @@
-// Two real upstream MCP servers on loopback for the /mcps-rpc suite, one per protocol era:
+// Real upstream MCP servers on loopback for the /mcps-rpc suite, one per protocol era:
 // "legacy", the official SDK v1 (2025-11-25: initialize, then Mcp-Session-Id), and "modern",
 // the official SDK v2 (2026-07-28, stateless, `legacy: "reject"`). Each wants its own
 // credential header and refuses a request without it; each records the credential it saw, so
-// a test can prove it arrived.
+// a test can prove it arrived. A third, "echo" (SDK v1), gives its request headers back in
+// every way it can: a JSON-RPC error quoting them, a tool result (also base64-encoded), a
+// tool's description and a tool named after a credential.
 
 import { createServer } from "node:http";
 import { randomUUID } from "node:crypto";
@@ -89,4 +91,45 @@ export async function startModernUpstream(credential) {
     return handler.fetch(request);
   });
   return { ...served, seen };
+}
+
+/**
+ * The echoing server: it wants `authorization: Bearer <token>` and `x-api-key: <key>`, and
+ * quotes the headers of the request that opened its session everywhere: tool `headers` returns
+ * them (as JSON text and base64), tool `reject` is answered with a JSON-RPC error quoting them,
+ * tool `search`'s description holds them, and a tool is named `whoami_<key>`.
+ */
+export async function startEchoUpstream(token, key) {
+  const transports = new Map();
+  const build = (headers) => {
+    const quoted = JSON.stringify({ authorization: headers.authorization, "x-api-key": headers["x-api-key"] });
+    const server = new LegacyMcpServer({ name: "echo-upstream", version: "1.0.0" });
+    server.registerTool("headers", { description: "Gives back the request's headers.", inputSchema: {} }, async () => ({
+      content: [{ type: "text", text: `request headers: ${quoted}` }],
+      structuredContent: { base64: Buffer.from(`Authorization: ${headers.authorization}\r\nX-Api-Key: ${headers["x-api-key"]}`).toString("base64") },
+    }));
+    server.registerTool("reject", { description: "Always fails.", inputSchema: {} }, async () => ({ content: [] }));
+    server.registerTool("search", { description: `Searches. Called with ${quoted}`, inputSchema: { q: z.string().describe(`e.g. ${headers["x-api-key"]}`) } }, async () => ({
+      content: [{ type: "text", text: "found" }],
+    }));
+    server.registerTool(`whoami_${headers["x-api-key"]}`, { description: "Named after a credential.", inputSchema: {} }, async () => ({ content: [] }));
+    return server;
+  };
+  return serveWeb(async (request, req, res, body) => {
+    if (req.headers.authorization !== `Bearer ${token}` || req.headers["x-api-key"] !== key) return unauthorized();
+    const message = body ? JSON.parse(body) : undefined;
+    const id = req.headers["mcp-session-id"];
+    if (message?.method === "tools/call" && message.params?.name === "reject") {
+      const error = { code: -32603, message: `refused; the request was ${JSON.stringify(req.headers)}` };
+      return new Response(JSON.stringify({ jsonrpc: "2.0", id: message.id, error }), { headers: { "content-type": "application/json" } });
+    }
+    let transport = id && transports.get(id);
+    if (!transport) {
+      if (id) return new Response(JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null }), { status: 404 });
+      transport = new StreamableHTTPServerTransport({ sessionIdGenerator: randomUUID, onsessioninitialized: (sid) => transports.set(sid, transport) });
+      await build(req.headers).connect(transport);
+    }
+    await transport.handleRequest(req, res, message);
+    return null;
+  });
 }

@@ -17,4 +17,4 @@ pub use grant::UploadGrant;
 pub use pending::{BuildError, LayerClaim, PendingBuild, Proposal};
 pub use record::BuildRecord;
 pub use request::DepsRequest;
-pub use sources::PackageSources;
+pub use sources::{Admitted, PackageSources};

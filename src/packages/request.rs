@@ -115,7 +115,48 @@ fn pip(section: &Value) -> Result<DepsRequest, String> {
     for url in &wheel_urls {
         check_wheel_url(url).map_err(|why| format!("pip.wheelUrls: {url:?} {why}"))?;
     }
+    refuse_twice_named(&requirements, &wheel_urls)?;
     Ok(DepsRequest::Pip { requirements, wheel_urls })
+}
+
+/// Refuses a project listed twice (`six==1.16.0` and `six==1.15.0`, or `six` and a wheel of
+/// six), naming both entries: the build would install one and drop the other without a word.
+fn refuse_twice_named(requirements: &[String], wheel_urls: &[String]) -> Result<(), String> {
+    let requirement_entries = requirements.iter().map(|r| (project_key(split_requirement(r).0), format!("{r:?}")));
+    let wheel_entries = wheel_urls.iter().map(|u| (project_key(wheel_project(u)), format!("the wheel URL {u:?}")));
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for (project, entry) in requirement_entries.chain(wheel_entries) {
+        if let Some((_, first)) = seen.iter().find(|(p, _)| *p == project) {
+            return Err(format!(
+                "pip: {first} and {entry} both name project {project:?}; list each project once (one requirement can hold several specifiers, e.g. \"{project}>=1.15,<2\")"
+            ));
+        }
+        seen.push((project, entry));
+    }
+    Ok(())
+}
+
+/// A project name as PEP 503 compares them: lowercase, each run of `-`, `_`, `.` one `-`.
+fn project_key(name: &str) -> String {
+    let mut key = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !key.ends_with('-') {
+                key.push('-');
+            }
+        } else {
+            key.push(c.to_ascii_lowercase());
+        }
+    }
+    key
+}
+
+/// The project a wheel URL's file names (`six-1.16.0-py2.py3-none-any.whl` -> `six`): wheel
+/// file names escape `-` inside the name as `_`, so the first `-` ends it.
+fn wheel_project(url: &str) -> &str {
+    let path = url.split(['?', '#']).next().unwrap_or_default();
+    let file = path.rsplit('/').next().unwrap_or_default();
+    file.split('-').next().unwrap_or_default()
 }
 
 fn refuse_unknown(section: &str, object: &Map<String, Value>, known: &[&str]) -> Result<(), String> {

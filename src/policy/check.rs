@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use url::{Host, Url};
 
-use super::domain::{first_match, host_text};
+use super::domain::{first_admitting, first_denying, first_naming_host, host_text, Target};
 use super::ip::blocked_range;
 use super::NetworkPolicy;
 
@@ -39,7 +39,8 @@ fn check(policy: &NetworkPolicy, url: &str) -> Result<(), String> {
         Host::Ipv4(ip) => check_ip(policy, ip.into(), &text)?,
         Host::Ipv6(ip) => check_ip(policy, ip.into(), &text)?,
     }
-    check_lists(policy, &text)
+    let effective_port = url.port_or_known_default().ok_or("URL has no port")?;
+    check_lists(policy, Target { host: &text, port: url.port(), effective_port })
 }
 
 fn check_name(policy: &NetworkPolicy, name: &str) -> Result<(), String> {
@@ -69,25 +70,39 @@ fn check_ip(policy: &NetworkPolicy, ip: IpAddr, shown: &str) -> Result<(), Strin
     }
 }
 
-fn check_lists(policy: &NetworkPolicy, host: &str) -> Result<(), String> {
-    if let Some(entry) = first_match(&policy.denied_domains, host) {
+fn check_lists(policy: &NetworkPolicy, target: Target) -> Result<(), String> {
+    let host = target.host;
+    if let Some(entry) = first_denying(&policy.denied_domains, target) {
         return Err(format!(
             "host {host:?} matches deniedDomains entry {entry:?}; deny beats allow, so no \
              allowedDomains entry can admit it"
         ));
     }
+    // What to list to allow this URL: the host, with its port when that is not the default.
+    let wanted = match target.port {
+        Some(port) => format!("{}:{port}", host),
+        None => host.to_owned(),
+    };
     if policy.allowed_domains.is_empty() {
         return Err(format!(
             "host {host:?} is not allowed: network.allowedDomains is empty, so no host is; \
-             add {host:?} to network.allowedDomains to allow it"
+             add {wanted:?} to network.allowedDomains to allow it"
         ));
     }
-    if first_match(&policy.allowed_domains, host).is_none() {
+    if first_admitting(&policy.allowed_domains, target).is_some() {
+        return Ok(());
+    }
+    if let Some(entry) = first_naming_host(&policy.allowed_domains, host) {
         return Err(format!(
-            "host {host:?} is not in network.allowedDomains {:?}; add {host:?} (or a parent \
-             domain) to network.allowedDomains to allow it",
-            policy.allowed_domains
+            "port {} of host {host:?} is not allowed: allowedDomains entry {entry:?} admits another port \
+             (an entry without a port admits only the scheme's default, 80 for http and 443 for https); \
+             add {wanted:?} to network.allowedDomains to allow it",
+            target.effective_port
         ));
     }
-    Ok(())
+    Err(format!(
+        "host {host:?} is not in network.allowedDomains {:?}; add {wanted:?} (or a parent \
+         domain) to network.allowedDomains to allow it",
+        policy.allowed_domains
+    ))
 }

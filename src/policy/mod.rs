@@ -15,6 +15,8 @@
 //! - matching is case-insensitive, ignores one trailing dot and compares IDNs in punycode;
 //! - an IP address entry (`93.184.216.34`, `[2001:db8::1]`) admits exactly that address, and
 //!   only matters when `denyIpLiterals` is off;
+//! - an entry may name a port (`example.com:8443`); in allowedDomains an entry without one
+//!   admits only the scheme's default port, in deniedDomains it denies every port;
 //! - deniedDomains beat allowedDomains; an empty allowedDomains admits nothing.
 
 mod check;

@@ -5,8 +5,13 @@
 //! legacy server, which then gets `initialize`, `notifications/initialized` and the request
 //! under its `Mcp-Session-Id`. What was learned ([`Known`]) is for the caller to keep per
 //! server, so later calls skip the probe and the handshake.
+//!
+//! Every answer is redacted ([`Redactor`]) before it is read: nothing the exchange returns (a
+//! result, a message quoting the upstream) can hold the credentials it was sent with.
 
 use serde_json::{json, Value};
+
+use super::redact::Redactor;
 
 use crate::mcp::http::header;
 use crate::mcp::jsonrpc::{HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION};
@@ -74,16 +79,19 @@ pub struct Exchange {
     reopened: bool,
     /// What the modern request got, when it made us try the legacy era.
     probe: Option<String>,
+    /// Removes the credentials sent to the upstream from each of its answers.
+    redactor: Redactor,
 }
 
 impl Exchange {
-    /// An exchange for `method` with `params`, starting from what is `known` of the server.
-    pub fn new(method: &str, params: Value, known: Known) -> Self {
+    /// An exchange for `method` with `params`, starting from what is `known` of the server,
+    /// whose answers `redactor` cleans of the credentials sent with the request.
+    pub fn new(method: &str, params: Value, known: Known, redactor: Redactor) -> Self {
         let step = match known {
             Known::Legacy { session: None, .. } => Step::Initialize,
             _ => Step::Request,
         };
-        Exchange { method: method.to_owned(), params, known, step, reopened: false, probe: None }
+        Exchange { method: method.to_owned(), params, known, step, reopened: false, probe: None, redactor }
     }
 
     /// What is known of the server now: keep it for the next exchange.
@@ -107,8 +115,10 @@ impl Exchange {
         }
     }
 
-    /// Reads the answer to the last [`post`](Self::post).
+    /// Reads the answer to the last [`post`](Self::post), its body redacted first.
     pub fn answer(&mut self, answer: &Answer) -> Next {
+        let redacted = Answer { body: self.redactor.bytes(&answer.body).into_owned(), ..answer.clone() };
+        let answer = &redacted;
         match self.step {
             Step::Initialize => self.initialized(answer),
             Step::Initialized if (200..300).contains(&answer.status) => {

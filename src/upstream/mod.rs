@@ -8,8 +8,10 @@
 //! - [`client`] speaks MCP to the upstream in either protocol era, without doing I/O.
 //! - [`tree`] turns an upstream's `tools/list` into the `/mcps` files guest code reads
 //!   (a schema per tool, a TypeScript definition per server).
+//! - [`redact`] removes the opened header values, in every form, from what an upstream says.
 
 pub mod client;
+pub mod redact;
 pub mod seal;
 pub mod tree;
 
@@ -32,6 +34,10 @@ pub const MAX_UPSTREAMS: usize = 16;
 pub fn kv_key(tenant_id: &str) -> String {
     format!("upstreams:{tenant_id}")
 }
+
+/// The longest header value a tenant may give an upstream (servers refuse longer headers, and
+/// the [`redact`] automaton stays small).
+pub const MAX_HEADER_VALUE: usize = 8 * 1024;
 
 /// Headers the relay sets itself on every upstream request; a tenant may not set them.
 const RESERVED_HEADERS: [&str; 9] = [
@@ -98,6 +104,9 @@ impl UpstreamSpec {
             }
             if !is_field_value(value) {
                 return Err(format!("header {header:?}: its value has characters a header may not carry"));
+            }
+            if value.len() > MAX_HEADER_VALUE {
+                return Err(format!("header {header:?}: its value is longer than {MAX_HEADER_VALUE} bytes"));
             }
         }
         for tool in self.tools.iter().flatten() {

@@ -13,19 +13,27 @@ use super::egress::{run_claims, to_run_session};
 use super::http::{error, json, named, read_capped, storage_unavailable};
 use super::mcp::{session_request, session_stub};
 use super::tenants::by_id;
-use super::{now_ms, Who};
+use super::{now_ms, sleep, Who};
+use futures::future::{select, Either};
+use futures::StreamExt;
 use relay_core::auth::bearer;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
 use relay_core::forward::Caller;
-use relay_core::packages::UploadGrant;
+use relay_core::packages::{Admitted, UploadGrant};
 use serde_json::json;
-use worker::{Env, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response, Result, Url};
+use std::pin::pin;
+use worker::{
+    AbortController, ByteStream, Env, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response, Result,
+};
 
 /// Body limit of presign and finalize: a few layer claims and a list of resolved packages.
 const BUILD_BODY_MAX: usize = 256 * 1024;
 /// Redirects `/registry` follows, each to a URL under the tenant's sources.
 const REGISTRY_REDIRECTS: usize = 3;
+/// How long a package source may take to start answering, and then to send each next part of
+/// its body (a registry answers in well under a second; a mirror filling its cache, in a few).
+const SOURCE_DEADLINE_MS: u64 = 20_000;
 
 /// `POST /capsule/presign`: to the DO's `/build/presign`.
 pub async fn presign(req: Request, env: &Env, who: &Who) -> Result<Response> {
@@ -106,8 +114,11 @@ fn mismatch(grant: &UploadGrant, body: &[u8]) -> Option<String> {
 }
 
 /// `GET /registry?url=<absolute URL>` under a run token: the URL, if it lies under one of the
-/// tenant's package sources (`defaults.packages`), fetched with the request's `Accept`, and its
-/// status, type and body passed back. Redirects are followed only to admitted URLs.
+/// tenant's package sources (`defaults.packages`, decided on the URL as parsed, and that parsed
+/// URL is what is fetched), fetched with the request's `Accept`, and its status, type and body
+/// passed back. Redirects are followed only to admitted URLs. A source that does not start
+/// answering within [`SOURCE_DEADLINE_MS`] is `UpstreamFailed` naming it; one that stalls that
+/// long in its body breaks the body off.
 pub async fn registry(req: Request, env: &Env, who: &Who) -> Result<Response> {
     let claims = match run_claims(&req, env)? {
         Ok(claims) => claims,
@@ -118,33 +129,89 @@ pub async fn registry(req: Request, env: &Env, who: &Who) -> Result<Response> {
     let mut url = req.url()?.query_pairs().find(|(k, _)| k == "url").map(|(_, v)| v.into_owned()).unwrap_or_default();
     let accept = req.headers().get("accept")?.unwrap_or_else(|| "*/*".into());
     for _ in 0..=REGISTRY_REDIRECTS {
-        if !sources.admits(&url) {
-            let message = format!(
-                "{url:?} is not under this tenant's package sources ({}, {}, {}); an admin sets them in defaults.packages",
-                sources.npm_registry, sources.pypi_index, sources.pypi_files
-            );
-            return Ok(named(ErrorName::PolicyDenied, message));
-        }
-        let headers = Headers::new();
-        headers.set("accept", &accept)?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::Get).with_headers(headers).with_redirect(RequestRedirect::Manual);
-        let mut upstream = match Fetch::Request(Request::new_with_init(&url, &init)?).send().await {
-            Ok(upstream) => upstream,
-            Err(e) => return Ok(named(ErrorName::UpstreamFailed, format!("fetching {url}: {e}"))),
+        let admitted = match sources.admit(&url) {
+            Ok(admitted) => admitted,
+            Err(why) => return Ok(named(ErrorName::PolicyDenied, why)),
+        };
+        let (mut upstream, controller) = match from_source(&admitted, &accept).await? {
+            Ok(answered) => answered,
+            Err(why) => return Ok(named(ErrorName::UpstreamFailed, why)),
         };
         let status = upstream.status_code();
         if (300..400).contains(&status) {
             // A relative Location is resolved against the URL that answered, then checked again.
             let location = upstream.headers().get("location")?.unwrap_or_default();
-            url = Url::parse(&url).and_then(|base| base.join(&location)).map_or(location, String::from);
+            url = admitted.url.join(&location).map_or(location, String::from);
             continue;
         }
         let content_type = upstream.headers().get("content-type")?.unwrap_or_else(|| "application/octet-stream".into());
-        let body = upstream.stream()?;
         let headers = Headers::new();
         headers.set("content-type", &content_type)?;
+        let body = stall_guarded(upstream.stream()?, controller, source_name(&admitted));
         return Ok(Response::from_stream(body)?.with_status(status).with_headers(headers));
     }
     Ok(named(ErrorName::UpstreamFailed, format!("{url}: more than {REGISTRY_REDIRECTS} redirects")))
+}
+
+/// How a message names the source a URL is under.
+fn source_name(admitted: &Admitted) -> String {
+    format!("package source {} ({}) for {}", admitted.field, admitted.base, admitted.url)
+}
+
+/// The source's answer to a GET of the admitted URL (with the controller that aborts its body),
+/// or why there is none: no answer at all, or none within [`SOURCE_DEADLINE_MS`] (then the
+/// request is aborted).
+async fn from_source(
+    admitted: &Admitted<'_>,
+    accept: &str,
+) -> Result<std::result::Result<(Response, AbortController), String>> {
+    let headers = Headers::new();
+    headers.set("accept", accept)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Get).with_headers(headers).with_redirect(RequestRedirect::Manual);
+    let fetch = Fetch::Request(Request::new_with_init(admitted.url.as_str(), &init)?);
+    let controller = AbortController::default();
+    let signal = controller.signal();
+    let sent = pin!(fetch.send_with_signal(&signal));
+    Ok(match select(sent, pin!(sleep(SOURCE_DEADLINE_MS))).await {
+        Either::Left((Ok(upstream), _)) => Ok((upstream, controller)),
+        Either::Left((Err(e), _)) => Err(format!("{} did not answer: {e}", source_name(admitted))),
+        Either::Right(_) => {
+            controller.abort();
+            Err(format!(
+                "{} did not answer within {} s; retry later, or ask an admin to check the source (defaults.packages.{})",
+                source_name(admitted),
+                SOURCE_DEADLINE_MS / 1000,
+                admitted.field
+            ))
+        }
+    })
+}
+
+/// `body` passed on as it comes, broken off (and the fetch aborted) when the source sends
+/// nothing for [`SOURCE_DEADLINE_MS`]: the tab sees a body that failed, not one that never ends.
+fn stall_guarded(
+    body: ByteStream,
+    controller: AbortController,
+    source: String,
+) -> impl futures::Stream<Item = Result<Vec<u8>>> {
+    futures::stream::unfold(Some((body, controller)), move |state| {
+        let source = source.clone();
+        async move {
+            let (mut body, controller) = state?;
+            let next = {
+                // edge::sleep, not worker::Delay: each pull of a response stream is a new task.
+                let (chunk, stall) = (pin!(body.next()), pin!(sleep(SOURCE_DEADLINE_MS)));
+                match select(chunk, stall).await {
+                    Either::Left((chunk, _)) => chunk,
+                    Either::Right(_) => {
+                        controller.abort();
+                        let why = format!("{source} sent nothing for {} s", SOURCE_DEADLINE_MS / 1000);
+                        return Some((Err(worker::Error::RustError(why)), None));
+                    }
+                }
+            };
+            next.map(|chunk| (chunk, Some((body, controller))))
+        }
+    })
 }

@@ -22,6 +22,7 @@ use relay_core::audit::Scope;
 use relay_core::error::ErrorName;
 use relay_core::forward::Caller;
 use relay_core::upstream::client::{Answer, Exchange, Next, Post};
+use relay_core::upstream::redact::Redactor;
 use relay_core::upstream::tree::{self, Listing};
 use relay_core::upstream::{authorize, RpcCall, Upstream};
 use serde_json::{json, Value};
@@ -167,12 +168,17 @@ async fn exchange(
     limits: Limits,
 ) -> std::result::Result<Value, String> {
     let headers = upstream.open_headers(&caller.tenant.id, &sealing_key(&shared.env).map_err(|e| e.to_string())?)?;
+    // The exchange redacts every answer; this redacts what the Worker says of a failed POST
+    // (a redirect's Location, a fetch error), which can quote the upstream too.
+    let redactor = Redactor::of(&headers);
     let era_key = format!("{}\n{}", upstream.name, upstream.url);
-    let mut exchange = Exchange::new(method, params, shared.upstream_era(&era_key));
+    let mut exchange = Exchange::new(method, params, shared.upstream_era(&era_key), redactor.clone());
     let deadline = now_ms() + limits.timeout_ms;
     for _ in 0..ROUND_TRIPS_MAX {
         let remaining = deadline.saturating_sub(now_ms());
-        let answer = post(&upstream.url, &headers, exchange.post(), remaining, limits.body_max).await?;
+        let answer = post(&upstream.url, &headers, exchange.post(), remaining, limits.body_max)
+            .await
+            .map_err(|why| redactor.text(&why))?;
         let next = exchange.answer(&answer);
         shared.learn_upstream_era(&era_key, exchange.known().clone());
         if let Next::Done(result) = next {
