@@ -49,7 +49,9 @@ pub fn document_url(client_id: &str, dev_loopback: bool) -> Result<Url, OAuthErr
         return Err(refuse("a metadata document's URL is https".into()));
     }
     let host = url.host_str().unwrap_or_default().to_owned();
-    let policy = NetworkPolicy { allowed_domains: vec![host.clone()], ..NetworkPolicy::default() };
+    // An allow-list entry admits only the default port unless it names one (policy::domain).
+    let entry = url.port().map_or_else(|| host.clone(), |port| format!("{host}:{port}"));
+    let policy = NetworkPolicy { allowed_domains: vec![entry], ..NetworkPolicy::default() };
     if let Verdict::Deny { reason } = check_url(&policy, client_id) {
         return Err(refuse(format!("this server fetches only from public domain names: {reason}")));
     }
