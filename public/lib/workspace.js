@@ -176,8 +176,13 @@ export class Workspace {
 
   async storeWaiting() {
     this.storing = true;
-    while (this.waiting.length) await this.store.exclusive(() => this.storeBatch(this.takeBatch()));
-    this.storing = false;
+    try {
+      while (this.waiting.length) await this.store.exclusive(() => this.storeBatch(this.takeBatch()));
+    } catch (err) {
+      for (const change of this.waiting.splice(0)) change.reject(err); // the lock itself failed
+    } finally {
+      this.storing = false;
+    }
   }
 
   /** The changes waiting, from the oldest, up to MAX_BATCH_BYTES (at least one). */
@@ -364,7 +369,9 @@ class OpfsStore {
     this.logCount = this.logBytes = 0;
     const replaced = [];
     for await (const [entry, handle] of this.directory.entries()) if (entry !== name) replaced.push([entry, handle.kind]);
-    for (const [entry, kind] of replaced) await this.directory.removeEntry(entry, { recursive: kind === "directory" });
+    // The base is stored: what it replaces is never read again, so a file that cannot be
+    // deleted now is left for the next base to delete.
+    for (const [entry, kind] of replaced) await this.directory.removeEntry(entry, { recursive: kind === "directory" }).catch(() => {});
   }
 
   async writeFile(name, blob) {
