@@ -9,11 +9,12 @@ import { after, before, describe, test } from "node:test";
 import { attachedExecutor } from "./lib/attached.mjs";
 import { waitForLine } from "./lib/browser.mjs";
 
-// Measured here: 10,000 files are created or deleted in 1 to 3 s a call, either runtime, 2,000
-// well under 1 s. The bound allows 30 s plus 5 ms a file (40 s for 2,000, 80 s for 10,000),
+// Measured here: 10,000 files are created or deleted in 0.5 to 3 s a call, either runtime,
+// 2,000 in under 1 s. The bound allows 30 s plus 5 ms a file (40 s for 2,000, 80 s for 10,000),
 // over 20 times that, for a loaded 2-core machine; quadratic storing is past it at 2,000 files.
 const boundMs = (files) => 30_000 + 5 * files;
-// A call right after one answers in well under a second here; the bound leaves room for load.
+// A call right after one answers in well under a second here (the tab's first Python call a few
+// seconds later, if Pyodide is still loading then); the bound leaves room for load.
 const PROMPT_MS = 20_000;
 
 let attached;
