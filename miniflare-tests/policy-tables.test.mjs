@@ -120,6 +120,13 @@ describe("loadPolicy", () => {
     assert.equal(size, wasm.length);
   });
 
+  test("every runtime's runners get the same policy.wasm (runtimes.json), for the guest's writes", async () => {
+    const runtimes = JSON.parse(await readFile(path.join(outDir, "runtimes.json"), "utf8"));
+    const { integrity, size } = JSON.parse(await readFile(HASH_FILE, "utf8"));
+    assert.ok(Object.keys(runtimes).length >= 2);
+    for (const [id, { files }] of Object.entries(runtimes)) assert.deepEqual(files["policy.wasm"], { url: "policy.wasm", integrity, size }, id);
+  });
+
   describe("as bundled for the page: fetches policy.wasm and checks its SRI hash", () => {
     let bundled;
     let tmp;

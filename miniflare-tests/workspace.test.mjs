@@ -4,15 +4,21 @@
 // the page (lib/runner-host.js's onFetch). Run: node --test miniflare-tests/workspace.test.mjs
 
 import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
+import { loadPolicy } from "../public/lib/policy.js";
+import { DEFAULT_FILESYSTEM } from "../public/lib/workspace-rules.js";
 import { runnerJob, startRunnerPages } from "./lib/runner-page.mjs";
 
 let pages;
 let page;
+let policy; // the page's path rule, policy.wasm, here in Node: what the runners must agree with
 
 before(async () => {
   pages = await startRunnerPages();
   page = await pages.openPage();
+  policy = await loadPolicy(await readFile(path.join(pages.outDir, "policy.wasm")));
 });
 
 after(async () => {
@@ -148,6 +154,71 @@ print(sorted(os.listdir("/tmp")))`, { workspace });
   });
 });
 
+describe("the workspace's storage (OPFS)", () => {
+  /** The names in the workspace's OPFS directory, sorted; with `layout`, first make these files there. */
+  const opfsEntries = (workspace, onPage = page, layout = null) =>
+    onPage.evaluate(
+      async ([name, layout]) => {
+        const root = await navigator.storage.getDirectory();
+        const all = await root.getDirectoryHandle("relay-workspace", { create: true });
+        const dir = await all.getDirectoryHandle(encodeURIComponent(name), { create: true });
+        for (const [path, text] of Object.entries(layout ?? {})) {
+          let at = dir;
+          const segments = path.slice(1).split("/").map(encodeURIComponent);
+          for (const segment of segments.slice(0, -1)) at = await at.getDirectoryHandle(segment, { create: true });
+          const writable = await (await at.getFileHandle(segments.at(-1), { create: true })).createWritable();
+          await writable.write(text);
+          await writable.close();
+        }
+        const names = [];
+        for await (const entry of dir.keys()) names.push(entry);
+        return names.sort();
+      },
+      [workspace.name, layout],
+    );
+
+  test("two tabs of one relay session share it: each takes in what the other stored first", async () => {
+    const workspace = freshWorkspace();
+    const other = await pages.openPage();
+    try {
+      const changeOn = (onPage, op) => onPage.evaluate(([w, o]) => window.relayTest.workspaceChange(w, o), [workspace, op]);
+      assert.equal(await changeOn(page, { op: "write", path: "/tmp/a", text: "A" }), "ok");
+      assert.equal(await changeOn(other, { op: "write", path: "/tmp/b", text: "B" }), "ok");
+      assert.equal(await changeOn(page, { op: "write", path: "/tmp/b/below", text: "x" }), "Error: cannot write /tmp/b/below: /tmp/b is a file");
+      // Enough batches from the other tab that it replaces its logs with a base.
+      for (let i = 0; i < 130; i++) assert.equal(await changeOn(other, { op: "write", path: `/out/n${i}`, text: `${i}` }), "ok");
+      const stored = await opfsEntries(workspace, other);
+      assert.equal(stored.filter((name) => name.startsWith("base-")).length, 1, stored.join(" "));
+      assert.ok(stored.length < 10, `the logs a base replaced are deleted: ${stored.join(" ")}`);
+      assert.equal(await changeOn(page, { op: "remove", path: "/out/n0" }), "ok");
+      const expected = { "/tmp/a": "A", "/tmp/b": "B", ...Object.fromEntries(Array.from({ length: 129 }, (_, i) => [`/out/n${i + 1}`, `${i + 1}`])) };
+      assert.deepEqual((await filesOf(workspace)).files, expected);
+      const reopened = await pages.openPage();
+      try {
+        assert.deepEqual((await filesOf(workspace, reopened)).files, expected);
+      } finally {
+        await reopened.close();
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
+  test("a workspace of the old layout (a directory per segment) is read and moved into a base", async () => {
+    const workspace = freshWorkspace();
+    const legacy = { "/tmp/sub/a b%.txt": "old", "/out/x": "y" };
+    assert.deepEqual(await opfsEntries(workspace, page, legacy), ["out", "tmp"]);
+    assert.deepEqual((await filesOf(workspace)).files, legacy);
+    assert.deepEqual(await opfsEntries(workspace), ["base-1"]);
+    const reopened = await pages.openPage();
+    try {
+      assert.deepEqual((await filesOf(workspace, reopened)).files, legacy);
+    } finally {
+      await reopened.close();
+    }
+  });
+});
+
 describe("the run's filesystem policy", () => {
   test("writing /host/x is refused with PolicyDenied in both runtimes, and nothing is kept", async () => {
     const workspace = freshWorkspace();
@@ -163,8 +234,10 @@ describe("the run's filesystem policy", () => {
     assert.equal(js.exitCode, 0, js.stderr);
     const lines = js.stdout.trim().split("\n");
     assert.equal(lines.length, 4);
-    for (const line of lines) assert.match(line, /^PolicyDenied EACCES writing \/(host|mcps)\/\S+ is not allowed: .*only under \/tmp, \/out \(policy\.filesystem\.writable\)/);
-    assert.match(lines[1], /\/mcps is read-only/);
+    for (const line of [lines[0], ...lines.slice(2)]) {
+      assert.match(line, /^PolicyDenied EACCES path "\/host\/\S+" is not writable: policy\.filesystem\.writable is \["\/tmp", "\/out"\]; .*ask the tenant to add "\/host"$/);
+    }
+    assert.match(lines[1], /^PolicyDenied EACCES path "\/mcps\/server\/x" is not writable: \/mcps holds the tenant's MCP servers' files and is never writable/);
 
     const py = await run("py", `import os, pathlib
 for attempt in (lambda: open("/host/x", "w"), lambda: pathlib.Path("/tmp/../host/x").write_text("no"),
@@ -180,7 +253,7 @@ for attempt in (lambda: open("/host/x", "w"), lambda: pathlib.Path("/tmp/../host
     const pyLines = py.stdout.trim().split("\n");
     assert.equal(pyLines.length, 7, py.stdout);
     for (const line of pyLines.slice(0, 6)) {
-      assert.match(line, /^PermissionError PolicyDenied: writing \/(host|mcps)\/\S+ is not allowed: .*this run may write only under \/tmp, \/out/);
+      assert.match(line, /^PermissionError PolicyDenied: path "\/(host|mcps)\/\S+" is not writable: .*(\["\/tmp", "\/out"\]|never writable)/);
     }
     assert.match(pyLines[6], /^PermissionError PolicyDenied: symlinks in or into the workspace/);
     assert.deepEqual((await filesOf(workspace)).files, {});
@@ -193,7 +266,7 @@ for attempt in (lambda: open("/host/x", "w"), lambda: pathlib.Path("/tmp/../host
     assert.equal(js.exitCode, 0, js.stderr);
     const py = await run("py", `open("/mcps/x", "w")`, { workspace, filesystem: { readonly: ["/"], writable: ["/"] } });
     assert.equal(py.exitCode, 1);
-    assert.match(py.stderr, /PermissionError: PolicyDenied: writing \/mcps\/x is not allowed: \/mcps is read-only/);
+    assert.match(py.stderr, /PermissionError: PolicyDenied: path "\/mcps\/x" is not writable: \/mcps holds the tenant's MCP servers' files and is never writable/);
     assert.deepEqual((await filesOf(workspace)).files, { "/host/notes.md": "# notes" });
   });
 
@@ -239,19 +312,130 @@ print("done")`, { workspace });
   });
 });
 
-test("a file change the glue was tricked into sending is refused by the page", async () => {
+describe("paths the page refuses fail where the guest writes them", () => {
+  // Each breaks a rule of check_path; a 1,100-character path of segments the right length.
+  const REFUSED = ["/tmp/a\\b", `/tmp/${"s".repeat(256)}`, "/tmp/a%2eb", "/tmp/a\tb", "/tmp/a\nb", `/tmp/${`${"a".repeat(99)}/`.repeat(10)}${"a".repeat(95)}`];
+  const reasonOf = (path) => policy.checkPath(DEFAULT_FILESYSTEM, path, "write").reason;
+
+  test("the refused names are the ones meant", () => {
+    assert.equal(REFUSED[5].length, 1100);
+    const reasons = REFUSED.map(reasonOf);
+    for (const [i, needle] of ["backslash", "segment of 256 bytes", '"%2e"', "U+0009", "U+000A", "1100 bytes long"].entries()) {
+      assert.ok(reasons[i].includes(needle), `${reasons[i]} should say ${needle}`);
+    }
+  });
+
+  test("JavaScript: each write, mkdir and rename raises PolicyDenied with check_path's sentence, and the run goes on", async () => {
+    const workspace = freshWorkspace();
+    const js = await run(
+      "js",
+      `import fs from "fs";
+       const attempts = ${JSON.stringify(REFUSED)}.map((path) => () => fs.writeFileSync(path, "x"));
+       attempts.push(() => fs.mkdirSync("/tmp/a\\\\b"), () => fs.renameSync("/tmp/kept.txt", "/tmp/a%2eb"));
+       fs.writeFileSync("/tmp/kept.txt", "kept");
+       for (const attempt of attempts) {
+         try { attempt(); console.log(JSON.stringify(["stored"])); }
+         catch (e) { console.log(JSON.stringify([e.name, e.code, e.message])); }
+       }
+       fs.appendFileSync("/tmp/kept.txt", ", and the run went on");`,
+      { workspace },
+    );
+    assert.equal(js.exitCode, 0, js.stderr);
+    const expected = [...REFUSED, "/tmp/a\\b", "/tmp/a%2eb"].map((path) => ["PolicyDenied", "EACCES", reasonOf(path)]);
+    assert.deepEqual(js.stdout.trim().split("\n").map((line) => JSON.parse(line)), expected);
+    assert.equal(js.usage.denied, expected.length, "each refusal is reported for the audit");
+    assert.deepEqual((await filesOf(workspace)).files, { "/tmp/kept.txt": "kept, and the run went on" });
+  });
+
+  test("Python: each open, mkdir and rename raises an OSError with check_path's sentence, and the run goes on", async () => {
+    const workspace = freshWorkspace();
+    const py = await run(
+      "py",
+      `import json, os
+attempts = [lambda path=path: open(path, "w").write("x") for path in json.loads(${JSON.stringify(JSON.stringify(REFUSED))})]
+attempts += [lambda: os.mkdir("/tmp/a\\\\b"), lambda: os.rename("/tmp/kept.txt", "/tmp/a%2eb")]
+open("/tmp/kept.txt", "w").write("kept")
+for attempt in attempts:
+    try:
+        attempt()
+        print(json.dumps(["stored"]))
+    except OSError as error:
+        print(json.dumps([type(error).__name__, str(error)]))
+with open("/tmp/kept.txt", "a") as f:
+    f.write(", and the run went on")`,
+      { workspace },
+    );
+    assert.equal(py.exitCode, 0, py.stderr);
+    const expected = [...REFUSED, "/tmp/a\\b", "/tmp/a%2eb"].map((path) => ["PermissionError", `PolicyDenied: ${reasonOf(path)}`]);
+    assert.deepEqual(py.stdout.trim().split("\n").map((line) => JSON.parse(line)), expected);
+    assert.equal(py.usage.denied, expected.length, "each refusal is reported for the audit");
+    assert.deepEqual((await filesOf(workspace)).files, { "/tmp/kept.txt": "kept, and the run went on" });
+  });
+
+  test("both runtimes give the verdicts of tests/fs_path_cases.json for every write they can name", async () => {
+    const { basePolicy, cases } = JSON.parse(await readFile(path.join(import.meta.dirname, "..", "tests", "fs_path_cases.json"), "utf8"));
+    // A runner resolves ".", ".." and "//" as POSIX does before it judges a path: the cases
+    // already in that form are the ones a guest's write can reach check_path with. Python
+    // refuses a NUL in a path itself (ValueError), before anyone judges it.
+    const resolved = (p) => `/${p.split("/").filter((s) => s && s !== "." && s !== "..").join("/")}`;
+    const writes = cases.filter((c) => c.access === "write" && resolved(c.path) === c.path);
+    const byPolicy = Map.groupBy(writes, (c) => JSON.stringify({ ...basePolicy, ...c.filesystem }));
+    const failures = [];
+    for (const [filesystem, group] of byPolicy) {
+      const paths = group.map((c) => c.path);
+      const js = await run(
+        "js",
+        `import fs from "fs";
+         for (const path of ${JSON.stringify(paths)}) {
+           try { fs.writeFileSync(path, "x"); console.log(JSON.stringify("allow")); }
+           catch (e) { console.log(JSON.stringify(e.name === "PolicyDenied" ? e.message : "allow")); }
+         }`,
+        { filesystem: JSON.parse(filesystem) },
+      );
+      const pyPaths = paths.filter((p) => !p.includes("\0"));
+      const py = await run(
+        "py",
+        `import json
+for path in json.loads(${JSON.stringify(JSON.stringify(pyPaths))}):
+    try:
+        open(path, "w").close()
+        print(json.dumps("allow"))
+    except PermissionError as error:
+        print(json.dumps(str(error).removeprefix("PolicyDenied: ")))
+    except OSError:
+        print(json.dumps("allow"))`,
+        { filesystem: JSON.parse(filesystem) },
+      );
+      for (const [runtime, outcome, judged] of [["js", js, paths], ["py", py, pyPaths]]) {
+        const verdicts = outcome.stdout.trim().split("\n").map((line) => JSON.parse(line));
+        judged.forEach((p, i) => {
+          const c = group.find((g) => g.path === p);
+          const verdict = verdicts[i] ?? `no answer: the run ended ${JSON.stringify(outcome.error ?? outcome.exitCode)}`;
+          const ok = c.verdict === "allow" ? verdict === "allow" : verdict !== "allow" && c.reasonContains.every((n) => verdict.includes(n));
+          if (!ok) failures.push(`${runtime}: ${JSON.stringify(p)} under ${filesystem}: got ${JSON.stringify(verdict)}, want ${c.verdict} ${JSON.stringify(c.reasonContains ?? [])} (${outcome.stderr})`);
+        });
+      }
+    }
+    assert.deepEqual(failures, []);
+    assert.ok(writes.length >= 40, `${writes.length} cases`);
+  });
+});
+
+test("a file change the glue is tricked into is held back by the page's own rule", async () => {
   const workspace = freshWorkspace();
   assert.equal(await change(workspace, { op: "write", path: "/host/x", text: "original" }), "ok");
   // A real stream opened for writing under /tmp, its path rewritten to escape to /host/x (which
-  // exists, so the wrapped close reads it and sends it): only the page's own check stops it.
+  // exists, so the wrapped close would read it and send it): the glue judges the stream's path
+  // with the page's rule (check_path in policy.wasm), which the page applies again, so it sends
+  // nothing; the guest's own write went to its scratch file, and the run goes on.
   const py = await run("py", `import os, pyodide_js
 fd = os.open("/tmp/decoy", os.O_WRONLY | os.O_CREAT)
 stream = pyodide_js.FS.getStream(fd)
 stream.path = "/tmp/../host/x"
 os.close(fd)
 print("sent")`, { workspace });
-  assert.equal(py.error?.name, "Internal", JSON.stringify(py));
-  assert.match(py.error.message, /it sent a file change the page refuses: "\/tmp\/\.\.\/host\/x" has an empty, "\.", "\.\." or NUL segment/);
+  assert.equal(py.exitCode, 0, JSON.stringify(py));
+  assert.equal(py.stdout, "sent\n");
   assert.deepEqual((await filesOf(workspace)).files, { "/host/x": "original" });
 });
 

@@ -11,6 +11,7 @@
 // - builds relay-core's policy for the page (policy-wasm/, cargo, wasm32) into
 //   dist/public/policy.wasm, and its SRI hash into dist/generated/policy-wasm.json, which the
 //   bundles import as `relay-policy-wasm` (public/lib/policy.js checks the download against it);
+//   it is also a file of every runtime in runtimes.json, so the runners get it compiled;
 // - copies esbuild-wasm's esbuild.wasm (the dependency builds' bundler) into dist/public/ and its
 //   SRI hash into dist/generated/esbuild-wasm.json, imported as `relay-esbuild-wasm`.
 // Run as `node scripts/build-assets.mjs`; also imported by the tests (buildAssets()).
@@ -86,7 +87,10 @@ export async function buildAssets({ log = console.log } = {}) {
   const runtimes = {};
   for (const runtime of RUNTIMES) {
     const { id, files } = await vendorRuntime(runtime);
-    runtimes[id] = { files: { ...files, "runner.js": await listed(runtime.runner.out, path.join(OUT, runtime.runner.out)) } };
+    const runner = await listed(runtime.runner.out, path.join(OUT, runtime.runner.out));
+    // Every runner judges guest writes with the page's own rule (runner/write-rule.js).
+    const policy = await listed(POLICY_WASM, path.join(OUT, POLICY_WASM));
+    runtimes[id] = { files: { ...files, "runner.js": runner, [POLICY_WASM]: policy } };
   }
   await pruneVendor(Object.keys(runtimes));
   await writeIfChanged(path.join(OUT, "runtimes.json"), JSON.stringify(runtimes, null, 2) + "\n");

@@ -10,7 +10,8 @@ export const RUNTIMES = { js: "quickjs@0.32", py: "pyodide@314" };
 
 /**
  * Builds the assets, serves them and launches Chromium with one browser context.
- * @returns {{server, browser, context, openPage(): Promise<Page>, close(): Promise<void>}}
+ * @returns {{outDir, server, browser, context, openPage(): Promise<Page>, close(): Promise<void>}}
+ *   (outDir: dist/public, where the page's files are built)
  */
 export async function startRunnerPages() {
   const { outDir, testDir } = await buildAssets({ log: () => {} });
@@ -18,6 +19,7 @@ export async function startRunnerPages() {
   const browser = await launchBrowser();
   const context = await browser.newContext();
   return {
+    outDir,
     server,
     browser,
     context,

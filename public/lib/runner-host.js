@@ -18,9 +18,10 @@
 
 import { failure, outputLimitFailure } from "./errors.js";
 import { OutputSink } from "./output-sink.js";
+import { loadPolicy } from "./policy.js";
 import { runtimeIds } from "./runtime-files.js";
 import { Sandbox } from "./sandbox.js";
-import { DEFAULT_FILESYSTEM, WORKSPACE_LIMIT_BYTES, deniedWrite, workspacePathProblem } from "./workspace-rules.js";
+import { DEFAULT_FILESYSTEM, WORKSPACE_LIMIT_BYTES, writeRefusal } from "./workspace-rules.js";
 
 // Fetching, checking and booting a runtime the first time (Pyodide: ~10 MiB) has its own,
 // generous budget; it is the page's own work and no guest code runs during it.
@@ -35,8 +36,10 @@ const RUNNER_ERRORS = new Set(["OutputLimitExceeded", "Internal"]);
 const MAX_ERROR_MESSAGE = 2048;
 const MAX_MEM_MB = 1 << 20;
 // File changes the page is still storing: past either bound the run writes faster than the
-// workspace can keep up (a loop rewriting a file), and is stopped.
-const MAX_FILE_OPS_IN_FLIGHT = 4096;
+// workspace can keep up (a loop rewriting a file), and is stopped. The workspace stores the
+// changes waiting together (lib/workspace.js), so a run that makes 10,000 files at once stays
+// well within; a change waiting costs the page well under 1 KiB besides its bytes.
+const MAX_FILE_OPS_IN_FLIGHT = 1 << 16;
 const MAX_FILE_BYTES_IN_FLIGHT = 2 * WORKSPACE_LIMIT_BYTES;
 // Guest fetches at once; more are answered with an error straight away.
 const MAX_FETCHES_IN_FLIGHT = 16;
@@ -133,17 +136,19 @@ export class RunnerHost {
       }
       if (!this.sandbox.isPrepared(job.runtimeId)) onLoading(job.runtimeId);
       this.arm(LOAD_TIMEOUT_MS, (ms) => failure("Timeout", `loading runtime ${job.runtimeId} took longer than ${ms / 1000} s`));
-      this.sandbox.take(job.runtimeId, job.runId, () => this.current === run).then(
-        (port) => this.start(run, port, onStart),
+      // The page's path rule (policy.wasm) judges the run's file changes: loaded once per page.
+      Promise.all([this.sandbox.take(job.runtimeId, job.runId, () => this.current === run), loadPolicy()]).then(
+        ([port, policy]) => this.start(run, port, onStart, policy),
         (err) => this.current === run && this.stop(failure("Internal", err.message)),
       );
     });
   }
 
   /** Hands the job to its worker; the run's own time limit starts now. */
-  start(run, port, onStart) {
+  start(run, port, onStart, policy) {
     if (this.current !== run) return port.close(); // cancelled or timed out meanwhile
     run.port = port;
+    run.policy = policy;
     port.onmessage = ({ data }) => this.onMessage(run, data);
     port.postMessage({ type: "run", job: run.job });
     run.startedAt = performance.now();
@@ -167,7 +172,7 @@ export class RunnerHost {
 
   /** A workspace change: checked (shape, path, the run's policy), then stored by the caller. */
   onFileMessage(run, { op, path, data }) {
-    const problem = fileProblem(run.job.filesystem, op, path, data);
+    const problem = fileProblem(run, op, path, data);
     if (problem) return this.stop(crashedOutcome(`it sent a file change the page refuses: ${problem}`));
     const bytes = op === "write" ? data.byteLength : 0;
     if (run.storing.size >= MAX_FILE_OPS_IN_FLIGHT || run.storingBytes + bytes > MAX_FILE_BYTES_IN_FLIGHT) {
@@ -250,12 +255,11 @@ export class RunnerHost {
   }
 }
 
-/** Why a `file` message cannot be applied, or null. */
-function fileProblem(filesystem, op, path, data) {
+/** Why a `file` message cannot be applied, or null: the runner applies the same rule first. */
+function fileProblem({ policy, job }, op, path, data) {
   if (op !== "write" && op !== "remove") return `unknown op ${JSON.stringify(op)}`;
-  const shape = workspacePathProblem(path);
-  if (shape) return shape;
-  const denied = deniedWrite(path, filesystem);
+  if (typeof path !== "string") return `the path ${JSON.stringify(path)} is not a string`;
+  const denied = writeRefusal(policy, job.filesystem, path);
   if (denied) return denied;
   if (op === "write" && !(data instanceof Uint8Array)) return `the contents of ${path} are not a Uint8Array`;
   return null;

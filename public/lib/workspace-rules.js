@@ -1,48 +1,48 @@
 // The rules of a relay session's workspace that the page (lib/workspace.js, lib/runner-host.js)
 // and the runner workers (runner/*) must apply alike: which paths belong to the workspace, how
-// big it may grow, and which writes a run's filesystem policy allows. Pure functions, no I/O.
-//
-// Paths are absolute and compared segment by segment, as relay-core's src/policy/fs_path.rs
-// does (`/tmp` holds `/tmp/x`, not `/tmpx`). The policy check here mirrors relay-core's
-// `is_within`; the page may swap in the Rust policy compiled to wasm without changing callers.
+// big it may grow, and which writes a run may make. The path rule itself is relay-core's
+// `check_path` (src/policy/fs_path.rs) in policy.wasm, never a copy: the page has its instance
+// (lib/policy.js), each runner worker its own of the same module (runner/write-rule.js), and
+// both pass it here. So a write the runner lets through is one the page stores, and one the
+// page would refuse fails in the guest with check_path's sentence.
 
 /** The directories the workspace keeps; everything else in a runtime's filesystem is per run. */
 export const WORKSPACE_ROOTS = ["/tmp", "/out", "/host", "/mcps"];
-/** The MCP servers' files: readable, never writable, whatever the policy says. */
-export const READ_ONLY_ROOT = "/mcps";
 /** The most a workspace may hold, all files together. */
 export const WORKSPACE_LIMIT_BYTES = 64 * 1024 * 1024;
-export const MAX_PATH_LENGTH = 1024;
 /** relay-core's default FsPolicy, for a job that names none. */
 export const DEFAULT_FILESYSTEM = Object.freeze({ readonly: ["/"], writable: ["/tmp", "/out"] });
+// Reads anywhere in the workspace: a read check of a path tests only its shape and root.
+const ANY_READ = Object.freeze({ readonly: ["/"], writable: [] });
 
 /**
- * Why `path` cannot name a workspace file (a string), or null when it can: a string under
- * MAX_PATH_LENGTH of the form /<root>/<segment>... with no empty, ".", ".." or NUL segment.
+ * Why the run's policy refuses writing (creating, changing, removing) `path`, or null when the
+ * page stores such a change: check_path's verdict for a write.
+ * @param policy policy.wasm's checks; filesystem the run's {readonly, writable}
  */
-export function workspacePathProblem(path) {
-  if (typeof path !== "string") return "a workspace path must be a string";
-  if (path.length >= MAX_PATH_LENGTH) return `a workspace path must be shorter than ${MAX_PATH_LENGTH} characters`;
-  const [empty, root, ...rest] = path.split("/");
-  const where = `${WORKSPACE_ROOTS.join(", ")}`;
-  if (empty !== "" || !WORKSPACE_ROOTS.includes(`/${root}`) || rest.length === 0) {
-    return `"${path}" is not a file path under one of ${where}`;
-  }
-  if (rest.some((segment) => segment === "" || segment === "." || segment === ".." || segment.includes("\0"))) {
-    return `"${path}" has an empty, ".", ".." or NUL segment`;
-  }
-  return null;
+export function writeRefusal(policy, filesystem, path) {
+  return problemOf(policy.checkPath(filesystem, path, "write"), path);
+}
+
+/** Why `path` cannot name a file of the workspace (check_path's syntax, below a root), or null. */
+export function workspacePathProblem(policy, path) {
+  const problem = problemOf(policy.checkPath(ANY_READ, path, "read"), path);
+  if (problem || !WORKSPACE_ROOTS.includes(path)) return problem;
+  return `path ${JSON.stringify(path)} is a root of the workspace, not a file`;
+}
+
+/**
+ * A refusal's reason; an allowed path must also come back as it went in (check_path drops a
+ * trailing "/"; the runners send paths they resolved, which it never changes).
+ */
+function problemOf(verdict, path) {
+  if (!verdict.allow) return verdict.reason;
+  return verdict.path === path ? null : `path ${JSON.stringify(path)} ends with "/"; name the file as ${JSON.stringify(verdict.path)}`;
 }
 
 /** Whether `path` (absolute, normalized) is a root of the workspace or lies under one. */
 export function inWorkspace(path) {
-  return WORKSPACE_ROOTS.some((root) => isWithin(path, root));
-}
-
-/** Whether `path` is `root` or lies under it; both absolute and normalized. */
-export function isWithin(path, root) {
-  const base = root.length > 1 && root.endsWith("/") ? root.slice(0, -1) : root;
-  return base === "/" || path === base || path.startsWith(`${base}/`);
+  return WORKSPACE_ROOTS.some((root) => path === root || path.startsWith(`${root}/`));
 }
 
 /** `path` made absolute against `cwd`, with ".", ".." and empty segments resolved like POSIX. */
@@ -54,20 +54,6 @@ export function normalizePath(path, cwd = "/") {
     else if (part && part !== ".") parts.push(part);
   }
   return `/${parts.join("/")}`;
-}
-
-/**
- * Why the run's policy forbids writing (creating, changing, removing) `path`, or null when it
- * allows it. `path` is absolute and normalized; `filesystem` is the run's {readonly, writable}.
- */
-export function deniedWrite(path, filesystem = DEFAULT_FILESYSTEM) {
-  const writable = filesystem.writable ?? [];
-  const allowed = writable.length
-    ? `this run may write only under ${writable.join(", ")} (policy.filesystem.writable)`
-    : "this run may not write files (policy.filesystem.writable is empty)";
-  if (isWithin(path, READ_ONLY_ROOT)) return `writing ${path} is not allowed: ${READ_ONLY_ROOT} is read-only; ${allowed}`;
-  if (writable.some((root) => isWithin(path, root))) return null;
-  return `writing ${path} is not allowed: ${allowed}`;
 }
 
 /** The error message of a write that would take the workspace past WORKSPACE_LIMIT_BYTES. */

@@ -6,14 +6,7 @@
 // ones this run made with mkdir. Errors carry a Node error code as their name (ENOENT, ...).
 
 import { concatBytes } from "../lib/bytes.js";
-import {
-  DEFAULT_FILESYSTEM,
-  WORKSPACE_LIMIT_BYTES,
-  WORKSPACE_ROOTS,
-  deniedWrite,
-  inWorkspace,
-  workspaceFullMessage,
-} from "../lib/workspace-rules.js";
+import { WORKSPACE_LIMIT_BYTES, WORKSPACE_ROOTS, workspaceFullMessage } from "../lib/workspace-rules.js";
 
 export class FsError extends Error {
   /** @param code a Node error code (ENOENT, EISDIR, ...) or PolicyDenied */
@@ -26,28 +19,31 @@ export class FsError extends Error {
 export class GuestFiles {
   /**
    * @param capsule {relative path: Uint8Array}; workspace {absolute path: Uint8Array};
-   *   filesystem the run's {readonly, writable}; relay a RunRelay
+   *   rule the run's WriteRule (write-rule.js); relay a RunRelay
    */
-  constructor({ capsule = {}, workspace = {}, filesystem = DEFAULT_FILESYSTEM, relay }) {
-    this.files = new Map(Object.entries(capsule).map(([path, bytes]) => [`/${path}`, bytes]));
-    this.dirs = new Set(["/", ...WORKSPACE_ROOTS]);
+  constructor({ capsule = {}, workspace = {}, rule, relay }) {
+    this.files = new Map();
+    // Every directory and the names in it, so that no operation looks at more than the paths
+    // it names (a run may hold tens of thousands of files). A directory holding nothing is
+    // kept only if it is in `made` (the roots, and what mkdir made); others go with their
+    // last file, as a workspace keeps no empty directories.
+    this.entries = new Map([["/", new Set()]]);
+    this.made = new Set(["/"]);
+    for (const root of WORKSPACE_ROOTS) this.makeDir(root);
+    for (const [path, bytes] of Object.entries(capsule)) this.place(`/${path}`, bytes);
     this.workspaceBytes = 0;
     for (const [path, bytes] of Object.entries(workspace)) {
-      this.files.set(path, bytes);
+      this.place(path, bytes);
       this.workspaceBytes += bytes.byteLength;
     }
-    this.filesystem = filesystem;
+    this.rule = rule;
     this.relay = relay;
   }
 
   /** "file", "dir" or undefined. */
   kind(path) {
     if (this.files.has(path)) return "file";
-    if (this.dirs.has(path)) return "dir";
-    const below = `${path}/`;
-    for (const other of this.files.keys()) if (other.startsWith(below)) return "dir";
-    for (const other of this.dirs) if (other.startsWith(below)) return "dir";
-    return undefined;
+    return this.entries.has(path) ? "dir" : undefined;
   }
 
   /** One call from the guest's fs module: `op` and its JSON `args`, `data` the bytes to write. */
@@ -97,12 +93,7 @@ export class GuestFiles {
   list(path) {
     const kind = this.kind(path);
     if (kind !== "dir") throw kind ? new FsError("ENOTDIR", "not a directory") : noEntry();
-    const prefix = path === "/" ? "/" : `${path}/`;
-    const names = new Set();
-    for (const other of [...this.files.keys(), ...this.dirs]) {
-      if (other.startsWith(prefix) && other !== prefix) names.add(other.slice(prefix.length).split("/")[0]);
-    }
-    return [...names].sort();
+    return [...this.entries.get(path)].sort();
   }
 
   mkdir(path, recursive = false) {
@@ -115,7 +106,7 @@ export class GuestFiles {
       if (!recursive) throw noEntry();
       this.mkdir(parent, true);
     }
-    this.dirs.add(path);
+    this.makeDir(path);
   }
 
   /**
@@ -129,7 +120,7 @@ export class GuestFiles {
       throw noEntry();
     }
     this.checkWrite(path);
-    if (this.dirs.has(path) && (path === "/" || WORKSPACE_ROOTS.includes(path))) {
+    if (this.made.has(path) && (path === "/" || WORKSPACE_ROOTS.includes(path))) {
       throw new FsError("EPERM", `${path} is a root of the workspace and cannot be removed`);
     }
     if (kind === "file") {
@@ -137,12 +128,10 @@ export class GuestFiles {
       return this.drop(path);
     }
     if (expect === "file") throw new FsError("EISDIR", "illegal operation on a directory");
-    const inside = this.under(path);
-    if (inside.length && !recursive) {
+    if (this.entries.get(path).size && !recursive) {
       throw expect === "dir" ? new FsError("ENOTEMPTY", "directory not empty") : new FsError("EISDIR", "is a directory (use recursive: true)");
     }
-    for (const file of inside) this.drop(file);
-    for (const dir of [...this.dirs]) if (dir === path || dir.startsWith(`${path}/`)) this.dirs.delete(dir);
+    this.removeTree(path);
   }
 
   rename(from, to) {
@@ -160,52 +149,111 @@ export class GuestFiles {
     if (to === from || to.startsWith(`${from}/`)) throw new FsError("EINVAL", "cannot move a directory into itself");
     if (this.kind(to) === "file") throw new FsError("ENOTDIR", "not a directory");
     if (this.kind(to) === "dir" && this.list(to).length) throw new FsError("ENOTEMPTY", "directory not empty");
-    for (const file of this.under(from)) {
+    const made = [...this.dirsUnder(from)].filter((dir) => this.made.has(dir));
+    for (const file of [...this.filesUnder(from)]) {
       const bytes = this.files.get(file);
       this.drop(file);
       this.put(to + file.slice(from.length), bytes);
     }
-    for (const dir of [...this.dirs]) {
-      if (dir === from || dir.startsWith(`${from}/`)) {
-        this.dirs.delete(dir);
-        this.dirs.add(to + dir.slice(from.length));
-      }
+    this.removeTree(from);
+    for (const dir of made) this.makeDir(to + dir.slice(from.length));
+  }
+
+  /** The files under directory `path`, at any depth. */
+  *filesUnder(path) {
+    for (const name of this.entries.get(path) ?? []) {
+      const child = childOf(path, name);
+      if (this.files.has(child)) yield child;
+      else yield* this.filesUnder(child);
     }
   }
 
-  /** The files under directory `path`. */
-  under(path) {
-    return [...this.files.keys()].filter((file) => file.startsWith(`${path}/`));
+  /** Directory `path` and the directories under it, at any depth. */
+  *dirsUnder(path) {
+    if (!this.entries.has(path)) return;
+    yield path;
+    for (const name of this.entries.get(path)) yield* this.dirsUnder(childOf(path, name));
+  }
+
+  /** Deletes directory `path` and everything under it; each workspace file goes to the page. */
+  removeTree(path) {
+    for (const name of [...(this.entries.get(path) ?? [])]) {
+      const child = childOf(path, name);
+      if (this.files.has(child)) this.drop(child);
+      else this.removeTree(child);
+    }
+    if (!this.entries.has(path)) return; // it went with its last file
+    this.entries.delete(path);
+    this.made.delete(path);
+    this.unlink(path);
   }
 
   checkWrite(path) {
-    const denied = deniedWrite(path, this.filesystem);
-    if (!denied) return;
-    this.relay.denied("write", path, denied);
-    throw new FsError("PolicyDenied", denied);
+    const denied = this.rule.denied(path);
+    if (denied) throw new FsError("PolicyDenied", denied);
   }
 
-  /** Stores a file; a workspace file also goes to the page, within the workspace's limit. */
+  /** Stores a workspace file (checkWrite admitted it) and sends it to the page, within the workspace's limit. */
   put(path, bytes) {
-    if (!inWorkspace(path)) return void this.files.set(path, bytes);
     const total = this.workspaceBytes - (this.files.get(path)?.byteLength ?? 0) + bytes.byteLength;
     if (total > WORKSPACE_LIMIT_BYTES) throw new FsError("ENOSPC", workspaceFullMessage(path, total));
-    this.files.set(path, bytes);
+    this.place(path, bytes);
     this.workspaceBytes = total;
     this.relay.fileWritten(path, bytes);
   }
 
   drop(path) {
-    const bytes = this.files.get(path);
+    this.workspaceBytes -= this.files.get(path).byteLength;
     this.files.delete(path);
-    if (!inWorkspace(path)) return;
-    this.workspaceBytes -= bytes.byteLength;
+    this.unlink(path);
     this.relay.fileRemoved(path);
+  }
+
+  /** Puts a file at `path`, with the directories on its way. */
+  place(path, bytes) {
+    if (!this.files.has(path)) this.link(path);
+    this.files.set(path, bytes);
+  }
+
+  makeDir(path) {
+    if (!this.entries.has(path)) {
+      this.entries.set(path, new Set());
+      this.link(path);
+    }
+    this.made.add(path);
+  }
+
+  /** Names `path` in its parent directory, making the parent (and its own) where missing. */
+  link(path) {
+    const parent = parentOf(path);
+    if (!this.entries.has(parent)) {
+      this.entries.set(parent, new Set());
+      this.link(parent);
+    }
+    this.entries.get(parent).add(nameOf(path));
+  }
+
+  /** Takes `path` out of its parent; a parent left empty that mkdir did not make goes too. */
+  unlink(path) {
+    const parent = parentOf(path);
+    const names = this.entries.get(parent);
+    names.delete(nameOf(path));
+    if (names.size || this.made.has(parent)) return;
+    this.entries.delete(parent);
+    this.unlink(parent);
   }
 }
 
 function parentOf(path) {
   return path.slice(0, path.lastIndexOf("/")) || "/";
+}
+
+function nameOf(path) {
+  return path.slice(path.lastIndexOf("/") + 1);
+}
+
+function childOf(dir, name) {
+  return dir === "/" ? `/${name}` : `${dir}/${name}`;
 }
 
 function noEntry() {

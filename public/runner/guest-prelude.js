@@ -20,8 +20,9 @@
 //     Relative paths resolve against process.cwd(). /tmp, /out, /host and /mcps are the relay
 //     session's workspace: files there stay for the next run (JS or Python) and survive a page
 //     reload; the capsule's own files are at /<path>. Only paths under policy.filesystem.writable
-//     (by default /tmp and /out; never /mcps) can be written: other writes throw an Error with
-//     name "PolicyDenied" and code "EACCES". Missing files throw code "ENOENT", as in Node.
+//     (by default /tmp and /out; never /mcps) can be written, and only by names the workspace
+//     can hold (relay-core's check_path): other writes throw an Error with name "PolicyDenied",
+//     code "EACCES" and the rule's sentence. Missing files throw code "ENOENT", as in Node.
 //     The workspace holds at most 64 MiB. No Buffer: bytes are Uint8Array.
 //   fetch(url, {method, headers, body}) -> Promise of a Response {status, statusText, ok, url,
 //     headers (get, has, entries, forEach), text(), json(), arrayBuffer()}; the page fetches for

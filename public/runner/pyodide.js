@@ -16,8 +16,9 @@
 import { loadPyodide } from "pyodide/pyodide.mjs";
 import { outputLimitFailure } from "../lib/errors.js";
 import createPyodideModule from "pyodide/pyodide.asm.mjs";
-import { DEFAULT_FILESYSTEM, deniedWrite, inWorkspace } from "../lib/workspace-rules.js";
+import { inWorkspace } from "../lib/workspace-rules.js";
 import { loadWorkspace, writeThrough } from "./python-files.js";
+import { WriteRule, runnerPolicy } from "./write-rule.js";
 import relayRunSource from "./relay_run.py";
 import { MCPS_RPC } from "../lib/egress.js";
 
@@ -47,9 +48,11 @@ export const pyodideEngine = {
     pyodide.runPython(relayRunSource);
     pyodide.runPython("relay_warm()");
     const relayRun = pyodide.globals.get("relay_run");
+    const policy = runnerPolicy(assets.modules);
     return {
       async run(job, sink, relay) {
-        const exitCode = await runCapsule(pyodide, relayRun, job, sink, relay);
+        const rule = new WriteRule(policy, job.filesystem, relay);
+        const exitCode = await runCapsule(pyodide, relayRun, { job, sink, relay, rule });
         // The interpreter's whole wasm heap: it only grows, so this is the run's peak.
         return { exitCode, memPeakMb: pyodide._module.HEAPU8.buffer.byteLength / MiB };
       },
@@ -134,11 +137,10 @@ async function guestFetch(input, init) {
   return response;
 }
 
-function runCapsule(pyodide, relayRun, job, sink, relay) {
-  const filesystem = job.filesystem ?? DEFAULT_FILESYSTEM;
+function runCapsule(pyodide, relayRun, { job, sink, relay, rule }) {
   writeFiles(pyodide.FS, job.files);
   loadWorkspace(pyodide.FS, job.workspace);
-  writeThrough(pyodide.FS, { filesystem, relay, workspace: job.workspace, warn: (text) => sink.write("stderr", text) });
+  writeThrough(pyodide.FS, { rule, relay, workspace: job.workspace, warn: (text) => sink.write("stderr", text) });
   activeRelay = relay;
   pyodide.setStdout({ write: streamWriter(sink, "stdout") });
   pyodide.setStderr({ write: streamWriter(sink, "stderr") });
@@ -153,13 +155,9 @@ function runCapsule(pyodide, relayRun, job, sink, relay) {
   };
   // callPromising lets the program block on JS promises (stack switching), which is what
   // asyncio.run() needs in Pyodide.
-  // What relay_run.py's audit hook asks before a write: the same rules as above.
+  // What relay_run.py's audit hook asks before a write: the same rule as above.
   const guard = {
-    deniedWrite: (path) => {
-      const denied = deniedWrite(path, filesystem);
-      if (denied) relay.denied("write", path, denied);
-      return denied ?? undefined;
-    },
+    deniedWrite: (path) => rule.denied(path) ?? undefined,
     inWorkspace: (path) => inWorkspace(path),
   };
   return relayRun.callPromising(JSON.stringify(config), guard);

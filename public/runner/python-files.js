@@ -9,14 +9,7 @@
 // them with EPERM; relay_run.py's audit hook refuses them first, with a message that says what
 // to change. Outside the roots the filesystem is the run's own scratch space.
 
-import {
-  WORKSPACE_LIMIT_BYTES,
-  WORKSPACE_ROOTS,
-  deniedWrite,
-  inWorkspace,
-  normalizePath,
-  workspaceFullMessage,
-} from "../lib/workspace-rules.js";
+import { WORKSPACE_LIMIT_BYTES, WORKSPACE_ROOTS, inWorkspace, normalizePath, workspaceFullMessage } from "../lib/workspace-rules.js";
 
 // Emscripten's open flags and errno values (not Linux's).
 const O_ACCMODE = 3;
@@ -43,15 +36,17 @@ export function loadWorkspace(FS, workspace = {}) {
 
 /**
  * Wraps FS's operations for this run: policy checks under the roots and write-through.
- * @param filesystem the run's {readonly, writable}; relay a RunRelay; warn(text) writes to stderr
+ * @param rule the run's WriteRule; relay a RunRelay; warn(text) writes to stderr
  */
-export function writeThrough(FS, { filesystem, relay, workspace = {}, warn }) {
+export function writeThrough(FS, { rule, relay, workspace = {}, warn }) {
   const sizes = new Map(Object.entries(workspace).map(([path, bytes]) => [path, bytes.byteLength]));
+  let totalBytes = [...sizes.values()].reduce((sum, size) => sum + size, 0);
   const original = {};
   for (const name of ["open", "close", "unlink", "rmdir", "mkdir", "rename", "symlink", "truncate"]) original[name] = FS[name];
   const absolute = (path) => normalizePath(String(path), FS.cwd());
+  const unwritable = (path) => inWorkspace(path) && rule.refusal(path) !== null;
   const refuseUnwritable = (path) => {
-    if (inWorkspace(path) && deniedWrite(path, filesystem)) throw new FS.ErrnoError(EACCES);
+    if (unwritable(path)) throw new FS.ErrnoError(EACCES);
   };
 
   const sent = (path) => {
@@ -61,16 +56,18 @@ export function writeThrough(FS, { filesystem, relay, workspace = {}, warn }) {
     } catch {
       return; // gone already (unlinked while open)
     }
-    const total = [...sizes.values()].reduce((sum, size) => sum + size, 0) - (sizes.get(path) ?? 0) + bytes.byteLength;
+    const total = totalBytes - (sizes.get(path) ?? 0) + bytes.byteLength;
     if (total > WORKSPACE_LIMIT_BYTES) {
       warn(`relay: ${path} was not saved: ${workspaceFullMessage(path, total)}\n`);
       throw new FS.ErrnoError(ENOSPC);
     }
     sizes.set(path, bytes.byteLength);
+    totalBytes = total;
     relay.fileWritten(path, bytes);
   };
   const removed = (path) => {
     if (!inWorkspace(path)) return;
+    totalBytes -= sizes.get(path) ?? 0;
     sizes.delete(path);
     relay.fileRemoved(path);
   };
@@ -80,14 +77,14 @@ export function writeThrough(FS, { filesystem, relay, workspace = {}, warn }) {
     if (writing && typeof path === "string") refuseUnwritable(absolute(path));
     const stream = original.open(path, flags, mode);
     // Through a symlink, the path opened is the stream's: check that one too.
-    if (writing && inWorkspace(stream.path) && deniedWrite(stream.path, filesystem)) {
+    if (writing && unwritable(stream.path)) {
       original.close(stream);
       throw new FS.ErrnoError(EACCES);
     }
     return stream;
   };
   FS.close = (stream) => {
-    const written = opensForWriting(stream.flags) && typeof stream.path === "string" && inWorkspace(stream.path) && !deniedWrite(stream.path, filesystem);
+    const written = opensForWriting(stream.flags) && typeof stream.path === "string" && inWorkspace(stream.path) && !unwritable(stream.path);
     original.close(stream);
     if (written) sent(stream.path);
   };

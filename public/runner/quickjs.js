@@ -14,6 +14,7 @@ import RELEASE_SYNC from "@jitl/quickjs-wasmfile-release-sync";
 import DEFAULT_LIMITS from "relay-default-limits";
 import { GuestFiles } from "./guest-files.js";
 import { guestPrelude } from "./guest-prelude.js";
+import { WriteRule, runnerPolicy } from "./write-rule.js";
 
 const MiB = 1024 * 1024;
 const encoder = new TextEncoder();
@@ -37,12 +38,14 @@ export const quickJsEngine = {
     if (!wasmModule) throw new Error(`QuickJS needs ${WASM_FILE}`);
     const standby = await instantiate(wasmModule, STANDBY_CAP_MIB);
     const ready = freshContext(standby.module);
+    const policy = runnerPolicy(modules);
     return {
       async run(job, sink, relay) {
         const capMiB = heapCap(job.limits.memMb);
         const own = capMiB === standby.capMiB ? null : await instantiate(wasmModule, capMiB);
         const { memory } = own ?? standby;
-        const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay).result;
+        const rule = new WriteRule(policy, job.filesystem, relay);
+        const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay, rule).result;
         return { ...outcome, memPeakMb: memory.buffer.byteLength / MiB };
       },
     };
@@ -84,12 +87,15 @@ function freshContext(module) {
 }
 
 class QuickJsRun {
-  /** @param fresh freshContext()'s: this run's own runtime, context and installed prelude */
-  constructor({ runtime, context, holder, formatError, configure }, job, sink, relay) {
+  /**
+   * @param fresh freshContext()'s: this run's own runtime, context and installed prelude
+   * @param rule the run's WriteRule: which of its writes the page stores
+   */
+  constructor({ runtime, context, holder, formatError, configure }, job, sink, relay, rule) {
     this.job = job;
     this.sink = sink;
     this.relay = relay;
-    this.files = new GuestFiles({ capsule: job.files, workspace: job.workspace, filesystem: job.filesystem, relay });
+    this.files = new GuestFiles({ capsule: job.files, workspace: job.workspace, rule, relay });
     this.timers = new Map();
     this.nextTimerId = 1;
     this.fetches = new Map(); // id -> the guest's callback, until the page answers
