@@ -45,7 +45,10 @@ const MAX_URL_LENGTH = 8192;
 const MAX_HEADERS = 256;
 const MAX_HEADER_BYTES = 64 * 1024;
 const MAX_REQUEST_BODY_BYTES = 16 * 1024 * 1024;
-const METHOD = /^[A-Z]{1,16}$/;
+// A method is any RFC 9110 token (M-SEARCH, PROPFIND, ...): the page passes it on and the
+// Worker's egress route says which it performs. Anything else is the guest's mistake, answered
+// with a TypeError as a browser's fetch would raise.
+const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$/;
 
 export class RunnerHost {
   /** @param frameUrl the URL of sandbox.html */
@@ -194,7 +197,6 @@ export class RunnerHost {
     if (!Number.isSafeInteger(id) || run.fetching.has(id) || problem) {
       return this.stop(crashedOutcome(`it sent a fetch the page refuses: ${problem ?? `bad id ${JSON.stringify(id)}`}`));
     }
-    run.counts.fetches++;
     const answer = (reply) => {
       run.fetching.delete(id);
       if (this.current !== run) return;
@@ -205,6 +207,10 @@ export class RunnerHost {
       const body = reply.response?.body;
       run.port.postMessage({ type: "fetched", id, ...reply }, body ? [body] : []);
     };
+    if (!METHOD_TOKEN.test(request.method)) {
+      return answer({ error: { name: "TypeError", message: `${JSON.stringify(request.method.slice(0, 80))} is not a valid HTTP method (RFC 9110: a token of letters, digits and !#$%&'*+-.^_\`|~)` } });
+    }
+    run.counts.fetches++;
     if (run.fetching.size >= MAX_FETCHES_IN_FLIGHT) {
       return answer({ error: { name: "TooManyRequests", message: `at most ${MAX_FETCHES_IN_FLIGHT} fetches may wait at once; await some before starting more` } });
     }
@@ -265,7 +271,7 @@ function fileProblem(filesystem, op, path, data) {
 function fetchProblem(request) {
   const { url, method, headers, body } = request ?? {};
   if (typeof url !== "string" || url.length > MAX_URL_LENGTH) return `the url must be a string of at most ${MAX_URL_LENGTH} characters`;
-  if (typeof method !== "string" || !METHOD.test(method)) return `bad method ${JSON.stringify(method)}`;
+  if (typeof method !== "string") return "the method is not a string";
   if (!Array.isArray(headers) || headers.length > MAX_HEADERS) return `headers must be at most ${MAX_HEADERS} [name, value] pairs`;
   let size = 0;
   for (const pair of headers) {
