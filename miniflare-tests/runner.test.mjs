@@ -220,6 +220,16 @@ print(json.dumps({"argv": sys.argv, "foo": os.environ.get("FOO"), "cwd": os.getc
     const next = await run(job("py", `print("fine")`));
     assert.equal(next.stdout, "fine\n");
   });
+
+  test("the output cap stops a flood of warnings, though Python swallows the error writing raises", async (t) => {
+    // warnings.showwarning drops any OSError from stderr: only the page's own count can stop it.
+    const flood = `import warnings\nwarnings.simplefilter("always")\ni = 0\nwhile True:\n    warnings.warn(f"careful {i}")\n    i += 1\n`;
+    const result = await run(job("py", flood, { limits: { stdoutBytes: 1000, timeoutMs: 20_000 } }));
+    t.diagnostic(`stopped after ${result.usage.wallMs} ms of a 20000 ms limit`);
+    assert.equal(result.error?.name, "OutputLimitExceeded", JSON.stringify(result.error));
+    assert.equal(Buffer.byteLength(result.stdout + result.stderr), 1000);
+    assert.match(result.stderr, /^\/entry\.py:5: UserWarning: careful 0\n/);
+  });
 });
 
 test("a run cancelled while its runtime loads does not take the sandbox from the run after it", async () => {
