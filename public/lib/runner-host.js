@@ -22,8 +22,10 @@ import { runtimeIds } from "./runtime-files.js";
 import { Sandbox } from "./sandbox.js";
 import { DEFAULT_FILESYSTEM, WORKSPACE_LIMIT_BYTES, deniedWrite, workspacePathProblem } from "./workspace-rules.js";
 
-// Fetching, checking and booting a runtime the first time (Pyodide: ~10 MiB) has its own,
-// generous budget; it is the page's own work and no guest code runs during it.
+// Fetching, checking and booting a runtime the first time (Pyodide: ~10 MiB), or taking a worker
+// from the sandbox, may take as long as the run itself may run, and never longer than this
+// (the relay gives a tab as long: relay_core::run::session::LOAD_BUDGET_MS). No guest code runs
+// meanwhile; a load that outlasts the run goes on for the next one.
 const LOAD_TIMEOUT_MS = 120_000;
 
 // Which runtime family runs each language; the capsule names the exact runtime id.
@@ -54,8 +56,8 @@ export class RunnerHost {
   /** @param frameUrl the URL of sandbox.html */
   constructor(frameUrl) {
     this.sandbox = new Sandbox(frameUrl);
-    this.sandbox.onCrash = (runId, message) => {
-      if (this.current?.job.runId === runId) this.stop(crashedOutcome(message));
+    this.sandbox.onCrash = (runId, err) => {
+      if (this.current?.job.runId === runId) this.stop(crashOutcome(this.current, err));
     };
     this.current = null;
   }
@@ -135,7 +137,8 @@ export class RunnerHost {
         return this.stop(failure("ValidationError", message));
       }
       if (!this.sandbox.isPrepared(job.runtimeId)) onLoading(job.runtimeId);
-      this.arm(LOAD_TIMEOUT_MS, (ms) => failure("Timeout", `loading runtime ${job.runtimeId} took longer than ${ms / 1000} s`));
+      const loadMs = Math.min(LOAD_TIMEOUT_MS, job.limits.timeoutMs);
+      this.arm(loadMs, (ms) => failure("Timeout", `loading runtime ${job.runtimeId} took longer than ${ms} ms, the run's own time limit (policy.limits.timeoutMs); it goes on loading: call again`));
       this.sandbox.take(job.runtimeId, job.runId, () => this.current === run).then(
         (port) => this.start(run, port, onStart),
         (err) => this.current === run && this.stop(failure("Internal", err.message)),
@@ -319,6 +322,14 @@ function exitOutcome({ exitCode, memPeakMb, error }) {
 
 function crashedOutcome(message) {
   return failure("Internal", `the runner crashed: ${message}`);
+}
+
+/** Run `run`'s worker died: its frame with it (RuntimeCrashed), or of an error the frame saw. */
+function crashOutcome(run, err) {
+  if (err.name !== "RuntimeCrashed") return crashedOutcome(err.message);
+  const after = run.startedAt === null ? "before it started" : `after ${Math.round(performance.now() - run.startedAt)} ms`;
+  const message = `${run.job.runtimeId} crashed ${after}, most likely out of memory: ${err.message}; the tab serves the next call in a new sandbox. The same code will crash it again: use less memory`;
+  return failure("RuntimeCrashed", message);
 }
 
 function timeoutOutcome(ms) {
