@@ -112,13 +112,13 @@ describe("guest fetch", () => {
       }`);
     assert.equal(js.structuredContent.exitCode, 0, JSON.stringify(js.structuredContent));
     const [searched, malformed] = js.structuredContent.stdout.trim().split("\n");
-    assert.match(searched, /^ValidationError method "M-SEARCH" is not supported; use one of /);
+    assert.match(searched, /^ValidationError egress request: method "M-SEARCH" is not supported; use one of /);
     assert.match(malformed, /^TypeError "NOT A METHOD" is not a valid HTTP method/);
     const py = await runPy(
       `from pyodide.http import pyfetch\ntry:\n    await pyfetch("${origin}/echo", method="M-SEARCH")\nexcept Exception as e:\n    print(e)`,
     );
     assert.equal(py.structuredContent.exitCode, 0, JSON.stringify(py.structuredContent));
-    assert.match(py.structuredContent.stdout, /^ValidationError: method "M-SEARCH" is not supported; use one of /);
+    assert.match(py.structuredContent.stdout, /^ValidationError: egress request: method "M-SEARCH" is not supported; use one of /);
   });
 
   test("a host the policy does not list is refused in the tab, named, and counted", async () => {
