@@ -71,7 +71,10 @@ export class Sandbox {
   }
 
   async load(runtimeId) {
+    const frame = this.frame;
     const files = await loadRuntimeFiles(runtimeId);
+    // The frame died meanwhile: its replacement loads the runtime itself (reload).
+    if (frame !== this.frame) throw new FrameGone(`the sandbox frame was replaced while ${runtimeId} loaded`);
     await this.ready;
     const fromCache = "snapshot.bin" in files;
     try {
