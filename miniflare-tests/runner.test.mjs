@@ -249,6 +249,49 @@ test("a run cancelled while its runtime loads does not take the sandbox from the
   }
 });
 
+test("a sandbox frame whose process dies is replaced: a load then goes on in the new frame, a run then ends RuntimeCrashed", async (t) => {
+  const fresh = await openTestPage(); // its sandbox has no runtime loaded yet
+  // Once the frame's process is gone Playwright counts the whole page as crashed and evaluates
+  // nothing more in it (the page itself runs on): drive it over CDP instead.
+  const cdp = await pages.context.newCDPSession(fresh);
+  const evaluate = async (expression) => {
+    const { result, exceptionDetails } = await cdp.send("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true });
+    assert.equal(exceptionDetails, undefined, JSON.stringify(exceptionDetails));
+    return result.value;
+  };
+  const runIn = (spec) => evaluate(`window.relayTest.run(${JSON.stringify(spec)})`);
+  const state = () => evaluate("window.relayTest.sandboxState()");
+  const until = async (condition) => {
+    while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 20));
+  };
+  // What a guest filling its worker's JavaScript heap does to it (sandbox.test.mjs), at once.
+  const crashFrame = async () => {
+    const frame = fresh.frames().find((f) => f.url().endsWith("/sandbox.html"));
+    (await pages.context.newCDPSession(frame)).send("Page.crash").catch(() => {}); // never answered
+  };
+  try {
+    await until(async () => (await state()).listening);
+    const loading = runIn(job("py", `print("in the new frame")`));
+    await new Promise((resolve) => setTimeout(resolve, 300)); // Pyodide takes seconds to load
+    assert.equal((await state()).running, false, "the frame must die while the runtime loads");
+    await crashFrame();
+    const loaded = await loading;
+    assert.equal(loaded.stdout, "in the new frame\n", JSON.stringify(loaded));
+
+    const looping = runIn(job("js", "while (true) {}", { limits: { timeoutMs: 60_000 } }));
+    await until(async () => (await state()).running);
+    await crashFrame();
+    const crashed = await looping;
+    assert.equal(crashed.error?.name, "RuntimeCrashed", JSON.stringify(crashed));
+    assert.equal(crashed.exitCode, 137);
+    const next = await runIn(job("js", `console.log("next")`));
+    assert.equal(next.stdout, "next\n");
+    t.diagnostic(`a load across the crash: ${loaded.pageMs.toFixed(0)} ms; the crashed run ended after ${crashed.usage.wallMs} ms; the next run took ${next.pageMs.toFixed(0)} ms`);
+  } finally {
+    await fresh.close();
+  }
+});
+
 test("after a reload the runtimes come from the Cache API, not the network", async (t) => {
   const reloaded = await openTestPage();
   const before = server.requests.length;
