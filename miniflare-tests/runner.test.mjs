@@ -250,10 +250,13 @@ test("a run cancelled while its runtime loads does not take the sandbox from the
 });
 
 test("a sandbox frame whose process dies is replaced: a load then goes on in the new frame, a run then ends RuntimeCrashed", async (t) => {
-  const fresh = await openTestPage(); // its sandbox has no runtime loaded yet
+  // A context of its own: the sandbox frames of one context's pages may share a process, and
+  // this test kills that process.
+  const isolated = await pages.browser.newContext();
+  const fresh = await pages.openPage(isolated); // its sandbox has no runtime loaded yet
   // Once the frame's process is gone Playwright counts the whole page as crashed and evaluates
   // nothing more in it (the page itself runs on): drive it over CDP instead.
-  const cdp = await pages.context.newCDPSession(fresh);
+  const cdp = await isolated.newCDPSession(fresh);
   const evaluate = async (expression) => {
     const { result, exceptionDetails } = await cdp.send("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true });
     assert.equal(exceptionDetails, undefined, JSON.stringify(exceptionDetails));
@@ -267,7 +270,7 @@ test("a sandbox frame whose process dies is replaced: a load then goes on in the
   // What a guest filling its worker's JavaScript heap does to it (sandbox.test.mjs), at once.
   const crashFrame = async () => {
     const frame = fresh.frames().find((f) => f.url().endsWith("/sandbox.html"));
-    (await pages.context.newCDPSession(frame)).send("Page.crash").catch(() => {}); // never answered
+    (await isolated.newCDPSession(frame)).send("Page.crash").catch(() => {}); // never answered
   };
   try {
     await until(async () => (await state()).listening);
@@ -288,7 +291,7 @@ test("a sandbox frame whose process dies is replaced: a load then goes on in the
     assert.equal(next.stdout, "next\n");
     t.diagnostic(`a load across the crash: ${loaded.pageMs.toFixed(0)} ms; the crashed run ended after ${crashed.usage.wallMs} ms; the next run took ${next.pageMs.toFixed(0)} ms`);
   } finally {
-    await fresh.close();
+    await isolated.close();
   }
 });
 
