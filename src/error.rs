@@ -101,7 +101,7 @@ impl ErrorName {
             ErrorName::NoExecutorAttached => "no browser tab is attached to this relay session, so nothing can run. Ask the user to open the relay page (its URL is in the message) and keep the tab open, then retry.",
             ErrorName::Cancelled => "the run was stopped before it finished: its request was cancelled, or it waited in the queue longer than the tenant allows. Call again if the result is still needed.",
             ErrorName::UpstreamFailed => "a site the code fetched, or an upstream MCP server it called, failed or did not answer; the message quotes what it said. Retry later, or call something else.",
-            ErrorName::RuntimeCrashed => "the browser process running the code died, almost always because the code used too much memory in a way no limit stops first (Python filling the browser's JavaScript heap through the `js` module, say). The tab restarted its sandbox and serves the next call; the same code will crash it again. Use less memory per call (work in pieces), then call again.",
+            ErrorName::RuntimeCrashed => "the browser process running the code died, almost always because the code used too much memory in a way no limit stops first (Python filling the browser's JavaScript heap through Pyodide's FFI, say). The tab restarted its sandbox and serves the next call; the same code will crash it again. Use less memory per call (work in pieces), then call again.",
             ErrorName::Internal => "a fault in relay itself, not in your code. Retry once; if it happens again, tell the user the message.",
         }
     }
