@@ -392,6 +392,35 @@ describe("the queue and the executor's presence", () => {
     }
   });
 
+  test("a run cancelled while the tab fetches its capsule sends an exit the relay takes", async () => {
+    // Code too big to come inline, so the tab fetches the capsule; held here until the client
+    // has cancelled. The cancelled outcome carries usage fields the relay does not know
+    // (fileErrors): sent as they are, the relay would refuse the batch and the results in it.
+    const code = `// ${randomBytes(96 * 1024).toString("base64")}\nconsole.log("never")`;
+    let fetching;
+    const fetched = new Promise((resolve) => (fetching = resolve));
+    await executor.page.route("**/capsules/**", async (route) => {
+      fetching();
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      await route.continue().catch(() => {}); // the tab has given up on it by now
+    });
+    const from = executor.lines.length;
+    try {
+      const abort = new AbortController();
+      const call = client.callTool({ name: "run_js", arguments: { code } }, undefined, { signal: abort.signal });
+      await fetched;
+      abort.abort();
+      await assert.rejects(call);
+      await waitForLine(executor.lines, /^Execution completed \(exitCode: 130/, 10_000, from);
+    } finally {
+      await executor.page.unroute("**/capsules/**");
+    }
+    const next = await runJs("console.log('next')");
+    assert.equal(next.structuredContent.stdout, "next\n");
+    const lost = executor.lines.slice(from).filter((line) => /results lost|result batch/.test(line));
+    assert.deepEqual(lost, []);
+  });
+
   test("a tab closed mid-run gives the client an error, not a hang", async () => {
     const tab = await openExecutor(browser, key, "closing");
     const c = await connectClient(key, "closing");

@@ -105,6 +105,22 @@ describe("guest fetch", () => {
     );
   });
 
+  test("an unusual but valid method (M-SEARCH) reaches the Worker, whose refusal is raised in the guest, in both runtimes", async () => {
+    const js = await runJs(`
+      for (const method of ["M-SEARCH", "NOT A METHOD"]) {
+        try { await fetch("${origin}/echo", { method }) } catch (e) { console.log(e.name, e.message) }
+      }`);
+    assert.equal(js.structuredContent.exitCode, 0, JSON.stringify(js.structuredContent));
+    const [searched, malformed] = js.structuredContent.stdout.trim().split("\n");
+    assert.match(searched, /^ValidationError egress request: method "M-SEARCH" is not supported; use one of /);
+    assert.match(malformed, /^TypeError "NOT A METHOD" is not a valid HTTP method/);
+    const py = await runPy(
+      `from pyodide.http import pyfetch\ntry:\n    await pyfetch("${origin}/echo", method="M-SEARCH")\nexcept Exception as e:\n    print(e)`,
+    );
+    assert.equal(py.structuredContent.exitCode, 0, JSON.stringify(py.structuredContent));
+    assert.match(py.structuredContent.stdout, /^ValidationError: egress request: method "M-SEARCH" is not supported; use one of /);
+  });
+
   test("a host the policy does not list is refused in the tab, named, and counted", async () => {
     const code = `try { await fetch("https://evil.example/x") } catch (e) { console.log(e.name, e.message) }`;
     const result = await runJs(code);

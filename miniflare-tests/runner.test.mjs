@@ -220,6 +220,16 @@ print(json.dumps({"argv": sys.argv, "foo": os.environ.get("FOO"), "cwd": os.getc
     const next = await run(job("py", `print("fine")`));
     assert.equal(next.stdout, "fine\n");
   });
+
+  test("the output cap stops a flood of warnings, though Python swallows the error writing raises", async (t) => {
+    // warnings.showwarning drops any OSError from stderr: only the page's own count can stop it.
+    const flood = `import warnings\nwarnings.simplefilter("always")\ni = 0\nwhile True:\n    warnings.warn(f"careful {i}")\n    i += 1\n`;
+    const result = await run(job("py", flood, { limits: { stdoutBytes: 1000, timeoutMs: 20_000 } }));
+    t.diagnostic(`stopped after ${result.usage.wallMs} ms of a 20000 ms limit`);
+    assert.equal(result.error?.name, "OutputLimitExceeded", JSON.stringify(result.error));
+    assert.equal(Buffer.byteLength(result.stdout + result.stderr), 1000);
+    assert.match(result.stderr, /^\/entry\.py:5: UserWarning: careful 0\n/);
+  });
 });
 
 test("a run cancelled while its runtime loads does not take the sandbox from the run after it", async () => {
@@ -236,6 +246,52 @@ test("a run cancelled while its runtime loads does not take the sandbox from the
     assert.equal(busy.stdout, "done\n");
   } finally {
     await fresh.close();
+  }
+});
+
+test("a sandbox frame whose process dies is replaced: a load then goes on in the new frame, a run then ends RuntimeCrashed", async (t) => {
+  // A context of its own: the sandbox frames of one context's pages may share a process, and
+  // this test kills that process.
+  const isolated = await pages.browser.newContext();
+  const fresh = await pages.openPage(isolated); // its sandbox has no runtime loaded yet
+  // Once the frame's process is gone Playwright counts the whole page as crashed and evaluates
+  // nothing more in it (the page itself runs on): drive it over CDP instead.
+  const cdp = await isolated.newCDPSession(fresh);
+  const evaluate = async (expression) => {
+    const { result, exceptionDetails } = await cdp.send("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true });
+    assert.equal(exceptionDetails, undefined, JSON.stringify(exceptionDetails));
+    return result.value;
+  };
+  const runIn = (spec) => evaluate(`window.relayTest.run(${JSON.stringify(spec)})`);
+  const state = () => evaluate("window.relayTest.sandboxState()");
+  const until = async (condition) => {
+    while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 20));
+  };
+  // What a guest filling its worker's JavaScript heap does to it (sandbox.test.mjs), at once.
+  const crashFrame = async () => {
+    const frame = fresh.frames().find((f) => f.url().endsWith("/sandbox.html"));
+    (await isolated.newCDPSession(frame)).send("Page.crash").catch(() => {}); // never answered
+  };
+  try {
+    await until(async () => (await state()).listening);
+    const loading = runIn(job("py", `print("in the new frame")`));
+    await new Promise((resolve) => setTimeout(resolve, 300)); // Pyodide takes seconds to load
+    assert.equal((await state()).running, false, "the frame must die while the runtime loads");
+    await crashFrame();
+    const loaded = await loading;
+    assert.equal(loaded.stdout, "in the new frame\n", JSON.stringify(loaded));
+
+    const looping = runIn(job("js", "while (true) {}", { limits: { timeoutMs: 60_000 } }));
+    await until(async () => (await state()).running);
+    await crashFrame();
+    const crashed = await looping;
+    assert.equal(crashed.error?.name, "RuntimeCrashed", JSON.stringify(crashed));
+    assert.equal(crashed.exitCode, 137);
+    const next = await runIn(job("js", `console.log("next")`));
+    assert.equal(next.stdout, "next\n");
+    t.diagnostic(`a load across the crash: ${loaded.pageMs.toFixed(0)} ms; the crashed run ended after ${crashed.usage.wallMs} ms; the next run took ${next.pageMs.toFixed(0)} ms`);
+  } finally {
+    await isolated.close();
   }
 });
 

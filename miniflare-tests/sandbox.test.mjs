@@ -260,6 +260,31 @@ while True:
     assert.equal(next.stdout, "fine\n");
   });
 
+  test("filling its worker's JavaScript heap kills the frame's process: the run ends RuntimeCrashed, and the tab goes on", async (t) => {
+    // V8 aborts the renderer process the sandbox frame lives in (Chromium gives it its own);
+    // the page hears nothing of it but the silence of the frame it pings.
+    const fill = withRealm(`
+keep = []
+i = 0
+while True:
+    keep.append(g.Array.new(1000000).fill(i))
+    i += 1
+`);
+    const timed = async (promise) => {
+      const started = Date.now();
+      return [await promise, Date.now() - started];
+    };
+    const [crashed, crashedMs] = await timed(runPy(fill, { limits: { timeoutMs: 60_000 } }));
+    assert.equal(crashed.error?.name, "RuntimeCrashed", JSON.stringify(crashed));
+    assert.equal(crashed.exitCode, 137);
+    assert.match(crashed.error.message, /^pyodide@\S+ crashed after \d+ ms, most likely out of memory: .*use less memory$/);
+    const [py, pyMs] = await timed(runPy("print('fine')", { limits: { timeoutMs: 5_000 } }));
+    assert.equal(py.stdout, "fine\n", JSON.stringify(py));
+    const [js, jsMs] = await timed(runJs("console.log('fine')", { limits: { timeoutMs: 5_000 } }));
+    assert.equal(js.stdout, "fine\n", JSON.stringify(js));
+    t.diagnostic(`the crashed run ended after ${crashedMs} ms (its limit: 60000 ms); then run_py took ${pyMs} ms, run_js ${jsMs} ms`);
+  });
+
   test("ctypes into emscripten_run_script meets the no-eval wall, and the next run is clean", async () => {
     const result = await runPy(`import ctypes
 ctypes.CDLL(None).emscripten_run_script(b"fetch('${loopback.url}/ctypes-eval')")

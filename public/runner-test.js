@@ -77,6 +77,11 @@ window.relayTest = {
     return runner.sandbox.offers.has(runtimeId);
   },
 
+  /** Whether the sandbox frame listens (said hello) and whether a run's job is in a worker. */
+  sandboxState() {
+    return { listening: runner.sandbox.listening, running: Boolean(runner.current?.port) };
+  },
+
   /** A workspace's files as text, and its backend and size. */
   async workspaceFiles(workspace) {
     const opened = await workspaceOf(workspace);

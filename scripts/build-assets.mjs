@@ -103,9 +103,9 @@ export async function buildAssets({ log = console.log } = {}) {
 /**
  * Tables printed by relay-core (`relay-capsule <command>`), which the bundles import as
  * `relay-<command>`, so that the page and the Worker share one copy: the error names and exit
- * codes, and the run limits a manifest without its own gets.
+ * codes, the run limits a manifest without its own gets, and the fields a tab's exit event may carry.
  */
-const FROM_CORE = ["error-names", "default-limits"];
+const FROM_CORE = ["error-names", "default-limits", "exit-fields"];
 
 async function generateFromCore() {
   await mkdir(GENERATED, { recursive: true });

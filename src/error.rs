@@ -21,11 +21,14 @@ pub enum ErrorName {
     /// Something the run reached out to (a site through guarded fetch, an upstream MCP server)
     /// gave no usable answer.
     UpstreamFailed,
+    /// The browser process running the code died under it, almost always because the code ran
+    /// the runtime out of memory in a way no limit catches first (the tab restarts its sandbox).
+    RuntimeCrashed,
     Internal,
 }
 
 impl ErrorName {
-    pub const ALL: [ErrorName; 9] = [
+    pub const ALL: [ErrorName; 10] = [
         ErrorName::ValidationError,
         ErrorName::PolicyDenied,
         ErrorName::Timeout,
@@ -34,6 +37,7 @@ impl ErrorName {
         ErrorName::NoExecutorAttached,
         ErrorName::Cancelled,
         ErrorName::UpstreamFailed,
+        ErrorName::RuntimeCrashed,
         ErrorName::Internal,
     ];
 
@@ -47,6 +51,7 @@ impl ErrorName {
             ErrorName::NoExecutorAttached => "NoExecutorAttached",
             ErrorName::Cancelled => "Cancelled",
             ErrorName::UpstreamFailed => "UpstreamFailed",
+            ErrorName::RuntimeCrashed => "RuntimeCrashed",
             ErrorName::Internal => "Internal",
         }
     }
@@ -57,11 +62,13 @@ impl ErrorName {
     }
 
     /// The exit code of a run that ended with this error: 124 for a timeout as GNU
-    /// timeout(1), 130 for a cancel as a program stopped by SIGINT, else 1.
+    /// timeout(1), 130 for a cancel as a program stopped by SIGINT, 137 for a crashed runtime
+    /// as a program the kernel's out-of-memory killer stopped (SIGKILL), else 1.
     pub fn exit_code(self) -> i32 {
         match self {
             ErrorName::Timeout => 124,
             ErrorName::Cancelled => 130,
+            ErrorName::RuntimeCrashed => 137,
             _ => 1,
         }
     }
@@ -79,7 +86,7 @@ impl ErrorName {
             // nginx's "client closed request": no standard status says it.
             ErrorName::Cancelled => 499,
             ErrorName::UpstreamFailed => 502,
-            ErrorName::Internal => 500,
+            ErrorName::RuntimeCrashed | ErrorName::Internal => 500,
         }
     }
 
@@ -94,6 +101,7 @@ impl ErrorName {
             ErrorName::NoExecutorAttached => "no browser tab is attached to this relay session, so nothing can run. Ask the user to open the relay page (its URL is in the message) and keep the tab open, then retry.",
             ErrorName::Cancelled => "the run was stopped before it finished: its request was cancelled, or it waited in the queue longer than the tenant allows. Call again if the result is still needed.",
             ErrorName::UpstreamFailed => "a site the code fetched, or an upstream MCP server it called, failed or did not answer; the message quotes what it said. Retry later, or call something else.",
+            ErrorName::RuntimeCrashed => "the browser process running the code died, almost always because the code used too much memory in a way no limit stops first (Python filling the browser's JavaScript heap through Pyodide's FFI, say). The tab restarted its sandbox and serves the next call; the same code will crash it again. Use less memory per call (work in pieces), then call again.",
             ErrorName::Internal => "a fault in relay itself, not in your code. Retry once; if it happens again, tell the user the message.",
         }
     }

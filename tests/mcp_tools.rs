@@ -437,6 +437,7 @@ fn error_names_and_statuses() {
         (ErrorName::NoExecutorAttached, "NoExecutorAttached", 425),
         (ErrorName::Cancelled, "Cancelled", 499),
         (ErrorName::UpstreamFailed, "UpstreamFailed", 502),
+        (ErrorName::RuntimeCrashed, "RuntimeCrashed", 500),
         (ErrorName::Internal, "Internal", 500),
     ];
     assert_eq!(ErrorName::ALL.len(), expected.len());

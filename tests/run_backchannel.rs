@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use relay_core::run::backchannel::{
-    parse_batch, parse_socket_batch, socket_reply, Applied, EventBody, Exit, RunError, RunLog, TabEvent, Usage,
-    MAX_BATCH_EVENTS,
+    exit_fields, parse_batch, parse_socket_batch, socket_reply, Applied, EventBody, Exit, RunError, RunLog, TabEvent,
+    Usage, MAX_BATCH_EVENTS,
 };
 use serde_json::json;
 
@@ -136,6 +136,49 @@ fn unknown_fields_are_refused() {
     for (what, value) in cases {
         let err = parse_batch(line(value).as_bytes()).expect_err(what);
         assert!(err.starts_with("line 1:") && err.contains("unknown field"), "{what}: {err}");
+    }
+}
+
+/// An exit whose usage, error and one file carry every field `exit_fields` lists (the page's
+/// exit events are built from that list), each with a value of its type.
+fn exit_with_every_listed_field(extra: Option<(&str, &str)>) -> serde_json::Value {
+    let fields = exit_fields();
+    let sample = |name: &str| match name {
+        "uploaded" => json!(true),
+        "image" => json!({"mimeType": "image/png", "data": "AA=="}),
+        "path" | "sha256" | "name" | "message" => json!("x"),
+        _ => json!(1),
+    };
+    let mut groups = serde_json::Map::new();
+    for group in ["usage", "error", "file"] {
+        let mut value: serde_json::Map<_, _> = fields[group]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .map(|n| (n.to_owned(), sample(n)))
+            .collect();
+        if let Some((_, field)) = extra.filter(|(g, _)| *g == group) {
+            value.insert(field.to_owned(), json!(0));
+        }
+        groups.insert(group.to_owned(), value.into());
+    }
+    json!({"runId": "r_1", "seq": 0, "type": "exit", "exitCode": 1,
+           "usage": groups["usage"], "error": groups["error"], "files": [groups["file"]]})
+}
+
+#[test]
+fn exit_fields_lists_exactly_what_an_exit_may_carry() {
+    let events = parse_batch(line(exit_with_every_listed_field(None)).as_bytes()).unwrap();
+    let EventBody::Exit { usage, error, files, .. } = &events[0].body else { panic!("not an exit") };
+    assert_eq!(*usage, Usage { wall_ms: 1, mem_peak_mb: 1, fetches: 1, denied: 1 });
+    assert_eq!(error.as_ref().map(|e| e.name.as_str()), Some("x"));
+    assert!(files[0].uploaded && files[0].image.is_some());
+    // What the page's own outcomes hold besides (usage.fileErrors, a file's url) is refused:
+    // sent, it would cost the whole batch.
+    for (group, field) in [("usage", "fileErrors"), ("file", "url"), ("error", "stack")] {
+        let err = parse_batch(line(exit_with_every_listed_field(Some((group, field)))).as_bytes()).expect_err(field);
+        assert!(err.contains(&format!("unknown field `{field}`")), "{group}.{field}: {err}");
     }
 }
 

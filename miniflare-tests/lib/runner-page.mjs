@@ -23,9 +23,9 @@ export async function startRunnerPages() {
     server,
     browser,
     context,
-    /** A new tab on the test page, once window.relayTest exists. */
-    async openPage() {
-      const page = await context.newPage();
+    /** A new tab on the test page (in `inContext`), once window.relayTest exists. */
+    async openPage(inContext = context) {
+      const page = await inContext.newPage();
       page.on("pageerror", (err) => console.error(`page error: ${err.message}`));
       await page.goto(`${server.url}/runner-test.html`);
       await page.waitForFunction(() => window.relayTest);

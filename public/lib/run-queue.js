@@ -12,6 +12,7 @@
 import { loadCapsule } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
+import { exitEvent } from "./exit-event.js";
 import { runFileTool } from "./file-tools.js";
 import { uploadOutFiles } from "./out-files.js";
 import { cancelledOutcome } from "./runner-host.js";
@@ -56,7 +57,7 @@ export class RunQueue {
     if (index < 0) return;
     const [announced] = this.pending.splice(index, 1);
     this.status.log(`Cancelled run ${runId} before it started`);
-    this.backchannel.forRun(runId)({ type: "exit", ...cancelledOutcome() });
+    this.backchannel.forRun(runId)(exitEvent(cancelledOutcome()));
   }
 
   async next() {
@@ -144,10 +145,10 @@ export class RunQueue {
       },
     });
     echo.end();
-    const { fileErrors, ...usage } = outcome.usage;
+    const { fileErrors } = outcome.usage;
     if (fileErrors) this.status.error(`run ${runId}: ${fileErrors} file change(s) could not be stored`);
     const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken });
-    this.complete(report, view, { ...outcome, usage, files });
+    this.complete(report, view, { ...outcome, files });
   }
 
   /**
@@ -172,13 +173,13 @@ export class RunQueue {
     const started = performance.now();
     const { value, exitCode = 0, error } = await runFileTool(this.workspace, this.policy, command);
     const usage = { wallMs: Math.round(performance.now() - started), memPeakMb: 0 };
-    report({ type: "exit", exitCode, usage, ...(error ? { error } : { value }) });
+    report(exitEvent({ exitCode, usage, error, value }));
     view.finish({ exitCode, usage, error });
     this.status.log(`${command.tool} ${target}: ${error ? `${error.name}: ${error.message}` : "done"}`);
   }
 
   complete(report, view, { exitCode, usage, error, files = [] }) {
-    report({ type: "exit", exitCode, usage, files: files.map(({ url, ...file }) => file), ...(error && { error }) });
+    report(exitEvent({ exitCode, usage, error, files }));
     const runtime = formatSeconds(usage.wallMs);
     this.status.log(`Execution completed (exitCode: ${exitCode}, runtime: ${runtime})`);
     if (error) this.status.error(`${error.name}: ${error.message}`);

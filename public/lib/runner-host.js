@@ -23,8 +23,10 @@ import { runtimeIds } from "./runtime-files.js";
 import { Sandbox } from "./sandbox.js";
 import { DEFAULT_FILESYSTEM, WORKSPACE_LIMIT_BYTES, writeRefusal } from "./workspace-rules.js";
 
-// Fetching, checking and booting a runtime the first time (Pyodide: ~10 MiB) has its own,
-// generous budget; it is the page's own work and no guest code runs during it.
+// Fetching, checking and booting a runtime the first time (Pyodide: ~10 MiB), or taking a worker
+// from the sandbox, may take as long as the run itself may run, and never longer than this
+// (the relay gives a tab as long: relay_core::run::session::LOAD_BUDGET_MS). No guest code runs
+// meanwhile; a load that outlasts the run goes on for the next one.
 const LOAD_TIMEOUT_MS = 120_000;
 
 // Which runtime family runs each language; the capsule names the exact runtime id.
@@ -48,14 +50,17 @@ const MAX_URL_LENGTH = 8192;
 const MAX_HEADERS = 256;
 const MAX_HEADER_BYTES = 64 * 1024;
 const MAX_REQUEST_BODY_BYTES = 16 * 1024 * 1024;
-const METHOD = /^[A-Z]{1,16}$/;
+// A method is any RFC 9110 token (M-SEARCH, PROPFIND, ...): the page passes it on and the
+// Worker's egress route says which it performs. Anything else is the guest's mistake, answered
+// with a TypeError as a browser's fetch would raise.
+const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$/;
 
 export class RunnerHost {
   /** @param frameUrl the URL of sandbox.html */
   constructor(frameUrl) {
     this.sandbox = new Sandbox(frameUrl);
-    this.sandbox.onCrash = (runId, message) => {
-      if (this.current?.job.runId === runId) this.stop(crashedOutcome(message));
+    this.sandbox.onCrash = (runId, err) => {
+      if (this.current?.job.runId === runId) this.stop(crashOutcome(this.current, err));
     };
     this.current = null;
   }
@@ -135,7 +140,8 @@ export class RunnerHost {
         return this.stop(failure("ValidationError", message));
       }
       if (!this.sandbox.isPrepared(job.runtimeId)) onLoading(job.runtimeId);
-      this.arm(LOAD_TIMEOUT_MS, (ms) => failure("Timeout", `loading runtime ${job.runtimeId} took longer than ${ms / 1000} s`));
+      const loadMs = Math.min(LOAD_TIMEOUT_MS, job.limits.timeoutMs);
+      this.arm(loadMs, (ms) => failure("Timeout", `loading runtime ${job.runtimeId} took longer than ${ms} ms, the run's own time limit (policy.limits.timeoutMs); it goes on loading: call again`));
       // The page's path rule (policy.wasm) judges the run's file changes: loaded once per page.
       Promise.all([this.sandbox.take(job.runtimeId, job.runId, () => this.current === run), loadPolicy()]).then(
         ([port, policy]) => this.start(run, port, onStart, policy),
@@ -199,7 +205,6 @@ export class RunnerHost {
     if (!Number.isSafeInteger(id) || run.fetching.has(id) || problem) {
       return this.stop(crashedOutcome(`it sent a fetch the page refuses: ${problem ?? `bad id ${JSON.stringify(id)}`}`));
     }
-    run.counts.fetches++;
     const answer = (reply) => {
       run.fetching.delete(id);
       if (this.current !== run) return;
@@ -210,6 +215,10 @@ export class RunnerHost {
       const body = reply.response?.body;
       run.port.postMessage({ type: "fetched", id, ...reply }, body ? [body] : []);
     };
+    if (!METHOD_TOKEN.test(request.method)) {
+      return answer({ error: { name: "TypeError", message: `${JSON.stringify(request.method.slice(0, 80))} is not a valid HTTP method (RFC 9110: a token of letters, digits and !#$%&'*+-.^_\`|~)` } });
+    }
+    run.counts.fetches++;
     if (run.fetching.size >= MAX_FETCHES_IN_FLIGHT) {
       return answer({ error: { name: "TooManyRequests", message: `at most ${MAX_FETCHES_IN_FLIGHT} fetches may wait at once; await some before starting more` } });
     }
@@ -269,7 +278,7 @@ function fileProblem({ policy, job }, op, path, data) {
 function fetchProblem(request) {
   const { url, method, headers, body } = request ?? {};
   if (typeof url !== "string" || url.length > MAX_URL_LENGTH) return `the url must be a string of at most ${MAX_URL_LENGTH} characters`;
-  if (typeof method !== "string" || !METHOD.test(method)) return `bad method ${JSON.stringify(method)}`;
+  if (typeof method !== "string") return "the method is not a string";
   if (!Array.isArray(headers) || headers.length > MAX_HEADERS) return `headers must be at most ${MAX_HEADERS} [name, value] pairs`;
   let size = 0;
   for (const pair of headers) {
@@ -317,6 +326,14 @@ function exitOutcome({ exitCode, memPeakMb, error }) {
 
 function crashedOutcome(message) {
   return failure("Internal", `the runner crashed: ${message}`);
+}
+
+/** Run `run`'s worker died: its frame with it (RuntimeCrashed), or of an error the frame saw. */
+function crashOutcome(run, err) {
+  if (err.name !== "RuntimeCrashed") return crashedOutcome(err.message);
+  const after = run.startedAt === null ? "before it started" : `after ${Math.round(performance.now() - run.startedAt)} ms`;
+  const message = `${run.job.runtimeId} crashed ${after}, most likely out of memory: ${err.message}; the tab serves the next call in a new sandbox. The same code will crash it again: use less memory`;
+  return failure("RuntimeCrashed", message);
 }
 
 function timeoutOutcome(ms) {

@@ -6,25 +6,57 @@
 // ready worker the frame offers ahead (standby) is used at once when the offer is current (see
 // frame.js: it counts the kills it had handled), saving a round trip through the frame.
 // Messages from the frame are accepted only from that frame's window.
+//
+// The frame can die under a run. Chromium gives the opaque-origin frame a process of its own,
+// and guest code can kill that process: Python filling its worker's JavaScript heap through
+// Pyodide's FFI makes V8 abort the whole renderer (Chromium 156: the frame's process crashes
+// after 10-20 s; the page gets no event, no worker error, no MessagePort `close`). So the page
+// pings the frame, whose thread runs no guest code, and a ping unanswered for FRAME_SILENCE_MS
+// means the frame is dead: the run holding a worker ends (onCrash), a new frame replaces it and
+// loads the runtimes the old one had, and takes and loads that were waiting on the old frame
+// start again on the new one.
 
+import { namedError } from "./errors.js";
 import { memo } from "./memo.js";
 import { dropSnapshot, loadRuntimeFiles, saveSnapshot } from "./runtime-files.js";
+
+// How often the page pings the frame, and how long an unanswered ping may wait before the frame
+// counts as dead. The frame answers within milliseconds; the margin is for a loaded machine.
+const PING_EVERY_MS = 500;
+const FRAME_SILENCE_MS = 3_000;
+
+/** What a take or load waiting on a frame that died is rejected with: it starts again. */
+class FrameGone extends Error {}
 
 export class Sandbox {
   /** @param frameUrl the URL of sandbox.html; the frame is added to `document.body`. */
   constructor(frameUrl) {
+    this.frameUrl = frameUrl;
+    this.runtimes = new Set(); // the runtime ids asked for: a new frame loads them again
+    this.holder = null; // the run that holds a worker of the frame
+    this.pings = 0;
+    // (runId, error): the frame died while run `runId` held one of its workers.
+    this.onCrash = () => {};
+    window.addEventListener("message", (event) => this.onMessage(event));
+    this.open();
+    setInterval(() => this.checkFrame(), PING_EVERY_MS);
+  }
+
+  /** A new frame, with nothing loaded; messages to it wait until it says hello. */
+  open() {
     this.frame = document.createElement("iframe");
     this.frame.sandbox = "allow-scripts";
     this.frame.hidden = true;
     this.frame.title = "relay-edge sandbox";
     this.ready = new Promise((resolve) => (this.onHello = resolve));
+    this.listening = false; // the frame said hello
+    this.unsent = []; // [message, transfer] posted before it did
+    this.ping = null; // {id, sentAt}: the ping not answered yet
     this.prepared = memo((runtimeId) => this.load(runtimeId));
     this.waiting = new Map(); // key -> {resolve, reject}
     this.offers = new Map(); // runtimeId -> {id, port, killed}: ready workers the frame offered
     this.killsSent = 0;
-    this.onCrash = () => {};
-    window.addEventListener("message", (event) => this.onMessage(event));
-    this.frame.src = frameUrl;
+    this.frame.src = this.frameUrl;
     document.body.append(this.frame);
   }
 
@@ -34,18 +66,22 @@ export class Sandbox {
 
   /** Loads `runtimeId` into the frame once; a failure is not remembered (the next run retries). */
   prepare(runtimeId) {
+    this.runtimes.add(runtimeId);
     return this.prepared(runtimeId);
   }
 
   async load(runtimeId) {
+    const frame = this.frame;
     const files = await loadRuntimeFiles(runtimeId);
+    // The frame died meanwhile: its replacement loads the runtime itself (reload).
+    if (frame !== this.frame) throw new FrameGone(`the sandbox frame was replaced while ${runtimeId} loaded`);
     await this.ready;
     const fromCache = "snapshot.bin" in files;
     try {
       const { snapshot } = await this.ask(`prepared:${runtimeId}`, { type: "prepare", runtimeId, files }, Object.values(files));
       if (snapshot) saveSnapshot(runtimeId, snapshot).catch(() => {});
     } catch (err) {
-      if (!fromCache) throw err;
+      if (!fromCache || err instanceof FrameGone) throw err;
       // A snapshot from an older browser build, say: boot from scratch and make a new one.
       await dropSnapshot(runtimeId);
       return this.load(runtimeId);
@@ -55,9 +91,21 @@ export class Sandbox {
   /**
    * A fresh worker, loaded with `runtimeId`, for run `runId`: the MessagePort to its glue. No
    * worker is asked for once `wanted()` says the run is over (the frame would stop the worker
-   * of whichever run holds one then).
+   * of whichever run holds one then). A frame that dies meanwhile is replaced and asked again.
    */
   async take(runtimeId, runId, wanted = () => true) {
+    for (;;) {
+      try {
+        const port = await this.takeFromFrame(runtimeId, runId, wanted);
+        this.holder = runId;
+        return port;
+      } catch (err) {
+        if (!(err instanceof FrameGone) || !wanted()) throw err;
+      }
+    }
+  }
+
+  async takeFromFrame(runtimeId, runId, wanted) {
     await this.prepare(runtimeId);
     if (!wanted()) throw new Error(`run ${runId} ended before it had a worker`);
     const offer = this.offers.get(runtimeId);
@@ -77,6 +125,7 @@ export class Sandbox {
 
   /** Ends run `runId`: its worker is terminated. */
   kill(runId) {
+    if (this.holder === runId) this.holder = null;
     this.killsSent++;
     this.post({ type: "kill", runId });
   }
@@ -93,7 +142,9 @@ export class Sandbox {
     });
   }
 
+  /** Posts to the frame, once it listens (what a frame's first document is sent is lost). */
   post(message, transfer = []) {
+    if (!this.listening) return this.unsent.push([message, transfer]);
     this.frame.contentWindow.postMessage(message, "*", transfer);
   }
 
@@ -101,7 +152,10 @@ export class Sandbox {
     if (source !== this.frame.contentWindow || !data) return;
     switch (data.type) {
       case "hello":
-        return this.onHello();
+        return this.listen();
+      case "pong":
+        if (data.id === this.ping?.id) this.ping = null;
+        return;
       case "prepared":
         return this.settle(`prepared:${data.runtimeId}`, null, { snapshot: data.snapshot });
       case "failed":
@@ -112,8 +166,56 @@ export class Sandbox {
         return this.keepOffer(data, ports[0]);
       case "crashed":
         if (this.waiting.has(`taken:${data.runId}`)) return this.settle(`taken:${data.runId}`, new Error(data.message));
-        return this.onCrash(data.runId, String(data.message));
+        return this.onCrash(data.runId, new Error(String(data.message)));
     }
+  }
+
+  listen() {
+    this.listening = true;
+    for (const [message, transfer] of this.unsent.splice(0)) this.post(message, transfer);
+    this.onHello();
+  }
+
+  /**
+   * Pings the listening frame, unless a ping is unanswered: past FRAME_SILENCE_MS the frame is
+   * dead, once the messages already queued for this page were read (had the page itself been
+   * stalled, the answer would be among them: posted messages are read in order).
+   */
+  checkFrame() {
+    if (!this.listening) return;
+    const ping = this.ping;
+    if (!ping) {
+      this.ping = { id: ++this.pings, sentAt: performance.now() };
+      return this.post({ type: "ping", id: this.ping.id });
+    }
+    if (performance.now() - ping.sentAt <= FRAME_SILENCE_MS) return;
+    const { port1, port2 } = new MessageChannel();
+    port1.onmessage = () => {
+      port1.close();
+      if (this.ping === ping) this.replaceFrame(performance.now() - ping.sentAt);
+    };
+    port2.postMessage(null);
+  }
+
+  /**
+   * The frame is dead: a new one takes its place and loads the runtimes again; whatever waited
+   * on the old one starts again (FrameGone), and the run that held a worker there has crashed.
+   */
+  replaceFrame(silentMs) {
+    const { frame, waiting, offers, holder } = this;
+    frame.remove();
+    for (const offer of offers.values()) offer.port.close();
+    this.holder = null;
+    this.open();
+    const message = `the sandbox frame's process stopped answering (no answer for ${Math.round(silentMs)} ms) and was replaced`;
+    for (const waiter of waiting.values()) waiter.reject(new FrameGone(message));
+    this.reload([...this.runtimes]);
+    if (holder) this.onCrash(holder, namedError("RuntimeCrashed", message));
+  }
+
+  /** Loads `runtimeIds` into the new frame one after another (the first is ready soonest). */
+  async reload(runtimeIds) {
+    for (const runtimeId of runtimeIds) await this.prepare(runtimeId).catch(() => {});
   }
 
   keepOffer({ runtimeId, id, killed }, port) {

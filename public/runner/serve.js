@@ -70,7 +70,7 @@ async function bytesOf(blobs) {
 }
 
 async function run(instance, job, send, relay) {
-  const sink = new OutputSink(job.limits.stdoutBytes, send);
+  const sink = new OutputSink(job.limits.stdoutBytes, send, { overshoot: true });
   let outcome;
   try {
     outcome = await instance.run(job, sink, relay);

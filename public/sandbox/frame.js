@@ -30,11 +30,13 @@
 //                  {type:"discard", runtimeId, id}                          offer `id` is stale: terminate it
 //                  {type:"kill", runId}                                     the run is over: terminate its worker
 //                  {type:"refill"}                                          the page is idle: load the standbys taken
+//                  {type:"ping", id}                                        are you alive? (lib/sandbox.js)
 //   frame -> page  {type:"hello"}                                           the frame is listening
 //                  {type:"prepared", runtimeId, snapshot?} | {type:"failed", runtimeId, message}
 //                  {type:"taken", runId} + [port]                           the port reaches the worker's glue
 //                  {type:"standby", runtimeId, id, killed} + [port]        an offer (see above)
 //                  {type:"crashed", runId, message}                         the run's worker died of an error
+//                  {type:"pong", id}                                        the answer to ping `id`
 // The frame never reads what a worker says after it is ready: the page talks to it over the
 // port and judges every message itself (lib/runner-host.js).
 
@@ -120,6 +122,12 @@ const HANDLERS = {
   async refill() {
     if (running || taking) return; // not idle after all: the next take loads its own
     for (const runtime of runtimes.values()) runtime.refill();
+  },
+
+  // This thread runs no guest code and waits on nothing, so it answers at once while its
+  // process lives; the page takes silence for the process's death.
+  async ping({ id }) {
+    reply({ type: "pong", id });
   },
 };
 

@@ -15,6 +15,7 @@
 //! relay-capsule audit-verify  stdin: exported audit records (a JSON array or NDJSON, oldest first);
 //!                               stdout: `ok: N records, head <seq> <chain>` (exit 1 and `broken at seq N: why`)
 //! relay-capsule default-limits  stdout: the run limits a manifest without its own gets (policy::Limits)
+//! relay-capsule exit-fields     stdout: the fields a tab's exit event may carry (run::backchannel)
 //! ```
 
 use relay_core::audit;
@@ -44,8 +45,9 @@ fn main() -> ExitCode {
         ["error-names"] => Ok(relay_core::error::table_json().to_string().into_bytes()),
         ["audit-verify"] => audit_verify(),
         ["default-limits"] => serde_json::to_vec(&Limits::default()).map_err(|e| e.to_string()),
+        ["exit-fields"] => Ok(relay_core::run::backchannel::exit_fields().to_string().into_bytes()),
         _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | run-token <seed> <tenant> <session> <run> \
-             <capsule hash> <ttl s> | upload-grant <seed> <tenant> <session> <run> <sha256> <size> <age s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | default-limits"
+             <capsule hash> <ttl s> | upload-grant <seed> <tenant> <session> <run> <sha256> <size> <age s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | default-limits | exit-fields"
             .into()),
     };
     match result {

@@ -316,7 +316,8 @@ const RUN_COMMON: &str = "Each run starts in a fresh interpreter; the workspace 
     exitCode, stdout, stderr, usage {wallMs, memPeakMb, fetches, denied} and files (what the run \
     wrote to /out, each with size, sha256 and a download URL valid for an hour; images also come \
     back as image content); isError is set when the exit code is not 0 or the run failed with ValidationError, \
-    PolicyDenied, Timeout, OutputLimitExceeded, NoExecutorAttached, Cancelled or Internal. A \
+    PolicyDenied, Timeout, OutputLimitExceeded, NoExecutorAttached, Cancelled, RuntimeCrashed (the \
+    code ran the browser out of memory) or Internal. A \
     fetch or write the policy refuses raises PolicyDenied inside the program, naming what to \
     allow. `await mcps.call(server, tool, params)` (JS and Python) calls a tool of the tenant's \
     upstream MCP servers (see /mcps/index.json); their credentials stay on the server. A browser tab must be attached: on NoExecutorAttached ask the user to open the relay page.";

@@ -95,6 +95,34 @@ pub struct InlineImage {
     pub data: String,
 }
 
+/// The fields an `exit` event's `usage`, `error` and each of its `files` may carry, by their
+/// JSON names: the page builds its exit events from this list (`relay-capsule exit-fields`, at
+/// build time), so it never sends a field [`parse_batch`] refuses, which would lose the whole
+/// batch. Taken from serializing each type, so a field added here is listed at once.
+pub fn exit_fields() -> Value {
+    let file = OutFile {
+        path: String::new(),
+        size: 0,
+        sha256: String::new(),
+        uploaded: false,
+        image: Some(InlineImage { mime_type: String::new(), data: String::new() }),
+    };
+    let error = RunError { name: String::new(), message: String::new() };
+    serde_json::json!({
+        "usage": field_names(&Usage::default()),
+        "error": field_names(&error),
+        "file": field_names(&file),
+    })
+}
+
+/// The JSON names of a struct's fields, as it serializes.
+fn field_names(value: &impl Serialize) -> Vec<String> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(map)) => map.into_iter().map(|(name, _)| name).collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// An error the executor reports, named with one of [`crate::error::ErrorName`]'s names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

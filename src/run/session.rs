@@ -25,7 +25,7 @@ use crate::auth::QueueSettings;
 use crate::error::ErrorName;
 
 /// What a tab may spend fetching a capsule and loading a runtime before the program starts
-/// (the page gives itself the same).
+/// (the page gives loading a runtime no more, and no more than the run's own timeout).
 pub const LOAD_BUDGET_MS: u64 = 120_000;
 /// How long past its own timeout a silent tab gets before the run is declared timed out (the
 /// tab enforces the timeout itself and reports it; this is for a tab that cannot).

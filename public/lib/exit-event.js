@@ -1,0 +1,27 @@
+// A run's `exit` event as the relay takes it (relay_core::run::backchannel, EventBody::Exit).
+// The fields its usage, error and files may carry come from the core at build time
+// (`relay-capsule exit-fields`, wired in by scripts/build-assets.mjs): the relay refuses a
+// batch with a field it does not know, and with it every other event of that batch, so the
+// page sends only these, whatever else its own outcomes hold (usage.fileErrors, a file's url).
+
+import EXIT_FIELDS from "relay-exit-fields";
+
+/** `value` with only the fields in `names` that it has. */
+function only(names, value) {
+  return Object.fromEntries(names.filter((name) => value[name] !== undefined).map((name) => [name, value[name]]));
+}
+
+/**
+ * The exit event of a run that ended with `outcome`: `{exitCode, usage, error?, files?}` (a
+ * run's) or `{exitCode, usage, error? | value}` (a file tool's).
+ */
+export function exitEvent({ exitCode, usage = {}, error, files, value }) {
+  return {
+    type: "exit",
+    exitCode,
+    usage: only(EXIT_FIELDS.usage, usage),
+    ...(files && { files: files.map((file) => only(EXIT_FIELDS.file, file)) }),
+    ...(error && { error: only(EXIT_FIELDS.error, error) }),
+    ...(value !== undefined && { value }),
+  };
+}
