@@ -181,14 +181,19 @@ describe("files left in /out", () => {
     assert.deepEqual(Object.keys(byPath).sort(), ["/out/data.csv", "/out/plot.svg"]);
     assert.equal(byPath["/out/data.csv"].size, 8);
     assert.match(byPath["/out/data.csv"].sha256, /^[0-9a-f]{64}$/);
-    const download = await fetch(new URL(byPath["/out/data.csv"].url, BASE));
+    // The URL is absolute: a client downloads with nothing but what the result says.
+    assert.ok(byPath["/out/data.csv"].url.startsWith(`${BASE}/files/`), byPath["/out/data.csv"].url);
+    const download = await fetch(byPath["/out/data.csv"].url);
     assert.equal(download.status, 200);
     assert.equal(await download.text(), "a,b\n1,2\n");
+    const head = await fetch(byPath["/out/plot.svg"].url, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get("content-type"), "image/svg+xml");
     const image = result.content.find((c) => c.type === "image");
     assert.equal(image?.mimeType, "image/svg+xml");
     assert.equal(Buffer.from(image.data, "base64").toString(), svg);
 
-    const tampered = new URL(byPath["/out/data.csv"].url, BASE);
+    const tampered = new URL(byPath["/out/data.csv"].url);
     tampered.pathname = tampered.pathname.replace("data.csv", "plot.svg");
     assert.equal((await fetch(tampered)).status, 403);
   });

@@ -64,7 +64,7 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Post, ["egress"]) => egress::handle(req, env, who).await,
         (Method::Post, ["mcps-rpc"]) => upstreams::rpc(req, env, who).await,
         (Method::Put, ["files", run, path @ ..]) if !path.is_empty() => files::put(req, env, run, path, who).await,
-        (Method::Get, ["files", tenant, run, path @ ..]) if !path.is_empty() => {
+        (Method::Get | Method::Head, ["files", tenant, run, path @ ..]) if !path.is_empty() => {
             files::get(&req, env, tenant, run, path).await
         }
         (Method::Post, ["admin", "tenants"]) => tenants::create(req, env).await,
