@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { attachedExecutor } from "./lib/attached.mjs";
-import { BASE } from "./lib/relay.mjs";
+import { BASE, patchTenant } from "./lib/relay.mjs";
 
 let attached;
 let executor;
@@ -167,6 +167,35 @@ describe("guest fetch", () => {
     });
     assert.match(result.structuredContent.stdout, /^PolicyDenied .*maxBodyBytes/, JSON.stringify(result.structuredContent));
     assert.ok(bigBodyRead < 8 * 1024 * 1024, `the target sent ${bigBodyRead} bytes`);
+  });
+});
+
+describe("a host the tenant's admin allows", () => {
+  test("is refused until the admin patches the tenant's defaults, then allowed at once", async () => {
+    // The loopback target by its address: the tenant allows IP literals and private ranges, but
+    // lists only "localhost" in allowedDomains.
+    const url = `http://127.0.0.1:${target.address().port}/hello`;
+    const code = `try { console.log(await (await fetch("${url}")).text()) } catch (e) { console.log(e.name, e.message) }`;
+    const refused = (await runJs(code)).structuredContent.stdout;
+    assert.match(refused, /^PolicyDenied .*"127\.0\.0\.1" is not in network\.allowedDomains/, refused);
+    assert.match(refused, /the tenant's admin can add "127\.0\.0\.1".*PATCH \/admin\/tenants\/<tenant id>/, refused);
+    assert.match(refused, /a call's own policy can only narrow the tenant's/, refused);
+    // What the agent tried first: its own call's policy. Still refused, as the message says.
+    const own = await runJs(code, { policy: { network: { allowedDomains: ["localhost", "127.0.0.1"] } } });
+    assert.match(own.structuredContent.stdout, /^PolicyDenied /, JSON.stringify(own.structuredContent));
+
+    const allowed = ["localhost", "127.0.0.1"];
+    const patched = await patchTenant(attached.tenant.id, { defaults: { policy: { network: { allowedDomains: allowed } } } });
+    assert.equal(patched.status, 200, await patched.clone().text());
+    try {
+      // No wait: the isolate that answered the PATCH uses the new record at once, and wrangler
+      // dev runs one isolate (deployed, other isolates follow within the 10 s tenant cache).
+      const result = await runJs(code);
+      assert.equal(result.structuredContent.stdout, "hello from the target\n", JSON.stringify(result.structuredContent));
+    } finally {
+      const restored = await patchTenant(attached.tenant.id, { defaults: { policy: { network: { allowedDomains: ["localhost"] } } } });
+      assert.equal(restored.status, 200);
+    }
   });
 });
 

@@ -68,6 +68,8 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
             files::get(&req, env, tenant, run, path).await
         }
         (Method::Post, ["admin", "tenants"]) => tenants::create(req, env).await,
+        (Method::Get, ["admin", "tenants", id]) => tenants::show(req, env, id).await,
+        (Method::Patch, ["admin", "tenants", id]) => tenants::patch(req, env, id).await,
         (Method::Get, ["admin", "metrics"]) => metrics::tenant(req, env).await,
         (Method::Get, ["admin", "tenants", id, "upstreams"]) => upstreams::list(req, env, id).await,
         (Method::Put, ["admin", "tenants", id, "upstreams", name]) => upstreams::put(req, env, id, name).await,
