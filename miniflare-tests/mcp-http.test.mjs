@@ -470,6 +470,9 @@ function assertNoExecutor(result) {
   const text = result.content[0].text;
   assert.match(text, /^NoExecutorAttached: no browser tab is attached/);
   assert.ok(text.includes(`open ${BASE}/`), `says which page to open: ${text}`);
+  assert.doesNotMatch(text, /peak memory/, "no time or memory of a run that never ran");
+  // A run tool's answer has an exit code, and says the code did not run.
+  if ("exitCode" in result.structuredContent) assert.match(text, /\nexit code 1: the code did not run$/, text);
 }
 
 describe("legacy era: sessions", () => {
