@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, test } from "node:test";
-import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { attachedExecutor } from "./lib/attached.mjs";
 import { openExecutor, waitForLine } from "./lib/browser.mjs";
 import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
@@ -271,6 +271,26 @@ describe("limits", () => {
     assert.equal(result.structuredContent.error.name, "Timeout");
     const next = await runJs("console.log('alive')");
     assert.equal(next.structuredContent.stdout, "alive\n");
+  });
+
+  test("a run longer than the client's request timeout completes when progress resets it (resetTimeoutOnProgress)", async () => {
+    // The SDK's default request timeout (60 s) is the default run limit: a long run would fail
+    // in the client first. The tab reports every 2 s while a run works, and each report reaches
+    // a client that sent a progress token as a progress notification, which resets the timeout
+    // of a client that asks for it. Here: a 5 s timeout and a 12 s run.
+    const code = "await new Promise((resolve) => setTimeout(resolve, 12000)); console.log('slow done')";
+    const call = (options) => client.callTool({ name: "run_js", arguments: { code } }, undefined, { timeout: 5000, ...options });
+    const started = Date.now();
+    await assert.rejects(call({ onprogress: () => {} }), (err) => err.code === ErrorCode.RequestTimeout, "without the reset it times out");
+    const gaps = [];
+    let last = Date.now();
+    const onprogress = () => {
+      gaps.push(Date.now() - last);
+      last = Date.now();
+    };
+    const result = await call({ resetTimeoutOnProgress: true, onprogress });
+    assert.equal(result.structuredContent.stdout, "slow done\n", JSON.stringify(result.structuredContent));
+    console.log(`resetTimeoutOnProgress: ${gaps.length} progress notifications, longest gap ${Math.max(...gaps)} ms, ${Date.now() - started} ms in all`);
   });
 
   test("output over the cap gives OutputLimitExceeded", async () => {

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { attachedExecutor } from "./lib/attached.mjs";
-import { BASE } from "./lib/relay.mjs";
+import { BASE, patchTenant } from "./lib/relay.mjs";
 
 let attached;
 let executor;
@@ -186,6 +186,36 @@ describe("guest fetch", () => {
   });
 });
 
+describe("a host the tenant's admin allows", () => {
+  test("is refused until the admin patches the tenant's defaults as the refusal says, then allowed at once", async () => {
+    // The loopback target by its address: the tenant allows IP literals and private ranges, but
+    // does not list this host in allowedDomains.
+    const url = `http://127.0.0.1:${target.address().port}/hello`;
+    const code = `try { console.log(await (await fetch("${url}")).text()) } catch (e) { console.log(e.name, e.message) }`;
+    const refused = (await runJs(code)).structuredContent.stdout;
+    assert.match(refused, /^PolicyDenied .*"127\.0\.0\.1" is not in network\.allowedDomains/, refused);
+    assert.match(refused, /the tenant's admin can add "127\.0\.0\.1[^"]*".*PATCH \/admin\/tenants\/<tenant id>/, refused);
+    assert.match(refused, /a call's own policy can only narrow the tenant's/, refused);
+    const wanted = /can add "([^"]+)"/.exec(refused)[1]; // what the message says to list
+    // What the agent tried first: its own call's policy. Still refused, as the message says.
+    const own = await runJs(code, { policy: { network: { allowedDomains: [wanted] } } });
+    assert.match(own.structuredContent.stdout, /^PolicyDenied /, JSON.stringify(own.structuredContent));
+
+    const listed = attached.tenant.defaults.policy.network.allowedDomains;
+    const allow = (allowedDomains) => patchTenant(attached.tenant.id, { defaults: { policy: { network: { allowedDomains } } } });
+    const patched = await allow([...listed, wanted]);
+    assert.equal(patched.status, 200, await patched.clone().text());
+    try {
+      // No wait: the isolate that answered the PATCH uses the new record at once, and wrangler
+      // dev runs one isolate (deployed, other isolates follow within the 10 s tenant cache).
+      const result = await runJs(code);
+      assert.equal(result.structuredContent.stdout, "hello from the target\n", JSON.stringify(result.structuredContent));
+    } finally {
+      assert.equal((await allow(listed)).status, 200);
+    }
+  });
+});
+
 describe("files left in /out", () => {
   test("are listed with size and sha256, downloadable by signed URL, and images come back as image content", async () => {
     const svg = '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"><rect width="4" height="4"/></svg>';
@@ -197,14 +227,19 @@ describe("files left in /out", () => {
     assert.deepEqual(Object.keys(byPath).sort(), ["/out/data.csv", "/out/plot.svg"]);
     assert.equal(byPath["/out/data.csv"].size, 8);
     assert.match(byPath["/out/data.csv"].sha256, /^[0-9a-f]{64}$/);
-    const download = await fetch(new URL(byPath["/out/data.csv"].url, BASE));
+    // The URL is absolute: a client downloads with nothing but what the result says.
+    assert.ok(byPath["/out/data.csv"].url.startsWith(`${BASE}/files/`), byPath["/out/data.csv"].url);
+    const download = await fetch(byPath["/out/data.csv"].url);
     assert.equal(download.status, 200);
     assert.equal(await download.text(), "a,b\n1,2\n");
+    const head = await fetch(byPath["/out/plot.svg"].url, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get("content-type"), "image/svg+xml");
     const image = result.content.find((c) => c.type === "image");
     assert.equal(image?.mimeType, "image/svg+xml");
     assert.equal(Buffer.from(image.data, "base64").toString(), svg);
 
-    const tampered = new URL(byPath["/out/data.csv"].url, BASE);
+    const tampered = new URL(byPath["/out/data.csv"].url);
     tampered.pathname = tampered.pathname.replace("data.csv", "plot.svg");
     assert.equal((await fetch(tampered)).status, 403);
   });

@@ -4,6 +4,7 @@
 // tab attached, SSE framing and keep-alives, cancellation, and bad input (never a 500).
 
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import path from "node:path";
@@ -12,7 +13,16 @@ import {
   ACCEPT, LEGACY, MODERN, TOOL_NAMES, initialize, legacyCall, legacyHeaders, mcpUrl, modern, modernBody,
   modernCall, modernHeaders, post, rawRequest, readAnswer, readUntil, relaySession,
 } from "./lib/mcp-http.mjs";
-import { BASE, createTenant, devVars } from "./lib/relay.mjs";
+import { BASE, ROOT, createTenant, devVars } from "./lib/relay.mjs";
+
+/** Asserts `res` is the JSON error `name` with `status`; returns its message. */
+async function assertError(res, status, name) {
+  const text = await res.text();
+  assert.equal(res.status, status, text);
+  const { error } = JSON.parse(text);
+  assert.equal(error.name, name, text);
+  return error.message;
+}
 
 /** Test tenants wait 300 ms for a tab, not the default 5 s, so no-executor calls stay fast. */
 const FAST = { queue: { attachWaitMs: 300 } };
@@ -43,6 +53,82 @@ describe("tenants and auth", () => {
     assert.match(created.key, /^rk_[A-Za-z0-9_-]{43}$/);
     assert.match(created.tenant.id, /^t_[0-9a-f]{16}$/);
     assert.equal(JSON.stringify(created.tenant).includes(created.key), false, "the record never holds the key");
+  });
+
+  test("GET and PATCH /admin/tenants/<id> show and change a tenant's defaults, validated as creation is", async () => {
+    const { key: own, tenant: made } = await createTenant("patched", FAST);
+    const url = `${BASE}/admin/tenants/${made.id}`;
+    const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
+    assert.equal((await fetch(url, { method: "PATCH", body: "{}" })).status, 401, "the admin token is needed");
+    assert.equal((await fetch(url)).status, 401);
+    const policy = { network: { allowedDomains: ["example.com"] }, limits: { timeoutMs: 30000 } };
+    let res = await fetch(url, { method: "PATCH", headers: admin, body: JSON.stringify({ defaults: { policy } }) });
+    assert.equal(res.status, 200);
+    const { tenant: changed } = await res.json();
+    assert.deepEqual(changed.defaults.policy.network.allowedDomains, ["example.com"]);
+    assert.equal(changed.defaults.queue.attachWaitMs, 300, "what the patch does not name is kept");
+    assert.equal(changed.defaults.policy.limits.memMb, 256);
+    assert.deepEqual((await (await fetch(url, { headers: admin })).json()).tenant, changed);
+    // The key's requests see the patched tenant at once (this isolate's cache was updated):
+    // the prompt quotes the new limits.
+    const { message } = await modernCall(own, "prompts/get", { name: "use-relay" });
+    assert.match(message.result.messages[0].content.text, /"timeoutMs": 30000/);
+    const refusals = [
+      [{ id: "t_other" }, /"id" cannot be patched/],
+      [{ defaults: { policy: { network: { allowedDomain: ["x.com"] } } } }, /defaults\.policy\.network\.allowedDomain is not a tenant setting/],
+      [{ defaults: { policy: { limits: { timeoutMs: 1e12 } } } }, /limits\.timeoutMs is 1000000000000; it must be between 1 and 3600000/],
+      ['{"defaults": {"outFileMaxBytes": 9223372036854775808}}', /outFileMaxBytes is 9223372036854775808/],
+      [{ name: "evil\u202Egnp.exe" }, /U\+202E/],
+    ];
+    for (const [patch, message] of refusals) {
+      const body = typeof patch === "string" ? patch : JSON.stringify(patch);
+      res = await fetch(url, { method: "PATCH", headers: admin, body });
+      assert.match(await assertError(res, 400, "ValidationError"), message, body);
+    }
+    res = await fetch(`${BASE}/admin/tenants/t_nobody`, { method: "PATCH", headers: admin, body: "{}" });
+    assert.match(await assertError(res, 404, "NotFound"), /"t_nobody"/);
+  });
+
+  test("POST /admin/tenants bounds names and numbers: 400s naming the field, never a 503", async () => {
+    const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
+    const create = (body) =>
+      fetch(`${BASE}/admin/tenants`, { method: "POST", headers: admin, body: typeof body === "string" ? body : JSON.stringify(body) });
+    const cases = [
+      [{ name: "a\u0000b" }, /U\+0000/],
+      [{ name: "a\r\nX-Injected: 1" }, /U\+000D/],
+      [{ name: "\u001b[31mred" }, /U\+001B/],
+      [{ name: "evil\u202Egnp.exe" }, /U\+202E/],
+      [{ name: "" }, /1 to 100 characters/],
+      [{ name: "n".repeat(60 * 1024) }, /1 to 100 characters/],
+      ['{"name": "x", "defaults": {"outFileMaxBytes": 9223372036854775808}}', /outFileMaxBytes is 9223372036854775808; it must be between 1 and 104857600/],
+      [{ name: "x", defaults: { policy: { limits: { timeoutMs: 1e12 } } } }, /timeoutMs is 1000000000000/],
+    ];
+    for (const [body, message] of cases) {
+      assert.match(await assertError(await create(body), 400, "ValidationError"), message, String(JSON.stringify(body)).slice(0, 80));
+    }
+  });
+
+  test("upstream servers cannot be added for, listed for or removed from a tenant that does not exist", async () => {
+    const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
+    const base = `${BASE}/admin/tenants/t_ghost/upstreams`;
+    const spec = JSON.stringify({ url: "https://search.example.com/mcp" });
+    for (const [method, url, body] of [["PUT", `${base}/search`, spec], ["GET", base], ["DELETE", `${base}/search`]]) {
+      const message = await assertError(await fetch(url, { method, headers: admin, body }), 404, "NotFound");
+      assert.match(message, /no tenant "t_ghost"/, method);
+    }
+  });
+
+  test("scripts/dev-tenant.sh seeds the dev tenant, and seeding again keeps the defaults an admin set", async () => {
+    const seed = () => execFileSync("bash", [path.join(ROOT, "scripts/dev-tenant.sh"), BASE], { stdio: ["ignore", "pipe", "pipe"] });
+    const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
+    seed();
+    const patch = { defaults: { policy: { network: { allowedDomains: ["example.com"] } } } };
+    assert.equal((await fetch(`${BASE}/admin/tenants/dev`, { method: "PATCH", headers: admin, body: JSON.stringify(patch) })).status, 200);
+    seed(); // what scripts/dev.sh does on every start
+    const { tenant: dev } = await (await fetch(`${BASE}/admin/tenants/dev`, { headers: admin })).json();
+    assert.deepEqual(dev.defaults.policy.network.allowedDomains, ["example.com"]);
+    const discover = await post(modernHeaders(devVars.DEV_API_KEY, modernBody("server/discover")), modernBody("server/discover"));
+    assert.equal(discover.status, 200, "the key in .dev.vars is the dev tenant's");
   });
 
   test("/mcp without a key, or with a wrong one, is 401 with WWW-Authenticate", async () => {
@@ -384,6 +470,9 @@ function assertNoExecutor(result) {
   const text = result.content[0].text;
   assert.match(text, /^NoExecutorAttached: no browser tab is attached/);
   assert.ok(text.includes(`open ${BASE}/`), `says which page to open: ${text}`);
+  assert.doesNotMatch(text, /peak memory/, "no time or memory of a run that never ran");
+  // A run tool's answer has an exit code, and says the code did not run.
+  if ("exitCode" in result.structuredContent) assert.match(text, /\nexit code 1: the code did not run$/, text);
 }
 
 describe("legacy era: sessions", () => {

@@ -15,7 +15,7 @@ import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { startPackageSources, startSilentSource } from "./lib/package-sources.mjs";
 import { sseEvents } from "./lib/mcp-http.mjs";
-import { BASE, attach, createTenant, devVars, mintRunToken, relayCapsule } from "./lib/relay.mjs";
+import { BASE, attach, createTenant, devVars, mintRunToken, patchTenant, relayCapsule } from "./lib/relay.mjs";
 
 let registry;
 let key;
@@ -122,10 +122,25 @@ describe("run_py with pip", () => {
     assert.equal(result.stdout, "1.16.0 1.16.0 site-packages\n");
   });
 
-  test("a project with only an sdist is refused with the reason", async () => {
+  test("a project with only an sdist is refused with the reason, and the result says nothing ran", async () => {
     const result = await call("run_py", { code: "import sdistonly", pip: { requirements: ["sdistonly"] } });
     assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));
     assert.match(result.error.message, /sdistonly==1\.0 has only a source distribution \(sdist\)/);
+    assert.match(result.text, /\nexit code 1: the code did not run$/, result.text);
+  });
+
+  test("an index whose file links are relative: each is resolved against the page that listed it", async () => {
+    // The tenant's index is switched to the stand-in's /relpypi (relative `url`s), and back.
+    const patched = await patchTenant(tenant.id, { defaults: { packages: { pypiIndex: registry.relativeIndex } } });
+    assert.equal(patched.status, 200, await patched.clone().text());
+    try {
+      const result = await call("run_py", { code: "import six\nprint(six.__version__)", pip: { requirements: ["six==1.16.0"] } });
+      assert.equal(result.exitCode, 0, JSON.stringify(result));
+      assert.equal(result.stdout, "1.16.0\n");
+      assert.ok(registry.hits.get("/relpypi/pypi/six/json") >= 1, "the relative index listed the wheel");
+    } finally {
+      assert.equal((await patchTenant(tenant.id, { defaults: { packages: registry.sources } })).status, 200);
+    }
   });
 });
 

@@ -6,11 +6,11 @@
 // CI as artifacts; see README "The two commands").
 
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser } from "./lib/browser.mjs";
-import { connectClient } from "./lib/mcp-client.mjs";
+import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
 import { BASE, ROOT, createTenant } from "./lib/relay.mjs";
 
 const SHOTS = path.join(ROOT, "miniflare-tests/.artifacts/screenshots");
@@ -49,16 +49,31 @@ describe("attaching", () => {
     assert.equal(await page.locator("#connect").isVisible(), false, "nothing to connect to before attaching");
   });
 
-  test("a wrong key is refused with a clear message, and the form stays", async () => {
+  test("a wrong key is refused with one clear message that says where keys come from, and the form stays", async () => {
     await page.getByLabel("API key").fill("rk_wrong_key_0000000000000000000000000000000000");
     await page.getByRole("button", { name: "Attach" }).click();
-    await waitForText("#key-error", /refused that key/);
-    assert.match(await text("#banner"), /refused the API key/);
+    await waitForText("#key-error", /refused this key/);
+    const message = await text("#key-error");
+    assert.match(message, /\(malformed API key: relay-edge keys look like `rk_`/, "the server's reason");
+    assert.match(message, /POST \/admin\/tenants/, "where keys come from");
+    assert.match(message, /scripts\/dev\.sh/, "and locally");
+    const body = await text("body");
+    assert.equal(body.match(/refused/g)?.length, 1, `said once:\n${body}`);
+    assert.doesNotMatch(body, /POST \/session/, "no route the person never called");
+    assert.match(await text("#banner"), /enter a valid API key below/);
     assert.equal(await page.locator("#banner").getAttribute("data-state"), "unauthorized");
     assert.ok(await page.locator("#key-form").isVisible());
   });
 
   test("the right key, typed and submitted with Enter, attaches the tab", async () => {
+    // Every state the runtimes line shows, from here on.
+    await page.evaluate(() => {
+      window.runtimeStates = [];
+      new MutationObserver(() => window.runtimeStates.push(document.getElementById("runtimes").textContent)).observe(
+        document.getElementById("runtimes"),
+        { childList: true, characterData: true, subtree: true },
+      );
+    });
     await page.getByLabel("API key").fill(key);
     await page.getByLabel("API key").press("Enter");
     await waitForText("#banner", /Attached\. Calls of your MCP clients/);
@@ -67,6 +82,13 @@ describe("attaching", () => {
     assert.equal(await page.locator("#key-form").isVisible(), false);
     assert.equal(await text("#key-error"), "");
     await shot("page-attached");
+  });
+
+  test("the runtimes' readiness shows: loading, then ready", async () => {
+    await waitForText("#runtimes", /^QuickJS ready · Pyodide ready$/, 60_000);
+    const states = await page.evaluate(() => window.runtimeStates);
+    assert.ok(states.includes("QuickJS loading… · Pyodide loading…"), states.join("\n"));
+    assert.equal(await page.locator("#runtimes").getAttribute("data-ready"), "true");
   });
 });
 
@@ -91,6 +113,12 @@ describe("connecting a client", () => {
     await page.getByRole("button", { name: "Copy the Cursor snippet" }).click();
     const cursor = JSON.parse(await page.evaluate(() => navigator.clipboard.readText()));
     assert.deepEqual(cursor, { mcpServers: { relay: { url: `${BASE}/mcp`, headers: { Authorization: `Bearer ${key}` } } } });
+     // The same form scripts/dev.sh prints: `"type": "http"`, the name clients read.
+    await page.getByRole("button", { name: "Copy the Any client (JSON) snippet" }).click();
+    const any = JSON.parse(await page.evaluate(() => navigator.clipboard.readText()));
+    assert.deepEqual(any, { mcpServers: { relay: { type: "http", url: `${BASE}/mcp`, headers: { Authorization: `Bearer ${key}` } } } });
+    const devScript = readFileSync(path.join(ROOT, "scripts/dev.sh"), "utf8");
+    assert.match(devScript, /"type": "http", "url": "\$URL\/mcp"/);
   });
 });
 
@@ -102,36 +130,50 @@ describe("runs", () => {
     await waitForText("#try-output", /exit 0/, 60_000);
     assert.match(await text("#try-output"), /six times seven is 42/);
     const run = page.locator(".run").first();
-    assert.match(await run.locator("summary").innerText(), /run_py[\s\S]*Python[\s\S]*ok · exit 0/);
+    assert.match(await run.locator("summary").first().innerText(), /run_py[\s\S]*Python[\s\S]*ok · exit 0/);
   });
 
-  test("a run started by an SDK client appears with its output and its /out file", async () => {
+  test("a run started by an SDK client appears with its code (collapsed), output, /out files and a thumbnail", async () => {
     client = await connectClient(key);
-    const result = await client.callTool({
-      name: "run_js",
-      arguments: { code: 'import fs from "fs"; console.log("hello from the sdk"); fs.writeFileSync("/out/report.txt", "done");' },
-    });
+    const svg = '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"><rect width="40" height="20" fill="teal"/></svg>';
+    const code = `import fs from "fs"; console.log("hello from the sdk"); fs.writeFileSync("/out/report.txt", "done"); fs.writeFileSync("/out/box.svg", ${JSON.stringify(svg)});`;
+    const result = await client.callTool({ name: "run_js", arguments: { code } });
     assert.equal(result.isError, false, JSON.stringify(result));
     const run = page.locator(".run").first();
-    await run.locator("summary").click();
-    assert.match(await run.locator("summary").innerText(), /run_js[\s\S]*JavaScript[\s\S]*ok · exit 0/);
+    await run.locator("summary").first().click();
+    assert.match(await run.locator("summary").first().innerText(), /run_js[\s\S]*JavaScript[\s\S]*ok · exit 0/);
     assert.equal(await run.locator('pre[data-stream="stdout"]').innerText(), "hello from the sdk\n");
+    // The code, from the capsule the tab ran: collapsed until asked for.
+    const codeView = run.locator(".run-code");
+    assert.equal(await codeView.getAttribute("open"), null, "collapsed");
+    await codeView.locator("summary").click();
+    assert.equal(await run.locator('pre[data-view="code"]').innerText(), code);
     const link = run.getByRole("link", { name: "/out/report.txt" });
-    const href = await link.getAttribute("href");
-    const download = await fetch(new URL(href, BASE));
+    const download = await fetch(await link.getAttribute("href"));
     assert.equal(await download.text(), "done");
+    const thumb = run.getByRole("img", { name: "thumbnail of /out/box.svg" });
+    await page.waitForFunction((img) => img.complete && img.naturalWidth > 0, await thumb.elementHandle());
+    assert.equal(await thumb.evaluate((img) => img.naturalWidth), 40, "the image itself, loaded");
+    assert.equal(await run.locator("img").count(), 1, "no thumbnail for the text file");
     await shot("page-runs");
   });
 
-  test("the MCP clients seen recently include the SDK client", async () => {
+  test("the MCP clients seen recently include the SDK client, and not the page itself", async () => {
     await waitForText("#clients", /relay-edge-tests/, 40_000);
     assert.ok(await page.locator("#clients-section").isVisible());
+    // The try-it box above made this page an MCP client of the relay session too.
+    const seen = (await readRelaySession(client)).clients.map((c) => c.name);
+    assert.ok(seen.includes("relay-edge page"), seen.join(", "));
+    assert.doesNotMatch(await text("#clients"), /relay-edge page/);
   });
 
-  test("a file tool call shows with its path", async () => {
+  test("a file tool call shows with its path, and its arguments as what ran", async () => {
     await client.callTool({ name: "read", arguments: { path: "/out/report.txt" } });
     await page.locator(".run", { hasText: "/out/report.txt" }).first().waitFor();
-    assert.match(await page.locator(".run").first().locator("summary").innerText(), /read[\s\S]*\/out\/report\.txt[\s\S]*ok/);
+    const run = page.locator(".run").first();
+    assert.match(await run.locator("summary").first().innerText(), /read[\s\S]*\/out\/report\.txt[\s\S]*ok/);
+    assert.equal(await run.locator(".run-code summary").textContent(), "arguments");
+    assert.equal(JSON.parse(await run.locator('pre[data-view="code"]').textContent()).path, "/out/report.txt");
   });
 
   test("after a reload the history is still there", async () => {
@@ -139,8 +181,10 @@ describe("runs", () => {
     await waitForText("#banner", /Attached/);
     const summaries = await page.locator(".run summary").allInnerTexts();
     assert.ok(summaries.some((s) => /run_js/.test(s)) && summaries.some((s) => /run_py/.test(s)), summaries.join("\n"));
-    await page.locator(".run", { hasText: "run_js" }).first().locator("summary").click();
-    assert.equal(await page.locator(".run", { hasText: "run_js" }).first().locator('pre[data-stream="stdout"]').innerText(), "hello from the sdk\n");
+    const run = page.locator(".run", { hasText: "run_js" }).first();
+    await run.locator("summary").first().click();
+    assert.equal(await run.locator('pre[data-stream="stdout"]').innerText(), "hello from the sdk\n");
+    assert.match(await run.locator('pre[data-view="code"]').textContent(), /hello from the sdk/, "the code is kept too");
   });
 });
 

@@ -23,7 +23,7 @@ import { RunnerHost } from "./lib/runner-host.js";
 import { Searcher } from "./lib/searcher.js";
 import { SessionClient } from "./lib/session.js";
 import { Status } from "./lib/status.js";
-import { readRelaySession, tryRun } from "./lib/page-mcp.js";
+import { PAGE_CLIENT_NAME, readRelaySession, tryRun } from "./lib/page-mcp.js";
 import { openWorkspace } from "./lib/workspace.js";
 
 const KEY_STORAGE = "relay.key";
@@ -75,6 +75,7 @@ async function main() {
           resultSocket.open(); // for this tab id: ready before the first batch
           warmRuntimes((states) => {
             readiness = states;
+            status.setRuntimes(states);
             client.reportReadiness(readiness);
           });
           if (readiness) client.reportReadiness(readiness); // a new tab id after a reconnect
@@ -104,8 +105,7 @@ async function main() {
       status.setState(state, detail);
       if (state === "reconnecting") status.error(`lost the connection to the server; ${detail}`);
       if (state !== "unauthorized") return;
-      status.error(`the server refused the API key: ${detail}`);
-      localStorage.removeItem(KEY_STORAGE);
+      refuseKey(detail);
       client = await connect(null, session, handlers);
     },
   };
@@ -130,10 +130,8 @@ async function connect(key, session, handlers) {
       return client;
     } catch (err) {
       if (err instanceof HttpError && (err.status === 401 || err.status === 403)) {
-        status.error(`the server refused the API key: ${err.message}`);
-        status.setState("unauthorized", err.message);
-        document.getElementById("key-error").textContent = `The server refused that key: ${err.message}`;
-        localStorage.removeItem(KEY_STORAGE);
+        refuseKey(err.body?.error?.message ?? err.message);
+        status.setState("unauthorized");
         key = null;
       } else {
         const delay = backoffMs(failures++, ATTACH_RETRY_MAX_MS);
@@ -143,6 +141,18 @@ async function connect(key, session, handlers) {
       }
     }
   }
+}
+
+/**
+ * Says once, next to the key form, that the server refused the key, why, and where keys come
+ * from; and forgets the key. (The banner only points at the form.)
+ */
+function refuseKey(why) {
+  status.error(`the server refused the API key: ${why}`);
+  document.getElementById("key-error").textContent =
+    `The server refused this key (${why}). Keys come from whoever runs this relay: its admin creates a tenant ` +
+    "with POST /admin/tenants, which shows the tenant's key once; on your own machine, scripts/dev.sh prints the dev tenant's key.";
+  localStorage.removeItem(KEY_STORAGE);
 }
 
 /**
@@ -217,8 +227,8 @@ function showPersonTools(key, session) {
   };
 }
 
-/** Lists the MCP clients the relay session has seen recently: every CLIENTS_REFRESH_MS, and
- * after a run here when the list is older than CLIENTS_AFTER_RUN_MS. */
+/** Lists the MCP clients the relay session has seen recently, but for this page itself: every
+ * CLIENTS_REFRESH_MS, and after a run here when the list is older than CLIENTS_AFTER_RUN_MS. */
 function showClients(key, session) {
   const list = document.getElementById("clients");
   let readAt = 0;
@@ -226,12 +236,13 @@ function showClients(key, session) {
     readAt = Date.now();
     const relay = await readRelaySession({ key, session }).catch(() => null);
     if (!relay) return;
+    const clients = relay.clients.filter(({ name }) => name !== PAGE_CLIENT_NAME); // not this page itself
     list.replaceChildren(
-      ...relay.clients.map(({ name, version, lastSeenMs }) =>
+      ...clients.map(({ name, version, lastSeenMs }) =>
         Object.assign(document.createElement("li"), { textContent: `${name} ${version} (last request ${new Date(lastSeenMs).toLocaleTimeString()})` }),
       ),
     );
-    document.getElementById("clients-section").hidden = relay.clients.length === 0;
+    document.getElementById("clients-section").hidden = clients.length === 0;
   };
   clearInterval(showClients.timer);
   showClients.timer = setInterval(refresh, CLIENTS_REFRESH_MS);

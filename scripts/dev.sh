@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs relay-edge locally: `wrangler dev` on 127.0.0.1:8787 with local Durable Objects, R2 and
-# KV (state in .wrangler/state) and the executor page; seeds a dev tenant and prints its key,
-# the page to open, and a client config to paste. Ctrl-C stops it.
+# Runs relay-edge locally: `wrangler dev` on 127.0.0.1:8787 (RELAY_PORT to change the port) with
+# local Durable Objects, R2 and KV (state in .wrangler/state) and the executor page; seeds the
+# dev tenant (scripts/dev-tenant.sh: one that exists keeps its defaults) and prints its key, the
+# page to open, and a client config to paste. Ctrl-C stops it.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
@@ -18,10 +19,8 @@ until curl -sf "$URL/healthz" >/dev/null; do
   sleep 0.5
 done
 
-var() { grep "^$1=" .dev.vars | cut -d= -f2-; }
-key=$(var DEV_API_KEY)
-curl -sf -X POST "$URL/admin/tenants" -H "authorization: Bearer $(var ADMIN_TOKEN)" \
-  -H 'content-type: application/json' -d "{\"name\":\"dev\",\"id\":\"dev\",\"key\":\"$key\"}" >/dev/null
+bash scripts/dev-tenant.sh "$URL"
+key=$(grep '^DEV_API_KEY=' .dev.vars | cut -d= -f2-)
 cat <<INFO
 
 relay-edge is running at $URL

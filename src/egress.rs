@@ -133,15 +133,9 @@ pub fn prepare(envelope: &[u8], policy: &NetworkPolicy) -> Result<Outbound, Refu
     }
     match check_url(policy, &outbound.url) {
         Verdict::Allow => Ok(outbound),
-        Verdict::Deny { reason } => {
-            Err(Refusal::denied(format!("fetch of {} denied: {reason}{HOW_TO_ALLOW}", outbound.url)))
-        }
+        Verdict::Deny { reason } => Err(Refusal::denied(format!("fetch of {} denied: {reason}", outbound.url))),
     }
 }
-
-/// How a denied host gets allowed, appended to every denial.
-const HOW_TO_ALLOW: &str = ". A run's network policy is the tenant's default policy (network.allowedDomains, \
-     set by the tenant's admin), narrowed by the call's policy.network.allowedDomains, which can only narrow it";
 
 /// Parses an envelope: a valid method, headers a request may carry (those guest code may not
 /// set dropped), and a body of at most `max_body_bytes`.
@@ -338,7 +332,7 @@ pub fn next_hop(current: &Outbound, status: u16, location: Option<&str>, hops: u
         Err(e) => return Hop::Deny(format!("redirect from {from} to Location {location:?}, which is not a URL ({e})")),
     };
     if let Verdict::Deny { reason } = check_url(policy, to.as_str()) {
-        return Hop::Deny(format!("redirect {} from {from} to {to} denied: {reason}{HOW_TO_ALLOW}", hops + 1));
+        return Hop::Deny(format!("redirect {} from {from} to {to} denied: {reason}", hops + 1));
     }
     Hop::Follow(redirected(current, status, &from, to))
 }

@@ -94,7 +94,7 @@ impl ErrorName {
     pub fn remedy(self) -> &'static str {
         match self {
             ErrorName::ValidationError => "the arguments do not match the tool's inputSchema; the message names the field. Fix that field and call again.",
-            ErrorName::PolicyDenied => "the code tried a network request or a file access the policy forbids; the message names the domain or path. Use an allowed one, or ask the user to allow it in the tenant's policy (a `policy` argument can only narrow it).",
+            ErrorName::PolicyDenied => "the code tried a network request or a file access the policy forbids; the message names the domain or path. Use an allowed one, or ask the user to have the tenant's admin allow it in the tenant's defaults (PATCH /admin/tenants/<id>; a `policy` argument can only narrow them).",
             ErrorName::Timeout => "the run hit its time limit (policy.limits.timeoutMs). Do less per call, make the code faster, or split the work across calls.",
             ErrorName::OutputLimitExceeded => "stdout/stderr went over policy.limits.stdoutBytes. Print summaries instead of bulky data (a `policy` argument can lower this limit, never raise it past the tenant's).",
             ErrorName::DepsResolutionFailed => "a dependency could not be resolved or bundled: npm packages must be pure JavaScript (no Node built-ins, no native addons), Python packages pure-Python wheels. Pick another version or package; the message quotes the log.",

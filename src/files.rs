@@ -4,7 +4,9 @@
 //!
 //! The tab uploads each file with `PUT /files/<run>/out/<path>` and the run token; the Worker
 //! stores it at `files/<tenant>/<run>/out/<path>` and answers a download URL
-//! `/files/<tenant>/<run>/out/<path>?exp=<unix s>&sig=<base64url>`. The URL needs no key: `sig`
+//! `<origin>/files/<tenant>/<run>/out/<path>?exp=<unix s>&sig=<base64url>`, absolute, so that a
+//! client that does not know the server's address (one behind mcp-remote) can still use it. The
+//! URL needs no key: `sig`
 //! is an Ed25519 signature (the capsule signing key's) over
 //! `relay-download-v1\nGET\n<url path>\n<exp>`, so it admits that one path until `exp` and
 //! nothing else. URL paths carry every byte outside `A-Z a-z 0-9 - . _ ~ /` percent-encoded,
@@ -13,7 +15,7 @@
 use serde::Serialize;
 
 use crate::capsule::jws::{self, b64url, b64url_decode, KeySet, Signer};
-use crate::policy::fs_path::{clean_path, is_within};
+use crate::policy::fs_path::{is_within, well_formed};
 use serde_json::json;
 
 /// How long a download URL works: one hour, enough to fetch a run's results, short enough
@@ -23,9 +25,6 @@ pub const DOWNLOAD_URL_TTL_S: u64 = 3600;
 pub const MAX_FILES_PER_RUN: usize = 32;
 /// The directory runs publish from.
 pub const OUT_DIR: &str = "/out";
-/// Longest runtime path a file may have (bytes), and longest name of one segment.
-const MAX_PATH_BYTES: usize = 1024;
-const MAX_SEGMENT_BYTES: usize = 255;
 /// The JWS `typ` download signatures are made with: no token of another kind can pass as one.
 const DOWNLOAD_TYP: &str = "relay-download";
 /// Domain separation of the signed string, versioned so its form can change.
@@ -51,32 +50,60 @@ impl std::fmt::Display for PathError {
 }
 
 /// The runtime path (`/out/...`) a URL's percent-encoded path segments name. Each segment is
-/// decoded on its own: an encoded `/` is refused rather than read as a separator.
+/// decoded on its own: an encoded `/` is refused rather than read as a separator. The decoded
+/// path must then pass the workspace's own path rule (`policy::check_path`'s: no backslash,
+/// control character, `.` or `..` segment, empty segment, or over-long name), so `/out` never
+/// holds a name the workspace could not.
 pub fn out_path(encoded_segments: &[&str]) -> Result<String, PathError> {
-    let malformed = |why: String| Err(PathError::Malformed(why));
     let mut path = String::new();
     for segment in encoded_segments {
         let Some(decoded) = percent_decode(segment) else {
-            return malformed(format!("segment {segment:?} is not valid percent-encoded UTF-8"));
+            return Err(PathError::Malformed(format!("segment {segment:?} is not valid percent-encoded UTF-8")));
         };
-        if decoded.contains('/') || decoded.chars().any(char::is_control) || decoded.len() > MAX_SEGMENT_BYTES {
-            return malformed(format!(
-                "segment {decoded:?} has a '/', a control character or more than {MAX_SEGMENT_BYTES} bytes"
-            ));
+        if decoded.contains('/') {
+            return Err(PathError::Malformed(format!("segment {decoded:?} has a '/'; name files without one")));
         }
         path.push('/');
         path.push_str(&decoded);
     }
-    if path.len() > MAX_PATH_BYTES {
-        return malformed(format!("it is longer than {MAX_PATH_BYTES} bytes"));
-    }
-    if clean_path(&path) != Some(path.as_str()) {
-        return malformed(format!("{path:?} must be absolute with no empty, \".\" or \"..\" segments"));
+    match well_formed(&path) {
+        Ok(normalized) if normalized == path => {}
+        Ok(_) => return Err(PathError::Malformed(format!("path {path:?} ends with \"/\"; name a file"))),
+        Err(why) => return Err(PathError::Malformed(why)),
     }
     if path == OUT_DIR || !is_within(&path, OUT_DIR) {
         return Err(PathError::OutsideOut(path));
     }
     Ok(path)
+}
+
+/// What one more upload of a run's file does to the run's count of published files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The path was published already: the upload replaces it and counts once.
+    Replace,
+    /// A new path, within [`MAX_FILES_PER_RUN`]: it takes a slot.
+    Take,
+    /// A new path past [`MAX_FILES_PER_RUN`]: refused.
+    Full,
+}
+
+/// The slot an upload of a path gets, given whether the run published that path already and
+/// how many paths it holds. The relay session decides this in one synchronous step per upload
+/// (its Durable Object handles one at a time), so uploads racing each other cannot pass the cap.
+pub fn slot(already_published: bool, published: usize) -> Slot {
+    match (already_published, published >= MAX_FILES_PER_RUN) {
+        (true, _) => Slot::Replace,
+        (false, false) => Slot::Take,
+        (false, true) => Slot::Full,
+    }
+}
+
+/// Why a run's upload was refused for the count, for a 413.
+pub fn too_many_files(path: &str) -> String {
+    format!(
+        "{path}: a run publishes at most {MAX_FILES_PER_RUN} files from /out; write fewer, larger files (an archive)"
+    )
 }
 
 /// Where a run's file is kept in R2.
@@ -101,17 +128,19 @@ pub fn sign_download(signer: &Signer, tenant: &str, run: &str, path: &str, exp: 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DownloadUrl {
-    /// Path and query, relative to the Worker's origin.
+    /// Absolute: the Worker's public origin, path and query.
     pub url: String,
     /// Unix seconds.
     pub expires_at: u64,
 }
 
-/// The download URL of a run's file, valid for [`DOWNLOAD_URL_TTL_S`] from `now_s`: what the
+/// The download URL of a run's file on `origin` (the Worker's public origin, `scheme://host`),
+/// valid for [`DOWNLOAD_URL_TTL_S`] from `now_s`: what `PUT /files` answers and what the
 /// Session DO lists in a run's result for each file the tab reports.
-pub fn download_url(signer: &Signer, tenant: &str, run: &str, path: &str, now_s: u64) -> DownloadUrl {
+pub fn download_url(signer: &Signer, origin: &str, tenant: &str, run: &str, path: &str, now_s: u64) -> DownloadUrl {
     let expires_at = now_s + DOWNLOAD_URL_TTL_S;
-    DownloadUrl { url: sign_download(signer, tenant, run, path, expires_at), expires_at }
+    let origin = origin.trim_end_matches('/');
+    DownloadUrl { url: format!("{origin}{}", sign_download(signer, tenant, run, path, expires_at)), expires_at }
 }
 
 /// Checks a download request: `sig` must sign `url_path` and `exp` under one of `keys`, and

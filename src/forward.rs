@@ -30,6 +30,33 @@ pub struct Caller {
     pub origin: String,
 }
 
+/// The origin the Worker's own URLs (download links, the executor page) are made with:
+/// `configured` (the `PUBLIC_URL` variable) when the deployment sets it, since behind a proxy
+/// the request's own origin is the proxy's upstream rather than what clients reach; else the
+/// request's origin. A `PUBLIC_URL` that is not a plain http(s) origin is refused, naming it.
+pub fn public_origin(configured: Option<&str>, request_origin: &str) -> Result<String, String> {
+    let Some(configured) = configured.map(str::trim).filter(|c| !c.is_empty()) else {
+        return Ok(request_origin.to_owned());
+    };
+    let plain = url::Url::parse(configured).ok().filter(|url| {
+        matches!(url.scheme(), "http" | "https")
+            && url.host().is_some()
+            && url.username().is_empty()
+            && url.password().is_none()
+            && url.path() == "/"
+            && url.query().is_none()
+            && url.fragment().is_none()
+    });
+    match plain {
+        Some(url) => Ok(url.origin().ascii_serialization()),
+        None => Err(format!(
+            "PUBLIC_URL {configured:?} must be the origin clients reach this Worker at, such as \
+             \"https://relay.example.com\" (http or https, no path, query or credentials); fix it in \
+             wrangler.toml's [vars] or the Worker's settings"
+        )),
+    }
+}
+
 impl Caller {
     pub fn encode(&self) -> String {
         b64url(&serde_json::to_vec(self).expect("a caller serializes"))

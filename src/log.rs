@@ -135,6 +135,7 @@ pub fn route(method: &str, path: &str) -> &'static str {
         (_, ["admin", "metrics"]) => "GET /admin/metrics",
         (_, ["admin", "tenants"]) => "POST /admin/tenants",
         (_, ["admin", "tenants", _, "upstreams", ..]) => "/admin/tenants/:id/upstreams",
+        (_, ["admin", "tenants", _]) => "/admin/tenants/:id",
         (_, [".well-known", ..]) => "GET /.well-known/*",
         (_, ["oauth", "register"]) => "POST /oauth/register",
         (_, ["oauth", "authorize"]) => "/oauth/authorize",

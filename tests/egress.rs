@@ -88,11 +88,19 @@ fn prepare_checks_the_first_url_and_says_how_to_allow_it() {
     let net = policy(&["example.com"]);
     let ok = prepare(&envelope(json!({"url": "https://api.example.com/v1"})), &net).unwrap();
     assert_eq!(ok.url, "https://api.example.com/v1");
-    for url in ["https://evil.test/", "http://127.0.0.1/", "file:///etc/passwd", "ftp://example.com/"] {
+    // A host the tenant's rules refuse says who can change them (a call's policy cannot); a
+    // scheme says which ones work.
+    let cases = [
+        ("https://evil.test/", "defaults.policy.network.allowedDomains (PATCH /admin/tenants/"),
+        ("http://127.0.0.1/", "Only the tenant's admin can change this rule (PATCH /admin/tenants/"),
+        ("file:///etc/passwd", "only http and https are"),
+        ("ftp://example.com/", "only http and https are"),
+    ];
+    for (url, how) in cases {
         let refusal = prepare(&envelope(json!({ "url": url })), &net).unwrap_err();
         assert_eq!(refusal.name, ErrorName::PolicyDenied, "{url}");
         assert!(refusal.message.contains(url), "{}", refusal.message);
-        assert!(refusal.message.contains("policy.network.allowedDomains"), "{}", refusal.message);
+        assert!(refusal.message.contains(how), "{}", refusal.message);
     }
     for url in ["/relative", "not a url", ""] {
         let refusal = prepare(&envelope(json!({ "url": url })), &net).unwrap_err();
@@ -215,7 +223,7 @@ fn a_redirect_to_a_denied_host_refuses_the_fetch_naming_that_hop() {
     let Hop::Deny(why) = next_hop(&current, 302, Some("https://evil.test/steal"), 1, &net) else { panic!() };
     assert!(why.contains("\"evil.test\""), "{why}");
     assert!(why.contains("redirect 2 from https://example.com/a to https://evil.test/steal"), "{why}");
-    assert!(why.contains("policy.network.allowedDomains"), "{why}");
+    assert!(why.contains("defaults.policy.network.allowedDomains"), "{why}");
     for location in ["http://169.254.169.254/latest", "file:///etc/passwd", "javascript:alert(1)", "//10.0.0.1/"] {
         assert!(matches!(next_hop(&current, 307, Some(location), 0, &net), Hop::Deny(_)), "{location}");
     }

@@ -1,11 +1,14 @@
 //! A run's `/out` files: which paths may be published, where they are kept, and the signed,
 //! expiring download URLs.
 
+use proptest::prelude::*;
 use relay_core::capsule::jws::{KeySet, Signer};
 use relay_core::files::{
-    content_type, download_path, download_url, object_key, out_path, sign_download, verify_download, PathError,
-    DOWNLOAD_URL_TTL_S,
+    content_type, download_path, download_url, object_key, out_path, sign_download, slot, verify_download, PathError,
+    Slot, DOWNLOAD_URL_TTL_S, MAX_FILES_PER_RUN,
 };
+use relay_core::forward::public_origin;
+use std::collections::HashSet;
 
 const NOW: u64 = 1_800_000_000;
 
@@ -46,7 +49,13 @@ fn paths_outside_out_are_policy_refusals() {
 #[test]
 fn malformed_paths_are_refused_before_anything_else() {
     let long = "a".repeat(256);
-    let cases: [&[&str]; 10] = [
+    let cases: [&[&str]; 16] = [
+        &["out", "a%5c..%5cx"],
+        &["out", "a%5C..%5Cx"],
+        &["out", "a\\b"],
+        &["out", "%0d%0a"],
+        &["out", "a%252e%252e"],
+        &["out", "x", ""],
         &["out", ".."],
         &["out", "..", "etc"],
         &["out", "."],
@@ -65,6 +74,35 @@ fn malformed_paths_are_refused_before_anything_else() {
     assert!(matches!(out_path(&deep), Err(PathError::Malformed(why)) if why.contains("1024")));
 }
 
+// ---- the count of a run's files ----
+
+#[test]
+fn a_new_path_takes_a_slot_until_the_cap_and_a_path_again_replaces() {
+    assert_eq!(slot(false, 0), Slot::Take);
+    assert_eq!(slot(false, MAX_FILES_PER_RUN - 1), Slot::Take);
+    assert_eq!(slot(false, MAX_FILES_PER_RUN), Slot::Full);
+    assert_eq!(slot(true, MAX_FILES_PER_RUN), Slot::Replace, "rewriting a published file counts once");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Uploads decided one at a time (as the relay session's DO decides them), in any order and
+    /// with any repeats: never more than the cap published, and a path refused only when full.
+    #[test]
+    fn uploads_decided_one_at_a_time_never_pass_the_cap(paths in proptest::collection::vec(0u8..80, 0..300)) {
+        let mut published = HashSet::new();
+        for path in paths {
+            match slot(published.contains(&path), published.len()) {
+                Slot::Take => prop_assert!(published.insert(path)),
+                Slot::Replace => prop_assert!(published.contains(&path)),
+                Slot::Full => prop_assert_eq!(published.len(), MAX_FILES_PER_RUN),
+            }
+            prop_assert!(published.len() <= MAX_FILES_PER_RUN);
+        }
+    }
+}
+
 #[test]
 fn files_are_kept_per_tenant_and_run() {
     assert_eq!(object_key("t_1", "r_1", "/out/a.txt"), "files/t_1/r_1/out/a.txt");
@@ -76,16 +114,29 @@ fn files_are_kept_per_tenant_and_run() {
 
 #[test]
 fn a_signed_url_verifies_until_it_expires() {
-    let link = download_url(&signer(), "t_1", "r_1", "/out/a b.txt", NOW);
+    let link = download_url(&signer(), "https://relay.example", "t_1", "r_1", "/out/a b.txt", NOW);
     assert_eq!(link.expires_at, NOW + DOWNLOAD_URL_TTL_S);
     assert_eq!(DOWNLOAD_URL_TTL_S, 3600);
-    let (path, exp, sig) = parts(&link.url);
+    let relative = link.url.strip_prefix("https://relay.example").expect("absolute, on the origin given");
+    let (path, exp, sig) = parts(relative);
     assert_eq!(path, "/files/t_1/r_1/out/a%20b.txt");
     assert_eq!(exp, NOW + 3600);
     assert_eq!(verify_download(&keys(), &path, exp, &sig, NOW), Ok(()));
     assert_eq!(verify_download(&keys(), &path, exp, &sig, exp - 1), Ok(()));
     let expired = verify_download(&keys(), &path, exp, &sig, exp).unwrap_err();
     assert!(expired.contains("expired") && expired.contains("run the code again"), "{expired}");
+}
+
+#[test]
+fn a_download_url_is_absolute_on_the_origin_it_is_given() {
+    for origin in ["http://127.0.0.1:8787", "https://relay.example", "https://relay.example/"] {
+        let link = download_url(&signer(), origin, "t_1", "r_1", "/out/a.txt", NOW);
+        let url = url::Url::parse(&link.url).expect("an absolute URL");
+        assert_eq!(url.origin().ascii_serialization(), origin.trim_end_matches('/'), "{}", link.url);
+        assert_eq!(url.path(), "/files/t_1/r_1/out/a.txt");
+        let signed = sign_download(&signer(), "t_1", "r_1", "/out/a.txt", NOW + DOWNLOAD_URL_TTL_S);
+        assert_eq!(&link.url[link.url.len() - signed.len()..], signed, "the same signed path and query");
+    }
 }
 
 #[test]
@@ -138,4 +189,27 @@ fn files_are_served_with_a_type_by_extension() {
     assert_eq!(content_type("/out/noext"), "application/octet-stream");
     assert_eq!(content_type("/out/dir.png/file"), "application/octet-stream", "the file's own name decides");
     assert_eq!(content_type("/out/x.exe"), "application/octet-stream");
+}
+
+// ---- the origin download URLs are made on ----
+
+#[test]
+fn urls_use_public_url_when_set_else_the_request_origin() {
+    assert_eq!(public_origin(None, "http://127.0.0.1:8787"), Ok("http://127.0.0.1:8787".into()));
+    assert_eq!(public_origin(Some(""), "http://127.0.0.1:8787"), Ok("http://127.0.0.1:8787".into()));
+    for configured in ["https://relay.example.com", "https://relay.example.com/", "HTTPS://Relay.Example.com:443"] {
+        assert_eq!(public_origin(Some(configured), "http://internal:8080"), Ok("https://relay.example.com".into()));
+    }
+    assert_eq!(public_origin(Some("http://10.0.0.1:8080"), "x"), Ok("http://10.0.0.1:8080".into()));
+    for bad in [
+        "relay.example.com",
+        "ftp://relay.example.com",
+        "https://relay.example.com/relay",
+        "https://u:p@relay.example.com",
+        "https://relay.example.com/?a=1",
+        "https://relay.example.com/#x",
+    ] {
+        let why = public_origin(Some(bad), "http://internal").unwrap_err();
+        assert!(why.contains("PUBLIC_URL") && why.contains(bad), "{bad}: {why}");
+    }
 }

@@ -60,6 +60,15 @@ fn the_prompt_teaches_vfs_limits_errors_and_the_executor_page() {
 }
 
 #[test]
+fn the_prompt_and_the_readme_name_the_same_image_types() {
+    let text = prompt_text(json!({"name": "use-relay"}));
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
+    let types = "PNG, JPEG, GIF, WebP or SVG up to 96 KiB";
+    assert!(text.contains(types), "the prompt: {types}");
+    assert!(readme.contains(types), "the README: {types}");
+}
+
+#[test]
 fn the_prompt_takes_an_optional_task() {
     let text = prompt_text(json!({"name": "use-relay", "arguments": {"task": "plot sales.csv"}}));
     assert!(text.ends_with("## Your task\nplot sales.csv"), "{text}");

@@ -370,6 +370,22 @@ fn tool_result_is_error_on_nonzero_exit_or_named_error() {
 }
 
 #[test]
+fn a_run_that_never_ran_says_so_instead_of_a_time_and_memory() {
+    for name in [ErrorName::NoExecutorAttached, ErrorName::DepsResolutionFailed] {
+        let never = ToolResult { exit_code: 1, error: Some((name, "why".into())), ..ToolResult::default() };
+        let response = tool_result(&a_call(Era::Modern, false, None), never);
+        let text = response["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+        assert_eq!(text, format!("{}: why\nexit code 1: the code did not run", name.as_str()));
+        assert_eq!(response["result"]["structuredContent"]["usage"]["wallMs"], 0, "the schema's fields stay");
+    }
+    let ran = tool_result(&a_call(Era::Modern, false, None), run(124, Some((ErrorName::Timeout, "late".into()))));
+    assert!(ran["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("exit code 124 in 812 ms, peak memory 74 MB"));
+}
+
+#[test]
 fn tool_error_shape() {
     let message = format!("no executor attached: open {PAGE_URL}");
     let response = tool_error(&a_call(Era::Modern, false, None), ErrorName::NoExecutorAttached, &message);

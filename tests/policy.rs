@@ -85,8 +85,10 @@ fn a_denial_says_how_to_allow_the_host() {
     };
     assert_eq!(
         reason,
-        "host \"evil.com\" is not in network.allowedDomains [\"example.com\"]; add \"evil.com\" \
-         (or a parent domain) to network.allowedDomains to allow it"
+        "host \"evil.com\" is not in network.allowedDomains [\"example.com\"]. To allow it, the tenant's \
+         admin can add \"evil.com\" (or a parent domain) to the tenant's defaults.policy.network.allowedDomains \
+         (PATCH /admin/tenants/<tenant id>, README \"Tenants and their defaults\"); a call's own policy can only \
+         narrow the tenant's, never widen it"
     );
 }
 

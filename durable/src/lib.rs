@@ -65,10 +65,12 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Post, ["egress"]) => egress::handle(req, env, who).await,
         (Method::Post, ["mcps-rpc"]) => upstreams::rpc(req, env, who).await,
         (Method::Put, ["files", run, path @ ..]) if !path.is_empty() => files::put(req, env, run, path, who).await,
-        (Method::Get, ["files", tenant, run, path @ ..]) if !path.is_empty() => {
+        (Method::Get | Method::Head, ["files", tenant, run, path @ ..]) if !path.is_empty() => {
             files::get(&req, env, tenant, run, path).await
         }
         (Method::Post, ["admin", "tenants"]) => tenants::create(req, env).await,
+        (Method::Get, ["admin", "tenants", id]) => tenants::show(req, env, id).await,
+        (Method::Patch, ["admin", "tenants", id]) => tenants::patch(req, env, id).await,
         (Method::Get, ["admin", "metrics"]) => metrics::tenant(req, env).await,
         (Method::Get, ["admin", "tenants", id, "upstreams"]) => upstreams::list(req, env, id).await,
         (Method::Put, ["admin", "tenants", id, "upstreams", name]) => upstreams::put(req, env, id, name).await,

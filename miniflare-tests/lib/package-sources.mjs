@@ -3,8 +3,10 @@
 // PyPI JSON API stand-in serving real wheels (`pip download --only-binary=:all: --no-deps`).
 // Both are fetched once into miniflare-tests/.artifacts/packages/ and reused after. Besides the
 // real packages: `tampered-number` (is-number's tarball with one byte changed, listed with the
-// original's integrity) and `sdistonly` (a project whose only release is an sdist). Outside
-// every source, `/secret` answers 200: a request the Worker should never have made shows.
+// original's integrity) and `sdistonly` (a project whose only release is an sdist). The same
+// Python index is also served under /relpypi with every file's `url` relative to the page that
+// lists it (`../../../files/<file>`), as some private indexes answer.
+// Outside every source, `/secret` answers 200: a request the Worker should never have made shows.
 
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -76,6 +78,17 @@ function pythonIndex(base) {
   return { projects, files };
 }
 
+/** A project's document with each file's `url` relative to /relpypi/pypi/<project>/json. */
+function relativeLinks(document) {
+  const releases = Object.fromEntries(
+    Object.entries(document.releases).map(([version, files]) => [
+      version,
+      files.map((file) => ({ ...file, url: `../../../files/${file.filename}` })),
+    ]),
+  );
+  return { ...document, releases };
+}
+
 /**
  * A package source that never answers: `/npm/silent` gets no response at all, `/npm/stall` the
  * head and the start of a body, then nothing. `{sources, close()}`.
@@ -101,8 +114,9 @@ export async function startSilentSource() {
 
 /**
  * Starts both stand-ins on one loopback port.
- * @returns {Promise<{sources, hits: Map<string, number>, close()}>} `sources` as a tenant's
- *   `defaults.packages`; `hits` counts requests by path
+ * @returns {Promise<{sources, relativeIndex, hits: Map<string, number>, close()}>} `sources` as a
+ *   tenant's `defaults.packages`; `relativeIndex` a `pypiIndex` whose file links are relative;
+ *   `hits` counts requests by path
  */
 export async function startPackageSources() {
   fetchFixtures();
@@ -117,7 +131,7 @@ export async function startPackageSources() {
     const { pathname } = new URL(req.url, base);
     hits.set(pathname, (hits.get(pathname) ?? 0) + 1);
     const name = decodeURIComponent(pathname.slice("/npm/".length));
-    const project = /^\/pypi\/pypi\/([^/]+)\/json$/.exec(pathname)?.[1];
+    const [, index, project] = /^\/(pypi|relpypi)\/pypi\/([^/]+)\/json$/.exec(pathname) ?? [];
     if (pathname === "/secret") return res.end("outside every package source");
     const body = npm.files[pathname] ?? python.files[pathname];
     if (body) {
@@ -125,15 +139,17 @@ export async function startPackageSources() {
       return res.end(body);
     }
     const document = pathname.startsWith("/npm/") ? npm.packuments[name] : project && python.projects[project];
+    const served = index === "relpypi" && document ? relativeLinks(document) : document;
     if (!document) {
       res.writeHead(404, { "content-type": "application/json" });
       return res.end(JSON.stringify({ error: "Not found" }));
     }
     res.writeHead(200, { "content-type": "application/json" });
-    res.end(JSON.stringify(document));
+    res.end(JSON.stringify(served));
   });
   return {
     sources: { npmRegistry: `${base}/npm`, pypiIndex: `${base}/pypi`, pypiFiles: `${base}/files` },
+    relativeIndex: `${base}/relpypi`,
     hits,
     close: () => new Promise((resolve) => server.close(resolve)),
   };

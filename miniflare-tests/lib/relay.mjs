@@ -28,6 +28,15 @@ export async function createTenant(name = "test", defaults = undefined, base = B
   return res.json();
 }
 
+/** Changes tenant `id`'s name or defaults (`PATCH /admin/tenants/<id>`, a JSON merge patch): the raw response. */
+export function patchTenant(id, patch, base = BASE) {
+  return fetch(`${base}/admin/tenants/${id}`, {
+    method: "PATCH",
+    headers: { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(patch),
+  });
+}
+
 /** Attaches a tab to relay session `session` of `key`'s tenant: `{sessionId, attachToken, expiresAt}`. */
 export async function attach(key, session) {
   const res = await fetch(`${BASE}/session`, {

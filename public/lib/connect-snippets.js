@@ -30,8 +30,8 @@ export function snippets(url, key) {
     {
       id: "json",
       title: "Any client (JSON)",
-      where: "Streamable HTTP endpoint and header:",
-      text: json({ url, transport: "streamable-http", headers: { Authorization: auth } }),
+      where: "Streamable HTTP endpoint and header, in the mcpServers form most clients read (as scripts/dev.sh prints it):",
+      text: json({ mcpServers: { relay: { type: "http", url, headers: { Authorization: auth } } } }),
     },
   ];
 }

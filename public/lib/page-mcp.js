@@ -6,6 +6,9 @@
 import { mcpUrl } from "./connect-snippets.js";
 
 const VERSION = "2026-07-28";
+/** The name this page gives itself as an MCP client (its `clientInfo`): the list of clients
+ * seen recently leaves it out. */
+export const PAGE_CLIENT_NAME = "relay-edge page";
 
 /**
  * Calls `tool` (run_js, run_py) with `code` on relay session `session`.
@@ -30,7 +33,7 @@ async function request(key, session, method, params) {
   const meta = {
     "io.modelcontextprotocol/protocolVersion": VERSION,
     "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": { name: "relay-edge page", version: "1" },
+    "io.modelcontextprotocol/clientInfo": { name: PAGE_CLIENT_NAME, version: "1" },
   };
   const name = params.name ?? params.uri;
   const res = await fetch(mcpUrl(location.origin, session), {

@@ -1,13 +1,16 @@
 // The page's list of the runs this tab executed, for the person at the tab: tool, language,
-// status, duration and exit code in one line that opens to the output as it streams and the
-// /out files as download links. Kept in localStorage per relay session (the last RUNS_KEPT
-// runs, OUTPUT_KEPT characters of each stream), so a reload still shows them. Output is text
-// from guest code: it only ever goes into textContent.
+// status, duration and exit code in one line that opens to what ran (the capsule's code, or a
+// file tool's arguments, collapsed), the output as it streams and the /out files as download
+// links, images with a thumbnail. Kept in localStorage per relay session (the last RUNS_KEPT
+// runs, OUTPUT_KEPT characters of each stream and of the code), so a reload still shows them.
+// Code and output are text from the agent and guest code: they only ever go into textContent.
 
 const RUNS_KEPT = 20;
 const OUTPUT_KEPT = 16 * 1024;
 const SAVE_EVERY_MS = 1000;
 const LANGUAGES = { js: "JavaScript", py: "Python" };
+// Files shown with a thumbnail: the image types a run's result also returns as image content.
+const IMAGE_EXTENSIONS = ["png", "jpg", "jpeg", "gif", "webp", "svg"];
 
 export class RunList {
   /**
@@ -28,10 +31,11 @@ export class RunList {
 
   /**
    * Adds a run ({runId, tool, language?, target?}) as running; returns what reports on it:
-   * output(stream, text) as it comes, and finish({exitCode, usage, error, files}).
+   * code(text) once what runs is known, output(stream, text) as it comes, and
+   * finish({exitCode, usage, error, files}).
    */
   start({ runId, tool, language, target }) {
-    const run = { runId, tool, language, target, status: "running", startedAt: Date.now(), stdout: "", stderr: "", cut: 0, files: [] };
+    const run = { runId, tool, language, target, status: "running", startedAt: Date.now(), code: "", stdout: "", stderr: "", cut: 0, files: [] };
     this.runs.unshift(run);
     const dropped = this.runs.splice(RUNS_KEPT);
     for (const old of dropped) this.listEl.querySelector(`[data-run-id="${CSS.escape(old.runId)}"]`)?.remove();
@@ -39,11 +43,16 @@ export class RunList {
     this.listEl.prepend(item);
     this.showEmpty();
     const update = () => {
-      const fresh = render(run, item.querySelector("details")?.open);
+      const fresh = render(run, item.querySelector("details")?.open, item.querySelector(".run-code")?.open);
       item.replaceWith(fresh);
       item = fresh;
     };
     return {
+      code: (text) => {
+        run.code = text.length > OUTPUT_KEPT ? `${text.slice(0, OUTPUT_KEPT)}\n… (${text.length - OUTPUT_KEPT} more characters)` : text;
+        update();
+        this.saveSoon();
+      },
       output: (stream, text) => {
         const room = OUTPUT_KEPT - run[stream].length;
         run[stream] += text.slice(0, Math.max(0, room));
@@ -95,8 +104,8 @@ function load(storageKey) {
   }
 }
 
-/** One run as a list item: a summary line that opens to its output and files. */
-function render(run, open = false) {
+/** One run as a list item: a summary line that opens to what ran, its output and files. */
+function render(run, open = false, codeOpen = false) {
   const item = el("li", { className: "run" });
   item.dataset.runId = run.runId;
   item.dataset.status = run.status;
@@ -110,6 +119,7 @@ function render(run, open = false) {
     el("span", { className: "run-time", textContent: new Date(run.startedAt).toLocaleTimeString() }),
   );
   details.append(summary);
+  if (run.code) details.append(codeView(run, codeOpen));
   if (run.error) details.append(el("p", { className: "error", textContent: run.error }));
   for (const stream of ["stdout", "stderr"]) {
     details.append(el("h3", { textContent: stream }));
@@ -124,12 +134,30 @@ function render(run, open = false) {
     const list = el("ul");
     for (const file of run.files) {
       const name = file.url ? el("a", { href: file.url, textContent: file.path, download: file.path.split("/").pop() }) : `${file.path} (not uploaded)`;
-      list.append(el("li", {}, name, ` (${file.size} bytes)`));
+      list.append(el("li", {}, name, ` (${file.size} bytes)`, ...thumbnail(file)));
     }
     details.append(list);
   }
   item.append(details);
   return item;
+}
+
+/** What ran, collapsed: a run's code, or a file tool's arguments. */
+function codeView(run, open) {
+  const what = run.language ? "code" : "arguments";
+  const pre = el("pre", { textContent: run.code, tabIndex: 0 });
+  pre.dataset.view = "code";
+  pre.setAttribute("aria-label", `${what} of run ${run.runId}`);
+  return el("details", { className: "run-code", open }, el("summary", { textContent: what }), pre);
+}
+
+/** A thumbnail of an uploaded image file (none for other files, or once its URL stops working). */
+function thumbnail(file) {
+  const extension = file.path.split(".").pop().toLowerCase();
+  if (!file.url || !IMAGE_EXTENSIONS.includes(extension) || !file.path.includes(".")) return [];
+  const img = el("img", { src: file.url, alt: `thumbnail of ${file.path}`, className: "thumb", loading: "lazy" });
+  img.onerror = () => img.remove(); // expired (URLs last an hour): the link says the rest
+  return [el("br"), img];
 }
 
 function el(tag, props = {}, ...children) {

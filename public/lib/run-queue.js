@@ -16,6 +16,7 @@ import { exitEvent } from "./exit-event.js";
 import { runFileTool } from "./file-tools.js";
 import { uploadOutFiles } from "./out-files.js";
 import { cancelledOutcome } from "./runner-host.js";
+import { runtimeName } from "./status.js";
 
 const LEASE_RENEW_MS = 2_000;
 
@@ -119,6 +120,7 @@ export class RunQueue {
       return this.complete(report, view, { ...refused, usage: { wallMs: 0, memPeakMb: 0 } });
     }
 
+    view.code(new TextDecoder().decode(capsule.files[capsule.manifest.entry.path.slice(1)]));
     const echo = this.status.echo();
     const { policy } = capsule.manifest;
     const outWrites = new Set(); // paths under /out this run wrote
@@ -170,6 +172,7 @@ export class RunQueue {
     const report = this.backchannel.forRun(command.runId);
     const target = command.arguments.path ?? command.arguments.pattern;
     const view = this.status.runs.start({ runId: command.runId, tool: command.tool, target });
+    view.code(JSON.stringify(command.arguments, null, 2));
     const started = performance.now();
     const { value, exitCode = 0, error } = await runFileTool(this.workspace, this.policy, command);
     const usage = { wallMs: Math.round(performance.now() - started), memPeakMb: 0 };
@@ -219,10 +222,6 @@ function buildFailure(err) {
 function describeBuild(build) {
   if (build.ecosystem === "npm") return Object.entries(build.dependencies).map(([name, range]) => `${name}@${range}`).join(", ");
   return [...build.requirements, ...build.wheelUrls].join(", ");
-}
-
-function runtimeName(runtimeId) {
-  return runtimeId.startsWith("pyodide@") ? "Pyodide" : "QuickJS";
 }
 
 function formatSize(bytes) {

@@ -184,7 +184,7 @@ export class SessionClient {
       } catch (err) {
         if (err instanceof HttpError && (err.status === 401 || err.status === 403)) {
           this.stop();
-          this.onState("unauthorized", err.message);
+          this.onState("unauthorized", err.body?.error?.message ?? err.message); // the server's words
         } else {
           this.reconnectLater();
         }

@@ -1,5 +1,6 @@
 // What the person at the tab sees: a banner saying what state the tab is in and what to do
-// about it, the relay session's facts (session, connection, tabs), and the runs (run-list.js);
+// about it, the relay session's facts (session, connection, tabs, runtimes), and the runs
+// (run-list.js);
 // and every event logged to the console as a line starting "relay-mcp: " (so the executor's
 // lines can be picked out of DevTools, by a person or a test).
 
@@ -18,7 +19,8 @@ const BANNERS = {
   connected: () => "Attached. Calls of your MCP clients to this relay session run in this tab.",
   reconnecting: (detail) => `Lost the connection to the server; ${detail}. Calls wait in the relay session's queue meanwhile.`,
   offline: (detail) => `Cannot reach the server (${detail ?? "offline"}); retrying.`,
-  unauthorized: (detail) => `The server refused the API key${detail ? ` (${detail})` : ""}. Enter a valid key.`,
+  // What was wrong with the key, and where keys come from, is said once: next to the form.
+  unauthorized: () => "Not attached: enter a valid API key below.",
   closed: (detail) => `The server closed this tab's session${detail ? ` (${detail})` : ""}. Reload the page to attach again.`,
   standby: () => "Attached, on standby: another tab of this relay session, opened later, runs the calls. This tab takes over if that one closes.",
 };
@@ -29,6 +31,7 @@ export class Status {
     this.sessionEl = doc.getElementById("session");
     this.stateEl = doc.getElementById("state");
     this.tabsEl = doc.getElementById("tabs");
+    this.runtimesEl = doc.getElementById("runtimes");
     this.runs = new RunList(doc.getElementById("runs"), doc.getElementById("runs-empty"), `relay.runs.${session}`);
     this.state = "starting";
     this.tabId = null;
@@ -48,7 +51,8 @@ export class Status {
 
   setState(state, detail) {
     this.state = state;
-    this.stateEl.textContent = detail ? `${state} (${detail})` : state;
+    // A refused key's detail is shown with the key form (executor.js), not repeated here.
+    this.stateEl.textContent = detail && state !== "unauthorized" ? `${state} (${detail})` : state;
     this.stateEl.dataset.state = state;
     this.bannerEl.dataset.state = state;
     this.bannerEl.textContent = (BANNERS[state] ?? (() => state))(detail);
@@ -65,6 +69,16 @@ export class Status {
     if (this.state === "connected" || this.state === "standby") {
       this.setState(runsNext ? "connected" : "standby");
     }
+  }
+
+  /** What this tab's runtimes are doing (RunnerHost.warm): `{"<id>": "loading" | "ready" | "failed"}`. */
+  setRuntimes(states) {
+    const words = { loading: "loading…", ready: "ready", failed: "failed (loads again on first use)" };
+    this.runtimesEl.textContent = Object.entries(states)
+      .map(([id, state]) => `${runtimeName(id)} ${words[state] ?? state}`)
+      .join(" · ");
+    this.runtimesEl.dataset.ready = String(Object.values(states).every((state) => state === "ready"));
+    this.runtimesEl.title = Object.keys(states).join(", "); // the exact runtime ids
   }
 
   /** Echoes a run's output to the console line by line ("relay-mcp: stdout: <line>"). */
@@ -86,4 +100,10 @@ export class Status {
       },
     };
   }
+}
+
+/** A runtime's name for people, from its id: "pyodide@314" -> "Pyodide". */
+export function runtimeName(runtimeId) {
+  const name = runtimeId.split("@")[0];
+  return { pyodide: "Pyodide", quickjs: "QuickJS" }[name] ?? name;
 }

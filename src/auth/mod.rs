@@ -2,6 +2,7 @@
 //! session, and the run tokens that let it act for one run.
 //! Pure: the Worker looks records up in KV and passes them in.
 
+pub mod admin;
 pub mod cache;
 pub mod run_token;
 pub mod tenant;

@@ -107,10 +107,11 @@ fn guide(cx: &Context) -> String {
          and search (regular expression, filePattern glob, maxResults) need no runtime: use them \
          to inspect and prepare files.\n\
          - What a run writes to /out comes back in the result's files with a download URL that \
-         works for an hour; a PNG, JPEG or SVG also comes back as an image.\n\n\
+         works for an hour; a PNG, JPEG, GIF, WebP or SVG up to 96 KiB also comes back as an image.\n\n\
          ## Network\n\
          - fetch reaches only the hosts in policy.network.allowedDomains (the tenant's default, \
-         which a call can narrow); every redirect is checked again, bodies are capped at \
+         which a call can narrow but never widen: to allow a host, ask the user to have the \
+         tenant's admin add it); every redirect is checked again, bodies are capped at \
          maxBodyBytes. A refusal raises PolicyDenied inside the program naming the host.\n\n\
          ## The tenant's other MCP servers\n\
          - Code in a run can call the tools of the tenant's upstream MCP servers: \

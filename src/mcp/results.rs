@@ -268,10 +268,14 @@ fn summary(result: &ToolResult, kept: &Kept, error: Option<&(ErrorName, String)>
     if let Some((name, message)) = error {
         out.push_str(&format!("{}: {message}\n", name.as_str()));
     }
-    out.push_str(&format!(
-        "exit code {} in {} ms, peak memory {} MB\n",
-        result.exit_code, result.wall_ms, result.mem_peak_mb
-    ));
+    if never_ran(error) {
+        out.push_str(&format!("exit code {}: the code did not run\n", result.exit_code));
+    } else {
+        out.push_str(&format!(
+            "exit code {} in {} ms, peak memory {} MB\n",
+            result.exit_code, result.wall_ms, result.mem_peak_mb
+        ));
+    }
     for (label, whole, shown) in [("stdout", &result.stdout, kept.stdout), ("stderr", &result.stderr, kept.stderr)] {
         if !whole.is_empty() {
             out.push_str(&format!("--- {label} ---\n{shown}\n"));
@@ -293,6 +297,12 @@ fn summary(result: &ToolResult, kept: &Kept, error: Option<&(ErrorName, String)>
         }
     }
     out.trim_end().to_string()
+}
+
+/// Whether a run ended with an error that comes before any code runs: no tab took it, or its
+/// dependencies could not be built. Its time and memory say nothing, so the summary omits them.
+fn never_ran(error: Option<&(ErrorName, String)>) -> bool {
+    matches!(error, Some((ErrorName::NoExecutorAttached | ErrorName::DepsResolutionFailed, _)))
 }
 
 /// What a result carries of a run's output: a prefix of each stream, within a budget shared by

@@ -59,12 +59,12 @@ fn check_ip(policy: &NetworkPolicy, ip: IpAddr, shown: &str) -> Result<(), Strin
     if policy.deny_ip_literals {
         return Err(format!(
             "host {shown} is an IP address literal and denyIpLiterals is on; \
-             use a domain name listed in network.allowedDomains"
+             use a domain name listed in network.allowedDomains{TENANT_SETS}"
         ));
     }
     match blocked_range(ip) {
         Some(range) if policy.block_private_ranges => {
-            Err(format!("host {shown} is in the {range} and blockPrivateRanges is on"))
+            Err(format!("host {shown} is in the {range} and blockPrivateRanges is on{TENANT_SETS}"))
         }
         _ => Ok(()),
     }
@@ -75,7 +75,7 @@ fn check_lists(policy: &NetworkPolicy, target: Target) -> Result<(), String> {
     if let Some(entry) = first_denying(&policy.denied_domains, target) {
         return Err(format!(
             "host {host:?} matches deniedDomains entry {entry:?}; deny beats allow, so no \
-             allowedDomains entry can admit it"
+             allowedDomains entry can admit it{TENANT_SETS}"
         ));
     }
     // What to list to allow this URL: the host, with its port when that is not the default.
@@ -85,8 +85,8 @@ fn check_lists(policy: &NetworkPolicy, target: Target) -> Result<(), String> {
     };
     if policy.allowed_domains.is_empty() {
         return Err(format!(
-            "host {host:?} is not allowed: network.allowedDomains is empty, so no host is; \
-             add {wanted:?} to network.allowedDomains to allow it"
+            "host {host:?} is not allowed: network.allowedDomains is empty, so no host is. {}",
+            how_to_allow(&wanted)
         ));
     }
     if first_admitting(&policy.allowed_domains, target).is_some() {
@@ -95,14 +95,29 @@ fn check_lists(policy: &NetworkPolicy, target: Target) -> Result<(), String> {
     if let Some(entry) = first_naming_host(&policy.allowed_domains, host) {
         return Err(format!(
             "port {} of host {host:?} is not allowed: allowedDomains entry {entry:?} admits another port \
-             (an entry without a port admits only the scheme's default, 80 for http and 443 for https); \
-             add {wanted:?} to network.allowedDomains to allow it",
-            target.effective_port
+             (an entry without a port admits only the scheme's default, 80 for http and 443 for https). {}",
+            target.effective_port,
+            how_to_allow(&wanted)
         ));
     }
     Err(format!(
-        "host {host:?} is not in network.allowedDomains {:?}; add {wanted:?} (or a parent \
-         domain) to network.allowedDomains to allow it",
-        policy.allowed_domains
+        "host {host:?} is not in network.allowedDomains {:?}. {}",
+        policy.allowed_domains,
+        how_to_allow(&wanted)
     ))
 }
+
+/// How a host gets allowed: only by the tenant's admin, since a call's `policy` can narrow the
+/// tenant's network policy, never widen it (an agent that adds the host to its own call's
+/// allowedDomains is refused again).
+fn how_to_allow(host: &str) -> String {
+    format!(
+        "To allow it, the tenant's admin can add {host:?} (or a parent domain) to the tenant's \
+         defaults.policy.network.allowedDomains (PATCH /admin/tenants/<tenant id>, README \"Tenants and \
+         their defaults\"); a call's own policy can only narrow the tenant's, never widen it"
+    )
+}
+
+/// Appended to a refusal by another rule of the tenant's, which an agent cannot lift either.
+const TENANT_SETS: &str = ". Only the tenant's admin can change this rule (PATCH /admin/tenants/<tenant id>); \
+     a call's own policy can only narrow the tenant's";

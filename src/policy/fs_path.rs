@@ -38,7 +38,8 @@ pub fn check_path(fs: &FsPolicy, path: &str, access: Access) -> Result<String, S
 }
 
 /// `path` without its trailing `/` if it breaks none of the syntactic rules, else which one.
-fn well_formed(path: &str) -> Result<&str, String> {
+/// (`files::out_path` holds a published file's decoded path to the same rules.)
+pub(crate) fn well_formed(path: &str) -> Result<&str, String> {
     let refuse = |why: &str| Err(format!("path {path:?} {why}"));
     if !path.starts_with('/') {
         return refuse("is not absolute; start it with \"/\" and one of the workspace roots, e.g. \"/tmp/\"");

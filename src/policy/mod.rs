@@ -104,6 +104,25 @@ impl Default for Limits {
     }
 }
 
+/// The largest limits a policy may hold. A run's token lives as long as its timeout (plus the
+/// grace for its uploads), the relay session's DO holds its output in memory, and a wasm32
+/// runtime addresses 4 GiB at most; the tasks extension is the way to long runs.
+pub const MAX_TIMEOUT_MS: u64 = 60 * 60 * 1000;
+pub const MAX_MEM_MB: u32 = 4096;
+pub const MAX_STDOUT_BYTES: u64 = 16 * 1024 * 1024;
+/// The largest fetch body (either way): a Worker reads no request body over 100 MB.
+pub const MAX_BODY_BYTES: u64 = 100 * 1024 * 1024;
+/// As many redirects as a browser's fetch follows.
+pub const MAX_REDIRECTS: u32 = 20;
+
+/// `Err` naming `field` and its allowed range unless `value` lies in `min..=max`.
+pub fn bounded<T: PartialOrd + std::fmt::Display>(field: &str, value: T, min: T, max: T) -> Result<(), String> {
+    if value < min || value > max {
+        return Err(format!("{field} is {value}; it must be between {min} and {max}"));
+    }
+    Ok(())
+}
+
 /// What a client may ask for in a tool call; every field optional, unknown fields refused
 /// (a typo must not silently leave a rule out).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,9 +162,15 @@ pub struct LimitsOverride {
 
 impl Policy {
     /// Refuses entries that could never match as written (`https://x.com`, `api.*.com`,
-    /// `tmp/../etc`), naming the first one.
+    /// `tmp/../etc`) and limits out of bounds ([`MAX_TIMEOUT_MS`], ...), naming the first one.
     pub fn validate(&self) -> Result<(), String> {
         let network = &self.network;
+        bounded("network.maxBodyBytes", network.max_body_bytes, 0, MAX_BODY_BYTES)?;
+        bounded("network.maxRedirects", network.max_redirects, 0, MAX_REDIRECTS)?;
+        let limits = &self.limits;
+        bounded("limits.timeoutMs", limits.timeout_ms, 1, MAX_TIMEOUT_MS)?;
+        bounded("limits.memMb", limits.mem_mb, 1, MAX_MEM_MB)?;
+        bounded("limits.stdoutBytes", limits.stdout_bytes, 0, MAX_STDOUT_BYTES)?;
         for entry in network.allowed_domains.iter().chain(&network.denied_domains) {
             DomainPattern::parse(entry).map_err(|e| format!("domain pattern {entry:?}: {e}"))?;
         }

@@ -1,22 +1,26 @@
 //! A run's `/out` files (the rules are the core's `files` module): `PUT /files/<run>/out/...`
-//! with the run's token stores one in R2 and answers its signed download URL;
-//! `GET /files/<tenant>/<run>/out/...?exp=&sig=` serves it to whoever holds that URL until it
-//! expires. Downloads are served so that no file can act on this origin: `nosniff`, and
-//! `content-security-policy: sandbox` (an HTML or SVG file gets an opaque origin and no scripts),
-//! and no other page can frame one.
+//! with the run's token stores one in R2 (its run's count of files kept by the relay session,
+//! `relay_session::out_files`) and answers its signed, absolute download URL;
+//! `GET /files/<tenant>/<run>/out/...?exp=&sig=` (and `HEAD`) serves it to whoever holds that
+//! URL until it expires. Downloads are served so that no file can act on this origin:
+//! `nosniff`, and `content-security-policy: sandbox` (an HTML or SVG file gets an opaque origin
+//! and no scripts), and no other page can frame one.
 
 use super::capsules::{signer, token_keys};
 use super::egress::run_claims;
 use super::http::{error, json, read_capped, storage_unavailable};
+use super::mcp::{session_request, session_stub};
 use super::tenants::by_id;
-use super::{now_ms, Who};
+use super::{now_ms, public_origin, Who};
 use relay_core::auth::session_name_ok;
 use relay_core::capsule::canonical::sha256_hex;
-use relay_core::files::{self, PathError, MAX_FILES_PER_RUN};
+use relay_core::files::{self, PathError};
+use relay_core::forward::Caller;
 use serde_json::json;
-use worker::{Bucket, Env, Headers, HttpMetadata, Request, Response, Result};
+use worker::{Bucket, Env, Headers, HttpMetadata, Method, Request, Response, Result};
 
-/// `PUT /files/<run>/<path...>`: stores a file of the token's run, under its tenant.
+/// `PUT /files/<run>/<path...>`: stores a file of the token's run, under its tenant, and
+/// answers its absolute download URL.
 pub async fn put(mut req: Request, env: &Env, run: &str, encoded_path: &[&str], who: &Who) -> Result<Response> {
     let claims = match run_claims(&req, env)? {
         Ok(claims) => claims,
@@ -31,49 +35,45 @@ pub async fn put(mut req: Request, env: &Env, run: &str, encoded_path: &[&str], 
         Ok(path) => path,
         Err(refusal) => return Ok(path_refused(&refusal)),
     };
-    let max = by_id(env, &claims.sub).await?.defaults.out_file_max_bytes;
+    let tenant = by_id(env, &claims.sub).await?;
+    let max = tenant.defaults.out_file_max_bytes;
     let Ok(body) = read_capped(&mut req, usize::try_from(max).unwrap_or(usize::MAX)).await? else {
         let message = format!("{path} is larger than the tenant's outFileMaxBytes ({max} bytes); write a smaller file");
         return Ok(error(413, "OutputLimitExceeded", message));
     };
-    let bucket = env.bucket("R2_CAPSULES")?;
-    let (size, sha256) = (body.len(), sha256_hex(&body));
-    match store(&bucket, &claims.sub, run, &path, body, &sha256).await {
-        Ok(Some(refusal)) => Ok(refusal),
-        Ok(None) => {
-            let link = files::download_url(&signer(env)?, &claims.sub, run, &path, now_ms() / 1000);
-            let answer =
-                json!({ "path": path, "size": size, "sha256": sha256, "url": link.url, "expiresAt": link.expires_at });
-            Ok(json(201, &answer))
-        }
-        Err(e) => Ok(storage_unavailable("R2", &e)),
+    let caller = Caller { tenant, session: claims.sid.clone(), origin: public_origin(env, &req.url()?)? };
+    let mut reserved = slot(env, &caller, "reserve", run, &path).await?;
+    if reserved.status_code() != 200 {
+        return Ok(reserved);
     }
+    let taken = reserved.json::<serde_json::Value>().await?["slot"] == "take";
+    let (size, sha256) = (body.len(), sha256_hex(&body));
+    if let Err(e) = store(&env.bucket("R2_CAPSULES")?, &claims.sub, run, &path, body, &sha256).await {
+        if taken {
+            slot(env, &caller, "release", run, &path).await?;
+        }
+        return Ok(storage_unavailable("R2", &e));
+    }
+    let link = files::download_url(&signer(env)?, &caller.origin, &claims.sub, run, &path, now_ms() / 1000);
+    let answer = json!({ "path": path, "size": size, "sha256": sha256, "url": link.url, "expiresAt": link.expires_at });
+    Ok(json(201, &answer))
 }
 
-/// Stores the file unless it would be the run's file number [`MAX_FILES_PER_RUN`] + 1 (writing
-/// a path again replaces it and counts once). Two uploads racing past the count may both land:
-/// the cap bounds a run's storage, it is not a quota to the byte.
-async fn store(
-    bucket: &Bucket,
-    tenant: &str,
-    run: &str,
-    path: &str,
-    body: Vec<u8>,
-    sha256: &str,
-) -> Result<Option<Response>> {
-    let key = files::object_key(tenant, run, path);
-    if bucket.head(&key).await?.is_none() {
-        let prefix = files::object_key(tenant, run, "");
-        let listed = bucket.list().prefix(prefix).limit(MAX_FILES_PER_RUN as u32).execute().await?;
-        if listed.objects().len() >= MAX_FILES_PER_RUN {
-            let message = format!("{path}: a run publishes at most {MAX_FILES_PER_RUN} files from /out; write fewer, larger files (an archive)");
-            return Ok(Some(error(413, "OutputLimitExceeded", message)));
-        }
-    }
+/// Reserves (or releases) the slot of `path` among the run's published files in its relay
+/// session's DO (`relay_session::out_files`), which counts them one upload at a time.
+async fn slot(env: &Env, caller: &Caller, action: &str, run: &str, path: &str) -> Result<Response> {
+    let query =
+        url::form_urlencoded::Serializer::new(String::new()).append_pair("run", run).append_pair("path", path).finish();
+    let inner =
+        session_request(Method::Post, &Headers::new(), caller, &format!("/files/{action}?{query}"), Vec::new())?;
+    session_stub(env, &caller.tenant.id, &caller.session)?.fetch_with_request(inner).await
+}
+
+async fn store(bucket: &Bucket, tenant: &str, run: &str, path: &str, body: Vec<u8>, sha256: &str) -> Result<()> {
     let sha256 = hex::decode(sha256).expect("hex of a digest");
     let metadata = HttpMetadata { content_type: Some(files::content_type(path).into()), ..Default::default() };
-    bucket.put(key, body).sha256(sha256).http_metadata(metadata).execute().await?;
-    Ok(None)
+    bucket.put(files::object_key(tenant, run, path), body).sha256(sha256).http_metadata(metadata).execute().await?;
+    Ok(())
 }
 
 fn path_refused(refusal: &PathError) -> Response {
@@ -85,6 +85,7 @@ fn path_refused(refusal: &PathError) -> Response {
 
 /// `GET /files/<tenant>/<run>/<path...>?exp=&sig=`: the file, if the URL's signature and expiry
 /// hold. The signature is checked before anything else, so an unsigned URL learns nothing.
+/// `HEAD` answers the same status and headers (with the file's `content-length`), no body.
 pub async fn get(req: &Request, env: &Env, tenant: &str, run: &str, encoded_path: &[&str]) -> Result<Response> {
     let url = req.url()?;
     let query = |name: &str| url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned());
@@ -103,9 +104,22 @@ pub async fn get(req: &Request, env: &Env, tenant: &str, run: &str, encoded_path
         Err(refusal) => return Ok(path_refused(&refusal)),
     };
     let bucket = env.bucket("R2_CAPSULES")?;
-    let object = match bucket.get(files::object_key(tenant, run, &path)).execute().await {
+    let key = files::object_key(tenant, run, &path);
+    let missing = || error(404, "NotFound", format!("run {run} has no file {path}"));
+    if req.method() == Method::Head {
+        return Ok(match bucket.head(&key).await {
+            Ok(Some(object)) => {
+                let headers = download_headers(&path);
+                let _ = headers.set("content-length", &object.size().to_string());
+                Response::empty()?.with_headers(headers)
+            }
+            Ok(None) => missing(),
+            Err(e) => storage_unavailable("R2", &e),
+        });
+    }
+    let object = match bucket.get(&key).execute().await {
         Ok(Some(object)) => object,
-        Ok(None) => return Ok(error(404, "NotFound", format!("run {run} has no file {path}"))),
+        Ok(None) => return Ok(missing()),
         Err(e) => return Ok(storage_unavailable("R2", &e)),
     };
     let body = object.body().expect("get has a body").stream()?;

@@ -8,10 +8,10 @@
 //! so no id a client sends can reach another tenant's DO.
 
 use super::http::{error, named, own_origin, read_capped, to_response, unauthorized};
-use super::now_ms;
 use super::oauth;
 use super::tenants::authenticate;
 use super::Who;
+use super::{now_ms, public_origin};
 use relay_core::auth::{bearer, check_key_shape, session_name_ok, Tenant, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, CALLER_HEADER};
@@ -55,7 +55,7 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
         Vec::new()
     };
     who.is(&tenant.id, &session);
-    let caller = Caller { tenant, session, origin: own_origin(&url) };
+    let caller = Caller { tenant, session, origin: public_origin(env, &url)? };
     let body = match answer_here(&req, &caller, body)? {
         Ok(reply) => return Ok(to_response(reply)),
         Err(body) => body,

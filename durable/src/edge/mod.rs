@@ -31,6 +31,14 @@ impl Who {
     }
 }
 
+/// The origin the Worker's URLs are made with: the `PUBLIC_URL` variable when the deployment
+/// sets it (behind a proxy), else the request's own (`relay_core::forward::public_origin`).
+/// A malformed `PUBLIC_URL` is an error naming it (500), never a wrong URL.
+pub fn public_origin(env: &worker::Env, url: &url::Url) -> worker::Result<String> {
+    let configured = env.var("PUBLIC_URL").ok().map(|value| value.to_string());
+    relay_core::forward::public_origin(configured.as_deref(), &http::own_origin(url)).map_err(worker::Error::RustError)
+}
+
 /// Milliseconds since the epoch, from the runtime's clock.
 pub fn now_ms() -> u64 {
     worker::Date::now().as_millis()

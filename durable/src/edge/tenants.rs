@@ -1,19 +1,19 @@
 //! Tenant auth against `KV_CONFIG` (records cached in the isolate for
-//! `auth::cache::TENANT_CACHE_MS`), and `POST /admin/tenants` (guarded by the `ADMIN_TOKEN`
-//! secret) that creates a tenant and its API key.
+//! `auth::cache::TENANT_CACHE_MS`), and the admin routes (guarded by the `ADMIN_TOKEN` secret):
+//! `POST /admin/tenants` creates a tenant and its API key, `GET`/`PATCH /admin/tenants/<id>`
+//! show and change its name and defaults (the rules are `relay_core::auth::admin`).
 
 use super::http::{error, json, named, own_origin, read_capped, storage_unavailable, unauthorized, with_header};
 use super::now_ms;
 use relay_core::auth::cache::TenantCache;
-use relay_core::auth::{self, bearer, check_key_shape, mint_api_key, Tenant, TenantDefaults, SESSION_NAME_RULE};
+use relay_core::auth::{self, admin, bearer, check_key_shape, mint_api_key, Tenant};
 use relay_core::error::ErrorName;
-use serde::Deserialize;
 use serde_json::json;
 use std::cell::RefCell;
 use worker::kv::{KvError, KvStore};
 use worker::{Env, Request, Response, Result};
 
-/// Body limit of `POST /admin/tenants`: a name and the tenant's defaults.
+/// Body limit of `POST /admin/tenants` and `PATCH /admin/tenants/<id>`: a name and defaults.
 const ADMIN_BODY_MAX: usize = 64 * 1024;
 
 /// The tenant whose key the request carries, or the answer to send instead: 401, or 503 when
@@ -28,12 +28,21 @@ pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Resul
     if let Err(e) = check_key_shape(key) {
         return Ok(Err(unauthorized(&e.to_string())));
     }
-    match cached(env, &Tenant::kv_key(key)).await {
+    match current(env, &Tenant::kv_key(key)).await {
         Ok(tenant) => Ok(tenant.ok_or_else(|| unauthorized("unknown API key"))),
         // We wrote the record: one that does not parse is our fault (500), not KV's.
         Err(KvError::Serialization(e)) => Err(e.into()),
         Err(e) => Ok(Err(storage_unavailable("KV", &e))),
     }
+}
+
+/// The tenant a key's record names, as its record by id has it now: that is the one
+/// `PATCH /admin/tenants/<id>` changes (the key's record, which it cannot find without the
+/// key, only says whose the key is). A tenant created before records were kept by id has
+/// only the key's.
+async fn current(env: &Env, kv_key: &str) -> std::result::Result<Option<Tenant>, KvError> {
+    let Some(by_key) = cached(env, kv_key).await? else { return Ok(None) };
+    Ok(Some(cached(env, &Tenant::kv_id_key(&by_key.id)).await?.unwrap_or(by_key)))
 }
 
 thread_local! {
@@ -75,52 +84,97 @@ pub async fn by_id(env: &Env, id: &str) -> Result<Tenant> {
     Ok(stored.unwrap_or_else(|| Tenant { id: id.to_owned(), name: id.to_owned(), defaults: Default::default() }))
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct NewTenant {
-    name: String,
-    /// Lets the dev script re-seed the same tenant and key idempotently.
-    id: Option<String>,
-    key: Option<String>,
-    #[serde(default)]
-    defaults: TenantDefaults,
-}
-
 /// `POST /admin/tenants`: `{name, defaults?}` -> `{tenant, key}`. The key is shown only here.
 pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
-    if let Some(refusal) = admin_refusal(&req, env)? {
-        return Ok(refusal);
-    }
-    let body = match read_capped(&mut req, ADMIN_BODY_MAX).await? {
+    let body = match admin_body(&mut req, env).await? {
         Ok(body) => body,
-        Err(too_large) => return Ok(too_large),
+        Err(refusal) => return Ok(refusal),
     };
-    let body: NewTenant = match serde_json::from_slice(&body) {
-        Ok(body) => body,
-        Err(e) => return Ok(named(ErrorName::ValidationError, format!("tenant: {e}"))),
+    let fresh_id = format!("t_{}", hex::encode(super::random::<8>()));
+    let (tenant, key) = match admin::new_tenant(&body, fresh_id) {
+        Ok(created) => created,
+        Err(why) => return Ok(named(ErrorName::ValidationError, why)),
     };
-    let key = body.key.unwrap_or_else(|| mint_api_key(&super::random()));
+    let key = key.unwrap_or_else(|| mint_api_key(&super::random()));
     if let Err(e) = check_key_shape(&key) {
         return Ok(named(ErrorName::ValidationError, e.to_string()));
     }
-    let id = body.id.unwrap_or_else(|| format!("t_{}", hex::encode(super::random::<8>())));
-    if !auth::session_name_ok(&id) {
-        return Ok(named(ErrorName::ValidationError, format!("tenant id: {SESSION_NAME_RULE}")));
-    }
-    if let Err(why) = body.defaults.packages.validate() {
-        return Ok(named(ErrorName::ValidationError, format!("defaults.{why}")));
-    }
-    let tenant = Tenant { id, name: body.name, defaults: body.defaults };
     if let Err(e) = save(&env.kv("KV_CONFIG")?, &key, &tenant).await {
         return Ok(storage_unavailable("KV", &e));
     }
+    remember(&tenant);
     Ok(json(201, &json!({ "tenant": tenant, "key": key })))
 }
 
-/// Stores the tenant under its key's hash and under its id (how a tab's token finds it).
+/// `GET /admin/tenants/<id>`: `{tenant}` (its name and defaults; never a key).
+pub async fn show(req: Request, env: &Env, id: &str) -> Result<Response> {
+    if let Some(refusal) = admin_refusal(&req, env)? {
+        return Ok(refusal);
+    }
+    Ok(match stored(env, id).await? {
+        Ok(tenant) => json(200, &json!({ "tenant": tenant })),
+        Err(refusal) => refusal,
+    })
+}
+
+/// `PATCH /admin/tenants/<id>` with a JSON merge patch of `{name?, defaults?}`: the tenant
+/// changed, validated as `POST` validates a new one -> `{tenant}`. This isolate uses the new
+/// record at once; others within `auth::cache::TENANT_CACHE_MS` (and KV's own propagation).
+pub async fn patch(mut req: Request, env: &Env, id: &str) -> Result<Response> {
+    let body = match admin_body(&mut req, env).await? {
+        Ok(body) => body,
+        Err(refusal) => return Ok(refusal),
+    };
+    let tenant = match stored(env, id).await? {
+        Ok(tenant) => tenant,
+        Err(refusal) => return Ok(refusal),
+    };
+    let tenant = match tenant.patched(&body) {
+        Ok(tenant) => tenant,
+        Err(why) => return Ok(named(ErrorName::ValidationError, why)),
+    };
+    if let Err(e) = put(&env.kv("KV_CONFIG")?, &Tenant::kv_id_key(id), &tenant).await {
+        return Ok(storage_unavailable("KV", &e));
+    }
+    remember(&tenant);
+    Ok(json(200, &json!({ "tenant": tenant })))
+}
+
+/// The record of tenant `id` as stored (read past the cache: an admin edits what is there), or
+/// 404 naming it.
+pub async fn stored(env: &Env, id: &str) -> Result<std::result::Result<Tenant, Response>> {
+    match env.kv("KV_CONFIG")?.get(&Tenant::kv_id_key(id)).json::<Tenant>().await {
+        Ok(Some(tenant)) => Ok(Ok(tenant)),
+        Ok(None) => {
+            Ok(Err(error(404, "NotFound", format!("there is no tenant {id:?}; POST /admin/tenants creates one"))))
+        }
+        Err(KvError::Serialization(e)) => Err(e.into()),
+        Err(e) => Ok(Err(storage_unavailable("KV", &e))),
+    }
+}
+
+/// An admin request's body, or the answer to send instead (401/404 without the admin token, 413).
+async fn admin_body(req: &mut Request, env: &Env) -> Result<std::result::Result<Vec<u8>, Response>> {
+    if let Some(refusal) = admin_refusal(req, env)? {
+        return Ok(Err(refusal));
+    }
+    read_capped(req, ADMIN_BODY_MAX).await
+}
+
+/// Puts `tenant` into this isolate's cache under its id, so the next request here sees it.
+fn remember(tenant: &Tenant) {
+    TENANTS.with(|cache| cache.borrow_mut().put(&Tenant::kv_id_key(&tenant.id), tenant.clone(), now_ms()));
+}
+
+/// Stores the tenant under its key's hash and under its id (how a tab's token finds it, and the
+/// record `PATCH` changes).
 async fn save(kv: &KvStore, key: &str, tenant: &Tenant) -> std::result::Result<(), KvError> {
-    kv.put(&Tenant::kv_id_key(&tenant.id), tenant)?.execute().await?;
-    kv.put(&Tenant::kv_key(key), tenant)?.execute().await
+    put(kv, &Tenant::kv_id_key(&tenant.id), tenant).await?;
+    put(kv, &Tenant::kv_key(key), tenant).await
+}
+
+async fn put(kv: &KvStore, kv_key: &str, tenant: &Tenant) -> std::result::Result<(), KvError> {
+    kv.put(kv_key, tenant)?.execute().await
 }
 
 /// The answer to an admin request that does not carry the `ADMIN_TOKEN` secret (404 when

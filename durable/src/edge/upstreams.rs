@@ -11,7 +11,7 @@
 use super::capsules::signer;
 use super::egress::to_run_session;
 use super::http::{error, json, named, read_capped, storage_unavailable};
-use super::tenants::admin_refusal;
+use super::tenants::{admin_refusal, stored};
 use super::{random, Who};
 use relay_core::error::ErrorName;
 use relay_core::upstream::seal::SealingKey;
@@ -40,6 +40,15 @@ async fn save(env: &Env, tenant_id: &str, upstreams: &[Upstream]) -> Result<Opti
     }
 }
 
+/// The answer to an admin request that may not go on: no admin token (`admin_refusal`), or a
+/// tenant that does not exist (404 naming it: a server stored for no tenant would serve none).
+async fn admin_check(req: &Request, env: &Env, tenant_id: &str) -> Result<Option<Response>> {
+    if let Some(refusal) = admin_refusal(req, env)? {
+        return Ok(Some(refusal));
+    }
+    Ok(stored(env, tenant_id).await?.err())
+}
+
 /// The key that seals and opens header values.
 pub fn sealing_key(env: &Env) -> Result<SealingKey> {
     Ok(SealingKey::of(&signer(env)?))
@@ -47,7 +56,7 @@ pub fn sealing_key(env: &Env) -> Result<SealingKey> {
 
 /// `PUT /admin/tenants/<id>/upstreams/<name>`: adds or replaces the server.
 pub async fn put(mut req: Request, env: &Env, tenant_id: &str, name: &str) -> Result<Response> {
-    if let Some(refusal) = admin_refusal(&req, env)? {
+    if let Some(refusal) = admin_check(&req, env, tenant_id).await? {
         return Ok(refusal);
     }
     let body = match read_capped(&mut req, BODY_MAX).await? {
@@ -83,7 +92,7 @@ pub async fn put(mut req: Request, env: &Env, tenant_id: &str, name: &str) -> Re
 
 /// `GET /admin/tenants/<id>/upstreams`.
 pub async fn list(req: Request, env: &Env, tenant_id: &str) -> Result<Response> {
-    if let Some(refusal) = admin_refusal(&req, env)? {
+    if let Some(refusal) = admin_check(&req, env, tenant_id).await? {
         return Ok(refusal);
     }
     match load(env, tenant_id).await? {
@@ -96,7 +105,7 @@ pub async fn list(req: Request, env: &Env, tenant_id: &str) -> Result<Response> 
 
 /// `DELETE /admin/tenants/<id>/upstreams/<name>`.
 pub async fn remove(req: Request, env: &Env, tenant_id: &str, name: &str) -> Result<Response> {
-    if let Some(refusal) = admin_refusal(&req, env)? {
+    if let Some(refusal) = admin_check(&req, env, tenant_id).await? {
         return Ok(refusal);
     }
     let mut upstreams = match load(env, tenant_id).await? {

@@ -1,13 +1,14 @@
 //! The Session Durable Object: one per relay session (`<tenantId>/<name>`). A thin I/O loop
 //! over the pure run machine (`relay_core::run::session`) and the MCP core (`relay_core::mcp`).
 //! Imports run one way: object -> mcp -> runs -> builds -> commands -> shared -> store (and
-//! object -> builds for a build's routes), object -> tabs -> shared, and object -> upstreams ->
-//! shared, store.
+//! object -> builds for a build's routes), object -> tabs -> shared, object -> upstreams ->
+//! shared, store, and object -> out_files -> shared, store.
 
 mod builds;
 mod commands;
 mod mcp;
 mod object;
+mod out_files;
 mod runs;
 mod shared;
 mod store;

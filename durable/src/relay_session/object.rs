@@ -1,10 +1,10 @@
 //! The Session DO itself: one per relay session (`<tenantId>/<name>`). It dispatches the
 //! requests the Worker forwards (`/mcp`, `/events`, `/result`, `/results`, `/mcps-rpc`,
-//! `/mcps`, `/build/*`) and the messages of results sockets, each request with its typed
+//! `/mcps`, `/build/*`, `/files/*`) and the messages of results sockets, each request with its typed
 //! [`Caller`](relay_core::forward::Caller); the Worker has already authenticated it.
 
 use super::shared::Shared;
-use super::{builds, mcp, store, tabs, upstreams};
+use super::{builds, mcp, out_files, store, tabs, upstreams};
 use crate::edge::http::{error, json};
 use crate::edge::metrics::session_key;
 use crate::edge::{now_ms, wasm_memory_bytes};
@@ -55,6 +55,8 @@ impl DurableObject for SessionDO {
             "/build/presign" => builds::presign(&shared, req, &caller).await,
             "/build/spend" => builds::spend(&shared, req).await,
             "/build/finalize" => builds::finalize(&shared, req, &caller).await,
+            "/files/reserve" => out_files::reserve(&shared, &req),
+            "/files/release" => out_files::release(&shared, &req),
             "/metrics" => {
                 let snapshot =
                     Snapshot { wasm_memory_bytes: wasm_memory_bytes(), ..store::metrics(&shared.storage.sql()) };

@@ -467,7 +467,7 @@ fn conclude(answer: &Answer, outcome: Outcome) -> Value {
         }
     };
     let now_s = now_ms() / 1000;
-    let files = exit.files.iter().map(|file| listed_file(file, signer, &caller.tenant.id, run, now_s)).collect();
+    let files = exit.files.iter().map(|file| listed_file(file, signer, caller, run, now_s)).collect();
     let images = exit.files.iter().filter_map(|f| f.image.as_ref()).map(|i| (i.mime_type.clone(), i.data.clone()));
     let result = ToolResult {
         exit_code: exit.exit_code,
@@ -484,11 +484,12 @@ fn conclude(answer: &Answer, outcome: Outcome) -> Value {
     mcp::tool_result(call, result)
 }
 
-/// A file of `/out` as the result lists it: with a signed download URL once it was uploaded.
-fn listed_file(file: &OutFile, signer: &Signer, tenant: &str, run: &str, now_s: u64) -> Value {
+/// A file of `/out` as the result lists it: with a signed, absolute download URL (on the
+/// caller's public origin) once it was uploaded.
+fn listed_file(file: &OutFile, signer: &Signer, caller: &Caller, run: &str, now_s: u64) -> Value {
     let mut listed = json!({ "path": file.path, "size": file.size, "sha256": file.sha256 });
     if file.uploaded {
-        let download = download_url(signer, tenant, run, &file.path, now_s);
+        let download = download_url(signer, &caller.origin, &caller.tenant.id, run, &file.path, now_s);
         listed["url"] = json!(download.url);
         listed["expiresAt"] = json!(download.expires_at);
     }

@@ -3,6 +3,7 @@
 
 use relay_core::audit::{self, AuditRecord, ChainHead, Kind, Scope};
 use relay_core::capsule::canonical::sha256_hex;
+use relay_core::files::{self, Slot};
 use relay_core::log::LogLine;
 use relay_core::mcp::tasks::{TaskRecord, TASK_TTL_MS};
 use relay_core::mcp::{SessionStatus, SessionStore};
@@ -20,7 +21,10 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0003_audit_chain.sql"),
     include_str!("../../../migrations/0004_tasks.sql"),
     include_str!("../../../migrations/0005_metrics.sql"),
+    include_str!("../../../migrations/0006_out_files.sql"),
 ];
+/// How long a run's published paths are counted: longer than any run token lives.
+const OUT_FILES_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
 /// Longest error message the audit keeps.
 const MAX_ERROR_MESSAGE: usize = 500;
 
@@ -36,6 +40,33 @@ pub fn migrate(sql: &SqlStorage) -> worker::Result<()> {
         sql.exec(migration, None)?;
         sql.exec("INSERT INTO schema_version (version) VALUES (?)", vec![((i + 1) as i64).into()])?;
     }
+    Ok(())
+}
+
+/// Reserves the slot of `path` among run `run`'s published files (`files::slot`): the count, the
+/// decision and the reservation in one synchronous step. Forgets reservations older than
+/// [`OUT_FILES_KEPT_MS`] first.
+pub fn reserve_out_file(sql: &SqlStorage, run: &str, path: &str, now_ms: u64) -> worker::Result<Slot> {
+    let stale = now_ms.saturating_sub(OUT_FILES_KEPT_MS) as i64;
+    sql.exec("DELETE FROM out_files WHERE reserved_ms < ?", vec![stale.into()])?;
+    #[derive(Deserialize)]
+    struct Published {
+        total: i64,
+        this_path: i64,
+    }
+    let query = "SELECT COUNT(*) AS total, COALESCE(SUM(path = ?), 0) AS this_path FROM out_files WHERE run = ?";
+    let published = sql.exec(query, vec![path.into(), run.into()])?.one::<Published>()?;
+    let slot = files::slot(published.this_path > 0, published.total as usize);
+    if slot == Slot::Take {
+        let args: Vec<SqlStorageValue> = vec![run.into(), path.into(), (now_ms as i64).into()];
+        sql.exec("INSERT INTO out_files (run, path, reserved_ms) VALUES (?, ?, ?)", args)?;
+    }
+    Ok(slot)
+}
+
+/// Gives back the slot of a path whose file could not be stored.
+pub fn release_out_file(sql: &SqlStorage, run: &str, path: &str) -> worker::Result<()> {
+    sql.exec("DELETE FROM out_files WHERE run = ? AND path = ?", vec![run.into(), path.into()])?;
     Ok(())
 }
 

@@ -20,7 +20,7 @@ export async function installPip({ requirements, wheelUrls }, sources, via, prog
   const files = new Map();
   const resolved = [];
   for (const wheel of wheels) {
-    const bytes = await via.bytes(wheel.url, wheel.filename);
+    const bytes = await via.bytes(wheel.url, `${wheel.filename} (listed by ${wheel.listedBy})`);
     await checkDigest(bytes, wheel.digests, wheel.filename);
     files.set(`wheels/${wheel.filename}`, bytes);
     resolved.push(`${wheel.project}==${wheel.version}`);
@@ -37,7 +37,8 @@ export async function installPip({ requirements, wheelUrls }, sources, via, prog
 
 async function resolveRequirement(requirement, index, via) {
   const [project, specifiers] = splitRequirement(requirement);
-  const metadata = await via.json(`${index}/pypi/${encodeURIComponent(project)}/json`, `Python package ${project}`, "application/json");
+  const page = `${index}/pypi/${encodeURIComponent(project)}/json`;
+  const metadata = await via.json(page, `Python package ${project}`, "application/json");
   const pinned = specifiers.some(([op, v]) => op === "==" && !v.includes("*"));
   const versions = Object.entries(metadata.releases ?? {})
     .filter(([version, files]) => files.length && (pinned || !isPrerelease(version)) && (pinned || files.some((f) => !f.yanked)))
@@ -48,7 +49,10 @@ async function resolveRequirement(requirement, index, via) {
   if (!version) throw failed(`${requirement}: no release of ${project} matches (latest is ${metadata.info?.version ?? "unknown"})`);
   const files = metadata.releases[version];
   const wheel = files.find((f) => f.packagetype === "bdist_wheel" && pureWheel(f.filename));
-  if (wheel) return { ...wheel, project: metadata.info?.name ?? project, version };
+  // A file's `url` may be relative (a private index's may be): resolved against the page that
+  // listed it, as pip resolves links; the Worker's /registry then checks the result against the
+  // tenant's package sources.
+  if (wheel) return { ...wheel, url: new URL(wheel.url, page).href, listedBy: page, project: metadata.info?.name ?? project, version };
   const platform = files.filter((f) => f.packagetype === "bdist_wheel").map((f) => f.filename);
   const why = platform.length
     ? `has only platform wheels (${platform.slice(0, 3).join(", ")}${platform.length > 3 ? ", ..." : ""}), no pure-Python py3-none-any wheel`
