@@ -692,6 +692,49 @@ describe("long streams and cancellation", { concurrency: true }, () => {
   });
 });
 
+describe("a stream ends with its result", () => {
+  /** Reads an SSE response chunk by chunk: when the result came, when the stream ended, and what came after the result. */
+  async function timedStream(res) {
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    let resultAt;
+    let afterResult = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      const now = performance.now();
+      if (done) return { text, gapMs: now - resultAt, afterResult };
+      const chunk = decoder.decode(value, { stream: true });
+      if (resultAt !== undefined) afterResult += chunk;
+      text += chunk;
+      if (resultAt === undefined && /"result":/.test(text)) {
+        resultAt = now;
+        afterResult = text.slice(text.lastIndexOf('"result":'));
+      }
+    }
+  }
+
+  test("a tool call's SSE response closes right after the result event, in both eras", async () => {
+    // No tab: the run ends NoExecutorAttached after 500 ms, on the stream's own tick. The
+    // stream ticks every 2 s (TICK_MS); it used to stay open until its next tick.
+    const { key: own } = await createTenant("closes-at-result", { queue: { attachWaitMs: 500 } });
+    const { sessionId } = await initialize(own);
+    const legacyBody = { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "run_js", arguments: { code: "1" } } };
+    const answers = {
+      "2026-07-28": await modern(own, "tools/call", { name: "run_js", arguments: { code: "1" } }),
+      [LEGACY]: await post(legacyHeaders(own, sessionId, LEGACY), legacyBody),
+    };
+    for (const [era, res] of Object.entries(answers)) {
+      assert.match(res.headers.get("content-type"), /^text\/event-stream/, era);
+      const { text, gapMs, afterResult } = await timedStream(res);
+      console.log(`${era}: the stream ended ${gapMs.toFixed(1)} ms after its result event`);
+      assert.match(text, /NoExecutorAttached/, era);
+      assert.doesNotMatch(afterResult, /: keepalive|event: /, `${era}: nothing follows the result`);
+      assert.ok(gapMs < 1500, `${era}: the stream stayed open ${gapMs.toFixed(0)} ms after its result, as if until the next 2 s tick`);
+    }
+  });
+});
+
 async function waitFor(condition, timeoutMs) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {

@@ -19,6 +19,7 @@ use super::store::{self, Ended, Queued};
 use crate::edge::capsules::signer;
 use crate::edge::{http, now_ms, random};
 use futures::channel::{mpsc, oneshot};
+use futures::stream::PollNext;
 use futures::{future, FutureExt, Stream, StreamExt};
 use relay_core::audit;
 use relay_core::capsule::jws::Signer;
@@ -187,7 +188,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     // The body is the answer's frames merged with the ticker and the preparation (which yield
     // no frames of their own but keep-alives): polling the body drives all of them, and
     // dropping it drops them and, for a 2026-07-28 call, cancels the run.
-    let stream = futures::stream::select(run_stream(shared, run, body), preparing).map(move |frame| {
+    let stream = run_stream(shared, run, body, preparing).map(move |frame| {
         let _ = &cancel;
         frame
     });
@@ -241,14 +242,24 @@ impl Delivery for TaskAnswer {
 }
 
 /// A run's answer frames, merged with a ticker that keeps the machine's deadlines running (and
-/// the client's connection alive) while the run lasts.
+/// the client's connection alive) while the run lasts, and with `driven` (work the stream
+/// drives). The stream ends with the answer frames: their sender is dropped once the answer is
+/// sent, and the response closes right after it, in both eras (2025-11-25 and 2026-07-28
+/// transports: after the JSON-RPC response the server closes the SSE stream), never at the
+/// ticker's next wake. The answer frames go first whenever both are ready, so nothing follows
+/// the result.
 fn run_stream(
     shared: Rc<Shared>,
     run: String,
     body: mpsc::UnboundedReceiver<Result<Vec<u8>>>,
+    driven: impl Stream<Item = Result<Vec<u8>>>,
 ) -> impl Stream<Item = Result<Vec<u8>>> {
     let ticking = ticker(shared, move |s| s.has_run(&run), Some(mcp::SSE_KEEPALIVE));
-    futures::stream::select(body, ticking)
+    let answer = body.map(Some).chain(futures::stream::once(future::ready(None)));
+    let others = futures::stream::select(ticking, driven).map(Some);
+    futures::stream::select_with_strategy(answer, others, |_: &mut ()| PollNext::Left)
+        .take_while(|frame| future::ready(frame.is_some()))
+        .filter_map(future::ready)
 }
 
 /// `GET /mcp` with `Last-Event-ID` (legacy era): resumes the stream of run `event_id`, if it
@@ -257,7 +268,7 @@ fn run_stream(
 pub fn resume(shared: Rc<Shared>, session: &str, event_id: &str) -> Result<Response> {
     let (frames, body) = mpsc::unbounded();
     if shared.resume(event_id, session, frames.clone()) {
-        let stream = run_stream(shared, event_id.to_owned(), body);
+        let stream = run_stream(shared, event_id.to_owned(), body, futures::stream::empty());
         return Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()));
     }
     let Some(ended) = store::ended_run(&shared.storage.sql(), event_id, session) else {
