@@ -735,6 +735,41 @@ describe("a stream ends with its result", () => {
   });
 });
 
+describe("a full queue under load", () => {
+  test("every call past a full queue is refused at once: 429, Retry-After, QueueFull", async () => {
+    // No tab and a 2-minute attach wait: 100 calls fill the queue and stay there; 700 more,
+    // each with its own code (so a capsule built before asking the queue would be built 700
+    // times), come at once. 800 at once is the load of issue 23.
+    const { key: own } = await createTenant("queue-flood", { queue: { attachWaitMs: 120_000 } });
+    const session = "flood";
+    const held = new AbortController();
+    const call = (i, signal) => {
+      const started = performance.now();
+      const res = modern(own, "tools/call", { name: "run_js", arguments: { code: `console.log(${i})` } }, { session, id: i, signal });
+      return res.then((r) => ({ res: r, ms: performance.now() - started }));
+    };
+    const waiting = await Promise.all(Array.from({ length: 100 }, (_, i) => call(i, held.signal)));
+    try {
+      assert.deepEqual([...new Set(waiting.map((w) => w.res.status))], [200]);
+      assert.ok(await waitFor(async () => (await relaySession(own, { session })).queueDepth === 100, 30_000));
+      const flood = await Promise.all(Array.from({ length: 700 }, (_, i) => call(100 + i)));
+      for (const { res } of flood) {
+        const body = await res.json();
+        assert.equal(res.status, 429, JSON.stringify(body));
+        assert.equal(res.headers.get("retry-after"), "5");
+        assert.equal(body.error.code, -32050);
+        assert.equal(body.error.data.name, "QueueFull");
+        assert.match(body.error.message, /^queue full: 100 run\(s\) already waiting in relay session 'flood'; retry in 5 s/);
+      }
+      const ms = flood.map((f) => f.ms).sort((a, b) => a - b);
+      console.log(`700 refusals at once: p50 ${ms[350].toFixed(0)} ms, max ${ms.at(-1).toFixed(0)} ms`);
+      assert.equal((await relaySession(own, { session })).queueDepth, 100, "no refused call took a place");
+    } finally {
+      held.abort();
+    }
+  });
+});
+
 async function waitFor(condition, timeoutMs) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {

@@ -38,9 +38,6 @@ use serde_json::{json, Value};
 use std::rc::Rc;
 use worker::{Response, Result, SqlStorage};
 
-/// JSON-RPC server error for a full queue (the HTTP status, 429, says the rest). Outside
-/// -32000..-32019, which 2026-07-28 asks new implementations not to use.
-const QUEUE_FULL: i64 = -32050;
 /// How long a legacy client that lost its stream waits before resuming it (the SSE `retry`).
 const RESUME_RETRY_MS: u64 = 5_000;
 
@@ -143,6 +140,12 @@ impl Job {
 
 /// Answers a `tools/call`: every tool runs in line on the relay session's tab.
 pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Result<Response> {
+    // A full queue refuses at once, as cheaply as any answer of this DO: before the capsule
+    // is built and signed, and before an audit row is written (and deleted again), since an
+    // answer is held until the storage writes before it are durable.
+    if let Some(max) = shared.queue_full() {
+        return Ok(queue_full(&call, &caller, max));
+    }
     let job = match build(&shared, &caller, &call)? {
         Ok(job) => Rc::new(job),
         Err(response) => return Ok(response),
@@ -358,12 +361,14 @@ fn admit(
     if let Some(Output::Refused { max, .. }) = admission.first() {
         shared.remove_run(run);
         store::forget_run(&sql, run);
-        let message =
-            format!("queue full: {max} run(s) already waiting in relay session '{}'; retry later", caller.session);
-        let reply = RpcError::failed(QUEUE_FULL, message).with_status(429).into_response(Some(&call.id));
-        return Err(http::with_header(http::to_response(reply), "retry-after", "5"));
+        return Err(queue_full(call, caller, *max));
     }
     Ok(())
+}
+
+/// The 429 of a call refused because `max` runs already wait.
+fn queue_full(call: &ToolCall, caller: &Caller, max: u32) -> Response {
+    http::to_response(mcp::queue_full(&call.id, max, &caller.session))
 }
 
 /// Makes the run's command for the tab and tells the machine the run is ready to be sent. A
