@@ -716,15 +716,17 @@ describe("a stream ends with its result", () => {
 
   test("a tool call's SSE response closes right after the result event, in both eras", async () => {
     // No tab: the run ends NoExecutorAttached after 500 ms, on the stream's own tick. The
-    // stream ticks every 2 s (TICK_MS); it used to stay open until its next tick.
+    // stream ticks every 2 s (TICK_MS); it used to stay open until its next tick. One call at
+    // a time, so that no other stream's tick ends the run a moment before this one wakes.
     const { key: own } = await createTenant("closes-at-result", { queue: { attachWaitMs: 500 } });
     const { sessionId } = await initialize(own);
     const legacyBody = { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "run_js", arguments: { code: "1" } } };
-    const answers = {
-      "2026-07-28": await modern(own, "tools/call", { name: "run_js", arguments: { code: "1" } }),
-      [LEGACY]: await post(legacyHeaders(own, sessionId, LEGACY), legacyBody),
+    const calls = {
+      "2026-07-28": () => modern(own, "tools/call", { name: "run_js", arguments: { code: "1" } }),
+      [LEGACY]: () => post(legacyHeaders(own, sessionId, LEGACY), legacyBody),
     };
-    for (const [era, res] of Object.entries(answers)) {
+    for (const [era, call] of Object.entries(calls)) {
+      const res = await call();
       assert.match(res.headers.get("content-type"), /^text\/event-stream/, era);
       const { text, gapMs, afterResult } = await timedStream(res);
       console.log(`${era}: the stream ended ${gapMs.toFixed(1)} ms after its result event`);
