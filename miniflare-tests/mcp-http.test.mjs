@@ -781,6 +781,86 @@ describe("long streams and cancellation", { concurrency: true }, () => {
   });
 });
 
+describe("a stream ends with its result", () => {
+  /** Reads an SSE response chunk by chunk: when the result came, when the stream ended, and what came after the result. */
+  async function timedStream(res) {
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    let resultAt;
+    let afterResult = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      const now = performance.now();
+      if (done) return { text, gapMs: now - resultAt, afterResult };
+      const chunk = decoder.decode(value, { stream: true });
+      if (resultAt !== undefined) afterResult += chunk;
+      text += chunk;
+      if (resultAt === undefined && /"result":/.test(text)) {
+        resultAt = now;
+        afterResult = text.slice(text.lastIndexOf('"result":'));
+      }
+    }
+  }
+
+  test("a tool call's SSE response closes right after the result event, in both eras", async () => {
+    // No tab: the run ends NoExecutorAttached after 500 ms, on the stream's own tick. The
+    // stream ticks every 2 s (TICK_MS); it used to stay open until its next tick. One call at
+    // a time, so that no other stream's tick ends the run a moment before this one wakes.
+    const { key: own } = await createTenant("closes-at-result", { queue: { attachWaitMs: 500 } });
+    const { sessionId } = await initialize(own);
+    const legacyBody = { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "run_js", arguments: { code: "1" } } };
+    const calls = {
+      "2026-07-28": () => modern(own, "tools/call", { name: "run_js", arguments: { code: "1" } }),
+      [LEGACY]: () => post(legacyHeaders(own, sessionId, LEGACY), legacyBody),
+    };
+    for (const [era, call] of Object.entries(calls)) {
+      const res = await call();
+      assert.match(res.headers.get("content-type"), /^text\/event-stream/, era);
+      const { text, gapMs, afterResult } = await timedStream(res);
+      console.log(`${era}: the stream ended ${gapMs.toFixed(1)} ms after its result event`);
+      assert.match(text, /NoExecutorAttached/, era);
+      assert.doesNotMatch(afterResult, /: keepalive|event: /, `${era}: nothing follows the result`);
+      assert.ok(gapMs < 1500, `${era}: the stream stayed open ${gapMs.toFixed(0)} ms after its result, as if until the next 2 s tick`);
+    }
+  });
+});
+
+describe("a full queue under load", () => {
+  test("every call past a full queue is refused at once: 429, Retry-After, QueueFull", async () => {
+    // No tab and a 2-minute attach wait: 100 calls fill the queue and stay there; 700 more,
+    // each with its own code (so a capsule built before asking the queue would be built 700
+    // times), come at once. 800 at once is the load of issue 23.
+    const { key: own } = await createTenant("queue-flood", { queue: { attachWaitMs: 120_000 } });
+    const session = "flood";
+    const held = new AbortController();
+    const call = (i, signal) => {
+      const started = performance.now();
+      const res = modern(own, "tools/call", { name: "run_js", arguments: { code: `console.log(${i})` } }, { session, id: i, signal });
+      return res.then((r) => ({ res: r, ms: performance.now() - started }));
+    };
+    const waiting = await Promise.all(Array.from({ length: 100 }, (_, i) => call(i, held.signal)));
+    try {
+      assert.deepEqual([...new Set(waiting.map((w) => w.res.status))], [200]);
+      assert.ok(await waitFor(async () => (await relaySession(own, { session })).queueDepth === 100, 30_000));
+      const flood = await Promise.all(Array.from({ length: 700 }, (_, i) => call(100 + i)));
+      for (const { res } of flood) {
+        const body = await res.json();
+        assert.equal(res.status, 429, JSON.stringify(body));
+        assert.equal(res.headers.get("retry-after"), "5");
+        assert.equal(body.error.code, -32050);
+        assert.equal(body.error.data.name, "QueueFull");
+        assert.match(body.error.message, /^queue full: 100 run\(s\) already waiting in relay session 'flood'; retry in 5 s/);
+      }
+      const ms = flood.map((f) => f.ms).sort((a, b) => a - b);
+      console.log(`700 refusals at once: p50 ${ms[350].toFixed(0)} ms, max ${ms.at(-1).toFixed(0)} ms`);
+      assert.equal((await relaySession(own, { session })).queueDepth, 100, "no refused call took a place");
+    } finally {
+      held.abort();
+    }
+  });
+});
+
 async function waitFor(condition, timeoutMs) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {

@@ -4,9 +4,9 @@
 // layer under a grant and finalizes; the official SDK client sees the result and the build's
 // progress. A second identical call reuses the capsule without a build. Refusals are named:
 // a Node built-in, an integrity mismatch, an sdist-only project. Then presign, upload and
-// finalize over raw HTTP: every way a tab could cheat is refused and nothing half-made is served.
-// Last, `GET /registry` over raw HTTP: a URL that leaves the sources once parsed, and a source
-// that never answers.
+// finalize over raw HTTP: every way a tab could cheat is refused and nothing half-made is served
+// or recorded. Last, `GET /registry` over raw HTTP: a URL that leaves the sources once parsed,
+// and a source that never answers.
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -15,6 +15,7 @@ import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { startPackageSources, startSilentSource } from "./lib/package-sources.mjs";
 import { sseEvents } from "./lib/mcp-http.mjs";
+import { zip } from "../public/lib/zip-writer.js";
 import { BASE, attach, createTenant, devVars, mintRunToken, patchTenant, relayCapsule } from "./lib/relay.mjs";
 
 let registry;
@@ -146,8 +147,8 @@ describe("run_py with pip", () => {
 
 describe("presign, upload and finalize over raw HTTP, with this test as the tab", () => {
   const SESSION = "played-build";
-  const layer = Buffer.from("the deps layer as a tab built it (finalize never unzips it)");
-  const claim = { id: "deps", sha256: sha256(layer), size: layer.length };
+  let layer; // the deps layer as a tab builds it (public/lib/zip-writer.js)
+  let claim;
   let tenant;
   let playedKey;
   let attachToken;
@@ -157,6 +158,8 @@ describe("presign, upload and finalize over raw HTTP, with this test as the tab"
   let answer;
 
   before(async () => {
+    layer = Buffer.from(await zip({ "node_modules/lodash/index.js": new TextEncoder().encode("module.exports = {};") }));
+    claim = { id: "deps", sha256: sha256(layer), size: layer.length };
     ({ key: playedKey, tenant } = await createTenant("played-build", { packages: registry.sources }));
     ({ attachToken } = await attach(playedKey, SESSION));
     const events = await fetch(`${BASE}/session/${SESSION}/events`, { headers: { authorization: `Bearer ${attachToken}` } });
@@ -164,26 +167,38 @@ describe("presign, upload and finalize over raw HTTP, with this test as the tab"
     assert.equal((await commands.next()).value.event, "hello");
     assert.equal((await commands.next()).value.event, "tabs");
     played = await connectClient(playedKey, SESSION);
-    answer = played.callTool({ name: "run_js", arguments: { code: "1", npm: { dependencies: { lodash: "4.17.21" } } } });
+    ({ answer, build } = await callWithDeps({ lodash: "4.17.21" }));
+  });
+
+  /** Calls run_js with these dependencies and takes the tab's next command, a `build`. */
+  async function callWithDeps(dependencies) {
+    const answer = played.callTool({ name: "run_js", arguments: { code: "1", npm: { dependencies } } });
     const { value } = await commands.next();
     assert.equal(value.event, "build", JSON.stringify(value));
     build = value.data;
     await results([{ type: "progress", phase: "received" }]);
-  });
+    return { answer, build };
+  }
 
   after(async () => {
     await commands?.return();
     await played?.close();
   });
 
-  let seq = 0;
-  /** Posts this tab's events for the run, numbered on from the last. */
-  const results = (events) =>
-    fetch(`${BASE}/session/${SESSION}/result`, {
+  const seqs = new Map();
+  /** Posts this tab's events for the current run, numbered on from its last. */
+  const results = (events) => {
+    const next = () => {
+      const seq = seqs.get(build.runId) ?? 0;
+      seqs.set(build.runId, seq + 1);
+      return seq;
+    };
+    return fetch(`${BASE}/session/${SESSION}/result`, {
       method: "POST",
       headers: { authorization: `Bearer ${attachToken}`, "content-type": "application/x-ndjson" },
-      body: events.map((e) => JSON.stringify({ runId: build.runId, seq: seq++, ...e })).join("\n") + "\n",
+      body: events.map((e) => JSON.stringify({ runId: build.runId, seq: next(), ...e })).join("\n") + "\n",
     });
+  };
   const runAuth = () => ({ authorization: `Bearer ${build.runToken}`, "content-type": "application/json" });
   const presign = (layers, headers = runAuth()) =>
     fetch(`${BASE}/capsule/presign`, { method: "POST", headers, body: JSON.stringify({ layers }) });
@@ -236,6 +251,27 @@ describe("presign, upload and finalize over raw HTTP, with this test as the tab"
     await refused(await upload(grant(0), layer), 404, "NotFound", /gave no such grant/);
   });
 
+  /** Uploads `bytes` as this build's deps layer under a fresh grant; returns its claim. */
+  async function uploadLayer(bytes) {
+    const own = { id: "deps", sha256: sha256(bytes), size: bytes.length };
+    const [granted] = (await (await presign([own])).json()).grants;
+    assert.equal((await upload(granted.grant, bytes)).status, 201);
+    return own;
+  }
+
+  test("finalize refuses a layer with files outside node_modules/ and wheels/, naming the entry", async () => {
+    const hostile = [
+      [{ "main.js": "steal()", "node_modules/lodash/index.js": "" }, /the deps layer holds "main\.js", outside node_modules\/ and wheels\//],
+      [{ "node_modules/../main.js": "" }, /layer path "node_modules\/\.\.\/main\.js" is not allowed: it has a "\.\." segment/],
+      [{ "/node_modules/a.js": "" }, /layer path "\/node_modules\/a\.js" is not allowed: it starts with "\/"/],
+      [{ "node_modules\\..\\main.js": "" }, /it contains a backslash/],
+    ];
+    for (const [files, pattern] of hostile) {
+      const bytes = await zip(Object.fromEntries(Object.entries(files).map(([p, c]) => [p, new TextEncoder().encode(c)])));
+      await refused(await finalize({ layers: [await uploadLayer(Buffer.from(bytes))] }), 400, "ValidationError", pattern);
+    }
+  });
+
   test("finalize refuses a wrong digest and a widened policy, then signs the capsule with the uploaded layer", async () => {
     await refused(await finalize({ layers: [{ ...claim, sha256: "0".repeat(64) }] }), 409, "LayerNotUploaded", /0{64}/);
     const policy = tenant.defaults.policy;
@@ -257,6 +293,20 @@ describe("presign, upload and finalize over raw HTTP, with this test as the tab"
     await results([{ type: "stdout", data: "built\n" }, { type: "exit", exitCode: 0, usage: { wallMs: 1, memPeakMb: 1 } }]);
     const result = await answer;
     assert.equal(result.structuredContent.stdout, "built\n");
+  });
+
+  test("a refused layer leaves no build record: the next identical call builds again", async () => {
+    const failed = { type: "exit", exitCode: 1, error: { name: "DepsResolutionFailed", message: "the relay refused the layer" } };
+    const dependencies = { lodash: "4.17.20" };
+    const first = await callWithDeps(dependencies);
+    const stray = Buffer.from(await zip({ "main.js": new TextEncoder().encode("steal()") }));
+    await refused(await finalize({ layers: [await uploadLayer(stray)] }), 400, "ValidationError", /"main\.js"/);
+    await results([failed]);
+    assert.equal((await first.answer).structuredContent.error.name, "DepsResolutionFailed");
+
+    const again = await callWithDeps(dependencies); // a `build` command again, not a capsule
+    await results([failed]);
+    await again.answer;
   });
 });
 

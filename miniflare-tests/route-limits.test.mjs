@@ -1,9 +1,12 @@
 // Every route against hostile input: path parameters checked for shape before any storage is
 // touched (400 ValidationError naming the rule, 404 where the name is well formed but unknown,
-// never a 500), and every body capped (413 PayloadTooLarge naming the limit) whether its size
-// is declared or it is streamed.
+// never a 500), every body capped (413 PayloadTooLarge naming the limit) whether its size
+// is declared or it is streamed, and given a deadline (408 RequestTimeout naming it); a client
+// that goes away mid-body is logged as such (499), never as a server error.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import http from "node:http";
 import { before, describe, test } from "node:test";
 import { rawRequest } from "./lib/mcp-http.mjs";
 import { BASE, attach, createTenant, devVars } from "./lib/relay.mjs";
@@ -136,3 +139,79 @@ describe("body limits", () => {
     assert.equal((await attach(key, "small")).sessionId, "small");
   });
 });
+
+describe("slow and abandoned bodies", () => {
+  /**
+   * POSTs to `path` declaring `declared` bytes, then writes one byte every `everyMs`; after
+   * `bytes` of them it goes away, or, if `bytes` is not given, keeps on until answered. Resolves
+   * with the answer `{status, body, ms}`, or `{gone: true}` once it went away.
+   */
+  function trickle(path, headers, { declared = 100, everyMs = 2000, bytes } = {}) {
+    const url = new URL(path, BASE);
+    const started = performance.now();
+    return new Promise((resolve, reject) => {
+      const req = http.request({ host: url.hostname, port: url.port, method: "POST", path: url.pathname, headers: { ...headers, "content-length": declared } });
+      let sent = 0;
+      const timer = setInterval(() => {
+        if (sent === bytes) {
+          clearInterval(timer);
+          req.destroy();
+          resolve({ gone: true });
+          return;
+        }
+        sent += 1;
+        req.write(" ");
+      }, everyMs);
+      req.on("response", (res) => {
+        clearInterval(timer);
+        let body = "";
+        res.on("data", (d) => (body += d));
+        res.on("end", () => {
+          req.destroy();
+          resolve({ status: res.statusCode, body, ms: performance.now() - started });
+        });
+      });
+      req.on("error", (err) => (sent === bytes ? undefined : reject(err)));
+      req.flushHeaders();
+    });
+  }
+
+  test("a body that trickles in is 408 RequestTimeout at its deadline, naming it, on every route that reads one", async () => {
+    // 100 bytes declared: 10 s, plus 1 s per 64 KiB (relay_core::body). One byte every 2 s
+    // would take 200 s.
+    const routes = [
+      ["/mcp", { authorization: `Bearer ${key}`, "content-type": "application/json" }],
+      ["/session", { authorization: `Bearer ${key}`, "content-type": "application/json" }],
+      ["/capsules", { authorization: `Bearer ${key}`, "content-type": "application/json" }],
+      ["/admin/tenants", { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" }],
+    ];
+    const answers = await Promise.all(routes.map(([path, headers]) => trickle(path, headers)));
+    for (const [i, { status, body, ms }] of answers.entries()) {
+      const path = routes[i][0];
+      console.log(`${path}: 408 after ${(ms / 1000).toFixed(1)} s`);
+      const message = await assertError({ status, body }, 408, "RequestTimeout", path);
+      assert.match(message, /did not arrive within 10\.0 s, its deadline \(10 s, plus 1 s per 64 KiB of body\)/, path);
+      assert.ok(ms >= 10_000, `${path}: answered after ${ms} ms, before its deadline`);
+    }
+  });
+
+  test("a client that goes away mid-body is logged as 499, not as a server error", async () => {
+    const { key: own, tenant } = await createTenant("gone-mid-body");
+    const headers = { authorization: `Bearer ${own}`, "content-type": "application/json" };
+    assert.deepEqual(await trickle("/mcp", headers, { everyMs: 200, bytes: 3 }), { gone: true });
+    let line;
+    for (let waited = 0; !line && waited < 30_000; waited += 250) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      line = serverLog().lines.find((l) => l.kind === "request" && l.tenant === tenant.id);
+    }
+    assert.doesNotMatch(serverLog().text, /internal error: .*Network connection lost/);
+    assert.ok(line, "the request was logged, naming its tenant");
+    assert.deepEqual({ route: line.route, status: line.status, level: line.level }, { route: "/mcp", status: 499, level: "warn" });
+  });
+});
+
+/** The server's log (scripts/with-server.sh's RELAY_SERVER_LOG): its text and its JSON lines. */
+function serverLog() {
+  const text = readFileSync(process.env.RELAY_SERVER_LOG, "utf8");
+  return { text, lines: text.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l)) };
+}

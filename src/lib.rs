@@ -8,10 +8,11 @@
 //! state machine the Session DO drives); `auth` tenants, keys and tokens; `forward` what the
 //! Worker tells the Session DO with each request; `range` HTTP Range answers; `egress` the rules
 //! of guest code's fetches through the Worker; `files` the files a run publishes from `/out`
-//! and their signed download URLs.
+//! and their signed download URLs; `body` how long a request's body may take to arrive.
 
 pub mod audit;
 pub mod auth;
+pub mod body;
 pub mod capsule;
 pub mod egress;
 pub mod error;

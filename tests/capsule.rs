@@ -5,8 +5,11 @@
 use std::collections::BTreeMap;
 use std::io::{Cursor, Write};
 
+use proptest::prelude::*;
 use relay_core::capsule::jws::{KeySet, Signer};
-use relay_core::capsule::layer::{build_layer, check_path, read_layer, read_layer_with_limit};
+use relay_core::capsule::layer::{
+    build_layer, check_deps_layer, check_path, read_layer, read_layer_with_limit, DEPS_ROOTS,
+};
 use relay_core::capsule::limits::{check_sizes, CODE_LAYER_MAX, DEPS_LAYER_MAX, TOTAL_MAX};
 use relay_core::capsule::manifest::{Language, PYODIDE_RUNTIME, QUICKJS_RUNTIME};
 use relay_core::capsule::memo::{MEMO_BYTES, MEMO_ENTRIES};
@@ -169,6 +172,197 @@ fn read_layer_caps_inflation_by_the_bytes_actually_inflated() {
     assert!(bomb.len() < 64 * 1024);
     let err = read_layer_with_limit(&bomb, 6 * MIB).unwrap_err();
     assert!(err.to_string().contains("more than 6 MiB"), "{err}");
+}
+
+// ---- deps layers ----------------------------------------------------------------------------
+
+/// An entry of a hand-written zip: what a hostile tab can put in a central directory.
+struct RawEntry<'a> {
+    name: &'a [u8],
+    extra: Vec<u8>,
+    /// Made on Unix with this mode in the high half of the external attributes.
+    unix_mode: Option<u32>,
+}
+
+fn entry(name: &str) -> RawEntry<'_> {
+    RawEntry { name: name.as_bytes(), extra: Vec::new(), unix_mode: None }
+}
+
+/// A stored (uncompressed) zip with exactly these entries, each holding its own name, built by
+/// hand: no zip library would write most of them.
+fn hand_zip(entries: &[RawEntry]) -> Vec<u8> {
+    let (mut out, mut central) = (Vec::new(), Vec::new());
+    for e in entries {
+        let offset = out.len() as u32;
+        let header = |signature: u32, central: bool| {
+            let mut h = signature.to_le_bytes().to_vec();
+            if central {
+                let made_by: u16 = if e.unix_mode.is_some() { 0x031e } else { 20 };
+                h.extend(made_by.to_le_bytes());
+            }
+            h.extend([20, 0, 0, 0, 0, 0, 0, 0, 0x21, 0]); // version, flags, stored, time, date
+            h.extend(crc32(e.name).to_le_bytes());
+            h.extend((e.name.len() as u32).to_le_bytes()); // compressed: the name is the content
+            h.extend((e.name.len() as u32).to_le_bytes());
+            h.extend((e.name.len() as u16).to_le_bytes());
+            h.extend((e.extra.len() as u16).to_le_bytes());
+            if central {
+                h.extend([0, 0, 0, 0, 0, 0]); // comment length, disk, internal attributes
+                h.extend((e.unix_mode.unwrap_or(0) << 16).to_le_bytes());
+                h.extend(offset.to_le_bytes());
+            }
+            h.extend(e.name);
+            h.extend(&e.extra);
+            h
+        };
+        out.extend(header(0x0403_4b50, false));
+        out.extend(e.name);
+        central.extend(header(0x0201_4b50, true));
+    }
+    let (at, size, count) = (out.len() as u32, central.len() as u32, entries.len() as u16);
+    out.extend(central);
+    out.extend(0x0605_4b50u32.to_le_bytes());
+    out.extend([0, 0, 0, 0]);
+    out.extend(count.to_le_bytes());
+    out.extend(count.to_le_bytes());
+    out.extend(size.to_le_bytes());
+    out.extend(at.to_le_bytes());
+    out.extend([0, 0]);
+    out
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    !bytes.iter().fold(!0u32, |crc, &b| {
+        (0..8).fold(crc ^ u32::from(b), |c, _| (c >> 1) ^ (0xedb8_8320 & (c & 1).wrapping_neg()))
+    })
+}
+
+/// An Info-ZIP Unicode Path extra field (0x7075) naming `name` for an entry called `original`.
+fn unicode_path(original: &str, name: &str) -> Vec<u8> {
+    let mut field = 0x7075u16.to_le_bytes().to_vec();
+    field.extend((5 + name.len() as u16).to_le_bytes());
+    field.push(1);
+    field.extend(crc32(original.as_bytes()).to_le_bytes());
+    field.extend(name.as_bytes());
+    field
+}
+
+#[test]
+fn a_deps_layer_holds_node_modules_and_wheels_only() {
+    let packages = build_layer(&files(&[
+        ("node_modules/lodash/index.js", "module.exports = {}"),
+        ("node_modules/@scope/pkg/index.js", ""),
+        ("wheels/six-1.16.0-py2.py3-none-any.whl", "PK"),
+    ]))
+    .unwrap();
+    assert_eq!(check_deps_layer(&packages), Ok(()));
+    assert_eq!(check_deps_layer(&hand_zip(&[entry("node_modules/"), entry("wheels/a/")])), Ok(()));
+    assert_eq!(DEPS_ROOTS, ["node_modules/", "wheels/"]);
+
+    // The layer: a `main.js` that would stand in for the call's own code.
+    let main = build_layer(&files(&[("main.js", "steal()"), ("node_modules/a/index.js", "")])).unwrap();
+    let err = check_deps_layer(&main).unwrap_err();
+    assert_eq!(err, CapsuleError::OutsideDeps("main.js".into()));
+    assert_eq!(err.error_name(), "ValidationError");
+    let message = err.to_string();
+    assert!(message.contains("\"main.js\", outside node_modules/ and wheels/"), "{message}");
+    assert!(message.contains("the tab that built it must leave them out and build again"), "{message}");
+    for name in
+        ["node_modules", "node_modulesX/a.js", "Node_modules/a.js", "wheels", "wheel/a.whl", "src/", "a/node_modules/b"]
+    {
+        assert_eq!(check_deps_layer(&hand_zip(&[entry(name)])), Err(CapsuleError::OutsideDeps(name.into())), "{name}");
+    }
+}
+
+#[test]
+fn a_deps_layer_entry_must_be_a_normal_relative_path() {
+    let cases = [
+        ("node_modules/../main.js", "\"..\" segment"),
+        ("node_modules/a/../../main.js", "\"..\" segment"),
+        ("/node_modules/a.js", "starts with \"/\""),
+        ("node_modules\\..\\main.js", "backslash"),
+        ("node_modules//a.js", "empty segment"),
+        ("node_modules/./a.js", "\".\" segment"),
+        ("node_modules/a\0.js", "NUL byte"),
+        ("node_modules/../", "\"..\" segment"),
+    ];
+    for (name, reason) in cases {
+        let err = check_deps_layer(&hand_zip(&[entry("node_modules/ok.js"), entry(name)])).unwrap_err();
+        assert!(matches!(&err, CapsuleError::BadPath { .. }), "{name:?}: {err:?}");
+        assert!(err.to_string().contains(reason), "{name:?}: {err}");
+    }
+    let latin1 = RawEntry { name: b"node_modules/caf\xe9.js", extra: Vec::new(), unix_mode: None };
+    assert!(check_deps_layer(&hand_zip(&[latin1])).unwrap_err().to_string().contains("not UTF-8"));
+    let link = RawEntry { unix_mode: Some(0o120_777), ..entry("node_modules/link") };
+    assert_eq!(check_deps_layer(&hand_zip(&[link])), Err(CapsuleError::NotAFile("node_modules/link".into())));
+    let file = RawEntry { unix_mode: Some(0o100_644), ..entry("node_modules/file") };
+    assert_eq!(check_deps_layer(&hand_zip(&[file])), Ok(()));
+    let twice = hand_zip(&[entry("node_modules/a.js"), entry("wheels/b"), entry("node_modules/a.js")]);
+    assert_eq!(check_deps_layer(&twice), Err(CapsuleError::DuplicatePath("node_modules/a.js".into())));
+}
+
+#[test]
+fn a_deps_layer_is_judged_by_the_names_the_page_reads_not_by_extra_fields() {
+    // The zip crate takes an Info-ZIP Unicode Path field over the entry's name; the executor
+    // page (public/lib/zip.js) reads the name itself, and would run `main.js`.
+    let disguised = RawEntry { extra: unicode_path("main.js", "node_modules/a.js"), ..entry("main.js") };
+    let zip_bytes = hand_zip(&[disguised]);
+    assert_eq!(read_layer(&zip_bytes).unwrap()[0].0, "node_modules/a.js", "what a general zip reader sees");
+    assert_eq!(check_deps_layer(&zip_bytes), Err(CapsuleError::OutsideDeps("main.js".into())));
+}
+
+#[test]
+fn a_deps_layer_that_is_not_a_readable_zip_is_refused() {
+    let good = hand_zip(&[entry("node_modules/a.js")]);
+    let end = good.len() - 22;
+    let mut zip64 = good.clone();
+    zip64[end + 10..end + 12].copy_from_slice(&[0xff, 0xff]);
+    let mut misplaced = good.clone();
+    misplaced[end + 16..end + 20].copy_from_slice(&1u32.to_le_bytes());
+    let mut overcounted = good.clone();
+    overcounted[end + 10..end + 12].copy_from_slice(&2u16.to_le_bytes());
+    let cases: [(&str, &[u8]); 6] = [
+        ("empty", b""),
+        ("not a zip", b"the deps layer as plain text, long enough to hold an end record"),
+        ("zip64", &zip64),
+        ("central directory offset wrong", &misplaced),
+        ("more entries than written", &overcounted),
+        ("cut short", &good[..good.len() - 1]),
+    ];
+    for (what, bytes) in cases {
+        let err = check_deps_layer(bytes).unwrap_err();
+        assert!(matches!(err, CapsuleError::BadZip(_)), "{what}: {err:?}");
+        assert_eq!(err.error_name(), "ValidationError", "{what}");
+    }
+}
+
+proptest! {
+    /// One entry of any name made of the characters paths break on: accepted exactly when it is
+    /// a normal path (a directory's without its `/`) under node_modules/ or wheels/.
+    #[test]
+    fn a_deps_layer_entry_is_accepted_exactly_when_it_is_a_normal_path_under_a_root(
+        root in prop::sample::select(vec!["node_modules/", "wheels/", "", "/", "node_modules", "src/"]),
+        rest in "[a./\\\\]{0,8}",
+    ) {
+        let name = format!("{root}{rest}");
+        let expected = check_path(name.strip_suffix('/').unwrap_or(&name)).is_ok() && DEPS_ROOTS.iter().any(|r| name.starts_with(r));
+        prop_assert_eq!(check_deps_layer(&hand_zip(&[entry(&name)])).is_ok(), expected, "{:?}", name);
+    }
+
+    /// Any bytes, or a valid layer with a few bytes changed: an answer, never a panic.
+    #[test]
+    fn a_deps_layer_of_any_bytes_gets_an_answer(
+        bytes in prop::collection::vec(any::<u8>(), 0..200),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+    ) {
+        let _ = check_deps_layer(&bytes);
+        let mut layer = hand_zip(&[entry("node_modules/a.js"), entry("wheels/b.whl")]);
+        for (at, byte) in flips {
+            let i = at.index(layer.len());
+            layer[i] = byte;
+        }
+        let _ = check_deps_layer(&layer);
+    }
 }
 
 // ---- limits ---------------------------------------------------------------------------------

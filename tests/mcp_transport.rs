@@ -6,8 +6,10 @@
 mod common;
 
 use common::*;
+use relay_core::mcp::jsonrpc::QUEUE_FULL;
 use relay_core::mcp::{
-    sse_event, wants_sse, HttpRequest, HttpResponse, Outcome, MAX_BODY_BYTES, SSE_HEADERS, SSE_KEEPALIVE,
+    queue_full, sse_event, wants_sse, HttpRequest, HttpResponse, Outcome, MAX_BODY_BYTES, QUEUE_FULL_RETRY_AFTER_S,
+    SSE_HEADERS, SSE_KEEPALIVE,
 };
 use serde_json::{json, Value};
 
@@ -228,4 +230,24 @@ fn sse_frames() {
     assert!(SSE_KEEPALIVE.starts_with(':') && SSE_KEEPALIVE.ends_with("\n\n"));
     assert!(SSE_HEADERS.contains(&("content-type", "text/event-stream")));
     assert!(SSE_HEADERS.contains(&("x-accel-buffering", "no")));
+}
+
+#[test]
+fn a_full_queue_is_429_with_retry_after_and_a_named_json_rpc_error() {
+    let reply = queue_full(&json!(7), 100, "default");
+    assert_eq!(reply.status, 429);
+    assert_eq!(QUEUE_FULL, -32050, "outside -32000..-32019, which 2026-07-28 reserves");
+    assert!(
+        reply.headers.contains(&("retry-after".into(), QUEUE_FULL_RETRY_AFTER_S.to_string())),
+        "{:?}",
+        reply.headers
+    );
+    assert!(reply.headers.contains(&("content-type".into(), "application/json".into())));
+    let body = reply.body.unwrap();
+    assert_eq!(body["id"], 7);
+    assert_eq!(body["error"]["code"], QUEUE_FULL);
+    assert_eq!(body["error"]["data"], json!({ "name": "QueueFull", "maxQueued": 100, "retryAfterS": 5 }));
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("queue full: 100 run(s) already waiting in relay session 'default'"), "{message}");
+    assert!(message.contains("retry in 5 s"), "{message}");
 }

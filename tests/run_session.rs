@@ -189,9 +189,22 @@ fn a_full_queue_refuses_and_remembers_nothing() {
     let mut s = Session::new(QueueSettings { max_queued: 2, ..SETTINGS });
     s.handle(0, admit("a"));
     s.handle(0, admit("b"));
+    assert_eq!(s.queue_full(), Some(2), "asked before admitting: the call is refused at once");
     assert_eq!(s.handle(0, admit("c")), vec![Output::Refused { run: "c".into(), max: 2 }]);
+    assert_eq!(s.queue_full(), Some(2));
     let (status, _) = reply(&s.handle(0, heard(vec![ev("c", 0, exit(0))])));
     assert_eq!(status, 404, "a refused run is unknown");
+}
+
+#[test]
+fn the_queue_has_room_again_once_a_waiting_run_leaves() {
+    let mut s = Session::new(QueueSettings { max_queued: 1, ..SETTINGS });
+    assert_eq!(s.queue_full(), None);
+    s.handle(0, admit("a"));
+    assert_eq!(s.queue_full(), Some(1));
+    s.handle(0, Input::Cancel { run: "a".into(), why: Cancel::ClientGone });
+    assert_eq!(s.queue_full(), None);
+    assert_eq!(Session::new(QueueSettings { max_queued: 0, ..SETTINGS }).queue_full(), Some(0));
 }
 
 #[test]
@@ -625,7 +638,17 @@ fn check(ops: Vec<Op>, max_queued: u32) -> Result<(), TestCaseError> {
             }
         }
         let on_tab = seen.on_tab.clone();
+        // The DO refuses a call on `queue_full` before building its capsule: it must say
+        // exactly what admitting the run would.
+        let predicted = matches!(input, Input::Admit { .. }).then(|| s.queue_full());
         let out = s.handle(now, input);
+        if let Some(predicted) = predicted {
+            let refused = out.iter().find_map(|o| match o {
+                Output::Refused { max, .. } => Some(*max),
+                _ => None,
+            });
+            prop_assert_eq!(predicted, refused, "queue_full() disagreed with admission: {:?}", out);
+        }
         // A run the machine took an event for, while on a tab, has started there.
         if let (Some((run, _)), Some(Output::Reply(reply))) =
             (on_tab, out.iter().find(|o| matches!(o, Output::Reply(_))))

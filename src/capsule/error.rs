@@ -7,6 +7,7 @@ use std::fmt;
 
 use super::build::SIG_TYP;
 use super::jws::JwsError;
+use super::layer::DEPS_ROOTS;
 use super::limits::mib;
 
 /// What went wrong while building, reading or verifying a capsule.
@@ -18,6 +19,8 @@ pub enum CapsuleError {
     DuplicatePath(String),
     /// A layer entry that is not a regular file (a symlink could point outside the layer).
     NotAFile(String),
+    /// A deps layer entry outside `node_modules/` and `wheels/` (`layer::DEPS_ROOTS`).
+    OutsideDeps(String),
     /// A layer, or the capsule as a whole, over its size limit.
     TooLarge { what: &'static str, actual: u64, limit: u64 },
     /// A layer whose content inflates past the cap (a zip bomb, or just too much).
@@ -69,6 +72,11 @@ impl fmt::Display for CapsuleError {
             CapsuleError::NotAFile(p) => {
                 write!(f, "layer entry {p:?} is not a regular file (symlinks are not allowed)")
             }
+            CapsuleError::OutsideDeps(p) => write!(
+                f,
+                "the deps layer holds {p:?}, outside {}: a deps layer carries packages only, never the call's own files; the tab that built it must leave them out and build again",
+                DEPS_ROOTS.join(" and ")
+            ),
             CapsuleError::TooLarge { what, actual, limit } => {
                 write!(f, "{what} is {} ({actual} bytes); the limit is {} ({limit} bytes)", mib(*actual), mib(*limit))
             }

@@ -17,6 +17,9 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// SEP-2575: the request needs a client capability it did not declare.
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+/// Ours: the relay session's queue is full (HTTP 429 says the rest). Outside -32000..-32019,
+/// which 2026-07-28 asks new implementations not to use.
+pub const QUEUE_FULL: i64 = -32050;
 
 /// One parsed POST body.
 #[derive(Debug)]

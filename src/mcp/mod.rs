@@ -65,8 +65,8 @@ pub use era::{Era, SUPPORTED_VERSIONS};
 pub use http::{sse_event, sse_frame, wants_sse, HttpRequest, HttpResponse, SSE_HEADERS, SSE_KEEPALIVE};
 pub use logging::LogLevel;
 pub use results::{
-    data_result, file_result, log_notifications, progress_notification, task_created, tool_error, tool_error_to,
-    tool_result, ToolResult, OUTPUT_BUDGET,
+    data_result, file_result, log_notifications, progress_notification, queue_full, task_created, tool_error,
+    tool_error_to, tool_result, ToolResult, OUTPUT_BUDGET, QUEUE_FULL_RETRY_AFTER_S,
 };
 pub use server::{answer_stateless, handle, Outcome, SessionStatus, SessionStore, MAX_BODY_BYTES};
 pub use tools::{Tool, ToolCall};

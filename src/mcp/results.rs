@@ -1,6 +1,7 @@
 //! Results: the shape every result takes in each era, answers to tool calls and the
 //! notifications sent while a call runs: run results with `structuredContent`, tool errors
-//! (named by `crate::error::ErrorName`), progress and log messages.
+//! (named by `crate::error::ErrorName`), the refusal of a call when the queue is full,
+//! progress and log messages.
 //!
 //! Every message stays well under 1 MiB serialized, whatever a run printed: that is the most
 //! one SSE event may hold in the official Python SDK by default. Output is measured as the
@@ -11,7 +12,8 @@ use serde_json::{json, Map, Value};
 
 use super::content;
 use super::era::Era;
-use super::jsonrpc::{notification, response_envelope};
+use super::http::HttpResponse;
+use super::jsonrpc::{notification, response_envelope, RpcError, QUEUE_FULL};
 use super::logging::LogLevel;
 use super::tasks::TaskRecord;
 use super::tools::{Tool, ToolCall};
@@ -39,6 +41,21 @@ pub enum Cache {
     Public(u64),
     /// Depends on the caller's relay session.
     Private(u64),
+}
+
+/// Seconds a call refused for a full queue is told to wait (`Retry-After`).
+pub const QUEUE_FULL_RETRY_AFTER_S: u64 = 5;
+
+/// The answer to a `tools/call` refused because `max` runs already wait in relay session
+/// `session`: 429 with `Retry-After`, and a JSON-RPC error whose data names it (`QueueFull`).
+pub fn queue_full(id: &Value, max: u32, session: &str) -> HttpResponse {
+    let retry = QUEUE_FULL_RETRY_AFTER_S;
+    let message = format!(
+        "queue full: {max} run(s) already waiting in relay session '{session}'; retry in {retry} s, when some have run"
+    );
+    let data = json!({ "name": "QueueFull", "maxQueued": max, "retryAfterS": retry });
+    let refused = RpcError::failed(QUEUE_FULL, message).with_status(429).with_data(data);
+    refused.into_response(Some(id)).with_header("retry-after", &retry.to_string())
 }
 
 /// Completes a result for `era`: 2026-07-28 requires `resultType` on every result (`complete`

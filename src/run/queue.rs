@@ -56,11 +56,16 @@ impl RunQueue {
     /// Adds a run at the back, unless `max_queued` runs already wait. It keeps its place but
     /// may not start before `mark_ready`.
     pub fn reserve(&mut self, run_id: &str, now_ms: u64) -> Admission {
-        if self.waiting.len() >= self.max_queued as usize {
-            return Admission::Full { max: self.max_queued };
+        if let Some(max) = self.full() {
+            return Admission::Full { max };
         }
         self.waiting.push_back(Waiting { run_id: run_id.to_owned(), since_ms: now_ms, ready: false });
         Admission::Queued
+    }
+
+    /// `Some(max)` when `max` runs already wait: a run reserved now is refused.
+    pub fn full(&self) -> Option<u32> {
+        (self.waiting.len() >= self.max_queued as usize).then_some(self.max_queued)
     }
 
     /// A reserved run may now start when its turn comes.

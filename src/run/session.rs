@@ -272,6 +272,12 @@ impl Session {
         self.queue.depth()
     }
 
+    /// `Some(max)` when the queue is full: a run admitted now would be `Refused`. Asked before
+    /// a call's capsule is built, so that a refusal costs nothing but the asking.
+    pub fn queue_full(&self) -> Option<u32> {
+        self.queue.full()
+    }
+
     /// A run still in hand: whether a tab has it, and its stdout and stderr so far (within
     /// its output cap).
     pub fn progress(&self, run: &str) -> Option<(bool, &str, &str)> {

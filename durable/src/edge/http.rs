@@ -1,11 +1,14 @@
 //! Response helpers shared by the handlers: JSON bodies, the error shape, CORS, health, and
-//! the two answers every handler may need: a body over its route's limit, storage that failed.
+//! the answers every handler may need: a body over its route's limit, late or cut off, storage
+//! that failed.
 
-use futures::StreamExt;
+use super::sleep;
+use futures::{future, StreamExt};
+use relay_core::body;
 use relay_core::error::ErrorName;
 use relay_core::mcp::HttpResponse;
 use serde_json::{json, Value};
-use worker::{Env, Headers, Request, Response};
+use worker::{ByteStream, Env, Headers, Request, Response};
 
 /// Headers a browser page may send to `/mcp` and the capsule routes (which any origin may
 /// call: see [`with_cors`]).
@@ -68,25 +71,40 @@ pub fn storage_unavailable(store: &str, err: &dyn std::fmt::Display) -> Response
 /// Seconds a caller waits before retrying after a storage failure.
 const RETRY_AFTER_S: &str = "5";
 
-/// A request's body, or the 413 to send once it is over `limit` bytes. A declared
-/// Content-Length is checked first, and a streamed body is read chunk by chunk, so an
-/// oversized body is refused without ever being buffered whole.
+/// A request's body, or the answer to send instead: 413 once it is over `limit` bytes, 408
+/// when it does not arrive by its deadline (`relay_core::body`), 499 when the client went away
+/// before it did. A declared Content-Length is checked first, and a streamed body is read chunk
+/// by chunk, so an oversized body is refused without ever being buffered whole.
 pub async fn read_capped(req: &mut Request, limit: usize) -> worker::Result<Result<Vec<u8>, Response>> {
     let declared = req.headers().get("content-length")?.and_then(|l| l.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
         return Ok(Err(too_large(limit)));
     }
-    let Ok(mut chunks) = req.stream() else {
+    let Ok(chunks) = req.stream() else {
         return Ok(Ok(Vec::new())); // no body at all
     };
+    let deadline = body::deadline_ms(declared, limit as u64);
+    match future::select(Box::pin(read_chunks(chunks, limit)), sleep(deadline)).await {
+        future::Either::Left((read, _)) => Ok(read),
+        future::Either::Right(_) => Ok(Err(error(408, "RequestTimeout", body::too_slow_message(deadline)))),
+    }
+}
+
+async fn read_chunks(mut chunks: ByteStream, limit: usize) -> Result<Vec<u8>, Response> {
     let mut body = Vec::new();
     while let Some(chunk) = chunks.next().await {
-        body.extend_from_slice(&chunk?);
+        // Only the client writes a request body: a read that fails means its connection ended
+        // (workerd says "Network connection lost."). That is the client's doing, not a fault
+        // here, and is answered (to no one) and logged as what it is.
+        let Ok(chunk) = chunk else {
+            return Err(named(ErrorName::Cancelled, "the client went away before its request body arrived whole"));
+        };
+        body.extend_from_slice(&chunk);
         if body.len() > limit {
-            return Ok(Err(too_large(limit)));
+            return Err(too_large(limit));
         }
     }
-    Ok(Ok(body))
+    Ok(body)
 }
 
 fn too_large(limit: usize) -> Response {

@@ -45,6 +45,7 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
     if !session_name_ok(&session) {
         return Ok(named(ErrorName::ValidationError, format!("session: {SESSION_NAME_RULE}")));
     }
+    who.is(&tenant.id, &session);
     // Only a POST carries a message; GET and DELETE are forwarded without a body.
     let body = if req.method() == Method::Post {
         match read_capped(&mut req, MAX_BODY_BYTES).await? {
@@ -54,7 +55,6 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
     } else {
         Vec::new()
     };
-    who.is(&tenant.id, &session);
     let caller = Caller { tenant, session, origin: public_origin(env, &url)? };
     let body = match answer_here(&req, &caller, body)? {
         Ok(reply) => return Ok(to_response(reply)),

@@ -10,7 +10,8 @@ use crate::edge::capsules::{layer_key, signer};
 use crate::edge::http::{error, json, named, storage_unavailable};
 use crate::edge::{now_ms, random};
 use relay_core::capsule::jws::Signer;
-use relay_core::capsule::{build_capsule, CapsuleSpec, Deps};
+use relay_core::capsule::layer::check_deps_layer;
+use relay_core::capsule::{build_capsule, CapsuleSpec, Deps, FsLayer};
 use relay_core::error::ErrorName;
 use relay_core::forward::Caller;
 use relay_core::mcp;
@@ -81,6 +82,24 @@ fn refused(e: BuildError) -> Response {
     error(e.status, e.name, e.message)
 }
 
+/// The uploaded deps layer's bytes, read from R2 within the size its claim was held to (the
+/// 20 MiB limit), or the answer to give instead.
+async fn stored_layer(bucket: &Bucket, layer: &FsLayer) -> std::result::Result<Vec<u8>, Response> {
+    let missing = || {
+        let message = format!("layer deps ({}) is not in storage; upload it again under a new grant", layer.sha256);
+        error(409, "LayerNotUploaded", message)
+    };
+    let object = match bucket.get(layer_key(&layer.sha256)).execute().await {
+        Ok(Some(object)) if object.size() == layer.size => object,
+        Ok(_) => return Err(missing()),
+        Err(e) => return Err(storage_unavailable("R2", &e)),
+    };
+    match object.body() {
+        Some(body) => body.bytes().await.map_err(|e| storage_unavailable("R2", &e)),
+        None => Err(missing()),
+    }
+}
+
 /// `/build/presign?run=`: upload grants for the layers the tab built, `{layers: [{id, sha256,
 /// size}]}` -> `{grants: [{layer, url, grant, expiresAt}]}`: `PUT url` with `Authorization:
 /// Bearer <grant>`.
@@ -129,10 +148,11 @@ pub async fn spend(shared: &Shared, mut req: Request) -> Result<Response> {
     })
 }
 
-/// `/build/finalize?run=`: checks the tab's proposal, signs the capsule with the uploaded deps
-/// layer, stores it and the build's record, and answers with the `capsule` command's data (plus
-/// `capsuleUrl`), which the tab runs at once. Nothing is stored before every check passed, and
-/// the record (what later calls reuse) only after the capsule.
+/// `/build/finalize?run=`: checks the tab's proposal and the uploaded deps layer's entries
+/// (`check_deps_layer`), signs the capsule with that layer, stores it and the build's record,
+/// and answers with the `capsule` command's data (plus `capsuleUrl`), which the tab runs at
+/// once. Nothing is stored before every check passed, and the record (what later calls reuse)
+/// only after the capsule.
 pub async fn finalize(shared: &Shared, mut req: Request, caller: &Caller) -> Result<Response> {
     let run = run_of(&req)?;
     let proposal: Proposal = match serde_json::from_slice(&req.bytes().await?) {
@@ -149,14 +169,14 @@ pub async fn finalize(shared: &Shared, mut req: Request, caller: &Caller) -> Res
         Err(e) => return Ok(refused(e)),
     };
     let bucket = shared.env.bucket("R2_CAPSULES")?;
-    match bucket.head(layer_key(&record.layer.sha256)).await {
-        Ok(Some(head)) if head.size() == record.layer.size => {}
-        Ok(_) => {
-            let message =
-                format!("layer deps ({}) is not in storage; upload it again under a new grant", record.layer.sha256);
-            return Ok(error(409, "LayerNotUploaded", message));
-        }
-        Err(e) => return Ok(storage_unavailable("R2", &e)),
+    let layer = match stored_layer(&bucket, &record.layer).await {
+        Ok(layer) => layer,
+        Err(refusal) => return Ok(refusal),
+    };
+    // Before anything is signed or recorded: a layer the page would refuse to run must not
+    // become a capsule, nor a build that later calls reuse.
+    if let Err(e) = check_deps_layer(&layer) {
+        return Ok(error(400, e.error_name(), e.to_string()));
     }
     let signer = signer(&shared.env)?;
     let capsule = match build_capsule(spec, &signer) {

@@ -19,6 +19,7 @@ use super::store::{self, Ended, Queued};
 use crate::edge::capsules::signer;
 use crate::edge::{http, now_ms, random};
 use futures::channel::{mpsc, oneshot};
+use futures::stream::PollNext;
 use futures::{future, FutureExt, Stream, StreamExt};
 use relay_core::audit;
 use relay_core::capsule::jws::Signer;
@@ -37,9 +38,6 @@ use serde_json::{json, Value};
 use std::rc::Rc;
 use worker::{Response, Result, SqlStorage};
 
-/// JSON-RPC server error for a full queue (the HTTP status, 429, says the rest). Outside
-/// -32000..-32019, which 2026-07-28 asks new implementations not to use.
-const QUEUE_FULL: i64 = -32050;
 /// How long a legacy client that lost its stream waits before resuming it (the SSE `retry`).
 const RESUME_RETRY_MS: u64 = 5_000;
 
@@ -142,6 +140,12 @@ impl Job {
 
 /// Answers a `tools/call`: every tool runs in line on the relay session's tab.
 pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Result<Response> {
+    // A full queue refuses at once, as cheaply as any answer of this DO: before the capsule
+    // is built and signed, and before an audit row is written (and deleted again), since an
+    // answer is held until the storage writes before it are durable.
+    if let Some(max) = shared.queue_full() {
+        return Ok(queue_full(&call, &caller, max));
+    }
     let job = match build(&shared, &caller, &call)? {
         Ok(job) => Rc::new(job),
         Err(response) => return Ok(response),
@@ -187,7 +191,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     // The body is the answer's frames merged with the ticker and the preparation (which yield
     // no frames of their own but keep-alives): polling the body drives all of them, and
     // dropping it drops them and, for a 2026-07-28 call, cancels the run.
-    let stream = futures::stream::select(run_stream(shared, run, body), preparing).map(move |frame| {
+    let stream = run_stream(shared, run, body, preparing).map(move |frame| {
         let _ = &cancel;
         frame
     });
@@ -241,14 +245,24 @@ impl Delivery for TaskAnswer {
 }
 
 /// A run's answer frames, merged with a ticker that keeps the machine's deadlines running (and
-/// the client's connection alive) while the run lasts.
+/// the client's connection alive) while the run lasts, and with `driven` (work the stream
+/// drives). The stream ends with the answer frames: their sender is dropped once the answer is
+/// sent, and the response closes right after it, in both eras (2025-11-25 and 2026-07-28
+/// transports: after the JSON-RPC response the server closes the SSE stream), never at the
+/// ticker's next wake. The answer frames go first whenever both are ready, so nothing follows
+/// the result.
 fn run_stream(
     shared: Rc<Shared>,
     run: String,
     body: mpsc::UnboundedReceiver<Result<Vec<u8>>>,
+    driven: impl Stream<Item = Result<Vec<u8>>>,
 ) -> impl Stream<Item = Result<Vec<u8>>> {
     let ticking = ticker(shared, move |s| s.has_run(&run), Some(mcp::SSE_KEEPALIVE));
-    futures::stream::select(body, ticking)
+    let answer = body.map(Some).chain(futures::stream::once(future::ready(None)));
+    let others = futures::stream::select(ticking, driven).map(Some);
+    futures::stream::select_with_strategy(answer, others, |_: &mut ()| PollNext::Left)
+        .take_while(|frame| future::ready(frame.is_some()))
+        .filter_map(future::ready)
 }
 
 /// `GET /mcp` with `Last-Event-ID` (legacy era): resumes the stream of run `event_id`, if it
@@ -257,7 +271,7 @@ fn run_stream(
 pub fn resume(shared: Rc<Shared>, session: &str, event_id: &str) -> Result<Response> {
     let (frames, body) = mpsc::unbounded();
     if shared.resume(event_id, session, frames.clone()) {
-        let stream = run_stream(shared, event_id.to_owned(), body);
+        let stream = run_stream(shared, event_id.to_owned(), body, futures::stream::empty());
         return Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()));
     }
     let Some(ended) = store::ended_run(&shared.storage.sql(), event_id, session) else {
@@ -347,12 +361,14 @@ fn admit(
     if let Some(Output::Refused { max, .. }) = admission.first() {
         shared.remove_run(run);
         store::forget_run(&sql, run);
-        let message =
-            format!("queue full: {max} run(s) already waiting in relay session '{}'; retry later", caller.session);
-        let reply = RpcError::failed(QUEUE_FULL, message).with_status(429).into_response(Some(&call.id));
-        return Err(http::with_header(http::to_response(reply), "retry-after", "5"));
+        return Err(queue_full(call, caller, *max));
     }
     Ok(())
+}
+
+/// The 429 of a call refused because `max` runs already wait.
+fn queue_full(call: &ToolCall, caller: &Caller, max: u32) -> Response {
+    http::to_response(mcp::queue_full(&call.id, max, &caller.session))
 }
 
 /// Makes the run's command for the tab and tells the machine the run is ready to be sent. A

@@ -227,6 +227,11 @@ impl Shared {
         self.machine.borrow().as_ref().map_or((Vec::new(), 0), |m| (m.tabs().to_vec(), m.queue_depth()))
     }
 
+    /// `Some(max)` when the queue is full (`Session::queue_full`).
+    pub fn queue_full(&self) -> Option<u32> {
+        self.machine.borrow().as_ref().and_then(Session::queue_full)
+    }
+
     pub fn add_tab(&self, tab: &str, sender: Frames) {
         self.tabs.borrow_mut().insert(tab.to_owned(), sender);
     }

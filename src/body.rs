@@ -1,0 +1,27 @@
+//! How long a request's body may take to arrive. Every route that reads a body (the Worker's
+//! `read_capped`) stops waiting at [`deadline_ms`] and answers 408, so a client that trickles
+//! its body (a byte every few seconds) cannot hold a request open for minutes. The deadline
+//! grows with the body the request announces, so a large upload on a slow link still arrives.
+
+/// What every body gets, however small.
+pub const BASE_MS: u64 = 10_000;
+/// The slowest average rate a body may arrive at (512 kbit/s): every this many bytes the
+/// request announces add a second to its deadline.
+pub const MIN_BYTES_PER_S: u64 = 64 * 1024;
+
+/// The deadline, in ms from the start of reading, for a body that declares `declared` bytes
+/// (its Content-Length), or, declaring none, may be up to the route's `limit`.
+pub fn deadline_ms(declared: Option<u64>, limit: u64) -> u64 {
+    let expected = declared.unwrap_or(limit).min(limit);
+    BASE_MS.saturating_add(expected.saturating_mul(1000) / MIN_BYTES_PER_S)
+}
+
+/// The message of the 408 for a body that missed `deadline_ms`: the deadline and its rule.
+pub fn too_slow_message(deadline_ms: u64) -> String {
+    format!(
+        "the request body did not arrive within {:.1} s, its deadline ({} s, plus 1 s per {} KiB of body); send the body without pauses, or a smaller one",
+        deadline_ms as f64 / 1000.0,
+        BASE_MS / 1000,
+        MIN_BYTES_PER_S / 1024
+    )
+}
