@@ -240,7 +240,7 @@ describe("POST /egress", () => {
     const url = `http://localhost:${closedPort + 1}/`;
     const message = await refusal(await egress({ url }), 403, "PolicyDenied");
     assert.match(message, new RegExp(`port ${closedPort + 1} of host "localhost" is not allowed`));
-    assert.match(message, new RegExp(`add "localhost:${closedPort + 1}" to network.allowedDomains`));
+    assert.match(message, new RegExp(`add "localhost:${closedPort + 1}" \\(or a parent domain\\) to the tenant's defaults.policy.network.allowedDomains`));
   });
 
   test("Origin, Referer and the other forbidden request headers never reach the upstream", async () => {
@@ -316,7 +316,7 @@ describe("/files", () => {
     assert.equal(head.status, 200);
     assert.equal(head.headers.get("content-type"), "text/csv; charset=utf-8");
     assert.equal(head.headers.get("content-length"), "8");
-    assert.equal(head.headers.get("content-security-policy"), "sandbox");
+    assert.equal(head.headers.get("content-security-policy"), "sandbox; frame-ancestors 'none'");
     assert.equal((await head.arrayBuffer()).byteLength, 0);
     const get = await fetch(file.url);
     for (const name of ["content-type", "x-content-type-options", "content-security-policy", "cache-control"]) {

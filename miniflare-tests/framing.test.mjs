@@ -47,7 +47,7 @@ async function authorizeQuery() {
   return new URLSearchParams(fields).toString();
 }
 
-/** A download URL of an HTML file a run left in /out. */
+/** A download URL (absolute) of an HTML file a run left in /out. */
 async function runHtmlFile() {
   const { tenant } = await createTenant("framing");
   const token = mintRunToken({ tenant: tenant.id, run: "r_framing", capsule: "0".repeat(64) });
@@ -81,7 +81,7 @@ test("another origin cannot frame any page of the relay; its own frame loads", a
     `/oauth/authorize?${query}`,
     await runHtmlFile(),
     "/sandbox.html",
-  ].map((p) => `${BASE}${p}`);
+  ].map((p) => new URL(p, BASE).href);
   const landed = await frame([...pages, `${attacker.url}/own.html`]);
   assert.equal(landed.at(-1), `${attacker.url}/own.html`, "a frame the browser allows loads, so a refusal shows");
   const framed = pages.filter((_, i) => landed[i] !== REFUSED);
@@ -91,7 +91,7 @@ test("another origin cannot frame any page of the relay; its own frame loads", a
 test("every page's answer says so itself: frame-ancestors and X-Frame-Options", async () => {
   const query = await authorizeQuery();
   for (const url of ["/", `/authorize?${query}`, await runHtmlFile()]) {
-    const res = await fetch(`${BASE}${url}`);
+    const res = await fetch(new URL(url, BASE));
     assert.equal(res.status, 200, url);
     assert.match(res.headers.get("content-security-policy") ?? "", /frame-ancestors 'none'/, url);
     assert.equal(res.headers.get("x-frame-options"), "DENY", url);
