@@ -13,7 +13,7 @@ import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { startPackageSources } from "./lib/package-sources.mjs";
 import { sseEvents } from "./lib/mcp-http.mjs";
-import { BASE, attach, createTenant, devVars, relayCapsule } from "./lib/relay.mjs";
+import { BASE, attach, createTenant, devVars, holdLease, relayCapsule } from "./lib/relay.mjs";
 
 let registry;
 let key;
@@ -137,13 +137,16 @@ describe("presign, upload and finalize over raw HTTP, with this test as the tab"
   let played;
   let build;
   let answer;
+  let lease;
 
   before(async () => {
     ({ key: playedKey, tenant } = await createTenant("played-build", { packages: registry.sources }));
     ({ attachToken } = await attach(playedKey, SESSION));
     const events = await fetch(`${BASE}/session/${SESSION}/events`, { headers: { authorization: `Bearer ${attachToken}` } });
     commands = sseEvents(events.body);
-    assert.equal((await commands.next()).value.event, "hello");
+    const hello = (await commands.next()).value;
+    assert.equal(hello.event, "hello");
+    lease = await holdLease(SESSION, attachToken, hello.data.tabId, hello.data.leaseMs);
     assert.equal((await commands.next()).value.event, "tabs");
     played = await connectClient(playedKey, SESSION);
     answer = played.callTool({ name: "run_js", arguments: { code: "1", npm: { dependencies: { lodash: "4.17.21" } } } });
@@ -154,6 +157,7 @@ describe("presign, upload and finalize over raw HTTP, with this test as the tab"
   });
 
   after(async () => {
+    lease?.stop();
     await commands?.return();
     await played?.close();
   });
