@@ -458,12 +458,15 @@ describe("a tab's lease", () => {
     assert.deepEqual(await upgrade(path, offer("relay-lease")), { status: 101, protocol: "relay-lease" });
   });
 
-  test("the runtime answers a lease socket's ping, and a POST renews the lease where no socket opens", async () => {
+  test("the runtime answers a lease socket's ping, it takes nothing else, and a POST renews the lease where no socket opens", async () => {
     const lease = await holdLease(LEASED, leaseToken, hello.tabId, hello.leaseMs);
     try {
       const pong = new Promise((resolve) => (lease.socket.onmessage = ({ data }) => resolve(data)));
       lease.socket.send("ping");
       assert.equal(await pong, "pong");
+      const closed = new Promise((resolve) => (lease.socket.onclose = ({ code, reason }) => resolve([code, reason])));
+      lease.socket.send("anything else");
+      assert.deepEqual(await closed, [4400, "a lease socket takes only `ping`"]);
     } finally {
       lease.stop();
     }
