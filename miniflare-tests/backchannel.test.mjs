@@ -1,11 +1,12 @@
-// The executor protocol itself, with this test playing the tab: attach, read `capsule` commands
-// from the SSE stream, and post NDJSON result batches (or send them on a results socket). Retried batches are applied once; events
+// The executor protocol itself, with this test playing the tab: attach, keep the tab's lease
+// (pings on its lease socket), read `capsule` commands from the SSE stream, and post NDJSON
+// result batches (or send them on a results socket). Retried batches are applied once; events
 // for unknown or finished runs, or past a gap (which ends the run), are refused without
-// holding back the others.
+// holding back the others. A tab that stops renewing its lease is dropped.
 
 import assert from "node:assert/strict";
 import { request } from "node:http";
-import { after, before, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
 import {
   LEGACY,
@@ -19,7 +20,7 @@ import {
   readUntil,
   sseEvents,
 } from "./lib/mcp-http.mjs";
-import { BASE, attach, createTenant } from "./lib/relay.mjs";
+import { BASE, attach, createTenant, holdLease } from "./lib/relay.mjs";
 
 const SESSION = "played-tab";
 let key;
@@ -27,6 +28,7 @@ let token;
 let commands;
 let client;
 let tabId;
+let lease;
 
 before(async () => {
   ({ key } = await createTenant("backchannel"));
@@ -37,12 +39,15 @@ before(async () => {
   const hello = (await commands.next()).value;
   assert.equal(hello.event, "hello");
   tabId = hello.data.tabId;
+  assert.equal(hello.data.leaseMs, 10_000, "how long the tab's lease lasts unrenewed");
+  lease = await holdLease(SESSION, token, tabId, hello.data.leaseMs);
   // Then the roster of the relay session's tabs: this one, which runs next.
   assert.deepEqual((await commands.next()).value, { event: "tabs", data: { count: 1, next: hello.data.tabId } });
   client = await connectClient(key, SESSION);
 });
 
 after(async () => {
+  lease?.stop();
   await commands?.return();
   await client?.close();
 });
@@ -414,4 +419,83 @@ test("a tab's readiness report shows in relay://session, and a run sent while it
 
   assert.equal((await report({ "quickjs@0.32": "ready" })).status, 204);
   assert.equal((await executor()).warmingUp, false);
+});
+
+describe("a tab's lease", () => {
+  const LEASED = "played-lease";
+  let leaseToken;
+  let leaseCommands;
+  let hello;
+  let leaseClient;
+
+  before(async () => {
+    ({ attachToken: leaseToken } = await attach(key, LEASED));
+    const events = await fetch(`${BASE}/session/${LEASED}/events`, { headers: bearer(leaseToken) });
+    leaseCommands = sseEvents(events.body);
+    hello = (await leaseCommands.next()).value.data;
+    leaseClient = await connectClient(key, LEASED);
+  });
+
+  after(async () => {
+    await leaseCommands?.return();
+    await leaseClient?.close();
+  });
+
+  const tabIds = async () => (await readRelaySession(leaseClient)).executor.tabIds;
+
+  test("a lease socket opens only as a WebSocket offering relay-lease and the token, for an attached tab", async () => {
+    const path = `/session/${LEASED}/lease?tab=${hello.tabId}`;
+    const plain = await fetch(`${BASE}${path}`, { headers: bearer(leaseToken) });
+    assert.equal(plain.status, 426);
+    assert.match((await plain.json()).error.message, /WebSocket.*POST \/session\/:id\/lease/);
+    const offer = (protocol) => ({ "sec-websocket-protocol": `${protocol}, bearer.${leaseToken}` });
+    const refused = await upgrade(path, offer("relay-results"));
+    assert.equal(refused.status, 401, "the results socket's protocol does not open a lease socket");
+    assert.match(refused.body.error.message, /subprotocols `relay-lease` and `bearer.<attachToken>`/);
+    const unknown = await upgrade(`/session/${LEASED}/lease?tab=tab_000000000000`, offer("relay-lease"));
+    assert.equal(unknown.status, 400);
+    assert.match(unknown.body.error.message, /\?tab= must name a tab attached.*attaches again/);
+    assert.deepEqual(await upgrade(path, offer("relay-lease")), { status: 101, protocol: "relay-lease" });
+  });
+
+  test("the runtime answers a lease socket's ping, it takes nothing else, and a POST renews the lease where no socket opens", async () => {
+    const lease = await holdLease(LEASED, leaseToken, hello.tabId, hello.leaseMs);
+    try {
+      const pong = new Promise((resolve) => (lease.socket.onmessage = ({ data }) => resolve(data)));
+      lease.socket.send("ping");
+      assert.equal(await pong, "pong");
+      const closed = new Promise((resolve) => (lease.socket.onclose = ({ code, reason }) => resolve([code, reason])));
+      lease.socket.send("anything else");
+      assert.deepEqual(await closed, [4400, "a lease socket takes only `ping`"]);
+    } finally {
+      lease.stop();
+    }
+    const renew = (tab) =>
+      fetch(`${BASE}/session/${LEASED}/lease`, { method: "POST", headers: { ...bearer(leaseToken), "x-relay-tab": tab } });
+    assert.equal((await renew(hello.tabId)).status, 204);
+    const res = await renew("tab_000000000000");
+    assert.equal(res.status, 400);
+    assert.match((await res.json()).error.message, /x-relay-tab must name a tab attached/);
+  });
+
+  test("a tab that stops renewing its lease is dropped within it, though its stream and socket stay open", async () => {
+    const lease = await holdLease(LEASED, leaseToken, hello.tabId, hello.leaseMs);
+    const closed = new Promise((resolve) => (lease.socket.onclose = ({ code }) => resolve(code)));
+    assert.deepEqual(await tabIds(), [hello.tabId]);
+    await new Promise((resolve) => setTimeout(resolve, hello.leaseMs)); // renewed all along
+    assert.deepEqual(await tabIds(), [hello.tabId], "a tab that renews its lease stays");
+    const silent = Date.now();
+    lease.silence(); // the socket stays open, and says nothing more
+    for (;;) {
+      if ((await tabIds()).length === 0) break;
+      assert.ok(Date.now() - silent < hello.leaseMs + 15_000, "the silent tab is still listed");
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    console.log(`# a silent tab was dropped ${Date.now() - silent} ms after its last renewal`);
+    assert.equal(await closed, 4410, "its lease socket is closed: attach again");
+    for (;;) {
+      const { done } = await leaseCommands.next();
+      if (done) break; // and its command stream ended
+    }
+  });
 });

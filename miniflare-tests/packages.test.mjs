@@ -16,7 +16,7 @@ import { connectClient } from "./lib/mcp-client.mjs";
 import { startPackageSources, startSilentSource } from "./lib/package-sources.mjs";
 import { sseEvents } from "./lib/mcp-http.mjs";
 import { zip } from "../public/lib/zip-writer.js";
-import { BASE, attach, createTenant, devVars, mintRunToken, patchTenant, relayCapsule } from "./lib/relay.mjs";
+import { BASE, attach, createTenant, devVars, holdLease, mintRunToken, patchTenant, relayCapsule } from "./lib/relay.mjs";
 
 let registry;
 let key;
@@ -156,6 +156,7 @@ describe("presign, upload and finalize over raw HTTP, with this test as the tab"
   let played;
   let build;
   let answer;
+  let lease;
 
   before(async () => {
     layer = Buffer.from(await zip({ "node_modules/lodash/index.js": new TextEncoder().encode("module.exports = {};") }));
@@ -164,7 +165,9 @@ describe("presign, upload and finalize over raw HTTP, with this test as the tab"
     ({ attachToken } = await attach(playedKey, SESSION));
     const events = await fetch(`${BASE}/session/${SESSION}/events`, { headers: { authorization: `Bearer ${attachToken}` } });
     commands = sseEvents(events.body);
-    assert.equal((await commands.next()).value.event, "hello");
+    const hello = (await commands.next()).value;
+    assert.equal(hello.event, "hello");
+    lease = await holdLease(SESSION, attachToken, hello.data.tabId, hello.data.leaseMs);
     assert.equal((await commands.next()).value.event, "tabs");
     played = await connectClient(playedKey, SESSION);
     ({ answer, build } = await callWithDeps({ lodash: "4.17.21" }));
@@ -181,6 +184,7 @@ describe("presign, upload and finalize over raw HTTP, with this test as the tab"
   }
 
   after(async () => {
+    lease?.stop();
     await commands?.return();
     await played?.close();
   });

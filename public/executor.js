@@ -120,7 +120,7 @@ async function main() {
 async function connect(key, session, handlers) {
   for (let failures = 0; ; ) {
     key ??= await askForKey();
-    const client = new SessionClient({ key, session, ...handlers });
+    const client = new SessionClient({ key, session, leaseWorker: new URL("lease-worker.js", import.meta.url), ...handlers });
     status.setState("attaching");
     try {
       await client.start();

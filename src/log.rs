@@ -121,6 +121,8 @@ pub fn route(method: &str, path: &str) -> &'static str {
         (_, ["session", _, "ready"]) => "POST /session/:id/ready",
         (_, ["session", _, "mcps"]) => "GET /session/:id/mcps",
         (_, ["session", _, "detach"]) => "POST /session/:id/detach",
+        ("GET", ["session", _, "lease"]) => "GET /session/:id/lease",
+        (_, ["session", _, "lease"]) => "POST /session/:id/lease",
         ("POST", ["capsules"]) => "POST /capsules",
         (_, ["capsules", "verify"]) => "POST /capsules/verify",
         (_, ["capsules", _, _]) => "GET /capsules/:hash/:file",

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use relay_core::auth::{
     bearer, check_key_shape, key_hash, mint_api_key, run_token_refusal, run_token_ttl_s, session_name_ok,
     socket_bearer, ApiKeyError, AttachClaims, QueueSettings, RunClaims, Tenant, TenantDefaults, TokenError,
-    ATTACH_TOKEN_TTL_S, MAX_ATTACH_S, OUT_FILE_MAX_BYTES,
+    ATTACH_TOKEN_TTL_S, LEASE_PROTOCOL, MAX_ATTACH_S, OUT_FILE_MAX_BYTES, RESULTS_PROTOCOL,
 };
 use relay_core::capsule::jws::{b64url, b64url_decode, KeySet, Signer};
 use relay_core::capsule::{build_capsule, verify_manifest, CapsuleError, CapsuleSpec, Deps, Language};
@@ -199,9 +199,11 @@ proptest! {
 // ---- the results socket's token, from its offered subprotocols ----
 
 #[test]
-fn socket_bearer_takes_the_token_offered_beside_the_results_protocol() {
-    assert_eq!(socket_bearer(Some("relay-results, bearer.a.b.c")), Some("a.b.c"));
-    assert_eq!(socket_bearer(Some("bearer.tok,relay-results")), Some("tok"));
+fn socket_bearer_takes_the_token_offered_beside_the_socket_s_protocol() {
+    assert_eq!(socket_bearer(Some("relay-results, bearer.a.b.c"), RESULTS_PROTOCOL), Some("a.b.c"));
+    assert_eq!(socket_bearer(Some("bearer.tok,relay-results"), RESULTS_PROTOCOL), Some("tok"));
+    assert_eq!(socket_bearer(Some("relay-lease, bearer.tok"), LEASE_PROTOCOL), Some("tok"));
+    assert_eq!(socket_bearer(Some("relay-lease, bearer.tok"), RESULTS_PROTOCOL), None, "each socket its own");
 }
 
 #[test]
@@ -214,7 +216,7 @@ fn socket_bearer_needs_both_the_protocol_and_a_token() {
         Some("relay-results, bearer."),
         Some("chat, Bearer tok"),
     ] {
-        assert_eq!(socket_bearer(offered), None, "{offered:?}");
+        assert_eq!(socket_bearer(offered, RESULTS_PROTOCOL), None, "{offered:?}");
     }
 }
 

@@ -64,6 +64,8 @@ fn routes_are_patterns_with_no_id_token_or_query_in_them() {
         ("GET", "/session/my-session/events", "GET /session/:id/events"),
         ("POST", "/session/x/detach", "POST /session/:id/detach"),
         ("GET", "/session/my-session/results", "GET /session/:id/results"),
+        ("GET", "/session/my-session/lease", "GET /session/:id/lease"),
+        ("POST", "/session/my-session/lease", "POST /session/:id/lease"),
         ("POST", "/session/my-session/ready", "POST /session/:id/ready"),
         ("GET", "/capsules/abcdef/fs.0.zip", "GET /capsules/:hash/:file"),
         ("PUT", "/admin/tenants/t_1/upstreams/search", "/admin/tenants/:id/upstreams"),

@@ -1,32 +1,36 @@
-//! The executor lease: acknowledgement window, silence window, and their boundaries.
-use relay_core::run::lease::{Lease, Verdict, ACK_WITHIN_MS, SILENCE_MS};
+//! A tab's lease: its window, its boundaries, and renewals that come late or out of order.
+use proptest::prelude::*;
+use relay_core::run::lease::{TabLease, TAB_LEASE_MS};
 
 #[test]
-fn a_tab_must_acknowledge_within_the_window() {
-    let lease = Lease::new(1_000);
-    assert_eq!(lease.check_at_ms(), 1_000 + ACK_WITHIN_MS);
-    assert_eq!(lease.verdict(1_000), Verdict::Alive);
-    assert_eq!(lease.verdict(1_000 + ACK_WITHIN_MS - 1), Verdict::Alive);
-    assert_eq!(lease.verdict(1_000 + ACK_WITHIN_MS), Verdict::NeverAcknowledged);
+fn a_lease_lapses_exactly_one_window_after_the_last_renewal() {
+    let mut lease = TabLease::new(1_000);
+    assert_eq!(lease.expires_at_ms(), 1_000 + TAB_LEASE_MS);
+    assert!(!lease.lapsed(1_000 + TAB_LEASE_MS - 1));
+    assert!(lease.lapsed(1_000 + TAB_LEASE_MS));
+    lease.renew(5_000);
+    assert!(!lease.lapsed(1_000 + TAB_LEASE_MS));
+    assert!(lease.lapsed(5_000 + TAB_LEASE_MS));
 }
 
 #[test]
-fn once_heard_only_silence_ends_it() {
-    let mut lease = Lease::new(0);
-    lease.heard(4_000);
-    assert_eq!(lease.check_at_ms(), 4_000 + SILENCE_MS);
-    assert_eq!(lease.verdict(ACK_WITHIN_MS + 1), Verdict::Alive);
-    assert_eq!(lease.verdict(4_000 + SILENCE_MS - 1), Verdict::Alive);
-    assert_eq!(lease.verdict(4_000 + SILENCE_MS), Verdict::Silent);
-    lease.heard(4_000 + SILENCE_MS - 1);
-    assert_eq!(lease.verdict(4_000 + SILENCE_MS), Verdict::Alive);
+fn a_lease_at_the_end_of_time_saturates() {
+    let lease = TabLease::new(u64::MAX - 1);
+    assert_eq!(lease.expires_at_ms(), u64::MAX);
+    assert!(lease.lapsed(u64::MAX));
 }
 
-#[test]
-fn an_out_of_order_report_never_moves_the_clock_back() {
-    let mut lease = Lease::new(0);
-    lease.heard(9_000);
-    lease.heard(2_000);
-    assert_eq!(lease.check_at_ms(), 9_000 + SILENCE_MS);
-    assert_eq!(lease.verdict(9_000), Verdict::Alive);
+proptest! {
+    /// Renewals read in any order leave the lease as the latest of them left it.
+    #[test]
+    fn renewals_in_any_order_count_as_the_latest(start in 0u64..1 << 40, renewals in proptest::collection::vec(0u64..1 << 40, 0..20)) {
+        let mut lease = TabLease::new(start);
+        for at in &renewals {
+            lease.renew(*at);
+        }
+        let latest = renewals.iter().copied().fold(start, u64::max);
+        prop_assert_eq!(lease, TabLease::new(latest));
+        prop_assert!(!lease.lapsed(latest + TAB_LEASE_MS - 1));
+        prop_assert!(lease.lapsed(latest + TAB_LEASE_MS));
+    }
 }

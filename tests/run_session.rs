@@ -1,6 +1,7 @@
 //! The run state machine of one relay session: every fault the end-to-end suite covers,
 //! replayed as event sequences, and invariants over random sequences (every admitted run ends
-//! exactly once, no run executes twice, one run at a time, runs start in admission order).
+//! exactly once, no run executes twice, one run at a time, runs start in admission order, and
+//! no run on a tab whose lease holds ends as lost).
 
 use std::collections::{HashMap, HashSet};
 
@@ -8,7 +9,7 @@ use proptest::prelude::*;
 use relay_core::auth::QueueSettings;
 use relay_core::error::ErrorName;
 use relay_core::run::backchannel::{EventBody, TabEvent, Usage, DENIALS_AUDITED};
-use relay_core::run::lease::{ACK_WITHIN_MS, SILENCE_MS};
+use relay_core::run::lease::TAB_LEASE_MS;
 use relay_core::run::session::{
     Cancel, Command, Input, Output, Session, FINISHED_KEPT, LOAD_BUDGET_MS, TIMEOUT_GRACE_MS,
 };
@@ -95,14 +96,18 @@ fn reply(out: &[Output]) -> (u16, serde_json::Value) {
         .expect("a Heard batch is always answered")
 }
 
-/// Has the tab report run `run` every half silence window from `from_ms` (events numbered from
-/// `seq`) until just before `until_ms`, so only a deadline can end it; returns the finishes seen.
-fn keep_alive(s: &mut Session, run: &str, from_ms: u64, seq: u64, until_ms: u64) -> Vec<(String, String, i32, bool)> {
-    let (mut now, mut seq, mut ended) = (from_ms, seq, Vec::new());
-    while now + SILENCE_MS / 2 < until_ms {
-        now += SILENCE_MS / 2;
-        ended.extend(finishes(&s.handle(now, heard(vec![ev(run, seq, progress("running"))]))));
-        seq += 1;
+fn seen(tab: &str, at_ms: u64) -> Input {
+    Input::TabSeen { tab: tab.into(), at_ms }
+}
+
+/// Has tab `t` renew its lease every half lease from `from_ms` until just before `until_ms`,
+/// saying nothing of its run, with the DO ticking after each renewal; returns the finishes seen.
+fn keep_alive(s: &mut Session, t: &str, from_ms: u64, until_ms: u64) -> Vec<(String, String, i32, bool)> {
+    let (mut now, mut ended) = (from_ms, Vec::new());
+    while now + TAB_LEASE_MS / 2 < until_ms {
+        now += TAB_LEASE_MS / 2;
+        assert_eq!(s.handle(now, seen(t, now)), vec![], "a renewal moves nothing");
+        ended.extend(finishes(&s.handle(now, Input::Tick)));
     }
     ended
 }
@@ -263,24 +268,84 @@ fn a_tab_gone_before_acknowledging_gives_the_run_to_another_tab() {
 
 #[test]
 fn an_idle_tab_killed_before_a_run_is_not_a_mid_run_failure() {
-    // The tab died while idle; the DO only learns it when writing to it (a heartbeat) or when
-    // the capsule goes unacknowledged. Either way the run never started: NoExecutorAttached.
-    for how in ["heartbeat fails", "never acknowledged"] {
+    // The tab died while idle; the DO learns it when writing to it fails (a heartbeat) or when
+    // its lease lapses. Either way the run never started: NoExecutorAttached.
+    for how in ["heartbeat fails", "lease lapses"] {
         let mut s = session();
         started(&mut s, 0, "a", "dead");
+        let gone = if how == "heartbeat fails" { 2_000 } else { TAB_LEASE_MS };
+        if how == "lease lapses" {
+            assert_eq!(s.next_wake(), Some(TAB_LEASE_MS), "the DO wakes when the tab's lease lapses");
+            assert!(s.handle(gone - 1, Input::Tick).is_empty());
+        }
         let out = match how {
-            "heartbeat fails" => s.handle(2_000, Input::TabGone { tab: "dead".into() }),
-            _ => s.handle(ACK_WITHIN_MS, Input::Tick),
+            "heartbeat fails" => s.handle(gone, Input::TabGone { tab: "dead".into() }),
+            _ => s.handle(gone, Input::Tick),
         };
         assert!(finishes(&out).is_empty(), "{how}: {out:?}");
-        if how == "never acknowledged" {
+        if how == "lease lapses" {
             assert!(out.contains(&Output::DropTab { tab: "dead".into() }));
         }
-        let gone = if how == "heartbeat fails" { 2_000 } else { ACK_WITHIN_MS };
         let out = s.handle(gone + SETTINGS.attach_wait_ms, Input::Tick);
         assert_eq!(finishes(&out), vec![("a".into(), "NoExecutorAttached".into(), 1, true)], "{how}");
         assert!(s.tabs().is_empty());
     }
+}
+
+#[test]
+fn a_tab_that_stops_renewing_its_lease_leaves_within_it_even_with_nothing_to_run() {
+    // A browser quit without a goodbye, its stream never reported closed: only the lease tells.
+    let mut s = session();
+    s.handle(0, tab("ghost"));
+    s.handle(0, tab("live"));
+    assert_eq!(s.handle(4_000, seen("ghost", 4_000)), vec![]);
+    for at in (2_000..=20_000).step_by(2_000) {
+        s.handle(at, seen("live", at));
+    }
+    assert!(s.handle(4_000 + TAB_LEASE_MS - 1, Input::Tick).is_empty());
+    assert_eq!(s.tabs(), ["ghost", "live"]);
+    let out = s.handle(4_000 + TAB_LEASE_MS, Input::Tick);
+    assert_eq!(out, vec![Output::DropTab { tab: "ghost".into() }]);
+    assert_eq!(s.tabs(), ["live"]);
+}
+
+#[test]
+fn a_renewal_read_late_still_counts_and_one_from_the_future_counts_as_now() {
+    let mut s = session();
+    s.handle(0, tab("t1"));
+    // The DO reads when the tab last pinged: 9 s ago, at 1 s.
+    s.handle(10_000, seen("t1", 1_000));
+    assert!(s.handle(1_000 + TAB_LEASE_MS - 1, Input::Tick).is_empty());
+    // A renewal stamped ahead of the DO's clock (which stands still while it computes) is taken
+    // as now: no reading can stretch a lease past now + TAB_LEASE_MS.
+    let now = 12_000;
+    s.handle(now, seen("t1", u64::MAX));
+    assert!(s.handle(now + TAB_LEASE_MS - 1, Input::Tick).is_empty());
+    assert_eq!(s.handle(now + TAB_LEASE_MS, Input::Tick), vec![Output::DropTab { tab: "t1".into() }]);
+    // And an older reading, or one of a tab not attached, changes nothing.
+    assert_eq!(s.handle(now + TAB_LEASE_MS, seen("t1", now + TAB_LEASE_MS)), vec![]);
+    assert!(s.tabs().is_empty());
+}
+
+#[test]
+fn a_batch_from_a_named_tab_renews_its_lease() {
+    let mut s = session();
+    s.handle(0, tab("t1"));
+    s.handle(8_000, heard_from("t1", vec![]));
+    assert!(s.handle(8_000 + TAB_LEASE_MS - 1, Input::Tick).is_empty(), "renewed at 8 s");
+    assert!(s.handle(8_000 + TAB_LEASE_MS, Input::Tick).contains(&Output::DropTab { tab: "t1".into() }));
+}
+
+#[test]
+fn a_run_is_never_sent_to_a_tab_whose_lease_lapsed() {
+    let mut s = session();
+    s.handle(0, tab("old"));
+    s.handle(0, tab("newest-but-gone"));
+    s.handle(TAB_LEASE_MS, seen("old", TAB_LEASE_MS));
+    let mut out = s.handle(TAB_LEASE_MS, admit("a"));
+    out.extend(s.handle(TAB_LEASE_MS, ready("a")));
+    assert!(out.contains(&Output::DropTab { tab: "newest-but-gone".into() }), "{out:?}");
+    assert!(out.contains(&sent("old", "a")), "{out:?}");
 }
 
 #[test]
@@ -293,16 +358,79 @@ fn a_tab_gone_after_acknowledging_ends_the_run() {
 }
 
 #[test]
-fn silence_mid_run_ends_the_run_and_tells_the_tab_to_stop() {
+fn a_tab_whose_lease_lapses_mid_run_ends_the_run_as_lost() {
     let mut s = session();
     started(&mut s, 0, "a", "t1");
-    s.handle(10, heard(vec![ev("a", 0, progress("received"))]));
-    assert_eq!(s.next_wake(), Some(10 + SILENCE_MS));
-    assert!(finishes(&s.handle(10 + SILENCE_MS - 1, Input::Tick)).is_empty());
-    let out = s.handle(10 + SILENCE_MS, Input::Tick);
-    assert!(out.contains(&cancel_sent("t1", "a")));
-    let done = finishes(&out);
-    assert_eq!(done, vec![("a".into(), "Internal".into(), 1, true)]);
+    s.handle(10, heard_from("t1", vec![ev("a", 0, progress("received"))]));
+    assert_eq!(s.next_wake(), Some(10 + TAB_LEASE_MS));
+    assert!(finishes(&s.handle(10 + TAB_LEASE_MS - 1, Input::Tick)).is_empty());
+    let out = s.handle(10 + TAB_LEASE_MS, Input::Tick);
+    assert!(out.contains(&Output::DropTab { tab: "t1".into() }));
+    assert_eq!(finishes(&out), vec![("a".into(), "Internal".into(), 1, true)]);
+    let Some(Output::Finish { outcome, .. }) = out.iter().find(|o| matches!(o, Output::Finish { .. })) else {
+        unreachable!()
+    };
+    assert!(outcome.exit.error.as_ref().unwrap().message.contains("went away mid-run"));
+}
+
+/// The message of the one `Finish` in `out`.
+fn finish_message(out: &[Output]) -> String {
+    let found = out.iter().find_map(|o| match o {
+        Output::Finish { outcome, .. } => outcome.exit.error.as_ref().map(|e| e.message.clone()),
+        _ => None,
+    });
+    found.expect("a run that ended with an error")
+}
+
+#[test]
+fn a_busy_tab_is_never_taken_for_gone_its_run_times_out_saying_what_the_tab_was_busy_with() {
+    // Issue 23: the tab took run b, then stored the files of a run the relay had already timed
+    // out, for minutes, at 100% CPU. Its lease held all along: b ends by its own deadline.
+    let mut s = session();
+    started(&mut s, 0, "b", "t1");
+    let note = EventBody::Progress {
+        phase: "queued".into(),
+        runtime_id: None,
+        detail: Some("behind run r_a, which is storing its file changes (2400 so far)".into()),
+    };
+    s.handle(10, heard_from("t1", vec![ev("b", 0, progress("received")), ev("b", 1, note)]));
+    let deadline = LOAD_BUDGET_MS + TIMEOUT + TIMEOUT_GRACE_MS;
+    assert_eq!(keep_alive(&mut s, "t1", 10, deadline), vec![], "no silence ends a run on a live tab");
+    s.handle(deadline - 1, seen("t1", deadline - 1));
+    let out = s.handle(deadline, Input::Tick);
+    assert!(out.contains(&cancel_sent("t1", "b")));
+    assert_eq!(finishes(&out), vec![("b".into(), "Timeout".into(), 124, true)]);
+    let message = finish_message(&out);
+    assert!(message.contains("was busy and did not start the run"), "{message}");
+    assert!(message.contains("(queued: behind run r_a, which is storing its file changes (2400 so far))"), "{message}");
+    assert!(!message.contains("went away"), "{message}");
+    assert_eq!(s.tabs(), ["t1"], "and the tab stays");
+}
+
+#[test]
+fn a_busy_tab_runs_its_run_late_once_it_is_free() {
+    let mut s = session();
+    started(&mut s, 0, "b", "t1");
+    s.handle(10, heard_from("t1", vec![ev("b", 0, progress("received"))]));
+    assert_eq!(keep_alive(&mut s, "t1", 10, 100_000), vec![]);
+    let out = s.handle(
+        100_000,
+        heard_from("t1", vec![ev("b", 1, progress("execute")), ev("b", 2, stdout("late\n")), ev("b", 3, exit(0))]),
+    );
+    assert_eq!(finishes(&out), vec![("b".into(), "".into(), 0, true)]);
+}
+
+#[test]
+fn a_live_tab_that_never_takes_up_a_run_times_out_and_the_message_says_its_page_may_be_stuck() {
+    let mut s = session();
+    started(&mut s, 0, "a", "stuck");
+    let deadline = LOAD_BUDGET_MS + TIMEOUT + TIMEOUT_GRACE_MS;
+    assert_eq!(keep_alive(&mut s, "stuck", 0, deadline), vec![]);
+    s.handle(deadline - 1, seen("stuck", deadline - 1));
+    let out = s.handle(deadline, Input::Tick);
+    assert_eq!(finishes(&out), vec![("a".into(), "Timeout".into(), 124, true)]);
+    let message = finish_message(&out);
+    assert!(message.contains("did not take up the run") && message.contains("reload the tab"), "{message}");
 }
 
 #[test]
@@ -324,8 +452,8 @@ fn a_run_given_to_another_tab_refuses_the_first_tab_s_events() {
 fn a_requeued_run_refuses_late_events_from_the_tab_that_dropped_it() {
     let mut s = session();
     started(&mut s, 0, "a", "slow");
-    s.handle(ACK_WITHIN_MS, Input::Tick); // dropped; a is back in line, no tab to take it
-    let (status, body) = reply(&s.handle(ACK_WITHIN_MS + 1, heard(vec![ev("a", 0, progress("received"))])));
+    s.handle(TAB_LEASE_MS, Input::Tick); // its lease lapsed; a is back in line, no tab to take it
+    let (status, body) = reply(&s.handle(TAB_LEASE_MS + 1, heard(vec![ev("a", 0, progress("received"))])));
     assert_eq!(status, 409);
     assert_eq!(body["refused"][0]["code"], "not-on-tab");
     assert!(body["refused"][0]["reason"].as_str().unwrap().contains("not on this tab"));
@@ -339,11 +467,12 @@ fn once_executing_a_run_has_its_timeout_plus_grace() {
     started(&mut s, 0, "a", "t1");
     s.handle(1_000, heard(vec![ev("a", 0, progress("received")), ev("a", 1, progress("execute"))]));
     let deadline = 1_000 + TIMEOUT + TIMEOUT_GRACE_MS;
-    keep_alive(&mut s, "a", 1_000, 2, deadline);
+    keep_alive(&mut s, "t1", 1_000, deadline);
     assert!(finishes(&s.handle(deadline - 1, Input::Tick)).is_empty());
     let out = s.handle(deadline, Input::Tick);
     assert!(out.contains(&cancel_sent("t1", "a")));
     assert_eq!(finishes(&out), vec![("a".into(), "Timeout".into(), 124, true)]);
+    assert!(finish_message(&out).contains("within its 60000 ms timeout (policy.limits.timeoutMs)"));
 }
 
 #[test]
@@ -351,7 +480,8 @@ fn before_executing_a_run_also_has_the_load_budget() {
     let mut s = session();
     started(&mut s, 0, "a", "t1");
     let deadline = LOAD_BUDGET_MS + TIMEOUT + TIMEOUT_GRACE_MS;
-    keep_alive(&mut s, "a", 0, 0, deadline);
+    keep_alive(&mut s, "t1", 0, deadline);
+    s.handle(deadline - 1, seen("t1", deadline - 1));
     assert!(finishes(&s.handle(deadline - 1, Input::Tick)).is_empty());
     assert_eq!(finishes(&s.handle(deadline, Input::Tick)), vec![("a".into(), "Timeout".into(), 124, true)]);
 }
@@ -359,12 +489,14 @@ fn before_executing_a_run_also_has_the_load_budget() {
 #[test]
 fn a_run_waiting_past_the_queue_limit_is_cancelled_without_ever_starting() {
     let mut s = session();
-    started(&mut s, 0, "a", "t1");
-    s.handle(0, heard(vec![ev("a", 0, progress("received"))]));
+    s.handle(0, Input::Admit { run: "a".into(), timeout_ms: 10 * SETTINGS.max_wait_ms, output_cap: CAP });
+    s.handle(0, ready("a"));
+    assert!(s.handle(0, tab("t1")).contains(&sent("t1", "a")));
+    s.handle(0, heard(vec![ev("a", 0, progress("received")), ev("a", 1, progress("execute"))]));
     s.handle(0, admit("b"));
     s.handle(0, ready("b"));
-    // a runs long, reporting all along, while b waits past the queue's limit.
-    let ended = keep_alive(&mut s, "a", 0, 1, SETTINGS.max_wait_ms + SILENCE_MS);
+    // a runs long on a live tab while b waits past the queue's limit.
+    let ended = keep_alive(&mut s, "t1", 0, SETTINGS.max_wait_ms + TAB_LEASE_MS);
     assert_eq!(ended, vec![("b".into(), "Cancelled".into(), 130, true)]);
 }
 
@@ -504,6 +636,8 @@ enum Op {
     Ready(usize),
     Attach,
     Gone(usize),
+    /// A tab's lease renewal, as the DO reads it: some milliseconds ago.
+    Seen(usize, u64),
     /// The tab holding the running run reports `events` of it, from its next seq (or replays).
     Report {
         events: u8,
@@ -525,6 +659,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => any::<usize>().prop_map(Op::Ready),
         2 => Just(Op::Attach),
         2 => any::<usize>().prop_map(Op::Gone),
+        4 => (any::<usize>(), 0u64..12_000).prop_map(|(tab, ago)| Op::Seen(tab, ago)),
         6 => (0u8..4, any::<bool>(), any::<bool>()).prop_map(|(events, replay, exit)| Op::Report { events, replay, exit }),
         1 => (any::<usize>(), 0u64..6).prop_map(|(run, seq)| Op::Stray { run, seq }),
         4 => prop_oneof![0u64..2_000, 5_000u64..400_000].prop_map(Op::Tick),
@@ -545,6 +680,8 @@ struct Seen {
     on_tab: Option<(String, String)>,
     next_seq: HashMap<String, u64>,
     first_sent: Vec<String>,
+    /// When each tab was last heard from, as the machine was told.
+    renewed: HashMap<String, u64>,
 }
 
 impl Seen {
@@ -582,10 +719,67 @@ impl Seen {
         }
         Ok(())
     }
+
+    /// Feeds `input` to the machine at `now` and checks what it did.
+    fn feed(&mut self, s: &mut Session, now: u64, input: Input) -> Result<(), TestCaseError> {
+        match &input {
+            Input::TabAttached { tab } | Input::Heard { tab: Some(tab), .. } => {
+                self.renewed.insert(tab.clone(), now);
+            }
+            Input::TabSeen { tab, at_ms } => {
+                let last = self.renewed.entry(tab.clone()).or_default();
+                *last = (*last).max((*at_ms).min(now));
+            }
+            _ => {}
+        }
+        let gone = if let Input::TabGone { tab } = &input { Some(tab.clone()) } else { None };
+        let running = self.on_tab.clone();
+        if gone.is_some() && running.as_ref().map(|(_, t)| t) == gone.as_ref() {
+            self.on_tab = None;
+        }
+        let on_tab = self.on_tab.clone();
+        let is_renewal = matches!(input, Input::TabSeen { .. });
+        // The DO refuses a call on `queue_full` before building its capsule: it must say
+        // exactly what admitting the run would.
+        let predicted = matches!(input, Input::Admit { .. }).then(|| s.queue_full());
+        let out = s.handle(now, input);
+        prop_assert!(!is_renewal || out.is_empty(), "a renewal moved something: {:?}", out);
+        if let Some(predicted) = predicted {
+            let refused = out.iter().find_map(|o| match o {
+                Output::Refused { max, .. } => Some(*max),
+                _ => None,
+            });
+            prop_assert_eq!(predicted, refused, "queue_full() disagreed with admission: {:?}", out);
+        }
+        // A run is lost with its tab only when the tab is gone: a goodbye, a failed write, or a
+        // lapsed lease. A live tab, however silent about its run, never loses it.
+        for o in &out {
+            let Output::Finish { run, outcome, .. } = o else { continue };
+            let lost = outcome.exit.error.as_ref().is_some_and(|e| e.message.contains("went away"));
+            let Some((_, tab)) = running.as_ref().filter(|(r, _)| lost && r == run) else { continue };
+            let lapsed = now >= self.renewed.get(tab).copied().unwrap_or(0) + TAB_LEASE_MS;
+            prop_assert!(gone.as_ref() == Some(tab) || lapsed, "{} was lost while {}'s lease held", run, tab);
+        }
+        // A run the machine took an event for, while on a tab, has started there.
+        if let (Some((run, _)), Some(Output::Reply(reply))) =
+            (on_tab, out.iter().find(|o| matches!(o, Output::Reply(_))))
+        {
+            if reply.applied > 0 {
+                self.acknowledged.insert(run);
+            }
+        }
+        self.record(&out)?;
+        // One run on a tab at a time.
+        let sent_now =
+            out.iter().filter(|o| matches!(o, Output::Send { command: Command::Capsule { .. }, .. })).count();
+        prop_assert!(sent_now <= 1);
+        Ok(())
+    }
 }
 
-/// Runs `ops`, then lets time pass until every run has ended.
-fn check(ops: Vec<Op>, max_queued: u32) -> Result<(), TestCaseError> {
+/// Runs `ops`, then lets time pass until every run has ended (renewing every tab's lease
+/// meanwhile if `renew_while_draining`: its runs then end by their deadlines, never as lost).
+fn check(ops: Vec<Op>, max_queued: u32, renew_while_draining: bool) -> Result<(), TestCaseError> {
     let mut s = Session::new(QueueSettings { max_queued, max_wait_ms: 300_000, attach_wait_ms: 5_000 });
     let mut seen = Seen::default();
     let mut now = 0u64;
@@ -603,6 +797,9 @@ fn check(ops: Vec<Op>, max_queued: u32) -> Result<(), TestCaseError> {
                 Input::TabAttached { tab: format!("t{tabs}") }
             }
             Op::Gone(n) if !s.tabs().is_empty() => Input::TabGone { tab: s.tabs()[n % s.tabs().len()].clone() },
+            Op::Seen(n, ago) if tabs > 0 => {
+                Input::TabSeen { tab: format!("t{}", n % tabs + 1), at_ms: now.saturating_sub(ago) }
+            }
             Op::Report { events, replay, exit } => {
                 let Some((run, _)) = seen.on_tab.clone() else { continue };
                 let next = seen.next_seq[&run];
@@ -632,49 +829,21 @@ fn check(ops: Vec<Op>, max_queued: u32) -> Result<(), TestCaseError> {
             },
             _ => continue,
         };
-        if let Input::TabGone { tab } = &input {
-            if seen.on_tab.as_ref().is_some_and(|(_, t)| t == tab) {
-                seen.on_tab = None;
-            }
-        }
-        let on_tab = seen.on_tab.clone();
-        // The DO refuses a call on `queue_full` before building its capsule: it must say
-        // exactly what admitting the run would.
-        let predicted = matches!(input, Input::Admit { .. }).then(|| s.queue_full());
-        let out = s.handle(now, input);
-        if let Some(predicted) = predicted {
-            let refused = out.iter().find_map(|o| match o {
-                Output::Refused { max, .. } => Some(*max),
-                _ => None,
-            });
-            prop_assert_eq!(predicted, refused, "queue_full() disagreed with admission: {:?}", out);
-        }
-        // A run the machine took an event for, while on a tab, has started there.
-        if let (Some((run, _)), Some(Output::Reply(reply))) =
-            (on_tab, out.iter().find(|o| matches!(o, Output::Reply(_))))
-        {
-            if reply.applied > 0 {
-                seen.acknowledged.insert(run);
-            }
-        }
-        seen.record(&out)?;
-        // One run on a tab at a time.
-        let sent_now =
-            out.iter().filter(|o| matches!(o, Output::Send { command: Command::Capsule { .. }, .. })).count();
-        prop_assert!(sent_now <= 1);
+        seen.feed(&mut s, now, input)?;
     }
     // Drain: make every run ready and let time pass; everything admitted must end.
     for n in 1..=runs {
-        seen.record(&s.handle(now, Input::Ready { run: format!("r{n}") }))?;
+        seen.feed(&mut s, now, Input::Ready { run: format!("r{n}") })?;
     }
-    for _ in 0..(runs + 2) * 4 {
-        match s.next_wake() {
-            Some(at) => {
-                now = now.max(at);
-                seen.record(&s.handle(now, Input::Tick))?;
+    for _ in 0..(runs + 2) * 64 {
+        let Some(at) = s.next_wake() else { break };
+        now = now.max(at);
+        if renew_while_draining {
+            for tab in s.tabs() {
+                seen.feed(&mut s, now, Input::TabSeen { tab, at_ms: now })?;
             }
-            None => break,
         }
+        seen.feed(&mut s, now, Input::Tick)?;
     }
     prop_assert_eq!(s.next_wake(), None, "runs still pending after draining");
     for run in &seen.admitted {
@@ -693,8 +862,9 @@ proptest! {
     fn every_admitted_run_ends_exactly_once_and_never_runs_twice(
         ops in proptest::collection::vec(op(), 0..60),
         max_queued in 0u32..6,
+        renew_while_draining in any::<bool>(),
     ) {
-        check(ops, max_queued)?;
+        check(ops, max_queued, renew_while_draining)?;
     }
 }
 

@@ -31,6 +31,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
 async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
     use edge::{capsules, egress, files, http, mcp, metrics, oauth, packages, session, tenants, upstreams};
+    use session::TabSocket;
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (req.method(), segments.as_slice()) {
@@ -51,7 +52,9 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Post, ["session", id, "refresh"]) => session::refresh(req, env, id).await,
         (Method::Get, ["session", id, "events"]) => session::forward(req, env, id, "events", who).await,
         (Method::Post, ["session", id, "result"]) => session::forward(req, env, id, "result", who).await,
-        (Method::Get, ["session", id, "results"]) => session::results_socket(req, env, id, who).await,
+        (Method::Get, ["session", id, "results"]) => session::tab_socket(req, env, id, who, TabSocket::Results).await,
+        (Method::Get, ["session", id, "lease"]) => session::tab_socket(req, env, id, who, TabSocket::Lease).await,
+        (Method::Post, ["session", id, "lease"]) => session::forward(req, env, id, "lease", who).await,
         (Method::Get, ["session", id, "mcps"]) => session::forward(req, env, id, "mcps", who).await,
         (Method::Post, ["session", id, "detach"]) => session::forward(req, env, id, "detach", who).await,
         (Method::Post, ["session", id, "ready"]) => session::forward(req, env, id, "ready", who).await,

@@ -48,6 +48,30 @@ export async function attach(key, session) {
   return res.json();
 }
 
+/**
+ * Keeps the lease of a tab this test plays (tab `tabId` of relay session `session`, attach
+ * token `token`) as the page's lease worker does: a `ping` on its lease socket every
+ * `leaseMs / 5`. Resolves once the socket is open, with `{socket, silence(), stop()}`:
+ * `silence` stops the pings and leaves the socket open, `stop` closes it too.
+ */
+export async function holdLease(session, token, tabId, leaseMs) {
+  const url = `${BASE.replace(/^http/, "ws")}/session/${session}/lease?tab=${tabId}`;
+  const socket = new WebSocket(url, ["relay-lease", `bearer.${token}`]);
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onerror = () => reject(new Error("the lease socket did not open"));
+  });
+  const timer = setInterval(() => socket.send("ping"), leaseMs / 5);
+  return {
+    socket,
+    silence: () => clearInterval(timer),
+    stop() {
+      clearInterval(timer);
+      socket.close();
+    },
+  };
+}
+
 /** Runs the native `relay-capsule` CLI (built by scripts/test.sh, in CARGO_TARGET_DIR when set)
  * with `input` on stdin. */
 export function relayCapsule(args, input) {

@@ -4,10 +4,12 @@
 // session's workspace, with guest fetches sent through the Worker's egress route, then upload
 // what the run left in /out) and file tools (file-tools.js, on the workspace itself). Every step
 // is reported over the backchannel and in the console. A capsule that fails a check is refused
-// and never runs. The server holds a lease on this tab for each run: it is acknowledged at
-// once and renewed every LEASE_RENEW_MS until the run ends, so a closed tab is noticed quickly.
-// Once idle, with the results delivered, the sandbox is told to load the standby workers runs
-// took (RunnerHost.refill).
+// and never runs. Each run is acknowledged at once; one that must wait here behind another is
+// told what that one is doing (a `queued` progress note, again whenever that changes), which
+// the relay passes on to its client and quotes if the wait outlasts the run's deadline. (That
+// the tab is alive at all is its lease's business: lease-worker.js.) Once idle, with the
+// results delivered, the sandbox is told to load the standby workers runs took
+// (RunnerHost.refill).
 
 import { loadCapsule } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
@@ -18,7 +20,8 @@ import { uploadOutFiles } from "./out-files.js";
 import { cancelledOutcome } from "./runner-host.js";
 import { runtimeName } from "./status.js";
 
-const LEASE_RENEW_MS = 2_000;
+// A waiting run hears of the stored file changes of the run ahead at most this often.
+const QUEUED_NOTE_EVERY_MS = 5_000;
 
 export class RunQueue {
   /**
@@ -35,7 +38,9 @@ export class RunQueue {
     this.workspace = workspace;
     this.policy = policy;
     this.pending = [];
-    this.current = null; // {runId, abort: AbortController}
+    // {runId, abort: AbortController, doing: what it is at, stored: file changes stored}
+    this.current = null;
+    this.notedAt = 0; // when the waiting runs were last told what the current one is doing
   }
 
   /**
@@ -47,9 +52,32 @@ export class RunQueue {
     // The same run announced again (e.g. re-sent after a reconnect) is already in hand.
     const known = (run) => run?.runId === announced.runId;
     if (known(this.current) || this.pending.some(known)) return;
-    this.backchannel.forRun(announced.runId)({ type: "progress", phase: "received" });
+    const report = this.backchannel.forRun(announced.runId);
+    report({ type: "progress", phase: "received" });
     this.pending.push(announced);
-    if (!this.current) this.next();
+    if (!this.current) return this.next();
+    report({ type: "progress", phase: "queued", detail: this.waitingBehind() });
+  }
+
+  /** What a run waiting here waits for: the current run, and what it is doing. */
+  waitingBehind() {
+    const { runId, doing, stored } = this.current;
+    const changes = stored === 1 ? "1 file change" : `${stored} file changes`;
+    return `behind run ${runId}, which is ${doing}${stored ? ` (${changes} stored)` : ""}`;
+  }
+
+  /**
+   * The current run is now `doing` this, or has `stored` more file changes: the waiting runs
+   * hear of it (of stored changes, at most every QUEUED_NOTE_EVERY_MS).
+   */
+  noteDoing(doing = this.current.doing, stored = 0) {
+    const changed = doing !== this.current.doing;
+    this.current.doing = doing;
+    this.current.stored += stored;
+    if (!this.pending.length || (!changed && performance.now() - this.notedAt < QUEUED_NOTE_EVERY_MS)) return;
+    this.notedAt = performance.now();
+    const detail = this.waitingBehind();
+    for (const { runId } of this.pending) this.backchannel.forRun(runId)({ type: "progress", phase: "queued", detail });
   }
 
   cancel(runId) {
@@ -64,17 +92,16 @@ export class RunQueue {
   async next() {
     const announced = this.pending.shift();
     if (!announced) return;
-    this.current = { runId: announced.runId, abort: new AbortController() };
-    const report = this.backchannel.forRun(announced.runId);
-    const lease = setInterval(() => report({ type: "progress", phase: "running" }), LEASE_RENEW_MS);
+    this.current = { runId: announced.runId, abort: new AbortController(), doing: "starting", stored: 0 };
     try {
       if (announced.tool) await this.executeFileTool(announced);
       else if (announced.build) await this.buildThenExecute(announced, this.current.abort.signal);
       else await this.execute(announced, this.current.abort.signal);
     } catch (err) {
+      // The relay must not wait out the run's deadline for an exit that will never come.
       this.status.error(`run ${announced.runId}: ${err.message}`);
-    } finally {
-      clearInterval(lease);
+      const error = { name: "Internal", message: `the executor tab failed to run it: ${err.message}` };
+      this.backchannel.forRun(announced.runId)(exitEvent({ exitCode: 1, usage: { wallMs: 0, memPeakMb: 0 }, error }));
     }
     this.current = null;
     if (this.pending.length) return this.next();
@@ -87,6 +114,7 @@ export class RunQueue {
     const { runId, language, build } = command;
     const report = this.backchannel.forRun(runId);
     const started = performance.now();
+    this.noteDoing("building its dependencies");
     this.status.log(`Building the dependencies of run ${runId}: ${describeBuild(build)}`);
     const progress = (phase, detail) => {
       report({ type: "progress", phase, detail });
@@ -109,6 +137,7 @@ export class RunQueue {
     const report = this.backchannel.forRun(runId);
     const view = this.status.runs.start({ runId, tool: language === "py" ? "run_py" : "run_js", language });
     this.status.log(`Received capsule ${hash} (language: ${language}, size: ${formatSize(size)})`);
+    this.noteDoing("loading its capsule");
 
     let capsule;
     try {
@@ -126,17 +155,19 @@ export class RunQueue {
     const outWrites = new Set(); // paths under /out this run wrote
     const outcome = await this.runner.run(job(runId, capsule, this.workspace), {
       signal,
-      onFile: (op) => this.applyFileOp(op, policy.filesystem, outWrites),
+      onFile: (op) => this.applyFileOp(op, policy.filesystem, outWrites).then(() => this.noteDoing(undefined, 1)),
       onFetch: (request) =>
         request.url === MCPS_RPC
           ? mcpsRpc({ runToken: announced.runToken, request })
           : guardedFetch({ policy: this.policy, network: policy.network, runToken: announced.runToken, request }),
       onDenied: (denial) => report({ type: "denied", ...denial }),
       onLoading: (runtimeId) => {
+        this.noteDoing(`loading the ${runtimeName(runtimeId)} runtime`);
         this.status.log(`Loading ${runtimeName(runtimeId)} runtime from this server...`);
         report({ type: "progress", phase: "load-runtime", runtimeId });
       },
       onStart: () => {
+        this.noteDoing("executing");
         this.status.log(`Executing capsule ${hash}...`);
         report({ type: "progress", phase: "execute" });
       },
@@ -149,6 +180,7 @@ export class RunQueue {
     echo.end();
     const { fileErrors } = outcome.usage;
     if (fileErrors) this.status.error(`run ${runId}: ${fileErrors} file change(s) could not be stored`);
+    if (outWrites.size) this.noteDoing("uploading its /out files");
     const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken });
     this.complete(report, view, { ...outcome, files });
   }
@@ -171,6 +203,7 @@ export class RunQueue {
   async executeFileTool(command) {
     const report = this.backchannel.forRun(command.runId);
     const target = command.arguments.path ?? command.arguments.pattern;
+    this.noteDoing(`running the ${command.tool} tool`);
     const view = this.status.runs.start({ runId: command.runId, tool: command.tool, target });
     view.code(JSON.stringify(command.arguments, null, 2));
     const started = performance.now();

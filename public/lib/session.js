@@ -1,7 +1,8 @@
 // This tab's membership in a relay session: attach with the API key (POST /session), keep the
-// short-lived attach token fresh (POST /session/<id>/refresh), and keep the command stream
-// (SSE GET /session/<id>/events) open, reopening it with a fresh token whenever it drops. The
-// token goes in `Authorization: Bearer`, never in a URL.
+// short-lived attach token fresh (POST /session/<id>/refresh), keep the command stream
+// (SSE GET /session/<id>/events) open, reopening it with a fresh token whenever it drops, and
+// keep the tab's lease renewed (lease-worker.js, told the current tab id and token). The token
+// goes in `Authorization: Bearer`, never in a URL.
 
 import { readEventStream } from "./event-stream.js";
 import { HttpError, backoffMs, fetchOk } from "./http.js";
@@ -15,6 +16,9 @@ const RUNS_REMEMBERED = 256;
 const REFRESH_MARGIN_MS = 60_000;
 const RETRY_REFRESH_MS = 5_000;
 const RECONNECT_MAX_MS = 30_000;
+// Renewals per lease: one or two that come late cost nothing.
+const RENEWALS_PER_LEASE = 5;
+const LEASE_PROTOCOL = "relay-lease";
 
 export class SessionClient {
   /**
@@ -22,12 +26,16 @@ export class SessionClient {
    * @param options.session the relay session name
    * @param options.onCommand (type, data) => void for hello, tabs, capsule, file, cancel, shutdown
    * @param options.onState (state, detail) => void: "reconnecting" | "unauthorized"
+   * @param options.leaseWorker the URL of lease-worker.js
    */
-  constructor({ key, session, onCommand, onState }) {
+  constructor({ key, session, onCommand, onState, leaseWorker }) {
     this.key = key;
     this.session = session;
     this.onCommand = onCommand;
     this.onState = onState;
+    this.leaseWorker = leaseWorker;
+    this.lease = null; // the lease worker, once a `hello` said how long the lease lasts
+    this.leaseMs = null;
     this.grant = null; // {sessionId, attachToken, expiresAt}
     this.tabId = null; // what the server calls this tab, from its `hello`
     this.runsSeen = new Set(); // ids of the runs this tab had a command for, oldest first
@@ -50,6 +58,8 @@ export class SessionClient {
    */
   detach() {
     if (!this.grant || !this.tabId) return;
+    this.lease?.terminate();
+    this.lease = null;
     const { url, headers } = this.endpoint("detach");
     fetch(url, { method: "POST", headers, keepalive: true }).catch(() => {});
   }
@@ -70,6 +80,8 @@ export class SessionClient {
     this.stopped = true;
     this.events?.abort();
     clearTimeout(this.refreshTimer);
+    this.lease?.terminate();
+    this.lease = null;
   }
 
   get sessionId() {
@@ -89,11 +101,28 @@ export class SessionClient {
 
   /** Where this tab's results socket is (result-socket.js), with the current token; null before hello. */
   resultSocketEndpoint() {
+    return this.socketEndpoint("results", RESULTS_PROTOCOL);
+  }
+
+  /** Where this tab's socket `action` is, offering `protocol` and the current token; null before hello. */
+  socketEndpoint(action, protocol) {
     if (!this.grant || !this.tabId) return null;
-    const url = new URL(this.endpoint("results").url, location.href);
+    const url = new URL(this.endpoint(action).url, location.href);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     url.searchParams.set("tab", this.tabId);
-    return { url: url.href, protocols: [RESULTS_PROTOCOL, `bearer.${this.grant.attachToken}`] };
+    return { url: url.href, protocols: [protocol, `bearer.${this.grant.attachToken}`] };
+  }
+
+  /** Has the lease worker renew this tab's lease with the current tab id and token. */
+  holdLease() {
+    if (!this.leaseMs || !this.tabId || this.stopped) return;
+    this.lease ??= new Worker(this.leaseWorker, { type: "module", name: "relay-lease" });
+    const target = {
+      socket: this.socketEndpoint("lease", LEASE_PROTOCOL),
+      post: this.endpoint("lease"),
+      renewMs: this.leaseMs / RENEWALS_PER_LEASE,
+    };
+    this.lease.postMessage({ target });
   }
 
   async attach() {
@@ -107,6 +136,7 @@ export class SessionClient {
 
   useGrant(grant) {
     this.grant = grant;
+    this.holdLease(); // the lease socket is held only to its token's expiry
     const left = grant.expiresAt - Date.now();
     this.scheduleRenew(Math.max(left - REFRESH_MARGIN_MS, left / 2));
   }
@@ -158,7 +188,9 @@ export class SessionClient {
     if (type === "hello") {
       this.failures = 0;
       this.tabId = command.tabId;
+      this.leaseMs = command.leaseMs;
       this.runsSeen.clear(); // run ids are copied per tab
+      this.holdLease();
     }
     if (RUN_COMMANDS.includes(type) && !this.firstSight(command.runId)) return;
     this.onCommand(type, command);

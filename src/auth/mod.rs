@@ -25,13 +25,16 @@ pub fn bearer(header: Option<&str>) -> Option<&str> {
 
 /// The WebSocket subprotocol of a tab's results socket (`GET /session/:id/results`).
 pub const RESULTS_PROTOCOL: &str = "relay-results";
+/// The WebSocket subprotocol of a tab's lease socket (`GET /session/:id/lease`).
+pub const LEASE_PROTOCOL: &str = "relay-lease";
 
 /// The token a browser's WebSocket carries where it can set no `Authorization` header: its
-/// offered subprotocols (`Sec-WebSocket-Protocol`) must be `relay-results` and `bearer.<token>`
-/// (a JWT is a valid protocol name), so the token stays out of the URL.
-pub fn socket_bearer(protocols: Option<&str>) -> Option<&str> {
+/// offered subprotocols (`Sec-WebSocket-Protocol`) must be the socket's `protocol` (such as
+/// `relay-results`) and `bearer.<token>` (a JWT is a valid protocol name), so the token stays
+/// out of the URL.
+pub fn socket_bearer<'a>(protocols: Option<&'a str>, protocol: &str) -> Option<&'a str> {
     let offered: Vec<&str> = protocols?.split(',').map(str::trim).collect();
-    if !offered.contains(&RESULTS_PROTOCOL) {
+    if !offered.contains(&protocol) {
         return None;
     }
     offered.iter().find_map(|p| p.strip_prefix("bearer.")).filter(|token| !token.is_empty())

@@ -2,8 +2,8 @@
 //! the tab on the relay session's workspace. `session` is the pure state machine the Session
 //! DO drives: every decision about a relay session's runs. Its parts: the tool arguments turned
 //! into a capsule spec (`args`), the FIFO queue (`queue`), the executor's NDJSON backchannel
-//! applied to a run's log (`backchannel`), the lease that tells a silent tab from a busy
-//! one (`lease`), and what a tab says of its runtimes while it warms up (`readiness`).
+//! applied to a run's log (`backchannel`), the lease that tells a gone tab from a busy one
+//! (`lease`), and what a tab says of its runtimes while it warms up (`readiness`).
 
 pub mod args;
 pub mod backchannel;

@@ -7,19 +7,20 @@
 //! in admission order), made ready, sent to the newest tab, acknowledged, executed, and ends
 //! exactly once, with one [`Output::Finish`]. One run executes at a time per relay session.
 //!
-//! Deadlines (docs/ARCHITECTURE.md "Invariants"): a tab acknowledges a capsule within
-//! `lease::ACK_WITHIN_MS` or is dropped and the run goes back to the front of the line (it
-//! never started); a running tab that is silent for `lease::SILENCE_MS` ends the run; a sent
-//! run must finish within `LOAD_BUDGET_MS + timeout + TIMEOUT_GRACE_MS`, and once the tab says
-//! the program started, within `timeout + TIMEOUT_GRACE_MS`; a run waits for a tab at most the
-//! tenant's attach wait, and in the queue at most its max wait.
+//! Deadlines (docs/ARCHITECTURE.md "Invariants"): a tab whose lease lapses (`lease`: not heard
+//! from for `lease::TAB_LEASE_MS`) is dropped, and its run goes back to the front of the line if
+//! the tab never acknowledged it (it never started) or ends if it had; a run on a tab whose lease
+//! holds is never taken for lost, however busy the tab: it must finish within `LOAD_BUDGET_MS +
+//! timeout + TIMEOUT_GRACE_MS` of being sent, and once the tab says the program started, within
+//! `timeout + TIMEOUT_GRACE_MS`; a run waits for a tab at most the tenant's attach wait, and in
+//! the queue at most its max wait.
 
 use std::collections::{HashMap, VecDeque};
 
 use serde_json::{json, Value};
 
 use super::backchannel::{Applied, EventBody, Exit, RunLog, TabEvent, DENIALS_AUDITED};
-use super::lease::{Lease, Verdict};
+use super::lease::TabLease;
 use super::queue::{Admission, RunQueue};
 use crate::auth::QueueSettings;
 use crate::error::ErrorName;
@@ -32,6 +33,8 @@ pub const LOAD_BUDGET_MS: u64 = 120_000;
 pub const TIMEOUT_GRACE_MS: u64 = 10_000;
 /// Ended runs remembered, so that late or retried batches get a clear 409.
 pub const FINISHED_KEPT: usize = 64;
+/// The longest note of what a busy tab is doing that a run keeps for its timeout message.
+const BUSY_NOTE_CHARS: usize = 300;
 
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,8 +45,11 @@ pub enum Input {
     Ready { run: String },
     /// A tab opened its command stream.
     TabAttached { tab: String },
-    /// A tab's command stream could not be written: it is gone.
+    /// A tab's command stream could not be written, or it said goodbye: it is gone.
     TabGone { tab: String },
+    /// A tab renewed its lease at `at_ms` (the DO reads when it last pinged, so this may be a
+    /// little before now). Changes nothing else: it needs no answer and moves no run.
+    TabSeen { tab: String, at_ms: u64 },
     /// A batch from a tab's backchannel (answered with `Reply`).
     /// `tab`: the tab that sent it, when it says (an event from another tab than the run's is
     /// refused: the run went to it only because that tab was taken for dead).
@@ -180,8 +186,21 @@ impl BatchReply {
 #[derive(Debug, Clone)]
 struct Assignment {
     tab: String,
-    lease: Lease,
+    /// The tab has said something of the run: it has it, so it never goes to another tab.
+    acknowledged: bool,
+    /// The tab said the program started (`execute`).
+    executing: bool,
+    /// What the tab last said it was doing before the program started (a progress phase and
+    /// its detail, such as the run it is queued behind), for the timeout message.
+    busy_note: Option<String>,
     deadline_ms: u64,
+}
+
+/// An attached tab.
+#[derive(Debug, Clone)]
+struct Tab {
+    id: String,
+    lease: TabLease,
 }
 
 #[derive(Debug, Clone)]
@@ -207,8 +226,8 @@ pub struct Session {
     settings: QueueSettings,
     queue: RunQueue,
     /// Attached tabs, oldest first; the newest gets the next run (an older one may be gone
-    /// without anyone having noticed yet).
-    tabs: Vec<String>,
+    /// without anyone having noticed yet: its lease says so soon).
+    tabs: Vec<Tab>,
     runs: HashMap<String, Run>,
     /// Ended runs, oldest first, kept for late batches until `FINISHED_KEPT` have ended since.
     finished: VecDeque<String>,
@@ -232,8 +251,14 @@ impl Session {
         match input {
             Input::Admit { run, timeout_ms, output_cap } => self.admit(now_ms, run, timeout_ms, output_cap, &mut out),
             Input::Ready { run } => self.queue.mark_ready(&run),
-            Input::TabAttached { tab } => self.tabs.push(tab),
+            Input::TabAttached { tab } => self.tabs.push(Tab { id: tab, lease: TabLease::new(now_ms) }),
             Input::TabGone { tab } => self.tab_gone(now_ms, &tab, &mut out),
+            Input::TabSeen { tab, at_ms } => {
+                // A reading stamped past the DO's clock (which stands still while it computes)
+                // counts as now: nothing stretches a lease past now + TAB_LEASE_MS.
+                self.renew(&tab, at_ms.min(now_ms));
+                return out;
+            }
             Input::Heard { tab, events } => {
                 let reply = self.heard(now_ms, tab.as_deref(), &events, &mut out);
                 out.push(Output::Reply(reply));
@@ -241,6 +266,7 @@ impl Session {
             Input::Tick => self.check_running(now_ms, &mut out),
             Input::Cancel { run, why } => self.cancel(&run, why, &mut out),
         }
+        self.expire_tabs(now_ms, &mut out);
         self.pump(now_ms, &mut out);
         out
     }
@@ -253,9 +279,12 @@ impl Session {
             .values()
             .filter(|run| !run.ended())
             .flat_map(|run| {
-                let lease = run.assigned.as_ref().map(|a| a.lease.check_at_ms().min(a.deadline_ms));
+                let assigned = run
+                    .assigned
+                    .as_ref()
+                    .map(|a| self.lease_of(&a.tab).map_or(0, |lease| lease.expires_at_ms()).min(a.deadline_ms));
                 let attach_wait = run.no_tab_since.map(|since| since.saturating_add(attach));
-                [lease, attach_wait]
+                [assigned, attach_wait]
             })
             .flatten()
             .chain(self.queue.oldest_waiting_since().map(|since| since.saturating_add(wait).saturating_add(1)))
@@ -263,8 +292,8 @@ impl Session {
     }
 
     /// Attached tabs, oldest first.
-    pub fn tabs(&self) -> &[String] {
-        &self.tabs
+    pub fn tabs(&self) -> Vec<String> {
+        self.tabs.iter().map(|tab| tab.id.clone()).collect()
     }
 
     /// Runs waiting (not counting the one running).
@@ -300,9 +329,29 @@ impl Session {
     }
 
     fn tab_gone(&mut self, now_ms: u64, tab: &str, out: &mut Vec<Output>) {
-        self.tabs.retain(|t| t != tab);
+        self.tabs.retain(|t| t.id != tab);
         if let Some(run) = self.running_on(tab) {
             self.lost(now_ms, &run, out);
+        }
+    }
+
+    /// Tab `tab`, if attached, was heard from at `at_ms`.
+    fn renew(&mut self, tab: &str, at_ms: u64) {
+        if let Some(attached) = self.tabs.iter_mut().find(|t| t.id == tab) {
+            attached.lease.renew(at_ms);
+        }
+    }
+
+    fn lease_of(&self, tab: &str) -> Option<&TabLease> {
+        self.tabs.iter().find(|t| t.id == tab).map(|t| &t.lease)
+    }
+
+    /// Drops the tabs whose lease lapsed: they are gone, whatever their streams look like.
+    fn expire_tabs(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        let lapsed: Vec<String> = self.tabs.iter().filter(|t| t.lease.lapsed(now_ms)).map(|t| t.id.clone()).collect();
+        for tab in lapsed {
+            out.push(Output::DropTab { tab: tab.clone() });
+            self.tab_gone(now_ms, &tab, out);
         }
     }
 
@@ -311,7 +360,7 @@ impl Session {
     fn lost(&mut self, now_ms: u64, run: &str, out: &mut Vec<Output>) {
         let Some(entry) = self.runs.get_mut(run) else { return };
         let Some(assigned) = entry.assigned.take() else { return };
-        if assigned.lease.acknowledged() {
+        if assigned.acknowledged {
             let message = "the executor tab went away mid-run (closed, reloaded or offline); run the tool again";
             self.end(run, ErrorName::Internal, message.into(), out);
         } else {
@@ -329,6 +378,9 @@ impl Session {
     /// an unknown run, a run not on a tab, an ended run, or past a gap is refused alone.
     fn heard(&mut self, now_ms: u64, tab: Option<&str>, events: &[TabEvent], out: &mut Vec<Output>) -> BatchReply {
         let mut reply = BatchReply { applied: 0, duplicates: 0, refused: Vec::new() };
+        if let Some(tab) = tab {
+            self.renew(tab, now_ms); // any word from a tab renews its lease
+        }
         for event in events {
             let refusal = match self.apply(now_ms, tab, event, out) {
                 Ok(Applied::New) => {
@@ -366,7 +418,7 @@ impl Session {
         let Some(assigned) = run.assigned.as_mut().filter(|a| tab.is_none_or(|tab| a.tab == tab)) else {
             return Err(Refusal::NotOnTab);
         };
-        assigned.lease.heard(now_ms);
+        assigned.acknowledged = true;
         let before = (run.log.stdout.len(), run.log.stderr.len());
         let applied = run.log.apply(event);
         if applied != Applied::New {
@@ -375,9 +427,12 @@ impl Session {
         let forward = match &event.body {
             EventBody::Stdout { .. } => Some(EventBody::Stdout { data: run.log.stdout[before.0..].to_owned() }),
             EventBody::Stderr { .. } => Some(EventBody::Stderr { data: run.log.stderr[before.1..].to_owned() }),
-            EventBody::Progress { phase, .. } => {
+            EventBody::Progress { phase, detail, .. } => {
                 if phase == "execute" {
+                    assigned.executing = true;
                     assigned.deadline_ms = now_ms.saturating_add(run.timeout_ms).saturating_add(TIMEOUT_GRACE_MS);
+                } else if let Some(detail) = detail.as_deref().filter(|_| !assigned.executing) {
+                    assigned.busy_note = Some(format!("{phase}: {detail}").chars().take(BUSY_NOTE_CHARS).collect());
                 }
                 Some(event.body.clone())
             }
@@ -408,32 +463,15 @@ impl Session {
         self.end(run, ErrorName::Internal, message, out);
     }
 
-    /// The running run's lease and deadline.
+    /// The running run's deadline. (Its tab's lease is checked for every input: see
+    /// `expire_tabs`.)
     fn check_running(&mut self, now_ms: u64, out: &mut Vec<Output>) {
         let Some(run) = self.queue.running().map(str::to_owned) else { return };
         let Some(entry) = self.runs.get(&run) else { return };
-        let Some(assigned) = entry.assigned.clone() else { return };
-        match assigned.lease.verdict(now_ms) {
-            Verdict::NeverAcknowledged => {
-                // The tab was gone before the run began: drop it, and the run goes to another.
-                self.tabs.retain(|t| *t != assigned.tab);
-                out.push(Output::DropTab { tab: assigned.tab.clone() });
-                self.lost(now_ms, &run, out);
-            }
-            Verdict::Silent => {
-                out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
-                self.lost(now_ms, &run, out);
-            }
-            Verdict::Alive if now_ms >= assigned.deadline_ms => {
-                out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
-                let message = format!(
-                    "the run did not finish within its {} ms timeout (policy.limits.timeoutMs); it was stopped",
-                    entry.timeout_ms
-                );
-                self.end(&run, ErrorName::Timeout, message, out);
-            }
-            Verdict::Alive => {}
-        }
+        let Some(assigned) = entry.assigned.as_ref().filter(|a| now_ms >= a.deadline_ms) else { return };
+        out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
+        let message = timeout_message(assigned, entry.timeout_ms);
+        self.end(&run, ErrorName::Timeout, message, out);
     }
 
     fn cancel(&mut self, run: &str, why: Cancel, out: &mut Vec<Output>) {
@@ -465,7 +503,7 @@ impl Session {
             self.end(&run, ErrorName::Cancelled, message, out);
         }
         self.check_attach_wait(now_ms, out);
-        if let (Some(run), Some(tab)) = (step.started, self.tabs.last().cloned()) {
+        if let (Some(run), Some(tab)) = (step.started, self.tabs.last().map(|t| t.id.clone())) {
             self.send(now_ms, &run, tab, out);
         }
     }
@@ -490,7 +528,9 @@ impl Session {
     fn send(&mut self, now_ms: u64, run: &str, tab: String, out: &mut Vec<Output>) {
         let Some(entry) = self.runs.get_mut(run) else { return };
         let deadline_ms = now_ms.saturating_add(LOAD_BUDGET_MS + TIMEOUT_GRACE_MS).saturating_add(entry.timeout_ms);
-        entry.assigned = Some(Assignment { tab: tab.clone(), lease: Lease::new(now_ms), deadline_ms });
+        let assigned =
+            Assignment { tab: tab.clone(), acknowledged: false, executing: false, busy_note: None, deadline_ms };
+        entry.assigned = Some(assigned);
         entry.no_tab_since = None;
         out.push(Output::Send { tab, command: Command::Capsule { run: run.to_owned() } });
         let started = EventBody::Progress { phase: "started".into(), runtime_id: None, detail: None };
@@ -523,5 +563,27 @@ impl Session {
                 self.runs.remove(&old);
             }
         }
+    }
+}
+
+/// Why a run on a live tab ran out of time: its program's timeout, or a tab too busy (or stuck)
+/// to start it, with what the tab said it was doing.
+fn timeout_message(assigned: &Assignment, timeout_ms: u64) -> String {
+    if assigned.executing {
+        return format!(
+            "the run did not finish within its {timeout_ms} ms timeout (policy.limits.timeoutMs); it was stopped"
+        );
+    }
+    let budget = LOAD_BUDGET_MS + timeout_ms + TIMEOUT_GRACE_MS;
+    match (&assigned.busy_note, assigned.acknowledged) {
+        (Some(note), _) => format!(
+            "the executor tab was busy and did not start the run within {budget} ms ({note}); it was stopped: run the tool again once the tab is free"
+        ),
+        (None, true) => format!(
+            "the executor tab took the run but was busy and did not start it within {budget} ms; it was stopped: run the tool again once the tab is free"
+        ),
+        (None, false) => format!(
+            "the executor tab is attached (it keeps its lease) but did not take up the run within {budget} ms, so its page may be stuck; it was stopped: reload the tab, or open another, and run the tool again"
+        ),
     }
 }

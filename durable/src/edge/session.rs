@@ -1,6 +1,7 @@
 //! Tabs attaching as executors: `POST /session` mints an attach token (EdDSA JWT, 5 minutes)
-//! for a relay session of the caller's tenant; `/session/:id/refresh` renews it; `events` and
-//! `result` are forwarded to the session's DO once the token is checked. The tenant is taken
+//! for a relay session of the caller's tenant; `/session/:id/refresh` renews it; `events`,
+//! `result`, `lease` and the tab's sockets are forwarded to the session's DO once the token is
+//! checked. The tenant is taken
 //! from the token, so a session id in the path never reaches another tenant. Tokens travel in
 //! `Authorization: Bearer` (a WebSocket's: in its offered subprotocols), never in URLs, which
 //! access logs and trace stores keep.
@@ -10,7 +11,9 @@ use super::http::{error, json, named, own_origin, read_capped};
 use super::mcp::{session_stub, to_session};
 use super::tenants::{authenticated_body, by_id};
 use super::{now_ms, random, Who};
-use relay_core::auth::{bearer, session_name_ok, socket_bearer, AttachClaims, RESULTS_PROTOCOL, SESSION_NAME_RULE};
+use relay_core::auth::{
+    bearer, session_name_ok, socket_bearer, AttachClaims, LEASE_PROTOCOL, RESULTS_PROTOCOL, SESSION_NAME_RULE,
+};
 use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, TAB_HEADER, TOKEN_EXPIRY_HEADER};
 use relay_core::run::backchannel::MAX_BATCH_BYTES;
@@ -95,21 +98,48 @@ fn verify(
         .map_err(|e| error(401, "Unauthorized", e.to_string())))
 }
 
-/// `GET /session/:id/results?tab=<tabId>`: the result backchannel as a WebSocket, so a batch
-/// costs no request of its own. A browser cannot set `Authorization` on a WebSocket, so the
+/// A tab's WebSocket to its relay session's DO.
+#[derive(Clone, Copy)]
+pub enum TabSocket {
+    /// `GET /session/:id/results?tab=<tabId>`: the result backchannel, so a batch costs no
+    /// request of its own.
+    Results,
+    /// `GET /session/:id/lease?tab=<tabId>`: where the tab's lease worker pings, answered by
+    /// the runtime without waking the DO.
+    Lease,
+}
+
+impl TabSocket {
+    fn protocol(self) -> &'static str {
+        match self {
+            TabSocket::Results => RESULTS_PROTOCOL,
+            TabSocket::Lease => LEASE_PROTOCOL,
+        }
+    }
+
+    /// The DO's path, and what a client that cannot open the socket does instead.
+    fn path_and_fallback(self) -> (&'static str, &'static str) {
+        match self {
+            TabSocket::Results => ("/results", "POST batches to /session/:id/result"),
+            TabSocket::Lease => ("/lease", "POST /session/:id/lease to renew the lease"),
+        }
+    }
+}
+
+/// A tab's socket (`TabSocket`). A browser cannot set `Authorization` on a WebSocket, so the
 /// attach token comes as an offered subprotocol (`auth::socket_bearer`). The socket lives in
 /// the session's DO, which holds it to the token's expiry.
-pub async fn results_socket(req: Request, env: &Env, session: &str, who: &Who) -> Result<Response> {
+pub async fn tab_socket(req: Request, env: &Env, session: &str, who: &Who, socket: TabSocket) -> Result<Response> {
+    let (path, fallback) = socket.path_and_fallback();
     if !req.headers().get("upgrade")?.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
-        let message =
-            "this route is a WebSocket (Upgrade: websocket); without one, POST batches to /session/:id/result";
+        let message = format!("this route is a WebSocket (Upgrade: websocket); without one, {fallback}");
         return Ok(error(426, "UpgradeRequired", message));
     }
     let protocols = req.headers().get("sec-websocket-protocol")?;
-    let missing = format!(
-        "offer the subprotocols `{RESULTS_PROTOCOL}` and `bearer.<attachToken>` (tokens are not accepted in URLs)"
-    );
-    let claims = match verify(socket_bearer(protocols.as_deref()), &missing, env, session)? {
+    let protocol = socket.protocol();
+    let missing =
+        format!("offer the subprotocols `{protocol}` and `bearer.<attachToken>` (tokens are not accepted in URLs)");
+    let claims = match verify(socket_bearer(protocols.as_deref(), protocol), &missing, env, session)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
@@ -120,14 +150,14 @@ pub async fn results_socket(req: Request, env: &Env, session: &str, who: &Who) -
     who.is(&claims.sub, session);
     let tenant = by_id(env, &claims.sub).await?;
     let caller = Caller { tenant, session: session.to_owned(), origin: own_origin(&url) };
-    let inner = to_session(&req, &caller, "/results", None)?;
+    let inner = to_session(&req, &caller, path, None)?;
     inner.headers().set(TAB_HEADER, &tab)?;
     inner.headers().set(TOKEN_EXPIRY_HEADER, &claims.exp.to_string())?;
     session_stub(env, &claims.sub, session)?.fetch_with_request(inner).await
 }
 
-/// `GET /session/:id/events`, `POST /session/:id/result` (and `ready`, `detach`), forwarded to
-/// the session's DO.
+/// `GET /session/:id/events`, `POST /session/:id/result` (and `ready`, `detach`, `lease`),
+/// forwarded to the session's DO.
 pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str, who: &Who) -> Result<Response> {
     let claims = match check_token(&req, env, session)? {
         Ok(claims) => claims,

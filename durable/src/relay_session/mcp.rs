@@ -24,6 +24,9 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         headers: req.headers().entries().filter(|(name, _)| name != CALLER_HEADER).collect(),
         body: req.bytes().await?,
     };
+    // Lapsed leases and passed deadlines are acted on first, so what `relay://session` and the
+    // prompt say of the tabs is current even when no stream is open to tick the machine.
+    shared.feed(Input::Tick);
     let new_session_id = || format!("mcp_{}", hex::encode(random::<16>()));
     let cx = Context {
         now_ms: now_ms(),

@@ -1,8 +1,10 @@
 //! The Session DO itself: one per relay session (`<tenantId>/<name>`). It dispatches the
-//! requests the Worker forwards (`/mcp`, `/events`, `/result`, `/results`, `/mcps-rpc`,
-//! `/mcps`, `/build/*`, `/files/*`) and the messages of results sockets, each request with its typed
+//! requests the Worker forwards (`/mcp`, `/events`, `/result`, `/results`, `/lease`, `/detach`,
+//! `/ready`, `/mcps-rpc`, `/mcps`, `/build/*`, `/files/*`) and the messages of results and lease
+//! sockets, each request with its typed
 //! [`Caller`](relay_core::forward::Caller); the Worker has already authenticated it.
 
+use super::leases::{Leases, LEASE_TAG};
 use super::shared::Shared;
 use super::{builds, mcp, out_files, store, tabs, upstreams};
 use crate::edge::http::{error, json};
@@ -12,7 +14,7 @@ use relay_core::forward::{Caller, CALLER_HEADER};
 use relay_core::metrics::Snapshot;
 use std::rc::Rc;
 use worker::{
-    durable_object, DurableObject, Env, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage,
+    durable_object, DurableObject, Env, Method, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage,
 };
 
 #[durable_object]
@@ -32,7 +34,7 @@ impl DurableObject for SessionDO {
             Ok(()) => store::close_unfinished(&sql, now_ms()),
             Err(e) => worker::console_error!("migration failed: {e}"),
         }
-        SessionDO { shared: Rc::new(Shared::new(env, storage)), state }
+        SessionDO { shared: Rc::new(Shared::new(env, storage, Leases::new(&state))), state }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -49,6 +51,8 @@ impl DurableObject for SessionDO {
             "/result" => tabs::result(shared, req).await,
             "/results" => tabs::open_results(&shared, &self.state, &req),
             "/detach" => tabs::detach(shared, &req),
+            "/lease" if req.method() == Method::Post => tabs::renew(shared, &req),
+            "/lease" => tabs::open_lease(&shared, &self.state, &req),
             "/ready" => tabs::ready(shared, req).await,
             "/mcps-rpc" => upstreams::call(shared, req, &caller).await,
             "/mcps" => upstreams::tree(shared, &caller).await,
@@ -67,6 +71,9 @@ impl DurableObject for SessionDO {
     }
 
     async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        if self.state.get_tags(&ws).iter().any(|tag| tag == LEASE_TAG) {
+            return tabs::lease_message(&ws);
+        }
         tabs::socket_batch(&self.shared, &self.state, &ws, message)
     }
 

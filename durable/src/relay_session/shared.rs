@@ -3,6 +3,7 @@
 //! to tabs, output and results handed to each run's [`Delivery`], the audit) and returns the
 //! answers meant for the caller. Nothing here decides anything about a run.
 
+use super::leases::Leases;
 use super::store;
 use crate::edge::{now_ms, sleep};
 use futures::channel::mpsc::UnboundedSender;
@@ -71,6 +72,8 @@ pub struct Shared {
     readiness: RefCell<HashMap<String, Readiness>>,
     /// Each tab's results socket, if it opened one: a run's command goes on it too.
     sockets: RefCell<HashMap<String, WebSocket>>,
+    /// The tabs' lease sockets, which say when each tab last renewed its lease.
+    leases: Leases,
     runs: RefCell<HashMap<String, RunIo>>,
     /// Run -> its answer, for legacy calls whose client may resume (oldest first).
     kept_answers: RefCell<VecDeque<(String, Value)>>,
@@ -91,10 +94,11 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(env: Env, storage: Storage) -> Self {
+    pub fn new(env: Env, storage: Storage, leases: Leases) -> Self {
         Shared {
             env,
             storage,
+            leases,
             machine: RefCell::default(),
             tabs: RefCell::default(),
             readiness: RefCell::default(),
@@ -122,9 +126,11 @@ impl Shared {
     }
 
     /// Applies `input` to the run machine (see `configure`), performs its outputs, and returns
-    /// those meant for the caller: `Admitted`, `Refused`, `Reply`. A tab found dead while
-    /// writing to it is fed back as `TabGone`.
+    /// those meant for the caller: `Admitted`, `Refused`, `Reply`. The machine first hears when
+    /// each tab last renewed its lease, so it judges every input on current leases. A tab found
+    /// dead while writing to it is fed back as `TabGone`.
     pub fn feed(&self, input: Input) -> Vec<Output> {
+        self.read_leases();
         let tabs_before = self.view().0;
         let answers = self.feed_inputs(input);
         let tabs = self.view().0;
@@ -141,6 +147,17 @@ impl Shared {
         let frame = sse_frame("tabs", &json!({ "count": tabs.len(), "next": tabs.last() }), None).into_bytes();
         for tab in tabs {
             self.write(tab, frame.clone());
+        }
+    }
+
+    /// Tells the machine when each tab last pinged its lease socket (renewals change nothing
+    /// else, so their outputs are none).
+    fn read_leases(&self) {
+        let seen = self.leases.seen();
+        let mut machine = self.machine.borrow_mut();
+        let Some(machine) = machine.as_mut() else { return };
+        for (tab, at_ms) in seen {
+            machine.handle(now_ms(), Input::TabSeen { tab, at_ms });
         }
     }
 
@@ -197,8 +214,9 @@ impl Shared {
         }
     }
 
-    /// Heartbeats every tab (a failed write is how a closed tab is noticed), then lets the
-    /// machine check its deadlines.
+    /// Heartbeats every tab (a failed write is how a closed tab is noticed, when the runtime
+    /// reports it; a tab's lease is what always tells), then lets the machine check its
+    /// deadlines and leases.
     pub fn tick(&self) {
         let ids: Vec<String> = self.tabs.borrow().keys().cloned().collect();
         for tab in ids {
@@ -236,11 +254,13 @@ impl Shared {
         self.tabs.borrow_mut().insert(tab.to_owned(), sender);
     }
 
-    /// Forgets a tab's stream (it said it is going away).
+    /// Forgets a tab's stream, which ends it, and closes its lease socket (it said it is going
+    /// away, or the machine dropped it).
     pub fn drop_tab(&self, tab: &str) {
         self.tabs.borrow_mut().remove(tab);
         self.readiness.borrow_mut().remove(tab);
         self.sockets.borrow_mut().remove(tab);
+        self.leases.close(tab);
     }
 
     /// `tab`'s results socket, in place of any earlier one.

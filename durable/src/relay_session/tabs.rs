@@ -1,31 +1,32 @@
-//! The tabs attached as executors: their SSE command streams (`/events`) and the NDJSON
+//! The tabs attached as executors: their SSE command streams (`/events`), the NDJSON
 //! backchannel their results come back on (`POST /result`, or batches on a results socket,
-//! `/results`). Both feed the run machine.
+//! `/results`), and their leases (`/lease`: a lease socket the runtime answers, or a `POST`).
+//! All feed the run machine.
 
+use super::leases::{socket_tags, EXPIRY_TAG, LEASE_TAG};
 use super::shared::{ticker, Shared};
 use crate::edge::http::{error_body, json, named, named_parts, sse_headers};
 use crate::edge::{now_ms, random};
 use futures::channel::mpsc;
-use relay_core::auth::RESULTS_PROTOCOL;
+use relay_core::auth::{LEASE_PROTOCOL, RESULTS_PROTOCOL};
 use relay_core::error::ErrorName;
 use relay_core::forward::{Caller, TAB_HEADER, TOKEN_EXPIRY_HEADER};
 use relay_core::mcp::sse_frame;
 use relay_core::run::backchannel::{parse_batch, parse_socket_batch, socket_reply, MAX_BATCH_BYTES};
+use relay_core::run::lease::TAB_LEASE_MS;
 use relay_core::run::readiness::Readiness;
 use relay_core::run::session::{Input, Output};
 use serde_json::{json, Value};
 use std::rc::Rc;
 use worker::{Request, Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair};
 
-/// A results socket's tag that holds its token's expiry (`exp:<seconds>`); its other tag is its tab.
-const EXPIRY_TAG: &str = "exp:";
-
-/// `GET /session/:id/events`: a tab attaches. Its stream carries `hello`, then `capsule`,
-/// `cancel` and `shutdown` commands, and heartbeat comments.
+/// `GET /session/:id/events`: a tab attaches. Its stream carries `hello` (its tab id, and how
+/// long its lease lasts unrenewed), then `capsule`, `cancel` and `shutdown` commands, and
+/// heartbeat comments.
 pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
     let (tx, rx) = mpsc::unbounded();
     let tab = format!("tab_{}", hex::encode(random::<6>()));
-    let hello = json!({ "tabId": tab, "session": caller.session });
+    let hello = json!({ "tabId": tab, "session": caller.session, "leaseMs": TAB_LEASE_MS });
     let _ = tx.unbounded_send(Ok(b"retry: 2000\n\n".to_vec()));
     let _ = tx.unbounded_send(Ok(sse_frame("hello", &hello, None).into_bytes()));
     shared.add_tab(&tab, tx);
@@ -39,11 +40,32 @@ pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
 /// closing or reloading), so the next run goes to another tab at once rather than after a
 /// heartbeat finds its stream closed. A run it was executing ends as a lost tab's does.
 pub fn detach(shared: Rc<Shared>, req: &Request) -> Result<Response> {
-    if let Some(tab) = req.headers().get(TAB_HEADER)?.filter(|tab| shared.has_tab(tab)) {
+    if let Some(tab) = attached_tab(&shared, req)? {
         shared.drop_tab(&tab);
         shared.feed(Input::TabGone { tab });
     }
     Ok(Response::empty()?.with_status(204))
+}
+
+/// `POST /session/:id/lease`: the tab named in `x-relay-tab` renews its lease, as its lease
+/// worker does when its lease socket cannot open.
+pub fn renew(shared: Rc<Shared>, req: &Request) -> Result<Response> {
+    let Some(tab) = attached_tab(&shared, req)? else { return Ok(not_attached(TAB_HEADER)) };
+    shared.feed(Input::TabSeen { tab, at_ms: now_ms() });
+    Ok(Response::empty()?.with_status(204))
+}
+
+/// The attached tab `x-relay-tab` names.
+fn attached_tab(shared: &Shared, req: &Request) -> Result<Option<String>> {
+    Ok(req.headers().get(TAB_HEADER)?.filter(|tab| shared.has_tab(tab)))
+}
+
+/// The refusal of a request whose `field` names no tab attached (or one no longer attached).
+fn not_attached(field: &str) -> Response {
+    let message = format!(
+        "{field} must name a tab attached to this relay session (the tabId of its hello); a tab that was dropped attaches again"
+    );
+    named(ErrorName::ValidationError, message)
 }
 
 /// `POST /session/:id/ready`: what the tab named in `x-relay-tab` says of its runtimes
@@ -53,10 +75,7 @@ pub async fn ready(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
         Ok(readiness) => readiness,
         Err(why) => return Ok(named(ErrorName::ValidationError, why)),
     };
-    let Some(tab) = req.headers().get(TAB_HEADER)?.filter(|tab| shared.has_tab(tab)) else {
-        let message = format!("{TAB_HEADER} must name a tab attached to this relay session (the tabId of its hello)");
-        return Ok(named(ErrorName::ValidationError, message));
-    };
+    let Some(tab) = attached_tab(&shared, &req)? else { return Ok(not_attached(TAB_HEADER)) };
     shared.set_readiness(&tab, readiness);
     Ok(Response::empty()?.with_status(204))
 }
@@ -74,18 +93,49 @@ pub async fn result(shared: Rc<Shared>, mut req: Request) -> Result<Response> {
 /// batch, answered on the socket (`socket_batch`). The DO also sends the tab a copy of each
 /// run's command on it (`Shared::copy_to_socket`).
 pub fn open_results(shared: &Shared, state: &State, req: &Request) -> Result<Response> {
-    let tab = req.headers().get(TAB_HEADER)?.filter(|tab| shared.has_tab(tab));
-    let Some(tab) = tab else {
-        let message = "?tab= must name a tab attached to this relay session (the tabId of its hello)";
-        return Ok(named(ErrorName::ValidationError, message));
+    let Some((tab, server, response)) = open_socket(shared, state, req, &[], RESULTS_PROTOCOL)? else {
+        return Ok(not_attached("?tab="));
     };
+    shared.set_socket(&tab, server);
+    Ok(response)
+}
+
+/// `GET /lease`: the tab's lease socket (the Worker checked its token), kept by the runtime and
+/// tagged `lease`, with its tab and its token's expiry. The runtime answers its pings itself
+/// (`leases.rs`); opening it renews the lease at once.
+pub fn open_lease(shared: &Shared, state: &State, req: &Request) -> Result<Response> {
+    let Some((tab, _, response)) = open_socket(shared, state, req, &[LEASE_TAG], LEASE_PROTOCOL)? else {
+        return Ok(not_attached("?tab="));
+    };
+    shared.feed(Input::TabSeen { tab, at_ms: now_ms() });
+    Ok(response)
+}
+
+/// Accepts a hibernatable socket for the attached tab `x-relay-tab` names (None if it names
+/// none), tagged with `tags`, its tab and its token's expiry, answering with `protocol`.
+/// Returns the tab, the DO's end of the socket and the response that opens it.
+fn open_socket(
+    shared: &Shared,
+    state: &State,
+    req: &Request,
+    tags: &[&str],
+    protocol: &str,
+) -> Result<Option<(String, WebSocket, Response)>> {
+    let Some(tab) = attached_tab(shared, req)? else { return Ok(None) };
     let expiry = format!("{EXPIRY_TAG}{}", req.headers().get(TOKEN_EXPIRY_HEADER)?.unwrap_or_default());
     let pair = WebSocketPair::new()?;
-    state.accept_websocket_with_tags(&pair.server, &[&tab, &expiry]);
-    shared.set_socket(&tab, pair.server);
+    let all_tags: Vec<&str> = tags.iter().copied().chain([tab.as_str(), expiry.as_str()]).collect();
+    state.accept_websocket_with_tags(&pair.server, &all_tags);
     let headers = worker::Headers::new();
-    headers.set("sec-websocket-protocol", RESULTS_PROTOCOL)?;
-    Ok(Response::from_websocket(pair.client)?.with_headers(headers))
+    headers.set("sec-websocket-protocol", protocol)?;
+    let response = Response::from_websocket(pair.client)?.with_headers(headers);
+    Ok(Some((tab, pair.server, response)))
+}
+
+/// A message on a lease socket that is not a `ping` (which the runtime answers without us): it
+/// takes nothing else.
+pub fn lease_message(ws: &WebSocket) -> Result<()> {
+    ws.close(Some(4400), Some("a lease socket takes only `ping`"))
 }
 
 /// One message on a results socket: `<id>\n<batch>`, applied as `POST /result` applies it and
@@ -109,15 +159,14 @@ pub fn socket_batch(shared: &Shared, state: &State, ws: &WebSocket, message: Web
         return ws.send_with_str(socket_reply(id, 413, &error_body("PayloadTooLarge", message)));
     }
     let tags = state.get_tags(ws);
-    let expiry = tags.iter().find_map(|t| t.strip_prefix(EXPIRY_TAG)?.parse::<u64>().ok()).unwrap_or(0);
+    let (tab, expiry) = socket_tags(&tags);
     if now_ms() / 1000 >= expiry {
         let message =
             "this socket's attach token expired: POST the batch with the current token, and reopen the socket with it";
         ws.send_with_str(socket_reply(id, 401, &error_body("Unauthorized", message)))?;
         return ws.close(Some(4401), Some("attach token expired"));
     }
-    let tab = tags.into_iter().find(|t| !t.starts_with(EXPIRY_TAG));
-    let (status, body) = apply(shared, tab, batch.as_bytes());
+    let (status, body) = apply(shared, tab.map(str::to_owned), batch.as_bytes());
     ws.send_with_str(socket_reply(id, status, &body))
 }
 
