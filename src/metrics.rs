@@ -61,6 +61,11 @@ pub struct Snapshot {
     /// the Rust heap's high-water mark: a rise run after run is a leak.
     #[serde(skip_serializing_if = "is_zero")]
     pub wasm_memory_bytes: u64,
+    /// What -> writes to the relay session's own storage that failed (`audit`, `metrics`, ...)
+    /// since its instance started: counted in memory, since the storage that failed cannot
+    /// hold them, and filled in when metrics are asked for.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub storage_failures: BTreeMap<String, u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -91,6 +96,11 @@ impl Snapshot {
         self.output_bytes.observe(&BYTE_BUCKETS, end.output_bytes);
     }
 
+    /// A write of `what` to the relay session's storage failed.
+    pub fn observe_storage_failure(&mut self, what: &str) {
+        *self.storage_failures.entry(what.to_owned()).or_default() += 1;
+    }
+
     pub fn observe_denial(&mut self, kind: &str) {
         *self.denials.entry(kind.to_owned()).or_default() += 1;
     }
@@ -109,6 +119,7 @@ impl Snapshot {
             (&mut self.runs, &other.runs),
             (&mut self.denials, &other.denials),
             (&mut self.upstream_calls, &other.upstream_calls),
+            (&mut self.storage_failures, &other.storage_failures),
         ] {
             for (key, n) in theirs {
                 *mine.entry(key.clone()).or_default() += n;
@@ -149,6 +160,14 @@ impl Snapshot {
             &tenant_label,
             &self.upstream_calls,
             ["server", "outcome"],
+        );
+        counter(
+            &mut out,
+            "relay_storage_failures_total",
+            "Writes to a relay session's storage that failed (its audit chain among them), by what.",
+            &tenant_label,
+            &self.storage_failures,
+            ["what", ""],
         );
         histogram(
             &mut out,

@@ -15,9 +15,9 @@
 use super::builds::{self, Packaged};
 use super::commands::{capsule_frame, store_new};
 use super::shared::{ticker, Delivery, Frames, Shared};
-use super::store::{self, Ended, Queued};
-use crate::edge::capsules::signer;
-use crate::edge::{http, now_ms, random};
+use crate::platform::http;
+use crate::platform::signer::signer;
+use crate::platform::{now_ms, random};
 use futures::channel::{mpsc, oneshot};
 use futures::stream::PollNext;
 use futures::{future, FutureExt, Stream, StreamExt};
@@ -26,17 +26,18 @@ use relay_core::capsule::jws::Signer;
 use relay_core::capsule::Capsule;
 use relay_core::error::ErrorName;
 use relay_core::files::download_url;
-use relay_core::forward::Caller;
 use relay_core::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
 use relay_core::mcp::tasks::TaskRecord;
 use relay_core::mcp::{self, Era, LogLevel, Tool, ToolCall, ToolResult};
+use relay_core::protocol::{Caller, TabCommand};
+use relay_core::relay_session::{Ended, Queued, Store};
 use relay_core::run::args::{capsule_spec, deps_request};
 use relay_core::run::backchannel::{EventBody, OutFile, RunError};
 use relay_core::run::file_op::{file_op, FileOp, FILE_OP_TIMEOUT_MS};
-use relay_core::run::session::{Cancel, Input, Outcome, Output};
+use relay_core::run::machine::{Cancel, Input, Outcome, Output};
 use serde_json::{json, Value};
 use std::rc::Rc;
-use worker::{Response, Result, SqlStorage};
+use worker::{Response, Result};
 
 /// How long a legacy client that lost its stream waits before resuming it (the SSE `retry`).
 const RESUME_RETRY_MS: u64 = 5_000;
@@ -119,7 +120,7 @@ impl Job {
     fn audit_name(&self) -> String {
         match self {
             Job::Capsule { capsule, .. } => capsule.hash.clone(),
-            // Until the build names the capsule (`store::audit_capsule`).
+            // Until the build names the capsule (`Store::audit_capsule`).
             Job::Packaged(job) => format!("build:{}", job.key),
             Job::File(op) => format!("file:{}", op.tool),
         }
@@ -209,12 +210,16 @@ async fn respond_with_task(
     job: Rc<Job>,
 ) -> Result<Response> {
     let task = TaskRecord::working(&format!("task_{}", hex::encode(random::<16>())), &run, now_ms());
-    let sql = shared.storage.sql();
-    let delivery =
-        TaskAnswer { answer: Answer::new(&call, &caller, &run, &job, None), task: task.clone(), sql: sql.clone() };
+    let delivery = TaskAnswer {
+        answer: Answer::new(&call, &caller, &run, &job, None),
+        task: task.clone(),
+        shared: shared.clone(),
+    };
     // Stored first: the run may end within its admission (no tab, no attach wait), and its end
     // is written over this. (A refused admission leaves a task no one was told of; it expires.)
-    store::save_task(&sql, &task);
+    if let Err(e) = shared.store().save_task(&task) {
+        return Ok(http::storage_unavailable("the relay session's SQLite", &e));
+    }
     if let Err(response) = admit(&shared, &call, &caller, &run, &job, delivery) {
         return Ok(response);
     }
@@ -226,7 +231,7 @@ async fn respond_with_task(
 struct TaskAnswer {
     answer: Answer,
     task: TaskRecord,
-    sql: SqlStorage,
+    shared: Rc<Shared>,
 }
 
 impl Delivery for TaskAnswer {
@@ -235,7 +240,8 @@ impl Delivery for TaskAnswer {
     fn finish(&mut self, outcome: Outcome, answer: bool) -> Option<Value> {
         let cancelled = !answer || outcome.exit.error.as_ref().is_some_and(|e| e.name == ErrorName::Cancelled.as_str());
         let response = conclude(&self.answer, outcome);
-        store::save_task(&self.sql, &self.task.ended(&response, cancelled, now_ms()));
+        let saved = Store::new(&self.shared.sql).save_task(&self.task.ended(&response, cancelled, now_ms()));
+        self.shared.persisted("tasks", saved);
         None
     }
 
@@ -274,7 +280,11 @@ pub fn resume(shared: Rc<Shared>, session: &str, event_id: &str) -> Result<Respo
         let stream = run_stream(shared, event_id.to_owned(), body, futures::stream::empty());
         return Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()));
     }
-    let Some(ended) = store::ended_run(&shared.storage.sql(), event_id, session) else {
+    let ended = match Store::new(&shared.sql).ended_run(event_id, session) {
+        Ok(ended) => ended,
+        Err(e) => return Ok(http::storage_unavailable("the relay session's SQLite", &e)),
+    };
+    let Some(ended) = ended else {
         let message = format!("no stream {event_id} to resume in this MCP session");
         let reply = RpcError::rejected(INVALID_REQUEST, message).with_status(404).into_response(None);
         return Ok(http::to_response(reply));
@@ -289,7 +299,7 @@ pub fn resume(shared: Rc<Shared>, session: &str, event_id: &str) -> Result<Respo
 /// answer is gone (the relay restarted): what the audit says, as a tool error.
 fn answer_from_audit(ended: &Ended) -> Value {
     let id: Value = serde_json::from_str(&ended.request_id).unwrap_or(Value::Null);
-    let name = ended.error_name.as_deref().and_then(ErrorName::from_name);
+    let name = ended.error_name.as_deref().and_then(tool_error_name);
     let (name, message) = match (name, &ended.error_message) {
         (Some(name), Some(message)) => (name, message.clone()),
         _ => (
@@ -341,7 +351,6 @@ fn admit(
     delivery: impl Delivery + 'static,
 ) -> std::result::Result<(), Response> {
     let (timeout_ms, output_cap) = job.limits();
-    let sql = shared.storage.sql();
     let audit_name = job.audit_name();
     let queued = Queued {
         run_id: run,
@@ -355,12 +364,14 @@ fn admit(
     };
     // The audit row comes first: the machine may end the run within this very input (no tab
     // and no attach wait), and its end updates the row.
-    store::audit_queued(&sql, &queued, now_ms());
+    if let Err(e) = shared.store().audit_queued(&queued, now_ms()) {
+        return Err(http::storage_unavailable("the relay session's SQLite", &e));
+    }
     shared.add_run(run, Box::new(delivery), request_key(call.session_id.as_deref(), &call.id));
     let admission = shared.feed(Input::Admit { run: run.to_owned(), timeout_ms, output_cap });
     if let Some(Output::Refused { max, .. }) = admission.first() {
         shared.remove_run(run);
-        store::forget_run(&sql, run);
+        shared.persisted("runs", shared.store().forget_run(run));
         return Err(queue_full(call, caller, *max));
     }
     Ok(())
@@ -377,7 +388,7 @@ fn queue_full(call: &ToolCall, caller: &Caller, max: u32) -> Response {
 async fn prepare(shared: &Rc<Shared>, caller: &Caller, run: &str, job: &Job) {
     let mut preparing = Preparing { shared: shared.clone(), run: run.to_owned(), done: false };
     let event = match job {
-        Job::File(op) => Ok(mcp::sse_frame("file", &op.command(run), None).into_bytes()),
+        Job::File(op) => Ok(TabCommand::File(op.command(run)).frame()),
         Job::Capsule { capsule, signer } => {
             store_new(shared, caller, capsule).await.map(|()| capsule_frame(signer, caller, run, capsule))
         }
@@ -514,9 +525,14 @@ fn listed_file(file: &OutFile, signer: &Signer, caller: &Caller, run: &str, now_
 
 /// The error name of a run's error; NoExecutorAttached says which page to open.
 fn named_error(error: &RunError, caller: &Caller) -> (ErrorName, String) {
-    match ErrorName::from_name(&error.name) {
+    match tool_error_name(&error.name) {
         Some(ErrorName::NoExecutorAttached) => (ErrorName::NoExecutorAttached, caller.no_executor_message()),
         Some(name) => (name, error.message.clone()),
         None => (ErrorName::Internal, format!("{}: {}", error.name, error.message)),
     }
+}
+
+/// The name a tab reported, if it is one a tool result may carry.
+fn tool_error_name(name: &str) -> Option<ErrorName> {
+    ErrorName::from_name(name).filter(|name| name.in_tool_results())
 }

@@ -1,27 +1,30 @@
-//! The Session DO's state, and the one place its run machine (`run::session`) is fed: every
+//! The Session DO's state, and the one place its run machine (`run::machine`) is fed: every
 //! input goes through [`Shared::feed`], which performs the machine's outputs (commands written
 //! to tabs, output and results handed to each run's [`Delivery`], the audit) and returns the
 //! answers meant for the caller. Nothing here decides anything about a run.
 
 use super::leases::Leases;
-use super::store;
-use crate::edge::{now_ms, sleep};
+use crate::platform::sql::DoSql;
+use crate::platform::{now_ms, sleep};
 use futures::channel::mpsc::UnboundedSender;
 use futures::{future, Stream, StreamExt};
+use relay_core::audit::AuditRecord;
 use relay_core::auth::QueueSettings;
 use relay_core::capsule::jws::Signer;
 use relay_core::capsule::{Capsule, CapsuleError, CapsuleMemo, CapsuleSpec};
-use relay_core::mcp::sse_frame;
+use relay_core::log::LogLine;
 use relay_core::packages::PendingBuild;
+use relay_core::protocol::{TabCommand, TabsCommand};
+use relay_core::relay_session::{StorageError, Store};
 use relay_core::run::backchannel::EventBody;
+use relay_core::run::machine::{Command, Input, Outcome, Output, RunMachine};
 use relay_core::run::readiness::Readiness;
-use relay_core::run::session::{Command, Input, Outcome, Output, Session};
 use relay_core::upstream::client::Known;
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::rc::Rc;
-use worker::{Env, Result, Storage, WebSocket};
+use worker::{Env, Result, WebSocket};
 
 /// MCP clients remembered for `relay://session` (the page lists them).
 const CLIENTS_KEPT: usize = 10;
@@ -65,8 +68,12 @@ struct RunIo {
 /// one of its cells across an `.await`: other requests interleave there.
 pub struct Shared {
     pub env: Env,
-    pub storage: Storage,
-    machine: RefCell<Option<Session>>,
+    /// The relay session's SQLite (`relay_core::relay_session::Store` over it).
+    pub sql: DoSql,
+    /// Writes to that SQLite that failed since this instance started, by what (the metrics
+    /// report them: the storage that failed cannot hold them).
+    failures: RefCell<BTreeMap<String, u64>>,
+    machine: RefCell<Option<RunMachine>>,
     tabs: RefCell<HashMap<String, Frames>>,
     /// What each tab last said of its runtimes.
     readiness: RefCell<HashMap<String, Readiness>>,
@@ -94,10 +101,11 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(env: Env, storage: Storage, leases: Leases) -> Self {
+    pub fn new(env: Env, sql: DoSql, leases: Leases) -> Self {
         Shared {
             env,
-            storage,
+            sql,
+            failures: RefCell::default(),
             leases,
             machine: RefCell::default(),
             tabs: RefCell::default(),
@@ -115,6 +123,46 @@ impl Shared {
         }
     }
 
+    /// The relay session's store.
+    pub fn store(&self) -> Store<'_, DoSql> {
+        Store::new(&self.sql)
+    }
+
+    /// Logs each record sealed onto the audit chain (a run's log line), or, when sealing
+    /// failed, the failure naming `what` was being audited, counted in the metrics: a record
+    /// that could not be written is never dropped silently.
+    pub fn audited<I: IntoIterator<Item = AuditRecord>>(
+        &self,
+        what: &str,
+        sealed: std::result::Result<I, StorageError>,
+    ) {
+        match sealed {
+            Ok(records) => {
+                for record in records {
+                    if let Some(line) = LogLine::run(&record) {
+                        worker::console_log!("{}", line.to_json());
+                    }
+                }
+            }
+            Err(e) => self.storage_failed("audit", &format!("auditing {what}: {e}")),
+        }
+    }
+
+    /// Whatever `result` holds; a failed write is logged and counted under `what`.
+    pub fn persisted<T>(&self, what: &str, result: std::result::Result<T, StorageError>) -> Option<T> {
+        result.map_err(|e| self.storage_failed(what, &e.to_string())).ok()
+    }
+
+    fn storage_failed(&self, what: &str, why: &str) {
+        worker::console_error!("relay session storage failed: {why}");
+        *self.failures.borrow_mut().entry(what.to_owned()).or_default() += 1;
+    }
+
+    /// The writes that failed since this instance started, by what.
+    pub fn storage_failures(&self) -> BTreeMap<String, u64> {
+        self.failures.borrow().clone()
+    }
+
     /// True for the first request this instance serves, false after.
     pub fn first_request(&self) -> bool {
         !self.served.replace(true)
@@ -122,7 +170,7 @@ impl Shared {
 
     /// Makes the run machine with the tenant's queue settings, unless this instance has one.
     pub fn configure(&self, settings: &QueueSettings) {
-        self.machine.borrow_mut().get_or_insert_with(|| Session::new(settings.clone()));
+        self.machine.borrow_mut().get_or_insert_with(|| RunMachine::new(settings.clone()));
     }
 
     /// Applies `input` to the run machine (see `configure`), performs its outputs, and returns
@@ -144,7 +192,7 @@ impl Shared {
     /// so each page can say whether it runs next. A write that fails is left to the
     /// heartbeat, which notices a gone tab anyway.
     fn announce_tabs(&self, tabs: &[String]) {
-        let frame = sse_frame("tabs", &json!({ "count": tabs.len(), "next": tabs.last() }), None).into_bytes();
+        let frame = TabCommand::Tabs(TabsCommand { count: tabs.len(), next: tabs.last().cloned() }).frame();
         for tab in tabs {
             self.write(tab, frame.clone());
         }
@@ -184,7 +232,8 @@ impl Shared {
                     Output::DropTab { tab } => self.drop_tab(&tab),
                     Output::Forward { run, body } => {
                         if let EventBody::Denied { what, target, reason } = &body {
-                            store::audit_denial(&self.storage.sql(), &run, [what, target, reason], now_ms());
+                            let sealed = self.store().audit_denial(&run, [what, target, reason], now_ms());
+                            self.audited("a policy denial", sealed);
                         }
                         if let Some(io) = self.runs.borrow_mut().get_mut(&run) {
                             io.delivery.forward(&body);
@@ -201,8 +250,8 @@ impl Shared {
     /// Audits a run that ended and hands its end to its delivery; the run is then forgotten
     /// here, but for an answer no one took.
     fn finish(&self, run: &str, outcome: Outcome, answer: bool) {
-        let sql = self.storage.sql();
-        store::audit_finished(&sql, run, &outcome, now_ms());
+        let sealed = self.store().audit_finished(run, &outcome, now_ms());
+        self.audited("a run's end", sealed);
         self.builds.borrow_mut().remove(run);
         let Some(mut io) = self.runs.borrow_mut().remove(run) else { return };
         if let Some(answer) = io.delivery.finish(outcome, answer) {
@@ -229,7 +278,7 @@ impl Shared {
 
     /// When the machine next needs a tick.
     pub fn next_wake(&self) -> Option<u64> {
-        self.machine.borrow().as_ref().and_then(Session::next_wake)
+        self.machine.borrow().as_ref().and_then(RunMachine::next_wake)
     }
 
     /// What `f` makes of run `run`'s progress (whether a tab has it, its stdout and stderr so
@@ -245,9 +294,9 @@ impl Shared {
         self.machine.borrow().as_ref().map_or((Vec::new(), 0), |m| (m.tabs().to_vec(), m.queue_depth()))
     }
 
-    /// `Some(max)` when the queue is full (`Session::queue_full`).
+    /// `Some(max)` when the queue is full (`RunMachine::queue_full`).
     pub fn queue_full(&self) -> Option<u32> {
-        self.machine.borrow().as_ref().and_then(Session::queue_full)
+        self.machine.borrow().as_ref().and_then(RunMachine::queue_full)
     }
 
     pub fn add_tab(&self, tab: &str, sender: Frames) {
@@ -303,7 +352,7 @@ impl Shared {
             Command::Capsule { run } => {
                 self.runs.borrow().get(run).and_then(|io| io.command.clone()).unwrap_or_default()
             }
-            Command::Cancel { run } => sse_frame("cancel", &json!({ "runId": run }), None).into_bytes(),
+            Command::Cancel { run } => TabCommand::Cancel { run_id: run.clone() }.frame(),
         }
     }
 

@@ -11,17 +11,17 @@
 //! [`Shared`], so only the first call probes.
 
 use super::shared::Shared;
-use super::store;
-use crate::edge::egress::capsule_policy;
-use crate::edge::http::{error, json, named};
-use crate::edge::upstreams::{load, sealing_key};
-use crate::edge::{now_ms, sleep};
+use crate::platform::http::{json, refuse};
+use crate::platform::kv::upstreams as load;
+use crate::platform::r2::capsule_policy;
+use crate::platform::signer::sealing_key;
+use crate::platform::{now_ms, sleep};
 use futures::future::{select, Either};
 use futures::StreamExt;
 use relay_core::audit::Scope;
 use relay_core::error::ErrorName;
-use relay_core::forward::Caller;
-use relay_core::upstream::client::{Answer, Exchange, Next, Post};
+use relay_core::protocol::Caller;
+use relay_core::upstream::client::{Exchange, Next, Post, Received};
 use relay_core::upstream::redact::Redactor;
 use relay_core::upstream::tree::{self, Listing};
 use relay_core::upstream::{authorize, RpcCall, Upstream};
@@ -43,33 +43,32 @@ pub const TREE_TTL_MS: u64 = 60_000;
 /// Most POSTs one exchange makes (a legacy server's handshake, a reopened session).
 const ROUND_TRIPS_MAX: usize = 6;
 
-/// `/mcps-rpc?run=<id>&cap=<hash>` (the Worker checked the run token that names both).
-pub async fn call(shared: Rc<Shared>, mut req: Request, caller: &Caller) -> Result<Response> {
-    let query: std::collections::HashMap<String, String> = req.url()?.query_pairs().into_owned().collect();
-    let (run, cap) = (query.get("run").cloned().unwrap_or_default(), query.get("cap").cloned().unwrap_or_default());
+/// A call of run `run` (capsule `cap`; the Worker checked the run token that names both).
+pub async fn call(shared: Rc<Shared>, caller: &Caller, run: String, cap: &str, body: &[u8]) -> Result<Response> {
     if !shared.has_run(&run) {
         let message = format!("run {run} has ended: code can call upstream MCP servers only while its run runs");
-        return Ok(error(409, "Conflict", message));
+        return Ok(refuse(ErrorName::Conflict, message));
     }
-    let call = match RpcCall::parse(&req.bytes().await?) {
+    let call = match RpcCall::parse(body) {
         Ok(call) => call,
-        Err(e) => return Ok(named(ErrorName::ValidationError, e)),
+        Err(e) => return Ok(refuse(ErrorName::ValidationError, e)),
     };
     let tenant = &caller.tenant.id;
-    let (upstreams, policy) = match (load(&shared.env, tenant).await?, capsule_policy(&shared.env, tenant, &cap).await?)
+    let (upstreams, policy) = match (load(&shared.env, tenant).await?, capsule_policy(&shared.env, tenant, cap).await?)
     {
         (Ok(upstreams), Ok(policy)) => (upstreams, policy),
         (Err(response), _) | (_, Err(response)) => return Ok(response),
     };
     let scope = Scope { ts_ms: now_ms(), tenant: tenant.clone(), relay_session: caller.session.clone(), run_id: run };
-    let sql = shared.storage.sql();
+    let store = shared.store();
     let upstream = match authorize(&upstreams, policy.mcps.as_deref(), &call) {
         Ok(upstream) => upstream,
         Err(refusal) => {
             let name = refusal.name.as_str();
-            store::update_metrics(&sql, |m| m.observe_denial("mcps-rpc"));
-            store::append_record(&sql, scope.policy_denial("mcps-rpc", &call.target(), name, &refusal.message));
-            return Ok(named(refusal.name, refusal.message));
+            shared.persisted("metrics", store.update_metrics(|m| m.observe_denial("mcps-rpc")));
+            let record = scope.policy_denial("mcps-rpc", &call.target(), name, &refusal.message);
+            shared.audited("an upstream call's refusal", store.append_record(record).map(Some));
+            return Ok(refuse(refusal.name, refusal.message));
         }
     };
     let params = Value::Object(call.params.clone());
@@ -79,25 +78,27 @@ pub async fn call(shared: Rc<Shared>, mut req: Request, caller: &Caller) -> Resu
     let result = exchange(&shared, caller, upstream, "tools/call", arguments, limits).await;
     let duration_ms = now_ms().saturating_sub(scope.ts_ms);
     let outcome = if result.is_ok() { "ok" } else { ErrorName::UpstreamFailed.as_str() };
-    store::update_metrics(&sql, |m| m.observe_upstream_call(&call.mcp, outcome));
+    shared.persisted("metrics", store.update_metrics(|m| m.observe_upstream_call(&call.mcp, outcome)));
     match result {
         Ok(result) => {
             let body = serde_json::to_vec(&result)?;
-            store::append_record(&sql, scope.upstream_call(&call.target(), &params, duration_ms, Ok(&body)));
+            let record = scope.upstream_call(&call.target(), &params, duration_ms, Ok(&body));
+            shared.audited("an upstream call", store.append_record(record).map(Some));
             let headers = Headers::new();
             headers.set("content-type", "application/json")?;
             Ok(Response::from_bytes(body)?.with_headers(headers))
         }
         Err(why) => {
             let failed = ErrorName::UpstreamFailed;
-            store::append_record(&sql, scope.upstream_call(&call.target(), &params, duration_ms, Err(failed.as_str())));
+            let record = scope.upstream_call(&call.target(), &params, duration_ms, Err(failed.as_str()));
+            shared.audited("an upstream call", store.append_record(record).map(Some));
             let message = format!("upstream MCP server {:?}, tool {:?}: {why}", call.mcp, call.tool);
-            Ok(named(failed, message))
+            Ok(refuse(failed, message))
         }
     }
 }
 
-/// `/mcps`: `{files: [{path, text}], listedAt}`, the tree of every server's tools.
+/// The `/mcps` tree: `{files: [{path, text}], listedAt}`, the tree of every server's tools.
 pub async fn tree(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
     if let Some(tree) = shared.mcps_tree(now_ms(), TREE_TTL_MS) {
         return Ok(json(200, &tree));
@@ -195,7 +196,7 @@ async fn post(
     post: Post,
     timeout_ms: u64,
     body_max: u64,
-) -> std::result::Result<Answer, String> {
+) -> std::result::Result<Received, String> {
     let controller = AbortController::default();
     let signal = controller.signal();
     let work = async {
@@ -211,7 +212,7 @@ async fn post(
         }
         let headers: Vec<(String, String)> = response.headers().entries().collect();
         let body = read_body(&mut response, body_max).await?;
-        Ok(Answer { status, headers, body })
+        Ok(Received { status, headers, body })
     };
     let (work, timer) = (pin!(work), pin!(sleep(timeout_ms)));
     match select(work, timer).await {
