@@ -11,7 +11,7 @@ use relay_core::error::ErrorName;
 use relay_core::run::backchannel::{EventBody, TabEvent, Usage, DENIALS_AUDITED};
 use relay_core::run::lease::TAB_LEASE_MS;
 use relay_core::run::machine::{
-    Cancel, Command, Input, Output, RunMachine, FINISHED_KEPT, LOAD_BUDGET_MS, TIMEOUT_GRACE_MS,
+    Cancel, Command, Input, Output, RunMachine, FINISHED_KEPT, LOAD_BUDGET_MS, PROGRESS_EVERY_MS, TIMEOUT_GRACE_MS,
 };
 
 const SETTINGS: QueueSettings = QueueSettings { max_queued: 100, max_wait_ms: 300_000, attach_wait_ms: 5_000 };
@@ -70,6 +70,11 @@ fn sent(tab: &str, run: &str) -> Output {
 
 fn cancel_sent(tab: &str, run: &str) -> Output {
     Output::Send { tab: tab.into(), command: Command::Cancel { run: run.into() } }
+}
+
+/// Whether `o` is a progress beat the machine forwards of its own (`PROGRESS_EVERY_MS`).
+fn is_beat(o: &Output) -> bool {
+    matches!(o, Output::Forward { body: EventBody::Progress { phase, .. }, .. } if phase == "running" || phase == "starting")
 }
 
 /// The `Finish` outputs: `(run, error name or "", exit code, answer)`.
@@ -276,7 +281,7 @@ fn an_idle_tab_killed_before_a_run_is_not_a_mid_run_failure() {
         let gone = if how == "heartbeat fails" { 2_000 } else { TAB_LEASE_MS };
         if how == "lease lapses" {
             assert_eq!(s.next_wake(), Some(TAB_LEASE_MS), "the DO wakes when the tab's lease lapses");
-            assert!(s.handle(gone - 1, Input::Tick).is_empty());
+            assert!(s.handle(gone - 1, Input::Tick).iter().all(is_beat));
         }
         let out = match how {
             "heartbeat fails" => s.handle(gone, Input::TabGone { tab: "dead".into() }),
@@ -873,4 +878,25 @@ fn the_error_names_the_machine_uses_carry_their_exit_codes() {
     assert_eq!(ErrorName::Timeout.exit_code(), 124);
     assert_eq!(ErrorName::Cancelled.exit_code(), 130);
     assert_eq!(ErrorName::NoExecutorAttached.exit_code(), 1);
+}
+
+#[test]
+fn a_long_run_whose_tab_says_nothing_still_gives_its_client_progress_every_couple_of_seconds() {
+    // The tab's lease is renewed on its own socket and says nothing to the client; a client
+    // that resets its request timeout on progress must hear of a long, quiet run regardless.
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    let beats = |out: &[Output]| out.iter().filter(|o| is_beat(o)).count();
+    assert_eq!(beats(&s.handle(PROGRESS_EVERY_MS - 1, Input::Tick)), 0, "no beat before one is due");
+    let out = s.handle(PROGRESS_EVERY_MS, Input::Tick);
+    let beat = EventBody::Progress { phase: "starting".into(), runtime_id: None, detail: Some("2 s".into()) };
+    assert!(out.contains(&Output::Forward { run: "a".into(), body: beat }), "{out:?}");
+    s.handle(2_500, Input::TabSeen { tab: "t1".into(), at_ms: 2_500 });
+    s.handle(2_500, heard_from("t1", vec![ev("a", 0, progress("received")), ev("a", 1, progress("execute"))]));
+    assert_eq!(beats(&s.handle(4_000, Input::Tick)), 0, "what the tab said counts: 2.5 s was the last news");
+    let out = s.handle(4_500, Input::Tick);
+    let beat = EventBody::Progress { phase: "running".into(), runtime_id: None, detail: Some("4 s".into()) };
+    assert!(out.contains(&Output::Forward { run: "a".into(), body: beat }), "{out:?}");
+    s.handle(5_000, heard_from("t1", vec![ev("a", 2, exit(0))]));
+    assert_eq!(beats(&s.handle(9_000, Input::Tick)), 0, "an ended run has no beat");
 }

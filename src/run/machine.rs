@@ -35,6 +35,13 @@ pub const TIMEOUT_GRACE_MS: u64 = 10_000;
 pub const FINISHED_KEPT: usize = 64;
 /// The longest note of what a busy tab is doing that a run keeps for its timeout message.
 const BUSY_NOTE_CHARS: usize = 300;
+/// A sent run's client hears of it at least this often (at the ticks of its open stream, which
+/// come every couple of seconds; not a deadline of `next_wake`): when its tab said nothing
+/// forwarded for this long, the machine forwards a progress beat of its own (`running`, or `starting`
+/// before the program started, with the seconds since it was sent). A client that resets its
+/// request timeout on progress (the TypeScript SDK's `resetTimeoutOnProgress`) then keeps
+/// waiting for a long run; the tab's lease says nothing to the client.
+pub const PROGRESS_EVERY_MS: u64 = 2_000;
 
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
@@ -196,6 +203,9 @@ struct Assignment {
     /// its detail, such as the run it is queued behind), for the timeout message.
     busy_note: Option<String>,
     deadline_ms: u64,
+    /// When the run was sent, and when its client was last forwarded anything of it.
+    sent_ms: u64,
+    last_forward_ms: u64,
 }
 
 /// An attached tab.
@@ -265,7 +275,10 @@ impl RunMachine {
                 let reply = self.heard(now_ms, tab.as_deref(), &events, &mut out);
                 out.push(Output::Reply(reply));
             }
-            Input::Tick => self.check_running(now_ms, &mut out),
+            Input::Tick => {
+                self.check_running(now_ms, &mut out);
+                self.progress_beat(now_ms, &mut out);
+            }
             Input::Cancel { run, why } => self.cancel(&run, why, &mut out),
         }
         self.expire_tabs(now_ms, &mut out);
@@ -444,6 +457,7 @@ impl RunMachine {
         let kept_nothing =
             matches!(&forward, Some(EventBody::Stdout { data } | EventBody::Stderr { data }) if data.is_empty());
         if let Some(body) = forward.filter(|_| !kept_nothing) {
+            assigned.last_forward_ms = now_ms;
             out.push(Output::Forward { run: event.run_id.clone(), body });
         }
         if run.ended() {
@@ -474,6 +488,21 @@ impl RunMachine {
         out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
         let message = timeout_message(assigned, entry.timeout_ms);
         self.end(&run, ErrorName::Timeout, message, out);
+    }
+
+    /// A progress beat for the running run whose client heard nothing of it for
+    /// `PROGRESS_EVERY_MS` (see there).
+    fn progress_beat(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        let Some(run) = self.queue.running().map(str::to_owned) else { return };
+        let Some(assigned) = self.runs.get_mut(&run).and_then(|entry| entry.assigned.as_mut()) else { return };
+        if now_ms < assigned.last_forward_ms.saturating_add(PROGRESS_EVERY_MS) {
+            return;
+        }
+        assigned.last_forward_ms = now_ms;
+        let phase = if assigned.executing { "running" } else { "starting" };
+        let detail = format!("{} s", now_ms.saturating_sub(assigned.sent_ms) / 1000);
+        let beat = EventBody::Progress { phase: phase.into(), runtime_id: None, detail: Some(detail) };
+        out.push(Output::Forward { run, body: beat });
     }
 
     fn cancel(&mut self, run: &str, why: Cancel, out: &mut Vec<Output>) {
@@ -530,8 +559,15 @@ impl RunMachine {
     fn send(&mut self, now_ms: u64, run: &str, tab: String, out: &mut Vec<Output>) {
         let Some(entry) = self.runs.get_mut(run) else { return };
         let deadline_ms = now_ms.saturating_add(LOAD_BUDGET_MS + TIMEOUT_GRACE_MS).saturating_add(entry.timeout_ms);
-        let assigned =
-            Assignment { tab: tab.clone(), acknowledged: false, executing: false, busy_note: None, deadline_ms };
+        let assigned = Assignment {
+            tab: tab.clone(),
+            acknowledged: false,
+            executing: false,
+            busy_note: None,
+            deadline_ms,
+            sent_ms: now_ms,
+            last_forward_ms: now_ms,
+        };
         entry.assigned = Some(assigned);
         entry.no_tab_since = None;
         out.push(Output::Send { tab, command: Command::Capsule { run: run.to_owned() } });
