@@ -216,6 +216,9 @@ impl ErrorName {
     }
 }
 
+/// Seconds a caller waits before retrying after a storage failure (`retry-after`).
+pub const STORAGE_RETRY_AFTER_S: u64 = 5;
+
 /// Every refusal of an HTTP route: a name of the vocabulary (which gives the status and the
 /// remedy) and a message that says what to change. The Worker turns it into a response in one
 /// place (`durable/src/platform/http.rs`), as `{"error": {"name", "message"}}`.
@@ -228,6 +231,14 @@ pub struct HttpError {
 impl HttpError {
     pub fn new(name: ErrorName, message: impl Into<String>) -> Self {
         HttpError { name, message: message.into() }
+    }
+
+    /// A store (R2, KV, the relay session's SQLite) that did not answer: 503 with
+    /// `retry-after`, because it passes (a bare 500 would tell the caller that retrying is
+    /// pointless). The message names the store only: the cause goes to the log.
+    pub fn storage_unavailable(store: &str) -> Self {
+        let message = format!("{store} storage did not answer; retry in {STORAGE_RETRY_AFTER_S} seconds");
+        HttpError::new(ErrorName::StorageUnavailable, message)
     }
 
     pub fn status(&self) -> u16 {

@@ -29,4 +29,5 @@ pub mod range;
 pub mod relay_session;
 pub mod run;
 pub mod search;
+pub mod stores;
 pub mod upstream;

@@ -4,6 +4,8 @@
 
 use serde::de::DeserializeOwned;
 
+use crate::stores::StorageError;
+
 /// A parameter of a statement.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SqlValue {
@@ -40,16 +42,6 @@ impl From<u64> for SqlValue {
 impl From<Option<i32>> for SqlValue {
     fn from(n: Option<i32>) -> Self {
         n.map_or(SqlValue::Null, |n| SqlValue::Integer(n.into()))
-    }
-}
-
-/// Why storage failed: its own words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StorageError(pub String);
-
-impl std::fmt::Display for StorageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
     }
 }
 

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::sql::{Sql, SqlValue, StorageError};
+use super::sql::{Sql, SqlValue};
 use crate::audit::{self, AuditRecord, ChainHead, Kind, Scope};
 use crate::capsule::canonical::sha256_hex;
 use crate::files::{self, Slot};
@@ -15,6 +15,7 @@ use crate::mcp::tasks::{TaskRecord, TASK_TTL_MS};
 use crate::mcp::{SessionStatus, SessionStore};
 use crate::metrics::{RunEnd, Snapshot};
 use crate::run::machine::Outcome;
+use crate::stores::StorageError;
 
 /// The migrations, in order. Each runs once; `schema_version` remembers how far we got.
 pub const MIGRATIONS: &[&str] = &[

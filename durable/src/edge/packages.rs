@@ -12,8 +12,7 @@ use super::egress::to_run_session;
 use super::http::read_capped;
 use super::tenants::by_id;
 use super::Who;
-use crate::platform::bindings::bucket;
-use crate::platform::http::{json, refuse, storage_unavailable};
+use crate::platform::http::{json, refuse};
 use crate::platform::r2::put_layer;
 use crate::platform::run_token::run_claims;
 use crate::platform::signer::token_keys;
@@ -85,8 +84,8 @@ pub async fn upload(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
     if spent.status_code() != 204 {
         return Ok(spent);
     }
-    if let Err(e) = put_layer(&bucket(env)?, &grant.sha256, body).await {
-        return Ok(storage_unavailable("R2", &e));
+    if let Err(unavailable) = put_layer(env, &grant.sha256, body).await {
+        return Ok(unavailable);
     }
     Ok(json(201, &json!({ "layer": grant.layer, "sha256": grant.sha256, "size": grant.size })))
 }

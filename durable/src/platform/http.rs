@@ -1,13 +1,10 @@
 //! Responses both the Worker and the DO give: JSON bodies, SSE headers, the MCP core's answers,
 //! and [`error`], the one place an [`HttpError`] becomes a response.
 
-use relay_core::error::{ErrorName, HttpError};
+use relay_core::error::{ErrorName, HttpError, STORAGE_RETRY_AFTER_S};
 use relay_core::mcp::HttpResponse;
 use serde_json::Value;
 use worker::{Headers, Response};
-
-/// Seconds a caller waits before retrying after a storage failure.
-const RETRY_AFTER_S: &str = "5";
 
 /// A JSON response with `status`.
 pub fn json(status: u16, body: &Value) -> Response {
@@ -24,7 +21,7 @@ pub fn json(status: u16, body: &Value) -> Response {
 pub fn error(refusal: HttpError) -> Response {
     let response = json(refusal.status(), &refusal.body());
     match refusal.name {
-        ErrorName::StorageUnavailable => with_header(response, "retry-after", RETRY_AFTER_S),
+        ErrorName::StorageUnavailable => with_header(response, "retry-after", &STORAGE_RETRY_AFTER_S.to_string()),
         _ => response,
     }
 }
@@ -39,8 +36,7 @@ pub fn refuse(name: ErrorName, message: impl Into<String>) -> Response {
 /// bare 500 would tell the caller that retrying is pointless.
 pub fn storage_unavailable(store: &str, err: &dyn std::fmt::Display) -> Response {
     worker::console_error!("{store} failed: {err}");
-    let message = format!("{store} storage did not answer; retry in {RETRY_AFTER_S} seconds");
-    refuse(ErrorName::StorageUnavailable, message)
+    error(HttpError::storage_unavailable(store))
 }
 
 /// `response` with one more header.

@@ -1,21 +1,32 @@
 //! KV (`KV_CONFIG`) records the relay session and the Worker both read: a tenant's upstream
 //! MCP servers, and the relay sessions listed under their tenant (keys: `relay_core::keys`).
+//! [`Kv`] is the core's `Records` over it.
 
 use super::bindings::kv;
-use super::http::storage_unavailable;
+use super::http::{error, storage_unavailable};
 use relay_core::keys;
+use relay_core::stores::{self, Records, StorageError};
 use relay_core::upstream::Upstream;
 use worker::kv::KvError;
 use worker::{Env, Response, Result};
 
-/// The tenant's upstream servers (none when it has not set any), or the 503 when KV fails.
-pub async fn upstreams(env: &Env, tenant_id: &str) -> Result<std::result::Result<Vec<Upstream>, Response>> {
-    match kv(env)?.get(&keys::upstreams(tenant_id)).json::<Vec<Upstream>>().await {
-        Ok(upstreams) => Ok(Ok(upstreams.unwrap_or_default())),
-        // We wrote the record: one that does not parse is our fault (500), not KV's.
-        Err(KvError::Serialization(e)) => Err(e.into()),
-        Err(e) => Ok(Err(storage_unavailable("KV", &e))),
+/// The Worker's KV namespace. A failure is logged here, with its cause.
+pub struct Kv(pub Env);
+
+impl Records for Kv {
+    async fn get(&self, key: &str) -> std::result::Result<Option<Vec<u8>>, StorageError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            worker::console_error!("KV failed: {e}");
+            StorageError(e.to_string())
+        };
+        let store = kv(&self.0).map_err(|e| failed(&e))?;
+        store.get(key).bytes().await.map_err(|e| failed(&e))
     }
+}
+
+/// The tenant's upstream servers (none when it has not set any), or the refusal to answer with.
+pub async fn upstreams(env: &Env, tenant_id: &str) -> Result<std::result::Result<Vec<Upstream>, Response>> {
+    Ok(stores::upstreams(&Kv(env.clone()), tenant_id).await.map_err(error))
 }
 
 /// Stores the tenant's upstream servers; the 503 when KV fails.

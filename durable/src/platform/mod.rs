@@ -43,6 +43,11 @@ pub fn sleep(ms: u64) -> wasm_bindgen_futures::JsFuture {
 /// Random bytes from the runtime's CSPRNG.
 pub fn random<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
-    getrandom::getrandom(&mut bytes).expect("crypto.getRandomValues");
+    fill_random(&mut bytes);
     bytes
+}
+
+/// Fills `bytes` from the runtime's CSPRNG.
+pub fn fill_random(bytes: &mut [u8]) {
+    getrandom::getrandom(bytes).expect("crypto.getRandomValues");
 }

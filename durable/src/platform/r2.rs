@@ -1,116 +1,81 @@
-//! R2 (`R2_CAPSULES`) as the relay session and the Worker use it: capsules and their layers
-//! (content-addressed, written once), a capsule's policy, a tenant's build records (keys:
-//! `relay_core::keys`).
+//! R2 (`R2_CAPSULES`) as the core's `Blobs` ([`R2`]): capsules and their layers, build records
+//! (keys: `relay_core::keys`; what is kept there: `relay_core::stores`). A failure is logged
+//! here, with its cause, and returned as a `StorageError` (a 503 naming only the store). And
+//! the Worker's own uses: storing a capsule or a layer, a capsule's policy (cached in the
+//! isolate).
 
 use super::bindings::bucket;
-use super::http::{refuse, storage_unavailable};
-use super::now_ms;
-use futures::future;
-use relay_core::capsule::{Capsule, FsLayer, Manifest};
-use relay_core::error::ErrorName;
-use relay_core::keys;
-use relay_core::packages::BuildRecord;
+use super::http::error;
+use relay_core::capsule::Capsule;
+use relay_core::error::HttpError;
 use relay_core::policy::Policy;
+use relay_core::stores::{self, Blobs, PolicyCache, StorageError};
 use std::cell::RefCell;
-use std::collections::HashMap;
-use worker::{Bucket, Env, Response, Result};
-
-/// Parsed policies by tenant and capsule hash. A capsule never changes, so an entry never goes
-/// stale; the map is emptied when full rather than tracking use.
-const POLICY_CACHE_MAX: usize = 256;
+use worker::{Bucket, Env, Response};
 
 thread_local! {
-    static POLICIES: RefCell<HashMap<String, Policy>> = RefCell::new(HashMap::new());
+    static POLICIES: RefCell<PolicyCache> = RefCell::default();
 }
 
-/// Stores a built capsule: layers once by hash (R2 checks each body's sha256), then the manifest.
-pub async fn store_capsule(bucket: &Bucket, tenant_id: &str, capsule: &Capsule) -> Result<()> {
-    // At once, not one after another: a new capsule's command waits for all of them.
-    let layers = future::try_join_all(capsule.layers.iter().map(|(layer, bytes)| store_layer(bucket, layer, bytes)));
-    let manifest = bucket.put(keys::manifest(tenant_id, &capsule.hash), capsule.manifest_json.clone()).execute();
-    let (layers, manifest) = future::join(layers, manifest).await;
-    layers?;
-    manifest?;
-    Ok(())
+/// The Worker's R2 bucket.
+pub struct R2(pub Env);
+
+fn failed(e: impl std::fmt::Display) -> StorageError {
+    worker::console_error!("R2 failed: {e}");
+    StorageError(e.to_string())
 }
 
-/// Stores a layer zip under its sha256 unless it is there already.
-async fn store_layer(bucket: &Bucket, layer: &FsLayer, bytes: &[u8]) -> Result<()> {
-    put_layer(bucket, &layer.sha256, bytes.to_vec()).await
-}
-
-/// Stores `bytes` as the layer of `sha256` (hex) unless it is there already; R2 refuses bytes of
-/// another digest.
-pub async fn put_layer(bucket: &Bucket, sha256: &str, bytes: Vec<u8>) -> Result<()> {
-    let key = keys::layer(sha256);
-    if bucket.head(&key).await?.is_none() {
-        let digest = hex::decode(sha256).map_err(|e| worker::Error::RustError(format!("layer hash: {e}")))?;
-        bucket.put(&key, bytes).sha256(digest).execute().await?;
+impl R2 {
+    fn bucket(&self) -> Result<Bucket, StorageError> {
+        bucket(&self.0).map_err(failed)
     }
-    Ok(())
+}
+
+impl Blobs for R2 {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let Some(object) = self.bucket()?.get(key).execute().await.map_err(failed)? else { return Ok(None) };
+        let Some(body) = object.body() else { return Ok(None) };
+        body.bytes().await.map(Some).map_err(failed)
+    }
+
+    async fn size(&self, key: &str) -> Result<Option<u64>, StorageError> {
+        Ok(self.bucket()?.head(key).await.map_err(failed)?.map(|object| object.size()))
+    }
+
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>) -> Result<(), StorageError> {
+        let bucket = self.bucket()?;
+        let mut put = bucket.put(key, bytes);
+        if let Some(sha256) = sha256 {
+            put = put.sha256(hex::decode(sha256).map_err(|e| failed(format!("layer hash {sha256}: {e}")))?);
+        }
+        put.execute().await.map(drop).map_err(failed)
+    }
+}
+
+/// Stores a built capsule (`stores::store_capsule`), or the 503 to answer with.
+pub async fn store_capsule(env: &Env, tenant_id: &str, capsule: &Capsule) -> Result<(), Response> {
+    stores::store_capsule(&R2(env.clone()), tenant_id, capsule).await.map_err(|_| unavailable())
+}
+
+/// Stores an uploaded layer (`stores::put_layer`), or the 503 to answer with.
+pub async fn put_layer(env: &Env, sha256: &str, bytes: Vec<u8>) -> Result<(), Response> {
+    stores::put_layer(&R2(env.clone()), sha256, bytes).await.map_err(|_| unavailable())
+}
+
+fn unavailable() -> Response {
+    error(HttpError::storage_unavailable("R2"))
 }
 
 /// The policy of capsule `hash` of the tenant (a run token names both): from the isolate's
-/// cache, else from its capsule.json in R2.
-pub async fn capsule_policy(env: &Env, tenant_id: &str, hash: &str) -> Result<std::result::Result<Policy, Response>> {
-    let key = keys::manifest(tenant_id, hash);
-    if let Some(policy) = POLICIES.with(|cache| cache.borrow().get(&key).cloned()) {
+/// cache, else from its capsule.json in R2 (`stores::capsule_policy`); else the refusal.
+pub async fn capsule_policy(env: &Env, tenant_id: &str, hash: &str) -> worker::Result<Result<Policy, Response>> {
+    if let Some(policy) = POLICIES.with(|cache| cache.borrow().get(tenant_id, hash)) {
         return Ok(Ok(policy));
     }
-    let object = match bucket(env)?.get(&key).execute().await {
-        Ok(Some(object)) => object,
-        Ok(None) => {
-            let message = format!("the run token names capsule {hash} that this tenant does not have");
-            return Ok(Err(refuse(ErrorName::NotFound, message)));
-        }
-        Err(e) => return Ok(Err(storage_unavailable("R2", &e))),
+    let policy = match stores::capsule_policy(&R2(env.clone()), tenant_id, hash).await {
+        Ok(policy) => policy,
+        Err(refusal) => return Ok(Err(error(refusal))),
     };
-    let bytes = match object.body().expect("get has a body").bytes().await {
-        Ok(bytes) => bytes,
-        Err(e) => return Ok(Err(storage_unavailable("R2", &e))),
-    };
-    // We wrote this manifest: one that does not parse is our fault (500), not the storage's.
-    let policy = serde_json::from_slice::<Manifest>(&bytes)?.policy;
-    POLICIES.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if cache.len() >= POLICY_CACHE_MAX {
-            cache.clear();
-        }
-        cache.insert(key, policy.clone());
-    });
+    POLICIES.with(|cache| cache.borrow_mut().insert(tenant_id, hash, policy.clone()));
     Ok(Ok(policy))
-}
-
-/// The tenant's build of request `key`, if it may be reused now and its layer is stored. Any
-/// failure to read it just means building again.
-pub async fn reusable_build(bucket: &Bucket, tenant_id: &str, key: &str) -> Option<BuildRecord> {
-    let object = bucket.get(keys::build_record(tenant_id, key)).execute().await.ok()??;
-    let bytes = object.body()?.bytes().await.ok()?;
-    let record: BuildRecord = serde_json::from_slice(&bytes).ok()?;
-    let head = bucket.head(keys::layer(&record.layer.sha256)).await.ok()??;
-    (record.reusable(now_ms()) && head.size() == record.layer.size).then_some(record)
-}
-
-/// Records the tenant's finished build of request `key`.
-pub async fn record_build(bucket: &Bucket, tenant_id: &str, key: &str, record: &BuildRecord) -> Result<()> {
-    bucket.put(keys::build_record(tenant_id, key), serde_json::to_vec(record)?).execute().await?;
-    Ok(())
-}
-
-/// The uploaded deps layer's bytes, read from R2 within the size its claim was held to (the
-/// 20 MiB limit), or the answer to give instead.
-pub async fn stored_layer(bucket: &Bucket, layer: &FsLayer) -> std::result::Result<Vec<u8>, Response> {
-    let missing = || {
-        let message = format!("layer deps ({}) is not in storage; upload it again under a new grant", layer.sha256);
-        refuse(ErrorName::LayerNotUploaded, message)
-    };
-    let object = match bucket.get(keys::layer(&layer.sha256)).execute().await {
-        Ok(Some(object)) if object.size() == layer.size => object,
-        Ok(_) => return Err(missing()),
-        Err(e) => return Err(storage_unavailable("R2", &e)),
-    };
-    match object.body() {
-        Some(body) => body.bytes().await.map_err(|e| storage_unavailable("R2", &e)),
-        None => Err(missing()),
-    }
 }

@@ -6,12 +6,10 @@ use super::shared::Shared;
 use crate::platform::http::{self, sse_headers};
 use crate::platform::{now_ms, random, sleep};
 use futures::StreamExt;
-use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
 use relay_core::mcp::{self, Context, Dispatch, HttpRequest, HttpResponse, RelayView};
 use relay_core::protocol::Caller;
-use relay_core::relay_session::McpSessions;
+use relay_core::relay_session::{McpSessions, Platform, Tabs};
 use relay_core::run::machine::{Cancel, Input};
-use serde_json::json;
 use std::rc::Rc;
 use worker::{Headers, Response, Result};
 
@@ -30,10 +28,10 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
         audit_records: &|n| shared.persisted("audit", shared.store().audit_records(n)).unwrap_or_default(),
         page_url: caller.page_url(),
         limits_json: serde_json::to_value(&caller.tenant.defaults.policy.limits)?,
-        client_seen: &|info| shared.saw_client(info, now_ms()),
-        task: &|task_id| task(&shared, task_id),
+        client_seen: &|info| shared.caches.saw_client(info, now_ms()),
+        task: &|task_id| shared.task(task_id),
     };
-    let mut sessions = McpSessions { sql: &shared.sql, now_ms: now_ms(), failed: None };
+    let mut sessions = McpSessions { sql: shared.platform.sql(), now_ms: now_ms(), failed: None };
     let dispatch = mcp::handle(&request, &mut sessions, &cx);
     if let Some(e) = sessions.failed {
         shared.persisted::<()>("mcp_sessions", Err(e));
@@ -50,43 +48,24 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
             Ok(http::to_response(reply))
         }
         Dispatch::Cancel { request_id, session_id } => {
-            runs::cancel_request(&shared, session_id.as_deref(), &request_id);
+            shared.cancel_request(session_id.as_deref(), &request_id);
             Ok(http::to_response(HttpResponse::accepted()))
         }
     }
-}
-
-/// A task as `tasks/get` shows it: a working one with its run's progress. A poll also ticks
-/// the run machine, so deadlines run while no stream is open (a task holds no request). A
-/// task whose run this instance no longer has was cut off by a restart: it failed.
-fn task(shared: &Shared, task_id: &str) -> Option<TaskRecord> {
-    shared.tick();
-    let task = shared.persisted("tasks", shared.store().task(task_id, now_ms()))??;
-    if task.status != TaskStatus::Working {
-        return Some(task);
-    }
-    let run = task.run_id.clone();
-    let progress = shared.progress(&run, |on_tab, stdout, stderr| task.clone().in_progress(on_tab, stdout, stderr));
-    progress.or_else(|| {
-        let lost = json!({ "error": { "code": -32603, "message": "the relay restarted while the run was in flight; call the tool again" } });
-        let failed = task.ended(&lost, false, now_ms());
-        shared.persisted("tasks", shared.store().save_task(&failed));
-        Some(failed)
-    })
 }
 
 /// What `relay://session` shows: tabs, queue, recent runs.
 fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
     let (tab_ids, queue_depth) = shared.view();
     // The newest tab gets the next run.
-    let next_tab = tab_ids.last().and_then(|tab| shared.readiness(tab));
+    let next_tab = tab_ids.last().and_then(|tab| shared.platform.roster.readiness(tab));
     RelayView {
         next_tab,
         session: caller.session.clone(),
         tab_ids,
         queue_depth,
         recent_runs: shared.store().recent_runs(10),
-        clients: shared.clients(),
+        clients: shared.caches.clients(),
     }
 }
 

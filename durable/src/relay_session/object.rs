@@ -5,15 +5,14 @@
 //! request is answered 503 `StorageUnavailable` until an instance migrates it.
 
 use super::leases::{Leases, LEASE_TAG};
-use super::shared::Shared;
+use super::shared::{DoPlatform, Shared};
 use super::{builds, mcp, out_files, tabs, upstreams};
-use crate::platform::http::{error, json, refuse};
+use crate::platform::http::{error, json, refuse, storage_unavailable};
 use crate::platform::sql::DoSql;
-use crate::platform::{kv, now_ms, stub, wasm_memory_bytes};
+use crate::platform::{kv, stub, wasm_memory_bytes};
 use relay_core::error::ErrorName;
-use relay_core::metrics::Snapshot;
 use relay_core::protocol::{Caller, SessionRequest};
-use relay_core::relay_session::Store;
+use std::cell::Cell;
 use std::rc::Rc;
 use worker::{
     durable_object, DurableObject, Env, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage,
@@ -26,26 +25,19 @@ pub struct SessionDO {
     state: State,
     /// Why the relay session's SQLite could not be brought up to date, if it could not.
     unmigrated: Option<String>,
+    /// Whether this instance has served a request yet (see `register`).
+    served: Cell<bool>,
 }
 
 impl DurableObject for SessionDO {
     fn new(state: State, env: Env) -> Self {
         let sql = DoSql(state.storage().sql());
-        let shared = Shared::new(env, sql, Leases::new(&state));
-        let unmigrated = match Store::new(&shared.sql).migrate() {
-            // No run can be in flight in an instance that is only starting: any still open in
-            // the audit were cut off when the previous instance stopped.
-            Ok(()) => {
-                let closed = Store::new(&shared.sql).close_unfinished(now_ms());
-                shared.audited("closing runs cut off by a restart", closed);
-                None
-            }
-            Err(e) => {
-                worker::console_error!("relay session storage: {e}");
-                Some(e.to_string())
-            }
-        };
-        SessionDO { shared: Rc::new(shared), state, unmigrated }
+        let shared = Shared::new(DoPlatform::new(env, sql, Leases::new(&state)));
+        let unmigrated = shared.open().err().map(|e| {
+            worker::console_error!("relay session storage: {e}");
+            e.to_string()
+        });
+        SessionDO { shared: Rc::new(shared), state, unmigrated, served: Cell::new(false) }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -59,7 +51,7 @@ impl DurableObject for SessionDO {
         };
         let shared = self.shared.clone();
         shared.configure(&caller.tenant.defaults.queue);
-        if shared.first_request() {
+        if !self.served.replace(true) {
             register(&shared, &caller).await;
         }
         self.dispatch(shared, caller, request).await
@@ -75,12 +67,12 @@ impl DurableObject for SessionDO {
     /// A results socket closed by its tab: no more command copies on it. (It says nothing of
     /// the tab's liveness: that is the lease's, never a socket's.)
     async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _clean: bool) -> Result<()> {
-        self.shared.forget_socket(&ws);
+        self.shared.platform.roster.forget_socket(&ws);
         Ok(())
     }
 
     async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
-        self.shared.forget_socket(&ws);
+        self.shared.platform.roster.forget_socket(&ws);
         Ok(())
     }
 }
@@ -99,8 +91,8 @@ impl SessionDO {
             RenewLease { tab } => tabs::renew(&shared, tab),
             Detach { tab } => tabs::detach(&shared, tab),
             Ready { tab, report } => tabs::ready(&shared, tab, &report),
-            McpsRpc { run, cap, call } => upstreams::call(shared, &caller, run, &cap, &call).await,
-            McpsTree => upstreams::tree(shared, &caller).await,
+            McpsRpc { run, cap, call } => upstreams::call(&shared, &caller, run, &cap, &call).await,
+            McpsTree => upstreams::tree(&shared, &caller).await,
             BuildPresign { run, ask } => builds::presign(&shared, &caller, &run, &ask),
             BuildSpend(grant) => builds::spend(&shared, &grant),
             BuildFinalize { run, proposal } => builds::finalize(&shared, &caller, &run, &proposal).await,
@@ -114,23 +106,16 @@ impl SessionDO {
 /// The relay session's metrics, with what only this instance knows (its wasm memory, the
 /// writes to its storage that failed).
 fn metrics(shared: &Shared) -> Response {
-    match Store::new(&shared.sql).metrics() {
-        Ok(stored) => {
-            let snapshot = Snapshot {
-                wasm_memory_bytes: wasm_memory_bytes(),
-                storage_failures: shared.storage_failures(),
-                ..stored
-            };
-            json(200, &serde_json::to_value(snapshot).expect("metrics serialize"))
-        }
-        Err(e) => crate::platform::http::storage_unavailable("the relay session's SQLite", &e),
+    match shared.metrics(wasm_memory_bytes()) {
+        Ok(snapshot) => json(200, &serde_json::to_value(snapshot).expect("metrics serialize")),
+        Err(e) => storage_unavailable("the relay session's SQLite", &e),
     }
 }
 
 /// Lists this relay session under its tenant in KV, once per instance, so the tenant's
 /// metrics can find it. A failure only delays that to the next instance.
 async fn register(shared: &Shared, caller: &Caller) {
-    if let Err(e) = kv::register_relay_session(&shared.env, &caller.tenant.id, &caller.session).await {
+    if let Err(e) = kv::register_relay_session(&shared.platform.env, &caller.tenant.id, &caller.session).await {
         worker::console_error!("registering relay session {}/{}: {e}", caller.tenant.id, caller.session);
     }
 }

@@ -11,6 +11,7 @@ use futures::channel::mpsc;
 use relay_core::auth::{LEASE_PROTOCOL, RESULTS_PROTOCOL};
 use relay_core::error::{ErrorName, HttpError};
 use relay_core::protocol::{not_attached, Caller, TabCommand, TAB_HEADER};
+use relay_core::relay_session::Tabs;
 use relay_core::run::backchannel::{parse_batch, parse_socket_batch, socket_reply, MAX_BATCH_BYTES};
 use relay_core::run::lease::TAB_LEASE_MS;
 use relay_core::run::machine::{Input, Output};
@@ -27,10 +28,10 @@ pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
     let hello = TabCommand::Hello { tab_id: tab.clone(), session: caller.session.clone(), lease_ms: TAB_LEASE_MS };
     let _ = tx.unbounded_send(Ok(b"retry: 2000\n\n".to_vec()));
     let _ = tx.unbounded_send(Ok(hello.frame()));
-    shared.add_tab(&tab, tx);
+    shared.platform.roster.add_tab(&tab, tx);
     shared.feed(Input::TabAttached { tab: tab.clone() });
     // The tab's stream ticks too: heartbeats find a closed tab even while no run is in flight.
-    let ticking = ticker(shared, move |s| s.has_tab(&tab), None);
+    let ticking = ticker(shared, move |s| s.platform.roster.has_tab(&tab), None);
     Ok(Response::from_stream(futures::stream::select(rx, ticking))?.with_headers(sse_headers()))
 }
 
@@ -39,7 +40,7 @@ pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
 /// heartbeat finds its stream closed. A run it was executing ends as a lost tab's does.
 pub fn detach(shared: &Shared, tab: Option<String>) -> Result<Response> {
     if let Some(tab) = attached(shared, tab) {
-        shared.drop_tab(&tab);
+        shared.platform.roster.drop_tab(&tab);
         shared.feed(Input::TabGone { tab });
     }
     Ok(Response::empty()?.with_status(204))
@@ -55,7 +56,7 @@ pub fn renew(shared: &Shared, tab: Option<String>) -> Result<Response> {
 
 /// `tab`, if it is attached.
 fn attached(shared: &Shared, tab: Option<String>) -> Option<String> {
-    tab.filter(|tab| shared.has_tab(tab))
+    tab.filter(|tab| shared.platform.roster.has_tab(tab))
 }
 
 /// `POST /session/:id/ready`: what the tab named in `x-relay-tab` says of its runtimes
@@ -66,7 +67,7 @@ pub fn ready(shared: &Shared, tab: Option<String>, report: &[u8]) -> Result<Resp
         Err(why) => return Ok(error(HttpError::new(ErrorName::ValidationError, why))),
     };
     let Some(tab) = attached(shared, tab) else { return Ok(error(not_attached(TAB_HEADER))) };
-    shared.set_readiness(&tab, readiness);
+    shared.platform.roster.set_readiness(&tab, readiness);
     Ok(Response::empty()?.with_status(204))
 }
 
@@ -80,12 +81,12 @@ pub fn result(shared: &Shared, tab: Option<String>, batch: &[u8]) -> Response {
 /// `/results`: the tab's results socket (the Worker checked its token). The socket is kept by
 /// the runtime (hibernatable), tagged with its tab and its token's expiry; each message is a
 /// batch, answered on the socket (`socket_batch`). The DO also sends the tab a copy of each
-/// run's command on it (`Shared::copy_to_socket`).
+/// run's command on it (`Roster::copy_to_socket`).
 pub fn open_results(shared: &Shared, state: &State, tab: String, token_expiry_s: u64) -> Result<Response> {
     let Some((tab, server, response)) = open_socket(shared, state, tab, token_expiry_s, &[], RESULTS_PROTOCOL)? else {
         return Ok(error(not_attached("?tab=")));
     };
-    shared.set_socket(&tab, server);
+    shared.platform.roster.set_socket(&tab, server);
     Ok(response)
 }
 
