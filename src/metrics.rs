@@ -96,11 +96,6 @@ impl Snapshot {
         self.output_bytes.observe(&BYTE_BUCKETS, end.output_bytes);
     }
 
-    /// A write of `what` to the relay session's storage failed.
-    pub fn observe_storage_failure(&mut self, what: &str) {
-        *self.storage_failures.entry(what.to_owned()).or_default() += 1;
-    }
-
     pub fn observe_denial(&mut self, kind: &str) {
         *self.denials.entry(kind.to_owned()).or_default() += 1;
     }
