@@ -76,18 +76,8 @@ impl ErrorName {
         ErrorName::Internal,
     ];
 
-    /// Every name: the tools' and the HTTP routes'.
-    pub const ALL: [ErrorName; 25] = [
-        ErrorName::ValidationError,
-        ErrorName::PolicyDenied,
-        ErrorName::Timeout,
-        ErrorName::OutputLimitExceeded,
-        ErrorName::DepsResolutionFailed,
-        ErrorName::NoExecutorAttached,
-        ErrorName::Cancelled,
-        ErrorName::UpstreamFailed,
-        ErrorName::RuntimeCrashed,
-        ErrorName::Internal,
+    /// The names only an HTTP route answers with.
+    const HTTP: [ErrorName; 15] = [
         ErrorName::NotFound,
         ErrorName::Unauthorized,
         ErrorName::Forbidden,
@@ -104,6 +94,9 @@ impl ErrorName {
         ErrorName::EventsRefused,
         ErrorName::StorageUnavailable,
     ];
+
+    /// Every name: the tools' and the HTTP routes'.
+    pub const ALL: [ErrorName; 25] = joined(ErrorName::TOOL, ErrorName::HTTP);
 
     /// Whether a tool result may carry this name (see [`ErrorName::TOOL`]).
     pub fn in_tool_results(self) -> bool {
@@ -218,6 +211,17 @@ impl ErrorName {
 
 /// Seconds a caller waits before retrying after a storage failure (`retry-after`).
 pub const STORAGE_RETRY_AFTER_S: u64 = 5;
+
+/// `tool` then `http`, as one list (a `const` array cannot be concatenated otherwise).
+const fn joined(tool: [ErrorName; 10], http: [ErrorName; 15]) -> [ErrorName; 25] {
+    let mut all = [ErrorName::Internal; 25];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = if i < tool.len() { tool[i] } else { http[i - tool.len()] };
+        i += 1;
+    }
+    all
+}
 
 /// Every refusal of an HTTP route: a name of the vocabulary (which gives the status and the
 /// remedy) and a message that says what to change. The Worker turns it into a response in one

@@ -10,63 +10,27 @@ mod platform;
 #[allow(dead_code)]
 mod support;
 
-use std::rc::Rc;
-
-use platform::{run, session, TestPlatform};
-use relay_core::auth::{QueueSettings, Tenant, TenantDefaults};
+use platform::{call_of, caller, run, signer, start, tool_call, with_tabs, Session};
 use relay_core::capsule::canonical::sha256_hex;
-use relay_core::capsule::jws::{KeySet, Signer};
+use relay_core::capsule::jws::KeySet;
 use relay_core::capsule::layer::build_layer;
 use relay_core::error::ErrorName;
 use relay_core::keys;
-use relay_core::mcp::{Era, Tool, ToolCall};
+use relay_core::mcp::{Era, Tool};
 use relay_core::packages::grant::UPLOAD_PATH;
 use relay_core::packages::UploadGrant;
-use relay_core::protocol::Caller;
-use relay_core::relay_session::runs::{prepare, Answer, Call, Job};
-use relay_core::relay_session::{RelaySession, Sql};
+use relay_core::relay_session::runs::{Call, Job};
+use relay_core::relay_session::Sql;
 use relay_core::run::machine::Input;
 use relay_core::stores::put_layer;
 use serde_json::{json, Value};
-use support::Sqlite;
-
-type Session = Rc<RelaySession<TestPlatform<Sqlite>>>;
-
-fn caller() -> Caller {
-    let tenant = Tenant { id: "t_1".into(), name: "acme".into(), defaults: TenantDefaults::default() };
-    Caller { tenant, session: "default".into(), origin: "https://relay.example".into() }
-}
-
-fn signer() -> Signer {
-    Signer::from_seed(&[7; 32])
-}
 
 /// A relay session with a tab, and run `run` of a `run_js` call that needs lodash, prepared.
 fn packaged(session: &Session, run_id: &str) -> Call {
-    let tool_call = ToolCall {
-        id: json!(1),
-        tool: Tool::RunJs,
-        arguments: json!({ "code": "require('lodash')", "npm": { "dependencies": { "lodash": "4.17.21" } } }),
-        progress_token: None,
-        stream: true,
-        era: Era::Modern,
-        log_level: None,
-        session_id: None,
-        task: false,
-    };
-    let job = Job::of(&**session, &caller(), &tool_call, || Ok::<_, ()>(signer())).unwrap().unwrap();
-    let call = Call { call: tool_call, caller: caller(), run: run_id.into(), job: Rc::new(job) };
-    session.admit_call(&call, Box::new(Answer::streamed(call.clone(), platform::Stream::default()))).unwrap();
-    run(prepare(session, &call.caller, &call.run, &call.job));
+    let arguments = json!({ "code": "require('lodash')", "npm": { "dependencies": { "lodash": "4.17.21" } } });
+    let call = call_of(&**session, run_id, tool_call(Tool::RunJs, arguments, Era::Modern, None));
+    start(session, &call);
     call
-}
-
-fn with_tab() -> Session {
-    let session = session();
-    session.configure(&QueueSettings::default());
-    session.platform.tabs.attach("tab_1");
-    session.feed(Input::TabAttached { tab: "tab_1".into() });
-    session
 }
 
 fn layer(files: &[(&str, &str)]) -> Vec<u8> {
@@ -103,7 +67,7 @@ fn run_ok<E: std::fmt::Debug>(future: impl std::future::Future<Output = Result<(
 
 #[test]
 fn a_build_goes_from_its_command_through_presign_spend_and_finalize_to_a_signed_capsule_and_a_record() {
-    let session = with_tab();
+    let session = with_tabs(&["tab_1"]);
     let call = packaged(&session, "r_1");
     assert_eq!(session.platform.tabs.commands("tab_1"), ["tabs", "build"]);
     let Job::Packaged(job) = call.job.as_ref() else { panic!("a packaged job") };
@@ -130,7 +94,7 @@ fn a_build_goes_from_its_command_through_presign_spend_and_finalize_to_a_signed_
 
 #[test]
 fn presign_spend_and_finalize_refuse_what_the_build_did_not_grant_or_store() {
-    let session = with_tab();
+    let session = with_tabs(&["tab_1"]);
     packaged(&session, "r_1");
     let bytes = layer(&[("node_modules/lodash/index.js", "1")]);
     let ask = json!({ "layers": [claim(&bytes)] }).to_string();
@@ -162,7 +126,7 @@ fn presign_spend_and_finalize_refuse_what_the_build_did_not_grant_or_store() {
 
 #[test]
 fn a_layer_the_page_would_refuse_is_never_signed_nor_recorded_and_the_build_may_try_again() {
-    let session = with_tab();
+    let session = with_tabs(&["tab_1"]);
     let call = packaged(&session, "r_1");
     let Job::Packaged(job) = call.job.as_ref() else { panic!() };
     let bad = layer(&[("app.js", "steal()"), ("node_modules/lodash/index.js", "1")]);
@@ -184,7 +148,7 @@ fn a_layer_the_page_would_refuse_is_never_signed_nor_recorded_and_the_build_may_
 
 #[test]
 fn the_next_identical_call_reuses_the_build_while_its_layer_is_stored() {
-    let session = with_tab();
+    let session = with_tabs(&["tab_1"]);
     packaged(&session, "r_1");
     let bytes = layer(&[("node_modules/lodash/index.js", "1")]);
     upload(&session, "r_1", &bytes);

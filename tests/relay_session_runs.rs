@@ -13,73 +13,30 @@ mod support;
 
 use std::rc::Rc;
 
-use platform::{run, session, Stream, TestPlatform};
+use platform::{call_of, caller, run, session, signer, start, tool_call, with_tabs, Session, Stream, TestPlatform};
 use relay_core::audit::{self, Kind};
-use relay_core::auth::{QueueSettings, Tenant, TenantDefaults};
+use relay_core::auth::QueueSettings;
 use relay_core::capsule::jws::Signer;
 use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
-use relay_core::mcp::{Era, Tool, ToolCall};
-use relay_core::protocol::Caller;
+use relay_core::mcp::{Era, Tool};
 use relay_core::relay_session::desk::{Unadmitted, ANSWERS_KEPT};
-use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, Job, Resumed};
+use relay_core::relay_session::runs::{prepare, start_task, Answer, CancelOnDrop, Job, Resumed};
 use relay_core::relay_session::{RelaySession, Sql};
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
 use serde_json::{json, Value};
 use support::{Failing, Sqlite};
 
-type Session = Rc<RelaySession<TestPlatform<Sqlite>>>;
-
-fn caller() -> Caller {
-    let tenant = Tenant { id: "t_1".into(), name: "acme".into(), defaults: TenantDefaults::default() };
-    Caller { tenant, session: "default".into(), origin: "https://relay.example".into() }
-}
-
-fn signer() -> Signer {
-    Signer::from_seed(&[7; 32])
-}
-
-fn tool_call(tool: Tool, arguments: Value, era: Era, mcp_session: Option<&str>) -> ToolCall {
-    ToolCall {
-        id: json!(7),
-        tool,
-        arguments,
-        progress_token: Some(json!("p1")),
-        stream: true,
-        era,
-        log_level: None,
-        session_id: mcp_session.map(str::to_owned),
-        task: false,
-    }
-}
-
 fn js(code: &str) -> Value {
     json!({ "code": code, "env": { "API_TOKEN": "sk-live-secret" } })
 }
 
-/// A call of `run_js` as run `run`, its job made as the DO makes it.
-fn call_of<P: relay_core::relay_session::Platform>(session: &RelaySession<P>, run: &str, tool_call: ToolCall) -> Call {
-    let job = Job::of(session, &caller(), &tool_call, || Ok::<_, ()>(signer())).unwrap().expect("a valid call");
-    Call { call: tool_call, caller: caller(), run: run.into(), job: Rc::new(job) }
-}
-
-/// A relay session with the default queue settings and `tabs` attached.
-fn with_tabs(tabs: &[&str]) -> Session {
-    let session = session();
+/// A relay session over SQLite whose statements fail once a test names them.
+fn failing_session() -> Rc<RelaySession<TestPlatform<Failing>>> {
+    let session = Rc::new(RelaySession::new(TestPlatform::over(Failing::new(Sqlite::new(), &[]))));
+    session.open().unwrap();
     session.configure(&QueueSettings::default());
-    for tab in tabs {
-        session.platform.tabs.attach(tab);
-        session.feed(Input::TabAttached { tab: (*tab).into() });
-    }
     session
-}
-
-/// Admits `call` streamed to a new stream and prepares it; the stream.
-fn start(session: &Session, call: &Call) -> Stream {
-    let stream = Stream::default();
-    session.admit_call(call, Box::new(Answer::streamed(call.clone(), stream.clone()))).expect("admitted");
-    run(prepare(session, &call.caller, &call.run, &call.job));
-    stream
 }
 
 /// What tab `tab` reports, as NDJSON lines.
@@ -171,10 +128,7 @@ fn a_full_queue_admits_nothing_and_leaves_no_row_behind() {
 
 #[test]
 fn a_run_whose_audit_row_cannot_be_written_is_not_admitted() {
-    let sql = Failing::new(Sqlite::new(), &[]);
-    let session = RelaySession::new(TestPlatform::over(sql));
-    session.open().unwrap();
-    session.configure(&QueueSettings::default());
+    let session = failing_session();
     session.platform.sql.failing.borrow_mut().push("INSERT INTO runs");
     let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("1"), Era::Modern, None));
     let refused = session.admit_call(&call, Box::new(Answer::streamed(call.clone(), Stream::default())));
@@ -185,10 +139,7 @@ fn a_run_whose_audit_row_cannot_be_written_is_not_admitted() {
 
 #[test]
 fn a_run_end_that_cannot_be_sealed_is_logged_and_counted_never_dropped_silently() {
-    let sql = Failing::new(Sqlite::new(), &[]);
-    let session = Rc::new(RelaySession::new(TestPlatform::over(sql)));
-    session.open().unwrap();
-    session.configure(&QueueSettings::default());
+    let session = failing_session();
     session.platform.tabs.attach("tab_1");
     session.feed(Input::TabAttached { tab: "tab_1".into() });
     let call = call_of(&*session, "r_1", tool_call(Tool::RunJs, js("1"), Era::Modern, None));
@@ -373,10 +324,7 @@ fn a_task_is_stored_before_its_handle_is_answered_and_its_run_end_is_written_int
 
 #[test]
 fn a_task_whose_storage_fails_is_refused_before_its_run_is_admitted() {
-    let sql = Failing::new(Sqlite::new(), &[]);
-    let session = Rc::new(RelaySession::new(TestPlatform::over(sql)));
-    session.open().unwrap();
-    session.configure(&QueueSettings::default());
+    let session = failing_session();
     session.platform.sql.failing.borrow_mut().push("INTO tasks");
     let mut task = tool_call(Tool::RunJs, js("1"), Era::Modern, None);
     task.task = true;

@@ -11,38 +11,21 @@ mod platform;
 mod support;
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
-use platform::{run, session, ScriptedUpstream, TestPlatform};
+use platform::{call_of, caller, run, signer, start, tool_call, with_tabs, ScriptedUpstream, Session};
 use relay_core::audit::{self, Kind};
-use relay_core::auth::{QueueSettings, Tenant, TenantDefaults};
 use relay_core::capsule::canonical::sha256_hex;
-use relay_core::capsule::jws::Signer;
 use relay_core::error::ErrorName;
 use relay_core::keys;
-use relay_core::mcp::{Era, Tool, ToolCall};
-use relay_core::protocol::Caller;
-use relay_core::relay_session::runs::{prepare, Answer, Call, Job};
+use relay_core::mcp::{Era, Tool};
+use relay_core::relay_session::runs::Job;
 use relay_core::relay_session::upstreams::TREE_TTL_MS;
-use relay_core::relay_session::RelaySession;
 use relay_core::upstream::client::Received;
 use relay_core::upstream::seal::SealingKey;
 use relay_core::upstream::{Upstream, UpstreamSpec};
 use serde_json::{json, Value};
-use support::Sqlite;
-
-type Session = Rc<RelaySession<TestPlatform<Sqlite>>>;
 
 const SECRET: &str = "Bearer sk-upstream-secret-0123456789";
-
-fn caller() -> Caller {
-    let tenant = Tenant { id: "t_1".into(), name: "acme".into(), defaults: TenantDefaults::default() };
-    Caller { tenant, session: "default".into(), origin: "https://relay.example".into() }
-}
-
-fn signer() -> Signer {
-    Signer::from_seed(&[7; 32])
-}
 
 fn key() -> SealingKey {
     SealingKey::of(&signer())
@@ -67,24 +50,11 @@ fn store_upstreams(session: &Session, servers: &[(&str, &str, Option<&[&str]>)])
 
 /// Run `run`, in flight (queued: no tab), whose capsule's policy is `policy`; its capsule hash.
 fn running(session: &Session, run_id: &str, policy: Value) -> String {
-    let tool_call = ToolCall {
-        id: json!(1),
-        tool: Tool::RunJs,
-        arguments: json!({ "code": "mcps.call()", "policy": policy }),
-        progress_token: None,
-        stream: true,
-        era: Era::Modern,
-        log_level: None,
-        session_id: None,
-        task: false,
-    };
-    let job = Job::of(&**session, &caller(), &tool_call, || Ok::<_, ()>(signer())).unwrap().unwrap();
-    let Job::Capsule { capsule, .. } = &job else { panic!("a capsule") };
-    let hash = capsule.hash.clone();
-    let call = Call { call: tool_call, caller: caller(), run: run_id.into(), job: Rc::new(job) };
-    session.admit_call(&call, Box::new(Answer::streamed(call.clone(), platform::Stream::default()))).unwrap();
-    run(prepare(session, &call.caller, &call.run, &call.job));
-    hash
+    let arguments = json!({ "code": "mcps.call()", "policy": policy });
+    let call = call_of(&**session, run_id, tool_call(Tool::RunJs, arguments, Era::Modern, None));
+    start(session, &call);
+    let Job::Capsule { capsule, .. } = call.job.as_ref() else { panic!("a capsule") };
+    capsule.hash.clone()
 }
 
 fn json_answer(body: Value, session: Option<&str>) -> Received {
@@ -132,8 +102,7 @@ fn legacy() -> ScriptedUpstream {
 }
 
 fn with_servers(servers: &[(&str, &str, Option<&[&str]>)]) -> Session {
-    let session = session();
-    session.configure(&QueueSettings::default());
+    let session = with_tabs(&[]);
     store_upstreams(&session, servers);
     session
 }

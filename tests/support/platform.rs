@@ -8,11 +8,18 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use relay_core::auth::{QueueSettings, Tenant, TenantDefaults};
 use relay_core::capsule::canonical::sha256_hex;
+use relay_core::capsule::jws::Signer;
+use relay_core::mcp::{Era, Tool, ToolCall};
+use relay_core::protocol::Caller;
+use relay_core::relay_session::runs::{prepare, Answer, Call, Job};
 use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
+use relay_core::run::machine::Input;
 use relay_core::run::readiness::Readiness;
 use relay_core::stores::{Blobs, Records};
 use relay_core::upstream::client::{Post, Received};
+use serde_json::{json, Value};
 
 use super::support::Sqlite;
 
@@ -202,11 +209,65 @@ impl<S: Sql> TestPlatform<S> {
     }
 }
 
+/// The relay session of most tests.
+pub type Session = Rc<RelaySession<TestPlatform<Sqlite>>>;
+
 /// A relay session over a migrated SQLite in memory, its instance opened.
-pub fn session() -> Rc<RelaySession<TestPlatform<Sqlite>>> {
+pub fn session() -> Session {
     let session = Rc::new(RelaySession::new(TestPlatform::over(Sqlite::new())));
     session.open().expect("the migrations apply");
     session
+}
+
+/// [`session`] with the default queue settings and `tabs` attached (the last gets the next run).
+pub fn with_tabs(tabs: &[&str]) -> Session {
+    let session = session();
+    session.configure(&QueueSettings::default());
+    for tab in tabs {
+        session.platform.tabs.attach(tab);
+        session.feed(Input::TabAttached { tab: (*tab).into() });
+    }
+    session
+}
+
+/// Who calls in every test: tenant `t_1` ("acme") with its defaults, relay session `default`.
+pub fn caller() -> Caller {
+    let tenant = Tenant { id: "t_1".into(), name: "acme".into(), defaults: TenantDefaults::default() };
+    Caller { tenant, session: "default".into(), origin: "https://relay.example".into() }
+}
+
+/// The Worker's signing key in every test.
+pub fn signer() -> Signer {
+    Signer::from_seed(&[7; 32])
+}
+
+/// A streamed `tools/call` of `tool` (JSON-RPC id 7, progress token `p1`).
+pub fn tool_call(tool: Tool, arguments: Value, era: Era, mcp_session: Option<&str>) -> ToolCall {
+    ToolCall {
+        id: json!(7),
+        tool,
+        arguments,
+        progress_token: Some(json!("p1")),
+        stream: true,
+        era,
+        log_level: None,
+        session_id: mcp_session.map(str::to_owned),
+        task: false,
+    }
+}
+
+/// `tool_call` as run `run`, its job made as the DO makes it.
+pub fn call_of<P: Platform>(session: &RelaySession<P>, run: &str, tool_call: ToolCall) -> Call {
+    let job = Job::of(session, &caller(), &tool_call, || Ok::<_, ()>(signer())).unwrap().expect("a valid call");
+    Call { call: tool_call, caller: caller(), run: run.into(), job: Rc::new(job) }
+}
+
+/// Admits `call`, its answer streamed to a new stream, and prepares it; the stream.
+pub fn start<S: Sql + 'static>(session: &Rc<RelaySession<TestPlatform<S>>>, call: &Call) -> Stream {
+    let stream = Stream::default();
+    session.admit_call(call, Box::new(Answer::streamed(call.clone(), stream.clone()))).expect("admitted");
+    run(prepare(session, &call.caller, &call.run, &call.job));
+    stream
 }
 
 impl<S: Sql> Platform for TestPlatform<S> {
