@@ -1,9 +1,10 @@
 //! What the Worker and the relay session's Durable Object stand on besides the core: the
 //! runtime's clock, randomness and timers (here), the bindings by name (`bindings`), the
-//! stores (`kv`, `r2`, `sql`), the signer (`signer`), the run-token guard (`run_token`), the
-//! one place an error becomes a response (`http`), and the typed hop to a relay session
-//! (`stub`). `edge/` (the Worker's handlers) and `relay_session/` (the DO) both import from
-//! here and never from each other.
+//! stores (`kv`, `r2`, `sql`: the core's `Records`, `Blobs` and `Sql`), the signer
+//! (`signer`), the run-token guard (`run_token`), the one place an error becomes a response
+//! (`http`), the typed hop to a relay session (`stub`), and a POST to an upstream MCP server
+//! (`upstream`). `edge/` (the Worker's handlers) and `relay_session/` (the DO) both import
+//! from here and never from each other.
 
 pub mod bindings;
 pub mod http;
@@ -13,6 +14,7 @@ pub mod run_token;
 pub mod signer;
 pub mod sql;
 pub mod stub;
+pub mod upstream;
 
 use worker::wasm_bindgen_futures;
 

@@ -4,10 +4,10 @@
 //! decisions are the core's (`relay_core::relay_session`); this is their I/O.
 
 use super::leases::Leases;
-use super::upstreams::post;
 use crate::platform::kv::Kv;
 use crate::platform::r2::R2;
 use crate::platform::sql::DoSql;
+use crate::platform::upstream::post;
 use crate::platform::{fill_random, now_ms, sleep};
 use futures::channel::mpsc::UnboundedSender;
 use futures::{future, Stream, StreamExt};
