@@ -1,7 +1,8 @@
 //! One relay session's runs as a pure state machine: the queue, the tabs attached as executors
 //! and which one gets the next run, every deadline, each run's log and the verdicts on the
-//! tab's backchannel, cancellation. It has no clock and does no I/O: the RunMachine DO feeds it
-//! [`Input`]s with the current time and performs the [`Output`]s it returns.
+//! tab's backchannel, cancellation. It has no clock and does no I/O: the relay session
+//! (`relay_session::desk`) feeds it [`Input`]s with the current time and performs the
+//! [`Output`]s it returns.
 //!
 //! A run is admitted (its place in line is fixed before its capsule is stored, so runs start
 //! in admission order), made ready, sent to the newest tab, acknowledged, executed, and ends
