@@ -113,7 +113,7 @@ impl Job {
 /// What a run's answer is made of: the call, who made it, the run and its job.
 #[derive(Clone)]
 pub struct Call {
-    pub call: ToolCall,
+    pub tool_call: ToolCall,
     pub caller: Caller,
     pub run: String,
     pub job: Rc<Job>,
@@ -124,7 +124,7 @@ impl Call {
     /// Phases become progress notifications numbered by `steps`, which only grows (the spec
     /// requires it).
     pub fn notifications(&self, body: &EventBody, steps: &mut f64) -> Vec<Value> {
-        let call = &self.call;
+        let call = &self.tool_call;
         match body {
             EventBody::Stdout { data } => mcp::log_notifications(call, LogLevel::Info, "stdout", data),
             EventBody::Stderr { data } => mcp::log_notifications(call, LogLevel::Warning, "stderr", data),
@@ -144,7 +144,7 @@ impl Call {
 
     /// The JSON-RPC response for the run, which ended at `now_ms` as `outcome` says.
     pub fn conclude(&self, outcome: Outcome, now_ms: u64) -> Value {
-        let Call { call, caller, run, job } = self;
+        let Call { tool_call: call, caller, run, job } = self;
         let Outcome { exit, stdout, stderr, .. } = outcome;
         let signer = match job.as_ref() {
             Job::Capsule { signer, .. } => signer,
@@ -182,7 +182,7 @@ impl Call {
 
     /// The 429 of a call refused because `max` runs already wait.
     pub fn queue_full(&self, max: u32) -> HttpResponse {
-        mcp::queue_full(&self.call.id, max, &self.caller.session)
+        mcp::queue_full(&self.tool_call.id, max, &self.caller.session)
     }
 }
 
@@ -260,11 +260,11 @@ impl<F: Frames> Delivery<F> for Answer<F> {
         frames.send(mcp::sse_event(&response, None).into_bytes());
         // A send into a stream whose client already left can still succeed: a legacy answer
         // is kept for a client that resumes, whatever the send said.
-        (self.call.call.era == Era::Legacy).then_some(response)
+        (self.call.tool_call.era == Era::Legacy).then_some(response)
     }
 
     fn resume(&mut self, session: &str, frames: F) -> bool {
-        let call = &self.call.call;
+        let call = &self.call.tool_call;
         let ours = call.era == Era::Legacy && call.session_id.as_deref() == Some(session);
         if ours && self.body.is_none() {
             self.frames = Some(frames);
@@ -277,7 +277,7 @@ impl<P: Platform + 'static> RelaySession<P> {
     /// Admits the run of `call` (see [`RelaySession::admit`]), its audit row naming the job
     /// and the call's redacted arguments.
     pub fn admit_call(&self, call: &Call, delivery: Box<dyn Delivery<P::Frames>>) -> Result<(), Unadmitted> {
-        let Call { call, caller, run, job } = call;
+        let Call { tool_call: call, caller, run, job } = call;
         let (audit_name, args) = (job.audit_name(), audit::redact_args(&call.arguments));
         let queued = Queued {
             run_id: run,
@@ -415,7 +415,7 @@ pub async fn start_task<P: Platform + 'static>(session: &Rc<RelaySession<P>>, ca
     let delivery = TaskAnswer { call: call.clone(), task: task.clone(), session: session.clone() };
     session.admit_call(&call, Box::new(delivery))?;
     prepare(session, &call.caller, &call.run, &call.job).await;
-    Ok(mcp::task_created(&call.call, &task))
+    Ok(mcp::task_created(&call.tool_call, &task))
 }
 
 /// Where a task's run ends: in its task, as what the request would have answered.

@@ -259,7 +259,7 @@ pub fn tool_call(tool: Tool, arguments: Value, era: Era, mcp_session: Option<&st
 /// `tool_call` as run `run`, its job made as the DO makes it.
 pub fn call_of<P: Platform>(session: &RelaySession<P>, run: &str, tool_call: ToolCall) -> Call {
     let job = Job::of(session, &caller(), &tool_call, || Ok::<_, ()>(signer())).unwrap().expect("a valid call");
-    Call { call: tool_call, caller: caller(), run: run.into(), job: Rc::new(job) }
+    Call { tool_call, caller: caller(), run: run.into(), job: Rc::new(job) }
 }
 
 /// Admits `call`, its answer streamed to a new stream, and prepares it; the stream.

@@ -37,18 +37,18 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
         Err(tool_error) => return Ok(http::json(200, &tool_error)),
     };
     let run = shared.random_id::<8>("r_");
-    let call = Call { call, caller, run, job };
-    if call.call.task {
+    let call = Call { tool_call: call, caller, run, job };
+    if call.tool_call.task {
         return Ok(match start_task(&shared, call.clone()).await {
             Ok(created) => http::json(200, &created),
             Err(unadmitted) => refused(&call, unadmitted),
         });
     }
-    if !call.call.stream {
+    if !call.tool_call.stream {
         return answer_body(shared, call).await;
     }
     let (frames, body) = mpsc::unbounded();
-    if call.call.era == Era::Legacy {
+    if call.tool_call.era == Era::Legacy {
         let priming = format!("id: {}\nretry: {RESUME_RETRY_MS}\ndata: \n\n", call.run);
         let _ = frames.unbounded_send(Ok(priming.into_bytes()));
     }
@@ -56,7 +56,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
         return Ok(refused(&call, unadmitted));
     }
     let cancel =
-        (call.call.era == Era::Modern).then(|| CancelOnDrop { session: shared.clone(), run: call.run.clone() });
+        (call.tool_call.era == Era::Modern).then(|| CancelOnDrop { session: shared.clone(), run: call.run.clone() });
     let preparing = {
         let (shared, call) = (shared.clone(), call.clone());
         async move { prepare(&shared, &call.caller, &call.run, &call.job).await }
@@ -88,7 +88,7 @@ async fn answer_body(shared: Rc<Shared>, call: Call) -> Result<Response> {
         future::Either::Left((answer, _)) => answer.ok(),
         future::Either::Right((_, answer)) => answer.await.ok(),
     };
-    let answer = answer.unwrap_or_else(|| mcp::tool_error(&call.call, ErrorName::Internal, "the run was lost"));
+    let answer = answer.unwrap_or_else(|| mcp::tool_error(&call.tool_call, ErrorName::Internal, "the run was lost"));
     Ok(http::json(200, &answer))
 }
 

@@ -7,7 +7,7 @@ use super::leases::Leases;
 use crate::platform::kv::Kv;
 use crate::platform::r2::R2;
 use crate::platform::sql::DoSql;
-use crate::platform::upstream::post;
+use crate::platform::upstream;
 use crate::platform::{fill_random, now_ms, sleep};
 use futures::channel::mpsc::UnboundedSender;
 use futures::{future, Stream, StreamExt};
@@ -95,11 +95,11 @@ impl Platform for DoPlatform {
         &self,
         url: &str,
         headers: &[(String, String)],
-        post_: &Post,
+        post: &Post,
         timeout_ms: u64,
         body_max: u64,
     ) -> std::result::Result<Received, String> {
-        post(url, headers, post_, timeout_ms, body_max).await
+        upstream::post(url, headers, post, timeout_ms, body_max).await
     }
 }
 
