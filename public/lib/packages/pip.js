@@ -74,7 +74,7 @@ async function projectDocument(key, index, via) {
   const releases = Object.fromEntries(
     Object.entries(document.releases ?? {}).map(([version, files]) => [
       version,
-      (Array.isArray(files) ? files : []).map((file) => ({
+      (Array.isArray(files) ? files : []).filter((file) => URL.canParse(file.url, page)).map((file) => ({
         filename: String(file.filename),
         url: new URL(file.url, page).href,
         digests: { sha256: file.digests?.sha256 ?? null },
