@@ -47,6 +47,9 @@ fn the_prompt_teaches_vfs_limits_errors_and_the_executor_page() {
         "run_py",
         "npm.dependencies",
         "pip.requirements",
+        "\"lodash/chunk\"",
+        "their own requirements followed",
+        "numpy, pandas",
         "policy.limits.timeoutMs",
     ];
     for needle in needles {

@@ -167,6 +167,24 @@ fn output_schemas_describe_structured_content() {
 }
 
 #[test]
+fn the_run_tools_say_which_packages_work_and_which_do_not() {
+    let description = |name: &str| tools().into_iter().find(|t| t["name"] == name).unwrap()["description"].to_string();
+    let js = description("run_js");
+    assert!(js.contains("lodash/chunk") && js.contains("exports"), "{js}");
+    let py = description("run_py");
+    for needle in [
+        "Requires-Dist",
+        "PEP 783",
+        "numpy, pandas",
+        "when its CDN or a mirror is reachable",
+        "sdist-only",
+        "other platforms",
+    ] {
+        assert!(py.contains(needle), "{needle} missing from {py}");
+    }
+}
+
+#[test]
 fn annotations_and_titles() {
     for tool in tools() {
         let name = tool["name"].as_str().unwrap();

@@ -88,12 +88,13 @@ fn guide(cx: &Context) -> String {
          ## Running code\n\
          - run_js: JavaScript (an ES module) in QuickJS, with console, process.argv/env/stdin/exit, \
          timers, `fetch`, and `import fs from \"fs\"` (sync and promise forms); npm packages \
-         via `npm.dependencies` (`import _ from \"lodash\"`; pure-JS packages only), no other \
-         Node built-ins.\n\
+         via `npm.dependencies` (`import _ from \"lodash\"`, or a subpath such as \
+         `import chunk from \"lodash/chunk\"`; pure-JS packages only), no other Node built-ins.\n\
          - run_py: Python on Pyodide with its standard library; open()/os/pathlib on the \
          workspace; top-level await, so `r = await pyfetch(url)` (from pyodide.http) works, and so \
-         does urllib.request.urlopen; third-party packages via `pip.requirements` (pure-Python \
-         wheels only, each one listed).\n\
+         does urllib.request.urlopen; third-party packages via `pip.requirements`, their own \
+         requirements followed: pure-Python wheels, wheels built for this Pyodide (msgpack), and \
+         Pyodide's distribution (numpy, pandas) where its CDN or a mirror is reachable.\n\
          - Every run starts in a fresh interpreter; pass data in with stdin, args or env, never \
          secrets.\n\
          - Print what you need, and print summaries of bulky data: output is capped.\n\

@@ -8,7 +8,9 @@
 //! request's key ([`record`]), so the same dependencies are never built twice for a tenant.
 
 pub mod grant;
+pub mod imports;
 pub mod pending;
+pub mod python;
 pub mod record;
 pub mod request;
 pub mod sources;
