@@ -11,7 +11,11 @@ export RELAY_TEST_PORT="${RELAY_TEST_PORT:-8799}"
 export RELAY_URL="http://127.0.0.1:$RELAY_TEST_PORT"
 state=$(mktemp -d)
 export RELAY_SERVER_LOG="$state/wrangler.log"
-wrangler dev --ip 127.0.0.1 --port "$RELAY_TEST_PORT" --persist-to "$state" --log-level "${RELAY_LOG_LEVEL:-log}" \
+# The Worker writes only the lines wrangler prints at this level (its LOG_LEVEL): under wrangler
+# dev a line costs ~2-3 ms of CPU even when wrangler then drops it (docs/BENCHMARKS.md).
+level="${RELAY_LOG_LEVEL:-log}"
+case "$level" in warn) worker_level=warn ;; error | none) worker_level=error ;; *) worker_level=info ;; esac
+wrangler dev --ip 127.0.0.1 --port "$RELAY_TEST_PORT" --persist-to "$state" --log-level "$level" --var "LOG_LEVEL:$worker_level" \
   --show-interactive-dev-session=false >"$state/wrangler.log" 2>&1 &
 server=$!
 stop_server() {

@@ -10,8 +10,9 @@ mod platform;
 mod relay_session;
 
 use edge::Who;
+use platform::bindings::{self, LOG_LEVEL};
 use platform::now_ms;
-use relay_core::log::{self, LogLine};
+use relay_core::log::{self, Level, LogLine};
 use worker::{event, Context, Env, Method, Request, Response, Result};
 
 #[event(start)]
@@ -20,7 +21,8 @@ fn start() {
 }
 
 /// Answers a request by the route table, then logs one line for it (`relay_core::log`: the
-/// route's pattern, status, time to the response's head, and who, when a credential said).
+/// route's pattern, status, time to the response's head, and who, when a credential said),
+/// unless the deployment's `LOG_LEVEL` keeps only more important lines.
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let started = now_ms();
@@ -28,8 +30,20 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let who = Who::default();
     let response = edge::http::with_cors(routes(req, &env, &who).await.unwrap_or_else(edge::http::internal));
     let line = LogLine::request(now_ms(), route, response.status_code(), now_ms() - started, who.take());
-    worker::console_log!("{}", line.to_json());
+    write_log(&env, &line);
     Ok(response)
+}
+
+/// Writes `line` if the deployment keeps lines of its level; a `LOG_LEVEL` that is no level is
+/// said, and every line written.
+fn write_log(env: &Env, line: &LogLine) {
+    let threshold = Level::threshold(bindings::var(env, LOG_LEVEL).as_deref()).unwrap_or_else(|why| {
+        worker::console_error!("{why}");
+        Level::Info
+    });
+    if line.kept(threshold) {
+        worker::console_log!("{}", line.to_json());
+    }
 }
 
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
