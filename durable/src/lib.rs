@@ -13,7 +13,8 @@ use edge::Who;
 use platform::bindings::{self, LOG_LEVEL};
 use platform::now_ms;
 use relay_core::log::{self, Level, LogLine};
-use worker::{event, Context, Env, Method, Request, Response, Result};
+use std::sync::OnceLock;
+use worker::{event, js_sys, wasm_bindgen::JsValue, web_sys, Context, Env, Method, Request, Response, Result};
 
 #[event(start)]
 fn start() {
@@ -24,8 +25,9 @@ fn start() {
 /// route's pattern, status, time to the response's head, and who, when a credential said),
 /// unless the deployment's `LOG_LEVEL` keeps only more important lines.
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn fetch(raw: web_sys::Request, env: Env, _ctx: Context) -> Result<Response> {
     let started = now_ms();
+    let req = without_cf(raw);
     let route = log::route(req.method().as_ref(), &req.path());
     let who = Who::default();
     let response = edge::http::with_cors(routes(req, &env, &who).await.unwrap_or_else(edge::http::internal));
@@ -34,16 +36,34 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     Ok(response)
 }
 
-/// Writes `line` if the deployment keeps lines of its level; a `LOG_LEVEL` that is no level is
-/// said, and every line written.
+/// The request as workers-rs wraps it, without the `cf` object its conversion reads eagerly:
+/// workerd builds that object afresh on each read, a third of the entry's own time under
+/// `wrangler dev` (docs/BENCHMARKS.md, "the floor"), and no route uses it. An own `cf` of
+/// `undefined` hides the getter from the conversion.
+fn without_cf(raw: web_sys::Request) -> Request {
+    let hidden = js_sys::Object::new();
+    let _ = js_sys::Reflect::set(&hidden, &"value".into(), &JsValue::UNDEFINED);
+    let _ = js_sys::Reflect::define_property(&raw, &"cf".into(), &hidden);
+    Request::from(raw)
+}
+
+/// Writes `line` if the deployment keeps lines of its level.
 fn write_log(env: &Env, line: &LogLine) {
-    let threshold = Level::threshold(bindings::var(env, LOG_LEVEL).as_deref()).unwrap_or_else(|why| {
-        worker::console_error!("{why}");
-        Level::Info
-    });
-    if line.kept(threshold) {
+    if line.kept(log_threshold(env)) {
         worker::console_log!("{}", line.to_json());
     }
+}
+
+/// The deployment's `LOG_LEVEL`, read once per isolate (a variable is fixed for its life); one
+/// that is no level is said once, and every line written.
+fn log_threshold(env: &Env) -> Level {
+    static THRESHOLD: OnceLock<Level> = OnceLock::new();
+    *THRESHOLD.get_or_init(|| {
+        Level::threshold(bindings::var(env, LOG_LEVEL).as_deref()).unwrap_or_else(|why| {
+            worker::console_error!("{why}");
+            Level::Info
+        })
+    })
 }
 
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
