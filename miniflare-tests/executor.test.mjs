@@ -201,6 +201,9 @@ describe("results by POST", () => {
       assert.ok(phases.at(-1).includes("exit"));
       const complaints = tab.lines.filter((line) => /refused|lost/.test(line));
       assert.deepEqual(complaints, [], "the late copy was skipped as a duplicate, not refused");
+      // The page says so: its results go by POST.
+      assert.equal(await tab.page.locator("#browser").getAttribute("data-degraded"), "results");
+      assert.match(await tab.page.locator("#browser").innerText(), /results by POST: the results socket did not open/);
     } finally {
       await close();
     }

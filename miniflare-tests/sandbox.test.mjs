@@ -11,13 +11,13 @@
 
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, createTenant } from "./lib/relay.mjs";
+import { allowed, startLoopback, withRealm } from "./lib/sandbox-probes.mjs";
 import { startStaticServer } from "./lib/static-server.mjs";
 
 let browser;
@@ -38,26 +38,6 @@ after(async () => {
   await loopback?.close();
 });
 
-/** A listener on 127.0.0.1 that records every request (method, path) and answers it kindly. */
-async function startLoopback() {
-  const hits = [];
-  const server = http.createServer((req, res) => {
-    hits.push(`${req.method} ${req.url}`);
-    res.writeHead(200, { "access-control-allow-origin": "*", "content-type": "text/javascript" });
-    res.end("export default 1;");
-  });
-  server.on("upgrade", (req, socket) => {
-    hits.push(`UPGRADE ${req.url}`);
-    socket.destroy();
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${server.address().port}`,
-    hits,
-    close: () => new Promise((resolve) => server.close(resolve)),
-  };
-}
-
 const call = async (name, code, policy) => {
   const result = await client.callTool({ name, arguments: { code, ...(policy && { policy }) } });
   return result.structuredContent;
@@ -70,48 +50,6 @@ async function assertNoRequestLeft() {
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.deepEqual(loopback.hits, [], "requests reached the loopback listener");
 }
-
-/**
- * A Python program that first takes its worker's global scope as `g` (setTimeout calls its
- * callback with the global scope as `this`), then runs `body` inside `async def main(g)`.
- * `attempt(name, thunk)` prints "name: blocked <error>" or "name: ALLOWED <value>", awaiting
- * JS promises.
- */
-function withRealm(body) {
-  const indented = body.trim().split("\n").map((line) => `    ${line}`).join("\n");
-  return `
-import asyncio, inspect, js, sys
-from pyodide.ffi import create_proxy, to_js
-
-_box = {}
-js.setTimeout(create_proxy(lambda this: _box.setdefault("g", this), capture_this=True), 0)
-
-def obj(g, value):
-    return to_js(value, dict_converter=g.Object.fromEntries)
-
-async def attempt(name, thunk):
-    try:
-        value = thunk()
-        if inspect.isawaitable(value):
-            value = await value
-        print(f"{name}: ALLOWED {str(value)[:60]}")
-    except BaseException as error:
-        print(f"{name}: blocked {type(error).__name__}")
-
-async def main(g):
-${indented}
-
-async def start():
-    while "g" not in _box:
-        await asyncio.sleep(0)
-    await main(_box["g"])
-
-asyncio.run(start())
-`;
-}
-
-/** The lines of `stdout` that report an attempt that went through. */
-const allowed = (stdout) => stdout.split("\n").filter((line) => line.includes(": ALLOWED"));
 
 describe("Python holding its worker's global scope", () => {
   test("it is the worker's realm, in an opaque origin, with no storage of the page's origin", async () => {

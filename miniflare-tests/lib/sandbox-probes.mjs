@@ -1,0 +1,71 @@
+// What the sandbox suites attack with: a loopback listener that records every request reaching
+// it (none may), and Python programs that take hold of their runner worker's global scope.
+// Used by sandbox.test.mjs (Chromium, every attack) and the cross-engine suite (engine-suite.mjs).
+
+import http from "node:http";
+
+/** A listener on 127.0.0.1 that records every request (method, path) and answers it kindly. */
+export async function startLoopback() {
+  const hits = [];
+  const server = http.createServer((req, res) => {
+    hits.push(`${req.method} ${req.url}`);
+    res.writeHead(200, { "access-control-allow-origin": "*", "content-type": "text/javascript" });
+    res.end("export default 1;");
+  });
+  server.on("upgrade", (req, socket) => {
+    hits.push(`UPGRADE ${req.url}`);
+    socket.destroy();
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    hits,
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+export const REALM_OUT_OF_REACH = "realm: out of reach";
+
+/**
+ * A Python program that first takes its worker's global scope as `g` (setTimeout calls its
+ * callback with the global scope as `this`), then runs `body` inside `async def main(g)`.
+ * `attempt(name, thunk)` prints "name: blocked <error>" or "name: ALLOWED <value>", awaiting
+ * JS promises. It awaits at top level, which works in every engine (asyncio.run() needs JSPI).
+ * Where the timer's callback gets no `this` (WebKit), the realm is out of Python's reach: the
+ * program prints REALM_OUT_OF_REACH and nothing else.
+ */
+export function withRealm(body) {
+  const indented = body.trim().split("\n").map((line) => `    ${line}`).join("\n");
+  return `
+import asyncio, inspect, js, sys
+from pyodide.ffi import create_proxy, to_js
+
+_box = {}
+js.setTimeout(create_proxy(lambda this: _box.setdefault("g", this), capture_this=True), 0)
+
+def obj(g, value):
+    return to_js(value, dict_converter=g.Object.fromEntries)
+
+async def attempt(name, thunk):
+    try:
+        value = thunk()
+        if inspect.isawaitable(value):
+            value = await value
+        print(f"{name}: ALLOWED {str(value)[:60]}")
+    except BaseException as error:
+        print(f"{name}: blocked {type(error).__name__}")
+
+async def main(g):
+${indented}
+
+while "g" not in _box:
+    await asyncio.sleep(0)
+if _box["g"] is None:
+    print("${REALM_OUT_OF_REACH}")
+else:
+    await main(_box["g"])
+`;
+}
+
+/** The lines of `stdout` that report an attempt that went through. */
+export const allowed = (stdout) => stdout.split("\n").filter((line) => line.includes(": ALLOWED"));
