@@ -11,7 +11,7 @@
 // localStorage, else from a small form; #session=<name> picks the relay session ("default").
 
 import { Backchannel } from "./lib/backchannel.js";
-import { browserName, degradations, missingFeatures } from "./lib/browser-support.js";
+import { browserName, cacheKeeps, degradations, missingFeatures } from "./lib/browser-support.js";
 import { ResultSocket } from "./lib/result-socket.js";
 import { renderSnippets } from "./lib/connect-snippets.js";
 import { DepsBuilder } from "./lib/deps-build.js";
@@ -56,7 +56,7 @@ async function main() {
   const { key, session } = fragment;
   let client;
   let readiness = null; // the runtimes' states, as told to the server
-  const found = { workspace: null, resultsByPost: false }; // what the browser section shows
+  const found = { workspace: null, cache: true, resultsByPost: false }; // what the browser section shows
   const showBrowser = () => status.setBrowser(browserName(), degradations(found));
   const resultSocket = new ResultSocket(
     () => client.resultSocketEndpoint(),
@@ -72,10 +72,10 @@ async function main() {
     onRefused: (refused) => stopUnwanted(queue, refused),
     onDropped: (err) => status.error(`results lost after retries: ${err.message}`),
   });
-  const [workspace, checks] = await Promise.all([openWorkspace(session), loadPolicy()]);
+  const [workspace, checks, cache] = await Promise.all([openWorkspace(session), loadPolicy(), cacheKeeps()]);
   const policy = { ...checks, search: (request, files) => searcher.search(request, files) };
   status.log(`Workspace of relay session "${session}": ${workspace.list().length} files (${workspace.backend})`);
-  found.workspace = workspace.backend;
+  Object.assign(found, { workspace: workspace.backend, cache });
   showBrowser();
   const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy, builder });
   const mcps = new McpsTree({ workspace, endpoint: () => client.endpoint("mcps"), status });

@@ -31,11 +31,30 @@ export async function missingFeatures(scope = globalThis) {
 }
 
 /**
+ * Whether the Cache API keeps what is put in it. It may exist and keep nothing: in WebKitGTK's
+ * automation (ephemeral) sessions a cache that existed before the page reloaded lists nothing
+ * and takes nothing, as the runtimes' caches would. So the probe's cache is kept across loads,
+ * and each load puts a new value in it and reads it back.
+ */
+export async function cacheKeeps(scope = globalThis) {
+  const url = new URL("relay-cache-probe", scope.location.href);
+  const value = String(Math.random());
+  try {
+    const cache = await scope.caches.open("relay-cache-probe");
+    await cache.put(url, new scope.Response(value));
+    return (await (await cache.match(url))?.text()) === value;
+  } catch {
+    return false; // no Cache API at all
+  }
+}
+
+/**
  * What works differently in this browser, as `{id: sentence}`: each a fallback the page takes.
  * @param found.workspace the backend the workspace opened with ("opfs" | "indexeddb")
+ * @param found.cache whether the Cache API keeps what is put in it (`cacheKeeps`)
  * @param found.resultsByPost the results socket could not open: batches go by POST
  */
-export function degradations({ workspace, resultsByPost = false }, scope = globalThis) {
+export function degradations({ workspace, cache, resultsByPost = false }, scope = globalThis) {
   const found = {};
   if (workspace === "indexeddb") {
     found.opfs = "workspace in IndexedDB: no Origin Private File System with writable files and Web Locks here, so tabs of one relay session see each other's files only after a reload";
@@ -43,7 +62,7 @@ export function degradations({ workspace, resultsByPost = false }, scope = globa
   if (!("Suspending" in scope.WebAssembly)) {
     found.jspi = "Python cannot block on a promise (no WebAssembly JSPI): top-level await and pyodide.http.pyfetch work, asyncio.run() and urllib.request do not";
   }
-  if (!scope.caches) found.cache = "no Cache API: the runtimes are fetched again on every page load, and Pyodide boots without its memory snapshot";
+  if (!cache) found.cache = "the Cache API keeps nothing here: the runtimes are fetched again on every page load, and Pyodide boots without its memory snapshot";
   if (!("keepalive" in new scope.Request(scope.location.href))) {
     found.keepalive = "no keepalive fetch: a closed tab leaves its relay session by its lease, within 12 s, not at once";
   }
