@@ -8,7 +8,7 @@
 // (DEGRADED), and the tests hold the page to what it says.
 
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -19,12 +19,14 @@ import { startPackageSources } from "./package-sources.mjs";
 import { ROOT, createTenant } from "./relay.mjs";
 import { REALM_OUT_OF_REACH, allowed, startLoopback, withRealm } from "./sandbox-probes.mjs";
 
-/** What each engine's page says works differently there (browser-support.js ids). */
+/** What each engine's page says works differently there (browser-support.js ids), when it
+ * first loads and after a reload. */
 export const DEGRADED = {
-  chromium: [],
-  firefox: [],
-  // WebKitGTK's MiniBrowser has no navigator.storage (so no OPFS) and no WebAssembly JSPI.
-  webkit: ["opfs", "jspi"],
+  chromium: { load: [], reload: [] },
+  firefox: { load: [], reload: [] },
+  // WebKitGTK's MiniBrowser has no navigator.storage (so no OPFS) and no WebAssembly JSPI; its
+  // WebDriver session is ephemeral, and its Cache API keeps nothing once the page reloads.
+  webkit: { load: ["opfs", "jspi"], reload: ["opfs", "jspi", "cache"] },
 };
 
 /**
@@ -38,13 +40,14 @@ const SCREENSHOTS = path.join(ROOT, "miniflare-tests", ".artifacts", "screenshot
 
 /** Defines the suite for `engine` ("chromium", "firefox" or "webkit"). */
 export function engineSuite(engine) {
-  const degraded = DEGRADED[engine];
+  const degraded = DEGRADED[engine].load;
   let tab;
   let client;
   let target; // a loopback server the tenant's policy allows guest code to fetch
   let origin;
   let loopback; // a loopback listener nothing may reach
   let registry;
+  let tenant;
 
   before(async () => {
     target = await startTarget();
@@ -52,7 +55,8 @@ export function engineSuite(engine) {
     loopback = await startLoopback();
     registry = await startPackageSources();
     const network = { allowedDomains: [`localhost:${target.address().port}`], blockPrivateRanges: false, denyIpLiterals: false };
-    const { key } = await createTenant(`engine-${engine}`, { policy: { network }, packages: registry.sources, queue: { attachWaitMs: 5000 } });
+    let key;
+    ({ key, tenant } = await createTenant(`engine-${engine}`, { policy: { network }, packages: registry.sources, queue: { attachWaitMs: 5000 } }));
     tab = await attachTab(engine, key);
     client = await connectClient(key);
   });
@@ -163,7 +167,41 @@ except urllib.error.URLError as e:
       assert.equal((await call("read", { path: "/tmp/kept.txt" })).content, "kept across a reload");
       const py = await runPy("print(open('/tmp/kept.txt').read())");
       assert.equal(py.stdout, "kept across a reload\n", JSON.stringify(py));
-      assert.deepEqual((await pageFacts(tab)).degraded, degraded);
+      assert.deepEqual((await pageFacts(tab)).degraded, DEGRADED[engine].reload);
+    });
+
+    test("the runtimes' files and Pyodide's memory snapshot are kept in the Cache API for the next load, where it keeps anything", async () => {
+      const { degraded: now } = await waitForAttached(tab, { runtimes: true });
+      const cached = await tab.evaluate(async () => {
+        const names = (await caches.keys()).filter((name) => name.startsWith("relay-runtime-"));
+        const entries = await Promise.all(names.map(async (name) => (await (await caches.open(name)).keys()).map((r) => new URL(r.url).pathname.split("/").pop())));
+        return Object.fromEntries(names.map((name, i) => [name.split("@")[0], entries[i]]));
+      });
+      if (now.includes("cache")) {
+        // As the page says: nothing kept, so every load fetches the runtimes and boots Pyodide.
+        assert.ok(Object.values(cached).every((files) => files.length === 0), JSON.stringify(cached));
+        return;
+      }
+      assert.ok(cached["relay-runtime-quickjs"]?.length > 1, JSON.stringify(cached));
+      assert.ok(cached["relay-runtime-pyodide"]?.includes("snapshot.bin"), JSON.stringify(cached));
+    });
+
+    test("the results and lease sockets open (the attach token in their subprotocols), and a reload says goodbye by keepalive POST", async () => {
+      // (A batch may still go by POST: one sent before its page's socket opened.)
+      // The server's log of this tenant's requests (scripts/with-server.sh): what the page used.
+      const routes = () =>
+        serverLog()
+          .filter((line) => line.tenant === tenant.id)
+          .map((line) => `${line.route} ${line.status}`);
+      let seen = routes();
+      for (let i = 0; i < 50 && !seen.includes("POST /session/:id/detach 204"); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        seen = routes();
+      }
+      const count = (route) => seen.filter((line) => line === route).length;
+      assert.equal(count("GET /session/:id/results 101"), 2, "a results socket per page load");
+      assert.equal(count("GET /session/:id/lease 101"), 2, "a lease socket per page load");
+      assert.ok(seen.includes("POST /session/:id/detach 204"), `the reload's goodbye: ${seen.join(", ")}`);
     });
   });
 
@@ -271,6 +309,16 @@ sys.exit(7)
       assert.equal(result.stdout, realm ? "real output\n" : `${REALM_OUT_OF_REACH}\n`);
     });
   });
+}
+
+/** The JSON lines of the server's log (scripts/with-server.sh's RELAY_SERVER_LOG). */
+function serverLog() {
+  const file = process.env.RELAY_SERVER_LOG;
+  if (!file) throw new Error("RELAY_SERVER_LOG is not set: run the suite through scripts/with-server.sh");
+  return readFileSync(file, "utf8")
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line));
 }
 
 /** The fetch target: `/hello` answers; anything else is 404. */

@@ -24,7 +24,7 @@ export const ENGINE_NAMES = ["chromium", "firefox", "webkit"];
 const FIREFOX = process.env.FIREFOX_PATH ?? "/usr/bin/firefox-esr";
 const WEBKIT_DRIVER = process.env.WEBKIT_DRIVER_PATH ?? "/usr/bin/WebKitWebDriver";
 const MINIBROWSER = process.env.MINIBROWSER_PATH ?? "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser";
-const INSTALL = "bash scripts/setup.sh --browsers";
+const INSTALL = "bash scripts/setup.sh --browser";
 
 /**
  * A tab of `engine` in a fresh browser profile of its own (closing the tab closes the browser).
@@ -67,34 +67,58 @@ async function firefoxTab() {
   };
 }
 
+// A WebKitWebDriver session now and then never starts (seen when several start together):
+// give each start this long, and this many tries.
+const SESSION_TIMEOUT_MS = 30_000;
+const SESSION_TRIES = 3;
+
 async function webkitTab() {
   needs(WEBKIT_DRIVER, "WebKitWebDriver (webkit2gtk-driver)");
   const display = await xvfbDisplay();
+  for (let tries = 1; ; tries++) {
+    const driver = await startWebkitDriver(display);
+    try {
+      return await webkitSession(driver);
+    } catch (err) {
+      driver.process.kill();
+      if (tries === SESSION_TRIES) throw err;
+    }
+  }
+}
+
+/** A WebKitWebDriver on a free port, drawing on `display`: `{process, url}` once it answers. */
+async function startWebkitDriver(display) {
   const port = await freePort();
   const driver = spawn(WEBKIT_DRIVER, [`--port=${port}`], { env: { ...process.env, DISPLAY: display }, stdio: "ignore" });
   const url = `http://127.0.0.1:${port}`;
   try {
     await waitForDriver(url, driver);
-    const options = { binary: MINIBROWSER, args: ["--automation"] };
-    const { sessionId, capabilities } = await webdriver(url, "POST", "/session", { capabilities: { alwaysMatch: { "webkitgtk:browserOptions": options } } });
-    const session = (method, path, body) => webdriver(url, method, `/session/${sessionId}${path}`, body);
-    await session("POST", "/window/rect", { width: 1280, height: 900 });
-    return {
-      engine: "webkit",
-      version: `WebKitGTK ${capabilities.browserVersion}`,
-      goto: (target) => session("POST", "/url", { url: target }),
-      evaluate: (fn, ...args) => webkitEvaluate(session, fn, args),
-      reload: () => session("POST", "/refresh", {}),
-      screenshot: async (path) => writeFile(path, Buffer.from(await session("GET", "/screenshot"), "base64")),
-      async close() {
-        await session("DELETE", "").catch(() => {});
-        driver.kill();
-      },
-    };
   } catch (err) {
     driver.kill();
     throw err;
   }
+  return { process: driver, url };
+}
+
+/** A MiniBrowser session of `driver`, as a tab; closing it ends the driver too. */
+async function webkitSession(driver) {
+  const options = { binary: MINIBROWSER, args: ["--automation"] };
+  const created = { capabilities: { alwaysMatch: { "webkitgtk:browserOptions": options } } };
+  const { sessionId, capabilities } = await webdriver(driver.url, "POST", "/session", created, SESSION_TIMEOUT_MS);
+  const session = (method, path, body) => webdriver(driver.url, method, `/session/${sessionId}${path}`, body);
+  await session("POST", "/window/rect", { width: 1280, height: 900 });
+  return {
+    engine: "webkit",
+    version: `WebKitGTK ${capabilities.browserVersion}`,
+    goto: (target) => session("POST", "/url", { url: target }),
+    evaluate: (fn, ...args) => webkitEvaluate(session, fn, args),
+    reload: () => session("POST", "/refresh", {}),
+    screenshot: async (path) => writeFile(path, Buffer.from(await session("GET", "/screenshot"), "base64")),
+    async close() {
+      await session("DELETE", "").catch(() => {});
+      driver.process.kill();
+    },
+  };
 }
 
 /** Runs `fn(...args)` in the page (classic WebDriver's execute/async), awaiting what it returns. */
@@ -111,12 +135,12 @@ async function webkitEvaluate(session, fn, args) {
 const COMMAND_TIMEOUT_MS = 90_000;
 
 /** One classic WebDriver command; its `value`, or an Error naming the driver's error. */
-async function webdriver(base, method, path, body) {
+async function webdriver(base, method, path, body, timeoutMs = COMMAND_TIMEOUT_MS) {
   const res = await fetch(`${base}${path}`, {
     method,
     headers: body ? { "content-type": "application/json" } : {},
     body: body && JSON.stringify(body),
-    signal: AbortSignal.timeout(COMMAND_TIMEOUT_MS),
+    signal: AbortSignal.timeout(timeoutMs),
   }).catch((err) => {
     throw new Error(`WebDriver ${method} ${path}: ${err.message}`);
   });
@@ -137,16 +161,26 @@ async function waitForDriver(base, driver) {
 
 let xvfb = null;
 
-/** The X display of this process's Xvfb (started once, on a display number it picks itself). */
+/**
+ * The X display of this process's Xvfb, started once. Each try names a display, which Xvfb
+ * takes with a lock file (or exits: another server holds it) and writes to fd 3 once it
+ * listens. (Letting Xvfb pick one, `-displayfd` alone, races when test processes start
+ * together: two servers then claim the same display.)
+ */
 function xvfbDisplay() {
   xvfb ??= (async () => {
     needs("/usr/bin/Xvfb", "Xvfb (xvfb)");
-    const server = spawn("Xvfb", ["-displayfd", "3", "-screen", "0", "1280x900x24", "-nolisten", "tcp"], { stdio: ["ignore", "ignore", "ignore", "pipe"] });
-    server.unref();
-    process.once("exit", () => server.kill());
-    const [chunk] = await once(server.stdio[3], "data");
-    server.stdio[3].destroy();
-    return `:${chunk.toString().trim()}`;
+    for (let display = 90; display < 190; display++) {
+      const args = [`:${display}`, "-displayfd", "3", "-screen", "0", "1280x900x24", "-nolisten", "tcp"];
+      const server = spawn("Xvfb", args, { stdio: ["ignore", "ignore", "ignore", "pipe"] });
+      const listening = once(server.stdio[3], "data").then(() => true);
+      if (!(await Promise.race([listening, once(server, "exit").then(() => false)]))) continue;
+      server.stdio[3].destroy();
+      server.unref();
+      process.once("exit", () => server.kill());
+      return `:${display}`;
+    }
+    throw new Error("no free X display in :90 to :189 for Xvfb");
   })();
   return xvfb;
 }
