@@ -67,22 +67,14 @@ async function firefoxTab() {
   };
 }
 
-// A WebKitWebDriver session now and then never starts (seen when several start together):
-// give each start this long, and this many tries.
-const SESSION_TIMEOUT_MS = 30_000;
-const SESSION_TRIES = 3;
-
 async function webkitTab() {
   needs(WEBKIT_DRIVER, "WebKitWebDriver (webkit2gtk-driver)");
-  const display = await xvfbDisplay();
-  for (let tries = 1; ; tries++) {
-    const driver = await startWebkitDriver(display);
-    try {
-      return await webkitSession(driver);
-    } catch (err) {
-      driver.process.kill();
-      if (tries === SESSION_TRIES) throw err;
-    }
+  const driver = await startWebkitDriver(await xvfbDisplay());
+  try {
+    return await webkitSession(driver);
+  } catch (err) {
+    driver.process.kill();
+    throw err;
   }
 }
 
@@ -104,7 +96,7 @@ async function startWebkitDriver(display) {
 async function webkitSession(driver) {
   const options = { binary: MINIBROWSER, args: ["--automation"] };
   const created = { capabilities: { alwaysMatch: { "webkitgtk:browserOptions": options } } };
-  const { sessionId, capabilities } = await webdriver(driver.url, "POST", "/session", created, SESSION_TIMEOUT_MS);
+  const { sessionId, capabilities } = await webdriver(driver.url, "POST", "/session", created);
   const session = (method, path, body) => webdriver(driver.url, method, `/session/${sessionId}${path}`, body);
   await session("POST", "/window/rect", { width: 1280, height: 900 });
   return {
@@ -135,12 +127,12 @@ async function webkitEvaluate(session, fn, args) {
 const COMMAND_TIMEOUT_MS = 90_000;
 
 /** One classic WebDriver command; its `value`, or an Error naming the driver's error. */
-async function webdriver(base, method, path, body, timeoutMs = COMMAND_TIMEOUT_MS) {
+async function webdriver(base, method, path, body) {
   const res = await fetch(`${base}${path}`, {
     method,
     headers: body ? { "content-type": "application/json" } : {},
     body: body && JSON.stringify(body),
-    signal: AbortSignal.timeout(timeoutMs),
+    signal: AbortSignal.timeout(COMMAND_TIMEOUT_MS),
   }).catch((err) => {
     throw new Error(`WebDriver ${method} ${path}: ${err.message}`);
   });
@@ -171,11 +163,13 @@ function xvfbDisplay() {
   xvfb ??= (async () => {
     needs("/usr/bin/Xvfb", "Xvfb (xvfb)");
     for (let display = 90; display < 190; display++) {
-      const args = [`:${display}`, "-displayfd", "3", "-screen", "0", "1280x900x24", "-nolisten", "tcp"];
+      // -noreset: no server reset when the last client leaves, which would write the display to
+      // fd 3 again (and the pipe is kept open, unread: a closed one would kill Xvfb with SIGPIPE).
+      const args = [`:${display}`, "-displayfd", "3", "-noreset", "-screen", "0", "1280x900x24", "-nolisten", "tcp"];
       const server = spawn("Xvfb", args, { stdio: ["ignore", "ignore", "ignore", "pipe"] });
       const listening = once(server.stdio[3], "data").then(() => true);
       if (!(await Promise.race([listening, once(server, "exit").then(() => false)]))) continue;
-      server.stdio[3].destroy();
+      server.stdio[3].unref();
       server.unref();
       process.once("exit", () => server.kill());
       return `:${display}`;
