@@ -202,8 +202,12 @@ describe("results by POST", () => {
       const complaints = tab.lines.filter((line) => /refused|lost/.test(line));
       assert.deepEqual(complaints, [], "the late copy was skipped as a duplicate, not refused");
       // The page says so: its results go by POST.
-      assert.equal(await tab.page.locator("#browser").getAttribute("data-degraded"), "results");
-      assert.match(await tab.page.locator("#browser").innerText(), /results by POST: the results socket did not open/);
+      const browserLine = await tab.page.evaluate(() => {
+        const line = document.getElementById("browser");
+        return line && { degraded: line.dataset.degraded, text: line.textContent };
+      });
+      assert.equal(browserLine?.degraded, "results", JSON.stringify(browserLine));
+      assert.match(browserLine.text, /results by POST: the results socket did not open/);
     } finally {
       await close();
     }
