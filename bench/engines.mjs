@@ -9,7 +9,7 @@
 import { attachTab, pageFacts, waitForAttached } from "../miniflare-tests/lib/engines.mjs";
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { createTenant } from "../miniflare-tests/lib/relay.mjs";
-import { timeCalls } from "./timing.mjs";
+import { checked, timeCalls, timed } from "./timing.mjs";
 
 const ENGINES = (process.env.BENCH_ENGINES ?? "chromium,firefox,webkit").split(",");
 const N = Number(process.env.BENCH_CALLS ?? 30);
@@ -18,17 +18,6 @@ const WARMUP = 5;
 const fmt = (ms) => `${ms.toFixed(0).padStart(6)} ms`;
 
 /** `fn`'s duration in ms. */
-async function timed(fn) {
-  const t0 = performance.now();
-  await fn();
-  return performance.now() - t0;
-}
-
-async function checked(client, name, code) {
-  const result = await client.callTool({ name, arguments: { code } });
-  if (result.structuredContent?.stdout !== "1\n") throw new Error(`${name} gave ${JSON.stringify(result.structuredContent)}`);
-}
-
 async function bench(engine) {
   const { key } = await createTenant(`bench-${engine}`);
   const client = await connectClient(key);

@@ -69,3 +69,33 @@ else:
 
 /** The lines of `stdout` that report an attempt that went through. */
 export const allowed = (stdout) => stdout.split("\n").filter((line) => line.includes(": ALLOWED"));
+
+/**
+ * The body (for `withRealm`) of every way a worker's realm could send a request: to the
+ * loopback listener `loop`, the relay at `base`, a data: URL, by eval. Print lines for `leaks`.
+ */
+export function requestAttempts(loop, base) {
+  return `
+await attempt("fetch loopback", lambda: g.fetch("${loop}/py-fetch"))
+await attempt("fetch own origin", lambda: g.fetch("${base}/healthz"))
+await attempt("fetch data:", lambda: g.fetch("data:text/plain,x"))
+await attempt("importScripts", lambda: g.importScripts("${loop}/py-import-scripts.js"))
+await attempt("eval import()", lambda: g.eval("import('${loop}/py-eval-import.js')"))
+await attempt("Function", lambda: g.Function("return 1")())
+x = g.XMLHttpRequest.new()
+await attempt("XMLHttpRequest", lambda: (x.open("GET", "${loop}/py-xhr"), x.send()))
+await attempt("WebSocket", lambda: g.WebSocket.new("${loop.replace("http", "ws")}/py-ws"))
+await attempt("EventSource", lambda: g.EventSource.new("${loop}/py-es"))
+await attempt("sendBeacon", lambda: g.navigator.sendBeacon("${loop}/py-beacon", "x"))
+await asyncio.sleep(0.3)
+`;
+}
+
+/**
+ * The attempts of `requestAttempts` that went through, but for opening a socket, a stream or an
+ * XHR, which may start (the browser then refuses the connection: the listener hears nothing).
+ */
+export function leaks(stdout) {
+  const started = ["WebSocket", "EventSource", "XMLHttpRequest"];
+  return allowed(stdout).filter((line) => !started.some((name) => line.startsWith(name)));
+}
