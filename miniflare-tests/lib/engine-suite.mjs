@@ -3,8 +3,9 @@
 // and the executor page, open in that engine, runs the calls. Attach with a key; run_js and
 // run_py with streamed output; read, write and search; a guarded fetch allowed and refused; an
 // /out file; a deps build (lodash from the loopback registry); a reload keeping the workspace;
-// and the sandbox's walls (the page's storage, the network past the policy, state across runs,
-// a forged exit). Where an engine lacks something the page degrades as its status area says
+// the Cache API, the results and lease sockets and the keepalive goodbye; and the sandbox's
+// walls (the page's storage, the network past the policy, eval, state across runs, a forged
+// exit). Where an engine lacks something the page degrades as its status area says
 // (DEGRADED), and the tests hold the page to what it says.
 
 import assert from "node:assert/strict";
@@ -21,7 +22,7 @@ import { REALM_OUT_OF_REACH, leaks, requestAttempts, startLoopback, withRealm } 
 
 /** What each engine's page says works differently there (browser-support.js ids), when it
  * first loads and after a reload. */
-export const DEGRADED = {
+const DEGRADED = {
   chromium: { load: [], reload: [] },
   firefox: { load: [], reload: [] },
   // WebKitGTK's MiniBrowser has no navigator.storage (so no OPFS) and no WebAssembly JSPI; its
@@ -69,7 +70,7 @@ export function engineSuite(engine) {
     await registry?.close();
   });
 
-  const call = async (name, args, options) => (await client.callTool({ name, arguments: args }, undefined, options)).structuredContent;
+  const call = async (name, args) => (await client.callTool({ name, arguments: args })).structuredContent;
   const runJs = (code, extra) => call("run_js", { code, ...extra });
   const runPy = (code, extra) => call("run_py", { code, ...extra });
 
