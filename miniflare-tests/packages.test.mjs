@@ -3,7 +3,11 @@
 // builds them (resolve, integrity check, esbuild-wasm bundle, deterministic zip), uploads the
 // layer under a grant and finalizes; the official SDK client sees the result and the build's
 // progress. A second identical call reuses the capsule without a build. Refusals are named:
-// a Node built-in, an integrity mismatch, an sdist-only project. Then presign, upload and
+// a Node built-in, an integrity mismatch, an sdist-only project. npm subpath imports
+// (`lodash/chunk`, `nanoid/non-secure` through its `exports`); Python: msgpack's compiled PEP 783
+// wheel, python-dateutil's own requirements followed, a conflict, a wheel for another ABI, and
+// Pyodide's distribution from a loopback mirror whose lock the stand-in writes (a changed byte
+// refused, files kept in the Cache API and hashed again on use). Then presign, upload and
 // finalize over raw HTTP: every way a tab could cheat is refused and nothing half-made is served
 // or recorded. Last, `GET /registry` over raw HTTP: a URL that leaves the sources once parsed,
 // and a source that never answers.
@@ -13,7 +17,7 @@ import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
-import { startPackageSources, startSilentSource } from "./lib/package-sources.mjs";
+import { MSGPACK_WHEEL, startPackageSources, startSilentSource } from "./lib/package-sources.mjs";
 import { sseEvents } from "./lib/mcp-http.mjs";
 import { zip } from "../public/lib/zip-writer.js";
 import { BASE, attach, createTenant, devVars, holdLease, mintRunToken, patchTenant, relayCapsule } from "./lib/relay.mjs";
@@ -111,7 +115,26 @@ describe("run_js with npm.dependencies", () => {
     assert.equal(result.exitCode, 0, JSON.stringify(result));
     const [unlisted, subpath] = result.stdout.trim().split("\n");
     assert.match(unlisted, /^cannot import "left-pad": .*; list "left-pad" in npm\.dependencies/);
-    assert.match(subpath, /^cannot import "lodash\/chunk": .*a subpath like "pkg\/sub" is not bundled: import "pkg"/);
+    assert.match(subpath, /^cannot import "lodash\/chunk": .*a subpath such as "pkg\/sub" is bundled when the call's code imports it by a string literal/);
+  });
+
+  test("a subpath the code imports is bundled on its own, from the package's files or its exports", async () => {
+    const code = [
+      'import chunk from "lodash/chunk";',
+      'import { customAlphabet } from "nanoid/non-secure";',
+      "const id = customAlphabet(\"ab\", 12)();",
+      "console.log(JSON.stringify(chunk([1, 2, 3, 4, 5], 2)), id.length, /^[ab]+$/.test(id));",
+    ].join("\n");
+    const result = await call("run_js", { code, npm: { dependencies: { lodash: "^4.17.0", nanoid: "^6.0.0" } } });
+    assert.equal(result.exitCode, 0, JSON.stringify(result));
+    assert.equal(result.stdout, "[[1,2],[3,4],[5]] 12 true\n");
+    assert.ok(result.progress.some((m) => /^bundle \(2 packages and 2 subpaths/.test(m)), JSON.stringify(result.progress));
+  });
+
+  test("a subpath a package's exports do not list is refused, naming it", async () => {
+    const result = await call("run_js", { code: 'import a from "nanoid/url-alphabet";', npm: { dependencies: { nanoid: "^6.0.0" } } });
+    assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));
+    assert.match(result.error.message, /nanoid\/url-alphabet: nanoid: cannot find its entry "\.\/url-alphabet"/);
   });
 });
 
@@ -142,6 +165,97 @@ describe("run_py with pip", () => {
     } finally {
       assert.equal((await patchTenant(tenant.id, { defaults: { packages: registry.sources } })).status, 200);
     }
+  });
+
+  /** Switches the tenant's package sources for `body` (then back), as an admin would. */
+  async function withSources(packages, body) {
+    const patched = await patchTenant(tenant.id, { defaults: { packages } });
+    assert.equal(patched.status, 200, await patched.clone().text());
+    try {
+      return await body();
+    } finally {
+      assert.equal((await patchTenant(tenant.id, { defaults: { packages: registry.sources } })).status, 200);
+    }
+  }
+
+  const msgpackRoundTrip = [
+    "import msgpack",
+    "packed = msgpack.packb({'a': [1, 2, 3], 'b': 'x'})",
+    "print(msgpack.unpackb(packed), msgpack.version, msgpack.Packer.__module__)",
+  ].join("\n");
+
+  test("a compiled wheel built for this runtime's ABI (PEP 783) is picked over other ABIs, installed and used", async () => {
+    const result = await call("run_py", { code: msgpackRoundTrip, pip: { requirements: ["msgpack"] } });
+    assert.equal(result.exitCode, 0, JSON.stringify(result));
+    // msgpack.Packer comes from the compiled extension (msgpack._cmsgpack), not the pure fallback.
+    assert.equal(result.stdout, "{'a': [1, 2, 3], 'b': 'x'} (1, 2, 4) msgpack._cmsgpack\n");
+    assert.equal(registry.hits.get(`/files/${MSGPACK_WHEEL}`), 1);
+    assert.equal(registry.hits.get("/files/msgpack-1.2.4-cp313-cp313-pyemscripten_2025_0_wasm32.whl"), undefined);
+  });
+
+  test("python-dateutil brings six, its own requirement, with none listed", async () => {
+    const code = "import dateutil.parser, six\nprint(dateutil.parser.parse('2026-11-25T10:30:00').minute, six.__version__)";
+    const result = await call("run_py", { code, pip: { requirements: ["python-dateutil"] } });
+    assert.equal(result.exitCode, 0, JSON.stringify(result));
+    assert.equal(result.stdout, "30 1.16.0\n");
+    assert.ok(result.progress.some((m) => /^resolve \(2 projects, 2 wheels read\)$/.test(m)), JSON.stringify(result.progress));
+  });
+
+  test("a conflict between two requirers names both and their ranges", async () => {
+    const result = await call("run_py", { code: "1", pip: { requirements: ["ecdsa", "six==1.5.0"] } });
+    assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));
+    assert.match(result.error.message, /^conflicting requirements for six: six==1\.5\.0 \(the call\), six>=1\.9\.0 \(ecdsa 0\.19\.2\); no release of six satisfies all of them/);
+  });
+
+  test("a platform wheel for another ABI is refused, naming the wheels there are and the tags the runtime needs", async () => {
+    const result = await withSources({ pypiIndex: registry.olderAbiIndex }, () =>
+      call("run_py", { code: "import msgpack", pip: { requirements: ["msgpack==1.2.4"] } }),
+    );
+    assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));
+    const { message } = result.error;
+    assert.match(message, /^msgpack==1\.2\.4 has no wheel for Pyodide's CPython 3\.14\.\d+, ABI 2026_0, wasm32: its wheels are tagged cp313-cp313-pyemscripten_2025_0_wasm32, and it needs cp314-cp314-pyemscripten_2026_0_wasm32/);
+    assert.match(message, /Pyodide's distribution \(shipped with pyodide@314\) has msgpack 1\.1\.2, which does not fit$/);
+    assert.match(result.text, /\nexit code 1: the code did not run$/, result.text);
+  });
+
+  describe("Pyodide's distribution from a mirror, checked against its lock", () => {
+    const mirror = () => ({ ...registry.mirror("pyodide"), pypiIndex: registry.olderAbiIndex });
+    const file = (name) => `/pyodide/${name}`;
+
+    test("packages the index cannot serve load from the mirror with the lock's dependencies", async () => {
+      const code = `${msgpackRoundTrip}\nimport dateutil.parser, six\nprint(dateutil.parser.parse('2026-11-25').day, six.__version__)`;
+      const result = await withSources(mirror(), () => call("run_py", { code, pip: { requirements: ["msgpack", "python-dateutil"] } }));
+      assert.equal(result.exitCode, 0, JSON.stringify(result));
+      assert.equal(result.stdout, "{'a': [1, 2, 3], 'b': 'x'} (1, 2, 4) msgpack._cmsgpack\n25 1.16.0\n");
+      for (const name of [MSGPACK_WHEEL, "python_dateutil-2.9.0.post0-py2.py3-none-any.whl", "six-1.16.0-py2.py3-none-any.whl"]) {
+        assert.equal(registry.hits.get(file(name)), 1, `${name} from the mirror`);
+      }
+      assert.ok(registry.hits.get("/pyodide/pyodide-lock.json") >= 1);
+    });
+
+    test("a file kept in the Cache API is used again, and hashed again: a changed copy is fetched anew", async () => {
+      const six = file("six-1.16.0-py2.py3-none-any.whl");
+      const again = await withSources(mirror(), () => call("run_py", { code: "import six\nprint(six.__version__)", pip: { requirements: ["six"] } }));
+      assert.equal(again.stdout, "1.16.0\n", JSON.stringify(again));
+      assert.equal(registry.hits.get(six), 1, "from the cache: not fetched again");
+      const url = `${registry.mirror("pyodide").pyodideIndex}/six-1.16.0-py2.py3-none-any.whl`;
+      await executor.page.evaluate(async (key) => (await caches.open("relay-python-packages")).put(key, new Response("not six")), url);
+      const afterChange = await withSources(mirror(), () =>
+        call("run_py", { code: "import six\nprint(six.__version__)", pip: { requirements: ["six==1.16.0"] } }),
+      );
+      assert.equal(afterChange.stdout, "1.16.0\n", JSON.stringify(afterChange));
+      assert.equal(registry.hits.get(six), 2, "the changed cache entry was refused and the file fetched again");
+    });
+
+    test("a byte changed in a mirrored file is refused against the lock, and nothing runs", async () => {
+      const result = await withSources({ ...registry.mirror("pyodide-tampered"), pypiIndex: registry.olderAbiIndex }, () =>
+        call("run_py", { code: "print('ran')", pip: { requirements: ["msgpack"] } }),
+      );
+      assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));
+      assert.match(result.error.message, new RegExp(`^${MSGPACK_WHEEL}: the download from http://127\\.0\\.0\\.1:\\d+/pyodide-tampered/${MSGPACK_WHEEL} has sha256 [0-9a-f]{64}, and Pyodide's lock gives [0-9a-f]{64}; it was altered`));
+      assert.equal(result.stdout, "");
+      assert.match(result.text, /\nexit code 1: the code did not run$/, result.text);
+    });
   });
 });
 

@@ -1,7 +1,8 @@
 // A run's dependency build, in a worker of the page's own origin so the page never waits on it:
 // npm packages are resolved, fetched, checked and bundled with esbuild-wasm (served by this
-// Worker, checked against the SRI hash built into this bundle, kept in the Cache API); Python
-// wheels are resolved and checked. The result is the deps layer's zip, which lib/deps-build.js
+// Worker, checked against the SRI hash built into this bundle, kept in the Cache API), each
+// package and each subpath the code imports; Python wheels are resolved by relay-core's
+// resolver (policy.wasm), their requirements followed, and checked. The result is the deps layer's zip, which lib/deps-build.js
 // uploads and finalizes. Everything is fetched through the Worker's /registry route.
 // Messages: page -> {language, build, sources, runToken}; worker -> {progress: {phase, detail}}
 // while it works, then {layer: Uint8Array, resolved: string[]} | {error: {name, message}}
@@ -23,7 +24,7 @@ self.onmessage = async ({ data: { language, build, sources, runToken } }) => {
   try {
     const via = new Registry(runToken);
     const { files, resolved } =
-      language === "js" ? await buildNpm(build.dependencies, sources, via, progress) : await installPip(build, sources, via, progress);
+      language === "js" ? await buildNpm(build, sources, via, progress) : await installPip(build, sources, via, progress);
     const layer = await zip(Object.fromEntries(files));
     self.postMessage({ layer, resolved }, [layer.buffer]);
   } catch (err) {
@@ -31,10 +32,12 @@ self.onmessage = async ({ data: { language, build, sources, runToken } }) => {
   }
 };
 
-async function buildNpm(dependencies, sources, via, progress) {
+async function buildNpm({ dependencies, subpaths = [] }, sources, via, progress) {
   const [{ files, installed }] = await Promise.all([installNpm(dependencies, sources.npmRegistry, via, progress), startEsbuild()]);
-  progress("bundle", `${Object.keys(dependencies).length} packages with esbuild ${esbuild.version}`);
-  const bundled = await bundlePackages(esbuild, files, Object.keys(dependencies));
+  const specifiers = [...Object.keys(dependencies), ...subpaths];
+  const imports = subpaths.length ? ` and ${subpaths.length} subpaths` : "";
+  progress("bundle", `${Object.keys(dependencies).length} packages${imports} with esbuild ${esbuild.version}`);
+  const bundled = await bundlePackages(esbuild, files, specifiers);
   return { files: bundled, resolved: installed.map(({ name, version }) => `${name}@${version}`) };
 }
 

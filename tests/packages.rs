@@ -8,6 +8,7 @@ use proptest::prelude::*;
 use relay_core::capsule::jws::{KeySet, Signer};
 use relay_core::capsule::{CapsuleSpec, Deps, Language};
 use relay_core::packages::grant::{RunRef, GRANT_TTL_S};
+use relay_core::packages::imports::MAX_SUBPATHS;
 use relay_core::packages::record::RANGES_REUSED_MS;
 use relay_core::packages::request::MAX_DEPENDENCIES;
 use relay_core::packages::{BuildRecord, DepsRequest, LayerClaim, PackageSources, PendingBuild, Proposal, UploadGrant};
@@ -29,7 +30,7 @@ fn npm(dependencies: Value) -> Result<Option<DepsRequest>, String> {
 
 fn npm_of(pairs: &[(&str, &str)]) -> DepsRequest {
     let dependencies = pairs.iter().map(|(n, r)| (n.to_string(), r.to_string())).collect();
-    DepsRequest::Npm { dependencies }
+    DepsRequest::Npm { dependencies, subpaths: Default::default() }
 }
 
 fn pip(requirements: &[&str]) -> Result<Option<DepsRequest>, String> {
@@ -108,22 +109,30 @@ fn unknown_fields_in_a_dependency_section_are_refused_naming_them() {
 }
 
 #[test]
-fn pip_requirements_are_a_name_and_optional_specifiers() {
-    for requirement in
-        ["six", "six==1.16.0", "attrs>=23,<25", "Django~=5.0", "zope.interface != 6.0", "a_b-c==1.0.*", "x==1.0rc1"]
-    {
+fn pip_requirements_are_pep_508_by_name() {
+    for requirement in [
+        "six",
+        "six==1.16.0",
+        "attrs>=23,<25",
+        "Django~=5.0",
+        "zope.interface != 6.0",
+        "a_b-c==1.0.*",
+        "x==1.0rc1",
+        "requests[socks]==2.32",
+        "six; python_version>'3'",
+        "tomli (>=2) ; python_version < \"3.11\" and sys_platform == 'emscripten'",
+        "six===1.0",
+    ] {
         assert!(pip(&[requirement]).is_ok(), "{requirement}");
     }
     for (requirement, why) in [
-        ("requests[socks]==2.32", "extras"),
-        ("six; python_version>'3'", "markers"),
         ("six @ https://example.com/six.whl", "URL"),
+        ("six; platform == 'x'", "not a marker variable"),
         ("==1.0", "project name"),
         ("-six", "project name"),
         ("six=1.0", "version specifier"),
         ("six==", "version specifier"),
         ("six>=1,<", "version specifier"),
-        ("six===1.0 ", "version specifier"),
     ] {
         let message = pip(&[requirement]).expect_err(requirement);
         assert!(message.starts_with("pip.requirements:") && message.contains(why), "{requirement}: {message}");
@@ -221,7 +230,7 @@ fn the_build_key_is_stable_and_changes_with_anything_that_changes_the_build() {
         [("b", "2.0.0"), ("a", "1.0.0")].iter().map(|(n, r)| (n.to_string(), r.to_string())).collect();
     assert_eq!(
         two.key(Language::Js, &sources),
-        DepsRequest::Npm { dependencies: two_reordered }.key(Language::Js, &sources)
+        DepsRequest::Npm { dependencies: two_reordered, subpaths: Default::default() }.key(Language::Js, &sources)
     );
     let other_registry = PackageSources { npm_registry: "https://npm.example.com".into(), ..sources.clone() };
     for different in [
@@ -234,6 +243,94 @@ fn the_build_key_is_stable_and_changes_with_anything_that_changes_the_build() {
     }
 }
 
+// ---- npm subpath imports --------------------------------------------------------------------------
+
+/// The subpaths a call's code imports of its listed packages.
+fn subpaths(code: &str, dependencies: &[&str]) -> Vec<String> {
+    let dependencies: serde_json::Map<String, Value> =
+        dependencies.iter().map(|n| (n.to_string(), json!("1.0.0"))).collect();
+    let arguments = json!({ "code": code, "npm": { "dependencies": dependencies } });
+    match DepsRequest::from_arguments(Language::Js, arguments.as_object().unwrap()).unwrap() {
+        Some(DepsRequest::Npm { subpaths, .. }) => subpaths.into_iter().collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_subpaths_code_imports_are_found_by_every_import_form() {
+    let code = r#"
+        import chunk from "lodash/chunk";
+        import { format } from 'date-fns/format'
+        export * from "lodash/fp/map";
+        import "lodash/noop.js";
+        const later = await import("@scope/pkg/sub/deep");
+        import _ from "lodash";
+    "#;
+    let found = subpaths(code, &["lodash", "date-fns", "@scope/pkg"]);
+    assert_eq!(found, ["@scope/pkg/sub/deep", "date-fns/format", "lodash/chunk", "lodash/fp/map", "lodash/noop.js"]);
+}
+
+#[test]
+fn text_that_only_looks_like_an_import_is_not_one() {
+    let code = r#"
+        // import a from "lodash/comment";
+        /* import b from "lodash/block" */
+        const s = 'import c from "lodash/string"';
+        const t = `import d from "lodash/template" ${ `import e from "lodash/nested"` } still text`;
+        const r = /import f from "lodash\/regex"/g;
+        const q = a / 2 / 3; const from = "lodash/variable";
+        loader.import("lodash/method");
+        import g from "lodash/../escape";
+        import h from "lodash/";
+        import i from "other/unlisted";
+        import j from "lodash-es/named-alike";
+        const n = import(name);
+        const x = `${ { y: 1 }.y }`; import k from "lodash/after-template";
+    "#;
+    assert_eq!(subpaths(code, &["lodash"]), ["lodash/after-template"]);
+}
+
+#[test]
+fn subpaths_are_part_of_the_request_and_bounded() {
+    let sources = PackageSources::default();
+    let key = |code: &str| {
+        let arguments = json!({ "code": code, "npm": { "dependencies": { "lodash": "^4.17.0" } } });
+        let request = DepsRequest::from_arguments(Language::Js, arguments.as_object().unwrap()).unwrap().unwrap();
+        request.key(Language::Js, &sources)
+    };
+    assert_eq!(
+        key("import _ from 'lodash'"),
+        npm_of(&[("lodash", "^4.17.0")]).key(Language::Js, &sources),
+        "none: as before"
+    );
+    assert_ne!(key("import c from 'lodash/chunk'"), key("import _ from 'lodash'"));
+    assert_eq!(
+        key("import c from 'lodash/chunk'; console.log(1)"),
+        key("import c from \"lodash/chunk\""),
+        "the code aside"
+    );
+    let many: String = (0..=MAX_SUBPATHS).map(|i| format!("import m{i} from 'lodash/m{i}';\n")).collect();
+    let arguments = json!({ "code": many, "npm": { "dependencies": { "lodash": "^4.17.0" } } });
+    let message = DepsRequest::from_arguments(Language::Js, arguments.as_object().unwrap()).unwrap_err();
+    assert!(message.starts_with(&format!("code: imports {} subpaths", MAX_SUBPATHS + 1)), "{message}");
+}
+
+proptest! {
+    #[test]
+    fn imports_between_hostile_text_are_found_and_nothing_panics(
+        noise in prop::collection::vec(prop::sample::select(vec![
+            "/", "//", "/*", "*/", "'", "\"", "`", "${", "}", "{", "(", ")", "\\", "\n", "x", "return", "a / b", "import", "from", ".",
+        ]), 0..30),
+        sub in "[a-z]{1,8}(/[a-z0-9]{1,8}){0,2}",
+    ) {
+        let hostile = noise.concat();
+        let _ = relay_core::packages::imports::module_specifiers(&hostile);
+        // Whatever came before, a line after a closed comment and a statement end is code.
+        let code = format!("/*{}*/;\nimport x from \"lodash/{sub}\";\n", hostile.replace("*/", ""));
+        prop_assert!(subpaths(&code, &["lodash"]).contains(&format!("lodash/{sub}")), "{}", code);
+    }
+}
+
 // ---- sources --------------------------------------------------------------------------------
 
 /// Sources as a self-hosted setup has them: bases with paths, on one loopback port.
@@ -242,7 +339,40 @@ fn local_sources() -> PackageSources {
         npm_registry: "http://127.0.0.1:4873/npm".into(),
         pypi_index: "http://127.0.0.1:4873/pypi".into(),
         pypi_files: "https://files.example.org".into(),
+        pyodide_index: "http://127.0.0.1:4873/pyodide".into(),
+        pyodide_lock: String::new(),
     }
+}
+
+#[test]
+fn pyodides_distribution_is_a_source_and_a_tenants_lock_only_its_own_url() {
+    let sources = PackageSources::default();
+    let cdn = format!("https://cdn.jsdelivr.net/pyodide/v{}/full", relay_core::packages::sources::PYODIDE_VERSION);
+    assert_eq!(sources.pyodide_index, cdn);
+    assert!(sources.admit(&format!("{cdn}/numpy-2.4.6-cp314-cp314-pyemscripten_2026_0_wasm32.whl")).is_ok());
+    assert!(
+        sources.admit("https://cdn.jsdelivr.net/pyodide/v0.27.0/full/numpy.whl").is_err(),
+        "another version's files"
+    );
+    let lock = "http://127.0.0.1:4873/mirror/pyodide-lock.json";
+    let mirror = PackageSources { pyodide_lock: lock.into(), ..local_sources() };
+    assert!(mirror.validate().is_ok());
+    assert!(mirror.admit(lock).is_ok());
+    assert!(
+        mirror.admit("http://127.0.0.1:4873/mirror/other.json").unwrap_err().contains(lock),
+        "the refusal lists it"
+    );
+    assert!(local_sources().admit(lock).is_err(), "no lock named: nothing but the bases");
+    for bad in ["mirror/pyodide-lock.json", "http://127.0.0.1:4873/lock.json?v=2", "ftp://x/lock.json"] {
+        let refusal = PackageSources { pyodide_lock: bad.into(), ..local_sources() }.validate().unwrap_err();
+        assert!(refusal.starts_with("packages.pyodideLock: "), "{bad}: {refusal}");
+    }
+    // A record written before these sources existed reads with their defaults.
+    let old: PackageSources = serde_json::from_value(json!({"npmRegistry": "https://npm.example.com"})).unwrap();
+    assert_eq!((old.pyodide_index, old.pyodide_lock), (cdn, String::new()));
+    // They are part of a build's key.
+    let six = pip(&["six"]).unwrap().unwrap();
+    assert_ne!(six.key(Language::Py, &mirror), six.key(Language::Py, &local_sources()));
 }
 
 /// The URL `admit` hands back to be fetched, or its refusal.
@@ -548,7 +678,7 @@ fn presign_refuses_claims_that_are_not_one_sane_deps_layer() {
         build.presign(&run_ref(), layers, NOW_S, counter()).unwrap_err()
     };
     let err = refused(&mut build, &[]);
-    assert_eq!((err.status, err.name), (400, "ValidationError"));
+    assert_eq!((err.status(), err.name.as_str()), (400, "ValidationError"));
     for (layer, says) in [
         (LayerClaim { id: "code".into(), sha256: SHA.into(), size: 10 }, "\"code\""),
         (claim(&SHA.to_uppercase(), 10), "64 lowercase hex"),
@@ -557,11 +687,11 @@ fn presign_refuses_claims_that_are_not_one_sane_deps_layer() {
         (claim(SHA, 0), "above 0"),
     ] {
         let err = refused(&mut build, std::slice::from_ref(&layer));
-        assert_eq!((err.status, err.name), (400, "ValidationError"), "{layer:?}");
+        assert_eq!((err.status(), err.name.as_str()), (400, "ValidationError"), "{layer:?}");
         assert!(err.message.contains(says), "{layer:?}: {}", err.message);
     }
     let err = refused(&mut build, &[claim(SHA, 20 * 1024 * 1024 + 1)]);
-    assert_eq!((err.status, err.name), (413, "PayloadTooLarge"));
+    assert_eq!((err.status(), err.name.as_str()), (413, "PayloadTooLarge"));
     assert!(err.message.contains("deps layer"), "{}", err.message);
     assert!(
         build.presign(&run_ref(), &[claim(SHA, 20 * 1024 * 1024)], NOW_S, counter()).is_ok(),
@@ -575,11 +705,11 @@ fn a_grant_is_spent_once_and_only_by_the_build_that_gave_it() {
     let grants = build.presign(&run_ref(), &[claim(SHA, 5000)], NOW_S, counter()).unwrap();
     assert_eq!(build.spend(&grants[0]), Ok(()));
     let replay = build.spend(&grants[0]).unwrap_err();
-    assert_eq!((replay.status, replay.name), (409, "GrantSpent"));
+    assert_eq!((replay.status(), replay.name.as_str()), (409, "GrantSpent"));
     let foreign = UploadGrant::new(&run_ref(), "deps", SHA, 5000, NOW_S, "from-another-build".into());
     let err = pending().spend(&foreign).unwrap_err();
-    assert_eq!((err.status, err.name), (404, "NotFound"));
-    assert_eq!(build.spend(&foreign).unwrap_err().status, 404);
+    assert_eq!((err.status(), err.name.as_str()), (404, "NotFound"));
+    assert_eq!(build.spend(&foreign).unwrap_err().status(), 404);
 }
 
 #[test]
@@ -588,7 +718,7 @@ fn finalize_refuses_a_layer_that_was_granted_but_never_uploaded() {
     build.presign(&run_ref(), &[claim(SHA, 5000)], NOW_S, counter()).unwrap();
     let err =
         build.finalize(&proposal(json!({ "layers": [{ "id": "deps", "sha256": SHA, "size": 5000 }] })), 0).unwrap_err();
-    assert_eq!((err.status, err.name), (409, "LayerNotUploaded"));
+    assert_eq!((err.status(), err.name.as_str()), (409, "LayerNotUploaded"));
     assert!(err.message.contains(SHA) && err.message.contains("5000"), "{}", err.message);
 }
 
@@ -626,7 +756,7 @@ fn finalize_refuses_claims_that_differ_from_the_upload() {
         (json!([{ "id": "code", "sha256": SHA, "size": 5000 }]), 400),
     ] {
         let err = build.finalize(&proposal(json!({ "layers": layers })), 0).unwrap_err();
-        assert_eq!(err.status, status, "{layers}: {}", err.message);
+        assert_eq!(err.status(), status, "{layers}: {}", err.message);
     }
 }
 
@@ -646,7 +776,7 @@ fn finalize_refuses_a_policy_wider_than_the_runs_naming_the_section() {
         ("network", wider(|p| p.network.deny_ip_literals = false)),
     ] {
         let err = build.finalize(&proposal(json!({ "layers": layers, "policy": policy })), 0).unwrap_err();
-        assert_eq!((err.status, err.name), (403, "PolicyDenied"), "{policy}");
+        assert_eq!((err.status(), err.name.as_str()), (403, "PolicyDenied"), "{policy}");
         assert!(err.message.starts_with(&format!("policy.{section}:")), "{}", err.message);
     }
 }
@@ -670,7 +800,7 @@ fn finalize_caps_what_a_tab_says_it_resolved() {
     let too_long = vec!["x".repeat(301)];
     for resolved in [too_many, too_long] {
         let body = json!({ "layers": [{ "id": "deps", "sha256": SHA, "size": 5000 }], "resolved": resolved });
-        assert_eq!(build.finalize(&proposal(body), 0).unwrap_err().status, 400);
+        assert_eq!(build.finalize(&proposal(body), 0).unwrap_err().status(), 400);
     }
 }
 

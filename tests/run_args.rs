@@ -164,7 +164,7 @@ fn listed_dependencies_leave_the_spec_alone_and_are_read_apart() {
     let args = json!({"code": "1", "npm": {"dependencies": {"lodash": "^4.17.21"}}});
     assert_eq!(spec("js", args.clone()).deps, Deps::None, "the build, not the call, fills the deps layer");
     let dependencies = BTreeMap::from([("lodash".to_string(), "^4.17.21".to_string())]);
-    assert_eq!(deps("js", args), Ok(Some(DepsRequest::Npm { dependencies })));
+    assert_eq!(deps("js", args), Ok(Some(DepsRequest::Npm { dependencies, subpaths: Default::default() })));
     let args = json!({"code": "1", "pip": {"requirements": ["six==1.16.0"], "wheelUrls": ["https://example.com/x-1.0-py3-none-any.whl"]}});
     let expected = DepsRequest::Pip {
         requirements: vec!["six==1.16.0".into()],

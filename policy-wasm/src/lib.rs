@@ -1,5 +1,5 @@
-//! relay-core's policy decisions and search engine for the executor page, as a wasm module with
-//! a C ABI.
+//! relay-core's policy decisions, search engine and Python build resolver for the executor page,
+//! as a wasm module with a C ABI.
 //!
 //! The page (public/lib/policy.js) writes a JSON request into memory it got from [`alloc`],
 //! calls an export with its pointer and length, and reads the JSON reply at the pointer and
@@ -22,6 +22,11 @@ pub mod policy;
 /// `policy` and the `regex` crate besides serde.
 #[path = "../../src/search/mod.rs"]
 pub mod search;
+
+/// relay-core's `src/packages/python/` (a Python dependency build's rules and resolver), included
+/// the same way; it uses serde, serde_json and std only.
+#[path = "../../src/packages/python/mod.rs"]
+pub mod python;
 
 use policy::{Access, FsPolicy, NetworkPolicy, Verdict};
 use serde::de::DeserializeOwned;
@@ -137,6 +142,17 @@ pub unsafe extern "C" fn search(ptr: *const u8, len: usize) -> u64 {
         }
     };
     reply(answer)
+}
+
+/// One step of a Python build's resolution: what is known so far (`python::Known`) → the
+/// resolver's step, `{"fetch": {projects, wheels}}`, `{"done": {install}}` or `{"failed":
+/// {message}}`.
+///
+/// # Safety
+/// `ptr` and `len` must describe readable memory holding the request.
+#[no_mangle]
+pub unsafe extern "C" fn resolve_python(ptr: *const u8, len: usize) -> u64 {
+    call_json(ptr, len, |known: python::Known| serde_json::to_value(python::resolve(&known)).expect("steps serialize"))
 }
 
 /// Parses the request at `ptr..ptr+len`, answers it with `f`, and returns the reply's packed

@@ -1,5 +1,5 @@
-// The checks of one instance of policy.wasm (relay-core's src/policy and src/search compiled to
-// wasm by policy-wasm/): the page gets its instance from lib/policy.js (fetched against its SRI
+// The checks of one instance of policy.wasm (relay-core's src/policy, src/search and
+// src/packages/python compiled to wasm by policy-wasm/): the page gets its instance from lib/policy.js (fetched against its SRI
 // hash), a runner worker makes its own from the module the sandbox frame compiled
 // (runner/write-rule.js). No I/O here.
 //
@@ -16,13 +16,17 @@
  *   - checkPath(filesystem, path, "read" | "write") → `{allow: true, path}` (path normalized)
  *     | `{allow: false, reason}`, filesystem as in a capsule's policy.filesystem;
  *   - search(request, files) → the search tool's result for `request` (its arguments) over
- *     `files` ([[path, Uint8Array]]), or throws a ValidationError naming what to change.
+ *     `files` ([[path, Uint8Array]]), or throws a ValidationError naming what to change;
+ *   - resolvePython(known) → one step of a Python build's resolution (relay-core's
+ *     `packages::python::resolve`): `{fetch: {projects, wheels}}`, `{done: {install}}` or
+ *     `{failed: {message}}`.
  */
 export function policyChecks(instance) {
   const call = caller(instance.exports);
   return {
     checkUrl: (network, url) => call("check_url", { network, url }),
     checkPath: (filesystem, path, access) => call("check_path", { filesystem, path, access }),
+    resolvePython: (known) => call("resolve_python", known),
     search(request, files) {
       const reply = call("search", searchInput(request, files));
       if (reply.failure) throw Object.assign(new Error(reply.failure), { name: "ValidationError" });

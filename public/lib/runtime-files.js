@@ -54,6 +54,13 @@ export async function loadRuntimeFiles(runtimeId) {
   return Object.fromEntries(entries);
 }
 
+/** One file of a runtime, checked and kept as loadRuntimeFiles() keeps them. */
+export async function runtimeFile(runtimeId, name) {
+  const { files, cache } = await runtimeEntry(runtimeId);
+  if (!files[name]) throw new Error(`runtime ${runtimeId} has no file ${name}`);
+  return cachedFile(cache, new URL(files[name].url, runtimesJsonUrl()), files[name].integrity);
+}
+
 /** Keeps a snapshot the sandbox made, for the next load of this runtime. */
 export async function saveSnapshot(runtimeId, snapshot) {
   const { files, cache } = await runtimeEntry(runtimeId);

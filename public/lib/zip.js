@@ -12,6 +12,18 @@ const LOCAL_SIGNATURE = 0x04034b50;
 const STORED = 0;
 const DEFLATED = 8;
 
+/**
+ * The first entry whose name `wanted` accepts, inflated, or null (a wheel's METADATA, say).
+ * @returns {Promise<{name: string, data: Uint8Array} | null>}
+ */
+export async function unzipOne(bytes, wanted) {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (const entry of centralDirectory(view)) {
+    if (wanted(entry.name)) return { name: entry.name, data: await entryData(bytes, view, entry) };
+  }
+  return null;
+}
+
 /** @returns {Promise<Object<string, Uint8Array>>} file contents by relative path */
 export async function unzip(bytes) {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);

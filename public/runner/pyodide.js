@@ -137,22 +137,17 @@ async function guestFetch(input, init) {
   return response;
 }
 
-function runCapsule(pyodide, relayRun, { job, sink, relay, rule }) {
+async function runCapsule(pyodide, relayRun, { job, sink, relay, rule }) {
   writeFiles(pyodide.FS, job.files);
+  // Before the workspace and its write-through: installing unpacks each wheel through /tmp.
+  await installWheels(pyodide, job.files);
   loadWorkspace(pyodide.FS, job.workspace);
   writeThrough(pyodide.FS, { rule, relay, workspace: job.workspace, warn: (text) => sink.write("stderr", text) });
   activeRelay = relay;
   pyodide.setStdout({ write: streamWriter(sink, "stdout") });
   pyodide.setStderr({ write: streamWriter(sink, "stderr") });
   const { entry } = job;
-  const config = {
-    entry: entry.path,
-    argv: entry.argv,
-    env: entry.env,
-    cwd: entry.cwd,
-    stdin: entry.stdin,
-    wheels: Object.keys(job.files).filter((path) => path.endsWith(".whl")).map((path) => `/${path}`),
-  };
+  const config = { entry: entry.path, argv: entry.argv, env: entry.env, cwd: entry.cwd, stdin: entry.stdin };
   // What relay_run.py's audit hook asks before a write: the same rule as above.
   const guard = {
     deniedWrite: (path) => rule.denied(path) ?? undefined,
@@ -174,6 +169,23 @@ async function callRelayRun(pyodide, relayRun, ...args) {
     return await outcome;
   } finally {
     outcome.destroy();
+  }
+}
+
+/**
+ * Installs the capsule's wheels (its deps layer's wheels/) as Pyodide's loadPackage does, with
+ * the installer it uses: shared libraries (wheels/dynlib/) first, into the library directory,
+ * then each wheel (or zip) into site-packages, the compiled modules (.so) it holds loaded.
+ */
+async function installWheels(pyodide, files) {
+  const dynlib = (path) => path.startsWith("wheels/dynlib/");
+  const paths = Object.keys(files)
+    .filter((path) => path.startsWith("wheels/") && /\.(whl|zip)$/.test(path))
+    .sort((a, b) => Number(dynlib(b)) - Number(dynlib(a)) || (a < b ? -1 : 1));
+  const { package_loader: loader, install } = pyodide._api;
+  for (const path of paths) {
+    const target = loader.get_install_dir(dynlib(path) ? "dynlib" : "site");
+    await install(files[path], path.slice(path.lastIndexOf("/") + 1), target, new Map([["INSTALLER", "relay"]]));
   }
 }
 

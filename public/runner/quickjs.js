@@ -311,7 +311,7 @@ class QuickJsRun {
       const only = "only the capsule's own files and the packages of its npm.dependencies can be imported";
       const why = /^[a-z][a-z0-9+.-]*:/i.test(path)
         ? `${only}, not URLs (read a remote file with fetch())`
-        : `${only}; list "${path}" in npm.dependencies (a subpath like "pkg/sub" is not bundled: import "pkg")`;
+        : `${only}; list "${path}" in npm.dependencies (a subpath such as "pkg/sub" is bundled when the call's code imports it by a string literal)`;
       return { error: new Error(`cannot import "${path}": ${why}`) };
     }
     const bytes = this.job.files[path.slice(1)];

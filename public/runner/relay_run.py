@@ -20,14 +20,12 @@ import importlib
 import io
 import json
 import os
-import site
 import sys
 import traceback
 import types
 import urllib.error
 import urllib.request
 import urllib.response
-import zipfile
 from email.message import Message
 
 from pyodide.ffi import can_run_sync, run_sync
@@ -37,9 +35,10 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 def relay_run(config_json, guard=None, can_block=True):
-    """Runs the entry described by config_json ({entry, argv, env, cwd, stdin, wheels});
+    """Runs the entry described by config_json ({entry, argv, env, cwd, stdin});
     returns the exit code, or, when it cannot block (`can_block` false) and the entry awaits at
-    top level, an awaitable of it. `guard` (from pyodide.js) judges writes by the run's policy."""
+    top level, an awaitable of it. `guard` (from pyodide.js) judges writes by the run's policy.
+    The capsule's wheels are installed already (pyodide.js)."""
     config = json.loads(config_json)
     entry = config["entry"]
     try:
@@ -55,12 +54,13 @@ def relay_run(config_json, guard=None, can_block=True):
 
 
 def _prepare(config, guard):
-    """The process state of `python <entry> <args>`: argv, path, wheels, env, cwd, stdin."""
+    """The process state of `python <entry> <args>`: argv, path, env, cwd, stdin."""
     entry = config["entry"]
     sys.argv = [entry, *config["argv"]]
     # Like `python entry.py`: the entry's directory first.
     sys.path.insert(0, os.path.dirname(entry))
-    _install_wheels(config["wheels"])
+    # site-packages changed under the interpreter's import caches (from the snapshot).
+    importlib.invalidate_caches()
     os.environ.update(config["env"])
     os.makedirs(config["cwd"], exist_ok=True)
     os.chdir(config["cwd"])
@@ -80,18 +80,6 @@ async def _finishing(outcome):
         return await outcome
     finally:
         _finish()
-
-
-def _install_wheels(wheels):
-    """Installs the capsule's pure-Python wheels (its deps layer's /wheels) as pip would for
-    them: unpacked into site-packages, where imports and importlib.metadata find them."""
-    if not wheels:
-        return
-    target = site.getsitepackages()[0]
-    for wheel in wheels:
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(target)
-    importlib.invalidate_caches()
 
 
 def relay_warm():

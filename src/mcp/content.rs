@@ -74,8 +74,10 @@ pub fn prompt_messages(cx: &Context, task: Option<&str>) -> Value {
 fn guide(cx: &Context) -> String {
     let tabs = cx.relay.tab_ids.len();
     let limits = serde_json::to_string_pretty(&cx.limits_json).unwrap_or_default();
-    let errors: Vec<String> =
-        ErrorName::ALL.iter().map(|e| format!("- {} (HTTP {}): {}", e.as_str(), e.http_status(), e.remedy())).collect();
+    let errors: Vec<String> = ErrorName::TOOL
+        .iter()
+        .map(|e| format!("- {} (HTTP {}): {}", e.as_str(), e.http_status(), e.remedy()))
+        .collect();
     format!(
         "# Using relay\n\n\
          Five tools run in a browser tab attached to relay session `{session}`: run_js, run_py, \
@@ -86,12 +88,13 @@ fn guide(cx: &Context) -> String {
          ## Running code\n\
          - run_js: JavaScript (an ES module) in QuickJS, with console, process.argv/env/stdin/exit, \
          timers, `fetch`, and `import fs from \"fs\"` (sync and promise forms); npm packages \
-         via `npm.dependencies` (`import _ from \"lodash\"`; pure-JS packages only), no other \
-         Node built-ins.\n\
+         via `npm.dependencies` (`import _ from \"lodash\"`, or a subpath such as \
+         `import chunk from \"lodash/chunk\"`; pure-JS packages only), no other Node built-ins.\n\
          - run_py: Python on Pyodide with its standard library; open()/os/pathlib on the \
          workspace; top-level await, so `r = await pyfetch(url)` (from pyodide.http) works, and so \
-         does urllib.request.urlopen; third-party packages via `pip.requirements` (pure-Python \
-         wheels only, each one listed).\n\
+         does urllib.request.urlopen; third-party packages via `pip.requirements`, their own \
+         requirements followed: pure-Python wheels, wheels built for this Pyodide (msgpack), and \
+         Pyodide's distribution (numpy, pandas) where its CDN or a mirror is reachable.\n\
          - Every run starts in a fresh interpreter; pass data in with stdin, args or env, never \
          secrets.\n\
          - Print what you need, and print summaries of bulky data: output is capped.\n\

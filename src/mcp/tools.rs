@@ -102,8 +102,9 @@ impl Tool {
                  policy.network. Packages: `npm: {{\"dependencies\": {{\"lodash\": \"^4.17.0\"}}}}`, then \
                  `import _ from \"lodash\"` (CommonJS packages give module.exports as the default \
                  export, as in Node); the tab bundles them once and identical calls reuse the build. \
-                 Packages needing Node built-ins (fs, path, ...) or native addons fail with \
-                 DepsResolutionFailed, as do subpath imports like \"lodash/chunk\". Not available: \
+                 Subpaths the code imports by a string literal (`import chunk from \"lodash/chunk\"`) \
+                 are bundled too, through the package's exports. Packages needing Node built-ins \
+                 (fs, path, ...) or native addons fail with DepsResolutionFailed. Not available: \
                  other Node built-ins. {RUN_COMMON}"
             ),
             Tool::RunPy => format!(
@@ -112,10 +113,13 @@ impl Tool {
                  on the workspace, and the script may use top-level await. Network: \
                  `from pyodide.http import pyfetch; r = await pyfetch(url); text = await r.string()`, or \
                  urllib.request.urlopen(url); every request and redirect is checked against policy.network. Packages: \
-                 `pip: {{\"requirements\": [\"attrs==24.2.0\"]}}` installs pure-Python wheels \
-                 (py3-none-any) from the package index, exactly those listed (list their dependencies \
-                 too); packages with only an sdist or platform wheels (numpy, pandas) fail with \
-                 DepsResolutionFailed. {RUN_COMMON}"
+                 `pip: {{\"requirements\": [\"python-dateutil\", \"msgpack>=1.2\"]}}` installs the \
+                 highest fitting release of each and of what it requires (Requires-Dist, markers and \
+                 extras evaluated for Pyodide): pure-Python wheels, and compiled ones built for this \
+                 Pyodide (PEP 783 pyemscripten wheels on the index; numpy, pandas and the rest of \
+                 Pyodide's own distribution when its CDN or a mirror is reachable). Conflicting \
+                 ranges, an sdist-only project or wheels only for other platforms fail with \
+                 DepsResolutionFailed saying why. {RUN_COMMON}"
             ),
             Tool::Read => format!(
                 "Read a file of the relay session's workspace ({WORKSPACE}) without running code. \
@@ -167,7 +171,7 @@ impl Tool {
                 "npm",
                 json!({
                     "type": "object",
-                    "description": "npm packages the tab bundles for the code to import by name.",
+                    "description": "npm packages the tab bundles for the code to import by name (and by subpath, e.g. \"lodash/chunk\").",
                     "properties": { "dependencies": {
                         "type": "object",
                         "description": "Package name to semver range, e.g. {\"lodash\": \"^4.17.21\"}.",
@@ -181,9 +185,9 @@ impl Tool {
                 "pip",
                 json!({
                     "type": "object",
-                    "description": "Python packages: pure-Python wheels (py3-none-any) only.",
+                    "description": "Python packages and what they require: pure-Python wheels, wheels built for this Pyodide, and Pyodide's own distribution.",
                     "properties": {
-                        "requirements": string_array("Requirements with optional version specifiers, no extras or markers, e.g. [\"attrs==24.2.0\", \"six>=1.16\"]."),
+                        "requirements": string_array("PEP 508 requirements by name, e.g. [\"attrs==24.2.0\", \"requests[socks]>=2.31\", \"tomli; python_version < '3.11'\"]."),
                         "wheelUrls": string_array("Direct URLs of .whl files."),
                     },
                     "additionalProperties": false,
@@ -385,7 +389,7 @@ fn string_array(description: &str) -> Value {
 
 /// An output schema: the success shape, or `{error}`.
 fn with_error(mut properties: Value, required: Vec<&str>) -> Value {
-    let names: Vec<&str> = ErrorName::ALL.iter().map(|n| n.as_str()).collect();
+    let names: Vec<&str> = ErrorName::TOOL.iter().map(|n| n.as_str()).collect();
     properties["error"] = json!({
         "type": "object",
         "properties": { "name": { "type": "string", "enum": names }, "message": { "type": "string" } },

@@ -8,13 +8,15 @@
 //! request's key ([`record`]), so the same dependencies are never built twice for a tenant.
 
 pub mod grant;
+pub mod imports;
 pub mod pending;
+pub mod python;
 pub mod record;
 pub mod request;
 pub mod sources;
 
 pub use grant::UploadGrant;
-pub use pending::{BuildError, LayerClaim, PendingBuild, Proposal};
+pub use pending::{LayerClaim, PendingBuild, Proposal};
 pub use record::BuildRecord;
 pub use request::DepsRequest;
 pub use sources::{Admitted, PackageSources};

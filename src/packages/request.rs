@@ -5,8 +5,10 @@ use crate::capsule::canonical::{canonical_json, sha256_hex};
 use crate::capsule::Language;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::imports::{subpath_imports, MAX_SUBPATHS};
+use super::python::{canonical_name, Requirement};
 use super::sources::PackageSources;
 
 /// Most packages one call may list (npm dependencies, or requirements plus wheel URLs).
@@ -20,9 +22,14 @@ const MAX_URL_LEN: usize = 2048;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "ecosystem", rename_all = "camelCase")]
 pub enum DepsRequest {
-    /// npm packages by name and version range (`"lodash": "^4.17.0"`).
-    Npm { dependencies: BTreeMap<String, String> },
-    /// PEP 508 requirements without extras or markers, and direct wheel URLs.
+    /// npm packages by name and version range (`"lodash": "^4.17.0"`), and the subpaths of
+    /// them the call's code imports (`lodash/chunk`), each bundled apart.
+    Npm {
+        dependencies: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+        subpaths: BTreeSet<String>,
+    },
+    /// PEP 508 requirements by name (extras and markers allowed), and direct wheel URLs.
     #[serde(rename_all = "camelCase")]
     Pip { requirements: Vec<String>, wheel_urls: Vec<String> },
 }
@@ -41,7 +48,7 @@ impl DepsRequest {
         }
         let Some(section) = arguments.get(mine).filter(|v| !v.is_null()) else { return Ok(None) };
         let request = match language {
-            Language::Js => npm(section)?,
+            Language::Js => npm(section, arguments.get("code").and_then(Value::as_str).unwrap_or_default())?,
             Language::Py => pip(section)?,
         };
         Ok(Some(request).filter(|r| !r.is_empty()))
@@ -49,7 +56,7 @@ impl DepsRequest {
 
     fn is_empty(&self) -> bool {
         match self {
-            DepsRequest::Npm { dependencies } => dependencies.is_empty(),
+            DepsRequest::Npm { dependencies, .. } => dependencies.is_empty(),
             DepsRequest::Pip { requirements, wheel_urls } => requirements.is_empty() && wheel_urls.is_empty(),
         }
     }
@@ -58,20 +65,21 @@ impl DepsRequest {
     /// never goes stale (see [`super::BuildRecord::reusable`]).
     pub fn pinned(&self) -> bool {
         match self {
-            DepsRequest::Npm { dependencies } => dependencies.values().all(|range| exact_semver(range)),
+            DepsRequest::Npm { dependencies, .. } => dependencies.values().all(|range| exact_semver(range)),
             DepsRequest::Pip { requirements, .. } => requirements.iter().all(|r| pinned_requirement(r)),
         }
     }
 
     /// The key of this request's build for `language` from `sources`: sha256 of their
-    /// canonical JSON. The same key always means the same layer may be reused.
+    /// canonical JSON, with the runtime the layer is built for (a Python layer holds wheels of
+    /// its ABI). The same key always means the same layer may be reused.
     pub fn key(&self, language: Language, sources: &PackageSources) -> String {
-        let document = json!({ "v": 1, "language": language, "request": self, "sources": sources });
+        let document = json!({ "v": 2, "language": language, "runtime": language.runtime_id(), "request": self, "sources": sources });
         sha256_hex(&canonical_json(&document).expect("strings and maps only"))
     }
 }
 
-fn npm(section: &Value) -> Result<DepsRequest, String> {
+fn npm(section: &Value, code: &str) -> Result<DepsRequest, String> {
     let section =
         section.as_object().ok_or("npm: expected an object like {\"dependencies\": {\"lodash\": \"^4.17.0\"}}")?;
     refuse_unknown("npm", section, &["dependencies"])?;
@@ -88,7 +96,15 @@ fn npm(section: &Value) -> Result<DepsRequest, String> {
         check_npm_name(name).map_err(|why| format!("npm.dependencies: {name:?} is not an npm package name: {why}"))?;
         check_npm_range(range).map_err(|why| format!("npm.dependencies.{name}: {range:?} {why}"))?;
     }
-    Ok(DepsRequest::Npm { dependencies })
+    let subpaths = subpath_imports(code, dependencies.keys());
+    if subpaths.len() > MAX_SUBPATHS {
+        return Err(format!(
+            "code: imports {} subpaths of npm packages (like \"{}\"); at most {MAX_SUBPATHS}, each bundled apart: import the package itself instead",
+            subpaths.len(),
+            subpaths.first().map_or("", String::as_str)
+        ));
+    }
+    Ok(DepsRequest::Npm { dependencies, subpaths })
 }
 
 fn pip(section: &Value) -> Result<DepsRequest, String> {
@@ -122,8 +138,9 @@ fn pip(section: &Value) -> Result<DepsRequest, String> {
 /// Refuses a project listed twice (`six==1.16.0` and `six==1.15.0`, or `six` and a wheel of
 /// six), naming both entries: the build would install one and drop the other without a word.
 fn refuse_twice_named(requirements: &[String], wheel_urls: &[String]) -> Result<(), String> {
-    let requirement_entries = requirements.iter().map(|r| (project_key(split_requirement(r).0), format!("{r:?}")));
-    let wheel_entries = wheel_urls.iter().map(|u| (project_key(wheel_project(u)), format!("the wheel URL {u:?}")));
+    let requirement_entries =
+        requirements.iter().filter_map(|r| Some((Requirement::parse(r).ok()?.key(), format!("{r:?}"))));
+    let wheel_entries = wheel_urls.iter().map(|u| (canonical_name(wheel_project(u)), format!("the wheel URL {u:?}")));
     let mut seen: Vec<(String, String)> = Vec::new();
     for (project, entry) in requirement_entries.chain(wheel_entries) {
         if let Some((_, first)) = seen.iter().find(|(p, _)| *p == project) {
@@ -134,21 +151,6 @@ fn refuse_twice_named(requirements: &[String], wheel_urls: &[String]) -> Result<
         seen.push((project, entry));
     }
     Ok(())
-}
-
-/// A project name as PEP 503 compares them: lowercase, each run of `-`, `_`, `.` one `-`.
-fn project_key(name: &str) -> String {
-    let mut key = String::with_capacity(name.len());
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !key.ends_with('-') {
-                key.push('-');
-            }
-        } else {
-            key.push(c.to_ascii_lowercase());
-        }
-    }
-    key
 }
 
 /// The project a wheel URL's file names (`six-1.16.0-py2.py3-none-any.whl` -> `six`): wheel
@@ -205,44 +207,18 @@ fn exact_semver(range: &str) -> bool {
     numbers.len() == 3 && numbers.iter().all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// A PEP 508 requirement reduced to what a wheel-only build can honour: a project name and an
-/// optional version specifier set (`attrs`, `attrs==24.2.0`, `attrs>=23,<25`).
-fn check_requirement(requirement: &str) -> Result<(), &'static str> {
-    let (name, specifiers) = split_requirement(requirement);
-    let name_ok = name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+/// A PEP 508 requirement by name (`attrs`, `requests[socks]>=2.31,<3`, `tomli; python_version
+/// < "3.11"`), as the build's resolver reads it; not a URL.
+fn check_requirement(requirement: &str) -> Result<(), String> {
     if requirement.len() > MAX_SPEC_LEN {
-        Err("is longer than 200 characters")
-    } else if requirement.contains(['[', ';', '@']) {
-        Err("uses extras, markers or a URL, which are not supported; list the package and its version, e.g. \"attrs==24.2.0\", or give the wheel's URL in pip.wheelUrls")
-    } else if !name_ok {
-        Err("does not start with a project name (letters, digits, . _ -)")
-    } else if !specifiers.split(',').filter(|s| !s.trim().is_empty()).all(specifier_ok) {
-        Err("has a version specifier that is not one of ==, !=, >=, <=, >, <, ~= followed by a version")
-    } else {
-        Ok(())
+        return Err("is longer than 200 characters".into());
     }
+    Requirement::parse(requirement).map(|_| ())
 }
 
-/// The project name and the rest (the specifiers) of a requirement.
-pub fn split_requirement(requirement: &str) -> (&str, &str) {
-    let requirement = requirement.trim();
-    let end = requirement.find(|c: char| "=!<>~ ".contains(c)).unwrap_or(requirement.len());
-    (&requirement[..end], &requirement[end..])
-}
-
-fn specifier_ok(specifier: &str) -> bool {
-    let specifier = specifier.trim();
-    let version = ["==", "!=", ">=", "<=", "~=", ">", "<"].iter().find_map(|op| specifier.strip_prefix(op));
-    version
-        .map(str::trim)
-        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric() || b".*+!-_".contains(&b)))
-}
-
+/// Whether a requirement is one version and nothing else: `==` without a wildcard (or `===`).
 fn pinned_requirement(requirement: &str) -> bool {
-    let (_, specifiers) = split_requirement(requirement);
-    let specifiers: Vec<&str> = specifiers.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-    matches!(specifiers.as_slice(), [only] if only.starts_with("==") && !only.contains('*'))
+    Requirement::parse(requirement).is_ok_and(|r| r.specifiers.0.len() == 1 && r.specifiers.pins())
 }
 
 fn check_wheel_url(url: &str) -> Result<(), &'static str> {

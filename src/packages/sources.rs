@@ -1,6 +1,7 @@
 //! Where a tenant's builds get packages: an npm registry, a Python package index (its JSON
-//! API) and the host of that index's files. A tab reaches them only through the Worker's
-//! `/registry` route, which fetches nothing outside these bases.
+//! API), the host of that index's files, and Pyodide's distribution (its files, and optionally
+//! a lock of the tenant's own). A tab reaches them only through the Worker's `/registry` route,
+//! which fetches nothing outside these bases.
 //!
 //! The decision is made on the URL as a WHATWG parser produces it, never on the string before
 //! it: the parser drops tabs and newlines, resolves `..` and `%2e%2e` segments and turns `\`
@@ -11,6 +12,10 @@ use percent_encoding::percent_decode_str;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
+/// The version of the `pyodide` npm package the page serves (`tests/packages_python.rs`
+/// checks it against node_modules): its distribution's files are under its version on the CDN.
+pub const PYODIDE_VERSION: &str = "314.0.7";
+
 /// A tenant's package sources (`defaults.packages`); absolute `http(s)://` bases, no trailing `/`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -18,15 +23,22 @@ pub struct PackageSources {
     pub npm_registry: String,
     pub pypi_index: String,
     pub pypi_files: String,
+    /// Where the files of Pyodide's distribution are (`<pyodideIndex>/<file_name>`).
+    pub pyodide_index: String,
+    /// The URL of a `pyodide-lock.json` whose sha256 values the distribution's files are checked
+    /// against; empty: the lock shipped with the runtime.
+    pub pyodide_lock: String,
 }
 
 impl Default for PackageSources {
-    /// The public npm registry and PyPI.
+    /// The public npm registry, PyPI, and Pyodide's CDN for the version the page serves.
     fn default() -> Self {
         PackageSources {
             npm_registry: "https://registry.npmjs.org".into(),
             pypi_index: "https://pypi.org".into(),
             pypi_files: "https://files.pythonhosted.org".into(),
+            pyodide_index: format!("https://cdn.jsdelivr.net/pyodide/v{PYODIDE_VERSION}/full"),
+            pyodide_lock: String::new(),
         }
     }
 }
@@ -45,8 +57,18 @@ pub struct Admitted<'a> {
 const DECODE_ROUNDS: usize = 4;
 
 impl PackageSources {
-    fn bases(&self) -> [(&'static str, &str); 3] {
-        [("npmRegistry", &self.npm_registry), ("pypiIndex", &self.pypi_index), ("pypiFiles", &self.pypi_files)]
+    /// Each source's field and URL (`pyodideLock` only when set).
+    fn bases(&self) -> Vec<(&'static str, &str)> {
+        let mut bases = vec![
+            ("npmRegistry", self.npm_registry.as_str()),
+            ("pypiIndex", &self.pypi_index),
+            ("pypiFiles", &self.pypi_files),
+            ("pyodideIndex", &self.pyodide_index),
+        ];
+        if !self.pyodide_lock.is_empty() {
+            bases.push(("pyodideLock", &self.pyodide_lock));
+        }
+        bases
     }
 
     /// The parsed `url`, if it lies under one of the bases: the same scheme, host and port, no
@@ -62,22 +84,31 @@ impl PackageSources {
         let under = self.bases().into_iter().find(|(_, base)| Url::parse(base).is_ok_and(|b| lies_under(&parsed, &b)));
         match under {
             Some((field, base)) => Ok(Admitted { url: parsed, field, base }),
-            None => Err(format!(
-                "{parsed} is not under this tenant's package sources ({}, {}, {}); an admin sets them in defaults.packages",
-                self.npm_registry, self.pypi_index, self.pypi_files
-            )),
+            None => {
+                let bases: Vec<&str> = self.bases().into_iter().map(|(_, base)| base).collect();
+                Err(format!(
+                    "{parsed} is not under this tenant's package sources ({}); an admin sets them in defaults.packages",
+                    bases.join(", ")
+                ))
+            }
         }
     }
 
-    /// Refuses a base that is not an absolute `http(s)` URL without a trailing `/`, naming it.
+    /// Refuses a base that is not an absolute `http(s)` URL without a trailing `/`, naming it
+    /// (`pyodideLock` may be empty).
     pub fn validate(&self) -> Result<(), String> {
         for (name, base) in self.bases() {
             let scheme_ok = base.starts_with("https://") || base.starts_with("http://");
             let host = base.split_once("://").map_or("", |(_, rest)| rest);
             let parses = Url::parse(base).is_ok_and(|u| u.host().is_some() && hidden_climb(&u).is_none());
             if !scheme_ok || !parses || host.is_empty() || base.ends_with('/') || base.contains(['@', '#', '?', ' ']) {
+                let example = match name {
+                    "pyodideLock" => "https://mirror.example/pyodide/pyodide-lock.json",
+                    "pyodideIndex" => "https://mirror.example/pyodide",
+                    _ => "https://registry.npmjs.org",
+                };
                 return Err(format!(
-                    "packages.{name}: {base:?} must be an absolute http(s) URL with no trailing \"/\", query or credentials, e.g. \"https://registry.npmjs.org\""
+                    "packages.{name}: {base:?} must be an absolute http(s) URL with no trailing \"/\", query or credentials, e.g. \"{example}\""
                 ));
             }
         }

@@ -1,5 +1,7 @@
 // Bundles each package a call asked for into one ES module, /node_modules/<name>/index.js (with
-// its source map beside it), which QuickJS imports by the package's name. esbuild-wasm does the
+// its source map beside it), which QuickJS imports by the package's name, and each subpath the
+// call's code imports (`lodash/chunk`, found by the Worker) into /node_modules/<name>/<subpath>/
+// index.js, which QuickJS imports by that specifier: one bundle per specifier. esbuild-wasm does the
 // bundling over the virtual tree npm.js unpacked; this file's plugin is its file system and
 // resolver: Node's algorithm (node_modules up the tree, package.json `exports` with the
 // browser/import/default conditions, `browser`, `module`, `main`, index files). A package that
@@ -18,12 +20,13 @@ const LOADERS = { ".json": "json", ".mjs": "js", ".cjs": "js", ".js": "js" };
 /**
  * @param esbuild an initialized esbuild-wasm
  * @param files Map of absolute path -> bytes (the unpacked tree)
- * @param names the packages the call listed
- * @returns {Promise<Map<string, Uint8Array>>} the layer's files: node_modules/<name>/index.js and .map
+ * @param specifiers the packages the call listed, and the subpaths of them its code imports
+ * @returns {Promise<Map<string, Uint8Array>>} the layer's files: node_modules/<specifier>/index.js
+ *   and .map
  */
-export async function bundlePackages(esbuild, files, names) {
+export async function bundlePackages(esbuild, files, specifiers) {
   const out = new Map();
-  for (const name of names) {
+  for (const name of specifiers) {
     const result = await esbuild
       .build({
         stdin: { contents: entrySource(name), resolveDir: "/", sourcefile: `${name}.entry.js` },

@@ -1,127 +1,138 @@
-// Resolves `pip.requirements` against a package index's JSON API (PyPI's `/pypi/<project>/json`):
-// the highest release matching the specifiers (pre-releases and yanked files only when pinned),
-// and of it the pure-Python wheel (py3, abi `none`, platform `any`), checked against the sha256
-// the index publishes. A release with only an sdist or only platform wheels is refused with the
-// reason: Pyodide installs pure-Python wheels. `pip.wheelUrls` are fetched as they are. Wheels
-// land in the layer as wheels/<file>.whl; the runner unpacks them into site-packages.
-// Requirements are installed as listed: their own Requires-Dist are not followed.
+// Builds a run_py call's `pip` dependencies: every decision is relay-core's resolver
+// (src/packages/python, in policy.wasm), which this file feeds until it is done. It asks for
+// project documents from the tenant's index (PyPI's JSON API, `/pypi/<project>/json`; a 404
+// tells it the index has no such project) and for wheels, whose METADATA it reads (Requires-Dist:
+// transitive requirements). The runtime it resolves for is the lock shipped with the page's
+// Pyodide (its `info`: Python version, ABI, platform); the packages of Pyodide's distribution
+// come from the tenant's `pyodideIndex`, checked against that lock or the tenant's `pyodideLock`.
+//
+// Every file is checked before use: an index's wheel against the sha256 the index publishes, a
+// distribution file against its lock's sha256. Checked files are kept in the Cache API and hashed
+// again each time they are used. `pip.wheelUrls` are taken as given. The files land in the deps
+// layer where the resolver says (wheels/<file>, shared libraries in wheels/dynlib/); the runner
+// installs them as Pyodide's loadPackage does.
 
-import { checkDigest, failed } from "./registry.js";
+import { sha256Hex } from "../bytes.js";
+import { checkedBytes } from "../checked-cache.js";
+import { loadPolicy } from "../policy.js";
+import { runtimeFile, runtimeIds } from "../runtime-files.js";
+import { unzipOne } from "../zip.js";
+import { failed } from "./registry.js";
+
+/** The cache checked Python package files are kept in, by URL. */
+const CACHE = "relay-python-packages";
+/** Most resolver steps one build takes (each is one round of fetches). */
+const MAX_STEPS = 64;
 
 /**
  * @returns {Promise<{files: Map<string, Uint8Array>, resolved: string[]}>} files by layer path
  */
 export async function installPip({ requirements, wheelUrls }, sources, via, progress) {
-  const wheels = [];
-  for (const requirement of requirements) {
-    wheels.push(await resolveRequirement(requirement, sources.pypiIndex, via));
-    progress("resolve", `${wheels.length} of ${requirements.length} requirements`);
+  const [rules, shipped] = await Promise.all([loadPolicy(), shippedLock()]);
+  const lock = sources.pyodideLock ? await via.json(sources.pyodideLock, "the tenant's Pyodide lock (defaults.packages.pyodideLock)", "application/json") : shipped.lock;
+  const known = {
+    requirements,
+    wheelUrls,
+    runtime: shipped.lock.info,
+    lock,
+    lockSource: sources.pyodideLock || `shipped with ${shipped.runtimeId}`,
+    pyodideIndex: sources.pyodideIndex,
+    projects: {},
+    metadata: {},
+  };
+  const files = new Files(via);
+  for (let steps = 0; steps < MAX_STEPS; steps++) {
+    const step = rules.resolvePython(known);
+    if (step.failed) throw failed(step.failed.message);
+    if (step.done) return layer(step.done.install, files, progress);
+    const { projects, wheels } = step.fetch;
+    await Promise.all([
+      ...projects.map(async (key) => (known.projects[key] = await projectDocument(key, sources.pypiIndex, via))),
+      ...wheels.map(async (file) => (known.metadata[file.url] = await metadataOf(await files.get(file), file.filename))),
+    ]);
+    progress("resolve", `${Object.keys(known.projects).length} projects, ${Object.keys(known.metadata).length} wheels read`);
   }
-  const files = new Map();
-  const resolved = [];
-  for (const wheel of wheels) {
-    const bytes = await via.bytes(wheel.url, `${wheel.filename} (listed by ${wheel.listedBy})`);
-    await checkDigest(bytes, wheel.digests, wheel.filename);
-    files.set(`wheels/${wheel.filename}`, bytes);
-    resolved.push(`${wheel.project}==${wheel.version}`);
-    progress("fetch", `${files.size} of ${wheels.length + wheelUrls.length} wheels, ${Math.round(via.downloaded / 1024)} KiB`);
+  throw failed(`the requirements took more than ${MAX_STEPS} rounds of fetches to resolve; list fewer`);
+}
+
+/** The lock shipped with the page's Pyodide, from the runtime's own files (SRI checked). */
+async function shippedLock() {
+  const runtimeId = (await runtimeIds()).find((id) => id.startsWith("pyodide@"));
+  const bytes = await runtimeFile(runtimeId, "pyodide-lock.json");
+  return { runtimeId, lock: JSON.parse(new TextDecoder().decode(bytes)) };
+}
+
+/**
+ * A project's document from the index, with what the resolver reads of it; null when the index
+ * has no such project. A file's `url` may be relative (a private index's may be): it is resolved
+ * against the page that listed it, as pip resolves links; /registry then checks it.
+ */
+async function projectDocument(key, index, via) {
+  const page = `${index}/pypi/${encodeURIComponent(key)}/json`;
+  const document = await via.jsonIfThere(page, `Python package ${key}`, "application/json");
+  if (!document) return null;
+  const releases = Object.fromEntries(
+    Object.entries(document.releases ?? {}).map(([version, files]) => [
+      version,
+      (Array.isArray(files) ? files : []).filter((file) => URL.canParse(file.url, page)).map((file) => ({
+        filename: String(file.filename),
+        url: new URL(file.url, page).href,
+        digests: { sha256: file.digests?.sha256 ?? null },
+        yanked: Boolean(file.yanked),
+        requires_python: file.requires_python ?? null,
+      })),
+    ]),
+  );
+  return { info: { name: String(document.info?.name ?? key) }, releases };
+}
+
+/** The text of a wheel's `<name>.dist-info/METADATA`. */
+async function metadataOf(bytes, filename) {
+  const entry = await unzipOne(bytes, (name) => /^[^/]+\.dist-info\/METADATA$/.test(name)).catch((err) => {
+    throw failed(`${filename}: it is not a readable wheel: ${err.message}`);
+  });
+  if (!entry) throw failed(`${filename}: it is not a wheel: it has no .dist-info/METADATA`);
+  return new TextDecoder().decode(entry.data);
+}
+
+/** The deps layer's files, in the resolver's order, and what was resolved. */
+async function layer(install, files, progress) {
+  const out = new Map();
+  for (const file of install) {
+    out.set(file.layerPath, await files.get(file));
+    progress("fetch", `${out.size} of ${install.length} wheels, ${Math.round(files.via.downloaded / 1024)} KiB`);
   }
-  for (const url of wheelUrls) {
-    const filename = decodeURIComponent(new URL(url).pathname.split("/").pop());
-    if (!pureWheel(filename)) throw failed(`${url}: ${filename} is not a pure-Python wheel (py3-none-any); Pyodide cannot install it`);
-    files.set(`wheels/${filename}`, await via.bytes(url, filename));
-    resolved.push(url);
+  return { files: out, resolved: install.map(({ project, version }) => `${project}==${version}`) };
+}
+
+/** Each file once per build: fetched through the Worker, checked, and kept. */
+class Files {
+  constructor(via) {
+    this.via = via;
+    this.fetched = new Map();
+    this.cache = self.caches ? caches.open(CACHE) : Promise.resolve(null);
   }
-  return { files, resolved };
-}
 
-async function resolveRequirement(requirement, index, via) {
-  const [project, specifiers] = splitRequirement(requirement);
-  const page = `${index}/pypi/${encodeURIComponent(project)}/json`;
-  const metadata = await via.json(page, `Python package ${project}`, "application/json");
-  const pinned = specifiers.some(([op, v]) => op === "==" && !v.includes("*"));
-  const versions = Object.entries(metadata.releases ?? {})
-    .filter(([version, files]) => files.length && (pinned || !isPrerelease(version)) && (pinned || files.some((f) => !f.yanked)))
-    .map(([version]) => version)
-    .filter((version) => specifiers.every(([op, wanted]) => matches(version, op, wanted)))
-    .sort(compareVersions);
-  const version = versions.at(-1);
-  if (!version) throw failed(`${requirement}: no release of ${project} matches (latest is ${metadata.info?.version ?? "unknown"})`);
-  const files = metadata.releases[version];
-  const wheel = files.find((f) => f.packagetype === "bdist_wheel" && pureWheel(f.filename));
-  // A file's `url` may be relative (a private index's may be): resolved against the page that
-  // listed it, as pip resolves links; the Worker's /registry then checks the result against the
-  // tenant's package sources.
-  if (wheel) return { ...wheel, url: new URL(wheel.url, page).href, listedBy: page, project: metadata.info?.name ?? project, version };
-  const platform = files.filter((f) => f.packagetype === "bdist_wheel").map((f) => f.filename);
-  const why = platform.length
-    ? `has only platform wheels (${platform.slice(0, 3).join(", ")}${platform.length > 3 ? ", ..." : ""}), no pure-Python py3-none-any wheel`
-    : "has only a source distribution (sdist), no wheel: building it needs a compiler and setup code the sandbox does not run";
-  const compiled = platform.length ? " (the compiled packages of Pyodide's own distribution, such as numpy and pandas, are not available yet)" : "";
-  throw failed(`${project}==${version} ${why}; only pure-Python wheels can be installed${compiled}; pick a release or package that ships one`);
-}
-
-/** "attrs>=23,<25" -> ["attrs", [[">=", "23"], ["<", "25"]]] (the server checked the shape). */
-function splitRequirement(requirement) {
-  const match = /^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)$/.exec(requirement);
-  const specifiers = match[2]
-    .split(",")
-    .map((s) => s.trim())
-    .filter(Boolean)
-    .map((s) => /^(===|==|!=|>=|<=|~=|>|<)\s*(.+)$/.exec(s).slice(1, 3));
-  return [match[1], specifiers];
-}
-
-/** A wheel file name's tags say pure Python 3: `<name>-<ver>[-<build>]-<py>-none-any.whl`. */
-function pureWheel(filename) {
-  const parts = filename.replace(/\.whl$/, "").split("-");
-  const [python, abi, platform] = parts.slice(-3);
-  return parts.length >= 5 && abi === "none" && platform === "any" && python.split(".").some((tag) => tag.startsWith("py3"));
-}
-
-function isPrerelease(version) {
-  return /(a|b|rc|dev|alpha|beta|c)\d*/i.test(version.replace(/^\d+!/, "").replace(/\.post\d+$/, ""));
-}
-
-function matches(version, op, wanted) {
-  if (wanted.endsWith(".*")) {
-    const prefix = wanted.slice(0, -2).split(".");
-    const same = release(version).slice(0, prefix.length).join(".") === release(prefix.join(".")).join(".");
-    return op === "!=" ? !same : same;
+  get(file) {
+    if (!this.fetched.has(file.url)) this.fetched.set(file.url, this.load(file));
+    return this.fetched.get(file.url);
   }
-  const order = compareVersions(version, wanted);
-  switch (op) {
-    case "==":
-    case "===":
-      return order === 0;
-    case "!=":
-      return order !== 0;
-    case ">=":
-      return order >= 0;
-    case "<=":
-      return order <= 0;
-    case ">":
-      return order > 0;
-    case "<":
-      return order < 0;
-    case "~=": {
-      const prefix = release(wanted).slice(0, -1);
-      return order >= 0 && release(version).slice(0, prefix.length).join(".") === prefix.join(".");
-    }
-  }
-  return false;
-}
 
-/** The numeric release segments of a PEP 440 version ("1.2.0rc1" -> [1, 2, 0]). */
-function release(version) {
-  return version.replace(/^\d+!/, "").split(/[^0-9.]/)[0].split(".").filter(Boolean).map(Number);
-}
-
-function compareVersions(a, b) {
-  const [x, y] = [release(a), release(b)];
-  for (let i = 0; i < Math.max(x.length, y.length); i++) {
-    const difference = (x[i] ?? 0) - (y[i] ?? 0);
-    if (difference) return difference;
+  /**
+   * A file with a published sha256 comes from the cache when the copy there still hashes to
+   * it, else from its source, refused unless it does; one without (a `wheelUrls` entry) is
+   * fetched as given.
+   */
+  async load({ url, filename, sha256, source }) {
+    if (!sha256) return this.via.bytes(url, filename);
+    const publisher = source === "lock" ? "Pyodide's lock gives" : "the index publishes";
+    const bytes = await checkedBytes(await this.cache, url, {
+      expected: sha256,
+      hash: sha256Hex,
+      fetchBytes: () => this.via.bytes(url, filename),
+      refuse: (actual) =>
+        failed(`${filename}: the download from ${url} has sha256 ${actual}, and ${publisher} ${sha256}; it was altered or corrupted on the way, and nothing was built from it`),
+    });
+    return new Uint8Array(bytes);
   }
-  return Number(isPrerelease(b)) - Number(isPrerelease(a)); // 1.0rc1 < 1.0
 }

@@ -16,8 +16,11 @@ export class Registry {
     this.downloaded = 0;
   }
 
-  /** GET `url` through the Worker; the response, or a DepsResolutionFailed naming `what`. */
-  async get(url, what, accept = "*/*") {
+  /**
+   * GET `url` through the Worker; the response (null for a 404 when `orAbsent`), or a
+   * DepsResolutionFailed naming `what`.
+   */
+  async get(url, what, accept = "*/*", orAbsent = false) {
     const proxied = new URL(`/registry?url=${encodeURIComponent(url)}`, self.location.href);
     let res;
     try {
@@ -26,6 +29,7 @@ export class Registry {
       throw failed(`${what}: could not reach ${url}: ${err.message}`);
     }
     if (res.ok) return res;
+    if (orAbsent && res.status === 404) return null;
     const body = await res.json().catch(() => null);
     const why = body?.error ? `${body.error.name}: ${body.error.message}` : `HTTP ${res.status}`;
     throw failed(`${what}: ${url} answered ${res.status === 404 ? "404 (no such package or file)" : why}`);
@@ -33,6 +37,11 @@ export class Registry {
 
   async json(url, what, accept) {
     return (await this.get(url, what, accept)).json();
+  }
+
+  /** The JSON at `url`, or null when the source has nothing there (404). */
+  async jsonIfThere(url, what, accept) {
+    return (await this.get(url, what, accept, true))?.json() ?? null;
   }
 
   /** The bytes at `url`, counted against the build's download budget. */

@@ -1,7 +1,8 @@
 //! One relay session's runs as a pure state machine: the queue, the tabs attached as executors
 //! and which one gets the next run, every deadline, each run's log and the verdicts on the
-//! tab's backchannel, cancellation. It has no clock and does no I/O: the Session DO feeds it
-//! [`Input`]s with the current time and performs the [`Output`]s it returns.
+//! tab's backchannel, cancellation. It has no clock and does no I/O: the relay session
+//! (`relay_session::desk`) feeds it [`Input`]s with the current time and performs the
+//! [`Output`]s it returns.
 //!
 //! A run is admitted (its place in line is fixed before its capsule is stored, so runs start
 //! in admission order), made ready, sent to the newest tab, acknowledged, executed, and ends
@@ -35,6 +36,13 @@ pub const TIMEOUT_GRACE_MS: u64 = 10_000;
 pub const FINISHED_KEPT: usize = 64;
 /// The longest note of what a busy tab is doing that a run keeps for its timeout message.
 const BUSY_NOTE_CHARS: usize = 300;
+/// A sent run's client hears of it at least this often (at the ticks of its open stream, which
+/// come every couple of seconds; not a deadline of `next_wake`): when its tab said nothing
+/// forwarded for this long, the machine forwards a progress beat of its own (`running`, or `starting`
+/// before the program started, with the seconds since it was sent). A client that resets its
+/// request timeout on progress (the TypeScript SDK's `resetTimeoutOnProgress`) then keeps
+/// waiting for a long run; the tab's lease says nothing to the client.
+pub const PROGRESS_EVERY_MS: u64 = 2_000;
 
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,37 +124,39 @@ pub struct BatchReply {
     pub applied: usize,
     pub duplicates: usize,
     /// `(run, seq, why)` of each refused event.
-    pub refused: Vec<(String, u64, Refusal)>,
+    pub refused: Vec<(String, u64, EventRefusal)>,
 }
 
 /// Why an event was refused. Each means the relay session no longer wants the run from this tab
 /// (it ended, never was, went back to the queue, or lost events on the way, which ends it): the
 /// tab stops it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum EventRefusal {
     UnknownRun,
     NotOnTab,
     Ended,
     Gap { expected: u64 },
 }
 
-impl Refusal {
+impl EventRefusal {
     /// A stable word for the page to act on.
     pub fn code(self) -> &'static str {
         match self {
-            Refusal::UnknownRun => "unknown",
-            Refusal::NotOnTab => "not-on-tab",
-            Refusal::Ended => "ended",
-            Refusal::Gap { .. } => "gap",
+            EventRefusal::UnknownRun => "unknown",
+            EventRefusal::NotOnTab => "not-on-tab",
+            EventRefusal::Ended => "ended",
+            EventRefusal::Gap { .. } => "gap",
         }
     }
 
     fn reason(self, run: &str) -> String {
         match self {
-            Refusal::UnknownRun => format!("no run {run} in this relay session"),
-            Refusal::NotOnTab => "the run is not on this tab (it went back to the queue, or to another tab)".to_owned(),
-            Refusal::Ended => "the run has already ended".to_owned(),
-            Refusal::Gap { expected } => format!("expected seq {expected}: events were lost, the run ended"),
+            EventRefusal::UnknownRun => format!("no run {run} in this relay session"),
+            EventRefusal::NotOnTab => {
+                "the run is not on this tab (it went back to the queue, or to another tab)".to_owned()
+            }
+            EventRefusal::Ended => "the run has already ended".to_owned(),
+            EventRefusal::Gap { expected } => format!("expected seq {expected}: events were lost, the run ended"),
         }
     }
 }
@@ -155,7 +165,7 @@ impl BatchReply {
     /// 200 when nothing was refused; 404 when every refused event named an unknown run and
     /// nothing else was in the batch; 409 otherwise.
     pub fn status(&self) -> u16 {
-        let unknown = self.refused.iter().filter(|(_, _, why)| *why == Refusal::UnknownRun).count();
+        let unknown = self.refused.iter().filter(|(_, _, why)| *why == EventRefusal::UnknownRun).count();
         match self.refused.len() {
             0 => 200,
             n if n == unknown && self.applied + self.duplicates == 0 => 404,
@@ -194,6 +204,9 @@ struct Assignment {
     /// its detail, such as the run it is queued behind), for the timeout message.
     busy_note: Option<String>,
     deadline_ms: u64,
+    /// When the run was sent, and when its client was last forwarded anything of it.
+    sent_ms: u64,
+    last_forward_ms: u64,
 }
 
 /// An attached tab.
@@ -222,7 +235,7 @@ impl Run {
 
 /// The runs of one relay session.
 #[derive(Debug, Clone)]
-pub struct Session {
+pub struct RunMachine {
     settings: QueueSettings,
     queue: RunQueue,
     /// Attached tabs, oldest first; the newest gets the next run (an older one may be gone
@@ -233,10 +246,10 @@ pub struct Session {
     finished: VecDeque<String>,
 }
 
-impl Session {
+impl RunMachine {
     /// A relay session with the tenant's queue settings.
     pub fn new(settings: QueueSettings) -> Self {
-        Session {
+        RunMachine {
             queue: RunQueue::new(settings.max_queued, settings.max_wait_ms),
             settings,
             tabs: Vec::new(),
@@ -263,7 +276,10 @@ impl Session {
                 let reply = self.heard(now_ms, tab.as_deref(), &events, &mut out);
                 out.push(Output::Reply(reply));
             }
-            Input::Tick => self.check_running(now_ms, &mut out),
+            Input::Tick => {
+                self.check_running(now_ms, &mut out);
+                self.progress_beat(now_ms, &mut out);
+            }
             Input::Cancel { run, why } => self.cancel(&run, why, &mut out),
         }
         self.expire_tabs(now_ms, &mut out);
@@ -393,9 +409,9 @@ impl Session {
                 }
                 Ok(Applied::Gap { expected }) => {
                     self.results_lost(&event.run_id, expected, out);
-                    Refusal::Gap { expected }
+                    EventRefusal::Gap { expected }
                 }
-                Ok(Applied::Finished) => Refusal::Ended,
+                Ok(Applied::Finished) => EventRefusal::Ended,
                 Err(why) => why,
             };
             reply.refused.push((event.run_id.clone(), event.seq, refusal));
@@ -410,13 +426,13 @@ impl Session {
         tab: Option<&str>,
         event: &TabEvent,
         out: &mut Vec<Output>,
-    ) -> Result<Applied, Refusal> {
-        let run = self.runs.get_mut(&event.run_id).ok_or(Refusal::UnknownRun)?;
+    ) -> Result<Applied, EventRefusal> {
+        let run = self.runs.get_mut(&event.run_id).ok_or(EventRefusal::UnknownRun)?;
         if run.ended() {
             return Ok(run.log.apply(event));
         }
         let Some(assigned) = run.assigned.as_mut().filter(|a| tab.is_none_or(|tab| a.tab == tab)) else {
-            return Err(Refusal::NotOnTab);
+            return Err(EventRefusal::NotOnTab);
         };
         assigned.acknowledged = true;
         let before = (run.log.stdout.len(), run.log.stderr.len());
@@ -442,6 +458,7 @@ impl Session {
         let kept_nothing =
             matches!(&forward, Some(EventBody::Stdout { data } | EventBody::Stderr { data }) if data.is_empty());
         if let Some(body) = forward.filter(|_| !kept_nothing) {
+            assigned.last_forward_ms = now_ms;
             out.push(Output::Forward { run: event.run_id.clone(), body });
         }
         if run.ended() {
@@ -472,6 +489,21 @@ impl Session {
         out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
         let message = timeout_message(assigned, entry.timeout_ms);
         self.end(&run, ErrorName::Timeout, message, out);
+    }
+
+    /// A progress beat for the running run whose client heard nothing of it for
+    /// `PROGRESS_EVERY_MS` (see there).
+    fn progress_beat(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        let Some(run) = self.queue.running().map(str::to_owned) else { return };
+        let Some(assigned) = self.runs.get_mut(&run).and_then(|entry| entry.assigned.as_mut()) else { return };
+        if now_ms < assigned.last_forward_ms.saturating_add(PROGRESS_EVERY_MS) {
+            return;
+        }
+        assigned.last_forward_ms = now_ms;
+        let phase = if assigned.executing { "running" } else { "starting" };
+        let detail = format!("{} s", now_ms.saturating_sub(assigned.sent_ms) / 1000);
+        let beat = EventBody::Progress { phase: phase.into(), runtime_id: None, detail: Some(detail) };
+        out.push(Output::Forward { run, body: beat });
     }
 
     fn cancel(&mut self, run: &str, why: Cancel, out: &mut Vec<Output>) {
@@ -528,8 +560,15 @@ impl Session {
     fn send(&mut self, now_ms: u64, run: &str, tab: String, out: &mut Vec<Output>) {
         let Some(entry) = self.runs.get_mut(run) else { return };
         let deadline_ms = now_ms.saturating_add(LOAD_BUDGET_MS + TIMEOUT_GRACE_MS).saturating_add(entry.timeout_ms);
-        let assigned =
-            Assignment { tab: tab.clone(), acknowledged: false, executing: false, busy_note: None, deadline_ms };
+        let assigned = Assignment {
+            tab: tab.clone(),
+            acknowledged: false,
+            executing: false,
+            busy_note: None,
+            deadline_ms,
+            sent_ms: now_ms,
+            last_forward_ms: now_ms,
+        };
         entry.assigned = Some(assigned);
         entry.no_tab_since = None;
         out.push(Output::Send { tab, command: Command::Capsule { run: run.to_owned() } });
