@@ -1,7 +1,7 @@
 // The executor page in each browser engine (miniflare-tests/lib/engines.mjs), one after another
 // against the same local Worker (RELAY_URL): for each, a fresh profile (nothing cached) opens
 // the page with a key, and the bench prints the time to attach and to both runtimes ready (from
-// navigation), the first run_py sent the moment the page says it is attached (so it waits for
+// the browser's launch), the first run_py sent the moment the page says it is attached (so it waits for
 // Pyodide's boot), then warm run_js and run_py (p50/p95 of N after warm-up) and tools/list, the
 // floor, in the same run. The README's compatibility table quotes one run of it.
 // Run it with `bash bench/run.sh engines`.
@@ -17,7 +17,7 @@ const WARMUP = 5;
 
 const fmt = (ms) => `${ms.toFixed(0).padStart(6)} ms`;
 
-/** `fn`'s duration in ms. */
+/** Opens the page in `engine` and prints its figures. */
 async function bench(engine) {
   const { key } = await createTenant(`bench-${engine}`);
   const client = await connectClient(key);
