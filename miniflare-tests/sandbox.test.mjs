@@ -17,7 +17,7 @@ import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, createTenant } from "./lib/relay.mjs";
-import { leaks, requestAttempts, startLoopback, withRealm } from "./lib/sandbox-probes.mjs";
+import { FORGED_MESSAGES, ctypesEval, leaks, requestAttempts, startLoopback, withRealm } from "./lib/sandbox-probes.mjs";
 import { startStaticServer } from "./lib/static-server.mjs";
 
 let browser;
@@ -132,9 +132,7 @@ ${listen}
   test("it cannot forge the run's messages, nor see the ones its glue sends", async () => {
     const result = await runPy(
       withRealm(`
-g.postMessage(obj(g, {"type": "exit", "exitCode": 0}))
-g.postMessage(obj(g, {"type": "stdout", "data": "forged on the global port\\n"}))
-g.BroadcastChannel.new("relay").postMessage(obj(g, {"type": "exit", "exitCode": 0}))
+${FORGED_MESSAGES}
 g.self.onmessage = create_proxy(lambda event: print("heard", event.data))
 # Spy on every MessagePort send in this realm (passing them on, so Pyodide's own scheduling
 # still works): the glue's stdout and exit must not pass through it.
@@ -202,9 +200,7 @@ while True:
   });
 
   test("ctypes into emscripten_run_script meets the no-eval wall, and the next run is clean", async () => {
-    const result = await runPy(`import ctypes
-ctypes.CDLL(None).emscripten_run_script(b"fetch('${loopback.url}/ctypes-eval')")
-print("survived")`);
+    const result = await runPy(ctypesEval(loopback.url));
     assert.notEqual(result.exitCode, 0);
     assert.doesNotMatch(result.stdout, /survived/);
     const next = await runPy("print('fine')");

@@ -18,7 +18,7 @@ import { attachTab, pageFacts, waitForAttached } from "./engines.mjs";
 import { connectClient } from "./mcp-client.mjs";
 import { startPackageSources } from "./package-sources.mjs";
 import { BASE, ROOT, createTenant } from "./relay.mjs";
-import { REALM_OUT_OF_REACH, leaks, requestAttempts, startLoopback, withRealm } from "./sandbox-probes.mjs";
+import { FORGED_MESSAGES, REALM_OUT_OF_REACH, ctypesEval, leaks, requestAttempts, startLoopback, withRealm } from "./sandbox-probes.mjs";
 
 /** What each engine's page says works differently there (browser-support.js ids), when it
  * first loads and after a reload. */
@@ -252,9 +252,7 @@ await attempt("indexedDB.open", lambda: g.indexedDB.open("relay"))
     });
 
     test("eval meets the frame's CSP: ctypes into emscripten_run_script fetches nothing, and the next run is clean", async () => {
-      const result = await runPy(`import ctypes
-ctypes.CDLL(None).emscripten_run_script(b"fetch('${loopback.url}/ctypes-eval')")
-print("survived")`);
+      const result = await runPy(ctypesEval(loopback.url));
       assert.notEqual(result.exitCode, 0);
       assert.doesNotMatch(result.stdout, /survived/);
       assert.equal((await runPy("print('fine')")).stdout, "fine\n");
@@ -284,9 +282,7 @@ print(json.dumps({}), "leaky" in sys.modules, os.environ.get("LEAK"), hasattr(bu
     test("a forged exit or output on the worker's own port is not the run's", async () => {
       const result = await runPy(
         withRealm(`
-g.postMessage(obj(g, {"type": "exit", "exitCode": 0}))
-g.postMessage(obj(g, {"type": "stdout", "data": "forged on the global port\\n"}))
-g.BroadcastChannel.new("relay").postMessage(obj(g, {"type": "exit", "exitCode": 0}))
+${FORGED_MESSAGES}
 print("real output")
 await asyncio.sleep(0.05)
 sys.exit(7)

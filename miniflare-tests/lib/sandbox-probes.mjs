@@ -92,6 +92,25 @@ await asyncio.sleep(0.3)
 }
 
 /**
+ * Lines (for `withRealm`) that forge a run's exit and output on the worker's global port and
+ * on a BroadcastChannel: the page must take neither as the run's.
+ */
+export const FORGED_MESSAGES = `g.postMessage(obj(g, {"type": "exit", "exitCode": 0}))
+g.postMessage(obj(g, {"type": "stdout", "data": "forged on the global port\\n"}))
+g.BroadcastChannel.new("relay").postMessage(obj(g, {"type": "exit", "exitCode": 0}))`;
+
+/**
+ * A Python program that has Emscripten eval JavaScript (`emscripten_run_script`, through
+ * ctypes) fetching `/ctypes-eval` from the loopback listener `loop`. The frame's CSP forbids
+ * eval: the run fails before it prints "survived", and nothing reaches the listener.
+ */
+export function ctypesEval(loop) {
+  return `import ctypes
+ctypes.CDLL(None).emscripten_run_script(b"fetch('${loop}/ctypes-eval')")
+print("survived")`;
+}
+
+/**
  * The attempts of `requestAttempts` that went through, but for opening a socket, a stream or an
  * XHR, which may start (the browser then refuses the connection: the listener hears nothing).
  */
