@@ -275,8 +275,9 @@ describe("limits", () => {
 
   test("a run longer than the client's request timeout completes when progress resets it (resetTimeoutOnProgress)", async () => {
     // The SDK's default request timeout (60 s) is the default run limit: a long run would fail
-    // in the client first. The tab reports every 2 s while a run works, and each report reaches
-    // a client that sent a progress token as a progress notification, which resets the timeout
+    // in the client first. While a run works, the relay session forwards a progress beat when
+    // nothing was forwarded for 2 s (PROGRESS_EVERY_MS in src/run/machine.rs); each reaches a
+    // client that sent a progress token as a progress notification, which resets the timeout
     // of a client that asks for it. Here: a 5 s timeout and a 12 s run.
     const code = "await new Promise((resolve) => setTimeout(resolve, 12000)); console.log('slow done')";
     const call = (options) => client.callTool({ name: "run_js", arguments: { code } }, undefined, { timeout: 5000, ...options });
