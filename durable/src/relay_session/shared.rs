@@ -120,9 +120,14 @@ impl Shared {
         !self.served.replace(true)
     }
 
-    /// Makes the run machine with the tenant's queue settings, unless this instance has one.
+    /// Gives the run machine the tenant's queue settings as this request carries them: makes
+    /// it on the first request, and later ones update it (a `PATCH` applies at once).
     pub fn configure(&self, settings: &QueueSettings) {
-        self.machine.borrow_mut().get_or_insert_with(|| Session::new(settings.clone()));
+        let mut machine = self.machine.borrow_mut();
+        match machine.as_mut() {
+            Some(machine) => machine.configure(settings),
+            None => *machine = Some(Session::new(settings.clone())),
+        }
     }
 
     /// Applies `input` to the run machine (see `configure`), performs its outputs, and returns
