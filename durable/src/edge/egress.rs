@@ -8,10 +8,10 @@
 //! API, and Cloudflare's edge does not connect to private ranges, so such a fetch fails (502).
 
 use super::capsules::{manifest_key, token_keys};
-use super::http::{error, named, own_origin, read_capped, storage_unavailable};
+use super::http::{error, named, read_capped, storage_unavailable};
 use super::mcp::{session_stub, to_session};
 use super::tenants::by_id;
-use super::{now_ms, Who};
+use super::{now_ms, public_origin, Who};
 use futures::StreamExt;
 use relay_core::auth::{bearer, run_token_refusal, RunClaims};
 use relay_core::capsule::Manifest;
@@ -83,7 +83,7 @@ pub async fn to_run_session(
         Err(too_large) => return Ok(too_large),
     };
     let tenant = by_id(env, &claims.sub).await?;
-    let caller = Caller { tenant, session: claims.sid.clone(), origin: own_origin(&req.url()?) };
+    let caller = Caller { tenant, session: claims.sid.clone(), origin: public_origin(env, &req.url()?)? };
     let inner = to_session(&req, &caller, &path(&claims), Some(body))?;
     session_stub(env, &claims.sub, &claims.sid)?.fetch_with_request(inner).await
 }

@@ -5,6 +5,7 @@
 
 use super::http::{json, named, storage_unavailable};
 use super::mcp::{session_stub, to_session};
+use super::public_origin;
 use super::tenants::{admin_refusal, by_id};
 use relay_core::auth::session_name_ok;
 use relay_core::error::ErrorName;
@@ -35,8 +36,7 @@ pub async fn tenant(req: Request, env: &Env) -> Result<Response> {
     let tenant = by_id(env, &tenant_id).await?;
     let mut merged = Snapshot::default();
     for session in sessions {
-        let caller =
-            Caller { tenant: tenant.clone(), session: session.clone(), origin: url.origin().ascii_serialization() };
+        let caller = Caller { tenant: tenant.clone(), session: session.clone(), origin: public_origin(env, &url)? };
         let mut answer = session_stub(env, &tenant_id, &session)?
             .fetch_with_request(to_session(&req, &caller, "/metrics", None)?)
             .await?;

@@ -35,8 +35,13 @@ impl Who {
 /// sets it (behind a proxy), else the request's own (`relay_core::forward::public_origin`).
 /// A malformed `PUBLIC_URL` is an error naming it (500), never a wrong URL.
 pub fn public_origin(env: &worker::Env, url: &url::Url) -> worker::Result<String> {
-    let configured = env.var("PUBLIC_URL").ok().map(|value| value.to_string());
-    relay_core::forward::public_origin(configured.as_deref(), &http::own_origin(url)).map_err(worker::Error::RustError)
+    relay_core::forward::public_origin(public_url(env).as_deref(), &http::own_origin(url))
+        .map_err(worker::Error::RustError)
+}
+
+/// The `PUBLIC_URL` variable, if the deployment sets it.
+pub fn public_url(env: &worker::Env) -> Option<String> {
+    env.var("PUBLIC_URL").ok().map(|value| value.to_string())
 }
 
 /// Milliseconds since the epoch, from the runtime's clock.

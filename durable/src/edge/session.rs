@@ -7,10 +7,10 @@
 //! access logs and trace stores keep.
 
 use super::capsules::{signer, token_keys};
-use super::http::{error, json, named, own_origin, read_capped};
+use super::http::{error, json, named, read_capped};
 use super::mcp::{session_stub, to_session};
 use super::tenants::{authenticated_body, by_id};
-use super::{now_ms, random, Who};
+use super::{now_ms, public_origin, random, Who};
 use relay_core::auth::{
     bearer, session_name_ok, socket_bearer, AttachClaims, LEASE_PROTOCOL, RESULTS_PROTOCOL, SESSION_NAME_RULE,
 };
@@ -149,7 +149,7 @@ pub async fn tab_socket(req: Request, env: &Env, session: &str, who: &Who, socke
     };
     who.is(&claims.sub, session);
     let tenant = by_id(env, &claims.sub).await?;
-    let caller = Caller { tenant, session: session.to_owned(), origin: own_origin(&url) };
+    let caller = Caller { tenant, session: session.to_owned(), origin: public_origin(env, &url)? };
     let inner = to_session(&req, &caller, path, None)?;
     inner.headers().set(TAB_HEADER, &tab)?;
     inner.headers().set(TOKEN_EXPIRY_HEADER, &claims.exp.to_string())?;
@@ -177,7 +177,7 @@ pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str, who
     };
     who.is(&claims.sub, session);
     let tenant = by_id(env, &claims.sub).await?;
-    let caller = Caller { tenant, session: session.to_owned(), origin: own_origin(&req.url()?) };
+    let caller = Caller { tenant, session: session.to_owned(), origin: public_origin(env, &req.url()?)? };
     let inner = to_session(&req, &caller, &format!("/{what}"), body)?;
     session_stub(env, &claims.sub, session)?.fetch_with_request(inner).await
 }

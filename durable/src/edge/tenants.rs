@@ -3,7 +3,7 @@
 //! `POST /admin/tenants` creates a tenant and its API key, `GET`/`PATCH /admin/tenants/<id>`
 //! show and change its name and defaults (the rules are `relay_core::auth::admin`).
 
-use super::http::{error, json, named, own_origin, read_capped, storage_unavailable, unauthorized, with_header};
+use super::http::{error, json, named, read_capped, storage_unavailable, unauthorized, with_header};
 use super::now_ms;
 use relay_core::auth::cache::TenantCache;
 use relay_core::auth::{self, admin, bearer, check_key_shape, mint_api_key, Tenant};
@@ -19,7 +19,7 @@ const ADMIN_BODY_MAX: usize = 64 * 1024;
 /// The tenant whose key the request carries, or the answer to send instead: 401, or 503 when
 /// KV fails.
 pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Result<Tenant, Response>> {
-    let origin = own_origin(&req.url()?);
+    let origin = super::public_origin(env, &req.url()?)?;
     let unauthorized = |message: &str| unauthorized(&origin, message);
     let header = req.headers().get("authorization")?;
     let Some(key) = bearer(header.as_deref()) else {
