@@ -94,11 +94,6 @@ async function main() {
         case "cancel":
           queue.cancel(data.runId);
           break;
-        case "shutdown":
-          client.stop();
-          status.setState("closed");
-          status.error(`the server closed this session: ${data.reason}`);
-          break;
       }
     },
     async onState(state, detail) {

@@ -105,7 +105,7 @@ export async function buildAssets({ log = console.log } = {}) {
  * `relay-<command>`, so that the page and the Worker share one copy: the error names and exit
  * codes, the run limits a manifest without its own gets, and the fields a tab's exit event may carry.
  */
-const FROM_CORE = ["error-names", "default-limits", "exit-fields"];
+const FROM_CORE = ["error-names", "default-limits", "exit-fields", "tab-commands"];
 
 async function generateFromCore() {
   await mkdir(GENERATED, { recursive: true });

@@ -14,7 +14,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use url::Url;
 
-use crate::error::ErrorName;
+use crate::error::{ErrorName, HttpError};
 use crate::policy::{check_url, NetworkPolicy, Verdict};
 
 /// What the envelope may hold besides the body's base64 (the URL, the method, the headers).
@@ -84,21 +84,14 @@ pub struct Outbound {
     pub body: Option<Vec<u8>>,
 }
 
-/// Why the route refuses a fetch: an error name (its HTTP status is the route's) and a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub name: ErrorName,
-    pub message: String,
+/// Why the route refuses a fetch: an envelope it cannot read.
+fn invalid(message: impl Into<String>) -> HttpError {
+    HttpError::new(ErrorName::ValidationError, format!("egress request: {}", message.into()))
 }
 
-impl Refusal {
-    fn invalid(message: impl Into<String>) -> Self {
-        Refusal { name: ErrorName::ValidationError, message: format!("egress request: {}", message.into()) }
-    }
-
-    fn denied(message: String) -> Self {
-        Refusal { name: ErrorName::PolicyDenied, message }
-    }
+/// Why the route refuses a fetch: the policy denies it.
+fn denied(message: String) -> HttpError {
+    HttpError::new(ErrorName::PolicyDenied, message)
 }
 
 /// The envelope as sent; unknown fields are refused (a typo must not silently drop a body).
@@ -126,22 +119,22 @@ pub fn envelope_limit(max_body_bytes: u64) -> usize {
 }
 
 /// Parses an envelope and checks its URL: the first request to send, or why not.
-pub fn prepare(envelope: &[u8], policy: &NetworkPolicy) -> Result<Outbound, Refusal> {
+pub fn prepare(envelope: &[u8], policy: &NetworkPolicy) -> Result<Outbound, HttpError> {
     let outbound = parse_envelope(envelope, policy.max_body_bytes)?;
     if let Err(e) = Url::parse(&outbound.url) {
-        return Err(Refusal::invalid(format!("url {:?} is not a valid absolute URL ({e})", outbound.url)));
+        return Err(invalid(format!("url {:?} is not a valid absolute URL ({e})", outbound.url)));
     }
     match check_url(policy, &outbound.url) {
         Verdict::Allow => Ok(outbound),
-        Verdict::Deny { reason } => Err(Refusal::denied(format!("fetch of {} denied: {reason}", outbound.url))),
+        Verdict::Deny { reason } => Err(denied(format!("fetch of {} denied: {reason}", outbound.url))),
     }
 }
 
 /// Parses an envelope: a valid method, headers a request may carry (those guest code may not
 /// set dropped), and a body of at most `max_body_bytes`.
-pub fn parse_envelope(envelope: &[u8], max_body_bytes: u64) -> Result<Outbound, Refusal> {
+pub fn parse_envelope(envelope: &[u8], max_body_bytes: u64) -> Result<Outbound, HttpError> {
     let envelope: Envelope = serde_json::from_slice(envelope).map_err(|e| {
-        Refusal::invalid(format!(
+        invalid(format!(
             "{e}; expected {{\"url\": \"...\", \"method\": \"GET\", \"headers\": [[\"name\", \"value\"]], \"body\": \"<base64>\"}}"
         ))
     })?;
@@ -150,15 +143,15 @@ pub fn parse_envelope(envelope: &[u8], max_body_bytes: u64) -> Result<Outbound, 
         check_header(name, value)?;
     }
     let body = match envelope.body {
-        Some(body) => Some(STANDARD.decode(body).map_err(|e| Refusal::invalid(format!("body is not base64: {e}")))?),
+        Some(body) => Some(STANDARD.decode(body).map_err(|e| invalid(format!("body is not base64: {e}")))?),
         None => None,
     };
     if body.is_some() && matches!(method.as_str(), "GET" | "HEAD") {
-        return Err(Refusal::invalid(format!("a {method} request cannot have a body")));
+        return Err(invalid(format!("a {method} request cannot have a body")));
     }
     if let Some(body) = &body {
         if body.len() as u64 > max_body_bytes {
-            return Err(Refusal::denied(format!(
+            return Err(denied(format!(
                 "the request body ({} bytes) is larger than network.maxBodyBytes ({max_body_bytes} bytes); send less",
                 body.len()
             )));
@@ -168,26 +161,24 @@ pub fn parse_envelope(envelope: &[u8], max_body_bytes: u64) -> Result<Outbound, 
 }
 
 /// The method in upper case, if the route performs it.
-fn method(asked: &str) -> Result<String, Refusal> {
+fn method(asked: &str) -> Result<String, HttpError> {
     let upper = asked.to_ascii_uppercase();
     if METHODS.contains(&upper.as_str()) {
         Ok(upper)
     } else {
-        Err(Refusal::invalid(format!("method {asked:?} is not supported; use one of {METHODS:?}")))
+        Err(invalid(format!("method {asked:?} is not supported; use one of {METHODS:?}")))
     }
 }
 
 /// A header a request can carry: a token name, and a value a `Headers` object accepts
 /// (Latin-1, no CR, LF or NUL).
-fn check_header(name: &str, value: &str) -> Result<(), Refusal> {
+fn check_header(name: &str, value: &str) -> Result<(), HttpError> {
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if name.is_empty() || !name.bytes().all(token) {
-        return Err(Refusal::invalid(format!("header name {name:?} is not a valid HTTP token")));
+        return Err(invalid(format!("header name {name:?} is not a valid HTTP token")));
     }
     if value.chars().any(|c| c as u32 > 0xff || matches!(c, '\r' | '\n' | '\0')) {
-        return Err(Refusal::invalid(format!(
-            "header {name:?} has a value with CR, LF, NUL or characters beyond Latin-1"
-        )));
+        return Err(invalid(format!("header {name:?} has a value with CR, LF, NUL or characters beyond Latin-1")));
     }
     Ok(())
 }
@@ -369,9 +360,9 @@ pub fn upstream_failed(url: &str, error: &str) -> String {
     format!("fetch of {url} failed: host {host:?} did not answer: {error}")
 }
 
-/// What the upstream answered, as the route reports it in its `x-relay-*` headers.
+/// A fetched site's response metadata, as the route reports it in its `x-relay-*` headers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upstream {
+pub struct Fetched {
     pub status: u16,
     pub status_text: String,
     /// The final URL, after redirects.
@@ -380,7 +371,7 @@ pub struct Upstream {
     pub headers: Vec<(String, String)>,
 }
 
-impl Upstream {
+impl Fetched {
     /// The route's headers that carry the upstream's answer: `x-relay-status`,
     /// `x-relay-status-text`, `x-relay-url`, `x-relay-redirects` and `x-relay-headers` (a JSON
     /// array of `[name, value]`, ASCII only, without the [`RESPONSE_HIDDEN`] ones).

@@ -106,11 +106,6 @@ pub fn too_many_files(path: &str) -> String {
     )
 }
 
-/// Where a run's file is kept in R2.
-pub fn object_key(tenant: &str, run: &str, path: &str) -> String {
-    format!("files/{tenant}/{run}/{}", path.trim_start_matches('/'))
-}
-
 /// The URL path that downloads a run's file (percent-encoded, without query).
 pub fn download_path(tenant: &str, run: &str, path: &str) -> String {
     format!("/files/{}/{}{}", percent_encode(tenant), percent_encode(run), percent_encode(path))

@@ -5,8 +5,8 @@
 //!
 //! `audit` the hash-chained audit of runs; `mcp` MCP over Streamable HTTP, both protocol eras; `error` the one error vocabulary;
 //! `capsule` the signed, content-addressed capsule; `policy` network, filesystem and limit rules; `run` a relay session's runs (the
-//! state machine the Session DO drives); `auth` tenants, keys and tokens; `forward` what the
-//! Worker tells the Session DO with each request; `range` HTTP Range answers; `egress` the rules
+//! state machine the Session DO drives); `auth` tenants, keys and tokens; `protocol` what the
+//! Worker tells the Session DO with each request and what the DO tells a tab; `range` HTTP Range answers; `egress` the rules
 //! of guest code's fetches through the Worker; `files` the files a run publishes from `/out`
 //! and their signed download URLs; `body` how long a request's body may take to arrive; `text`
 //! which characters of a name a person would not see.
@@ -18,15 +18,18 @@ pub mod capsule;
 pub mod egress;
 pub mod error;
 pub mod files;
-pub mod forward;
+pub mod keys;
 pub mod log;
 pub mod mcp;
 pub mod metrics;
 pub mod oauth;
 pub mod packages;
 pub mod policy;
+pub mod protocol;
 pub mod range;
+pub mod relay_session;
 pub mod run;
 pub mod search;
+pub mod stores;
 pub mod text;
 pub mod upstream;

@@ -61,6 +61,11 @@ pub struct Snapshot {
     /// the Rust heap's high-water mark: a rise run after run is a leak.
     #[serde(skip_serializing_if = "is_zero")]
     pub wasm_memory_bytes: u64,
+    /// What -> writes to the relay session's own storage that failed (`audit`, `metrics`, ...)
+    /// since its instance started: counted in memory, since the storage that failed cannot
+    /// hold them, and filled in when metrics are asked for.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub storage_failures: BTreeMap<String, u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -109,6 +114,7 @@ impl Snapshot {
             (&mut self.runs, &other.runs),
             (&mut self.denials, &other.denials),
             (&mut self.upstream_calls, &other.upstream_calls),
+            (&mut self.storage_failures, &other.storage_failures),
         ] {
             for (key, n) in theirs {
                 *mine.entry(key.clone()).or_default() += n;
@@ -149,6 +155,14 @@ impl Snapshot {
             &tenant_label,
             &self.upstream_calls,
             ["server", "outcome"],
+        );
+        counter(
+            &mut out,
+            "relay_storage_failures_total",
+            "Writes to a relay session's storage that failed (its audit chain among them), by what.",
+            &tenant_label,
+            &self.storage_failures,
+            ["what", ""],
         );
         histogram(
             &mut out,

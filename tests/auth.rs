@@ -29,10 +29,14 @@ fn key_hash_is_lowercase_sha256_hex() {
 #[test]
 fn the_kv_key_of_a_tenant_is_its_key_hash() {
     let key = mint_api_key(&[1; 32]);
-    assert_eq!(Tenant::kv_key(&key), format!("tenant:{}", key_hash(&key)));
-    assert!(!Tenant::kv_key(&key).contains(&key));
-    assert_eq!(Tenant::kv_id_key("t_1"), "tenant-id:t_1");
-    assert_ne!(Tenant::kv_id_key(&key_hash(&key)), Tenant::kv_key(&key), "the two key spaces never meet");
+    assert_eq!(relay_core::keys::tenant_by_key(&key), format!("tenant:{}", key_hash(&key)));
+    assert!(!relay_core::keys::tenant_by_key(&key).contains(&key));
+    assert_eq!(relay_core::keys::tenant_by_id("t_1"), "tenant-id:t_1");
+    assert_ne!(
+        relay_core::keys::tenant_by_id(&key_hash(&key)),
+        relay_core::keys::tenant_by_key(&key),
+        "the two key spaces never meet"
+    );
 }
 
 #[test]
@@ -490,7 +494,7 @@ fn refreshes_keep_the_key_proof_and_end_after_the_maximum() {
 
 mod forwarded_caller {
     use relay_core::auth::{Tenant, TenantDefaults};
-    use relay_core::forward::Caller;
+    use relay_core::protocol::Caller;
 
     fn caller(name: &str, session: &str) -> Caller {
         let tenant = Tenant { id: "t_1".into(), name: name.into(), defaults: TenantDefaults::default() };
@@ -531,7 +535,7 @@ mod forwarded_caller {
     /// in dev a forged Host still proves nothing.
     #[test]
     fn the_own_page_is_the_public_origin_and_in_dev_loopback_too() {
-        use relay_core::forward::own_page_origin;
+        use relay_core::protocol::own_page_origin;
         const PUBLIC: Option<&str> = Some("https://relay.example.com/");
         let internal = "http://internal:8080";
         // (origin, PUBLIC_URL, request origin, dev) -> own page?
@@ -664,7 +668,7 @@ fn a_cached_tenant_is_used_for_ten_seconds_then_read_again() {
     use relay_core::auth::cache::{TenantCache, TENANT_CACHE_MAX, TENANT_CACHE_MS};
     let tenant = Tenant { id: "t_1".into(), name: "one".into(), defaults: Default::default() };
     let mut cache = TenantCache::default();
-    let key = Tenant::kv_key("rk_some_key_0000000000000000000000000000000000");
+    let key = relay_core::keys::tenant_by_key("rk_some_key_0000000000000000000000000000000000");
     assert!(cache.get(&key, 0).is_none());
     cache.put(&key, tenant.clone(), 1_000);
     assert_eq!(cache.get(&key, 1_000 + TENANT_CACHE_MS - 1), Some(tenant.clone()));

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use relay_core::egress::{
     ascii_json, body_too_large, cors_safelisted, envelope_limit, guest_headers, guest_may_set, next_hop,
-    parse_envelope, prepare, Hop, Outbound, Upstream, ENVELOPE_SLACK,
+    parse_envelope, prepare, Fetched, Hop, Outbound, ENVELOPE_SLACK,
 };
 use relay_core::error::ErrorName;
 use relay_core::policy::NetworkPolicy;
@@ -340,7 +340,7 @@ fn cors_safelisted_headers_are_the_fetch_standards() {
 
 #[test]
 fn the_route_reports_the_upstream_in_relay_headers() {
-    let upstream = Upstream {
+    let upstream = Fetched {
         status: 201,
         status_text: "Created\u{7f}".into(),
         url: "https://example.com/final".into(),

@@ -4,10 +4,10 @@
 use proptest::prelude::*;
 use relay_core::capsule::jws::{KeySet, Signer};
 use relay_core::files::{
-    content_type, download_path, download_url, object_key, out_path, sign_download, slot, verify_download, PathError,
-    Slot, DOWNLOAD_URL_TTL_S, MAX_FILES_PER_RUN,
+    content_type, download_path, download_url, out_path, sign_download, slot, verify_download, PathError, Slot,
+    DOWNLOAD_URL_TTL_S, MAX_FILES_PER_RUN,
 };
-use relay_core::forward::public_origin;
+use relay_core::protocol::public_origin;
 use std::collections::HashSet;
 
 const NOW: u64 = 1_800_000_000;
@@ -105,8 +105,8 @@ proptest! {
 
 #[test]
 fn files_are_kept_per_tenant_and_run() {
-    assert_eq!(object_key("t_1", "r_1", "/out/a.txt"), "files/t_1/r_1/out/a.txt");
-    assert_eq!(object_key("t_1", "r_1", ""), "files/t_1/r_1/", "the run's prefix");
+    assert_eq!(relay_core::keys::out_file("t_1", "r_1", "/out/a.txt"), "files/t_1/r_1/out/a.txt");
+    assert_eq!(relay_core::keys::out_file("t_1", "r_1", ""), "files/t_1/r_1/", "the run's prefix");
     assert_eq!(download_path("t_1", "r_1", "/out/two words+é.txt"), "/files/t_1/r_1/out/two%20words%2B%C3%A9.txt");
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use relay_core::audit::{seal, AuditRecord, ChainHead, Kind};
 use relay_core::mcp::tasks::TaskRecord;
 use relay_core::mcp::{
-    handle, Context, Era, HttpRequest, HttpResponse, LogLevel, Outcome, RelayView, SessionStatus, SessionStore, Tool,
+    handle, Context, Dispatch, Era, HttpRequest, HttpResponse, LogLevel, RelayView, SessionStatus, SessionStore, Tool,
     ToolCall,
 };
 use relay_core::run::readiness::Readiness;
@@ -230,14 +230,14 @@ impl Server {
         Server::default()
     }
 
-    pub fn send(&mut self, req: &HttpRequest) -> Outcome {
+    pub fn send(&mut self, req: &HttpRequest) -> Dispatch {
         handle(req, &mut self.store, &self.cx)
     }
 
     /// Sends and expects an immediate reply.
     pub fn reply(&mut self, req: &HttpRequest) -> HttpResponse {
         match self.send(req) {
-            Outcome::Reply(response) => response,
+            Dispatch::Reply(response) => response,
             other => panic!("expected a reply, got {other:?}"),
         }
     }

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use relay_core::mcp::{handle, HttpRequest, HttpResponse, Outcome, Tool};
+use relay_core::mcp::{handle, Dispatch, HttpRequest, HttpResponse, Tool};
 use serde_json::{Map, Value};
 
 const METHODS: [&str; 16] = [
@@ -127,8 +127,8 @@ fn extra_headers() -> impl Strategy<Value = Vec<(String, String)>> {
 }
 
 /// Every reply is well formed; nothing panics (a panic fails the property).
-fn check(outcome: Outcome) -> Result<(), TestCaseError> {
-    if let Outcome::Reply(response) = outcome {
+fn check(outcome: Dispatch) -> Result<(), TestCaseError> {
+    if let Dispatch::Reply(response) = outcome {
         check_reply(&response)?;
     }
     Ok(())
@@ -162,7 +162,7 @@ proptest! {
     #[test]
     fn arbitrary_bytes_get_a_4xx_error(body in prop::collection::vec(any::<u8>(), 0..256)) {
         let pairs = headers(&[("content-type", "application/json"), ("accept", ACCEPT_BOTH)]);
-        let Outcome::Reply(response) = Server::new().send(&post_with(pairs, body)) else {
+        let Dispatch::Reply(response) = Server::new().send(&post_with(pairs, body)) else {
             return Err(TestCaseError::fail("bytes became a call"));
         };
         prop_assert!(response.status == 202 || (400..500).contains(&response.status));
@@ -192,8 +192,8 @@ proptest! {
     fn arbitrary_tool_arguments_are_called_or_refused_cleanly(arguments in json_value(), tool in prop::sample::select(&Tool::ALL[..])) {
         let params = serde_json::json!({ "name": tool.name(), "arguments": arguments });
         match Server::new().send(&modern("tools/call", params)) {
-            Outcome::Call(call) => prop_assert!(tool.validate(&call.arguments).is_ok()),
-            Outcome::Reply(response) => {
+            Dispatch::Call(call) => prop_assert!(tool.validate(&call.arguments).is_ok()),
+            Dispatch::Reply(response) => {
                 check_reply(&response)?;
                 let body = response.body.unwrap();
                 let validation = body["result"]["structuredContent"]["error"]["name"] == "ValidationError";

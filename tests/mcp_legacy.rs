@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use relay_core::mcp::{Context, Era, Outcome, RelayView, Tool};
+use relay_core::mcp::{Context, Dispatch, Era, RelayView, Tool};
 use serde_json::json;
 
 #[test]
@@ -145,7 +145,7 @@ fn get_opens_the_stream_of_a_live_session() {
     let mut server = Server::new();
     let session = server.initialize("2025-11-25");
     let get = bare("GET", &[("mcp-session-id", &session), ("accept", "text/event-stream")]);
-    assert_eq!(server.send(&get), Outcome::OpenStream { session_id: session.clone(), last_event_id: None });
+    assert_eq!(server.send(&get), Dispatch::OpenStream { session_id: session.clone(), last_event_id: None });
     let json_only = bare("GET", &[("mcp-session-id", &session), ("accept", "application/json")]);
     assert_eq!(server.reply(&json_only).status, 406);
     let bad_version = bare(
@@ -161,7 +161,10 @@ fn get_with_last_event_id_resumes_that_stream() {
     let session = server.initialize("2025-11-25");
     let resume =
         bare("GET", &[("mcp-session-id", &session), ("accept", "text/event-stream"), ("last-event-id", "r_0011")]);
-    assert_eq!(server.send(&resume), Outcome::OpenStream { session_id: session, last_event_id: Some("r_0011".into()) });
+    assert_eq!(
+        server.send(&resume),
+        Dispatch::OpenStream { session_id: session, last_event_id: Some("r_0011".into()) }
+    );
     // Resuming needs the session like any GET: without one there is no stream at all.
     let sessionless = bare("GET", &[("accept", "text/event-stream"), ("last-event-id", "r_0011")]);
     assert_eq!(server.reply(&sessionless).status, 405);
@@ -179,7 +182,7 @@ fn tool_calls_carry_the_session_and_no_log_level() {
                                                            "_meta": {"progressToken": 5}}),
     );
     set_header(&mut req, "accept", Some("application/json, text/event-stream"));
-    let Outcome::Call(call) = server.send(&req) else { panic!("expected a call") };
+    let Dispatch::Call(call) = server.send(&req) else { panic!("expected a call") };
     assert_eq!(call.tool, Tool::Search);
     assert_eq!(call.era, Era::Legacy);
     assert_eq!(call.session_id.as_deref(), Some(session.as_str()));
@@ -194,7 +197,7 @@ fn cancel_and_responses_in_a_session() {
     let headers = [("content-type", "application/json"), ("accept", ACCEPT_BOTH), ("mcp-session-id", session.as_str())];
     let cancel =
         post(&headers, &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}}));
-    assert_eq!(server.send(&cancel), Outcome::Cancel { request_id: json!(4), session_id: Some(session.clone()) });
+    assert_eq!(server.send(&cancel), Dispatch::Cancel { request_id: json!(4), session_id: Some(session.clone()) });
     // A response answers nothing (the server sends no requests): 400, once the session is checked.
     let response = server.reply(&post(&headers, &json!({"jsonrpc": "2.0", "id": 1, "result": {}})));
     assert_eq!((response.status, code(&response)), (400, Some(-32600)));

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use relay_core::mcp::{LogLevel, Outcome, Tool, SUPPORTED_VERSIONS};
+use relay_core::mcp::{Dispatch, LogLevel, Tool, SUPPORTED_VERSIONS};
 use serde_json::{json, Value};
 
 #[test]
@@ -101,8 +101,8 @@ fn mcp_name_mirrors_name_or_uri_per_method() {
         assert_eq!(code(&Server::new().reply(&req)), Some(-32020), "{method}");
         set_header(&mut req, "mcp-name", Some(name));
         match Server::new().send(&req) {
-            Outcome::Reply(response) => assert_eq!(response.status, 200, "{method}"),
-            outcome => assert!(matches!(outcome, Outcome::Call(_)), "{method}"),
+            Dispatch::Reply(response) => assert_eq!(response.status, 200, "{method}"),
+            outcome => assert!(matches!(outcome, Dispatch::Call(_)), "{method}"),
         }
     }
 }
@@ -112,7 +112,7 @@ fn mcp_name_may_be_base64_encoded() {
     // "=?base64?cnVuX2pz?=" is run_js; a URI with a space needs the encoding.
     let mut req = modern("tools/call", json!({"name": "run_js", "arguments": {"code": "1"}}));
     set_header(&mut req, "mcp-name", Some("=?base64?cnVuX2pz?="));
-    assert!(matches!(Server::new().send(&req), Outcome::Call(_)));
+    assert!(matches!(Server::new().send(&req), Dispatch::Call(_)));
     let mut req = modern("resources/read", json!({"uri": "relay://a b"}));
     set_header(&mut req, "mcp-name", Some("=?base64?cmVsYXk6Ly9hIGI=?="));
     let response = Server::new().reply(&req);
@@ -243,7 +243,7 @@ fn tool_call_carries_era_log_level_progress_token_and_stream() {
         "arguments": {"code": "print('hi')"},
         "_meta": {"progressToken": "p-1", "io.modelcontextprotocol/logLevel": "info"},
     });
-    let Outcome::Call(call) = Server::new().send(&modern("tools/call", params)) else {
+    let Dispatch::Call(call) = Server::new().send(&modern("tools/call", params)) else {
         panic!("expected a call");
     };
     assert_eq!(call.tool, Tool::RunPy);

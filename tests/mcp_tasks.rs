@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use relay_core::mcp::tasks::{iso8601, TaskRecord, TaskStatus, EXTENSION, OUTPUT_META, OUTPUT_SHOWN};
-use relay_core::mcp::Outcome;
+use relay_core::mcp::Dispatch;
 use serde_json::{json, Value};
 
 /// Params whose `_meta` declares the extension.
@@ -23,7 +23,7 @@ fn assert_is_ack(result: &Value) {
     }
 }
 
-fn call(params: Value) -> Outcome {
+fn call(params: Value) -> Dispatch {
     Server::new().send(&modern("tools/call", params))
 }
 
@@ -36,8 +36,8 @@ fn discover_advertises_the_extension_under_extensions() {
 
 #[test]
 fn only_runs_of_a_client_that_declared_the_extension_become_tasks() {
-    let task = |outcome: Outcome| match outcome {
-        Outcome::Call(call) => call.task,
+    let task = |outcome: Dispatch| match outcome {
+        Dispatch::Call(call) => call.task,
         other => panic!("expected a call, got {other:?}"),
     };
     assert!(task(call(with_tasks(json!({ "name": "run_js", "arguments": { "code": "1" } })))));
@@ -88,7 +88,7 @@ fn get_shows_a_working_task_and_inlines_a_completed_one_s_result() {
 #[test]
 fn cancel_of_a_working_task_cancels_its_run_and_of_an_ended_one_just_acknowledges() {
     match Server::new().send(&modern("tasks/cancel", with_tasks(json!({ "taskId": "task_working" })))) {
-        Outcome::CancelRun { run_id, reply } => {
+        Dispatch::CancelRun { run_id, reply } => {
             assert_eq!(run_id, "r_w");
             assert_is_ack(&reply.body.unwrap()["result"]);
         }

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use common::*;
 use relay_core::error::ErrorName;
 use relay_core::mcp::{
-    data_result, file_result, log_notifications, progress_notification, tool_error, tool_result, Era, LogLevel,
-    Outcome, Tool, ToolCall, ToolResult, OUTPUT_BUDGET,
+    data_result, file_result, log_notifications, progress_notification, tool_error, tool_result, Dispatch, Era,
+    LogLevel, Tool, ToolCall, ToolResult, OUTPUT_BUDGET,
 };
 use serde_json::{json, Value};
 
@@ -210,7 +210,7 @@ fn annotations_and_titles() {
     }
 }
 
-fn call(name: &str, arguments: Value) -> Outcome {
+fn call(name: &str, arguments: Value) -> Dispatch {
     Server::new().send(&modern("tools/call", json!({"name": name, "arguments": arguments})))
 }
 
@@ -250,7 +250,7 @@ fn invalid_arguments_are_validation_errors_naming_the_field() {
         ("search", json!({"pattern": "x", "caseSensitive": "yes"}), "`caseSensitive` must be a boolean"),
     ];
     for (name, arguments, fragment) in cases {
-        let Outcome::Reply(response) = call(name, arguments.clone()) else {
+        let Dispatch::Reply(response) = call(name, arguments.clone()) else {
             panic!("{name} {arguments}: expected a validation error");
         };
         let result = result(&response);
@@ -294,7 +294,7 @@ fn typical_calls_are_valid() {
     ];
     for (name, arguments) in cases {
         match call(name, arguments.clone()) {
-            Outcome::Call(call) => {
+            Dispatch::Call(call) => {
                 assert_eq!(call.tool.name(), name);
                 assert_eq!(call.arguments, arguments);
             }
@@ -329,7 +329,7 @@ fn protocol_errors_of_tools_call_are_32602() {
 
 #[test]
 fn missing_arguments_count_as_empty() {
-    let Outcome::Reply(response) = Server::new().send(&modern("tools/call", json!({"name": "run_js"}))) else {
+    let Dispatch::Reply(response) = Server::new().send(&modern("tools/call", json!({"name": "run_js"}))) else {
         panic!("expected a validation error");
     };
     assert!(result(&response)["content"][0]["text"].as_str().unwrap().contains("`code`"));
@@ -474,7 +474,7 @@ fn error_names_and_statuses() {
         (ErrorName::RuntimeCrashed, "RuntimeCrashed", 500),
         (ErrorName::Internal, "Internal", 500),
     ];
-    assert_eq!(ErrorName::ALL.len(), expected.len());
+    assert_eq!(ErrorName::TOOL.len(), expected.len());
     for (name, text, status) in expected {
         assert_eq!((name.as_str(), name.http_status()), (text, status));
         assert!(!name.remedy().is_empty());
@@ -486,7 +486,11 @@ fn the_error_table_the_page_reads_lists_every_name_with_its_status_and_exit_code
     let table = relay_core::error::table_json();
     assert_eq!(table.as_object().unwrap().len(), ErrorName::ALL.len());
     for name in ErrorName::ALL {
-        assert_eq!(table[name.as_str()], json!({ "status": name.http_status(), "exitCode": name.exit_code() }));
+        let tool = name.in_tool_results();
+        assert_eq!(
+            table[name.as_str()],
+            json!({ "status": name.http_status(), "exitCode": name.exit_code(), "tool": tool })
+        );
         assert_eq!(ErrorName::from_name(name.as_str()), Some(name));
     }
     assert_eq!(ErrorName::from_name("internal"), None, "names are exact");

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use relay_core::mcp::jsonrpc::QUEUE_FULL;
 use relay_core::mcp::{
-    queue_full, sse_event, wants_sse, HttpRequest, HttpResponse, Outcome, MAX_BODY_BYTES, QUEUE_FULL_RETRY_AFTER_S,
+    queue_full, sse_event, wants_sse, Dispatch, HttpRequest, HttpResponse, MAX_BODY_BYTES, QUEUE_FULL_RETRY_AFTER_S,
     SSE_HEADERS, SSE_KEEPALIVE,
 };
 use serde_json::{json, Value};
@@ -188,7 +188,7 @@ fn stateless_cancelled_notification_is_checked_then_ignored() {
     let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                       "params": {"requestId": 7, "reason": "user"}});
     let outcome = Server::new().send(&post(&JSON_BOTH, &body));
-    assert_eq!(outcome, Outcome::Reply(HttpResponse::accepted()));
+    assert_eq!(outcome, Dispatch::Reply(HttpResponse::accepted()));
     let bad = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}});
     let response = Server::new().reply(&post(&JSON_BOTH, &bad));
     assert_eq!((response.status, code(&response)), (400, Some(-32602)));

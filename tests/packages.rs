@@ -678,7 +678,7 @@ fn presign_refuses_claims_that_are_not_one_sane_deps_layer() {
         build.presign(&run_ref(), layers, NOW_S, counter()).unwrap_err()
     };
     let err = refused(&mut build, &[]);
-    assert_eq!((err.status, err.name), (400, "ValidationError"));
+    assert_eq!((err.status(), err.name.as_str()), (400, "ValidationError"));
     for (layer, says) in [
         (LayerClaim { id: "code".into(), sha256: SHA.into(), size: 10 }, "\"code\""),
         (claim(&SHA.to_uppercase(), 10), "64 lowercase hex"),
@@ -687,11 +687,11 @@ fn presign_refuses_claims_that_are_not_one_sane_deps_layer() {
         (claim(SHA, 0), "above 0"),
     ] {
         let err = refused(&mut build, std::slice::from_ref(&layer));
-        assert_eq!((err.status, err.name), (400, "ValidationError"), "{layer:?}");
+        assert_eq!((err.status(), err.name.as_str()), (400, "ValidationError"), "{layer:?}");
         assert!(err.message.contains(says), "{layer:?}: {}", err.message);
     }
     let err = refused(&mut build, &[claim(SHA, 20 * 1024 * 1024 + 1)]);
-    assert_eq!((err.status, err.name), (413, "PayloadTooLarge"));
+    assert_eq!((err.status(), err.name.as_str()), (413, "PayloadTooLarge"));
     assert!(err.message.contains("deps layer"), "{}", err.message);
     assert!(
         build.presign(&run_ref(), &[claim(SHA, 20 * 1024 * 1024)], NOW_S, counter()).is_ok(),
@@ -705,11 +705,11 @@ fn a_grant_is_spent_once_and_only_by_the_build_that_gave_it() {
     let grants = build.presign(&run_ref(), &[claim(SHA, 5000)], NOW_S, counter()).unwrap();
     assert_eq!(build.spend(&grants[0]), Ok(()));
     let replay = build.spend(&grants[0]).unwrap_err();
-    assert_eq!((replay.status, replay.name), (409, "GrantSpent"));
+    assert_eq!((replay.status(), replay.name.as_str()), (409, "GrantSpent"));
     let foreign = UploadGrant::new(&run_ref(), "deps", SHA, 5000, NOW_S, "from-another-build".into());
     let err = pending().spend(&foreign).unwrap_err();
-    assert_eq!((err.status, err.name), (404, "NotFound"));
-    assert_eq!(build.spend(&foreign).unwrap_err().status, 404);
+    assert_eq!((err.status(), err.name.as_str()), (404, "NotFound"));
+    assert_eq!(build.spend(&foreign).unwrap_err().status(), 404);
 }
 
 #[test]
@@ -718,7 +718,7 @@ fn finalize_refuses_a_layer_that_was_granted_but_never_uploaded() {
     build.presign(&run_ref(), &[claim(SHA, 5000)], NOW_S, counter()).unwrap();
     let err =
         build.finalize(&proposal(json!({ "layers": [{ "id": "deps", "sha256": SHA, "size": 5000 }] })), 0).unwrap_err();
-    assert_eq!((err.status, err.name), (409, "LayerNotUploaded"));
+    assert_eq!((err.status(), err.name.as_str()), (409, "LayerNotUploaded"));
     assert!(err.message.contains(SHA) && err.message.contains("5000"), "{}", err.message);
 }
 
@@ -756,7 +756,7 @@ fn finalize_refuses_claims_that_differ_from_the_upload() {
         (json!([{ "id": "code", "sha256": SHA, "size": 5000 }]), 400),
     ] {
         let err = build.finalize(&proposal(json!({ "layers": layers })), 0).unwrap_err();
-        assert_eq!(err.status, status, "{layers}: {}", err.message);
+        assert_eq!(err.status(), status, "{layers}: {}", err.message);
     }
 }
 
@@ -776,7 +776,7 @@ fn finalize_refuses_a_policy_wider_than_the_runs_naming_the_section() {
         ("network", wider(|p| p.network.deny_ip_literals = false)),
     ] {
         let err = build.finalize(&proposal(json!({ "layers": layers, "policy": policy })), 0).unwrap_err();
-        assert_eq!((err.status, err.name), (403, "PolicyDenied"), "{policy}");
+        assert_eq!((err.status(), err.name.as_str()), (403, "PolicyDenied"), "{policy}");
         assert!(err.message.starts_with(&format!("policy.{section}:")), "{}", err.message);
     }
 }
@@ -800,7 +800,7 @@ fn finalize_caps_what_a_tab_says_it_resolved() {
     let too_long = vec!["x".repeat(301)];
     for resolved in [too_many, too_long] {
         let body = json!({ "layers": [{ "id": "deps", "sha256": SHA, "size": 5000 }], "resolved": resolved });
-        assert_eq!(build.finalize(&proposal(body), 0).unwrap_err().status, 400);
+        assert_eq!(build.finalize(&proposal(body), 0).unwrap_err().status(), 400);
     }
 }
 

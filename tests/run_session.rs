@@ -10,16 +10,16 @@ use relay_core::auth::QueueSettings;
 use relay_core::error::ErrorName;
 use relay_core::run::backchannel::{EventBody, TabEvent, Usage, DENIALS_AUDITED};
 use relay_core::run::lease::TAB_LEASE_MS;
-use relay_core::run::session::{
-    Cancel, Command, Input, Output, Session, FINISHED_KEPT, LOAD_BUDGET_MS, PROGRESS_EVERY_MS, TIMEOUT_GRACE_MS,
+use relay_core::run::machine::{
+    Cancel, Command, Input, Output, RunMachine, FINISHED_KEPT, LOAD_BUDGET_MS, PROGRESS_EVERY_MS, TIMEOUT_GRACE_MS,
 };
 
 const SETTINGS: QueueSettings = QueueSettings { max_queued: 100, max_wait_ms: 300_000, attach_wait_ms: 5_000 };
 const TIMEOUT: u64 = 60_000;
 const CAP: u64 = 1_000;
 
-fn session() -> Session {
-    Session::new(SETTINGS.clone())
+fn session() -> RunMachine {
+    RunMachine::new(SETTINGS.clone())
 }
 
 fn admit(run: &str) -> Input {
@@ -107,7 +107,7 @@ fn seen(tab: &str, at_ms: u64) -> Input {
 
 /// Has tab `t` renew its lease every half lease from `from_ms` until just before `until_ms`,
 /// saying nothing of its run, with the DO ticking after each renewal; returns the finishes seen.
-fn keep_alive(s: &mut Session, t: &str, from_ms: u64, until_ms: u64) -> Vec<(String, String, i32, bool)> {
+fn keep_alive(s: &mut RunMachine, t: &str, from_ms: u64, until_ms: u64) -> Vec<(String, String, i32, bool)> {
     let (mut now, mut ended) = (from_ms, Vec::new());
     while now + TAB_LEASE_MS / 2 < until_ms {
         now += TAB_LEASE_MS / 2;
@@ -118,7 +118,7 @@ fn keep_alive(s: &mut Session, t: &str, from_ms: u64, until_ms: u64) -> Vec<(Str
 }
 
 /// Attaches `tabs` in order, admits `run` and makes it ready: it is sent to the newest tab.
-fn started_on_newest(s: &mut Session, run: &str, tabs: &[&str]) {
+fn started_on_newest(s: &mut RunMachine, run: &str, tabs: &[&str]) {
     for t in tabs {
         s.handle(0, tab(t));
     }
@@ -128,7 +128,7 @@ fn started_on_newest(s: &mut Session, run: &str, tabs: &[&str]) {
 }
 
 /// Admits `run`, makes it ready and attaches tab `t`: the run is sent to it at `now`.
-fn started(s: &mut Session, now: u64, run: &str, t: &str) {
+fn started(s: &mut RunMachine, now: u64, run: &str, t: &str) {
     s.handle(now, admit(run));
     s.handle(now, ready(run));
     let out = s.handle(now, tab(t));
@@ -196,7 +196,7 @@ fn one_run_executes_at_a_time_whatever_the_number_of_tabs() {
 
 #[test]
 fn a_full_queue_refuses_and_remembers_nothing() {
-    let mut s = Session::new(QueueSettings { max_queued: 2, ..SETTINGS });
+    let mut s = RunMachine::new(QueueSettings { max_queued: 2, ..SETTINGS });
     s.handle(0, admit("a"));
     s.handle(0, admit("b"));
     assert_eq!(s.queue_full(), Some(2), "asked before admitting: the call is refused at once");
@@ -208,13 +208,13 @@ fn a_full_queue_refuses_and_remembers_nothing() {
 
 #[test]
 fn the_queue_has_room_again_once_a_waiting_run_leaves() {
-    let mut s = Session::new(QueueSettings { max_queued: 1, ..SETTINGS });
+    let mut s = RunMachine::new(QueueSettings { max_queued: 1, ..SETTINGS });
     assert_eq!(s.queue_full(), None);
     s.handle(0, admit("a"));
     assert_eq!(s.queue_full(), Some(1));
     s.handle(0, Input::Cancel { run: "a".into(), why: Cancel::ClientGone });
     assert_eq!(s.queue_full(), None);
-    assert_eq!(Session::new(QueueSettings { max_queued: 0, ..SETTINGS }).queue_full(), Some(0));
+    assert_eq!(RunMachine::new(QueueSettings { max_queued: 0, ..SETTINGS }).queue_full(), Some(0));
 }
 
 #[test]
@@ -597,7 +597,7 @@ fn late_events_after_the_end_get_409_until_the_run_is_forgotten() {
         s.handle(0, ready(&run));
         s.handle(0, heard(vec![ev(&run, 0, exit(0))]));
     }
-    let late = |s: &mut Session, run: &str| reply(&s.handle(1, heard(vec![ev(run, 1, stdout("late"))]))).0;
+    let late = |s: &mut RunMachine, run: &str| reply(&s.handle(1, heard(vec![ev(run, 1, stdout("late"))]))).0;
     assert_eq!(late(&mut s, &format!("r{FINISHED_KEPT}")), 409);
     assert_eq!(late(&mut s, "r0"), 404, "the oldest ended run was forgotten");
 }
@@ -759,7 +759,7 @@ impl Seen {
     }
 
     /// Feeds `input` to the machine at `now` and checks what it did.
-    fn feed(&mut self, s: &mut Session, now: u64, input: Input) -> Result<(), TestCaseError> {
+    fn feed(&mut self, s: &mut RunMachine, now: u64, input: Input) -> Result<(), TestCaseError> {
         match &input {
             Input::TabAttached { tab } | Input::Heard { tab: Some(tab), .. } => {
                 self.renewed.insert(tab.clone(), now);
@@ -818,7 +818,7 @@ impl Seen {
 /// Runs `ops`, then lets time pass until every run has ended (renewing every tab's lease
 /// meanwhile if `renew_while_draining`: its runs then end by their deadlines, never as lost).
 fn check(ops: Vec<Op>, max_queued: u32, renew_while_draining: bool) -> Result<(), TestCaseError> {
-    let mut s = Session::new(QueueSettings { max_queued, max_wait_ms: 300_000, attach_wait_ms: 5_000 });
+    let mut s = RunMachine::new(QueueSettings { max_queued, max_wait_ms: 300_000, attach_wait_ms: 5_000 });
     let mut seen = Seen::default();
     let mut now = 0u64;
     let mut runs = 0usize;

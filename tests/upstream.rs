@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use relay_core::capsule::jws::Signer;
 use relay_core::error::ErrorName;
 use relay_core::policy::{check_mcp, intersect, Policy, PolicyOverride};
-use relay_core::upstream::client::{Answer, Exchange, Known, Next};
+use relay_core::upstream::client::{Exchange, Known, Next, Received};
 use relay_core::upstream::redact::{Redactor, REDACTED};
 use relay_core::upstream::seal::{Place, SealingKey};
 use relay_core::upstream::tree::{definition, files, segment, Listing, MAX_TREE_BYTES};
@@ -219,12 +219,12 @@ fn a_call_goes_through_only_when_the_tenant_and_the_run_allow_it() {
 
 // --- the client ---
 
-fn answer(status: u16, content_type: &str, body: &str, session: Option<&str>) -> Answer {
+fn answer(status: u16, content_type: &str, body: &str, session: Option<&str>) -> Received {
     let mut headers = vec![("content-type".to_owned(), content_type.to_owned())];
     if let Some(session) = session {
         headers.push(("mcp-session-id".into(), session.into()));
     }
-    Answer { status, headers, body: body.as_bytes().to_vec() }
+    Received { status, headers, body: body.as_bytes().to_vec() }
 }
 
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {

@@ -1,12 +1,16 @@
 //! relay-edge: the managed tier of relay-mcp as a Cloudflare Worker, over `relay-core` (the
 //! protocol and the rules, with no Workers types). `edge` holds the Worker's handlers,
-//! `relay_session` the Session Durable Object (one per relay session); both stay thin layers
-//! of I/O over the core. The route table below is the whole of the Worker's entry.
+//! `relay_session` the Session Durable Object (one per relay session); both stand side by
+//! side on `platform` (bindings, stores, signer, clock, the typed hop to a relay session) and
+//! stay thin layers of I/O over the core. The route table below is the whole of the Worker's
+//! entry.
 
 mod edge;
+mod platform;
 mod relay_session;
 
-use edge::{now_ms, Who};
+use edge::Who;
+use platform::now_ms;
 use relay_core::log::{self, LogLine};
 use worker::{event, Context, Env, Method, Request, Response, Result};
 
@@ -31,7 +35,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
 async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
     use edge::{capsules, egress, files, http, mcp, metrics, oauth, packages, session, tenants, upstreams};
-    use session::TabSocket;
+    use session::{TabRoute, TabSocket};
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (req.method(), segments.as_slice()) {
@@ -50,14 +54,14 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (_, ["mcp"]) => mcp::forward(req, env, who).await,
         (Method::Post, ["session"]) => session::attach(req, env, who).await,
         (Method::Post, ["session", id, "refresh"]) => session::refresh(req, env, id).await,
-        (Method::Get, ["session", id, "events"]) => session::forward(req, env, id, "events", who).await,
-        (Method::Post, ["session", id, "result"]) => session::forward(req, env, id, "result", who).await,
+        (Method::Get, ["session", id, "events"]) => session::forward(req, env, id, TabRoute::Events, who).await,
+        (Method::Post, ["session", id, "result"]) => session::forward(req, env, id, TabRoute::Result, who).await,
         (Method::Get, ["session", id, "results"]) => session::tab_socket(req, env, id, who, TabSocket::Results).await,
         (Method::Get, ["session", id, "lease"]) => session::tab_socket(req, env, id, who, TabSocket::Lease).await,
-        (Method::Post, ["session", id, "lease"]) => session::forward(req, env, id, "lease", who).await,
-        (Method::Get, ["session", id, "mcps"]) => session::forward(req, env, id, "mcps", who).await,
-        (Method::Post, ["session", id, "detach"]) => session::forward(req, env, id, "detach", who).await,
-        (Method::Post, ["session", id, "ready"]) => session::forward(req, env, id, "ready", who).await,
+        (Method::Post, ["session", id, "lease"]) => session::forward(req, env, id, TabRoute::RenewLease, who).await,
+        (Method::Get, ["session", id, "mcps"]) => session::forward(req, env, id, TabRoute::Mcps, who).await,
+        (Method::Post, ["session", id, "detach"]) => session::forward(req, env, id, TabRoute::Detach, who).await,
+        (Method::Post, ["session", id, "ready"]) => session::forward(req, env, id, TabRoute::Ready, who).await,
         (Method::Post, ["capsules"]) => capsules::create(req, env).await,
         (Method::Post, ["capsules", "verify"]) => capsules::verify(req, env).await,
         (Method::Get | Method::Head, ["capsules", hash, file]) => capsules::fetch(&req, env, hash, file).await,

@@ -16,7 +16,7 @@
 //       entry:{path, argv, env, cwd, stdin}, limits:{timeoutMs, memMb, stdoutBytes},
 //       workspace?:{absolute path: Uint8Array}, filesystem?:{readonly, writable}}
 
-import { failure, outputLimitFailure } from "./errors.js";
+import { failure, outputLimitFailure, relayError } from "./errors.js";
 import { OutputSink } from "./output-sink.js";
 import { loadPolicy } from "./policy.js";
 import { runtimeIds } from "./runtime-files.js";
@@ -220,7 +220,7 @@ export class RunnerHost {
     }
     run.counts.fetches++;
     if (run.fetching.size >= MAX_FETCHES_IN_FLIGHT) {
-      return answer({ error: { name: "TooManyRequests", message: `at most ${MAX_FETCHES_IN_FLIGHT} fetches may wait at once; await some before starting more` } });
+      return answer({ error: relayError("TooManyRequests", `at most ${MAX_FETCHES_IN_FLIGHT} fetches may wait at once; await some before starting more`) });
     }
     run.fetching.add(id);
     const { url, method, headers, body } = request;

@@ -7,10 +7,12 @@
 import { readEventStream } from "./event-stream.js";
 import { HttpError, backoffMs, fetchOk } from "./http.js";
 import { RESULTS_PROTOCOL } from "./result-socket.js";
+// The commands a relay session sends a tab, and those that start a run (which the results socket
+// may bring a copy of): from the core's TabCommand at build time (`relay-capsule tab-commands`).
+import TAB_COMMANDS from "relay-tab-commands";
 
-const COMMANDS = ["hello", "tabs", "capsule", "build", "file", "cancel", "shutdown"];
-// The commands that start a run, which the results socket may bring a copy of.
-const RUN_COMMANDS = ["capsule", "build", "file"];
+const COMMANDS = TAB_COMMANDS.commands;
+const RUN_COMMANDS = TAB_COMMANDS.runCommands;
 // A copy comes within moments of the first; these many run ids are plenty to tell it.
 const RUNS_REMEMBERED = 256;
 const REFRESH_MARGIN_MS = 60_000;
@@ -24,7 +26,7 @@ export class SessionClient {
   /**
    * @param options.key the API key
    * @param options.session the relay session name
-   * @param options.onCommand (type, data) => void for hello, tabs, capsule, file, cancel, shutdown
+   * @param options.onCommand (type, data) => void for each of COMMANDS
    * @param options.onState (state, detail) => void: "reconnecting" | "unauthorized"
    * @param options.leaseWorker the URL of lease-worker.js
    */

@@ -21,7 +21,6 @@ const BANNERS = {
   offline: (detail) => `Cannot reach the server (${detail ?? "offline"}); retrying.`,
   // What was wrong with the key, and where keys come from, is said once: next to the form.
   unauthorized: () => "Not attached: enter a valid API key below.",
-  closed: (detail) => `The server closed this tab's session${detail ? ` (${detail})` : ""}. Reload the page to attach again.`,
   standby: () => "Attached, on standby: another tab of this relay session, opened later, runs the calls. This tab takes over if that one closes.",
 };
 

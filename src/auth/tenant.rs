@@ -70,16 +70,6 @@ impl Default for QueueSettings {
 }
 
 impl Tenant {
-    /// The KV key under which the tenant holding `api_key` is stored.
-    pub fn kv_key(api_key: &str) -> String {
-        format!("tenant:{}", key_hash(api_key))
-    }
-
-    /// The KV key under which the tenant with id `id` is stored too.
-    pub fn kv_id_key(id: &str) -> String {
-        format!("tenant-id:{id}")
-    }
-
     /// Whether a browser `Origin` may call `/mcp` for this tenant. A trailing `/` is ignored on
     /// both sides: a configured `https://app.example.com/` must still admit the browser's origin.
     pub fn origin_allowed(&self, origin: &str) -> bool {

@@ -12,6 +12,7 @@
 //!                               stdout: the signed download URL (path and query) of a run's /out file
 //! relay-capsule keygen          stdout: a new signing seed for `wrangler secret put CAPSULE_SIGNING_KEY`
 //! relay-capsule error-names     stdout: the error table the executor page reads (crate::error)
+//! relay-capsule tab-commands    stdout: the commands a tab may get (crate::protocol)
 //! relay-capsule audit-verify  stdin: exported audit records (a JSON array or NDJSON, oldest first);
 //!                               stdout: `ok: N records, head <seq> <chain>` (exit 1 and `broken at seq N: why`)
 //! relay-capsule default-limits  stdout: the run limits a manifest without its own gets (policy::Limits)
@@ -43,11 +44,12 @@ fn main() -> ExitCode {
         ["download-url", seed, tenant, run, path, exp] => download_url(seed, [tenant, run, path], exp),
         ["keygen"] => Ok(b64url(&generate_seed()).into_bytes()),
         ["error-names"] => Ok(relay_core::error::table_json().to_string().into_bytes()),
+        ["tab-commands"] => Ok(relay_core::protocol::tab_commands_json().to_string().into_bytes()),
         ["audit-verify"] => audit_verify(),
         ["default-limits"] => serde_json::to_vec(&Limits::default()).map_err(|e| e.to_string()),
         ["exit-fields"] => Ok(relay_core::run::backchannel::exit_fields().to_string().into_bytes()),
         _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | run-token <seed> <tenant> <session> <run> \
-             <capsule hash> <ttl s> | upload-grant <seed> <tenant> <session> <run> <sha256> <size> <age s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | default-limits | exit-fields"
+             <capsule hash> <ttl s> | upload-grant <seed> <tenant> <session> <run> <sha256> <size> <age s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | default-limits | exit-fields | tab-commands"
             .into()),
     };
     match result {

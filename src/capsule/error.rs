@@ -3,6 +3,7 @@
 //! Every message names the offending item and, where it helps, what would be accepted, so a
 //! tool result can carry it to the agent unchanged.
 
+use crate::error::{ErrorName, HttpError};
 use std::fmt;
 
 use super::build::SIG_TYP;
@@ -55,10 +56,20 @@ impl CapsuleError {
     /// The error name a tool result carries for this error: bad input of any kind is
     /// `ValidationError`, a zip that could not be written in memory is `Internal`.
     pub fn error_name(&self) -> &'static str {
+        self.name().as_str()
+    }
+
+    pub fn name(&self) -> ErrorName {
         match self {
-            CapsuleError::ZipWrite(_) => "Internal",
-            _ => "ValidationError",
+            CapsuleError::ZipWrite(_) => ErrorName::Internal,
+            _ => ErrorName::ValidationError,
         }
+    }
+}
+
+impl From<CapsuleError> for HttpError {
+    fn from(e: CapsuleError) -> Self {
+        HttpError::new(e.name(), e.to_string())
     }
 }
 

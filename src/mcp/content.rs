@@ -74,8 +74,10 @@ pub fn prompt_messages(cx: &Context, task: Option<&str>) -> Value {
 fn guide(cx: &Context) -> String {
     let tabs = cx.relay.tab_ids.len();
     let limits = serde_json::to_string_pretty(&cx.limits_json).unwrap_or_default();
-    let errors: Vec<String> =
-        ErrorName::ALL.iter().map(|e| format!("- {} (HTTP {}): {}", e.as_str(), e.http_status(), e.remedy())).collect();
+    let errors: Vec<String> = ErrorName::TOOL
+        .iter()
+        .map(|e| format!("- {} (HTTP {}): {}", e.as_str(), e.http_status(), e.remedy()))
+        .collect();
     format!(
         "# Using relay\n\n\
          Five tools run in a browser tab attached to relay session `{session}`: run_js, run_py, \

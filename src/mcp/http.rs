@@ -6,7 +6,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 /// One HTTP request to `/mcp`, as the Worker forwarded it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HttpRequest {
     pub method: String,
     /// Header names lower-case.

@@ -1,11 +1,11 @@
 //! The MCP server core: JSON-RPC 2.0 and MCP messages, Streamable HTTP framing, tool
 //! schemas. Pure: no workers-rs types, no I/O, no clock, no randomness; the Session Durable
-//! Object feeds it one HTTP request at a time and acts on the [`Outcome`].
+//! Object feeds it one HTTP request at a time and acts on the [`Dispatch`].
 //!
 //! # How the Durable Object drives it
 //!
 //! ```text
-//! Worker: auth, CORS, Origin ─▶ DO: handle(&HttpRequest, &mut store, &Context) ─▶ Outcome
+//! Worker: auth, CORS, Origin ─▶ DO: handle(&HttpRequest, &mut store, &Context) ─▶ Dispatch
 //!   Reply(resp)                      send resp as is (JSON body, or empty 202/204/4xx)
 //!   OpenStream { session_id, .. }   legacy GET: open an SSE stream (SSE_HEADERS), send
 //!                                    SSE_KEEPALIVE now and then, until the client leaves;
@@ -68,5 +68,5 @@ pub use results::{
     data_result, file_result, log_notifications, progress_notification, queue_full, task_created, tool_error,
     tool_error_to, tool_result, ToolResult, OUTPUT_BUDGET, QUEUE_FULL_RETRY_AFTER_S,
 };
-pub use server::{answer_stateless, handle, Outcome, SessionStatus, SessionStore, MAX_BODY_BYTES};
+pub use server::{answer_stateless, handle, Dispatch, SessionStatus, SessionStore, MAX_BODY_BYTES};
 pub use tools::{Tool, ToolCall};

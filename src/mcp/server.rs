@@ -34,9 +34,9 @@ pub trait SessionStore {
     fn end(&mut self, id: &str);
 }
 
-/// What the Durable Object does with a request.
+/// What the Durable Object does with a request: the MCP dispatch of one HTTP request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum Dispatch {
     /// Answer now.
     Reply(HttpResponse),
     /// Legacy `GET /mcp` on a live session: open a server-to-client SSE stream, or resume the
@@ -70,7 +70,7 @@ pub fn answer_stateless(req: &HttpRequest, cx: &Context) -> Option<HttpResponse>
         return None;
     }
     match handle(req, &mut NoSessions, cx) {
-        Outcome::Reply(reply) => Some(reply),
+        Dispatch::Reply(reply) => Some(reply),
         _ => None,
     }
 }
@@ -88,7 +88,7 @@ impl SessionStore for NoSessions {
 
 /// Handles one request to `/mcp`. Never panics on any input; bad input gets a 4xx with a
 /// JSON-RPC error body (or 202, for a notification, which needs no answer).
-pub fn handle(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Outcome {
+pub fn handle(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Dispatch {
     let result = match req.method.to_ascii_uppercase().as_str() {
         "POST" => post(req, store, cx),
         "GET" => get(req, &*store),
@@ -98,11 +98,11 @@ pub fn handle(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> 
     result.unwrap_or_else(|(id, error)| {
         let response = error.into_response(id.as_ref());
         let allow = response.status == 405;
-        Outcome::Reply(if allow { response.with_header("allow", "GET, POST, DELETE") } else { response })
+        Dispatch::Reply(if allow { response.with_header("allow", "GET, POST, DELETE") } else { response })
     })
 }
 
-fn post(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Result<Outcome, Rejection> {
+fn post(req: &HttpRequest, store: &mut dyn SessionStore, cx: &Context) -> Result<Dispatch, Rejection> {
     check_post(&req.headers, req.body.len()).map_err(|e| (None, e))?;
     let message = parse(&req.body)?;
     let sender = sender(&message, &req.headers, &*store)?;
@@ -189,7 +189,7 @@ fn request(
     id: &Value,
     method: &str,
     params: &Map<String, Value>,
-) -> Result<Outcome, RpcError> {
+) -> Result<Dispatch, RpcError> {
     let (era, session_id, log_level) = match sender {
         Sender::Opening => return initialize(id, params, store, cx),
         Sender::Legacy(session_id) => (Era::Legacy, Some(session_id), None),
@@ -200,12 +200,12 @@ fn request(
     match dispatch(&call, cx)? {
         Answer::Result(result, cache) => {
             let body = response_envelope(id, shape_result(era, result, cache));
-            Ok(Outcome::Reply(HttpResponse::json(200, body)))
+            Ok(Dispatch::Reply(HttpResponse::json(200, body)))
         }
-        Answer::Call(tool_call) => Ok(Outcome::Call(tool_call)),
+        Answer::Call(tool_call) => Ok(Dispatch::Call(tool_call)),
         Answer::CancelRun(run_id) => {
             let ack = response_envelope(id, shape_result(era, json!({}), None));
-            Ok(Outcome::CancelRun { run_id, reply: HttpResponse::json(200, ack) })
+            Ok(Dispatch::CancelRun { run_id, reply: HttpResponse::json(200, ack) })
         }
     }
 }
@@ -216,9 +216,9 @@ fn request(
 /// response stream ("no `notifications/cancelled` message is required or expected"), and a
 /// bare request id names no one request, since every client of the relay session picks its
 /// own ids (ignoring it keeps one client from cancelling another's run).
-fn notification(sender: Sender, method: &str, params: &Map<String, Value>) -> Result<Outcome, Rejection> {
+fn notification(sender: Sender, method: &str, params: &Map<String, Value>) -> Result<Dispatch, Rejection> {
     if method != "notifications/cancelled" {
-        return Ok(Outcome::Reply(HttpResponse::accepted()));
+        return Ok(Dispatch::Reply(HttpResponse::accepted()));
     }
     let request_id = match params.get("requestId") {
         Some(id) if id.is_string() || id.is_number() => id.clone(),
@@ -228,8 +228,8 @@ fn notification(sender: Sender, method: &str, params: &Map<String, Value>) -> Re
         }
     };
     Ok(match sender {
-        Sender::Legacy(session_id) => Outcome::Cancel { request_id, session_id: Some(session_id) },
-        Sender::Modern | Sender::Opening => Outcome::Reply(HttpResponse::accepted()),
+        Sender::Legacy(session_id) => Dispatch::Cancel { request_id, session_id: Some(session_id) },
+        Sender::Modern | Sender::Opening => Dispatch::Reply(HttpResponse::accepted()),
     })
 }
 
@@ -240,7 +240,7 @@ fn initialize(
     params: &Map<String, Value>,
     store: &mut dyn SessionStore,
     cx: &Context,
-) -> Result<Outcome, RpcError> {
+) -> Result<Dispatch, RpcError> {
     let asked = params.get("protocolVersion").and_then(Value::as_str);
     let message = "initialize needs `protocolVersion`, a string";
     let asked = asked.ok_or_else(|| RpcError::failed(INVALID_PARAMS, message))?;
@@ -254,7 +254,7 @@ fn initialize(
         "instructions": content::instructions(cx),
     });
     let response = HttpResponse::json(200, response_envelope(id, result));
-    Ok(Outcome::Reply(response.with_header("mcp-session-id", &session_id)))
+    Ok(Dispatch::Reply(response.with_header("mcp-session-id", &session_id)))
 }
 
 /// 2025-11-25 basic/lifecycle "Version Negotiation": the client's version when we speak it,
@@ -303,7 +303,7 @@ fn legacy_session(headers: &[(String, String)], store: &dyn SessionStore) -> Res
 /// `GET /mcp`: a legacy session's server-to-client stream, or with `Last-Event-ID` the
 /// resumption of a broken one (2025-11-25 transports "Resumability and Redelivery"). Without
 /// a session there is no such stream: 405, as both revisions allow (2026-07-28 removed it).
-fn get(req: &HttpRequest, store: &dyn SessionStore) -> Result<Outcome, Rejection> {
+fn get(req: &HttpRequest, store: &dyn SessionStore) -> Result<Dispatch, Rejection> {
     if header(&req.headers, "mcp-session-id").is_none() {
         return Err((None, not_allowed()));
     }
@@ -313,17 +313,17 @@ fn get(req: &HttpRequest, store: &dyn SessionStore) -> Result<Outcome, Rejection
     }
     let session_id = legacy_session(&req.headers, store).map_err(|e| (None, e))?;
     let last_event_id = header(&req.headers, "last-event-id").map(str::to_owned);
-    Ok(Outcome::OpenStream { session_id, last_event_id })
+    Ok(Dispatch::OpenStream { session_id, last_event_id })
 }
 
 /// `DELETE /mcp`: ends a legacy session (204); its id then gets 404. Without a session: 405.
-fn delete(req: &HttpRequest, store: &mut dyn SessionStore) -> Result<Outcome, Rejection> {
+fn delete(req: &HttpRequest, store: &mut dyn SessionStore) -> Result<Dispatch, Rejection> {
     if header(&req.headers, "mcp-session-id").is_none() {
         return Err((None, not_allowed()));
     }
     let session_id = legacy_session(&req.headers, &*store).map_err(|e| (None, e))?;
     store.end(&session_id);
-    Ok(Outcome::Reply(HttpResponse::empty(204)))
+    Ok(Dispatch::Reply(HttpResponse::empty(204)))
 }
 
 fn not_allowed() -> RpcError {

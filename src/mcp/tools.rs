@@ -389,7 +389,7 @@ fn string_array(description: &str) -> Value {
 
 /// An output schema: the success shape, or `{error}`.
 fn with_error(mut properties: Value, required: Vec<&str>) -> Value {
-    let names: Vec<&str> = ErrorName::ALL.iter().map(|n| n.as_str()).collect();
+    let names: Vec<&str> = ErrorName::TOOL.iter().map(|n| n.as_str()).collect();
     properties["error"] = json!({
         "type": "object",
         "properties": { "name": { "type": "string", "enum": names }, "message": { "type": "string" } },

@@ -16,7 +16,7 @@ pub mod request;
 pub mod sources;
 
 pub use grant::UploadGrant;
-pub use pending::{BuildError, LayerClaim, PendingBuild, Proposal};
+pub use pending::{LayerClaim, PendingBuild, Proposal};
 pub use record::BuildRecord;
 pub use request::DepsRequest;
 pub use sources::{Admitted, PackageSources};

@@ -8,29 +8,16 @@ use super::record::BuildRecord;
 use super::request::DepsRequest;
 use crate::capsule::limits::check_sizes;
 use crate::capsule::{layer_entry, CapsuleSpec, Deps};
-use crate::error::ErrorName;
+use crate::error::{ErrorName, HttpError};
 use crate::policy::{intersect, Policy, PolicyOverride};
 use serde::Deserialize;
 
 /// Most `name@version` lines a proposal may list.
 const MAX_RESOLVED: usize = 1000;
 
-/// A refused presign, upload or finalize: HTTP status, error name, and what to change.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BuildError {
-    pub status: u16,
-    pub name: &'static str,
-    pub message: String,
-}
-
-impl BuildError {
-    fn new(status: u16, name: &'static str, message: String) -> Self {
-        BuildError { status, name, message }
-    }
-
-    fn invalid(message: String) -> Self {
-        Self::new(400, ErrorName::ValidationError.as_str(), message)
-    }
+/// A refused presign, upload or finalize.
+fn invalid(message: String) -> HttpError {
+    HttpError::new(ErrorName::ValidationError, message)
 }
 
 /// A layer as a tab declares it, to presign or to finalize.
@@ -86,9 +73,9 @@ impl PendingBuild {
         layers: &[LayerClaim],
         now_s: u64,
         mut jti: impl FnMut() -> String,
-    ) -> Result<Vec<UploadGrant>, BuildError> {
+    ) -> Result<Vec<UploadGrant>, HttpError> {
         if layers.is_empty() {
-            return Err(BuildError::invalid("layers: list the deps layer to upload".into()));
+            return Err(invalid("layers: list the deps layer to upload".into()));
         }
         for claim in layers {
             check_claim(claim)?;
@@ -111,19 +98,16 @@ impl PendingBuild {
 
     /// Spends `grant` for an upload whose bytes matched it: refused if this build never gave
     /// it or it was spent already.
-    pub fn spend(&mut self, grant: &UploadGrant) -> Result<(), BuildError> {
+    pub fn spend(&mut self, grant: &UploadGrant) -> Result<(), HttpError> {
         let Some(granted) = self.granted.iter_mut().find(|g| g.jti == grant.jti) else {
-            return Err(BuildError::new(
-                404,
-                "NotFound",
-                "this build gave no such grant (it was finalized or ended); ask POST /capsule/presign for a new one"
-                    .into(),
+            return Err(HttpError::new(
+                ErrorName::NotFound,
+                "this build gave no such grant (it was finalized or ended); ask POST /capsule/presign for a new one",
             ));
         };
         if granted.spent {
-            return Err(BuildError::new(
-                409,
-                "GrantSpent",
+            return Err(HttpError::new(
+                ErrorName::GrantSpent,
                 format!("the upload grant for layer {} was already used; a grant uploads once", granted.layer),
             ));
         }
@@ -134,9 +118,9 @@ impl PendingBuild {
     /// Checks a proposal against what was uploaded and the run's effective policy; returns
     /// the spec to sign (with the uploaded deps layer, and the proposal's policy if it only
     /// narrows the run's) and the build's record.
-    pub fn finalize(&self, proposal: &Proposal, now_ms: u64) -> Result<(CapsuleSpec, BuildRecord), BuildError> {
+    pub fn finalize(&self, proposal: &Proposal, now_ms: u64) -> Result<(CapsuleSpec, BuildRecord), HttpError> {
         let [claim] = proposal.layers.as_slice() else {
-            return Err(BuildError::invalid(format!(
+            return Err(invalid(format!(
                 "layers: expected exactly the deps layer, got {} layers",
                 proposal.layers.len()
             )));
@@ -147,9 +131,7 @@ impl PendingBuild {
             .iter()
             .any(|g| g.spent && g.layer == claim.id && g.sha256 == claim.sha256 && g.size == claim.size);
         if !uploaded {
-            return Err(BuildError::new(
-                409,
-                "LayerNotUploaded",
+            return Err(HttpError::new(ErrorName::LayerNotUploaded,
                 format!(
                     "layer {} (sha256 {}, {} bytes) was not uploaded under a grant of this build; upload it with the URL /capsule/presign gave, then finalize",
                     claim.id, claim.sha256, claim.size
@@ -161,9 +143,7 @@ impl PendingBuild {
             Some(proposed) => narrower(proposed, &self.spec.policy)?,
         };
         if proposal.resolved.len() > MAX_RESOLVED || proposal.resolved.iter().any(|r| r.len() > 300) {
-            return Err(BuildError::invalid(format!(
-                "resolved: at most {MAX_RESOLVED} name@version lines of 300 characters"
-            )));
+            return Err(invalid(format!("resolved: at most {MAX_RESOLVED} name@version lines of 300 characters")));
         }
         let layer = layer_entry(&claim.id, &claim.sha256, claim.size);
         let record = BuildRecord {
@@ -177,9 +157,9 @@ impl PendingBuild {
     }
 }
 
-fn check_claim(claim: &LayerClaim) -> Result<(), BuildError> {
+fn check_claim(claim: &LayerClaim) -> Result<(), HttpError> {
     if claim.id != "deps" {
-        return Err(BuildError::invalid(format!(
+        return Err(invalid(format!(
             "layers: {:?} is not a layer a build uploads; only \"deps\" (the code layer is made from the call)",
             claim.id
         )));
@@ -187,21 +167,20 @@ fn check_claim(claim: &LayerClaim) -> Result<(), BuildError> {
     let hex =
         claim.sha256.len() == 64 && claim.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     if !hex {
-        return Err(BuildError::invalid(format!("layers: sha256 {:?} is not 64 lowercase hex digits", claim.sha256)));
+        return Err(invalid(format!("layers: sha256 {:?} is not 64 lowercase hex digits", claim.sha256)));
     }
     if claim.size == 0 {
-        return Err(BuildError::invalid("layers: size must be the layer's byte count, above 0".into()));
+        return Err(invalid("layers: size must be the layer's byte count, above 0".into()));
     }
-    check_sizes(0, claim.size).map_err(|e| BuildError::new(413, "PayloadTooLarge", e.to_string()))
+    check_sizes(0, claim.size).map_err(|e| HttpError::new(ErrorName::PayloadTooLarge, e.to_string()))
 }
 
 /// `proposed`, if it is no wider than `effective` anywhere: intersecting it with `effective`
 /// must leave it as it is. Otherwise a PolicyDenied naming the first section it widens.
-fn narrower(proposed: &Policy, effective: &Policy) -> Result<Policy, BuildError> {
-    proposed.validate().map_err(|why| BuildError::invalid(format!("policy: {why}")))?;
-    let as_override: PolicyOverride = serde_json::to_value(proposed)
-        .and_then(serde_json::from_value)
-        .map_err(|e| BuildError::invalid(format!("policy: {e}")))?;
+fn narrower(proposed: &Policy, effective: &Policy) -> Result<Policy, HttpError> {
+    proposed.validate().map_err(|why| invalid(format!("policy: {why}")))?;
+    let as_override: PolicyOverride =
+        serde_json::to_value(proposed).and_then(serde_json::from_value).map_err(|e| invalid(format!("policy: {e}")))?;
     let narrowed = intersect(effective, Some(&as_override));
     let widened = [
         ("network", narrowed.network != proposed.network),
@@ -210,9 +189,7 @@ fn narrower(proposed: &Policy, effective: &Policy) -> Result<Policy, BuildError>
         ("mcps", narrowed.mcps != proposed.mcps),
     ];
     match widened.iter().find(|(_, differs)| *differs) {
-        Some((section, _)) => Err(BuildError::new(
-            403,
-            ErrorName::PolicyDenied.as_str(),
+        Some((section, _)) => Err(HttpError::new(ErrorName::PolicyDenied,
             format!("policy.{section}: the proposed policy is wider than the run's; a build may only narrow it (leave policy out to keep the run's)"),
         )),
         None => Ok(narrowed),

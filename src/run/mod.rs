@@ -1,5 +1,5 @@
 //! Runs: one tool call executing one capsule, or one file tool call (`file_op`) executed by
-//! the tab on the relay session's workspace. `session` is the pure state machine the Session
+//! the tab on the relay session's workspace. `machine` is the run machine, the pure state machine the Session
 //! DO drives: every decision about a relay session's runs. Its parts: the tool arguments turned
 //! into a capsule spec (`args`), the FIFO queue (`queue`), the executor's NDJSON backchannel
 //! applied to a run's log (`backchannel`), the lease that tells a gone tab from a busy one
@@ -9,6 +9,6 @@ pub mod args;
 pub mod backchannel;
 pub mod file_op;
 pub mod lease;
+pub mod machine;
 pub mod queue;
 pub mod readiness;
-pub mod session;

@@ -45,7 +45,7 @@ pub struct Post {
 
 /// The upstream's answer to a [`Post`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub struct Received {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -116,8 +116,8 @@ impl Exchange {
     }
 
     /// Reads the answer to the last [`post`](Self::post), its body redacted first.
-    pub fn answer(&mut self, answer: &Answer) -> Next {
-        let redacted = Answer { body: self.redactor.bytes(&answer.body).into_owned(), ..answer.clone() };
+    pub fn answer(&mut self, answer: &Received) -> Next {
+        let redacted = Received { body: self.redactor.bytes(&answer.body).into_owned(), ..answer.clone() };
         let answer = &redacted;
         match self.step {
             Step::Initialize => self.initialized(answer),
@@ -134,7 +134,7 @@ impl Exchange {
         }
     }
 
-    fn requested(&mut self, answer: &Answer) -> Next {
+    fn requested(&mut self, answer: &Received) -> Next {
         let legacy = matches!(self.known, Known::Legacy { .. });
         if legacy && answer.status == 404 && !self.reopened {
             // streamable-http: 404 means the session expired; start a new one.
@@ -159,7 +159,7 @@ impl Exchange {
         }
     }
 
-    fn initialized(&mut self, answer: &Answer) -> Next {
+    fn initialized(&mut self, answer: &Received) -> Next {
         let result = match response(answer).and_then(|message| outcome(&message)) {
             Ok(result) => result,
             Err(why) => return Next::Done(Err(self.neither_era(&why))),
@@ -232,7 +232,7 @@ fn legacy_post(session: Option<&str>, version: &str, message: &Value) -> Post {
 
 /// The JSON-RPC response with our id in an answer: a JSON body, or the first such message of
 /// an SSE stream (notifications before it are skipped).
-fn response(answer: &Answer) -> Result<Value, String> {
+fn response(answer: &Received) -> Result<Value, String> {
     let content_type = header(&answer.headers, "content-type").unwrap_or_default().to_ascii_lowercase();
     let messages: Vec<Value> = if content_type.starts_with("text/event-stream") {
         sse_data(&answer.body).filter_map(|data| serde_json::from_str(&data).ok()).collect()
@@ -263,7 +263,7 @@ fn outcome(message: &Value) -> Result<Value, String> {
 
 /// Whether a `4xx` carries an error only a 2026-07-28 server sends: such a server is modern,
 /// and the request was wrong, not the era.
-fn modern_error(answer: &Answer) -> bool {
+fn modern_error(answer: &Received) -> bool {
     let code = serde_json::from_slice::<Value>(&answer.body)
         .ok()
         .and_then(|m| m.pointer("/error/code").and_then(Value::as_i64));

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use url::Url;
 
-use crate::error::ErrorName;
+use crate::error::{ErrorName, HttpError};
 use crate::mcp::http::is_field_value;
 use crate::policy::check_mcp;
 use crate::policy::mcps::{check_entry, server_name_ok, tool_name_ok, SERVER_NAME_RULE};
@@ -29,11 +29,6 @@ use seal::{Place, SealingKey};
 
 /// Most upstream servers a tenant may have.
 pub const MAX_UPSTREAMS: usize = 16;
-
-/// The KV key of a tenant's upstream servers.
-pub fn kv_key(tenant_id: &str) -> String {
-    format!("upstreams:{tenant_id}")
-}
 
 /// The longest header value a tenant may give an upstream (servers refuse longer headers, and
 /// the [`redact`] automaton stays small).
@@ -175,20 +170,13 @@ impl RpcCall {
     }
 }
 
-/// Why a call is refused: the error name (its HTTP status is the route's) and what to change.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub name: ErrorName,
-    pub message: String,
-}
-
 /// The upstream `call` goes to, if the tenant has that server, the server's record lets code
 /// call that tool, and the run's `policy.mcps` allows it.
 pub fn authorize<'a>(
     upstreams: &'a [Upstream],
     policy_mcps: Option<&[String]>,
     call: &RpcCall,
-) -> Result<&'a Upstream, Refusal> {
+) -> Result<&'a Upstream, HttpError> {
     let Some(upstream) = upstreams.iter().find(|u| u.name == call.mcp) else {
         let names: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
         let known = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
@@ -196,7 +184,7 @@ pub fn authorize<'a>(
             "unknown upstream MCP server {:?}: this tenant has {known} (read /mcps/ for their tools; an admin adds servers with PUT /admin/tenants/<id>/upstreams/<name>)",
             call.mcp
         );
-        return Err(Refusal { name: ErrorName::ValidationError, message });
+        return Err(HttpError::new(ErrorName::ValidationError, message));
     };
     if let Some(tools) = &upstream.tools {
         if !tools.contains(&call.tool) {
@@ -206,10 +194,10 @@ pub fn authorize<'a>(
                 call.mcp,
                 tools.join(", ")
             );
-            return Err(Refusal { name: ErrorName::PolicyDenied, message });
+            return Err(HttpError::new(ErrorName::PolicyDenied, message));
         }
     }
     check_mcp(policy_mcps, &call.mcp, &call.tool)
-        .map_err(|message| Refusal { name: ErrorName::PolicyDenied, message })?;
+        .map_err(|message| HttpError::new(ErrorName::PolicyDenied, message))?;
     Ok(upstream)
 }

@@ -1,19 +1,22 @@
-//! Capsules at the edge: the signing key and the public key set, building and storing a
-//! capsule in R2, verifying one, and serving its files to the tenant that owns it.
+//! Capsules at the edge: the public key set, building and storing a capsule in R2, verifying
+//! one, and serving its files to the tenant that owns it.
 //!
-//! R2 layout: `capsules/<tenantId>/<hash>/capsule.json` (the signed manifest) and
-//! `layers/<sha256>` (layer zips, shared: content-addressed, written once). A capsule file is
+//! R2 layout (`relay_core::keys`): `capsules/<tenantId>/<hash>/capsule.json` (the signed
+//! manifest) and `layers/<sha256>` (layer zips, shared: content-addressed, written once). A capsule file is
 //! served only to its tenant, proven by `Authorization: Bearer` with the capsule-files token
 //! that came with the capsule, or with the tenant's API key.
 
-use super::http::{error, internal, json, named, read_capped, storage_unavailable, with_header};
+use super::http::{internal, read_capped};
 use super::tenants::{authenticate, authenticated_body};
-use futures::future;
+use crate::platform::bindings::bucket;
+use crate::platform::http::{error, json, refuse, storage_unavailable, with_header};
+use crate::platform::r2::store_capsule;
+use crate::platform::signer::{key_set, signer, token_keys};
 use relay_core::auth::{bearer, check_key_shape, AttachClaims};
+use relay_core::capsule;
 use relay_core::capsule::address::{self, CapsuleFile, MANIFEST_FILE};
-use relay_core::capsule::jws::{KeySet, Signer};
-use relay_core::capsule::{self, Capsule, FsLayer};
-use relay_core::error::ErrorName;
+use relay_core::error::{ErrorName, HttpError};
+use relay_core::keys;
 use relay_core::range::{self, RangeAnswer};
 use relay_core::run::args::capsule_spec;
 use serde_json::{json, Value};
@@ -24,68 +27,9 @@ const CREATE_BODY_MAX: usize = 4 * 1024 * 1024;
 /// Body limit of `POST /capsules/verify`: one capsule.json.
 const VERIFY_BODY_MAX: usize = 256 * 1024;
 
-/// The Worker's capsule signer, from the `CAPSULE_SIGNING_KEY` secret (a 32-byte Ed25519 seed).
-pub fn signer(env: &Env) -> Result<Signer> {
-    let secret = env.secret("CAPSULE_SIGNING_KEY").map_err(|_| {
-        worker::Error::RustError("CAPSULE_SIGNING_KEY is not set: wrangler secret put CAPSULE_SIGNING_KEY".into())
-    })?;
-    Signer::from_base64url_seed(&secret.to_string())
-        .map_err(|e| worker::Error::RustError(format!("CAPSULE_SIGNING_KEY: {e}")))
-}
-
-/// The keys that verify capsules: the current one plus any retired public keys kept in the
-/// `CAPSULE_RETIRED_KEYS` variable (a JWK set), so capsules signed before a rotation verify.
-pub fn key_set(env: &Env) -> Result<KeySet> {
-    let mut jwks = KeySet::from_signers(&[&signer(env)?]).to_jwks();
-    if let Ok(retired) = env.var("CAPSULE_RETIRED_KEYS") {
-        let retired: Value = serde_json::from_str(&retired.to_string())?;
-        let keys = jwks["keys"].as_array_mut().expect("keys array");
-        keys.extend(retired["keys"].as_array().cloned().unwrap_or_default());
-    }
-    KeySet::from_jwks(&jwks).map_err(|e| worker::Error::RustError(format!("key set: {e}")))
-}
-
-/// The keys that verify attach and capsule-files tokens: the current one only. Tokens live five
-/// minutes, so a retired key (perhaps retired because it leaked) never needs to mint one again.
-pub fn token_keys(env: &Env) -> Result<KeySet> {
-    Ok(KeySet::from_signers(&[&signer(env)?]))
-}
-
 /// `GET /.well-known/relay-keys.json`.
 pub fn jwks(env: &Env) -> Result<Response> {
     Ok(with_header(json(200, &key_set(env)?.to_jwks()), "cache-control", "public, max-age=300"))
-}
-
-/// Stores a built capsule: layers once by hash (R2 checks each body's sha256), then the manifest.
-pub async fn store(bucket: &Bucket, tenant_id: &str, capsule: &Capsule) -> Result<()> {
-    // At once, not one after another: a new capsule's command waits for all of them.
-    let layers = future::try_join_all(capsule.layers.iter().map(|(layer, bytes)| store_layer(bucket, layer, bytes)));
-    let manifest = bucket.put(manifest_key(tenant_id, &capsule.hash), capsule.manifest_json.clone()).execute();
-    let (layers, manifest) = future::join(layers, manifest).await;
-    layers?;
-    manifest?;
-    Ok(())
-}
-
-/// Stores a layer zip under its sha256 unless it is there already.
-async fn store_layer(bucket: &Bucket, layer: &FsLayer, bytes: &[u8]) -> Result<()> {
-    let key = layer_key(&layer.sha256);
-    if bucket.head(&key).await?.is_none() {
-        // The core wrote this hash itself (`sha256_hex`), so it always decodes.
-        let sha256 = hex::decode(&layer.sha256).map_err(|e| worker::Error::RustError(format!("layer hash: {e}")))?;
-        bucket.put(&key, bytes.to_vec()).sha256(sha256).execute().await?;
-    }
-    Ok(())
-}
-
-/// Where a layer zip is kept: by its sha256, shared by every capsule that has it.
-pub fn layer_key(sha256: &str) -> String {
-    format!("layers/{sha256}")
-}
-
-/// Where a tenant's capsule.json is kept (the egress route reads its policy there).
-pub fn manifest_key(tenant_id: &str, hash: &str) -> String {
-    format!("capsules/{tenant_id}/{hash}/{MANIFEST_FILE}")
 }
 
 /// `POST /capsules`: build, sign and store a capsule from run_js/run_py-shaped arguments plus
@@ -96,23 +40,23 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         Err(response) => return Ok(response),
     };
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return Ok(named(ErrorName::ValidationError, "body: expected a JSON object"));
+        return Ok(refuse(ErrorName::ValidationError, "body: expected a JSON object"));
     };
     let language = body.get("language").and_then(Value::as_str).unwrap_or_default();
     let spec = match capsule_spec(language, &body, &tenant.defaults.policy) {
         Ok(_) if ["npm", "pip"].iter().any(|k| body.get(k).is_some_and(|v| !v.is_null())) => {
             let message = "npm / pip: POST /capsules does not build dependencies; call run_js or run_py through /mcp";
-            return Ok(named(ErrorName::ValidationError, message));
+            return Ok(refuse(ErrorName::ValidationError, message));
         }
         Ok(spec) => spec,
-        Err(e) => return Ok(error(e.name.http_status(), e.name.as_str(), e.message)),
+        Err(e) => return Ok(refuse(e.name, e.message)),
     };
     let capsule = match capsule::build_capsule(spec, &signer(env)?) {
         Ok(capsule) => capsule,
-        Err(e) => return Ok(error(400, e.error_name(), e.to_string())),
+        Err(e) => return Ok(error(HttpError::from(e))),
     };
-    if let Err(e) = store(&env.bucket("R2_CAPSULES")?, &tenant.id, &capsule).await {
-        return Ok(storage_unavailable("R2", &e));
+    if let Err(unavailable) = store_capsule(env, &tenant.id, &capsule).await {
+        return Ok(unavailable);
     }
     let manifest: Value = serde_json::from_slice(&capsule.manifest_json)?;
     Ok(json(
@@ -130,9 +74,9 @@ pub async fn verify(mut req: Request, env: &Env) -> Result<Response> {
     Ok(match capsule::verify_manifest(&body, &key_set(env)?) {
         Ok(manifest) => match capsule::capsule_hash(&manifest) {
             Ok(hash) => json(200, &json!({ "valid": true, "hash": hash })),
-            Err(e) => named(ErrorName::ValidationError, e.to_string()),
+            Err(e) => refuse(ErrorName::ValidationError, e.to_string()),
         },
-        Err(e) => named(ErrorName::ValidationError, e.to_string()),
+        Err(e) => refuse(ErrorName::ValidationError, e.to_string()),
     })
 }
 
@@ -141,20 +85,20 @@ pub async fn verify(mut req: Request, env: &Env) -> Result<Response> {
 pub async fn fetch(req: &Request, env: &Env, hash: &str, file: &str) -> Result<Response> {
     let file = match address::check_hash(hash).and_then(|()| address::parse_file(file)) {
         Ok(file) => file,
-        Err(rule) => return Ok(named(ErrorName::ValidationError, rule)),
+        Err(rule) => return Ok(refuse(ErrorName::ValidationError, rule)),
     };
     let tenant_id = match owner(req, env).await? {
         Ok(id) => id,
         Err(response) => return Ok(response),
     };
-    let bucket = env.bucket("R2_CAPSULES")?;
+    let bucket = bucket(env)?;
     Ok(serve(req, &bucket, &tenant_id, hash, file).await.unwrap_or_else(|e| storage_unavailable("R2", &e)))
 }
 
 /// Reads the file from R2; every error it returns is R2's.
 async fn serve(req: &Request, bucket: &Bucket, tenant_id: &str, hash: &str, file: CapsuleFile<'_>) -> Result<Response> {
-    let Some(manifest) = bucket.get(manifest_key(tenant_id, hash)).execute().await? else {
-        return Ok(error(404, "NotFound", format!("no capsule {hash} for this tenant")));
+    let Some(manifest) = bucket.get(keys::manifest(tenant_id, hash)).execute().await? else {
+        return Ok(refuse(ErrorName::NotFound, format!("no capsule {hash} for this tenant")));
     };
     let manifest_bytes = manifest.body().expect("get has a body").bytes().await?;
     let path = match file {
@@ -167,15 +111,18 @@ async fn serve(req: &Request, bucket: &Bucket, tenant_id: &str, hash: &str, file
         Err(e) => return Ok(internal(e.into())),
     };
     let Some(layer) = manifest.fs_layers.iter().find(|l| l.path == path) else {
-        return Ok(error(404, "NotFound", format!("capsule {hash} has no file {path}; its manifest lists its layers")));
+        return Ok(refuse(
+            ErrorName::NotFound,
+            format!("capsule {hash} has no file {path}; its manifest lists its layers"),
+        ));
     };
     serve_layer(req, bucket, &layer.sha256).await
 }
 
 async fn serve_layer(req: &Request, bucket: &Bucket, sha256: &str) -> Result<Response> {
-    let key = layer_key(sha256);
+    let key = keys::layer(sha256);
     let Some(head) = bucket.head(&key).await? else {
-        return Ok(error(404, "NotFound", format!("layer {sha256} is missing")));
+        return Ok(refuse(ErrorName::NotFound, format!("layer {sha256} is missing")));
     };
     if req.headers().get("if-none-match")?.is_some_and(|tag| tag.trim_matches('"') == sha256) {
         return Ok(immutable(Response::empty()?.with_status(304), sha256, "application/zip"));
@@ -189,13 +136,13 @@ async fn serve_layer(req: &Request, bucket: &Bucket, sha256: &str) -> Result<Res
             Some(format!("bytes {start}-{}/{size}", start + len - 1)),
         ),
         RangeAnswer::Unsatisfiable => {
-            let response = error(416, "RangeNotSatisfiable", format!("layer is {size} bytes"));
+            let response = refuse(ErrorName::RangeNotSatisfiable, format!("layer is {size} bytes"));
             return Ok(with_header(response, "content-range", &format!("bytes */{size}")));
         }
     };
     // Layers are never deleted, but a missing one is a 404, not a panic.
     let Some(object) = get.execute().await? else {
-        return Ok(error(404, "NotFound", format!("layer {sha256} is missing")));
+        return Ok(refuse(ErrorName::NotFound, format!("layer {sha256} is missing")));
     };
     let body = object.body().expect("get has a body").stream()?;
     let response = immutable(Response::from_stream(body)?.with_status(status), sha256, "application/zip");
@@ -221,9 +168,9 @@ async fn owner(req: &Request, env: &Env) -> Result<std::result::Result<String, R
     let header = req.headers().get("authorization")?;
     match bearer(header.as_deref()) {
         Some(token) if check_key_shape(token).is_err() => {
-            Ok(match AttachClaims::verify_capsule_files(token, &token_keys(env)?, super::now_ms() / 1000) {
+            Ok(match AttachClaims::verify_capsule_files(token, &token_keys(env)?, crate::platform::now_ms() / 1000) {
                 Ok(claims) => Ok(claims.sub),
-                Err(e) => Err(error(401, "Unauthorized", e.to_string())),
+                Err(e) => Err(refuse(ErrorName::Unauthorized, e.to_string())),
             })
         }
         _ => Ok(authenticate(req, env).await?.map(|tenant| tenant.id)),

@@ -7,30 +7,22 @@
 //! A listed domain that resolves to a private address is not caught here: Workers have no DNS
 //! API, and Cloudflare's edge does not connect to private ranges, so such a fetch fails (502).
 
-use super::capsules::{manifest_key, token_keys};
-use super::http::{error, named, read_capped, storage_unavailable};
-use super::mcp::{session_stub, to_session};
+use super::http::read_capped;
 use super::tenants::by_id;
-use super::{now_ms, public_origin, Who};
+use super::Who;
+use crate::platform::bindings::public_origin;
+use crate::platform::http::{error, refuse};
+use crate::platform::r2::capsule_policy;
+use crate::platform::run_token::run_claims;
+use crate::platform::stub;
 use futures::StreamExt;
-use relay_core::auth::{bearer, run_token_refusal, RunClaims};
-use relay_core::capsule::Manifest;
-use relay_core::egress::{self, Hop, Outbound, Refusal, Upstream};
+use relay_core::auth::RunClaims;
+use relay_core::egress::{self, Fetched, Hop, Outbound};
 use relay_core::error::ErrorName;
-use relay_core::forward::Caller;
-use relay_core::policy::{NetworkPolicy, Policy};
-use std::cell::RefCell;
-use std::collections::HashMap;
+use relay_core::policy::NetworkPolicy;
+use relay_core::protocol::{Caller, SessionRequest};
 use worker::wasm_bindgen::JsCast;
 use worker::{js_sys, wasm_bindgen_futures, web_sys, Env, Headers, Request, Response, Result};
-
-/// Parsed policies by tenant and capsule hash. A capsule never changes, so an entry
-/// never goes stale; the map is emptied when full rather than tracking use.
-const POLICY_CACHE_MAX: usize = 256;
-
-thread_local! {
-    static POLICIES: RefCell<HashMap<String, Policy>> = RefCell::new(HashMap::new());
-}
 
 /// `POST /egress` with `Authorization: Bearer <run token>` and an envelope (core `egress`).
 pub async fn handle(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
@@ -49,29 +41,18 @@ pub async fn handle(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
     };
     match egress::prepare(&envelope, &policy) {
         Ok(first) => perform(first, &policy).await,
-        Err(refusal) => Ok(refused(refusal)),
+        Err(refusal) => Ok(error(refusal)),
     }
 }
 
-/// The claims of the request's run token, or the 401 that names what is wrong with it.
-pub fn run_claims(req: &Request, env: &Env) -> Result<std::result::Result<RunClaims, Response>> {
-    let header = req.headers().get("authorization")?;
-    let Some(token) = bearer(header.as_deref()) else {
-        let message = "missing `Authorization: Bearer <run token>`: the relay session gives the tab one with each run";
-        return Ok(Err(error(401, "Unauthorized", message)));
-    };
-    Ok(RunClaims::verify(token, &token_keys(env)?, now_ms() / 1000)
-        .map_err(|e| error(401, "Unauthorized", run_token_refusal(&e))))
-}
-
 /// A run's request (under its run token, body at most `body_max`) forwarded to its relay
-/// session's DO at `path(claims)`: `/mcps-rpc`, and a build's presign and finalize.
+/// session's DO as `request(claims, body)`: `/mcps-rpc`, and a build's presign and finalize.
 pub async fn to_run_session(
     mut req: Request,
     env: &Env,
     who: &Who,
     body_max: usize,
-    path: impl FnOnce(&RunClaims) -> String,
+    request: impl FnOnce(&RunClaims, Vec<u8>) -> SessionRequest,
 ) -> Result<Response> {
     let claims = match run_claims(&req, env)? {
         Ok(claims) => claims,
@@ -84,44 +65,7 @@ pub async fn to_run_session(
     };
     let tenant = by_id(env, &claims.sub).await?;
     let caller = Caller { tenant, session: claims.sid.clone(), origin: public_origin(env, &req.url()?)? };
-    let inner = to_session(&req, &caller, &path(&claims), Some(body))?;
-    session_stub(env, &claims.sub, &claims.sid)?.fetch_with_request(inner).await
-}
-
-/// The policy of capsule `hash` of the tenant (a run token names both): from the isolate's
-/// cache, else from its capsule.json in R2.
-pub async fn capsule_policy(env: &Env, tenant_id: &str, hash: &str) -> Result<std::result::Result<Policy, Response>> {
-    let key = manifest_key(tenant_id, hash);
-    if let Some(policy) = POLICIES.with(|cache| cache.borrow().get(&key).cloned()) {
-        return Ok(Ok(policy));
-    }
-    let bucket = env.bucket("R2_CAPSULES")?;
-    let object = match bucket.get(&key).execute().await {
-        Ok(Some(object)) => object,
-        Ok(None) => {
-            let message = format!("the run token names capsule {hash} that this tenant does not have");
-            return Ok(Err(error(404, "NotFound", message)));
-        }
-        Err(e) => return Ok(Err(storage_unavailable("R2", &e))),
-    };
-    let bytes = match object.body().expect("get has a body").bytes().await {
-        Ok(bytes) => bytes,
-        Err(e) => return Ok(Err(storage_unavailable("R2", &e))),
-    };
-    // We wrote this manifest: one that does not parse is our fault (500), not the storage's.
-    let policy = serde_json::from_slice::<Manifest>(&bytes)?.policy;
-    POLICIES.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if cache.len() >= POLICY_CACHE_MAX {
-            cache.clear();
-        }
-        cache.insert(key, policy.clone());
-    });
-    Ok(Ok(policy))
-}
-
-fn refused(refusal: Refusal) -> Response {
-    error(refusal.name.http_status(), refusal.name.as_str(), refusal.message)
+    stub::send(env, &caller, request(&claims, body)).await
 }
 
 /// Sends `request`, following redirects hop by hop as the core decides.
@@ -141,7 +85,7 @@ async fn perform(mut request: Outbound, policy: &NetworkPolicy) -> Result<Respon
             }
             Hop::Deny(why) => {
                 cancel_body(&upstream);
-                return Ok(error(403, "PolicyDenied", why));
+                return Ok(refuse(ErrorName::PolicyDenied, why));
             }
             Hop::Done => return answer(upstream, &request.url, redirects, policy.max_body_bytes).await,
         }
@@ -179,13 +123,13 @@ fn upstream_failed(url: &str, error_value: &worker::wasm_bindgen::JsValue) -> Re
         .map(|e| String::from(e.message()))
         .or_else(|| error_value.as_string())
         .unwrap_or_else(|| format!("{error_value:?}"));
-    named(ErrorName::UpstreamFailed, egress::upstream_failed(url, &why))
+    refuse(ErrorName::UpstreamFailed, egress::upstream_failed(url, &why))
 }
 
 /// The route's answer: status 200, the upstream's body (read as a stream and refused once it
 /// passes `max_body_bytes`, without reading further) and its metadata in `x-relay-*` headers.
 async fn answer(upstream: web_sys::Response, url: &str, redirects: u32, max_body_bytes: u64) -> Result<Response> {
-    let meta = Upstream {
+    let meta = Fetched {
         status: upstream.status(),
         status_text: upstream.status_text(),
         url: url.to_owned(),
@@ -195,7 +139,7 @@ async fn answer(upstream: web_sys::Response, url: &str, redirects: u32, max_body
     let declared = upstream.headers().get("content-length").ok().flatten().and_then(|l| l.parse::<u64>().ok());
     if declared.is_some_and(|length| length > max_body_bytes) {
         cancel_body(&upstream);
-        return Ok(error(403, "PolicyDenied", egress::body_too_large(url, max_body_bytes)));
+        return Ok(refuse(ErrorName::PolicyDenied, egress::body_too_large(url, max_body_bytes)));
     }
     let mut body = Vec::new();
     if let Some(stream) = upstream.body() {
@@ -203,14 +147,14 @@ async fn answer(upstream: web_sys::Response, url: &str, redirects: u32, max_body
         let mut chunks = worker::ByteStream::from(stream);
         while let Some(chunk) = chunks.next().await {
             let Ok(chunk) = chunk else {
-                return Ok(named(
+                return Ok(refuse(
                     ErrorName::UpstreamFailed,
                     egress::upstream_failed(url, "the response body broke off"),
                 ));
             };
             body.extend_from_slice(&chunk);
             if body.len() as u64 > max_body_bytes {
-                return Ok(error(403, "PolicyDenied", egress::body_too_large(url, max_body_bytes)));
+                return Ok(refuse(ErrorName::PolicyDenied, egress::body_too_large(url, max_body_bytes)));
             }
         }
     }

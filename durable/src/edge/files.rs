@@ -6,16 +6,20 @@
 //! `nosniff`, and `content-security-policy: sandbox` (an HTML or SVG file gets an opaque origin
 //! and no scripts), and no other page can frame one.
 
-use super::capsules::{signer, token_keys};
-use super::egress::run_claims;
-use super::http::{error, json, read_capped, storage_unavailable};
-use super::mcp::{session_request, session_stub};
+use super::http::read_capped;
 use super::tenants::by_id;
-use super::{now_ms, public_origin, Who};
+use super::Who;
+use crate::platform::bindings::{bucket, public_origin};
+use crate::platform::http::{json, refuse, storage_unavailable};
+use crate::platform::run_token::run_claims;
+use crate::platform::signer::{signer, token_keys};
+use crate::platform::{now_ms, stub};
 use relay_core::auth::session_name_ok;
 use relay_core::capsule::canonical::sha256_hex;
+use relay_core::error::ErrorName;
 use relay_core::files::{self, PathError};
-use relay_core::forward::Caller;
+use relay_core::keys;
+use relay_core::protocol::{Caller, SessionRequest};
 use serde_json::json;
 use worker::{Bucket, Env, Headers, HttpMetadata, Method, Request, Response, Result};
 
@@ -38,7 +42,7 @@ async fn publish(req: &mut Request, env: &Env, run: &str, encoded_path: &[&str],
     who.is(&claims.sub, &claims.sid);
     if claims.run != run {
         let message = format!("the run token is for run {}; it publishes that run's files only", claims.run);
-        return Ok(error(403, "PolicyDenied", message));
+        return Ok(refuse(ErrorName::PolicyDenied, message));
     }
     let path = match files::out_path(encoded_path) {
         Ok(path) => path,
@@ -46,10 +50,11 @@ async fn publish(req: &mut Request, env: &Env, run: &str, encoded_path: &[&str],
     };
     let tenant = by_id(env, &claims.sub).await?;
     let max = tenant.defaults.out_file_max_bytes;
-    let bucket = env.bucket("R2_CAPSULES")?;
+    let bucket = bucket(env)?;
     let caller = Caller { tenant, session: claims.sid.clone(), origin: public_origin(env, &req.url()?)? };
     // The slot first: a run past its files' cap is refused before its body is read.
-    let mut reserved = slot(env, &caller, "reserve", run, &path).await?;
+    let reserve = SessionRequest::ReserveOutFile { run: run.to_owned(), path: path.clone() };
+    let mut reserved = stub::send(env, &caller, reserve).await?;
     if reserved.status_code() != 200 {
         return Ok(reserved);
     }
@@ -79,17 +84,17 @@ async fn receive(
 ) -> Result<std::result::Result<(usize, String), Response>> {
     let body = match read_capped(req, usize::try_from(max).unwrap_or(usize::MAX)).await? {
         Ok(body) => body,
-        Err(refused) if refused.status_code() == 413 => {
+        Err(refused) if refused.status_code() == ErrorName::PayloadTooLarge.http_status() => {
             let message =
                 format!("{path} is larger than the tenant's outFileMaxBytes ({max} bytes); write a smaller file");
-            return Ok(Err(error(413, "OutputLimitExceeded", message)));
+            return Ok(Err(refuse(ErrorName::OutputLimitExceeded, message)));
         }
         Err(refused) => return Ok(Err(refused)),
     };
     let (size, sha256) = (body.len(), sha256_hex(&body));
     let digest = hex::decode(&sha256).expect("hex of a digest");
     let metadata = HttpMetadata { content_type: Some(files::content_type(path).into()), ..Default::default() };
-    let put = bucket.put(files::object_key(tenant, run, path), body).sha256(digest).http_metadata(metadata);
+    let put = bucket.put(keys::out_file(tenant, run, path), body).sha256(digest).http_metadata(metadata);
     Ok(match put.execute().await {
         Ok(_) => Ok((size, sha256)),
         Err(e) => Err(storage_unavailable("R2", &e)),
@@ -100,27 +105,18 @@ async fn receive(
 /// the upload's own refusal is what its client needs, and the slot stays counted (the run may
 /// publish one file fewer), which is the safe side of the cap.
 async fn release(env: &Env, caller: &Caller, run: &str, path: &str) {
-    match slot(env, caller, "release", run, path).await {
+    let release = SessionRequest::ReleaseOutFile { run: run.to_owned(), path: path.to_owned() };
+    match stub::send(env, caller, release).await {
         Ok(released) if released.status_code() == 200 => {}
         Ok(refused) => worker::console_error!("releasing the slot of {path} of run {run}: {}", refused.status_code()),
         Err(e) => worker::console_error!("releasing the slot of {path} of run {run}: {e}"),
     }
 }
 
-/// Reserves (or releases) the slot of `path` among the run's published files in its relay
-/// session's DO (`relay_session::out_files`), which counts them one upload at a time.
-async fn slot(env: &Env, caller: &Caller, action: &str, run: &str, path: &str) -> Result<Response> {
-    let query =
-        url::form_urlencoded::Serializer::new(String::new()).append_pair("run", run).append_pair("path", path).finish();
-    let inner =
-        session_request(Method::Post, &Headers::new(), caller, &format!("/files/{action}?{query}"), Vec::new())?;
-    session_stub(env, &caller.tenant.id, &caller.session)?.fetch_with_request(inner).await
-}
-
 fn path_refused(refusal: &PathError) -> Response {
     match refusal {
-        PathError::Malformed(_) => error(400, "ValidationError", refusal.to_string()),
-        PathError::OutsideOut(_) => error(403, "PolicyDenied", refusal.to_string()),
+        PathError::Malformed(_) => refuse(ErrorName::ValidationError, refusal.to_string()),
+        PathError::OutsideOut(_) => refuse(ErrorName::PolicyDenied, refusal.to_string()),
     }
 }
 
@@ -132,21 +128,21 @@ pub async fn get(req: &Request, env: &Env, tenant: &str, run: &str, encoded_path
     let query = |name: &str| url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned());
     let (Some(exp), Some(sig)) = (query("exp").and_then(|e| e.parse::<u64>().ok()), query("sig")) else {
         let message = "a download URL needs `exp` and `sig`: use the URL exactly as the run's result gave it";
-        return Ok(error(403, "Forbidden", message));
+        return Ok(refuse(ErrorName::Forbidden, message));
     };
     if let Err(why) = files::verify_download(&token_keys(env)?, url.path(), exp, &sig, now_ms() / 1000) {
-        return Ok(error(403, "Forbidden", why));
+        return Ok(refuse(ErrorName::Forbidden, why));
     }
     if !session_name_ok(tenant) || !session_name_ok(run) {
-        return Ok(error(400, "ValidationError", "tenant and run ids: 1 to 64 of A-Z a-z 0-9 - _"));
+        return Ok(refuse(ErrorName::ValidationError, "tenant and run ids: 1 to 64 of A-Z a-z 0-9 - _"));
     }
     let path = match files::out_path(encoded_path) {
         Ok(path) => path,
         Err(refusal) => return Ok(path_refused(&refusal)),
     };
-    let bucket = env.bucket("R2_CAPSULES")?;
-    let key = files::object_key(tenant, run, &path);
-    let missing = || error(404, "NotFound", format!("run {run} has no file {path}"));
+    let bucket = bucket(env)?;
+    let key = keys::out_file(tenant, run, &path);
+    let missing = || refuse(ErrorName::NotFound, format!("run {run} has no file {path}"));
     if req.method() == Method::Head {
         return Ok(match bucket.head(&key).await {
             Ok(Some(object)) => {

@@ -7,16 +7,18 @@
 //! `?session=NAME`. The DO is found by `<tenantId>/<name>`, and the tenant comes from the key,
 //! so no id a client sends can reach another tenant's DO.
 
-use super::http::{error, named, own_origin, read_capped, to_response, unauthorized};
+use super::http::{own_origin, read_capped, unauthorized};
 use super::oauth;
 use super::tenants::authenticate;
 use super::Who;
-use super::{now_ms, public_origin, public_url};
+use crate::platform::bindings::{self, public_origin, PUBLIC_URL, RELAY_ALLOW_LOCALHOST};
+use crate::platform::http::{refuse, to_response};
+use crate::platform::{now_ms, stub};
 use relay_core::auth::{bearer, check_key_shape, session_name_ok, Tenant, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
-use relay_core::forward::{Caller, CALLER_HEADER};
 use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, RelayView, MAX_BODY_BYTES};
-use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
+use relay_core::protocol::{Caller, SessionRequest, CALLER_HEADER};
+use worker::{Env, Method, Request, Response, Result};
 
 pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
     let url = req.url()?;
@@ -37,13 +39,13 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
         (Some(granted), Some(asked)) if granted != asked => {
             let message =
                 format!("this access token is for relay session {granted:?}; authorize again to use {asked:?}");
-            return Ok(error(403, "Forbidden", &message));
+            return Ok(refuse(ErrorName::Forbidden, message));
         }
         (Some(granted), _) => granted,
         (None, asked) => asked.unwrap_or_else(|| "default".into()),
     };
     if !session_name_ok(&session) {
-        return Ok(named(ErrorName::ValidationError, format!("session: {SESSION_NAME_RULE}")));
+        return Ok(refuse(ErrorName::ValidationError, format!("session: {SESSION_NAME_RULE}")));
     }
     who.is(&tenant.id, &session);
     // Only a POST carries a message; GET and DELETE are forwarded without a body.
@@ -56,26 +58,22 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
         Vec::new()
     };
     let caller = Caller { tenant, session, origin: public_origin(env, &url)? };
-    let body = match answer_here(&req, &caller, body)? {
-        Ok(reply) => return Ok(to_response(reply)),
-        Err(body) => body,
-    };
-    let stub = session_stub(env, &caller.tenant.id, &caller.session)?;
-    stub.fetch_with_request(to_session(&req, &caller, "/mcp", Some(body))?).await
-}
-
-/// The answer to a request the Worker can give without the relay session's DO (the core's
-/// `answer_stateless`: 2026-07-28 `tools/list`, `server/discover` and the like), or the body
-/// back, untouched, for the DO.
-fn answer_here(req: &Request, caller: &Caller, body: Vec<u8>) -> Result<std::result::Result<HttpResponse, Vec<u8>>> {
-    if req.method() != Method::Post {
-        return Ok(Err(body));
-    }
     let request = HttpRequest {
         method: req.method().to_string(),
         headers: req.headers().entries().filter(|(name, _)| name != CALLER_HEADER).collect(),
         body,
     };
+    let request = match answer_here(request, &caller)? {
+        Ok(reply) => return Ok(to_response(reply)),
+        Err(request) => request,
+    };
+    stub::send(env, &caller, SessionRequest::Mcp(request)).await
+}
+
+/// The answer to a request the Worker can give without the relay session's DO (the core's
+/// `answer_stateless`: 2026-07-28 `tools/list`, `server/discover` and the like), or the
+/// request back, untouched, for the DO.
+fn answer_here(request: HttpRequest, caller: &Caller) -> Result<std::result::Result<HttpResponse, HttpRequest>> {
     let cx = Context {
         now_ms: now_ms(),
         new_session_id: &|| String::new(),
@@ -86,7 +84,7 @@ fn answer_here(req: &Request, caller: &Caller, body: Vec<u8>) -> Result<std::res
         client_seen: &|_| {},
         task: &|_| None,
     };
-    Ok(mcp::answer_stateless(&request, &cx).ok_or(request.body))
+    Ok(mcp::answer_stateless(&request, &cx).ok_or(request))
 }
 
 /// The tenant a request's bearer credential stands for: an API key (any relay session), or an
@@ -110,49 +108,15 @@ async fn credential(
 }
 
 fn bad_origin() -> Response {
-    error(403, "Forbidden", "this Origin may not call /mcp; a tenant can allow it in its allowedOrigins")
+    refuse(ErrorName::Forbidden, "this Origin may not call /mcp; a tenant can allow it in its allowedOrigins")
 }
 
 /// Whether the request has no browser Origin, or the Worker's own page's, which every tenant
-/// accepts (`relay_core::forward::own_page_origin`: the public origin; in dev,
+/// accepts (`relay_core::protocol::own_page_origin`: the public origin; in dev,
 /// `RELAY_ALLOW_LOCALHOST=1`, loopback pages too).
 fn own_page(origin: Option<&str>, url: &url::Url, env: &Env) -> Result<bool> {
     let Some(origin) = origin else { return Ok(true) };
-    let dev = env.var("RELAY_ALLOW_LOCALHOST").is_ok_and(|v| v.to_string() == "1");
-    relay_core::forward::own_page_origin(origin, public_url(env).as_deref(), &own_origin(url), dev)
+    let dev = bindings::var(env, RELAY_ALLOW_LOCALHOST).is_some_and(|v| v == "1");
+    relay_core::protocol::own_page_origin(origin, bindings::var(env, PUBLIC_URL).as_deref(), &own_origin(url), dev)
         .map_err(worker::Error::RustError)
-}
-
-/// The stub of a tenant's relay session DO.
-pub fn session_stub(env: &Env, tenant_id: &str, session: &str) -> Result<worker::Stub> {
-    env.durable_object("SESSIONS")?.id_from_name(&format!("{tenant_id}/{session}"))?.get_stub()
-}
-
-/// The request the DO sees: the original method, headers and body, plus who is calling.
-pub fn to_session(req: &Request, caller: &Caller, path: &str, body: Option<Vec<u8>>) -> Result<Request> {
-    session_request(req.method(), req.headers(), caller, path, body.unwrap_or_default())
-}
-
-/// A request for the DO at `path`, with `headers` (but for any caller header they hold, and
-/// their length, which the body sets) and who is calling.
-pub fn session_request(
-    method: Method,
-    headers: &Headers,
-    caller: &Caller,
-    path: &str,
-    body: Vec<u8>,
-) -> Result<Request> {
-    let inner = Headers::new();
-    for (name, value) in headers.entries() {
-        if name != CALLER_HEADER && name != "content-length" {
-            inner.set(&name, &value)?;
-        }
-    }
-    inner.set(CALLER_HEADER, &caller.encode())?;
-    let mut init = RequestInit::new();
-    init.with_method(method).with_headers(inner);
-    if !body.is_empty() {
-        init.with_body(Some(worker::js_sys::Uint8Array::from(body.as_slice()).into()));
-    }
-    Request::new_with_init(&format!("https://session{path}"), &init)
 }

@@ -10,12 +10,15 @@
 //! within seconds could pass both single-use checks, as with `@cloudflare/workers-oauth-provider`,
 //! which stores them the same way.)
 
-use super::http::{json, read_capped, storage_unavailable, with_header};
+use super::http::read_capped;
 use super::tenants::{authenticate, by_id};
-use super::{public_origin, random, sleep};
+use crate::platform::bindings::{kv, public_origin, OAUTH_REGISTER};
+use crate::platform::http::{json, storage_unavailable, with_header};
+use crate::platform::{now_ms, random, sleep};
 use futures::future::{select, Either};
 use futures::StreamExt;
 use relay_core::auth::{session_name_ok, Tenant, SESSION_NAME_RULE};
+use relay_core::keys;
 use relay_core::oauth::document::{
     client_from_fetch, document_url, names_document, DOCUMENT_DEADLINE_MS, DOCUMENT_MAX_BYTES,
 };
@@ -35,7 +38,7 @@ use worker::{AbortController, Env, Fetch, Request, RequestInit, RequestRedirect,
 const BODY_MAX: usize = 64 * 1024;
 
 fn now_s() -> u64 {
-    super::now_ms() / 1000
+    now_ms() / 1000
 }
 
 /// The origin this server is reached at, as issuer and resource (`PUBLIC_URL` when set).
@@ -67,14 +70,6 @@ async fn put<T: Serialize>(kv: &KvStore, key: &str, value: &T, ttl_s: u64) -> Re
     put.execute().await.map_err(|e| worker::Error::RustError(format!("KV {key}: {e}")))
 }
 
-fn kv(env: &Env) -> Result<KvStore> {
-    env.kv("KV_CONFIG")
-}
-
-fn client_key(client_id: &str) -> String {
-    format!("oauth:client:{client_id}")
-}
-
 /// `POST /oauth/register` (RFC 7591): a public client, PKCE only, kept
 /// [`oauth::UNUSED_CLIENT_TTL_S`] unless a person allows it something.
 pub async fn register(mut req: Request, env: &Env) -> Result<Response> {
@@ -93,7 +88,7 @@ pub async fn register(mut req: Request, env: &Env) -> Result<Response> {
         Ok(client) => client,
         Err(e) => return Ok(oauth_error(&e)),
     };
-    if let Err(e) = put(&kv(env)?, &client_key(&client.client_id), &client, oauth::UNUSED_CLIENT_TTL_S).await {
+    if let Err(e) = put(&kv(env)?, &keys::oauth_client(&client.client_id), &client, oauth::UNUSED_CLIENT_TTL_S).await {
         return Ok(storage_unavailable("KV", &e));
     }
     Ok(json(
@@ -111,7 +106,7 @@ pub async fn register(mut req: Request, env: &Env) -> Result<Response> {
 /// as Cloudflare's rate limiting does. KV has no atomic counter to do better with.
 async fn registration_limited(req: &Request, env: &Env) -> Result<Option<Response>> {
     let address = req.headers().get("cf-connecting-ip")?.unwrap_or_default();
-    if env.rate_limiter("OAUTH_REGISTER")?.limit(format!("register:{address}")).await?.success {
+    if env.rate_limiter(OAUTH_REGISTER)?.limit(format!("register:{address}")).await?.success {
         return Ok(None);
     }
     let why = "too many client registrations from your address this minute: wait a minute, then register once \
@@ -136,7 +131,7 @@ async fn client(env: &Env, client_id: &str) -> Result<std::result::Result<Client
             },
         ));
     }
-    Ok(get::<Client>(&kv(env)?, &client_key(client_id))
+    Ok(get::<Client>(&kv(env)?, &keys::oauth_client(client_id))
         .await?
         .ok_or_else(|| OAuthError::new("invalid_client", format!("unknown client_id {client_id}: register it first"))))
 }
@@ -275,7 +270,7 @@ pub async fn consent(mut req: Request, env: &Env) -> Result<Response> {
     let code = grant(env, &tenant, &session, &request, &resource).await?;
     if !names_document(&client.client_id) {
         // Allowed once, a registered client is kept past its grant (`CLIENT_TTL_S`).
-        put(&kv(env)?, &client_key(&client.client_id), &client, oauth::CLIENT_TTL_S).await?;
+        put(&kv(env)?, &keys::oauth_client(&client.client_id), &client, oauth::CLIENT_TTL_S).await?;
     }
     Ok(json(200, &json!({ "redirect": request.redirect(&[("code", &code), ("iss", &origin)]) })))
 }
@@ -290,7 +285,7 @@ async fn grant(env: &Env, tenant: &Tenant, session: &str, request: &AuthRequest,
         client_id: request.client_id.clone(),
         resource: resource.to_owned(),
     };
-    put(&kv, &grant_key(&grant.grant_id), &grant, oauth::REFRESH_TTL_S).await?;
+    put(&kv, &keys::oauth_grant(&grant.grant_id), &grant, oauth::REFRESH_TTL_S).await?;
     let code = oauth::mint("rac_", &random());
     let record = CodeRecord {
         grant_id: grant.grant_id,
@@ -301,20 +296,8 @@ async fn grant(env: &Env, tenant: &Tenant, session: &str, request: &AuthRequest,
         exp: now_s() + oauth::CODE_TTL_S,
         used: false,
     };
-    put(&kv, &code_key(&code), &record, oauth::CODE_TTL_S).await?;
+    put(&kv, &keys::oauth_code(&code), &record, oauth::CODE_TTL_S).await?;
     Ok(code)
-}
-
-fn grant_key(grant_id: &str) -> String {
-    format!("oauth:grant:{grant_id}")
-}
-
-fn code_key(code: &str) -> String {
-    format!("oauth:code:{}", oauth::token_hash(code))
-}
-
-fn token_key(token: &str) -> String {
-    format!("oauth:token:{}", oauth::token_hash(token))
 }
 
 /// The form fields of a token or revocation request.
@@ -349,7 +332,7 @@ pub async fn token(mut req: Request, env: &Env) -> Result<Response> {
         Ok(grant_id) => grant_id,
         Err(e) => return Ok(oauth_error(&e)),
     };
-    let Some(grant) = get::<Grant>(&kv, &grant_key(&grant_id)).await? else {
+    let Some(grant) = get::<Grant>(&kv, &keys::oauth_grant(&grant_id)).await? else {
         return Ok(oauth_error(&OAuthError::new("invalid_grant", "the grant was revoked: authorize again")));
     };
     let (access, refresh) = (oauth::mint("rat_", &random()), oauth::mint("rrt_", &random()));
@@ -361,8 +344,9 @@ pub async fn token(mut req: Request, env: &Env) -> Result<Response> {
         exp: now_s() + ttl,
         rotated: false,
     };
-    put(&kv, &token_key(&access), &record(TokenKind::Access, oauth::ACCESS_TTL_S), oauth::ACCESS_TTL_S).await?;
-    put(&kv, &token_key(&refresh), &record(TokenKind::Refresh, oauth::REFRESH_TTL_S), oauth::REFRESH_TTL_S).await?;
+    put(&kv, &keys::oauth_token(&access), &record(TokenKind::Access, oauth::ACCESS_TTL_S), oauth::ACCESS_TTL_S).await?;
+    put(&kv, &keys::oauth_token(&refresh), &record(TokenKind::Refresh, oauth::REFRESH_TTL_S), oauth::REFRESH_TTL_S)
+        .await?;
     Ok(with_header(json(200, &oauth::token_response(&access, &refresh, oauth::SCOPE)), "cache-control", "no-store"))
 }
 
@@ -372,7 +356,7 @@ async fn exchange_code(
     request: &TokenRequest,
     resource: &str,
 ) -> Result<std::result::Result<String, OAuthError>> {
-    let key = code_key(request.code.as_deref().unwrap_or(""));
+    let key = keys::oauth_code(request.code.as_deref().unwrap_or(""));
     spend::<CodeRecord>(kv, &key, "unknown or expired authorization code", |code| {
         request.check_code(code, resource, now_s())
     })
@@ -385,7 +369,7 @@ async fn exchange_refresh(
     request: &TokenRequest,
     resource: &str,
 ) -> Result<std::result::Result<String, OAuthError>> {
-    let key = token_key(request.refresh_token.as_deref().unwrap_or(""));
+    let key = keys::oauth_token(request.refresh_token.as_deref().unwrap_or(""));
     let unknown = "unknown, expired or revoked refresh token";
     spend::<TokenRecord>(kv, &key, unknown, |token| request.check_refresh(token, resource, now_s())).await
 }
@@ -403,7 +387,7 @@ async fn spend<T: SingleUse + Serialize + DeserializeOwned>(
     };
     if let Err(e) = check(&record) {
         if record.spent() {
-            kv.delete(&grant_key(record.grant_id())).await?;
+            kv.delete(&keys::oauth_grant(record.grant_id())).await?;
         }
         return Ok(Err(e));
     }
@@ -425,11 +409,11 @@ pub async fn revoke(mut req: Request, env: &Env) -> Result<Response> {
         Err(response) => return Ok(response),
     };
     let kv = kv(env)?;
-    if let Some(record) = get::<TokenRecord>(&kv, &token_key(&token)).await? {
+    if let Some(record) = get::<TokenRecord>(&kv, &keys::oauth_token(&token)).await? {
         if record.kind == TokenKind::Refresh {
-            kv.delete(&grant_key(&record.grant_id)).await?;
+            kv.delete(&keys::oauth_grant(&record.grant_id)).await?;
         }
-        kv.delete(&token_key(&token)).await?;
+        kv.delete(&keys::oauth_token(&token)).await?;
     }
     Ok(json(200, &json!({})))
 }
@@ -437,13 +421,13 @@ pub async fn revoke(mut req: Request, env: &Env) -> Result<Response> {
 /// The tenant and relay session an access token stands for at this origin's `/mcp`, or why not.
 pub async fn access(env: &Env, token: &str, origin: &str) -> Result<std::result::Result<(Tenant, String), String>> {
     let kv = kv(env)?;
-    let Some(record) = get::<TokenRecord>(&kv, &token_key(token)).await? else {
+    let Some(record) = get::<TokenRecord>(&kv, &keys::oauth_token(token)).await? else {
         return Ok(Err("unknown, expired or revoked access token".into()));
     };
     if let Err(why) = record.check_access(&resource_id(origin), now_s()) {
         return Ok(Err(why));
     }
-    let Some(grant) = get::<Grant>(&kv, &grant_key(&record.grant_id)).await? else {
+    let Some(grant) = get::<Grant>(&kv, &keys::oauth_grant(&record.grant_id)).await? else {
         return Ok(Err("the grant behind this token was revoked: authorize again".into()));
     };
     Ok(Ok((by_id(env, &grant.tenant).await?, grant.session)))

@@ -8,19 +8,22 @@
 //! log ever holds one. Its bytes are checked against the grant (size, then sha256) before the
 //! DO spends the grant, and R2 checks the sha256 again as it stores them.
 
-use super::capsules::{layer_key, token_keys};
-use super::egress::{run_claims, to_run_session};
-use super::http::{error, json, named, read_capped, storage_unavailable};
-use super::mcp::{session_request, session_stub};
+use super::egress::to_run_session;
+use super::http::read_capped;
 use super::tenants::by_id;
-use super::{now_ms, sleep, Who};
+use super::Who;
+use crate::platform::http::{json, refuse};
+use crate::platform::r2::put_layer;
+use crate::platform::run_token::run_claims;
+use crate::platform::signer::token_keys;
+use crate::platform::{now_ms, sleep, stub};
 use futures::future::{select, Either};
 use futures::StreamExt;
 use relay_core::auth::bearer;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
-use relay_core::forward::Caller;
 use relay_core::packages::{Admitted, UploadGrant};
+use relay_core::protocol::{Caller, SessionRequest};
 use serde_json::json;
 use std::pin::pin;
 use worker::{
@@ -39,18 +42,22 @@ const SOURCE_DEADLINE_MS: u64 = 20_000;
 /// 20 MiB at 512 kbit/s arrives within it.
 const ANSWER_DEADLINE_MS: u64 = 60_000;
 
-/// `POST /capsule/presign`: to the DO's `/build/presign`.
+/// `POST /capsule/presign`: to the relay session, which holds the build.
 pub async fn presign(req: Request, env: &Env, who: &Who) -> Result<Response> {
-    to_build(req, env, who, "/build/presign").await
+    to_run_session(req, env, who, BUILD_BODY_MAX, |claims, ask| SessionRequest::BuildPresign {
+        run: claims.run.clone(),
+        ask,
+    })
+    .await
 }
 
-/// `POST /capsule/finalize`: to the DO's `/build/finalize`.
+/// `POST /capsule/finalize`: to the relay session, which holds the build.
 pub async fn finalize(req: Request, env: &Env, who: &Who) -> Result<Response> {
-    to_build(req, env, who, "/build/finalize").await
-}
-
-async fn to_build(req: Request, env: &Env, who: &Who, path: &str) -> Result<Response> {
-    to_run_session(req, env, who, BUILD_BODY_MAX, |claims| format!("{path}?run={}", claims.run)).await
+    to_run_session(req, env, who, BUILD_BODY_MAX, |claims, proposal| SessionRequest::BuildFinalize {
+        run: claims.run.clone(),
+        proposal,
+    })
+    .await
 }
 
 /// `PUT /capsule/upload` with `Authorization: Bearer <grant>`: stores the layer the grant
@@ -59,15 +66,14 @@ async fn to_build(req: Request, env: &Env, who: &Who, path: &str) -> Result<Resp
 pub async fn upload(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
     let header = req.headers().get("authorization")?;
     let Some(token) = bearer(header.as_deref()) else {
-        return Ok(error(
-            401,
-            "Unauthorized",
+        return Ok(refuse(
+            ErrorName::Unauthorized,
             "missing `Authorization: Bearer <grant>`: POST /capsule/presign gives one per layer",
         ));
     };
     let grant = match UploadGrant::verify(token, &token_keys(env)?, now_ms() / 1000) {
         Ok(grant) => grant,
-        Err(why) => return Ok(error(401, "Unauthorized", why)),
+        Err(why) => return Ok(refuse(ErrorName::Unauthorized, why)),
     };
     who.is(&grant.sub, &grant.sid);
     let body = match read_capped(&mut req, grant.size as usize).await? {
@@ -75,25 +81,15 @@ pub async fn upload(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
         Err(too_large) => return Ok(too_large),
     };
     if let Some(why) = mismatch(&grant, &body) {
-        return Ok(named(ErrorName::ValidationError, why));
+        return Ok(refuse(ErrorName::ValidationError, why));
     }
     let caller = Caller { tenant: by_id(env, &grant.sub).await?, session: grant.sid.clone(), origin: String::new() };
-    let spend = session_request(Method::Post, &Headers::new(), &caller, "/build/spend", serde_json::to_vec(&grant)?)?;
-    let spent = session_stub(env, &grant.sub, &grant.sid)?.fetch_with_request(spend).await?;
+    let spent = stub::send(env, &caller, SessionRequest::BuildSpend(grant.clone())).await?;
     if spent.status_code() != 204 {
         return Ok(spent);
     }
-    let bucket = env.bucket("R2_CAPSULES")?;
-    let key = layer_key(&grant.sha256);
-    let stored = async {
-        if bucket.head(&key).await?.is_none() {
-            let sha256 = hex::decode(&grant.sha256).map_err(|e| worker::Error::RustError(e.to_string()))?;
-            bucket.put(&key, body).sha256(sha256).execute().await?;
-        }
-        Ok::<_, worker::Error>(())
-    };
-    if let Err(e) = stored.await {
-        return Ok(storage_unavailable("R2", &e));
+    if let Err(unavailable) = put_layer(env, &grant.sha256, body).await {
+        return Ok(unavailable);
     }
     Ok(json(201, &json!({ "layer": grant.layer, "sha256": grant.sha256, "size": grant.size })))
 }
@@ -136,11 +132,11 @@ pub async fn registry(req: Request, env: &Env, who: &Who) -> Result<Response> {
     for _ in 0..=REGISTRY_REDIRECTS {
         let admitted = match sources.admit(&url) {
             Ok(admitted) => admitted,
-            Err(why) => return Ok(named(ErrorName::PolicyDenied, why)),
+            Err(why) => return Ok(refuse(ErrorName::PolicyDenied, why)),
         };
         let (mut upstream, controller) = match from_source(&admitted, &accept, deadline).await? {
             Ok(answered) => answered,
-            Err(why) => return Ok(named(ErrorName::UpstreamFailed, why)),
+            Err(why) => return Ok(refuse(ErrorName::UpstreamFailed, why)),
         };
         let status = upstream.status_code();
         if (300..400).contains(&status) {
@@ -155,7 +151,7 @@ pub async fn registry(req: Request, env: &Env, who: &Who) -> Result<Response> {
         let body = stall_guarded(upstream.stream()?, controller, source_name(&admitted), deadline);
         return Ok(Response::from_stream(body)?.with_status(status).with_headers(headers));
     }
-    Ok(named(ErrorName::UpstreamFailed, format!("{url}: more than {REGISTRY_REDIRECTS} redirects")))
+    Ok(refuse(ErrorName::UpstreamFailed, format!("{url}: more than {REGISTRY_REDIRECTS} redirects")))
 }
 
 /// How a message names the source a URL is under.

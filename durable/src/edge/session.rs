@@ -6,16 +6,18 @@
 //! `Authorization: Bearer` (a WebSocket's: in its offered subprotocols), never in URLs, which
 //! access logs and trace stores keep.
 
-use super::capsules::{signer, token_keys};
-use super::http::{error, json, named, read_capped};
-use super::mcp::{session_stub, to_session};
+use super::http::read_capped;
 use super::tenants::{authenticated_body, by_id};
-use super::{now_ms, public_origin, random, Who};
+use super::Who;
+use crate::platform::bindings::public_origin;
+use crate::platform::http::{json, refuse};
+use crate::platform::signer::{signer, token_keys};
+use crate::platform::{now_ms, random, stub};
 use relay_core::auth::{
     bearer, session_name_ok, socket_bearer, AttachClaims, LEASE_PROTOCOL, RESULTS_PROTOCOL, SESSION_NAME_RULE,
 };
 use relay_core::error::ErrorName;
-use relay_core::forward::{Caller, TAB_HEADER, TOKEN_EXPIRY_HEADER};
+use relay_core::protocol::{Caller, SessionRequest, TAB_HEADER};
 use relay_core::run::backchannel::MAX_BATCH_BYTES;
 use serde_json::{json, Value};
 use worker::{Env, Request, Response, Result};
@@ -35,10 +37,10 @@ pub async fn attach(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
     };
     let asked: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
     let Some(session) = asked.get("session").map_or(Some("default"), Value::as_str) else {
-        return Ok(named(ErrorName::ValidationError, "body: expected {\"session\": \"<name>\"}"));
+        return Ok(refuse(ErrorName::ValidationError, "body: expected {\"session\": \"<name>\"}"));
     };
     if !session_name_ok(session) {
-        return Ok(named(ErrorName::ValidationError, format!("session: {SESSION_NAME_RULE}")));
+        return Ok(refuse(ErrorName::ValidationError, format!("session: {SESSION_NAME_RULE}")));
     }
     who.is(&tenant.id, session);
     issue(env, &tenant.id, session)
@@ -55,7 +57,9 @@ pub async fn refresh(mut req: Request, env: &Env, session: &str) -> Result<Respo
     }
     match claims.refreshed(now_ms() / 1000, new_jti()) {
         Ok(claims) => grant(env, &claims),
-        Err(e) => Ok(error(401, "Unauthorized", format!("{e} (refreshes end 12 hours after attaching with the key)"))),
+        Err(e) => {
+            Ok(refuse(ErrorName::Unauthorized, format!("{e} (refreshes end 12 hours after attaching with the key)")))
+        }
     }
 }
 
@@ -89,13 +93,13 @@ fn verify(
 ) -> Result<std::result::Result<AttachClaims, Response>> {
     if !session_name_ok(session) {
         let message = format!("session id in the path: {SESSION_NAME_RULE} (the sessionId POST /session returned)");
-        return Ok(Err(named(ErrorName::ValidationError, message)));
+        return Ok(Err(refuse(ErrorName::ValidationError, message)));
     }
     let Some(token) = token else {
-        return Ok(Err(error(401, "Unauthorized", missing)));
+        return Ok(Err(refuse(ErrorName::Unauthorized, missing)));
     };
     Ok(AttachClaims::verify_for(token, &token_keys(env)?, session, now_ms() / 1000)
-        .map_err(|e| error(401, "Unauthorized", e.to_string())))
+        .map_err(|e| refuse(ErrorName::Unauthorized, e.to_string())))
 }
 
 /// A tab's WebSocket to its relay session's DO.
@@ -117,11 +121,19 @@ impl TabSocket {
         }
     }
 
-    /// The DO's path, and what a client that cannot open the socket does instead.
-    fn path_and_fallback(self) -> (&'static str, &'static str) {
+    /// What a client that cannot open the socket does instead.
+    fn fallback(self) -> &'static str {
         match self {
-            TabSocket::Results => ("/results", "POST batches to /session/:id/result"),
-            TabSocket::Lease => ("/lease", "POST /session/:id/lease to renew the lease"),
+            TabSocket::Results => "POST batches to /session/:id/result",
+            TabSocket::Lease => "POST /session/:id/lease to renew the lease",
+        }
+    }
+
+    /// The relay session's request that opens the socket for `tab`, held to the token's expiry.
+    fn request(self, tab: String, token_expiry_s: u64) -> SessionRequest {
+        match self {
+            TabSocket::Results => SessionRequest::ResultsSocket { tab, token_expiry_s },
+            TabSocket::Lease => SessionRequest::LeaseSocket { tab, token_expiry_s },
         }
     }
 }
@@ -130,10 +142,10 @@ impl TabSocket {
 /// attach token comes as an offered subprotocol (`auth::socket_bearer`). The socket lives in
 /// the session's DO, which holds it to the token's expiry.
 pub async fn tab_socket(req: Request, env: &Env, session: &str, who: &Who, socket: TabSocket) -> Result<Response> {
-    let (path, fallback) = socket.path_and_fallback();
+    let fallback = socket.fallback();
     if !req.headers().get("upgrade")?.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
         let message = format!("this route is a WebSocket (Upgrade: websocket); without one, {fallback}");
-        return Ok(error(426, "UpgradeRequired", message));
+        return Ok(refuse(ErrorName::UpgradeRequired, message));
     }
     let protocols = req.headers().get("sec-websocket-protocol")?;
     let protocol = socket.protocol();
@@ -145,39 +157,69 @@ pub async fn tab_socket(req: Request, env: &Env, session: &str, who: &Who, socke
     };
     let url = req.url()?;
     let Some(tab) = url.query_pairs().find_map(|(k, v)| (k == "tab").then(|| v.into_owned())) else {
-        return Ok(named(ErrorName::ValidationError, "?tab= must name this tab (the tabId of its hello)"));
+        return Ok(refuse(ErrorName::ValidationError, "?tab= must name this tab (the tabId of its hello)"));
     };
     who.is(&claims.sub, session);
     let tenant = by_id(env, &claims.sub).await?;
     let caller = Caller { tenant, session: session.to_owned(), origin: public_origin(env, &url)? };
-    let inner = to_session(&req, &caller, path, None)?;
-    inner.headers().set(TAB_HEADER, &tab)?;
-    inner.headers().set(TOKEN_EXPIRY_HEADER, &claims.exp.to_string())?;
-    session_stub(env, &claims.sub, session)?.fetch_with_request(inner).await
+    stub::send(env, &caller, socket.request(tab, claims.exp)).await
 }
 
-/// `GET /session/:id/events`, `POST /session/:id/result` (and `ready`, `detach`, `lease`),
-/// forwarded to the session's DO.
-pub async fn forward(mut req: Request, env: &Env, session: &str, what: &str, who: &Who) -> Result<Response> {
+/// A tab's request that its relay session's DO answers (the tab named in `x-relay-tab`).
+#[derive(Clone, Copy)]
+pub enum TabRoute {
+    /// `GET /session/:id/events`: the command stream.
+    Events,
+    /// `POST /session/:id/result`: a batch of events.
+    Result,
+    /// `POST /session/:id/lease`: a renewal, where the lease socket cannot open.
+    RenewLease,
+    /// `GET /session/:id/mcps`: the `/mcps` tree.
+    Mcps,
+    /// `POST /session/:id/detach`: the tab is going away.
+    Detach,
+    /// `POST /session/:id/ready`: what the tab says of its runtimes.
+    Ready,
+}
+
+impl TabRoute {
+    /// The most body the route reads (none: it reads no body).
+    fn body_max(self) -> Option<usize> {
+        match self {
+            TabRoute::Result => Some(MAX_BATCH_BYTES),
+            TabRoute::Ready => Some(READY_BODY_MAX),
+            _ => None,
+        }
+    }
+
+    fn request(self, tab: Option<String>, body: Vec<u8>) -> SessionRequest {
+        match self {
+            TabRoute::Events => SessionRequest::Events,
+            TabRoute::Result => SessionRequest::Result { tab, batch: body },
+            TabRoute::RenewLease => SessionRequest::RenewLease { tab },
+            TabRoute::Mcps => SessionRequest::McpsTree,
+            TabRoute::Detach => SessionRequest::Detach { tab },
+            TabRoute::Ready => SessionRequest::Ready { tab, report: body },
+        }
+    }
+}
+
+/// A tab's request (`TabRoute`), its token checked, forwarded to the session's DO.
+pub async fn forward(mut req: Request, env: &Env, session: &str, route: TabRoute, who: &Who) -> Result<Response> {
     let claims = match check_token(&req, env, session)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
-    let cap = match what {
-        "result" => Some(MAX_BATCH_BYTES),
-        "ready" => Some(READY_BODY_MAX),
-        _ => None,
-    };
-    let body = match cap {
+    let body = match route.body_max() {
         Some(cap) => match read_capped(&mut req, cap).await? {
-            Ok(body) => Some(body),
+            Ok(body) => body,
             Err(too_large) => return Ok(too_large),
         },
-        None => None,
+        None => Vec::new(),
     };
     who.is(&claims.sub, session);
     let tenant = by_id(env, &claims.sub).await?;
     let caller = Caller { tenant, session: session.to_owned(), origin: public_origin(env, &req.url()?)? };
-    let inner = to_session(&req, &caller, &format!("/{what}"), body)?;
-    session_stub(env, &claims.sub, session)?.fetch_with_request(inner).await
+    let tab = req.headers().get(TAB_HEADER)?;
+    stub::send(env, &caller, route.request(tab, body)).await
 }

@@ -3,11 +3,14 @@
 //! `POST /admin/tenants` creates a tenant and its API key, `GET`/`PATCH /admin/tenants/<id>`
 //! show and change its name and defaults (the rules are `relay_core::auth::admin`).
 
-use super::http::{error, json, named, read_capped, storage_unavailable, unauthorized, with_header};
-use super::now_ms;
+use super::http::{read_capped, unauthorized};
+use crate::platform::bindings::{kv, public_origin, ADMIN_TOKEN};
+use crate::platform::http::{json, refuse, storage_unavailable, with_header};
+use crate::platform::{now_ms, random};
 use relay_core::auth::cache::TenantCache;
 use relay_core::auth::{self, admin, bearer, check_key_shape, mint_api_key, Tenant};
 use relay_core::error::ErrorName;
+use relay_core::keys;
 use serde_json::json;
 use std::cell::RefCell;
 use worker::kv::{KvError, KvStore};
@@ -19,7 +22,7 @@ const ADMIN_BODY_MAX: usize = 64 * 1024;
 /// The tenant whose key the request carries, or the answer to send instead: 401, or 503 when
 /// KV fails.
 pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Result<Tenant, Response>> {
-    let origin = super::public_origin(env, &req.url()?)?;
+    let origin = public_origin(env, &req.url()?)?;
     let unauthorized = |message: &str| unauthorized(&origin, message);
     let header = req.headers().get("authorization")?;
     let Some(key) = bearer(header.as_deref()) else {
@@ -28,7 +31,7 @@ pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Resul
     if let Err(e) = check_key_shape(key) {
         return Ok(Err(unauthorized(&e.to_string())));
     }
-    match current(env, &Tenant::kv_key(key)).await {
+    match current(env, &keys::tenant_by_key(key)).await {
         Ok(tenant) => Ok(tenant.ok_or_else(|| unauthorized("unknown API key"))),
         // We wrote the record: one that does not parse is our fault (500), not KV's.
         Err(KvError::Serialization(e)) => Err(e.into()),
@@ -42,7 +45,7 @@ pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Resul
 /// only the key's.
 async fn current(env: &Env, kv_key: &str) -> std::result::Result<Option<Tenant>, KvError> {
     let Some(by_key) = cached(env, kv_key).await? else { return Ok(None) };
-    Ok(Some(cached(env, &Tenant::kv_id_key(&by_key.id)).await?.unwrap_or(by_key)))
+    Ok(Some(cached(env, &keys::tenant_by_id(&by_key.id)).await?.unwrap_or(by_key)))
 }
 
 thread_local! {
@@ -55,8 +58,7 @@ async fn cached(env: &Env, kv_key: &str) -> std::result::Result<Option<Tenant>, 
     if let Some(tenant) = TENANTS.with(|cache| cache.borrow().get(kv_key, now_ms())) {
         return Ok(Some(tenant));
     }
-    let tenant =
-        env.kv("KV_CONFIG").map_err(|e| KvError::InvalidKvStore(e.to_string()))?.get(kv_key).json::<Tenant>().await?;
+    let tenant = kv(env).map_err(|e| KvError::InvalidKvStore(e.to_string()))?.get(kv_key).json::<Tenant>().await?;
     if let Some(tenant) = &tenant {
         TENANTS.with(|cache| cache.borrow_mut().put(kv_key, tenant.clone(), now_ms()));
     }
@@ -80,7 +82,7 @@ pub async fn authenticated_body(
 /// The record of the tenant with id `id` (a tab's token names only the id). A tenant created
 /// before records were kept by id gets the default settings.
 pub async fn by_id(env: &Env, id: &str) -> Result<Tenant> {
-    let stored = cached(env, &Tenant::kv_id_key(id)).await?;
+    let stored = cached(env, &keys::tenant_by_id(id)).await?;
     Ok(stored.unwrap_or_else(|| Tenant { id: id.to_owned(), name: id.to_owned(), defaults: Default::default() }))
 }
 
@@ -90,16 +92,16 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         Ok(body) => body,
         Err(refusal) => return Ok(refusal),
     };
-    let fresh_id = format!("t_{}", hex::encode(super::random::<8>()));
+    let fresh_id = format!("t_{}", hex::encode(random::<8>()));
     let (tenant, key) = match admin::new_tenant(&body, fresh_id) {
         Ok(created) => created,
-        Err(why) => return Ok(named(ErrorName::ValidationError, why)),
+        Err(why) => return Ok(refuse(ErrorName::ValidationError, why)),
     };
-    let key = key.unwrap_or_else(|| mint_api_key(&super::random()));
+    let key = key.unwrap_or_else(|| mint_api_key(&random()));
     if let Err(e) = check_key_shape(&key) {
-        return Ok(named(ErrorName::ValidationError, e.to_string()));
+        return Ok(refuse(ErrorName::ValidationError, e.to_string()));
     }
-    if let Err(e) = save(&env.kv("KV_CONFIG")?, &key, &tenant).await {
+    if let Err(e) = save(&kv(env)?, &key, &tenant).await {
         return Ok(storage_unavailable("KV", &e));
     }
     remember(&tenant);
@@ -131,9 +133,9 @@ pub async fn patch(mut req: Request, env: &Env, id: &str) -> Result<Response> {
     };
     let tenant = match tenant.patched(&body) {
         Ok(tenant) => tenant,
-        Err(why) => return Ok(named(ErrorName::ValidationError, why)),
+        Err(why) => return Ok(refuse(ErrorName::ValidationError, why)),
     };
-    if let Err(e) = put(&env.kv("KV_CONFIG")?, &Tenant::kv_id_key(id), &tenant).await {
+    if let Err(e) = put(&kv(env)?, &keys::tenant_by_id(id), &tenant).await {
         return Ok(storage_unavailable("KV", &e));
     }
     remember(&tenant);
@@ -143,10 +145,10 @@ pub async fn patch(mut req: Request, env: &Env, id: &str) -> Result<Response> {
 /// The record of tenant `id` as stored (read past the cache: an admin edits what is there), or
 /// 404 naming it.
 pub async fn stored(env: &Env, id: &str) -> Result<std::result::Result<Tenant, Response>> {
-    match env.kv("KV_CONFIG")?.get(&Tenant::kv_id_key(id)).json::<Tenant>().await {
+    match kv(env)?.get(&keys::tenant_by_id(id)).json::<Tenant>().await {
         Ok(Some(tenant)) => Ok(Ok(tenant)),
         Ok(None) => {
-            Ok(Err(error(404, "NotFound", format!("there is no tenant {id:?}; POST /admin/tenants creates one"))))
+            Ok(Err(refuse(ErrorName::NotFound, format!("there is no tenant {id:?}; POST /admin/tenants creates one"))))
         }
         Err(KvError::Serialization(e)) => Err(e.into()),
         Err(e) => Ok(Err(storage_unavailable("KV", &e))),
@@ -163,14 +165,14 @@ async fn admin_body(req: &mut Request, env: &Env) -> Result<std::result::Result<
 
 /// Puts `tenant` into this isolate's cache under its id, so the next request here sees it.
 fn remember(tenant: &Tenant) {
-    TENANTS.with(|cache| cache.borrow_mut().put(&Tenant::kv_id_key(&tenant.id), tenant.clone(), now_ms()));
+    TENANTS.with(|cache| cache.borrow_mut().put(&keys::tenant_by_id(&tenant.id), tenant.clone(), now_ms()));
 }
 
 /// Stores the tenant under its key's hash and under its id (how a tab's token finds it, and the
 /// record `PATCH` changes).
 async fn save(kv: &KvStore, key: &str, tenant: &Tenant) -> std::result::Result<(), KvError> {
-    put(kv, &Tenant::kv_id_key(&tenant.id), tenant).await?;
-    put(kv, &Tenant::kv_key(key), tenant).await
+    put(kv, &keys::tenant_by_id(&tenant.id), tenant).await?;
+    put(kv, &keys::tenant_by_key(key), tenant).await
 }
 
 async fn put(kv: &KvStore, kv_key: &str, tenant: &Tenant) -> std::result::Result<(), KvError> {
@@ -180,14 +182,14 @@ async fn put(kv: &KvStore, kv_key: &str, tenant: &Tenant) -> std::result::Result
 /// The answer to an admin request that does not carry the `ADMIN_TOKEN` secret (404 when
 /// the secret is not set at all: the admin routes are then off), or `None` when it does.
 pub fn admin_refusal(req: &Request, env: &Env) -> Result<Option<Response>> {
-    let Ok(admin) = env.secret("ADMIN_TOKEN") else {
-        return Ok(Some(error(404, "NotFound", "admin endpoints are off: set the ADMIN_TOKEN secret")));
+    let Ok(admin) = env.secret(ADMIN_TOKEN) else {
+        return Ok(Some(refuse(ErrorName::NotFound, "admin endpoints are off: set the ADMIN_TOKEN secret")));
     };
     let presented = bearer(req.headers().get("authorization")?.as_deref()).unwrap_or_default().to_owned();
     if !constant_time_eq(presented.as_bytes(), admin.to_string().as_bytes()) {
         let message = "admin endpoints need `Authorization: Bearer <ADMIN_TOKEN>`";
         return Ok(Some(with_header(
-            error(401, "Unauthorized", message),
+            refuse(ErrorName::Unauthorized, message),
             "www-authenticate",
             "Bearer realm=\"relay-edge-admin\"",
         )));

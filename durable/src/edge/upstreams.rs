@@ -8,37 +8,22 @@
 //! - `GET /admin/tenants/<id>/upstreams`: the servers, header names only;
 //! - `DELETE /admin/tenants/<id>/upstreams/<name>`.
 
-use super::capsules::signer;
 use super::egress::to_run_session;
-use super::http::{error, json, named, read_capped, storage_unavailable};
+use super::http::read_capped;
 use super::tenants::{admin_refusal, stored};
-use super::{random, Who};
+use super::Who;
+use crate::platform::http::{json, refuse};
+use crate::platform::kv::{save_upstreams, upstreams as load};
+use crate::platform::random;
+use crate::platform::signer::sealing_key;
 use relay_core::error::ErrorName;
-use relay_core::upstream::seal::SealingKey;
-use relay_core::upstream::{kv_key, Upstream, UpstreamSpec, MAX_UPSTREAMS};
+use relay_core::protocol::SessionRequest;
+use relay_core::upstream::{Upstream, UpstreamSpec, MAX_UPSTREAMS};
 use serde_json::json;
-use worker::kv::KvError;
 use worker::{Env, Request, Response, Result};
 
 /// Body limit of `PUT .../upstreams/<name>` and of `POST /mcps-rpc`.
 const BODY_MAX: usize = 1024 * 1024;
-
-/// The tenant's upstream servers (none when it has not set any), or the 503 when KV fails.
-pub async fn load(env: &Env, tenant_id: &str) -> Result<std::result::Result<Vec<Upstream>, Response>> {
-    match env.kv("KV_CONFIG")?.get(&kv_key(tenant_id)).json::<Vec<Upstream>>().await {
-        Ok(upstreams) => Ok(Ok(upstreams.unwrap_or_default())),
-        // We wrote the record: one that does not parse is our fault (500), not KV's.
-        Err(KvError::Serialization(e)) => Err(e.into()),
-        Err(e) => Ok(Err(storage_unavailable("KV", &e))),
-    }
-}
-
-async fn save(env: &Env, tenant_id: &str, upstreams: &[Upstream]) -> Result<Option<Response>> {
-    match env.kv("KV_CONFIG")?.put(&kv_key(tenant_id), upstreams)?.execute().await {
-        Ok(()) => Ok(None),
-        Err(e) => Ok(Some(storage_unavailable("KV", &e))),
-    }
-}
 
 /// The answer to an admin request that may not go on: no admin token (`admin_refusal`), or a
 /// tenant that does not exist (404 naming it: a server stored for no tenant would serve none).
@@ -47,11 +32,6 @@ async fn admin_check(req: &Request, env: &Env, tenant_id: &str) -> Result<Option
         return Ok(Some(refusal));
     }
     Ok(stored(env, tenant_id).await?.err())
-}
-
-/// The key that seals and opens header values.
-pub fn sealing_key(env: &Env) -> Result<SealingKey> {
-    Ok(SealingKey::of(&signer(env)?))
 }
 
 /// `PUT /admin/tenants/<id>/upstreams/<name>`: adds or replaces the server.
@@ -65,10 +45,10 @@ pub async fn put(mut req: Request, env: &Env, tenant_id: &str, name: &str) -> Re
     };
     let spec = match serde_json::from_slice::<UpstreamSpec>(&body).map_err(|e| e.to_string()) {
         Ok(spec) => spec,
-        Err(e) => return Ok(named(ErrorName::ValidationError, format!("upstream server: {e}"))),
+        Err(e) => return Ok(refuse(ErrorName::ValidationError, format!("upstream server: {e}"))),
     };
     if let Err(e) = spec.validate(name) {
-        return Ok(named(ErrorName::ValidationError, e));
+        return Ok(refuse(ErrorName::ValidationError, e));
     }
     let mut upstreams = match load(env, tenant_id).await? {
         Ok(upstreams) => upstreams,
@@ -79,12 +59,12 @@ pub async fn put(mut req: Request, env: &Env, tenant_id: &str, name: &str) -> Re
         let message = format!(
             "tenant {tenant_id} has {MAX_UPSTREAMS} upstream servers already, the most it may have: remove one first"
         );
-        return Ok(named(ErrorName::ValidationError, message));
+        return Ok(refuse(ErrorName::ValidationError, message));
     }
     let upstream = spec.seal(name, tenant_id, &sealing_key(env)?, random::<12>);
     let view = upstream.view();
     upstreams.push(upstream);
-    if let Some(unavailable) = save(env, tenant_id, &upstreams).await? {
+    if let Some(unavailable) = save_upstreams(env, tenant_id, &upstreams).await? {
         return Ok(unavailable);
     }
     Ok(json(200, &view))
@@ -115,9 +95,9 @@ pub async fn remove(req: Request, env: &Env, tenant_id: &str, name: &str) -> Res
     let before = upstreams.len();
     upstreams.retain(|u| u.name != name);
     if upstreams.len() == before {
-        return Ok(error(404, "NotFound", format!("tenant {tenant_id} has no upstream server {name:?}")));
+        return Ok(refuse(ErrorName::NotFound, format!("tenant {tenant_id} has no upstream server {name:?}")));
     }
-    if let Some(unavailable) = save(env, tenant_id, &upstreams).await? {
+    if let Some(unavailable) = save_upstreams(env, tenant_id, &upstreams).await? {
         return Ok(unavailable);
     }
     Ok(json(200, &json!({ "removed": name })))
@@ -126,5 +106,10 @@ pub async fn remove(req: Request, env: &Env, tenant_id: &str, name: &str) -> Res
 /// `POST /mcps-rpc` with the run's token: forwarded to the run's relay session DO, which
 /// checks the call against the tenant's servers and the run's policy and makes it.
 pub async fn rpc(req: Request, env: &Env, who: &Who) -> Result<Response> {
-    to_run_session(req, env, who, BODY_MAX, |claims| format!("/mcps-rpc?run={}&cap={}", claims.run, claims.cap)).await
+    to_run_session(req, env, who, BODY_MAX, |claims, call| SessionRequest::McpsRpc {
+        run: claims.run.clone(),
+        cap: claims.cap.clone(),
+        call,
+    })
+    .await
 }

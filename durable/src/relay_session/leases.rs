@@ -4,7 +4,7 @@
 //! hibernated DO, and notes when. [`Leases::seen`] reads those times for the run machine
 //! (`Input::TabSeen`); nothing here decides whether a tab is gone.
 
-use crate::edge::now_ms;
+use crate::platform::now_ms;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::worker_sys::{DurableObjectState, WebSocketRequestResponsePair};

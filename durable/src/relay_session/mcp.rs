@@ -1,29 +1,22 @@
 //! `/mcp` inside the Session DO: feeds the request to the pure MCP core and acts on its
-//! [`Outcome`]: replies as they are, legacy GET streams kept alive, tool calls run, cancels.
+//! [`Dispatch`]: replies as they are, legacy GET streams kept alive, tool calls run, cancels.
 
 use super::runs;
 use super::shared::Shared;
-use super::store::{self, McpSessions};
-use crate::edge::http::sse_headers;
-use crate::edge::{http, now_ms, random, sleep};
+use crate::platform::http::{self, sse_headers};
+use crate::platform::{now_ms, random, sleep};
 use futures::StreamExt;
-use relay_core::forward::{Caller, CALLER_HEADER};
-use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
-use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, Outcome, RelayView};
-use relay_core::run::session::{Cancel, Input};
-use serde_json::json;
+use relay_core::mcp::{self, Context, Dispatch, HttpRequest, HttpResponse, RelayView};
+use relay_core::protocol::Caller;
+use relay_core::relay_session::{McpSessions, Platform, Tabs};
+use relay_core::run::machine::{Cancel, Input};
 use std::rc::Rc;
-use worker::{Headers, Request, Response, Result};
+use worker::{Headers, Response, Result};
 
 /// How often a quiet legacy GET stream gets a keep-alive comment.
 const KEEPALIVE_MS: u64 = 15_000;
 
-pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Result<Response> {
-    let request = HttpRequest {
-        method: req.method().to_string(),
-        headers: req.headers().entries().filter(|(name, _)| name != CALLER_HEADER).collect(),
-        body: req.bytes().await?,
-    };
+pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) -> Result<Response> {
     // Lapsed leases and passed deadlines are acted on first, so what `relay://session` and the
     // prompt say of the tabs is current even when no stream is open to tick the machine.
     shared.feed(Input::Tick);
@@ -32,66 +25,47 @@ pub async fn handle(shared: Rc<Shared>, mut req: Request, caller: Caller) -> Res
         now_ms: now_ms(),
         new_session_id: &new_session_id,
         relay: relay_view(&shared, &caller),
-        audit_records: &|n| store::audit_records(&shared.storage.sql(), n),
+        audit_records: &|n| shared.persisted("audit", shared.store().audit_records(n)).unwrap_or_default(),
         page_url: caller.page_url(),
         limits_json: serde_json::to_value(&caller.tenant.defaults.policy.limits)?,
-        client_seen: &|info| shared.saw_client(info, now_ms()),
-        task: &|task_id| task(&shared, task_id),
+        client_seen: &|info| shared.caches.saw_client(info, now_ms()),
+        task: &|task_id| shared.task(task_id),
     };
-    let outcome = {
-        let sql = shared.storage.sql();
-        mcp::handle(&request, &mut McpSessions(&sql), &cx)
-    };
-    match outcome {
-        Outcome::Reply(reply) => Ok(http::to_response(reply)),
-        Outcome::OpenStream { session_id, last_event_id: Some(event_id) } => {
+    let mut sessions = McpSessions { sql: shared.platform.sql(), now_ms: now_ms(), failed: None };
+    let dispatch = mcp::handle(&request, &mut sessions, &cx);
+    if let Some(e) = sessions.failed {
+        shared.persisted::<()>("mcp_sessions", Err(e));
+    }
+    match dispatch {
+        Dispatch::Reply(reply) => Ok(http::to_response(reply)),
+        Dispatch::OpenStream { session_id, last_event_id: Some(event_id) } => {
             runs::resume(shared, &session_id, &event_id)
         }
-        Outcome::OpenStream { .. } => keepalive_stream(),
-        Outcome::Call(call) => runs::respond(shared, caller, call).await,
-        Outcome::CancelRun { run_id, reply } => {
+        Dispatch::OpenStream { .. } => keepalive_stream(),
+        Dispatch::Call(call) => runs::respond(shared, caller, call).await,
+        Dispatch::CancelRun { run_id, reply } => {
             shared.feed(Input::Cancel { run: run_id, why: Cancel::ByClient });
             Ok(http::to_response(reply))
         }
-        Outcome::Cancel { request_id, session_id } => {
-            runs::cancel_request(&shared, session_id.as_deref(), &request_id);
+        Dispatch::Cancel { request_id, session_id } => {
+            shared.cancel_request(session_id.as_deref(), &request_id);
             Ok(http::to_response(HttpResponse::accepted()))
         }
     }
-}
-
-/// A task as `tasks/get` shows it: a working one with its run's progress. A poll also ticks
-/// the run machine, so deadlines run while no stream is open (a task holds no request). A
-/// task whose run this instance no longer has was cut off by a restart: it failed.
-fn task(shared: &Shared, task_id: &str) -> Option<TaskRecord> {
-    shared.tick();
-    let sql = shared.storage.sql();
-    let task = store::task(&sql, task_id, now_ms())?;
-    if task.status != TaskStatus::Working {
-        return Some(task);
-    }
-    let run = task.run_id.clone();
-    let progress = shared.progress(&run, |on_tab, stdout, stderr| task.clone().in_progress(on_tab, stdout, stderr));
-    progress.or_else(|| {
-        let lost = json!({ "error": { "code": -32603, "message": "the relay restarted while the run was in flight; call the tool again" } });
-        let failed = task.ended(&lost, false, now_ms());
-        store::save_task(&sql, &failed);
-        Some(failed)
-    })
 }
 
 /// What `relay://session` shows: tabs, queue, recent runs.
 fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
     let (tab_ids, queue_depth) = shared.view();
     // The newest tab gets the next run.
-    let next_tab = tab_ids.last().and_then(|tab| shared.readiness(tab));
+    let next_tab = tab_ids.last().and_then(|tab| shared.platform.roster.readiness(tab));
     RelayView {
         next_tab,
         session: caller.session.clone(),
         tab_ids,
         queue_depth,
-        recent_runs: store::recent_runs(&shared.storage.sql(), 10),
-        clients: shared.clients(),
+        recent_runs: shared.store().recent_runs(10),
+        clients: shared.caches.clients(),
     }
 }
 

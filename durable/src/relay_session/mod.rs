@@ -1,17 +1,15 @@
-//! The Session Durable Object: one per relay session (`<tenantId>/<name>`). A thin I/O loop
-//! over the pure run machine (`relay_core::run::session`) and the MCP core (`relay_core::mcp`).
-//! Imports run one way: object -> mcp -> runs -> builds -> commands -> shared -> store (and
-//! object -> builds for a build's routes), object -> tabs -> shared -> leases (and tabs ->
-//! leases), object -> upstreams -> shared, store, and object -> out_files -> shared, store.
+//! The Session Durable Object: one per relay session (`<tenantId>/<name>`). The I/O of the
+//! core's relay session (`relay_core::relay_session`: the runs desk, runs, builds, upstream
+//! calls, the store), which decides everything. Imports run one way: object -> mcp -> runs ->
+//! shared, object -> {builds, tabs, upstreams, out_files} -> shared, shared -> leases,
+//! tabs -> leases.
 
 mod builds;
-mod commands;
 mod leases;
 mod mcp;
 mod object;
 mod out_files;
 mod runs;
 mod shared;
-mod store;
 mod tabs;
 mod upstreams;

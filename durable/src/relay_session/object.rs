@@ -1,20 +1,21 @@
-//! The Session DO itself: one per relay session (`<tenantId>/<name>`). It dispatches the
-//! requests the Worker forwards (`/mcp`, `/events`, `/result`, `/results`, `/lease`, `/detach`,
-//! `/ready`, `/mcps-rpc`, `/mcps`, `/build/*`, `/files/*`) and the messages of results and lease
-//! sockets, each request with its typed
-//! [`Caller`](relay_core::forward::Caller); the Worker has already authenticated it.
+//! The Session DO itself: one per relay session (`<tenantId>/<name>`). It decodes each request
+//! the Worker forwards into the core's typed `SessionRequest` (with its `Caller`; the Worker
+//! has already authenticated it) and dispatches on it, and takes the messages of results and
+//! lease sockets. A relay session whose SQLite could not be migrated serves nothing: every
+//! request is answered 503 `StorageUnavailable` until an instance migrates it.
 
 use super::leases::{Leases, LEASE_TAG};
-use super::shared::Shared;
-use super::{builds, mcp, out_files, store, tabs, upstreams};
-use crate::edge::http::{error, json};
-use crate::edge::metrics::session_key;
-use crate::edge::{now_ms, wasm_memory_bytes};
-use relay_core::forward::{Caller, CALLER_HEADER};
-use relay_core::metrics::Snapshot;
+use super::shared::{DoPlatform, Shared};
+use super::{builds, mcp, out_files, tabs, upstreams};
+use crate::platform::http::{error, json, refuse, storage_unavailable};
+use crate::platform::sql::DoSql;
+use crate::platform::{kv, stub, wasm_memory_bytes};
+use relay_core::error::ErrorName;
+use relay_core::protocol::{Caller, SessionRequest};
+use std::cell::Cell;
 use std::rc::Rc;
 use worker::{
-    durable_object, DurableObject, Env, Method, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage,
+    durable_object, DurableObject, Env, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage,
 };
 
 #[durable_object]
@@ -22,52 +23,38 @@ pub struct SessionDO {
     shared: Rc<Shared>,
     /// For the results sockets, which the runtime keeps (`tabs::open_results`).
     state: State,
+    /// Why the relay session's SQLite could not be brought up to date, if it could not.
+    unmigrated: Option<String>,
+    /// Whether this instance has served a request yet (see `register`).
+    served: Cell<bool>,
 }
 
 impl DurableObject for SessionDO {
     fn new(state: State, env: Env) -> Self {
-        let storage = state.storage();
-        let sql = storage.sql();
-        match store::migrate(&sql) {
-            // No run can be in flight in an instance that is only starting: any still open in
-            // the audit were cut off when the previous instance stopped.
-            Ok(()) => store::close_unfinished(&sql, now_ms()),
-            Err(e) => worker::console_error!("migration failed: {e}"),
-        }
-        SessionDO { shared: Rc::new(Shared::new(env, storage, Leases::new(&state))), state }
+        let sql = DoSql(state.storage().sql());
+        let shared = Shared::new(DoPlatform::new(env, sql, Leases::new(&state)));
+        let unmigrated = shared.open().err().map(|e| {
+            worker::console_error!("relay session storage: {e}");
+            e.to_string()
+        });
+        SessionDO { shared: Rc::new(shared), state, unmigrated, served: Cell::new(false) }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
-        let header = req.headers().get(CALLER_HEADER)?.unwrap_or_default();
-        let caller = Caller::decode(&header).map_err(worker::Error::RustError)?;
+        if let Some(why) = &self.unmigrated {
+            let message = format!("this relay session's storage could not be brought up to date ({why}); retry later");
+            return Ok(refuse(ErrorName::StorageUnavailable, message));
+        }
+        let (caller, request) = match stub::receive(req).await? {
+            Ok(received) => received,
+            Err(refusal) => return Ok(error(refusal)),
+        };
         let shared = self.shared.clone();
         shared.configure(&caller.tenant.defaults.queue);
-        if shared.first_request() {
+        if !self.served.replace(true) {
             register(&shared, &caller).await;
         }
-        match req.path().as_str() {
-            "/mcp" => mcp::handle(shared, req, caller).await,
-            "/events" => tabs::attach(shared, &caller),
-            "/result" => tabs::result(shared, req).await,
-            "/results" => tabs::open_results(&shared, &self.state, &req),
-            "/detach" => tabs::detach(shared, &req),
-            "/lease" if req.method() == Method::Post => tabs::renew(shared, &req),
-            "/lease" => tabs::open_lease(&shared, &self.state, &req),
-            "/ready" => tabs::ready(shared, req).await,
-            "/mcps-rpc" => upstreams::call(shared, req, &caller).await,
-            "/mcps" => upstreams::tree(shared, &caller).await,
-            "/build/presign" => builds::presign(&shared, req, &caller).await,
-            "/build/spend" => builds::spend(&shared, req).await,
-            "/build/finalize" => builds::finalize(&shared, req, &caller).await,
-            "/files/reserve" => out_files::reserve(&shared, &req),
-            "/files/release" => out_files::release(&shared, &req),
-            "/metrics" => {
-                let snapshot =
-                    Snapshot { wasm_memory_bytes: wasm_memory_bytes(), ..store::metrics(&shared.storage.sql()) };
-                Ok(json(200, &serde_json::to_value(snapshot)?))
-            }
-            path => Ok(error(404, "NotFound", format!("session object has no route {path}"))),
-        }
+        self.dispatch(shared, caller, request).await
     }
 
     async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
@@ -80,22 +67,55 @@ impl DurableObject for SessionDO {
     /// A results socket closed by its tab: no more command copies on it. (It says nothing of
     /// the tab's liveness: that is the lease's, never a socket's.)
     async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _clean: bool) -> Result<()> {
-        self.shared.forget_socket(&ws);
+        self.shared.platform.roster.forget_socket(&ws);
         Ok(())
     }
 
     async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
-        self.shared.forget_socket(&ws);
+        self.shared.platform.roster.forget_socket(&ws);
         Ok(())
+    }
+}
+
+impl SessionDO {
+    /// One handler per route: a new `SessionRequest` variant is a compile error here until it
+    /// has one.
+    async fn dispatch(&self, shared: Rc<Shared>, caller: Caller, request: SessionRequest) -> Result<Response> {
+        use SessionRequest::*;
+        match request {
+            Mcp(request) => mcp::handle(shared, request, caller).await,
+            Events => tabs::attach(shared, &caller),
+            Result { tab, batch } => Ok(tabs::result(&shared, tab, &batch)),
+            ResultsSocket { tab, token_expiry_s } => tabs::open_results(&shared, &self.state, tab, token_expiry_s),
+            LeaseSocket { tab, token_expiry_s } => tabs::open_lease(&shared, &self.state, tab, token_expiry_s),
+            RenewLease { tab } => tabs::renew(&shared, tab),
+            Detach { tab } => tabs::detach(&shared, tab),
+            Ready { tab, report } => tabs::ready(&shared, tab, &report),
+            McpsRpc { run, cap, call } => upstreams::call(&shared, &caller, run, &cap, &call).await,
+            McpsTree => upstreams::tree(&shared, &caller).await,
+            BuildPresign { run, ask } => builds::presign(&shared, &caller, &run, &ask),
+            BuildSpend(grant) => builds::spend(&shared, &grant),
+            BuildFinalize { run, proposal } => builds::finalize(&shared, &caller, &run, &proposal).await,
+            ReserveOutFile { run, path } => Ok(out_files::reserve(&shared, &run, &path)),
+            ReleaseOutFile { run, path } => Ok(out_files::release(&shared, &run, &path)),
+            Metrics => Ok(metrics(&shared)),
+        }
+    }
+}
+
+/// The relay session's metrics, with what only this instance knows (its wasm memory, the
+/// writes to its storage that failed).
+fn metrics(shared: &Shared) -> Response {
+    match shared.metrics(wasm_memory_bytes()) {
+        Ok(snapshot) => json(200, &serde_json::to_value(snapshot).expect("metrics serialize")),
+        Err(e) => storage_unavailable("the relay session's SQLite", &e),
     }
 }
 
 /// Lists this relay session under its tenant in KV, once per instance, so the tenant's
 /// metrics can find it. A failure only delays that to the next instance.
 async fn register(shared: &Shared, caller: &Caller) {
-    let key = session_key(&caller.tenant.id, &caller.session);
-    let put = shared.env.kv("KV_CONFIG").and_then(|kv| Ok(kv.put(&key, "")?));
-    if let Err(e) = async { put?.execute().await.map_err(worker::Error::from) }.await {
-        worker::console_error!("registering relay session {key}: {e}");
+    if let Err(e) = kv::register_relay_session(&shared.platform.env, &caller.tenant.id, &caller.session).await {
+        worker::console_error!("registering relay session {}/{}: {e}", caller.tenant.id, caller.session);
     }
 }

@@ -13,13 +13,6 @@ use crate::oauth::redirect::is_loopback_host;
 /// The header that carries the [`Caller`].
 pub const CALLER_HEADER: &str = "x-relay-caller";
 
-/// The header naming the tab a tab route's request comes from (the `tabId` of its `hello`).
-pub const TAB_HEADER: &str = "x-relay-tab";
-
-/// On a results socket's upgrade, set by the Worker: when the attach token it was opened with
-/// expires (seconds since the epoch). The DO takes no batch on that socket after it.
-pub const TOKEN_EXPIRY_HEADER: &str = "x-relay-token-expiry";
-
 /// The caller of a forwarded request, as the Worker authenticated it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

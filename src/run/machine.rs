@@ -1,7 +1,8 @@
 //! One relay session's runs as a pure state machine: the queue, the tabs attached as executors
 //! and which one gets the next run, every deadline, each run's log and the verdicts on the
-//! tab's backchannel, cancellation. It has no clock and does no I/O: the Session DO feeds it
-//! [`Input`]s with the current time and performs the [`Output`]s it returns.
+//! tab's backchannel, cancellation. It has no clock and does no I/O: the relay session
+//! (`relay_session::desk`) feeds it [`Input`]s with the current time and performs the
+//! [`Output`]s it returns.
 //!
 //! A run is admitted (its place in line is fixed before its capsule is stored, so runs start
 //! in admission order), made ready, sent to the newest tab, acknowledged, executed, and ends
@@ -123,37 +124,39 @@ pub struct BatchReply {
     pub applied: usize,
     pub duplicates: usize,
     /// `(run, seq, why)` of each refused event.
-    pub refused: Vec<(String, u64, Refusal)>,
+    pub refused: Vec<(String, u64, EventRefusal)>,
 }
 
 /// Why an event was refused. Each means the relay session no longer wants the run from this tab
 /// (it ended, never was, went back to the queue, or lost events on the way, which ends it): the
 /// tab stops it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum EventRefusal {
     UnknownRun,
     NotOnTab,
     Ended,
     Gap { expected: u64 },
 }
 
-impl Refusal {
+impl EventRefusal {
     /// A stable word for the page to act on.
     pub fn code(self) -> &'static str {
         match self {
-            Refusal::UnknownRun => "unknown",
-            Refusal::NotOnTab => "not-on-tab",
-            Refusal::Ended => "ended",
-            Refusal::Gap { .. } => "gap",
+            EventRefusal::UnknownRun => "unknown",
+            EventRefusal::NotOnTab => "not-on-tab",
+            EventRefusal::Ended => "ended",
+            EventRefusal::Gap { .. } => "gap",
         }
     }
 
     fn reason(self, run: &str) -> String {
         match self {
-            Refusal::UnknownRun => format!("no run {run} in this relay session"),
-            Refusal::NotOnTab => "the run is not on this tab (it went back to the queue, or to another tab)".to_owned(),
-            Refusal::Ended => "the run has already ended".to_owned(),
-            Refusal::Gap { expected } => format!("expected seq {expected}: events were lost, the run ended"),
+            EventRefusal::UnknownRun => format!("no run {run} in this relay session"),
+            EventRefusal::NotOnTab => {
+                "the run is not on this tab (it went back to the queue, or to another tab)".to_owned()
+            }
+            EventRefusal::Ended => "the run has already ended".to_owned(),
+            EventRefusal::Gap { expected } => format!("expected seq {expected}: events were lost, the run ended"),
         }
     }
 }
@@ -162,7 +165,7 @@ impl BatchReply {
     /// 200 when nothing was refused; 404 when every refused event named an unknown run and
     /// nothing else was in the batch; 409 otherwise.
     pub fn status(&self) -> u16 {
-        let unknown = self.refused.iter().filter(|(_, _, why)| *why == Refusal::UnknownRun).count();
+        let unknown = self.refused.iter().filter(|(_, _, why)| *why == EventRefusal::UnknownRun).count();
         match self.refused.len() {
             0 => 200,
             n if n == unknown && self.applied + self.duplicates == 0 => 404,
@@ -232,7 +235,7 @@ impl Run {
 
 /// The runs of one relay session.
 #[derive(Debug, Clone)]
-pub struct Session {
+pub struct RunMachine {
     settings: QueueSettings,
     queue: RunQueue,
     /// Attached tabs, oldest first; the newest gets the next run (an older one may be gone
@@ -243,10 +246,10 @@ pub struct Session {
     finished: VecDeque<String>,
 }
 
-impl Session {
+impl RunMachine {
     /// A relay session with the tenant's queue settings.
     pub fn new(settings: QueueSettings) -> Self {
-        Session {
+        RunMachine {
             queue: RunQueue::new(settings.max_queued, settings.max_wait_ms),
             settings,
             tabs: Vec::new(),
@@ -417,9 +420,9 @@ impl Session {
                 }
                 Ok(Applied::Gap { expected }) => {
                     self.results_lost(&event.run_id, expected, out);
-                    Refusal::Gap { expected }
+                    EventRefusal::Gap { expected }
                 }
-                Ok(Applied::Finished) => Refusal::Ended,
+                Ok(Applied::Finished) => EventRefusal::Ended,
                 Err(why) => why,
             };
             reply.refused.push((event.run_id.clone(), event.seq, refusal));
@@ -434,13 +437,13 @@ impl Session {
         tab: Option<&str>,
         event: &TabEvent,
         out: &mut Vec<Output>,
-    ) -> Result<Applied, Refusal> {
-        let run = self.runs.get_mut(&event.run_id).ok_or(Refusal::UnknownRun)?;
+    ) -> Result<Applied, EventRefusal> {
+        let run = self.runs.get_mut(&event.run_id).ok_or(EventRefusal::UnknownRun)?;
         if run.ended() {
             return Ok(run.log.apply(event));
         }
         let Some(assigned) = run.assigned.as_mut().filter(|a| tab.is_none_or(|tab| a.tab == tab)) else {
-            return Err(Refusal::NotOnTab);
+            return Err(EventRefusal::NotOnTab);
         };
         assigned.acknowledged = true;
         let before = (run.log.stdout.len(), run.log.stderr.len());

@@ -1,0 +1,47 @@
+//! The Worker's bindings, secrets and variables (wrangler.toml), each named once.
+
+use worker::{Env, Result};
+
+/// The relay sessions' Durable Objects (named by `protocol::object_name`).
+pub use relay_core::protocol::SESSIONS_BINDING as SESSIONS;
+/// R2: capsules, layers, build records, `/out` files (`relay_core::keys`).
+pub const R2_CAPSULES: &str = "R2_CAPSULES";
+/// KV: tenants, upstream servers, relay sessions, OAuth (`relay_core::keys`).
+pub const KV_CONFIG: &str = "KV_CONFIG";
+/// The page's static assets.
+pub const ASSETS: &str = "ASSETS";
+/// The rate limiter of OAuth client registration.
+pub const OAUTH_REGISTER: &str = "OAUTH_REGISTER";
+/// Secret: the Ed25519 seed that signs capsules and tokens.
+pub const CAPSULE_SIGNING_KEY: &str = "CAPSULE_SIGNING_KEY";
+/// Secret: the admin routes' bearer token.
+pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
+/// Variable: retired public keys (a JWK set) that still verify capsules.
+pub const CAPSULE_RETIRED_KEYS: &str = "CAPSULE_RETIRED_KEYS";
+/// Variable: the origin clients reach the Worker at, behind a proxy.
+pub const PUBLIC_URL: &str = "PUBLIC_URL";
+/// Variable: the deployed version, for `/healthz`.
+pub const RELAY_VERSION: &str = "RELAY_VERSION";
+/// Variable: `1` under `wrangler dev`, where loopback origins may call `/mcp`.
+pub const RELAY_ALLOW_LOCALHOST: &str = "RELAY_ALLOW_LOCALHOST";
+
+pub fn bucket(env: &Env) -> Result<worker::Bucket> {
+    env.bucket(R2_CAPSULES)
+}
+
+pub fn kv(env: &Env) -> Result<worker::kv::KvStore> {
+    env.kv(KV_CONFIG)
+}
+
+/// A variable's value, if the deployment sets it.
+pub fn var(env: &Env, name: &str) -> Option<String> {
+    env.var(name).ok().map(|value| value.to_string())
+}
+
+/// The origin the Worker's URLs are made with: `PUBLIC_URL` when the deployment sets it
+/// (behind a proxy), else the request's own (`relay_core::protocol::public_origin`). A
+/// malformed `PUBLIC_URL` is an error naming it (500), never a wrong URL.
+pub fn public_origin(env: &Env, url: &url::Url) -> Result<String> {
+    relay_core::protocol::public_origin(var(env, PUBLIC_URL).as_deref(), &url.origin().ascii_serialization())
+        .map_err(worker::Error::RustError)
+}

@@ -1,0 +1,81 @@
+//! R2 (`R2_CAPSULES`) as the core's `Blobs` ([`R2`]): capsules and their layers, build records
+//! (keys: `relay_core::keys`; what is kept there: `relay_core::stores`). A failure is logged
+//! here, with its cause, and returned as a `StorageError` (a 503 naming only the store). And
+//! the Worker's own uses: storing a capsule or a layer, a capsule's policy (cached in the
+//! isolate).
+
+use super::bindings::bucket;
+use super::http::error;
+use relay_core::capsule::Capsule;
+use relay_core::error::HttpError;
+use relay_core::policy::Policy;
+use relay_core::stores::{self, Blobs, PolicyCache, StorageError};
+use std::cell::RefCell;
+use worker::{Bucket, Env, Response};
+
+thread_local! {
+    static POLICIES: RefCell<PolicyCache> = RefCell::default();
+}
+
+/// The Worker's R2 bucket.
+pub struct R2(pub Env);
+
+fn failed(e: impl std::fmt::Display) -> StorageError {
+    worker::console_error!("R2 failed: {e}");
+    StorageError(e.to_string())
+}
+
+impl R2 {
+    fn bucket(&self) -> Result<Bucket, StorageError> {
+        bucket(&self.0).map_err(failed)
+    }
+}
+
+impl Blobs for R2 {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let Some(object) = self.bucket()?.get(key).execute().await.map_err(failed)? else { return Ok(None) };
+        let Some(body) = object.body() else { return Ok(None) };
+        body.bytes().await.map(Some).map_err(failed)
+    }
+
+    async fn size(&self, key: &str) -> Result<Option<u64>, StorageError> {
+        Ok(self.bucket()?.head(key).await.map_err(failed)?.map(|object| object.size()))
+    }
+
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>) -> Result<(), StorageError> {
+        let bucket = self.bucket()?;
+        let mut put = bucket.put(key, bytes);
+        if let Some(sha256) = sha256 {
+            put = put.sha256(hex::decode(sha256).map_err(|e| failed(format!("layer hash {sha256}: {e}")))?);
+        }
+        put.execute().await.map(drop).map_err(failed)
+    }
+}
+
+/// Stores a built capsule (`stores::store_capsule`), or the 503 to answer with.
+pub async fn store_capsule(env: &Env, tenant_id: &str, capsule: &Capsule) -> Result<(), Response> {
+    stores::store_capsule(&R2(env.clone()), tenant_id, capsule).await.map_err(|_| unavailable())
+}
+
+/// Stores an uploaded layer (`stores::put_layer`), or the 503 to answer with.
+pub async fn put_layer(env: &Env, sha256: &str, bytes: Vec<u8>) -> Result<(), Response> {
+    stores::put_layer(&R2(env.clone()), sha256, bytes).await.map_err(|_| unavailable())
+}
+
+fn unavailable() -> Response {
+    error(HttpError::storage_unavailable("R2"))
+}
+
+/// The policy of capsule `hash` of the tenant (a run token names both): from the isolate's
+/// cache, else from its capsule.json in R2 (`stores::capsule_policy`); else the refusal.
+pub async fn capsule_policy(env: &Env, tenant_id: &str, hash: &str) -> worker::Result<Result<Policy, Response>> {
+    if let Some(policy) = POLICIES.with(|cache| cache.borrow().get(tenant_id, hash)) {
+        return Ok(Ok(policy));
+    }
+    let policy = match stores::capsule_policy(&R2(env.clone()), tenant_id, hash).await {
+        Ok(policy) => policy,
+        Err(refusal) => return Ok(Err(error(refusal))),
+    };
+    POLICIES.with(|cache| cache.borrow_mut().insert(tenant_id, hash, policy.clone()));
+    Ok(Ok(policy))
+}

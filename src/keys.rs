@@ -1,0 +1,68 @@
+//! Every storage key of relay-edge, in one place: the Worker's KV (`KV_CONFIG`) and R2
+//! (`R2_CAPSULES`). A relay session's own SQLite has its tables instead (`migrations/`,
+//! `relay_session::store`). Keys never hold a secret: API keys, codes and tokens appear only
+//! as their sha256.
+
+use crate::auth::key_hash;
+use crate::capsule::address::MANIFEST_FILE;
+use crate::oauth::token_hash;
+
+/// KV: the tenant holding `api_key`.
+pub fn tenant_by_key(api_key: &str) -> String {
+    format!("tenant:{}", key_hash(api_key))
+}
+
+/// KV: the tenant with id `id` (its current record; the one `PATCH` changes).
+pub fn tenant_by_id(id: &str) -> String {
+    format!("tenant-id:{id}")
+}
+
+/// KV: a tenant's upstream MCP servers.
+pub fn upstreams(tenant_id: &str) -> String {
+    format!("upstreams:{tenant_id}")
+}
+
+/// KV: a relay session that has served a request, listed under its tenant for the metrics.
+pub fn relay_session(tenant_id: &str, session: &str) -> String {
+    format!("relay-session:{tenant_id}:{session}")
+}
+
+/// KV: an OAuth client.
+pub fn oauth_client(client_id: &str) -> String {
+    format!("oauth:client:{client_id}")
+}
+
+/// KV: an OAuth grant.
+pub fn oauth_grant(grant_id: &str) -> String {
+    format!("oauth:grant:{grant_id}")
+}
+
+/// KV: an OAuth authorization code, by its hash.
+pub fn oauth_code(code: &str) -> String {
+    format!("oauth:code:{}", token_hash(code))
+}
+
+/// KV: an OAuth access or refresh token, by its hash.
+pub fn oauth_token(token: &str) -> String {
+    format!("oauth:token:{}", token_hash(token))
+}
+
+/// R2: a layer zip, by its sha256, shared by every capsule that has it.
+pub fn layer(sha256: &str) -> String {
+    format!("layers/{sha256}")
+}
+
+/// R2: a tenant's capsule.json (the egress route reads its policy there).
+pub fn manifest(tenant_id: &str, hash: &str) -> String {
+    format!("capsules/{tenant_id}/{hash}/{MANIFEST_FILE}")
+}
+
+/// R2: a tenant's finished build of a dependency request (`packages::BuildRecord`).
+pub fn build_record(tenant_id: &str, key: &str) -> String {
+    format!("builds/{tenant_id}/{key}.json")
+}
+
+/// R2: a file a run published from `/out`.
+pub fn out_file(tenant: &str, run: &str, path: &str) -> String {
+    format!("files/{tenant}/{run}/{}", path.trim_start_matches('/'))
+}

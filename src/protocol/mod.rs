@@ -1,0 +1,238 @@
+//! The protocol between the Worker, a relay session's Durable Object and its tabs, typed once:
+//!
+//! - [`SessionRequest`]: every request the Worker sends a relay session's DO, one variant per
+//!   route with its typed parameters, turned into an [`Envelope`] (method, path, headers, body)
+//!   and back in this file only. The DO's binding and the name of each relay session's object
+//!   are here too ([`SESSIONS_BINDING`], [`object_name`]).
+//! - [`TabCommand`] (`tab.rs`): every command the DO sends a tab on its stream, serialized in
+//!   one place; the page's list of command names is generated from it at build time.
+//! - [`Caller`] (`caller.rs`): who is calling, which every forwarded request carries.
+//!
+//! Adding a route or a command is one variant: the compiler finds every site.
+
+mod caller;
+mod tab;
+
+pub use caller::{own_page_origin, public_origin, Caller, CALLER_HEADER};
+pub use tab::{table_json as tab_commands_json, BuildCommand, CapsuleCommand, CommandName, TabCommand, TabsCommand};
+
+use crate::error::{ErrorName, HttpError};
+use crate::mcp::HttpRequest;
+use crate::packages::UploadGrant;
+
+/// The binding of the relay sessions' Durable Object class (wrangler.toml).
+pub const SESSIONS_BINDING: &str = "SESSIONS";
+
+/// The name of a relay session's Durable Object: `<tenantId>/<session>`. The tenant always
+/// comes from a credential, so no request can name another tenant's object.
+pub fn object_name(tenant_id: &str, session: &str) -> String {
+    format!("{tenant_id}/{session}")
+}
+
+/// The header naming the tab a tab route's request comes from (the `tabId` of its `hello`).
+pub const TAB_HEADER: &str = "x-relay-tab";
+
+/// On a tab socket's upgrade: when the attach token it was opened with expires (seconds since
+/// the epoch). The DO takes no batch on that socket after it.
+pub const TOKEN_EXPIRY_HEADER: &str = "x-relay-token-expiry";
+
+/// A request for a relay session's DO, as the Worker sends it: which route, with what.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionRequest {
+    /// `/mcp`: the client's request as it came (its method, headers and body).
+    Mcp(HttpRequest),
+    /// A tab opens its command stream.
+    Events,
+    /// A batch of a tab's events (NDJSON, judged by `run::backchannel`).
+    Result { tab: Option<String>, batch: Vec<u8> },
+    /// A tab opens its results socket (hibernatable; batches come as its messages).
+    ResultsSocket { tab: String, token_expiry_s: u64 },
+    /// A tab opens its lease socket (the runtime answers its pings).
+    LeaseSocket { tab: String, token_expiry_s: u64 },
+    /// A tab renews its lease by POST (its lease socket cannot open).
+    RenewLease { tab: Option<String> },
+    /// A tab is going away.
+    Detach { tab: Option<String> },
+    /// What a tab says of its runtimes (`run::readiness`).
+    Ready { tab: Option<String>, report: Vec<u8> },
+    /// Code in run `run` (capsule `cap`) calls an upstream MCP server: the call's body.
+    McpsRpc { run: String, cap: String, call: Vec<u8> },
+    /// The `/mcps` tree of the tenant's upstream servers.
+    McpsTree,
+    /// Upload grants for the layers run `run`'s tab built (`{layers}`).
+    BuildPresign { run: String, ask: Vec<u8> },
+    /// The Worker received bytes matching `grant`: spend it, once.
+    BuildSpend(UploadGrant),
+    /// Run `run`'s tab proposes its build (`packages::Proposal`).
+    BuildFinalize { run: String, proposal: Vec<u8> },
+    /// Reserve the slot of `path` among run `run`'s published `/out` files.
+    ReserveOutFile { run: String, path: String },
+    /// Give back the slot of a file that could not be stored.
+    ReleaseOutFile { run: String, path: String },
+    /// The relay session's metrics.
+    Metrics,
+}
+
+/// A [`SessionRequest`] on the wire: what the Worker's request to the DO holds (the caller
+/// travels beside it, in [`CALLER_HEADER`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    pub method: String,
+    /// The path and query, such as `/mcps-rpc?run=r_1&cap=ab`.
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// The routes, by path: the one table both directions read.
+mod path {
+    pub const MCP: &str = "/mcp";
+    pub const EVENTS: &str = "/events";
+    pub const RESULT: &str = "/result";
+    pub const RESULTS: &str = "/results";
+    pub const LEASE: &str = "/lease";
+    pub const DETACH: &str = "/detach";
+    pub const READY: &str = "/ready";
+    pub const MCPS_RPC: &str = "/mcps-rpc";
+    pub const MCPS: &str = "/mcps";
+    pub const BUILD_PRESIGN: &str = "/build/presign";
+    pub const BUILD_SPEND: &str = "/build/spend";
+    pub const BUILD_FINALIZE: &str = "/build/finalize";
+    pub const FILES_RESERVE: &str = "/files/reserve";
+    pub const FILES_RELEASE: &str = "/files/release";
+    pub const METRICS: &str = "/metrics";
+}
+
+impl SessionRequest {
+    /// The request on the wire.
+    pub fn encode(self) -> Envelope {
+        use SessionRequest::*;
+        let post = |path: &str, query: &[(&str, &str)], headers: Vec<(String, String)>, body: Vec<u8>| Envelope {
+            method: "POST".into(),
+            path: with_query(path, query),
+            headers,
+            body,
+        };
+        match self {
+            Mcp(request) => Envelope {
+                method: request.method,
+                path: path::MCP.into(),
+                headers: request.headers,
+                body: request.body,
+            },
+            Events => get(path::EVENTS, Vec::new()),
+            Result { tab, batch } => post(path::RESULT, &[], tab_header(tab), batch),
+            ResultsSocket { tab, token_expiry_s } => get(path::RESULTS, socket_headers(tab, token_expiry_s)),
+            LeaseSocket { tab, token_expiry_s } => get(path::LEASE, socket_headers(tab, token_expiry_s)),
+            RenewLease { tab } => post(path::LEASE, &[], tab_header(tab), Vec::new()),
+            Detach { tab } => post(path::DETACH, &[], tab_header(tab), Vec::new()),
+            Ready { tab, report } => post(path::READY, &[], tab_header(tab), report),
+            McpsRpc { run, cap, call } => post(path::MCPS_RPC, &[("run", &run), ("cap", &cap)], Vec::new(), call),
+            McpsTree => get(path::MCPS, Vec::new()),
+            BuildPresign { run, ask } => post(path::BUILD_PRESIGN, &[("run", &run)], Vec::new(), ask),
+            BuildSpend(grant) => {
+                post(path::BUILD_SPEND, &[], Vec::new(), serde_json::to_vec(&grant).expect("a grant serializes"))
+            }
+            BuildFinalize { run, proposal } => post(path::BUILD_FINALIZE, &[("run", &run)], Vec::new(), proposal),
+            ReserveOutFile { run, path } => {
+                post(path::FILES_RESERVE, &[("run", &run), ("path", &path)], vec![], vec![])
+            }
+            ReleaseOutFile { run, path } => {
+                post(path::FILES_RELEASE, &[("run", &run), ("path", &path)], vec![], vec![])
+            }
+            Metrics => get(path::METRICS, Vec::new()),
+        }
+    }
+
+    /// The request an envelope holds; a path no route has, or a parameter missing, is refused
+    /// (404, 400) naming it.
+    pub fn decode(envelope: Envelope) -> std::result::Result<SessionRequest, HttpError> {
+        use SessionRequest::*;
+        let Envelope { method, path, headers, body } = envelope;
+        let (route, query) = path.split_once('?').unwrap_or((path.as_str(), ""));
+        let params: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+        let param = |name: &str| -> std::result::Result<String, HttpError> {
+            match params.iter().find(|(k, _)| k == name) {
+                Some((_, value)) => Ok(value.clone()),
+                None => Err(HttpError::new(ErrorName::ValidationError, format!("{route} needs `{name}`"))),
+            }
+        };
+        let header = |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+        let tab = header(TAB_HEADER);
+        let socket = || -> std::result::Result<(String, u64), HttpError> {
+            let expiry = header(TOKEN_EXPIRY_HEADER).and_then(|s| s.parse().ok()).unwrap_or(0);
+            let tab = tab.clone().ok_or_else(|| not_attached("?tab="))?;
+            Ok((tab, expiry))
+        };
+        Ok(match (route, method.as_str()) {
+            (path::MCP, _) => Mcp(HttpRequest { method: method.clone(), headers, body }),
+            (path::EVENTS, _) => Events,
+            (path::RESULT, _) => Result { tab, batch: body },
+            (path::RESULTS, _) => socket().map(|(tab, token_expiry_s)| ResultsSocket { tab, token_expiry_s })?,
+            (path::LEASE, "POST") => RenewLease { tab },
+            (path::LEASE, _) => socket().map(|(tab, token_expiry_s)| LeaseSocket { tab, token_expiry_s })?,
+            (path::DETACH, _) => Detach { tab },
+            (path::READY, _) => Ready { tab, report: body },
+            (path::MCPS_RPC, _) => McpsRpc { run: param("run")?, cap: param("cap")?, call: body },
+            (path::MCPS, _) => McpsTree,
+            (path::BUILD_PRESIGN, _) => BuildPresign { run: param("run")?, ask: body },
+            (path::BUILD_SPEND, _) => BuildSpend(serde_json::from_slice(&body).map_err(|e| {
+                HttpError::new(ErrorName::ValidationError, format!("{route}: the grant does not parse: {e}"))
+            })?),
+            (path::BUILD_FINALIZE, _) => BuildFinalize { run: param("run")?, proposal: body },
+            (path::FILES_RESERVE, _) => out_file(&param, |run, path| ReserveOutFile { run, path })?,
+            (path::FILES_RELEASE, _) => out_file(&param, |run, path| ReleaseOutFile { run, path })?,
+            (path::METRICS, _) => Metrics,
+            (route, _) => {
+                return Err(HttpError::new(ErrorName::NotFound, format!("session object has no route {route}")))
+            }
+        })
+    }
+}
+
+/// A route that names a run and a path of its `/out` files.
+fn out_file(
+    param: &dyn Fn(&str) -> std::result::Result<String, HttpError>,
+    make: fn(String, String) -> SessionRequest,
+) -> std::result::Result<SessionRequest, HttpError> {
+    match (param("run"), param("path")) {
+        (Ok(run), Ok(path)) => Ok(make(run, path)),
+        _ => Err(HttpError::new(ErrorName::ValidationError, "a slot of a run's files needs `run` and `path`")),
+    }
+}
+
+/// The refusal of a tab request whose `field` names no tab attached (or one no longer attached).
+pub fn not_attached(field: &str) -> HttpError {
+    let message = format!(
+        "{field} must name a tab attached to this relay session (the tabId of its hello); a tab that was dropped attaches again"
+    );
+    HttpError::new(ErrorName::ValidationError, message)
+}
+
+fn get(path: &str, headers: Vec<(String, String)>) -> Envelope {
+    Envelope { method: "GET".into(), path: path.to_owned(), headers, body: Vec::new() }
+}
+
+fn with_query(path: &str, query: &[(&str, &str)]) -> String {
+    if query.is_empty() {
+        return path.to_owned();
+    }
+    let mut serializer = url::form_urlencoded::Serializer::new(String::new());
+    for (name, value) in query {
+        serializer.append_pair(name, value);
+    }
+    format!("{path}?{}", serializer.finish())
+}
+
+fn tab_header(tab: Option<String>) -> Vec<(String, String)> {
+    tab.map(|tab| (TAB_HEADER.to_owned(), tab)).into_iter().collect()
+}
+
+/// A socket's upgrade: the runtime hands the DO's WebSocket back only to an upgrade request.
+fn socket_headers(tab: String, token_expiry_s: u64) -> Vec<(String, String)> {
+    vec![
+        ("upgrade".into(), "websocket".into()),
+        (TAB_HEADER.into(), tab),
+        (TOKEN_EXPIRY_HEADER.into(), token_expiry_s.to_string()),
+    ]
+}

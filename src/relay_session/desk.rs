@@ -1,0 +1,348 @@
+//! The runs desk: the run machine (`run::machine`) and what the relay session keeps of each run
+//! beside it (how its answer is delivered, its tab command, its build), and the one place the
+//! machine is fed: every input goes through [`RelaySession::feed`], which performs the
+//! machine's outputs (commands written to tabs, output and ends handed to each run's
+//! [`Delivery`], the audit) and returns the answers meant for the caller. Nothing here decides
+//! anything about a run: the machine does.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+
+use serde_json::Value;
+
+use super::store::Queued;
+use super::{Platform, RelaySession, StorageError};
+use crate::auth::QueueSettings;
+use crate::packages::PendingBuild;
+use crate::protocol::{TabCommand, TabsCommand};
+use crate::run::backchannel::EventBody;
+use crate::run::machine::{Cancel, Command, Input, Outcome, Output, RunMachine};
+use crate::run::readiness::Readiness;
+
+/// Answers of legacy streamed calls, kept for a client that resumes its stream (it may have
+/// missed one that was sent); the oldest go first.
+pub const ANSWERS_KEPT: usize = 16;
+/// What a tab's stream gets when nothing else: a write that fails is how a closed tab is noticed.
+pub const HEARTBEAT: &[u8] = b": heartbeat\n\n";
+
+/// A response stream being written (a run's answer, as SSE frames).
+pub trait Frames {
+    /// Writes a frame; false when no one reads the stream any more.
+    fn send(&self, frame: Vec<u8>) -> bool;
+}
+
+/// How a run's progress and answer reach its client (see `runs.rs`).
+pub trait Delivery<F> {
+    /// Output or progress, as it comes.
+    fn forward(&mut self, body: &EventBody);
+    /// The run ended at `now_ms` (`answer`: false when the client cancelled the request). Returns the
+    /// answer when a client may come back for it (a legacy stream, which can be resumed).
+    fn finish(&mut self, outcome: Outcome, answer: bool, now_ms: u64) -> Option<Value>;
+    /// A client of MCP session `session` resumes the stream on `frames`; false when it may not.
+    fn resume(&mut self, session: &str, frames: F) -> bool;
+}
+
+/// The tabs attached to the relay session, as the desk reaches them (the Durable Object's tab
+/// roster: their command streams, results sockets and lease sockets).
+pub trait Tabs {
+    /// The tabs with an open command stream.
+    fn ids(&self) -> Vec<String>;
+    /// Writes to a tab's command stream; false (and the tab forgotten) when it is gone.
+    fn write(&self, tab: &str, frame: Vec<u8>) -> bool;
+    /// A run's command also goes on the tab's results socket, which gets there sooner (the
+    /// page runs whichever copy comes first); a copy lost with its socket costs nothing.
+    fn copy_to_socket(&self, tab: &str, frame: &[u8]);
+    /// Forgets a tab's stream, which ends it, and closes its sockets.
+    fn drop_tab(&self, tab: &str);
+    /// When each tab last renewed its lease.
+    fn seen(&self) -> Vec<(String, u64)>;
+    /// What `tab` last said of its runtimes.
+    fn readiness(&self, tab: &str) -> Option<Readiness>;
+}
+
+/// What the relay session keeps of a run besides the machine's view of it.
+struct RunIo<F> {
+    delivery: Box<dyn Delivery<F>>,
+    /// The command for a tab (`capsule` or `file`), once the run is prepared.
+    command: Option<Vec<u8>>,
+    /// The runtime a capsule runs on (none for a file tool).
+    runtime: Option<String>,
+    /// Identifies the MCP request, for `notifications/cancelled` ([`request_key`]).
+    request_key: String,
+}
+
+/// The run machine and the runs in hand.
+pub struct Desk<F> {
+    machine: RefCell<Option<RunMachine>>,
+    runs: RefCell<HashMap<String, RunIo<F>>>,
+    /// Run -> its answer, for legacy calls whose client may resume (oldest first).
+    kept_answers: RefCell<VecDeque<(String, Value)>>,
+    /// Runs whose deps layer a tab is building, by run id (see `builds.rs`).
+    builds: RefCell<HashMap<String, PendingBuild>>,
+}
+
+impl<F> Default for Desk<F> {
+    fn default() -> Self {
+        Desk {
+            machine: RefCell::default(),
+            runs: RefCell::default(),
+            kept_answers: RefCell::default(),
+            builds: RefCell::default(),
+        }
+    }
+}
+
+/// Why a call was not admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unadmitted {
+    /// `max` runs already wait: the 429 to send.
+    QueueFull(u32),
+    /// Its audit row could not be written: the 503 to send (no run goes unaudited).
+    Storage(StorageError),
+}
+
+/// Identifies an MCP request across eras: legacy session id (if any) and JSON-RPC id.
+pub fn request_key(session_id: Option<&str>, id: &Value) -> String {
+    format!("{}/{id}", session_id.unwrap_or("-"))
+}
+
+impl<P: Platform> RelaySession<P> {
+    /// Gives the run machine the tenant's queue settings as this request carries them: makes
+    /// it on the first request, and later ones update it (a `PATCH` applies at once).
+    pub fn configure(&self, settings: &QueueSettings) {
+        let mut machine = self.desk.machine.borrow_mut();
+        match machine.as_mut() {
+            Some(machine) => machine.configure(settings),
+            None => *machine = Some(RunMachine::new(settings.clone())),
+        }
+    }
+
+    /// Applies `input` to the run machine (see `configure`), performs its outputs, and returns
+    /// those meant for the caller: `Admitted`, `Refused`, `Reply`. The machine first hears when
+    /// each tab last renewed its lease, so it judges every input on current leases. A tab found
+    /// dead while writing to it is fed back as `TabGone`.
+    pub fn feed(&self, input: Input) -> Vec<Output> {
+        self.read_leases();
+        let tabs_before = self.view().0;
+        let answers = self.feed_inputs(input);
+        let tabs = self.view().0;
+        if tabs != tabs_before {
+            self.announce_tabs(&tabs);
+        }
+        answers
+    }
+
+    /// Tells every attached tab how many there are and which gets the next run (the newest),
+    /// so each page can say whether it runs next. A write that fails is left to the
+    /// heartbeat, which notices a gone tab anyway.
+    fn announce_tabs(&self, tabs: &[String]) {
+        let frame = TabCommand::Tabs(TabsCommand { count: tabs.len(), next: tabs.last().cloned() }).frame();
+        for tab in tabs {
+            self.platform.tabs().write(tab, frame.clone());
+        }
+    }
+
+    /// Tells the machine when each tab last renewed its lease (renewals change nothing else,
+    /// so their outputs are none).
+    fn read_leases(&self) {
+        let seen = self.platform.tabs().seen();
+        let mut machine = self.desk.machine.borrow_mut();
+        let Some(machine) = machine.as_mut() else { return };
+        for (tab, at_ms) in seen {
+            machine.handle(self.now_ms(), Input::TabSeen { tab, at_ms });
+        }
+    }
+
+    fn feed_inputs(&self, input: Input) -> Vec<Output> {
+        let mut inputs = VecDeque::from([input]);
+        let mut answers = Vec::new();
+        while let Some(input) = inputs.pop_front() {
+            let outputs = {
+                let mut machine = self.desk.machine.borrow_mut();
+                let Some(machine) = machine.as_mut() else { return answers };
+                machine.handle(self.now_ms(), input)
+            };
+            for output in outputs {
+                match output {
+                    Output::Send { tab, command } => inputs.extend(self.send(tab, &command)),
+                    Output::DropTab { tab } => self.platform.tabs().drop_tab(&tab),
+                    Output::Forward { run, body } => self.forward(&run, &body),
+                    Output::Finish { run, outcome, answer } => self.finish(&run, outcome, answer),
+                    answer => answers.push(answer),
+                }
+            }
+        }
+        answers
+    }
+
+    /// Writes a command to its tab: a run's also goes on the tab's results socket, and the
+    /// run's client hears if the tab still loads its runtime. A tab that cannot be written to
+    /// is gone (the input returned).
+    fn send(&self, tab: String, command: &Command) -> Option<Input> {
+        let frame = self.command_frame(command);
+        if !self.platform.tabs().write(&tab, frame.clone()) {
+            return Some(Input::TabGone { tab });
+        }
+        if let Command::Capsule { run } = command {
+            self.platform.tabs().copy_to_socket(&tab, &frame);
+            self.note_warming_up(&tab, run);
+        }
+        None
+    }
+
+    /// Hands a run's output or progress to its delivery; a policy denial is sealed onto the
+    /// audit chain first.
+    fn forward(&self, run: &str, body: &EventBody) {
+        if let EventBody::Denied { what, target, reason } = body {
+            let sealed = self.store().audit_denial(run, [what, target, reason], self.now_ms());
+            self.audited("a policy denial", sealed);
+        }
+        if let Some(io) = self.desk.runs.borrow_mut().get_mut(run) {
+            io.delivery.forward(body);
+        }
+    }
+
+    /// Audits a run that ended and hands its end to its delivery; the run is then forgotten
+    /// here, but for an answer no one took.
+    fn finish(&self, run: &str, outcome: Outcome, answer: bool) {
+        let sealed = self.store().audit_finished(run, &outcome, self.now_ms());
+        self.audited("a run's end", sealed);
+        self.desk.builds.borrow_mut().remove(run);
+        let Some(mut io) = self.desk.runs.borrow_mut().remove(run) else { return };
+        if let Some(answer) = io.delivery.finish(outcome, answer, self.now_ms()) {
+            let mut kept_answers = self.desk.kept_answers.borrow_mut();
+            kept_answers.push_back((run.to_owned(), answer));
+            if kept_answers.len() > ANSWERS_KEPT {
+                kept_answers.pop_front();
+            }
+        }
+    }
+
+    /// Heartbeats every tab (a failed write is how a closed tab is noticed, when the runtime
+    /// reports it; a tab's lease is what always tells), then lets the machine check its
+    /// deadlines and leases.
+    pub fn tick(&self) {
+        for tab in self.platform.tabs().ids() {
+            if !self.platform.tabs().write(&tab, HEARTBEAT.to_vec()) {
+                self.feed(Input::TabGone { tab });
+            }
+        }
+        self.feed(Input::Tick);
+    }
+
+    /// When the machine next needs a tick.
+    pub fn next_wake(&self) -> Option<u64> {
+        self.desk.machine.borrow().as_ref().and_then(RunMachine::next_wake)
+    }
+
+    /// What `f` makes of run `run`'s progress (whether a tab has it, its stdout and stderr so
+    /// far), if the run is still in hand.
+    pub fn progress<T>(&self, run: &str, f: impl FnOnce(bool, &str, &str) -> T) -> Option<T> {
+        let machine = self.desk.machine.borrow();
+        let (on_tab, stdout, stderr) = machine.as_ref()?.progress(run)?;
+        Some(f(on_tab, stdout, stderr))
+    }
+
+    /// Attached tabs and the number of runs waiting, for `relay://session`.
+    pub fn view(&self) -> (Vec<String>, usize) {
+        self.desk.machine.borrow().as_ref().map_or((Vec::new(), 0), |m| (m.tabs().to_vec(), m.queue_depth()))
+    }
+
+    /// `Some(max)` when the queue is full (`RunMachine::queue_full`).
+    pub fn queue_full(&self) -> Option<u32> {
+        self.desk.machine.borrow().as_ref().and_then(RunMachine::queue_full)
+    }
+
+    fn command_frame(&self, command: &Command) -> Vec<u8> {
+        match command {
+            Command::Capsule { run } => {
+                self.desk.runs.borrow().get(run).and_then(|io| io.command.clone()).unwrap_or_default()
+            }
+            Command::Cancel { run } => TabCommand::Cancel { run_id: run.clone() }.frame(),
+        }
+    }
+
+    /// A run just sent to `tab` whose runtime the tab is still loading is told why it waits.
+    fn note_warming_up(&self, tab: &str, run: &str) {
+        let mut runs = self.desk.runs.borrow_mut();
+        let Some(io) = runs.get_mut(run) else { return };
+        let note = io.runtime.as_deref().and_then(|id| self.platform.tabs().readiness(tab)?.wait_note(id));
+        if let Some(note) = note {
+            let body = EventBody::Progress { phase: "warming-up".into(), runtime_id: None, detail: Some(note) };
+            io.delivery.forward(&body);
+        }
+    }
+
+    /// Takes the run's place in line, before anything awaits, so runs keep the order their
+    /// calls reached this relay session. The audit row comes first: the machine may end the
+    /// run within this very input (no tab and no attach wait), and its end updates the row.
+    /// `limits`: the run's timeout and output cap.
+    pub fn admit(
+        &self,
+        queued: &Queued,
+        (timeout_ms, output_cap): (u64, u64),
+        delivery: Box<dyn Delivery<P::Frames>>,
+    ) -> Result<(), Unadmitted> {
+        self.store().audit_queued(queued, self.now_ms()).map_err(Unadmitted::Storage)?;
+        let request_key = request_key(queued.mcp_session, queued.request_id);
+        let io = RunIo { delivery, command: None, runtime: None, request_key };
+        self.desk.runs.borrow_mut().insert(queued.run_id.to_owned(), io);
+        let admission = self.feed(Input::Admit { run: queued.run_id.to_owned(), timeout_ms, output_cap });
+        if let Some(Output::Refused { max, .. }) = admission.first() {
+            self.desk.runs.borrow_mut().remove(queued.run_id);
+            self.persisted("runs", self.store().forget_run(queued.run_id));
+            return Err(Unadmitted::QueueFull(*max));
+        }
+        Ok(())
+    }
+
+    /// Whether the run has not ended yet.
+    pub fn has_run(&self, run: &str) -> bool {
+        self.desk.runs.borrow().contains_key(run)
+    }
+
+    /// Hands a run still in flight to a client of MCP session `session` resuming its stream.
+    pub fn resume_run(&self, run: &str, session: &str, frames: P::Frames) -> bool {
+        self.desk.runs.borrow_mut().get_mut(run).is_some_and(|io| io.delivery.resume(session, frames))
+    }
+
+    /// The kept answer of an ended legacy call, for the client resuming it (taken once).
+    pub fn take_kept_answer(&self, run: &str) -> Option<Value> {
+        let mut kept_answers = self.desk.kept_answers.borrow_mut();
+        let i = kept_answers.iter().position(|(id, _)| id == run)?;
+        kept_answers.remove(i).map(|(_, answer)| answer)
+    }
+
+    /// The command for the run's tab, set once the run is prepared, and the runtime it runs on.
+    pub fn set_command(&self, run: &str, frame: Vec<u8>, runtime: Option<&str>) {
+        if let Some(io) = self.desk.runs.borrow_mut().get_mut(run) {
+            io.command = Some(frame);
+            io.runtime = runtime.map(str::to_owned);
+        }
+    }
+
+    /// `notifications/cancelled`: cancels the run of that request, if there is one; its
+    /// request then gets no answer.
+    pub fn cancel_request(&self, session_id: Option<&str>, request_id: &Value) {
+        let key = request_key(session_id, request_id);
+        let run = self.desk.runs.borrow().iter().find(|(_, io)| io.request_key == key).map(|(id, _)| id.clone());
+        if let Some(run) = run {
+            self.feed(Input::Cancel { run, why: Cancel::ByClient });
+        }
+    }
+
+    /// Run `run` waits for its tab to build its deps layer.
+    pub(super) fn start_build(&self, run: &str, build: PendingBuild) {
+        self.desk.builds.borrow_mut().insert(run.to_owned(), build);
+    }
+
+    /// What `f` makes of run `run`'s build, if it is still being built.
+    pub(super) fn with_build<T>(&self, run: &str, f: impl FnOnce(&mut PendingBuild) -> T) -> Option<T> {
+        self.desk.builds.borrow_mut().get_mut(run).map(f)
+    }
+
+    /// Ends run `run`'s build (it was finalized).
+    pub(super) fn end_build(&self, run: &str) {
+        self.desk.builds.borrow_mut().remove(run);
+    }
+}

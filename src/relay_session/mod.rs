@@ -1,0 +1,149 @@
+//! A relay session's decisions, written over what it stands on ([`Platform`]: its SQLite, R2,
+//! KV, tabs, clock, randomness, log and outbound HTTP), so that `cargo test` runs them on real
+//! SQLite and in-memory stores (`tests/relay_session*.rs`, backends in `tests/support`) as the
+//! Durable Object runs them over the runtime (`durable/src/relay_session/`, which only does
+//! the I/O). By job:
+//!
+//! - [`desk`]: the runs desk, the run machine and what is kept of each run beside it; the one
+//!   place the machine is fed and its outputs performed (tab commands, deliveries, the audit).
+//! - [`runs`]: a `tools/call` from its job to its answer; tasks; legacy resumption.
+//! - [`builds`]: storing capsules, a packaged run's build from presign to finalize.
+//! - [`upstreams`]: calls to the tenant's upstream MCP servers and their audit; the `/mcps` tree.
+//! - [`caches`]: what one instance remembers to be faster, never to decide.
+//! - [`store`] over [`sql`]: the SQLite (migrations, the audit chain, metrics, tasks, `/out`
+//!   slots, legacy MCP sessions). Every write returns its error: a failed one is reported
+//!   ([`RelaySession::audited`], [`RelaySession::persisted`]), never dropped.
+
+pub mod builds;
+pub mod caches;
+pub mod desk;
+pub mod runs;
+pub mod sql;
+pub mod store;
+pub mod upstreams;
+
+pub use crate::stores::StorageError;
+pub use caches::Caches;
+pub use desk::{Delivery, Desk, Frames, Tabs};
+pub use sql::{Sql, SqlValue};
+pub use store::{Ended, McpSessions, Queued, Store, MIGRATIONS};
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use crate::audit::AuditRecord;
+use crate::log::LogLine;
+use crate::metrics::Snapshot;
+use crate::stores::{Blobs, Records};
+use crate::upstream::client::{Post, Received};
+
+/// What a relay session stands on. The Durable Object implements it over the runtime
+/// (`durable/src/relay_session/shared.rs`), the native tests over SQLite in memory and
+/// in-memory stores (`tests/support`).
+#[allow(async_fn_in_trait)] // the Worker runs on one thread: no caller needs `post` to be Send
+pub trait Platform {
+    type Sql: Sql;
+    type Blobs: Blobs;
+    type Records: Records;
+    type Tabs: Tabs;
+    /// A response stream being written (a run's answer).
+    type Frames: Frames;
+    fn sql(&self) -> &Self::Sql;
+    fn blobs(&self) -> &Self::Blobs;
+    fn records(&self) -> &Self::Records;
+    fn tabs(&self) -> &Self::Tabs;
+    /// Milliseconds since the epoch.
+    fn now_ms(&self) -> u64;
+    /// Fills `bytes` from a CSPRNG.
+    fn random(&self, bytes: &mut [u8]);
+    /// A line of the relay session's log.
+    fn log(&self, line: &str);
+    /// A line of its error log.
+    fn log_error(&self, line: &str);
+    /// One POST to an upstream MCP server's `url`, with `redirect: manual`, given up after
+    /// `timeout_ms`, its body read up to `body_max`; why not, in words the caller may see.
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        post: &Post,
+        timeout_ms: u64,
+        body_max: u64,
+    ) -> Result<Received, String>;
+}
+
+/// One relay session: its platform, the runs desk, the caches, and the writes to its storage
+/// that failed. Never borrow one of its cells across an `.await`: other requests interleave there.
+pub struct RelaySession<P: Platform> {
+    pub platform: P,
+    pub desk: Desk<P::Frames>,
+    pub caches: Caches,
+    /// Writes to the SQLite that failed since this instance started, by what (the metrics
+    /// report them: the storage that failed cannot hold them).
+    failures: RefCell<BTreeMap<String, u64>>,
+}
+
+impl<P: Platform> RelaySession<P> {
+    pub fn new(platform: P) -> Self {
+        RelaySession { platform, desk: Desk::default(), caches: Caches::default(), failures: RefCell::default() }
+    }
+
+    /// The relay session's store.
+    pub fn store(&self) -> Store<'_, P::Sql> {
+        Store::new(self.platform.sql())
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.platform.now_ms()
+    }
+
+    /// `prefix` and `N` random bytes in hex: an id no one can guess.
+    pub fn random_id<const N: usize>(&self, prefix: &str) -> String {
+        let mut bytes = [0u8; N];
+        self.platform.random(&mut bytes);
+        format!("{prefix}{}", hex::encode(bytes))
+    }
+
+    /// Brings the SQLite up to date and closes the runs a restart cut off (no run can be in
+    /// flight in an instance that is only starting). A migration that failed is returned: the
+    /// relay session must then serve nothing, its schema being half-way.
+    pub fn open(&self) -> Result<(), StorageError> {
+        self.store().migrate()?;
+        let closed = self.store().close_unfinished(self.now_ms());
+        self.audited("closing runs cut off by a restart", closed);
+        Ok(())
+    }
+
+    /// Logs each record sealed onto the audit chain (a run's log line), or, when sealing
+    /// failed, the failure naming `what` was being audited, counted in the metrics: a record
+    /// that could not be written is never dropped silently.
+    pub fn audited<I: IntoIterator<Item = AuditRecord>>(&self, what: &str, sealed: Result<I, StorageError>) {
+        match sealed {
+            Ok(records) => {
+                for record in records {
+                    if let Some(line) = LogLine::run(&record) {
+                        self.platform.log(&line.to_json());
+                    }
+                }
+            }
+            Err(e) => self.storage_failed("audit", &format!("auditing {what}: {e}")),
+        }
+    }
+
+    /// Whatever `result` holds; a failed write is logged and counted under `what`.
+    pub fn persisted<T>(&self, what: &str, result: Result<T, StorageError>) -> Option<T> {
+        result.map_err(|e| self.storage_failed(what, &e.to_string())).ok()
+    }
+
+    fn storage_failed(&self, what: &str, why: &str) {
+        self.platform.log_error(&format!("relay session storage failed: {why}"));
+        *self.failures.borrow_mut().entry(what.to_owned()).or_default() += 1;
+    }
+
+    /// The relay session's metrics, with what only this instance knows: its wasm memory
+    /// (`wasm_memory_bytes`), the writes to its storage that failed.
+    pub fn metrics(&self, wasm_memory_bytes: u64) -> Result<Snapshot, StorageError> {
+        let stored = self.store().metrics()?;
+        Ok(Snapshot { wasm_memory_bytes, storage_failures: self.failures.borrow().clone(), ..stored })
+    }
+}

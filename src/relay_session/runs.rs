@@ -1,0 +1,464 @@
+//! A run from `tools/call` to its answer: the call's [`Job`] (a capsule built and signed, a
+//! packaged run, or a file tool's arguments checked), its admission with its audit row, its
+//! preparation (the capsule stored, or its build started), and what the run machine reports
+//! delivered as it comes ([`Answer`]: on the request's SSE stream, or as one JSON body).
+//!
+//! A 2026-07-28 client that declared the tasks extension gets a task for `run_js`/`run_py`
+//! instead ([`start_task`]): the answer is the task handle, sent once the task is stored, and
+//! the run's end is written into the task, which `tasks/get` reads.
+//!
+//! A legacy client's disconnection is not a cancellation (2025-11-25 transports "Sending
+//! Messages"): the run goes on, and the client resumes with `GET` + `Last-Event-ID`
+//! ([`RelaySession::resume`]), getting the rest of the output and the answer, or, after a
+//! restart of the relay, the error the audit recorded.
+
+use std::rc::Rc;
+
+use futures::channel::oneshot;
+use serde_json::{json, Value};
+
+use super::builds::Packaged;
+use super::desk::{Delivery, Frames, Unadmitted};
+use super::store::{Ended, Queued};
+use super::{Platform, RelaySession, StorageError};
+use crate::audit;
+use crate::capsule::jws::Signer;
+use crate::capsule::Capsule;
+use crate::error::ErrorName;
+use crate::files::download_url;
+use crate::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
+use crate::mcp::tasks::{TaskRecord, TaskStatus};
+use crate::mcp::{self, Era, HttpResponse, LogLevel, Tool, ToolCall, ToolResult};
+use crate::protocol::{Caller, CapsuleCommand, TabCommand};
+use crate::run::args::{capsule_spec, deps_request};
+use crate::run::backchannel::{EventBody, OutFile, RunError};
+use crate::run::file_op::{file_op, FileOp, FILE_OP_TIMEOUT_MS};
+use crate::run::machine::{Cancel, Input, Outcome};
+
+/// What a run executes: a capsule (`run_js`, `run_py`), one whose deps layer comes from a
+/// build, or a file tool on the tab's workspace.
+pub enum Job {
+    Capsule { capsule: Box<Capsule>, signer: Signer },
+    Packaged(Box<Packaged>),
+    File(FileOp),
+}
+
+impl Job {
+    /// The job of `call`: a file tool's arguments checked, or a run's capsule built and signed
+    /// by `signer` (remembered in the caches: a repeated call is not zipped or signed again).
+    /// `Ok(Err(answer))`: the tool error to answer with.
+    pub fn of<P: Platform, E>(
+        session: &RelaySession<P>,
+        caller: &Caller,
+        call: &ToolCall,
+        signer: impl FnOnce() -> Result<Signer, E>,
+    ) -> Result<Result<Job, Value>, E> {
+        let tool_error = |name, message: &str| mcp::tool_error(call, name, message);
+        let policy = &caller.tenant.defaults.policy;
+        if !matches!(call.tool, Tool::RunJs | Tool::RunPy) {
+            return Ok(file_op(call.tool.name(), &call.arguments, &policy.filesystem)
+                .map(Job::File)
+                .map_err(|e| tool_error(e.name, &e.message)));
+        }
+        let signer = signer()?;
+        let asked = capsule_spec(call.tool.name(), &call.arguments, policy)
+            .and_then(|spec| Ok((spec, deps_request(call.tool.name(), &call.arguments)?)));
+        let (spec, request) = match asked {
+            Ok(asked) => asked,
+            Err(e) => return Ok(Err(tool_error(e.name, &e.message))),
+        };
+        if let Some(request) = request {
+            let key = request.key(spec.language, &caller.tenant.defaults.packages);
+            return Ok(Ok(Job::Packaged(Box::new(Packaged { spec, request, key, signer }))));
+        }
+        Ok(session
+            .caches
+            .capsule(spec, &signer)
+            .map(|capsule| Job::Capsule { capsule: Box::new(capsule), signer })
+            .map_err(|e| tool_error(ErrorName::ValidationError, &e.to_string())))
+    }
+
+    /// The runtime the run needs in the tab (none for a file tool).
+    pub fn runtime(&self) -> Option<&str> {
+        match self {
+            Job::Capsule { capsule, .. } => Some(&capsule.manifest.runtime.id),
+            Job::Packaged(job) => Some(job.spec.language.runtime_id()),
+            Job::File(_) => None,
+        }
+    }
+
+    /// What the audit names the run by: its capsule, or the file tool.
+    fn audit_name(&self) -> String {
+        match self {
+            Job::Capsule { capsule, .. } => capsule.hash.clone(),
+            // Until the build names the capsule (`Store::audit_capsule`).
+            Job::Packaged(job) => format!("build:{}", job.key),
+            Job::File(op) => format!("file:{}", op.tool),
+        }
+    }
+
+    /// `(timeout, output cap)` the run machine holds the run to.
+    fn limits(&self) -> (u64, u64) {
+        match self {
+            Job::Capsule { capsule, .. } => {
+                let limits = &capsule.manifest.policy.limits;
+                (limits.timeout_ms, limits.stdout_bytes)
+            }
+            Job::Packaged(job) => (job.spec.policy.limits.timeout_ms, job.spec.policy.limits.stdout_bytes),
+            Job::File(_) => (FILE_OP_TIMEOUT_MS, 0),
+        }
+    }
+}
+
+/// What a run's answer is made of: the call, who made it, the run and its job.
+#[derive(Clone)]
+pub struct Call {
+    pub tool_call: ToolCall,
+    pub caller: Caller,
+    pub run: String,
+    pub job: Rc<Job>,
+}
+
+impl Call {
+    /// The notifications one event becomes, as the era and the request's options allow.
+    /// Phases become progress notifications numbered by `steps`, which only grows (the spec
+    /// requires it).
+    pub fn notifications(&self, body: &EventBody, steps: &mut f64) -> Vec<Value> {
+        let call = &self.tool_call;
+        match body {
+            EventBody::Stdout { data } => mcp::log_notifications(call, LogLevel::Info, "stdout", data),
+            EventBody::Stderr { data } => mcp::log_notifications(call, LogLevel::Warning, "stderr", data),
+            EventBody::Progress { phase, runtime_id, detail } => {
+                Vec::from_iter(call.progress_token.as_ref().map(|token| {
+                    *steps += 1.0;
+                    let message = match runtime_id.as_ref().or(detail.as_ref()) {
+                        Some(about) => format!("{phase} ({about})"),
+                        None => phase.clone(),
+                    };
+                    mcp::progress_notification(token, *steps, None, Some(&message))
+                }))
+            }
+            EventBody::Exit { .. } | EventBody::Error(_) | EventBody::Denied { .. } => Vec::new(),
+        }
+    }
+
+    /// The JSON-RPC response for the run, which ended at `now_ms` as `outcome` says.
+    pub fn conclude(&self, outcome: Outcome, now_ms: u64) -> Value {
+        let Call { tool_call: call, caller, run, job } = self;
+        let Outcome { exit, stdout, stderr, .. } = outcome;
+        let signer = match job.as_ref() {
+            Job::Capsule { signer, .. } => signer,
+            Job::Packaged(job) => &job.signer,
+            Job::File(_) => {
+                return match (exit.error, exit.value) {
+                    (None, Some(value)) => mcp::file_result(call, value),
+                    (Some(error), _) => {
+                        let (name, message) = named_error(&error, caller);
+                        mcp::tool_error(call, name, &message)
+                    }
+                    (None, None) => {
+                        mcp::tool_error(call, ErrorName::Internal, "the tab answered without a result; retry the call")
+                    }
+                };
+            }
+        };
+        let now_s = now_ms / 1000;
+        let files = exit.files.iter().map(|file| listed_file(file, signer, caller, run, now_s)).collect();
+        let images = exit.files.iter().filter_map(|f| f.image.as_ref()).map(|i| (i.mime_type.clone(), i.data.clone()));
+        let result = ToolResult {
+            exit_code: exit.exit_code,
+            stdout,
+            stderr,
+            wall_ms: exit.usage.wall_ms,
+            mem_peak_mb: exit.usage.mem_peak_mb,
+            fetches: exit.usage.fetches,
+            denied: exit.usage.denied,
+            files,
+            images: images.collect(),
+            error: exit.error.as_ref().map(|e| named_error(e, caller)),
+        };
+        mcp::tool_result(call, result)
+    }
+
+    /// The 429 of a call refused because `max` runs already wait.
+    pub fn queue_full(&self, max: u32) -> HttpResponse {
+        mcp::queue_full(&self.tool_call.id, max, &self.caller.session)
+    }
+}
+
+/// A file of `/out` as the result lists it: with a signed, absolute download URL (on the
+/// caller's public origin) once it was uploaded.
+fn listed_file(file: &OutFile, signer: &Signer, caller: &Caller, run: &str, now_s: u64) -> Value {
+    let mut listed = json!({ "path": file.path, "size": file.size, "sha256": file.sha256 });
+    if file.uploaded {
+        let download = download_url(signer, &caller.origin, &caller.tenant.id, run, &file.path, now_s);
+        listed["url"] = json!(download.url);
+        listed["expiresAt"] = json!(download.expires_at);
+    }
+    listed
+}
+
+/// The error name of a run's error; NoExecutorAttached says which page to open.
+fn named_error(error: &RunError, caller: &Caller) -> (ErrorName, String) {
+    match tool_error_name(&error.name) {
+        Some(ErrorName::NoExecutorAttached) => (ErrorName::NoExecutorAttached, caller.no_executor_message()),
+        Some(name) => (name, error.message.clone()),
+        None => (ErrorName::Internal, format!("{}: {}", error.name, error.message)),
+    }
+}
+
+/// The name a tab reported, if it is one a tool result may carry.
+fn tool_error_name(name: &str) -> Option<ErrorName> {
+    ErrorName::from_name(name).filter(|name| name.in_tool_results())
+}
+
+/// A run's answer on its way to the client: on the stream it reads, or as the one JSON body
+/// its request waits for.
+pub struct Answer<F> {
+    call: Call,
+    /// Progress notifications are numbered; the number only grows (the spec requires it).
+    steps: f64,
+    /// The stream the client reads, if it is there (a legacy client may have lost it).
+    frames: Option<F>,
+    /// For a request answered with one JSON body: where that body goes.
+    body: Option<oneshot::Sender<Value>>,
+}
+
+impl<F: Frames> Answer<F> {
+    /// An answer streamed on `frames`.
+    pub fn streamed(call: Call, frames: F) -> Self {
+        Answer { call, steps: 0.0, frames: Some(frames), body: None }
+    }
+
+    /// An answer sent as one JSON body, which the returned receiver gets.
+    pub fn body(call: Call) -> (Self, oneshot::Receiver<Value>) {
+        let (body, answer) = oneshot::channel();
+        (Answer { call, steps: 0.0, frames: None, body: Some(body) }, answer)
+    }
+}
+
+impl<F: Frames> Delivery<F> for Answer<F> {
+    fn forward(&mut self, event: &EventBody) {
+        let Some(frames) = &self.frames else { return };
+        for message in self.call.notifications(event, &mut self.steps) {
+            if !frames.send(mcp::sse_event(&message, None).into_bytes()) {
+                self.frames = None; // the client left; a legacy one may come back
+                return;
+            }
+        }
+    }
+
+    fn finish(&mut self, outcome: Outcome, answer: bool, now_ms: u64) -> Option<Value> {
+        let response = self.call.conclude(outcome, now_ms);
+        if let Some(body) = self.body.take() {
+            let _ = body.send(response);
+            return None;
+        }
+        // A request the client cancelled gets no answer (2025-11-25 cancellation: SHOULD NOT).
+        // Dropping the stream ends it either way.
+        let frames = self.frames.take().filter(|_| answer)?;
+        frames.send(mcp::sse_event(&response, None).into_bytes());
+        // A send into a stream whose client already left can still succeed: a legacy answer
+        // is kept for a client that resumes, whatever the send said.
+        (self.call.tool_call.era == Era::Legacy).then_some(response)
+    }
+
+    fn resume(&mut self, session: &str, frames: F) -> bool {
+        let call = &self.call.tool_call;
+        let ours = call.era == Era::Legacy && call.session_id.as_deref() == Some(session);
+        if ours && self.body.is_none() {
+            self.frames = Some(frames);
+        }
+        self.frames.is_some() && ours
+    }
+}
+
+impl<P: Platform + 'static> RelaySession<P> {
+    /// Admits the run of `call` (see [`RelaySession::admit`]), its audit row naming the job
+    /// and the call's redacted arguments.
+    pub fn admit_call(&self, call: &Call, delivery: Box<dyn Delivery<P::Frames>>) -> Result<(), Unadmitted> {
+        let Call { tool_call: call, caller, run, job } = call;
+        let (audit_name, args) = (job.audit_name(), audit::redact_args(&call.arguments));
+        let queued = Queued {
+            run_id: run,
+            tool: call.tool.name(),
+            capsule_hash: &audit_name,
+            mcp_session: call.session_id.as_deref(),
+            request_id: &call.id,
+            tenant: &caller.tenant.id,
+            relay_session: &caller.session,
+            args: &args,
+        };
+        self.admit(&queued, job.limits(), delivery)
+    }
+
+    /// `GET /mcp` with `Last-Event-ID` (legacy era): resumes the stream of run `run` on
+    /// `frames`, if it belongs to MCP session `session`. A run still in flight carries on there;
+    /// an ended one gets its answer (or, if no answer survived, the error the audit recorded).
+    pub fn resume(&self, session: &str, run: &str, frames: P::Frames) -> Result<Resumed, StorageError> {
+        if self.resume_run(run, session, frames) {
+            return Ok(Resumed::Streaming);
+        }
+        let Some(ended) = self.store().ended_run(run, session)? else {
+            let message = format!("no stream {run} to resume in this MCP session");
+            return Ok(Resumed::Refused(
+                RpcError::rejected(INVALID_REQUEST, message).with_status(404).into_response(None),
+            ));
+        };
+        Ok(Resumed::Answer(self.take_kept_answer(run).unwrap_or_else(|| answer_from_audit(&ended))))
+    }
+}
+
+/// What a client resuming a legacy stream gets.
+#[derive(Debug)]
+pub enum Resumed {
+    /// The run is in flight: its output and answer go to the resumed stream.
+    Streaming,
+    /// The run ended: its answer, the only frame of the resumed stream.
+    Answer(Value),
+    /// There is no such stream in that MCP session.
+    Refused(HttpResponse),
+}
+
+/// The answer to a legacy request whose run ended while no one held its stream and whose
+/// answer is gone (the relay restarted): what the audit says, as a tool error.
+fn answer_from_audit(ended: &Ended) -> Value {
+    let id: Value = serde_json::from_str(&ended.request_id).unwrap_or(Value::Null);
+    let name = ended.error_name.as_deref().and_then(tool_error_name);
+    let (name, message) = match (name, &ended.error_message) {
+        (Some(name), Some(message)) => (name, message.clone()),
+        _ => (
+            ErrorName::Internal,
+            format!(
+                "the run ended with exit code {} but its answer was lost with the connection, and the relay keeps no output (only its hash); run the tool again",
+                ended.exit_code.unwrap_or(1)
+            ),
+        ),
+    };
+    mcp::tool_error_to(&id, Era::Legacy, name, &message)
+}
+
+/// Makes the run's command for the tab and tells the machine the run is ready to be sent. A
+/// capsule is first stored in R2 (once per hash and instance), a packaged run's build reused
+/// or started; a failure ends the run.
+pub async fn prepare<P: Platform + 'static>(session: &Rc<RelaySession<P>>, caller: &Caller, run: &str, job: &Job) {
+    let mut preparing = Preparing { session: session.clone(), run: run.to_owned(), done: false };
+    let command = match job {
+        Job::File(op) => Ok(TabCommand::File(op.command(run)).frame()),
+        Job::Capsule { capsule, signer } => session
+            .store_capsule(caller, capsule)
+            .await
+            .map(|()| session.capsule_command(signer, caller, run, capsule).frame()),
+        Job::Packaged(job) => session.prepare_packaged(caller, run, job).await,
+    };
+    let command = match command {
+        Ok(command) => command,
+        Err(why) => return preparing.fail(why),
+    };
+    session.set_command(run, command, job.runtime());
+    preparing.done = true;
+    session.feed(Input::Ready { run: run.to_owned() });
+}
+
+impl<P: Platform> RelaySession<P> {
+    /// The `capsule` command for run `run`, signed now.
+    pub fn capsule_command(&self, signer: &Signer, caller: &Caller, run: &str, capsule: &Capsule) -> TabCommand {
+        TabCommand::Capsule(CapsuleCommand::new(signer, caller, run, capsule, self.now_ms() / 1000))
+    }
+}
+
+/// A run being prepared. If its preparation is dropped half way (its request went away while
+/// the capsule was being stored), the run is ended: it would never be ready, and would hold up
+/// the runs behind it until the queue's limit.
+struct Preparing<P: Platform + 'static> {
+    session: Rc<RelaySession<P>>,
+    run: String,
+    done: bool,
+}
+
+impl<P: Platform + 'static> Preparing<P> {
+    fn fail(&mut self, why: String) {
+        self.done = true;
+        self.session.feed(Input::Cancel { run: self.run.clone(), why: Cancel::Unprepared(why) });
+    }
+}
+
+impl<P: Platform + 'static> Drop for Preparing<P> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.fail("its request went away while its capsule was being stored; retry the call".into());
+        }
+    }
+}
+
+/// Cancels a run whose client stopped waiting for it (a 2026-07-28 stream closed, a JSON
+/// request dropped) when dropped; a no-op once the run has ended.
+pub struct CancelOnDrop<P: Platform + 'static> {
+    pub session: Rc<RelaySession<P>>,
+    pub run: String,
+}
+
+impl<P: Platform + 'static> Drop for CancelOnDrop<P> {
+    fn drop(&mut self) {
+        self.session.feed(Input::Cancel { run: self.run.clone(), why: Cancel::ClientGone });
+    }
+}
+
+/// A task's run: the task is stored before its handle (a CreateTaskResult) is returned, so a
+/// `tasks/get` for it always finds it; the run then goes on with no request open, and its end
+/// is written into the task.
+pub async fn start_task<P: Platform + 'static>(session: &Rc<RelaySession<P>>, call: Call) -> Result<Value, Unadmitted> {
+    let task = TaskRecord::working(&session.random_id::<16>("task_"), &call.run, session.now_ms());
+    // Stored first: the run may end within its admission (no tab, no attach wait), and its end
+    // is written over this. (A refused admission leaves a task no one was told of; it expires.)
+    session.store().save_task(&task).map_err(Unadmitted::Storage)?;
+    let delivery = TaskAnswer { call: call.clone(), task: task.clone(), session: session.clone() };
+    session.admit_call(&call, Box::new(delivery))?;
+    prepare(session, &call.caller, &call.run, &call.job).await;
+    Ok(mcp::task_created(&call.tool_call, &task))
+}
+
+/// Where a task's run ends: in its task, as what the request would have answered.
+struct TaskAnswer<P: Platform + 'static> {
+    call: Call,
+    task: TaskRecord,
+    session: Rc<RelaySession<P>>,
+}
+
+impl<P: Platform + 'static> Delivery<P::Frames> for TaskAnswer<P> {
+    fn forward(&mut self, _: &EventBody) {}
+
+    fn finish(&mut self, outcome: Outcome, answer: bool, now_ms: u64) -> Option<Value> {
+        let cancelled = !answer || outcome.exit.error.as_ref().is_some_and(|e| e.name == ErrorName::Cancelled.as_str());
+        let response = self.call.conclude(outcome, now_ms);
+        let saved = self.session.store().save_task(&self.task.ended(&response, cancelled, now_ms));
+        self.session.persisted("tasks", saved);
+        None
+    }
+
+    fn resume(&mut self, _: &str, _: P::Frames) -> bool {
+        false
+    }
+}
+
+impl<P: Platform> RelaySession<P> {
+    /// Task `task_id` as `tasks/get` shows it: a working one with its run's progress. A poll
+    /// also ticks the run machine, so deadlines run while no stream is open (a task holds no
+    /// request). A working task whose run this instance no longer has was cut off by a
+    /// restart: it failed.
+    pub fn task(&self, task_id: &str) -> Option<TaskRecord> {
+        self.tick();
+        let task = self.persisted("tasks", self.store().task(task_id, self.now_ms()))??;
+        if task.status != TaskStatus::Working {
+            return Some(task);
+        }
+        let run = task.run_id.clone();
+        let progress = self.progress(&run, |on_tab, stdout, stderr| task.clone().in_progress(on_tab, stdout, stderr));
+        progress.or_else(|| {
+            let lost = json!({ "error": { "code": -32603, "message": "the relay restarted while the run was in flight; call the tool again" } });
+            let failed = task.ended(&lost, false, self.now_ms());
+            self.persisted("tasks", self.store().save_task(&failed));
+            Some(failed)
+        })
+    }
+}

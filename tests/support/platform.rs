@@ -1,0 +1,330 @@
+//! A relay session's platform for native tests: SQLite in memory (`Sqlite`, or `Failing` to
+//! fail the statements a test names), R2 and KV in memory, tabs that record what they were
+//! sent, a clock the test moves, a log it reads, and upstream MCP servers it scripts. The
+//! relay session's decisions run over it exactly as the Durable Object runs them over the
+//! runtime (`durable/src/relay_session/shared.rs`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use relay_core::auth::{QueueSettings, Tenant, TenantDefaults};
+use relay_core::capsule::canonical::sha256_hex;
+use relay_core::capsule::jws::Signer;
+use relay_core::mcp::{Era, Tool, ToolCall};
+use relay_core::protocol::Caller;
+use relay_core::relay_session::runs::{prepare, Answer, Call, Job};
+use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
+use relay_core::run::machine::Input;
+use relay_core::run::readiness::Readiness;
+use relay_core::stores::{Blobs, Records};
+use relay_core::upstream::client::{Post, Received};
+use serde_json::{json, Value};
+
+use super::support::Sqlite;
+
+/// Runs a future of the relay session to its end: the in-memory backends never wait.
+pub fn run<T>(future: impl std::future::Future<Output = T>) -> T {
+    futures::executor::block_on(future)
+}
+
+/// R2 in memory; `failing` makes every call fail, as a store that is unavailable.
+#[derive(Default)]
+pub struct MemoryBlobs {
+    pub objects: RefCell<BTreeMap<String, Vec<u8>>>,
+    pub puts: Cell<usize>,
+    pub failing: Cell<bool>,
+}
+
+impl MemoryBlobs {
+    fn check(&self) -> Result<(), StorageError> {
+        if self.failing.get() {
+            return Err(StorageError("R2 is unavailable (a test said so)".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Blobs for MemoryBlobs {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        self.check()?;
+        Ok(self.objects.borrow().get(key).cloned())
+    }
+
+    async fn size(&self, key: &str) -> Result<Option<u64>, StorageError> {
+        self.check()?;
+        Ok(self.objects.borrow().get(key).map(|bytes| bytes.len() as u64))
+    }
+
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>) -> Result<(), StorageError> {
+        self.check()?;
+        if sha256.is_some_and(|digest| digest != sha256_hex(&bytes)) {
+            return Err(StorageError(format!("{key}: the body does not have the sha256 given")));
+        }
+        self.puts.set(self.puts.get() + 1);
+        self.objects.borrow_mut().insert(key.to_owned(), bytes);
+        Ok(())
+    }
+}
+
+/// KV in memory.
+#[derive(Default)]
+pub struct MemoryRecords {
+    pub values: RefCell<HashMap<String, Vec<u8>>>,
+    pub failing: Cell<bool>,
+}
+
+impl Records for MemoryRecords {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        if self.failing.get() {
+            return Err(StorageError("KV is unavailable (a test said so)".into()));
+        }
+        Ok(self.values.borrow().get(key).cloned())
+    }
+}
+
+/// A response stream a test reads: the frames written to it, until the test closes it (as a
+/// client that goes away).
+#[derive(Clone, Default)]
+pub struct Stream {
+    pub frames: Rc<RefCell<Vec<String>>>,
+    pub closed: Rc<Cell<bool>>,
+}
+
+impl Stream {
+    /// The JSON of every `data:` line written, in order.
+    pub fn messages(&self) -> Vec<serde_json::Value> {
+        let frames = self.frames.borrow();
+        let data = frames.iter().flat_map(|frame| frame.lines().filter_map(|line| line.strip_prefix("data: ")));
+        data.filter_map(|data| serde_json::from_str(data).ok()).collect()
+    }
+}
+
+impl Frames for Stream {
+    fn send(&self, frame: Vec<u8>) -> bool {
+        if self.closed.get() {
+            return false;
+        }
+        self.frames.borrow_mut().push(String::from_utf8(frame).expect("frames are text"));
+        true
+    }
+}
+
+/// Tabs that record what they were sent. A tab in `gone` fails every write, as a closed tab's
+/// stream does.
+#[derive(Default)]
+pub struct TestTabs {
+    pub streams: RefCell<BTreeMap<String, Vec<String>>>,
+    pub socket_copies: RefCell<Vec<(String, String)>>,
+    pub gone: RefCell<Vec<String>>,
+    pub dropped: RefCell<Vec<String>>,
+    pub leases: RefCell<Vec<(String, u64)>>,
+    pub readiness: RefCell<HashMap<String, Readiness>>,
+}
+
+impl TestTabs {
+    pub fn attach(&self, tab: &str) {
+        self.streams.borrow_mut().insert(tab.to_owned(), Vec::new());
+    }
+
+    /// The command names written to `tab` (`event:` lines), in order.
+    pub fn commands(&self, tab: &str) -> Vec<String> {
+        let streams = self.streams.borrow();
+        let frames = streams.get(tab).map(Vec::as_slice).unwrap_or_default();
+        frames.iter().filter_map(|f| f.lines().find_map(|l| l.strip_prefix("event: ")).map(str::to_owned)).collect()
+    }
+}
+
+impl Tabs for TestTabs {
+    fn ids(&self) -> Vec<String> {
+        self.streams.borrow().keys().cloned().collect()
+    }
+
+    fn write(&self, tab: &str, frame: Vec<u8>) -> bool {
+        let mut streams = self.streams.borrow_mut();
+        if self.gone.borrow().iter().any(|gone| gone == tab) {
+            streams.remove(tab);
+            return false;
+        }
+        let Some(stream) = streams.get_mut(tab) else { return false };
+        stream.push(String::from_utf8(frame).expect("frames are text"));
+        true
+    }
+
+    fn copy_to_socket(&self, tab: &str, frame: &[u8]) {
+        self.socket_copies.borrow_mut().push((tab.to_owned(), String::from_utf8_lossy(frame).into_owned()));
+    }
+
+    fn drop_tab(&self, tab: &str) {
+        self.streams.borrow_mut().remove(tab);
+        self.dropped.borrow_mut().push(tab.to_owned());
+    }
+
+    fn seen(&self) -> Vec<(String, u64)> {
+        self.leases.borrow().clone()
+    }
+
+    fn readiness(&self, tab: &str) -> Option<Readiness> {
+        self.readiness.borrow().get(tab).cloned()
+    }
+}
+
+/// An upstream MCP server as a test scripts it: each POST to its URL (the tenant's headers,
+/// the exchange's post), answered.
+pub type ScriptedUpstream = Box<dyn Fn(&[(String, String)], &Post) -> Result<Received, String>>;
+
+/// The platform: every backend in memory, over SQL `S`.
+pub struct TestPlatform<S: Sql> {
+    pub sql: S,
+    pub blobs: MemoryBlobs,
+    pub records: MemoryRecords,
+    pub tabs: TestTabs,
+    pub clock: Cell<u64>,
+    random: Cell<u8>,
+    pub log: RefCell<Vec<String>>,
+    pub errors: RefCell<Vec<String>>,
+    pub upstreams: RefCell<HashMap<String, ScriptedUpstream>>,
+    /// `(url, body)` of every POST made to an upstream.
+    pub posts: RefCell<Vec<(String, String)>>,
+}
+
+impl<S: Sql> TestPlatform<S> {
+    pub fn over(sql: S) -> Self {
+        TestPlatform {
+            sql,
+            blobs: MemoryBlobs::default(),
+            records: MemoryRecords::default(),
+            tabs: TestTabs::default(),
+            clock: Cell::new(1_800_000_000_000),
+            random: Cell::new(0),
+            log: RefCell::default(),
+            errors: RefCell::default(),
+            upstreams: RefCell::default(),
+            posts: RefCell::default(),
+        }
+    }
+
+    pub fn advance(&self, ms: u64) {
+        self.clock.set(self.clock.get() + ms);
+    }
+}
+
+/// The relay session of most tests.
+pub type Session = Rc<RelaySession<TestPlatform<Sqlite>>>;
+
+/// A relay session over a migrated SQLite in memory, its instance opened.
+pub fn session() -> Session {
+    let session = Rc::new(RelaySession::new(TestPlatform::over(Sqlite::new())));
+    session.open().expect("the migrations apply");
+    session
+}
+
+/// [`session`] with the default queue settings and `tabs` attached (the last gets the next run).
+pub fn with_tabs(tabs: &[&str]) -> Session {
+    let session = session();
+    session.configure(&QueueSettings::default());
+    for tab in tabs {
+        session.platform.tabs.attach(tab);
+        session.feed(Input::TabAttached { tab: (*tab).into() });
+    }
+    session
+}
+
+/// Who calls in every test: tenant `t_1` ("acme") with its defaults, relay session `default`.
+pub fn caller() -> Caller {
+    let tenant = Tenant { id: "t_1".into(), name: "acme".into(), defaults: TenantDefaults::default() };
+    Caller { tenant, session: "default".into(), origin: "https://relay.example".into() }
+}
+
+/// The Worker's signing key in every test.
+pub fn signer() -> Signer {
+    Signer::from_seed(&[7; 32])
+}
+
+/// A streamed `tools/call` of `tool` (JSON-RPC id 7, progress token `p1`).
+pub fn tool_call(tool: Tool, arguments: Value, era: Era, mcp_session: Option<&str>) -> ToolCall {
+    ToolCall {
+        id: json!(7),
+        tool,
+        arguments,
+        progress_token: Some(json!("p1")),
+        stream: true,
+        era,
+        log_level: None,
+        session_id: mcp_session.map(str::to_owned),
+        task: false,
+    }
+}
+
+/// `tool_call` as run `run`, its job made as the DO makes it.
+pub fn call_of<P: Platform>(session: &RelaySession<P>, run: &str, tool_call: ToolCall) -> Call {
+    let job = Job::of(session, &caller(), &tool_call, || Ok::<_, ()>(signer())).unwrap().expect("a valid call");
+    Call { tool_call, caller: caller(), run: run.into(), job: Rc::new(job) }
+}
+
+/// Admits `call`, its answer streamed to a new stream, and prepares it; the stream.
+pub fn start<S: Sql + 'static>(session: &Rc<RelaySession<TestPlatform<S>>>, call: &Call) -> Stream {
+    let stream = Stream::default();
+    session.admit_call(call, Box::new(Answer::streamed(call.clone(), stream.clone()))).expect("admitted");
+    run(prepare(session, &call.caller, &call.run, &call.job));
+    stream
+}
+
+impl<S: Sql> Platform for TestPlatform<S> {
+    type Sql = S;
+    type Blobs = MemoryBlobs;
+    type Records = MemoryRecords;
+    type Tabs = TestTabs;
+    type Frames = Stream;
+
+    fn sql(&self) -> &S {
+        &self.sql
+    }
+
+    fn blobs(&self) -> &MemoryBlobs {
+        &self.blobs
+    }
+
+    fn records(&self) -> &MemoryRecords {
+        &self.records
+    }
+
+    fn tabs(&self) -> &TestTabs {
+        &self.tabs
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.get()
+    }
+
+    /// Distinct, predictable bytes: ids differ from one call to the next.
+    fn random(&self, bytes: &mut [u8]) {
+        for byte in bytes {
+            self.random.set(self.random.get().wrapping_add(1));
+            *byte = self.random.get();
+        }
+    }
+
+    fn log(&self, line: &str) {
+        self.log.borrow_mut().push(line.to_owned());
+    }
+
+    fn log_error(&self, line: &str) {
+        self.errors.borrow_mut().push(line.to_owned());
+    }
+
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        post: &Post,
+        _timeout_ms: u64,
+        _body_max: u64,
+    ) -> Result<Received, String> {
+        self.posts.borrow_mut().push((url.to_owned(), String::from_utf8_lossy(&post.body).into_owned()));
+        match self.upstreams.borrow().get(url) {
+            Some(upstream) => upstream(headers, post),
+            None => Err(format!("no answer: {url} is not listening")),
+        }
+    }
+}
