@@ -201,6 +201,13 @@ describe("results by POST", () => {
       assert.ok(phases.at(-1).includes("exit"));
       const complaints = tab.lines.filter((line) => /refused|lost/.test(line));
       assert.deepEqual(complaints, [], "the late copy was skipped as a duplicate, not refused");
+      // The page says so: its results go by POST.
+      const browserLine = await tab.page.evaluate(() => {
+        const line = document.getElementById("browser");
+        return line && { degraded: line.dataset.degraded, text: line.textContent };
+      });
+      assert.equal(browserLine?.degraded, "results", JSON.stringify(browserLine));
+      assert.match(browserLine.text, /results by POST: the results socket did not open/);
     } finally {
       await close();
     }

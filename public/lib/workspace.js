@@ -54,10 +54,11 @@ export async function openWorkspace(name, { backend } = {}) {
   return workspace;
 }
 
+/** OPFS as the workspace needs it: writable files (Safari had OPFS long before createWritable) and Web Locks. */
 async function hasOpfs() {
   try {
     await navigator.storage.getDirectory();
-    return Boolean(navigator.locks);
+    return Boolean(navigator.locks) && "createWritable" in FileSystemFileHandle.prototype;
   } catch {
     return false;
   }
