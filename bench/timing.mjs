@@ -1,7 +1,7 @@
-// Timing shared by the benches: percentiles of a set of durations, timing a call n times
-// after some untimed warm-up calls (optionally with a pause before each), and timing several
-// calls in turns (one of each per round, so a machine that slows down mid-run slows them all
-// alike and their ratios hold).
+// Timing shared by the benches: percentiles of a set of durations, timing a call n times after
+// some untimed warm-up calls (optionally with a pause before each), timing several calls in
+// turns (one of each per round, so a machine that slows down mid-run slows them all alike and
+// their ratios hold), timing one call, and a run that must print "1".
 
 /** {p50, p95, p99} of `times` (ms). */
 export function percentiles(times) {
@@ -28,11 +28,20 @@ export async function timeInTurns(calls, { n, warmup }) {
   for (let i = 0; i < warmup; i++) for (const call of calls) await call();
   const times = calls.map(() => []);
   for (let i = 0; i < n; i++) {
-    for (const [j, call] of calls.entries()) {
-      const t0 = performance.now();
-      await call();
-      times[j].push(performance.now() - t0);
-    }
+    for (const [j, call] of calls.entries()) times[j].push(await timed(call));
   }
   return times.map(percentiles);
+}
+
+/** `fn`'s duration in ms. */
+export async function timed(fn) {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
+}
+
+/** Calls tool `name` (run_js or run_py) with `code`, which must print exactly "1". */
+export async function checked(client, name, code) {
+  const result = await client.callTool({ name, arguments: { code } });
+  if (result.structuredContent?.stdout !== "1\n") throw new Error(`${name} gave ${JSON.stringify(result)}`);
 }
