@@ -4,6 +4,7 @@
 //! that passes becomes a [`ToolCall`] for the Durable Object to run.
 
 use serde_json::{json, Value};
+use std::sync::OnceLock;
 
 use super::era::Era;
 use super::logging::LogLevel;
@@ -432,7 +433,10 @@ fn with_error(mut properties: Value, required: Vec<&str>) -> Value {
     })
 }
 
-/// The `tools/list` array.
+/// The `tools/list` array, built once per process: it never changes while we run, and building
+/// it (with each output schema's `$id` hashed) was most of a `tools/list` request's time in the
+/// Worker (docs/BENCHMARKS.md, "the floor").
 pub fn list() -> Value {
-    Value::Array(Tool::ALL.iter().map(|t| t.definition()).collect())
+    static LIST: OnceLock<Value> = OnceLock::new();
+    LIST.get_or_init(|| Value::Array(Tool::ALL.iter().map(|t| t.definition()).collect())).clone()
 }
