@@ -1,9 +1,10 @@
 // What the `tools/list` answer costs a client, part by part, in this process (no network): the
 // answer's bytes by part, then the official TypeScript SDK client's work on it (JSON.parse, its
 // zod check of the result, `cacheToolMetadata`, where a validator is found or compiled for each
-// `outputSchema`), and what compiling each output schema costs, whole and without its
-// descriptions, its `{error}` branch or its `minimum`s. bench/floor.mjs prints it after its
-// round trips; medians of many repeats, so the figures are CPU, not waiting.
+// `outputSchema`; also with the `$id`s taken out, as before they were given), and what compiling
+// each output schema costs, whole and without its descriptions, its `{error}` branch or its
+// `minimum`s. bench/floor.mjs prints it after its round trips; medians of many repeats, so the
+// figures are CPU, not waiting.
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ListToolsResultSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -51,12 +52,16 @@ export function printListCost(result) {
   );
   const fmt = (ms) => `${ms.toFixed(3)} ms`;
   const parsed = () => ListToolsResultSchema.parse(JSON.parse(text).result).tools;
-  const same = new Client({ name: "bench-list-cost", version: "1" });
+  const withoutIds = () => parsed().map((tool) => ({ ...tool, outputSchema: without(tool.outputSchema, "$id") }));
+  const client = () => new Client({ name: "bench-list-cost", version: "1" });
+  const same = client();
+  const before = client();
   console.log(
     `  the SDK client's work per listing (median): JSON.parse ${fmt(median(() => 0, () => JSON.parse(text)))}, ` +
       `zod check ${fmt(median(() => JSON.parse(text).result, (r) => ListToolsResultSchema.parse(r)))}, ` +
       `cacheToolMetadata ${fmt(median(parsed, (t) => same.cacheToolMetadata(t)))} (a long-lived client), ` +
-      `${fmt(median(() => [new Client({ name: "bench-list-cost", version: "1" }), parsed()], ([c, t]) => c.cacheToolMetadata(t)))} (a new client)`,
+      `${fmt(median(() => [client(), parsed()], ([c, t]) => c.cacheToolMetadata(t)))} (a new client), ` +
+      `${fmt(median(withoutIds, (t) => before.cacheToolMetadata(t)))} (a long-lived client, the schemas without $id as before)`,
   );
   for (const tool of tools) {
     const o = tool.outputSchema;
