@@ -114,9 +114,6 @@ const cpu = percentiles(sdk.figures.cpu.slice(WARMUP));
 const validators = percentiles(sdk.figures.validators.slice(WARMUP));
 console.log(`SDK client's own CPU per listTools  p50 ${fmt(cpu.p50)}  p95 ${fmt(cpu.p95)}   (round trip p50 ${fmt(viaSdk[1].p50)})`);
 console.log(`  of which output-schema validators p50 ${validators.p50.toFixed(3)} ms  p95 ${validators.p95.toFixed(3)} ms; a new client's first listing ${first.toFixed(2)} ms (median of ${NEW_CLIENTS})`);
-// Ajv keeps every schema it compiled in a Map keyed by the schema object: without a `$id` to
-// find them by, each listing's freshly parsed schemas were compiled and kept anew.
-console.log(`  schemas compiled and kept by the SDK client's Ajv after ${sdk.figures.cpu.length} listings: ${client._jsonSchemaValidator._ajv._cache.size}`);
 printListCost((await modernCall(key, "tools/list")).message.result);
 const targets = [
   ["/healthz <= 1.2x bare", ratio(healthz, base), 1.2],
