@@ -98,6 +98,10 @@ test("a tab whose connections stop delivering attaches anew: a run sent meanwhil
   const deaf = await startDeafProxy(BASE);
   const tab = await openExecutor(browser, key, "default", deaf.url);
   try {
+    // A run first, so QuickJS is loaded: a runtime fetch that the browser sends on one of its
+    // idle keep-alive sockets would stall with them, which is not what this test is about.
+    const warm = await runJs(client, "console.log('warm')", undefined, { timeout: 90_000 });
+    assert.equal(warm.structuredContent.stdout, "warm\n", JSON.stringify(warm.structuredContent));
     const [stalledTab] = (await readRelaySession(client)).executor.tabIds;
     const seen = tab.lines.length;
     const stalled = Date.now();

@@ -322,7 +322,7 @@ describe("2026-07-28: stateless requests", () => {
       assert.ok(tool.outputSchema.properties.error, `${tool.name}: failures fit the output schema`);
       assert.ok(tool.description.length > 40, tool.name);
     }
-    assert.deepEqual(Object.keys(tools.run_js.outputSchema.properties).sort(), ["error", "exitCode", "files", "stderr", "stdout", "truncated", "usage"]);
+    assert.deepEqual(Object.keys(tools.run_js.outputSchema.properties).sort(), ["error", "exitCode", "files", "notStored", "stderr", "stdout", "truncated", "usage"]);
     for (const name of ["read", "search"]) assert.equal(tools[name].annotations.readOnlyHint, true, name);
     for (const name of ["run_js", "run_py"]) {
       assert.equal(tools[name].annotations.openWorldHint, true, name);
