@@ -98,7 +98,7 @@ pub fn with_cors(response: Response) -> Response {
 
 /// `GET /healthz`: name, version, and which bindings and secrets are present. Found once per
 /// isolate: a deployment's bindings are fixed for its life, and probing each is a type check
-/// across wasm (a quarter of the answer's time under `wrangler dev`).
+/// across wasm (0.3-0.6 ms for all of them in profiles under `wrangler dev`).
 pub fn healthz(env: &Env) -> worker::Result<Response> {
     static HEALTH: OnceLock<Value> = OnceLock::new();
     Ok(json(200, HEALTH.get_or_init(|| health(env))))
