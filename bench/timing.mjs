@@ -1,6 +1,7 @@
 // Timing shared by the benches: percentiles of a set of durations, timing a call n times after
-// some untimed warm-up calls (optionally with a pause before each), timing one call, and a
-// run that must print "1".
+// some untimed warm-up calls (optionally with a pause before each), timing several calls in
+// turns (one of each per round, so a machine that slows down mid-run slows them all alike and
+// their ratios hold), timing one call, and a run that must print "1".
 
 /** {p50, p95, p99} of `times` (ms). */
 export function percentiles(times) {
@@ -20,6 +21,16 @@ export async function timeCalls(call, { n, warmup, pauseMs = 0 }) {
     times.push(performance.now() - t0);
   }
   return percentiles(times);
+}
+
+/** Times each of `calls` `n` times in rounds (one call of each per round, in order) after `warmup` rounds: their percentiles, in order. */
+export async function timeInTurns(calls, { n, warmup }) {
+  for (let i = 0; i < warmup; i++) for (const call of calls) await call();
+  const times = calls.map(() => []);
+  for (let i = 0; i < n; i++) {
+    for (const [j, call] of calls.entries()) times[j].push(await timed(call));
+  }
+  return times.map(percentiles);
 }
 
 /** `fn`'s duration in ms. */

@@ -3,18 +3,58 @@
 //! token, body or output can reach it; and a request's route is its pattern
 //! (`PUT /files/:run/out/*`), never its path, whose segments and query carry run ids, signed
 //! URLs and session names.
+//!
+//! A deployment may set the least [`Level`] it keeps (`LOG_LEVEL`): a line below it is not
+//! written at all, which is what makes it free (a console line is work for the runtime's log
+//! pipeline, and under `wrangler dev` ~2-3 ms of CPU: docs/BENCHMARKS.md).
 
 use serde::Serialize;
 
 use crate::audit::{AuditRecord, Kind};
 use crate::mcp::tasks::iso8601;
 
+/// How much a line matters, least first: what went as asked, what a client got wrong (4xx, a
+/// run that failed), what the server got wrong (5xx).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    #[default]
+    Info,
+    Warn,
+    Error,
+}
+
+impl Level {
+    /// The level of a request answered with `status`.
+    pub fn of_status(status: u16) -> Level {
+        match status {
+            500.. => Level::Error,
+            400.. => Level::Warn,
+            _ => Level::Info,
+        }
+    }
+
+    /// A deployment's `LOG_LEVEL`: `info` (every line, also when unset), `warn` or `error`.
+    /// Anything else is refused with a sentence saying what to set, for the caller to log.
+    pub fn threshold(setting: Option<&str>) -> Result<Level, String> {
+        match setting.map(str::trim) {
+            None | Some("") | Some("info") => Ok(Level::Info),
+            Some("warn") => Ok(Level::Warn),
+            Some("error") => Ok(Level::Error),
+            Some(other) => Err(format!(
+                "LOG_LEVEL is {other:?}, which is no level: set info, warn or error in the Worker's \
+                 variables (wrangler.toml [vars]); until then every line is written"
+            )),
+        }
+    }
+}
+
 /// One log line.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LogLine {
     pub ts: String,
-    pub level: &'static str,
+    pub level: Level,
     /// `request` or `run`.
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -53,13 +93,7 @@ impl LogLine {
         let (tenant, session) = who.unzip();
         LogLine {
             ts: iso8601(now_ms),
-            level: if status >= 500 {
-                "error"
-            } else if status >= 400 {
-                "warn"
-            } else {
-                "info"
-            },
+            level: Level::of_status(status),
             kind: "request",
             route: Some(route),
             status: Some(status),
@@ -75,7 +109,7 @@ impl LogLine {
     pub fn run(record: &AuditRecord) -> Option<Self> {
         (record.kind == Kind::ToolCall).then(|| LogLine {
             ts: iso8601(record.ts_ms),
-            level: if record.error_name.is_some() { "warn" } else { "info" },
+            level: if record.error_name.is_some() { Level::Warn } else { Level::Info },
             kind: "run",
             duration_ms: record.duration_ms,
             tenant: Some(record.tenant.clone()),
@@ -88,6 +122,11 @@ impl LogLine {
             error: record.error_name.clone(),
             ..Default::default()
         })
+    }
+
+    /// Whether a deployment keeping `threshold` and above writes this line.
+    pub fn kept(&self, threshold: Level) -> bool {
+        self.level >= threshold
     }
 
     /// The line as `wrangler tail` shows it: one JSON object.

@@ -8,6 +8,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
+use relay_core::capsule::canonical::{canonical_json, sha256_hex};
 use relay_core::error::ErrorName;
 use relay_core::mcp::{
     data_result, file_result, log_notifications, progress_notification, tool_error, tool_result, Dispatch, Era,
@@ -171,6 +172,25 @@ fn output_schemas_describe_structured_content() {
     let shown = tool_result(&a_call(Era::Modern, false, None), ToolResult::default());
     assert_eq!(keys(&shown["result"]["structuredContent"]["usage"]), set(&reported));
     assert_eq!(set(&reported), set(&["wallMs", "memPeakMb", "fetches", "denied", "fileErrors"]));
+}
+
+/// A client that caches compiled validators by `$id` (the TypeScript SDK's Ajv) compiles each
+/// output schema once: the `$id` names the schema's content, so equal schemas share one and a
+/// changed schema never reuses an old one.
+#[test]
+fn output_schemas_are_named_by_their_content() {
+    let mut ids = std::collections::BTreeMap::new();
+    for tool in tools() {
+        let mut schema = tool["outputSchema"].clone();
+        let id = schema.as_object_mut().unwrap().remove("$id").expect("an outputSchema has a $id");
+        let digest = sha256_hex(&canonical_json(&schema).unwrap());
+        assert_eq!(id, format!("urn:relay-edge:schema:sha256:{}", &digest[..16]), "{}", tool["name"]);
+        ids.insert(tool["name"].as_str().unwrap().to_string(), id.as_str().unwrap().to_string());
+    }
+    assert_eq!(ids["run_js"], ids["run_py"], "the run tools' results have one shape");
+    let distinct: BTreeSet<_> = ids.values().collect();
+    assert_eq!(distinct.len(), 4, "read, write and search each have their own: {ids:?}");
+    assert_eq!(tools(), tools(), "the same ids on every listing");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! as valid Prometheus text, hostile label values included.
 
 use relay_core::audit::{AuditRecord, Kind};
-use relay_core::log::{route, LogLine};
+use relay_core::log::{route, Level, LogLine};
 use relay_core::metrics::{escape, RunEnd, Snapshot, BYTE_BUCKETS, MS_BUCKETS};
 use serde_json::{json, Value};
 
@@ -52,8 +52,29 @@ fn a_request_line_names_its_route_status_and_who() {
         json,
         json!({ "ts": "1970-01-01T00:00:00.000Z", "level": "warn", "kind": "request", "route": "/mcp", "status": 429, "durationMs": 12, "tenant": "t_1", "session": "default" })
     );
-    assert_eq!(LogLine::request(0, "/mcp", 500, 1, None).level, "error");
-    assert_eq!(LogLine::request(0, "/mcp", 200, 1, None).level, "info");
+    assert_eq!(LogLine::request(0, "/mcp", 500, 1, None).level, Level::Error);
+    assert_eq!(LogLine::request(0, "/mcp", 200, 1, None).level, Level::Info);
+}
+
+/// A deployment's `LOG_LEVEL` keeps its level and above; unset keeps every line, and a value
+/// that is no level is refused with what to set (the Worker then writes every line).
+#[test]
+fn a_log_level_keeps_its_level_and_above() {
+    let line = |status| LogLine::request(0, "/mcp", status, 1, None);
+    for (setting, kept) in [
+        (None, [true, true, true]),
+        (Some("info"), [true, true, true]),
+        (Some(" warn "), [false, true, true]),
+        (Some("error"), [false, false, true]),
+    ] {
+        let threshold = Level::threshold(setting).unwrap();
+        assert_eq!([200, 404, 503].map(|status| line(status).kept(threshold)), kept, "{setting:?}");
+    }
+    let why = Level::threshold(Some("debug")).unwrap_err();
+    assert!(why.contains("\"debug\"") && why.contains("info, warn or error") && why.contains("wrangler.toml"), "{why}");
+    let mut run = record(Kind::ToolCall, "run_js");
+    run.error_name = None;
+    assert!(!LogLine::run(&run).unwrap().kept(Level::Warn), "a run that went as asked is info");
 }
 
 #[test]

@@ -10,9 +10,11 @@ mod platform;
 mod relay_session;
 
 use edge::Who;
+use platform::bindings::{self, LOG_LEVEL};
 use platform::now_ms;
-use relay_core::log::{self, LogLine};
-use worker::{event, Context, Env, Method, Request, Response, Result};
+use relay_core::log::{self, Level, LogLine};
+use std::sync::OnceLock;
+use worker::{event, js_sys, wasm_bindgen::JsValue, web_sys, Context, Env, Method, Request, Response, Result};
 
 #[event(start)]
 fn start() {
@@ -20,16 +22,48 @@ fn start() {
 }
 
 /// Answers a request by the route table, then logs one line for it (`relay_core::log`: the
-/// route's pattern, status, time to the response's head, and who, when a credential said).
+/// route's pattern, status, time to the response's head, and who, when a credential said),
+/// unless the deployment's `LOG_LEVEL` keeps only more important lines.
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn fetch(raw: web_sys::Request, env: Env, _ctx: Context) -> Result<Response> {
     let started = now_ms();
+    let req = without_cf(raw);
     let route = log::route(req.method().as_ref(), &req.path());
     let who = Who::default();
     let response = edge::http::with_cors(routes(req, &env, &who).await.unwrap_or_else(edge::http::internal));
     let line = LogLine::request(now_ms(), route, response.status_code(), now_ms() - started, who.take());
-    worker::console_log!("{}", line.to_json());
+    write_log(&env, &line);
     Ok(response)
+}
+
+/// The request as workers-rs wraps it, without the `cf` object its conversion reads eagerly:
+/// workerd builds that object afresh on each read, 0.14-0.29 ms of the entry's ~1.25 ms in
+/// profiles under `wrangler dev` (docs/BENCHMARKS.md, "the floor"), and no route uses it. An own `cf` of
+/// `undefined` hides the getter from the conversion.
+fn without_cf(raw: web_sys::Request) -> Request {
+    let hidden = js_sys::Object::new();
+    let _ = js_sys::Reflect::set(&hidden, &"value".into(), &JsValue::UNDEFINED);
+    let _ = js_sys::Reflect::define_property(&raw, &"cf".into(), &hidden);
+    Request::from(raw)
+}
+
+/// Writes `line` if the deployment keeps lines of its level.
+fn write_log(env: &Env, line: &LogLine) {
+    if line.kept(log_threshold(env)) {
+        worker::console_log!("{}", line.to_json());
+    }
+}
+
+/// The deployment's `LOG_LEVEL`, read once per isolate (a variable is fixed for its life); one
+/// that is no level is said once, and every line written.
+fn log_threshold(env: &Env) -> Level {
+    static THRESHOLD: OnceLock<Level> = OnceLock::new();
+    *THRESHOLD.get_or_init(|| {
+        Level::threshold(bindings::var(env, LOG_LEVEL).as_deref()).unwrap_or_else(|why| {
+            worker::console_error!("{why}");
+            Level::Info
+        })
+    })
 }
 
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.

@@ -4,10 +4,12 @@
 //! that passes becomes a [`ToolCall`] for the Durable Object to run.
 
 use serde_json::{json, Value};
+use std::sync::OnceLock;
 
 use super::era::Era;
 use super::logging::LogLevel;
 use super::schema;
+use crate::capsule::canonical::{canonical_json, sha256_hex};
 use crate::error::ErrorName;
 
 /// A validated tool call for the Durable Object to run.
@@ -231,9 +233,16 @@ impl Tool {
         }
     }
 
-    /// The shape of `structuredContent`. Every tool's admits `{error: {name, message}}`, the
-    /// shape of a failed call, so a client validating results accepts failures too.
+    /// The shape of `structuredContent`, under a `$id` that names its content
+    /// ([`content_id`]). Every tool's admits `{error: {name, message}}`, the shape of a failed
+    /// call, so a client validating results accepts failures too.
     pub fn output_schema(self) -> Value {
+        let mut schema = self.output_shape();
+        schema["$id"] = Value::String(content_id(&schema));
+        schema
+    }
+
+    fn output_shape(self) -> Value {
         let (properties, required) = match self {
             Tool::RunJs | Tool::RunPy => (
                 json!({
@@ -394,6 +403,21 @@ fn string_array(description: &str) -> Value {
     json!({ "type": "array", "items": { "type": "string" }, "description": description })
 }
 
+/// A schema's `$id`: a URN holding the sha256 of its canonical JSON, so equal schemas share
+/// one (run_js and run_py do) and a changed schema gets a new one. Clients that compile a
+/// validator per schema cache it by `$id`: the TypeScript SDK (1.x) compiles one for every
+/// `outputSchema` on each `listTools`, unless Ajv already holds that `$id`, in which case the
+/// compiled one is reused (docs/BENCHMARKS.md: ~4 ms of the client's CPU per listing
+/// without). Content-addressed, a long-lived client never validates against a stale schema
+/// after a deploy changes one.
+fn content_id(schema: &Value) -> String {
+    let digest = sha256_hex(&canonical_json(schema).expect("a tool's schema has no number canonical JSON refuses"));
+    format!("urn:relay-edge:schema:sha256:{}", &digest[..CONTENT_ID_HEX])
+}
+
+/// 64 bits of the digest: enough to tell this server's few schemas apart, and short.
+const CONTENT_ID_HEX: usize = 16;
+
 /// An output schema: the success shape, or `{error}`.
 fn with_error(mut properties: Value, required: Vec<&str>) -> Value {
     let names: Vec<&str> = ErrorName::TOOL.iter().map(|n| n.as_str()).collect();
@@ -409,7 +433,10 @@ fn with_error(mut properties: Value, required: Vec<&str>) -> Value {
     })
 }
 
-/// The `tools/list` array.
+/// The `tools/list` array, built once per process: it never changes while we run, and building
+/// it (with each output schema's `$id` hashed) was most of a `tools/list` request's time in the
+/// Worker (docs/BENCHMARKS.md, "the floor").
 pub fn list() -> Value {
-    Value::Array(Tool::ALL.iter().map(|t| t.definition()).collect())
+    static LIST: OnceLock<Value> = OnceLock::new();
+    LIST.get_or_init(|| Value::Array(Tool::ALL.iter().map(|t| t.definition()).collect())).clone()
 }

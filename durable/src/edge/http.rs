@@ -10,7 +10,8 @@ use crate::platform::sleep;
 use futures::{future, StreamExt};
 use relay_core::body;
 use relay_core::error::ErrorName;
-use serde_json::json;
+use serde_json::{json, Value};
+use std::sync::OnceLock;
 use worker::{ByteStream, Env, Headers, Request, Response};
 
 /// Headers a browser page may send to `/mcp` and the capsule routes (which any origin may
@@ -95,8 +96,15 @@ pub fn with_cors(response: Response) -> Response {
     response.with_headers(headers)
 }
 
-/// `GET /healthz`: name, version, and which bindings and secrets are present.
+/// `GET /healthz`: name, version, and which bindings and secrets are present. Found once per
+/// isolate: a deployment's bindings are fixed for its life, and probing each is a type check
+/// across wasm (0.3-0.6 ms for all of them in profiles under `wrangler dev`).
 pub fn healthz(env: &Env) -> worker::Result<Response> {
+    static HEALTH: OnceLock<Value> = OnceLock::new();
+    Ok(json(200, HEALTH.get_or_init(|| health(env))))
+}
+
+fn health(env: &Env) -> Value {
     let version = bindings::var(env, RELAY_VERSION).unwrap_or_default();
     let bindings = json!({
         SESSIONS: env.durable_object(SESSIONS).is_ok(),
@@ -108,7 +116,7 @@ pub fn healthz(env: &Env) -> worker::Result<Response> {
         CAPSULE_SIGNING_KEY: env.secret(CAPSULE_SIGNING_KEY).is_ok(),
         ADMIN_TOKEN: env.secret(ADMIN_TOKEN).is_ok(),
     });
-    Ok(json(200, &json!({ "name": "relay-edge", "version": version, "bindings": bindings, "secrets": secrets })))
+    json!({ "name": "relay-edge", "version": version, "bindings": bindings, "secrets": secrets })
 }
 
 /// `GET /sandbox.html`, the frame guest code runs under (public/sandbox/frame.js), from the

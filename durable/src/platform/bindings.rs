@@ -22,6 +22,8 @@ pub const CAPSULE_RETIRED_KEYS: &str = "CAPSULE_RETIRED_KEYS";
 pub const PUBLIC_URL: &str = "PUBLIC_URL";
 /// Variable: the deployed version, for `/healthz`.
 pub const RELAY_VERSION: &str = "RELAY_VERSION";
+/// Variable: the least level of the request log lines the Worker writes (`relay_core::log::Level`).
+pub const LOG_LEVEL: &str = "LOG_LEVEL";
 /// Variable: `1` under `wrangler dev`, where loopback origins may call `/mcp`.
 pub const RELAY_ALLOW_LOCALHOST: &str = "RELAY_ALLOW_LOCALHOST";
 
