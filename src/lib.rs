@@ -31,3 +31,4 @@ pub mod run;
 pub mod search;
 pub mod stores;
 pub mod upstream;
+pub mod workspace;

@@ -25,6 +25,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0004_tasks.sql"),
     include_str!("../../migrations/0005_metrics.sql"),
     include_str!("../../migrations/0006_out_files.sql"),
+    include_str!("../../migrations/0007_workspace.sql"),
 ];
 /// How long a run's published paths are counted: longer than any run token lives.
 const OUT_FILES_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
@@ -87,7 +88,7 @@ impl<'a, S: Sql> Store<'a, S> {
         Ok(self.first::<Version>("SELECT MAX(version) AS v FROM schema_version", &[])?.and_then(|v| v.v).unwrap_or(0))
     }
 
-    fn first<T: DeserializeOwned>(&self, query: &str, params: &[SqlValue]) -> Result<Option<T>> {
+    pub(super) fn first<T: DeserializeOwned>(&self, query: &str, params: &[SqlValue]) -> Result<Option<T>> {
         Ok(self.sql.rows::<T>(query, params)?.into_iter().next())
     }
 
