@@ -22,3 +22,6 @@ CREATE TABLE workspace_state (
   floor INTEGER NOT NULL
 );
 INSERT INTO workspace_state (id, floor) VALUES (0, 0);
+-- Each run's workspace root when it started and when it ended (audit::AuditRecord).
+ALTER TABLE runs ADD COLUMN workspace_before TEXT;
+ALTER TABLE runs ADD COLUMN workspace_after TEXT;

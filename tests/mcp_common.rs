@@ -77,6 +77,8 @@ pub fn audit_records(n: usize) -> Vec<AuditRecord> {
             stderr_bytes: 0,
             stderr_sha256: String::new(),
             args: json!({}),
+            workspace_before: None,
+            workspace_after: None,
         };
         let head = records.last().map(|r| ChainHead { seq: r.seq, chain: r.chain.clone() });
         records.push(seal(fields, head.as_ref()));

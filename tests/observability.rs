@@ -24,6 +24,8 @@ fn record(kind: Kind, tool: &str) -> AuditRecord {
         stderr_bytes: 5,
         stderr_sha256: "b".repeat(64),
         args: json!({ "code": { "bytes": 3, "sha256": "c" }, "env": { "TOKEN": "***" } }),
+        workspace_before: None,
+        workspace_after: None,
         prev: "0".repeat(64),
         chain: "d".repeat(64),
     }

@@ -12,11 +12,13 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use platform::{run, session, Session, TestPlatform};
+use platform::{call_of, run, session, tool_call, Session, TestPlatform};
 use proptest::prelude::*;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
 use relay_core::keys;
+use relay_core::mcp::{Era, Tool};
+use relay_core::relay_session::runs::Job;
 use relay_core::relay_session::RelaySession;
 use relay_core::workspace::{root, Change, EMPTY_ROOT, INLINE_MAX_BYTES};
 use serde_json::{json, Value};
@@ -301,4 +303,53 @@ proptest! {
             prop_assert_eq!(session.store().workspace_root().unwrap(), (version, model_root));
         }
     }
+}
+
+/// Answers a file tool's call as the DO does (`answer_file`), as run `run`.
+fn answer(session: &Session, run_id: &str, tool: Tool, arguments: Value) -> Result<Value, String> {
+    let call = call_of(&**session, run_id, tool_call(tool, arguments, Era::Modern, None));
+    let Job::File(op) = call.job.as_ref() else { panic!("a file tool's job") };
+    run(session.answer_file(&call, op)).map_err(|e| e.0)
+}
+
+#[test]
+fn file_tools_are_answered_with_no_tab_and_audited_with_the_roots_before_and_after() {
+    let session = session();
+    let written = answer(&session, "r_w", Tool::Write, json!({ "path": "/tmp/a", "content": "hi" })).unwrap();
+    assert_eq!(written["result"]["structuredContent"], json!({ "path": "/tmp/a", "bytesWritten": 2, "size": 2 }));
+    let read = answer(&session, "r_r", Tool::Read, json!({ "path": "/tmp/a" })).unwrap();
+    assert_eq!(read["result"]["structuredContent"]["content"], "hi");
+    let refused = answer(&session, "r_x", Tool::Write, json!({ "path": "/tmp/a", "content": "again" })).unwrap();
+    assert_eq!(refused["result"]["isError"], true);
+    assert_eq!(refused["result"]["structuredContent"]["error"]["name"], "ValidationError");
+    let records = session.store().audit_records(10).unwrap();
+    let roots: Vec<(&str, Option<&str>, Option<&str>)> = records
+        .iter()
+        .map(|r| (r.run_id.as_str(), r.workspace_before.as_deref(), r.workspace_after.as_deref()))
+        .collect();
+    let one_file = root([("/tmp/a", sha256_hex(b"hi").as_str(), 2)]);
+    assert_eq!(
+        roots,
+        [
+            ("r_w", Some(EMPTY_ROOT), Some(one_file.as_str())),
+            ("r_r", Some(one_file.as_str()), Some(one_file.as_str())),
+            ("r_x", Some(one_file.as_str()), Some(one_file.as_str())),
+        ],
+        "the roots change exactly when a call wrote"
+    );
+    assert_eq!(records[0].args["content"]["bytes"], 2, "the content is audited as its size and hash");
+    assert_eq!(records[2].error_name.as_deref(), Some("ValidationError"));
+    assert!(relay_core::audit::verify(&records, None).is_ok());
+}
+
+#[test]
+fn a_file_tool_whose_storage_fails_is_a_storage_error_and_still_audited() {
+    let session = session();
+    session.platform.blobs.failing.set(true);
+    let large = "L".repeat(10_000);
+    let failed = answer(&session, "r_1", Tool::Write, json!({ "path": "/tmp/big", "content": large })).unwrap_err();
+    assert!(failed.contains("the workspace is unchanged"), "{failed}");
+    let record = session.store().audit_records(1).unwrap().remove(0);
+    assert_eq!(record.error_name.as_deref(), Some("StorageUnavailable"));
+    assert_eq!(record.workspace_before, record.workspace_after);
 }

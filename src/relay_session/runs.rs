@@ -31,9 +31,10 @@ use crate::mcp::tasks::{TaskRecord, TaskStatus};
 use crate::mcp::{self, Era, HttpResponse, LogLevel, Tool, ToolCall, ToolResult};
 use crate::protocol::{Caller, CapsuleCommand, TabCommand};
 use crate::run::args::{capsule_spec, deps_request};
-use crate::run::backchannel::{EventBody, OutFile, RunError};
+use crate::run::backchannel::{EventBody, Exit, OutFile, RunError, Usage};
 use crate::run::file_op::{file_op, FileOp, FILE_OP_TIMEOUT_MS};
 use crate::run::machine::{Cancel, Input, Outcome};
+use crate::workspace::Refusal;
 
 /// What a run executes: a capsule (`run_js`, `run_py`), one whose deps layer comes from a
 /// build, or a file tool on the tab's workspace.
@@ -273,23 +274,61 @@ impl<F: Frames> Delivery<F> for Answer<F> {
     }
 }
 
+/// The audit row of `call` when it is queued, handed to `f`.
+fn with_queued<R>(call: &Call, f: impl FnOnce(&Queued) -> R) -> R {
+    let Call { tool_call: call, caller, run, job } = call;
+    let (audit_name, args) = (job.audit_name(), audit::redact_args(&call.arguments));
+    f(&Queued {
+        run_id: run,
+        tool: call.tool.name(),
+        capsule_hash: &audit_name,
+        mcp_session: call.session_id.as_deref(),
+        request_id: &call.id,
+        tenant: &caller.tenant.id,
+        relay_session: &caller.session,
+        args: &args,
+    })
+}
+
 impl<P: Platform + 'static> RelaySession<P> {
     /// Admits the run of `call` (see [`RelaySession::admit`]), its audit row naming the job
     /// and the call's redacted arguments.
     pub fn admit_call(&self, call: &Call, delivery: Box<dyn Delivery<P::Frames>>) -> Result<(), Unadmitted> {
-        let Call { tool_call: call, caller, run, job } = call;
-        let (audit_name, args) = (job.audit_name(), audit::redact_args(&call.arguments));
-        let queued = Queued {
-            run_id: run,
-            tool: call.tool.name(),
-            capsule_hash: &audit_name,
-            mcp_session: call.session_id.as_deref(),
-            request_id: &call.id,
-            tenant: &caller.tenant.id,
-            relay_session: &caller.session,
-            args: &args,
+        with_queued(call, |queued| self.admit(queued, call.job.limits(), delivery))
+    }
+
+    /// A file tool (`op`, the job of `call`) answered by the relay session itself from its
+    /// workspace, with or without a tab, never waiting in line: the JSON-RPC response. It is
+    /// audited as a run (its row first, then sealed with the workspace root before and after).
+    /// Err: the storage failed (the caller answers 503 StorageUnavailable; the index is as it was).
+    pub async fn answer_file(&self, call: &Call, op: &FileOp) -> Result<Value, StorageError> {
+        let started = self.now_ms();
+        with_queued(call, |queued| self.store().audit_queued(queued, started))?;
+        let before = self.store().workspace_root().map(|(_, root)| root);
+        let tenant = &call.caller.tenant;
+        let answer = match &before {
+            Ok(_) => self.file_tool(&tenant.id, op.tool, &op.arguments, tenant.defaults.workspace.max_bytes).await,
+            Err(e) => Err(Refusal::new(ErrorName::StorageUnavailable, e.to_string())),
         };
-        self.admit(&queued, job.limits(), delivery)
+        let after = self.store().workspace_root().map(|(_, root)| root);
+        let (ended, wall_ms) = (self.now_ms(), self.now_ms().saturating_sub(started));
+        let usage = Usage { wall_ms, ..Usage::default() };
+        let exit = match answer {
+            Ok(value) => Exit { exit_code: 0, usage, error: None, files: Vec::new(), value: Some(value) },
+            Err(refusal) => {
+                let error = RunError { name: refusal.name.as_str().to_owned(), message: refusal.message };
+                Exit { exit_code: refusal.name.exit_code(), usage, error: Some(error), files: Vec::new(), value: None }
+            }
+        };
+        let failed = exit.error.as_ref().filter(|e| e.name == ErrorName::StorageUnavailable.as_str()).cloned();
+        let roots = self.store().audit_workspace(&call.run, before.as_deref().ok(), after.as_deref().ok());
+        self.persisted("audit", roots);
+        let outcome = Outcome { exit, stdout: String::new(), stderr: String::new(), by_relay: true };
+        self.audited("a file tool", self.store().audit_finished(&call.run, &outcome, ended));
+        match failed {
+            Some(error) => Err(StorageError(error.message)),
+            None => Ok(call.conclude(outcome, ended)),
+        }
     }
 
     /// `GET /mcp` with `Last-Event-ID` (legacy era): resumes the stream of run `run` on

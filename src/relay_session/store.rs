@@ -143,6 +143,16 @@ impl<'a, S: Sql> Store<'a, S> {
         )
     }
 
+    /// Records the workspace root when run `run_id` started (`before`) or ended (`after`), for
+    /// its audit record.
+    pub fn audit_workspace(&self, run_id: &str, before: Option<&str>, after: Option<&str>) -> Result<()> {
+        let text = |root: Option<&str>| root.map_or(SqlValue::Null, SqlValue::from);
+        self.sql.exec(
+            "UPDATE runs SET workspace_before = COALESCE(?, workspace_before), workspace_after = COALESCE(?, workspace_after) WHERE run_id = ?",
+            &[text(before), text(after), run_id.into()],
+        )
+    }
+
     /// Removes the row of a run the queue refused: it never was admitted.
     pub fn forget_run(&self, run_id: &str) -> Result<()> {
         self.sql.exec("DELETE FROM runs WHERE run_id = ?", &[run_id.into()])
@@ -206,7 +216,7 @@ impl<'a, S: Sql> Store<'a, S> {
     /// Seals the finished run `run_id` onto the chain and counts it in the metrics.
     fn append_audit(&self, run_id: &str) -> Result<Option<AuditRecord>> {
         let Some(run) = self.first::<FinishedRun>(
-            "SELECT tool, queued_ms, finished_ms, exit_code, error_name, wall_ms, stdout_bytes, stdout_sha256, stderr_bytes, stderr_sha256, tenant, relay_session, args FROM runs WHERE run_id = ?",
+            "SELECT tool, queued_ms, finished_ms, exit_code, error_name, wall_ms, stdout_bytes, stdout_sha256, stderr_bytes, stderr_sha256, tenant, relay_session, args, workspace_before, workspace_after FROM runs WHERE run_id = ?",
             &[run_id.into()],
         )?
         else {
@@ -345,6 +355,8 @@ struct FinishedRun {
     tenant: Option<String>,
     relay_session: Option<String>,
     args: Option<String>,
+    workspace_before: Option<String>,
+    workspace_after: Option<String>,
 }
 
 impl FinishedRun {
@@ -369,6 +381,8 @@ impl FinishedRun {
             stderr_bytes: count(self.stderr_bytes),
             stderr_sha256: self.stderr_sha256.unwrap_or_default(),
             args: self.args.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or(Value::Null),
+            workspace_before: self.workspace_before,
+            workspace_after: self.workspace_after,
         }
     }
 }
