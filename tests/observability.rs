@@ -72,6 +72,10 @@ fn routes_are_patterns_with_no_id_token_or_query_in_them() {
         ("GET", "/capsules/abcdef/fs.0.zip", "GET /capsules/:hash/:file"),
         ("PUT", "/admin/tenants/t_1/upstreams/search", "/admin/tenants/:id/upstreams"),
         ("POST", "/mcp", "/mcp"),
+        ("GET", "/session/my-session/workspace", "GET /session/:id/workspace"),
+        ("GET", "/session/my-session/workspace/bodies/abcdef", "GET /session/:id/workspace/bodies/:sha256"),
+        ("PUT", "/workspace/bodies/abcdef", "PUT /workspace/bodies/:sha256"),
+        ("POST", "/workspace/commit", "POST /workspace/commit"),
         ("GET", "/oauth/consent", "GET /oauth/consent"),
         ("GET", "/nowhere/rk_live_key", "static or unknown"),
     ];

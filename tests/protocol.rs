@@ -46,6 +46,11 @@ fn every_request() -> Vec<SessionRequest> {
         ReserveOutFile { run: "r_1".into(), path: "/out/a b&c=%2F.txt".into() },
         ReleaseOutFile { run: "r_1".into(), path: "/out/é".into() },
         Metrics,
+        WorkspaceIndex { since: None, run: None },
+        WorkspaceIndex { since: Some(7), run: Some("r_1".into()) },
+        WorkspaceBody { sha256: "ab".repeat(32) },
+        WorkspacePutBody { run: "r_1".into(), sha256: "ab".repeat(32), body: vec![0, 1, 2] },
+        WorkspaceCommit { run: "r_1".into(), cap: "c".into(), changes: b"{\"changes\":[]}".to_vec() },
     ]
 }
 
@@ -65,6 +70,8 @@ fn an_unknown_route_or_a_missing_parameter_is_refused_naming_it() {
     let missing = SessionRequest::decode(envelope("/mcps-rpc?run=r_1")).unwrap_err();
     assert_eq!(missing.name, ErrorName::ValidationError);
     assert!(missing.message.contains("`cap`"), "{}", missing.message);
+    let since = SessionRequest::decode(Envelope { method: "GET".into(), ..envelope("/workspace?since=x") });
+    assert!(since.unwrap_err().message.contains("since must be a workspace version"));
     let socket = Envelope { method: "GET".into(), ..envelope("/results") };
     assert_eq!(SessionRequest::decode(socket).unwrap_err().name, ErrorName::ValidationError, "a socket names its tab");
 }

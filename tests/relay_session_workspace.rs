@@ -12,7 +12,8 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use platform::{call_of, run, session, tool_call, Session, TestPlatform};
+use base64::Engine;
+use platform::{call_of, caller, run, session, start, tool_call, with_tabs, Session, TestPlatform};
 use proptest::prelude::*;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
@@ -20,12 +21,15 @@ use relay_core::keys;
 use relay_core::mcp::{Era, Tool};
 use relay_core::relay_session::runs::Job;
 use relay_core::relay_session::RelaySession;
+use relay_core::run::backchannel::parse_batch;
+use relay_core::run::machine::Input;
 use relay_core::workspace::{root, Change, EMPTY_ROOT, INLINE_MAX_BYTES};
 use serde_json::{json, Value};
 use support::{Failing, Sqlite};
 
 const TENANT: &str = "t_1";
 const CAP: u64 = 64 * 1024 * 1024;
+const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 fn tool(session: &Session, tool: &str, arguments: Value) -> Result<Value, (ErrorName, String)> {
     run(session.file_tool(TENANT, tool, &arguments, CAP)).map_err(|r| (r.name, r.message))
@@ -352,4 +356,103 @@ fn a_file_tool_whose_storage_fails_is_a_storage_error_and_still_audited() {
     let record = session.store().audit_records(1).unwrap().remove(0);
     assert_eq!(record.error_name.as_deref(), Some("StorageUnavailable"));
     assert_eq!(record.workspace_before, record.workspace_after);
+}
+
+/// A relay session with a tab, running run `r_1` (`run_js` with the default policy): the
+/// session and the run's capsule hash.
+fn running() -> (Session, String) {
+    let session = with_tabs(&["tab_1"]);
+    let call = call_of(&*session, "r_1", tool_call(Tool::RunJs, json!({ "code": "1" }), Era::Modern, None));
+    start(&session, &call);
+    let Job::Capsule { capsule, .. } = call.job.as_ref() else { panic!("a capsule job") };
+    (session, capsule.hash.clone())
+}
+
+fn commit(session: &Session, cap: &str, changes: Value) -> Result<Value, (ErrorName, String)> {
+    let body = json!({ "changes": changes }).to_string();
+    run(session.commit_run(&caller(), "r_1", cap, body.as_bytes())).map_err(|e| (e.name, e.message))
+}
+
+fn inline(path: &str, bytes: &[u8]) -> Value {
+    json!({ "path": path, "sha256": sha256_hex(bytes), "size": bytes.len(), "inline": BASE64.encode(bytes) })
+}
+
+#[test]
+fn a_run_commits_its_writes_in_order_each_on_its_own() {
+    let (session, cap) = running();
+    let large = vec![9u8; 100_000];
+    let sha = sha256_hex(&large);
+    let stored = run(session.put_run_body(&caller(), "r_1", &sha, large.clone())).unwrap();
+    assert_eq!(stored, json!({ "sha256": sha, "size": 100_000 }));
+    assert_eq!(listing(&session), [], "an uploaded body is not a file until committed");
+    let answer = commit(
+        &session,
+        &cap,
+        json!([
+            inline("/tmp/a", b"one"),
+            { "path": "/tmp/big", "sha256": sha, "size": 100_000 },
+            inline("/host/h", b"read-only"),
+            { "path": "/tmp/a", "removed": true },
+            inline("/out/o", b"kept"),
+        ]),
+    )
+    .unwrap();
+    let results = answer["results"].as_array().unwrap();
+    assert_eq!(results[0], json!({ "version": 1 }));
+    assert_eq!(results[1], json!({ "version": 2 }));
+    assert_eq!(results[2]["error"]["name"], "PolicyDenied", "the run's policy: /host is read-only");
+    assert_eq!((results[3].clone(), results[4].clone()), (json!({ "version": 3 }), json!({ "version": 4 })));
+    let files: Vec<String> = listing(&session).into_iter().map(|f| f.0).collect();
+    assert_eq!(files, ["/out/o", "/tmp/big"]);
+    assert_eq!(answer["root"], json!(session.store().workspace_root().unwrap().1));
+    let read = tool(&session, "read", json!({ "path": "/tmp/big", "encoding": "base64", "maxBytes": 3 })).unwrap();
+    assert_eq!(read["content"], "CQkJ", "read with no tab sees what the run wrote");
+}
+
+#[test]
+fn a_tampered_or_oversized_body_is_refused_and_nothing_is_stored() {
+    let (session, cap) = running();
+    let claimed = sha256_hex(b"what the tab hashed");
+    let puts = session.platform.blobs.puts.get();
+    let refusal = run(session.put_run_body(&caller(), "r_1", &claimed, vec![1; 10_000])).unwrap_err();
+    assert_eq!(refusal.name, ErrorName::ValidationError);
+    assert_eq!(session.platform.blobs.puts.get(), puts, "no body stored");
+    let tampered = json!({ "path": "/tmp/a", "sha256": claimed, "size": 3, "inline": BASE64.encode(b"abc") });
+    let answer = commit(&session, &cap, json!([tampered])).unwrap();
+    assert_eq!(answer["results"][0]["error"]["name"], "ValidationError");
+    assert_eq!(listing(&session), []);
+    let mut small = caller();
+    small.tenant.defaults.workspace.max_bytes = 1000;
+    let too_big = run(session.put_run_body(&small, "r_1", &sha256_hex(&[0; 2000]), vec![0; 2000])).unwrap_err();
+    assert_eq!(too_big.name, ErrorName::PayloadTooLarge);
+    let bad = commit(&session, &cap, json!([{ "path": "/tmp/a", "sha256": claimed }])).unwrap();
+    assert!(bad["results"][0]["error"]["message"].as_str().unwrap().contains("give {path, sha256, size"));
+}
+
+#[test]
+fn nothing_of_a_run_lands_after_it_ended_and_its_audit_has_both_roots() {
+    let (session, cap) = running();
+    let index = session.workspace_index(None, Some("r_1")).unwrap();
+    assert_eq!((index["version"].clone(), index["root"].clone()), (json!(0), json!(EMPTY_ROOT)));
+    commit(&session, &cap, json!([inline("/tmp/a", b"before the end")])).unwrap();
+    let batch = json!({ "runId": "r_1", "seq": 0, "type": "exit", "exitCode": 0, "usage": { "wallMs": 5 } });
+    let events = parse_batch(batch.to_string().as_bytes()).unwrap();
+    session.feed(Input::Heard { tab: Some("tab_1".into()), events });
+    let late = commit(&session, &cap, json!([inline("/tmp/b", b"after")])).unwrap_err();
+    assert_eq!(late.0, ErrorName::Conflict);
+    assert!(late.1.contains("has ended") && late.1.contains("is kept"), "{}", late.1);
+    assert_eq!(listing(&session).len(), 1, "what it wrote before its end is kept");
+    let record = session.store().audit_records(1).unwrap().remove(0);
+    assert_eq!(record.workspace_before.as_deref(), Some(EMPTY_ROOT));
+    let one = root([("/tmp/a", sha256_hex(b"before the end").as_str(), 14)]);
+    assert_eq!(record.workspace_after, Some(one));
+}
+
+#[test]
+fn a_tab_reads_only_its_relay_sessions_bodies() {
+    let session = session();
+    write(&session, "/tmp/a", "mine");
+    assert_eq!(run(session.workspace_body_bytes(TENANT, &sha256_hex(b"mine"))).unwrap(), b"mine");
+    let other = run(session.workspace_body_bytes(TENANT, &sha256_hex(b"not here"))).unwrap_err();
+    assert_eq!(other.name, ErrorName::NotFound);
 }

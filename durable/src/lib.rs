@@ -34,7 +34,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
 async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
-    use edge::{capsules, egress, files, http, mcp, metrics, oauth, packages, session, tenants, upstreams};
+    use edge::{capsules, egress, files, http, mcp, metrics, oauth, packages, session, tenants, upstreams, workspace};
     use session::{TabRoute, TabSocket};
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -62,6 +62,10 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Get, ["session", id, "mcps"]) => session::forward(req, env, id, TabRoute::Mcps, who).await,
         (Method::Post, ["session", id, "detach"]) => session::forward(req, env, id, TabRoute::Detach, who).await,
         (Method::Post, ["session", id, "ready"]) => session::forward(req, env, id, TabRoute::Ready, who).await,
+        (Method::Get, ["session", id, "workspace"]) => workspace::index(req, env, id, who).await,
+        (Method::Get, ["session", id, "workspace", "bodies", sha]) => workspace::body(req, env, id, sha, who).await,
+        (Method::Put, ["workspace", "bodies", sha]) => workspace::put_body(req, env, sha, who).await,
+        (Method::Post, ["workspace", "commit"]) => workspace::commit(req, env, who).await,
         (Method::Post, ["capsules"]) => capsules::create(req, env).await,
         (Method::Post, ["capsules", "verify"]) => capsules::verify(req, env).await,
         (Method::Get | Method::Head, ["capsules", hash, file]) => capsules::fetch(&req, env, hash, file).await,

@@ -200,6 +200,7 @@ impl<P: Platform> RelaySession<P> {
     /// Audits a run that ended and hands its end to its delivery; the run is then forgotten
     /// here, but for an answer no one took.
     fn finish(&self, run: &str, outcome: Outcome, answer: bool) {
+        self.persisted("audit", self.store().audit_workspace_after(run));
         let sealed = self.store().audit_finished(run, &outcome, self.now_ms());
         self.audited("a run's end", sealed);
         self.desk.builds.borrow_mut().remove(run);

@@ -153,6 +153,21 @@ impl<'a, S: Sql> Store<'a, S> {
         )
     }
 
+    /// Records the workspace root as run `run_id` ends, if its tab synced to a root before it
+    /// ran (a run that never ran on a workspace has neither).
+    pub fn audit_workspace_after(&self, run_id: &str) -> Result<()> {
+        #[derive(Deserialize)]
+        struct Before {
+            workspace_before: Option<String>,
+        }
+        let before = self.first::<Before>("SELECT workspace_before FROM runs WHERE run_id = ?", &[run_id.into()])?;
+        if before.and_then(|b| b.workspace_before).is_none() {
+            return Ok(());
+        }
+        let (_, root) = self.workspace_root()?;
+        self.audit_workspace(run_id, None, Some(&root))
+    }
+
     /// Removes the row of a run the queue refused: it never was admitted.
     pub fn forget_run(&self, run_id: &str) -> Result<()> {
         self.sql.exec("DELETE FROM runs WHERE run_id = ?", &[run_id.into()])

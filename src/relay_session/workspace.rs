@@ -10,13 +10,15 @@
 
 use base64::Engine;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::store::Store;
 use super::{Platform, RelaySession, Sql, SqlValue, StorageError};
 use crate::capsule::canonical::sha256_hex;
-use crate::error::ErrorName;
+use crate::error::{ErrorName, HttpError};
 use crate::keys;
+use crate::policy::{check_path, Access, FsPolicy};
+use crate::protocol::Caller;
 use crate::search::{SearchRequest, Searcher};
 use crate::stores::Blobs;
 use crate::workspace::rules::{self, check_write, directories_above, Facts};
@@ -382,4 +384,178 @@ impl<P: Platform> RelaySession<P> {
         }
         Ok(Ok(serde_json::to_value(searcher.finish()).expect("a search result serializes")))
     }
+}
+
+/// The most changes one commit may carry (a run making more sends several commits).
+pub const MAX_COMMIT_CHANGES: usize = 1000;
+
+/// One change of a commit, as a tab (or an edge run) sends it: a write names its body by
+/// `sha256` and `size` (and may carry it `inline`, base64, when it has at most
+/// [`INLINE_MAX_BYTES`]); a removal says `removed: true`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireChange {
+    path: String,
+    #[serde(default)]
+    sha256: Option<String>,
+    #[serde(default)]
+    size: Option<u64>,
+    #[serde(default)]
+    inline: Option<String>,
+    #[serde(default)]
+    removed: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Commit {
+    changes: Vec<WireChange>,
+}
+
+impl WireChange {
+    fn change(&self) -> std::result::Result<Change, String> {
+        match (self.removed, &self.sha256, self.size, &self.inline) {
+            (true, None, None, None) => Ok(Change::Remove { path: self.path.clone() }),
+            (false, Some(sha256), Some(size), _) => {
+                Ok(Change::Write { path: self.path.clone(), sha256: sha256.clone(), size })
+            }
+            _ => Err(format!(
+                "change of {:?}: give {{path, sha256, size, inline?}} for a write or {{path, removed: true}} for a removal",
+                self.path
+            )),
+        }
+    }
+}
+
+impl<P: Platform> RelaySession<P> {
+    /// `GET /session/<id>/workspace?since=&run=`: the changes since version `since` (all files
+    /// without it) as `{version, root, full, files, removed}`. A tab asks before it starts run
+    /// `run`, so the root it answers is the run's workspace before it, recorded for its audit.
+    pub fn workspace_index(&self, since: Option<u64>, run: Option<&str>) -> std::result::Result<Value, HttpError> {
+        let changes = self.store().workspace_changes(since).map_err(|_| unavailable_sqlite())?;
+        if let Some(run) = run.filter(|run| self.has_run(run)) {
+            self.persisted("audit", self.store().audit_workspace(run, Some(&changes.root), None));
+        }
+        Ok(json!({
+            "version": changes.version, "root": changes.root, "full": changes.full,
+            "files": changes.files, "removed": changes.removed,
+        }))
+    }
+
+    /// `GET /session/<id>/workspace/bodies/<sha256>`: a body this relay session's workspace
+    /// holds (404 for any other: a tab reads only its own relay session's bodies).
+    pub async fn workspace_body_bytes(&self, tenant: &str, sha256: &str) -> std::result::Result<Vec<u8>, HttpError> {
+        let known = self.store().workspace_body(sha256).map_err(|_| unavailable_sqlite())?;
+        if known.is_none() {
+            let message = format!("this relay session's workspace has no body {sha256}; ask for the index again");
+            return Err(HttpError::new(ErrorName::NotFound, message));
+        }
+        self.body_bytes(tenant, sha256).await.map_err(|_| HttpError::storage_unavailable("R2"))
+    }
+
+    /// `PUT /workspace/bodies/<sha256>` with run `run`'s token: stores a body the run is about
+    /// to commit, checked against its hash and the tenant's cap. Nothing is visible until the
+    /// commit names it.
+    pub async fn put_run_body(
+        &self,
+        caller: &Caller,
+        run: &str,
+        sha256: &str,
+        bytes: Vec<u8>,
+    ) -> std::result::Result<Value, HttpError> {
+        self.writing_run(run)?;
+        let max = caller.tenant.defaults.workspace.max_bytes;
+        if bytes.len() as u64 > max {
+            let message = rules::full_message(&format!("a file of {} bytes", bytes.len()), bytes.len() as u64, max);
+            return Err(HttpError::new(ErrorName::PayloadTooLarge, message));
+        }
+        let size = bytes.len();
+        self.store_claimed_body(&caller.tenant.id, sha256, bytes).await.map_err(http_error)?;
+        Ok(json!({ "sha256": sha256, "size": size }))
+    }
+
+    /// `POST /workspace/commit` with the token of run `run` (capsule `cap`): the run's changes,
+    /// each checked against the run's policy and the workspace's rules and committed on its own,
+    /// in order. `{results: [{version} | {error: {name, message}}], version, root}`.
+    pub async fn commit_run(
+        &self,
+        caller: &Caller,
+        run: &str,
+        cap: &str,
+        body: &[u8],
+    ) -> std::result::Result<Value, HttpError> {
+        self.writing_run(run)?;
+        let commit: Commit = serde_json::from_slice(body)
+            .map_err(|e| HttpError::new(ErrorName::ValidationError, format!("the commit does not parse: {e}")))?;
+        if commit.changes.len() > MAX_COMMIT_CHANGES {
+            let message = format!("a commit carries at most {MAX_COMMIT_CHANGES} changes; send the rest in another");
+            return Err(HttpError::new(ErrorName::PayloadTooLarge, message));
+        }
+        let policy = self.capsule_policy(&caller.tenant.id, cap).await?;
+        let mut admitted = Vec::with_capacity(commit.changes.len());
+        for wire in &commit.changes {
+            admitted.push(self.admit_change(caller, &policy.filesystem, wire).await);
+        }
+        // Storing inline bodies awaited: the run may have ended meanwhile.
+        self.writing_run(run)?;
+        let changes: Vec<Change> = admitted.iter().filter_map(|a| a.as_ref().ok().cloned()).collect();
+        let mut committed = self.store().commit(&changes, caller.tenant.defaults.workspace.max_bytes, self.now_ms());
+        committed.reverse();
+        let results: Vec<Value> = admitted
+            .into_iter()
+            .map(|admitted| match admitted.and_then(|_| committed.pop().expect("one outcome per change")) {
+                Ok(version) => json!({ "version": version }),
+                Err(refusal) => json!({ "error": { "name": refusal.name.as_str(), "message": refusal.message } }),
+            })
+            .collect();
+        let (version, root) = self.store().workspace_root().map_err(|_| unavailable_sqlite())?;
+        Ok(json!({ "results": results, "version": version, "root": root }))
+    }
+
+    /// A change of a run's commit, its path admitted by the run's policy and its inline body
+    /// stored, or why not.
+    async fn admit_change(
+        &self,
+        caller: &Caller,
+        filesystem: &FsPolicy,
+        wire: &WireChange,
+    ) -> std::result::Result<Change, Refusal> {
+        let change = wire.change().map_err(|e| Refusal::new(ErrorName::ValidationError, e))?;
+        check_path(filesystem, change.path(), Access::Write).map_err(|e| Refusal::new(ErrorName::PolicyDenied, e))?;
+        if let (Change::Write { sha256, size, .. }, Some(inline)) = (&change, &wire.inline) {
+            let bytes = BASE64
+                .decode(inline)
+                .map_err(|e| Refusal::new(ErrorName::ValidationError, format!("{}: inline: {e}", wire.path)))?;
+            if bytes.len() as u64 != *size || *size > INLINE_MAX_BYTES {
+                let message = format!(
+                    "{}: an inline body must have the size given, at most {INLINE_MAX_BYTES} bytes; upload larger ones first",
+                    wire.path
+                );
+                return Err(Refusal::new(ErrorName::ValidationError, message));
+            }
+            self.store_claimed_body(&caller.tenant.id, sha256, bytes).await?;
+        }
+        Ok(change)
+    }
+
+    /// Refuses a write for run `run` unless it is in flight: what a run left before it ended is
+    /// kept, nothing of it lands after.
+    fn writing_run(&self, run: &str) -> std::result::Result<(), HttpError> {
+        if self.has_run(run) {
+            return Ok(());
+        }
+        let message = format!(
+            "run {run} has ended: a run writes to the workspace only while it runs (what it wrote before it ended is kept)"
+        );
+        Err(HttpError::new(ErrorName::Conflict, message))
+    }
+}
+
+fn unavailable_sqlite() -> HttpError {
+    HttpError::storage_unavailable("the relay session's SQLite")
+}
+
+/// A refusal as a route's error.
+fn http_error(refusal: Refusal) -> HttpError {
+    HttpError::new(refusal.name, refusal.message)
 }

@@ -52,3 +52,11 @@ impl Default for WorkspaceSettings {
         WorkspaceSettings { max_bytes: DEFAULT_MAX_BYTES }
     }
 }
+
+/// Whether `sha256` is a body's name: 64 lowercase hex characters; else what it must be.
+pub fn check_sha256(sha256: &str) -> Result<(), String> {
+    if sha256.len() == 64 && sha256.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Ok(());
+    }
+    Err(format!("{sha256:?} is not a body's sha256: 64 lowercase hex characters (0-9 a-f)"))
+}
