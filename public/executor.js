@@ -25,6 +25,7 @@ import { SessionClient } from "./lib/session.js";
 import { Status } from "./lib/status.js";
 import { PAGE_CLIENT_NAME, readRelaySession, tryRun } from "./lib/page-mcp.js";
 import { openWorkspace } from "./lib/workspace.js";
+import { WorkspaceSync } from "./lib/workspace-sync.js";
 
 const KEY_STORAGE = "relay.key";
 const ATTACH_RETRY_MAX_MS = 30_000;
@@ -63,7 +64,8 @@ async function main() {
   const [workspace, checks] = await Promise.all([openWorkspace(session), loadPolicy()]);
   const policy = { ...checks, search: (request, files) => searcher.search(request, files) };
   status.log(`Workspace of relay session "${session}": ${workspace.list().length} files (${workspace.backend})`);
-  const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy, builder });
+  const sync = new WorkspaceSync({ workspace, session, endpoint: (action) => client.endpoint(action), status });
+  const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy, builder, sync });
   const mcps = new McpsTree({ workspace, endpoint: () => client.endpoint("mcps"), status });
   const handlers = {
     onCommand(type, data) {
@@ -82,6 +84,10 @@ async function main() {
           status.log(`Connected to server (session: ${client.sessionId})`);
           status.log("Ready. Waiting for execution requests...");
           mcps.sync();
+          sync
+            .sync()
+            .then(({ files, fetched, ms }) => status.log(`Workspace: ${files} file(s) from the relay session, ${fetched} fetched, in ${Math.round(ms)} ms`))
+            .catch((err) => status.error(`could not bring the workspace up to date: ${err.message}`));
           break;
         case "tabs":
           status.setTabs(data, client.tabId);

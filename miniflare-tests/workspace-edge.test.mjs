@@ -1,0 +1,164 @@
+// End to end, the workspace the relay session owns (issue 26; docs/ARCHITECTURE.md "The
+// workspace"): read, write and search answered with no tab; a file a run writes in one tab read
+// by a run in another tab (another browser context: its own OPFS) and by `read` with both
+// closed; files surviving the tab's site data cleared; a run's many files and a large one; a run
+// that times out keeps what it wrote; the audit's workspace roots; the routes' refusals.
+
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { after, before, describe, test } from "node:test";
+import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
+import { connectClient } from "./lib/mcp-client.mjs";
+import { BASE, createTenant, mintRunToken } from "./lib/relay.mjs";
+
+let key;
+let tenant;
+let client;
+let browser;
+
+before(async () => {
+  ({ key, tenant } = await createTenant("workspace-edge", { queue: { attachWaitMs: 500 } }));
+  client = await connectClient(key);
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  await client?.close();
+  await browser?.close();
+});
+
+const call = (name, args) => client.callTool({ name, arguments: args });
+const runJs = (code, policy) => call("run_js", policy ? { code, policy } : { code });
+const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
+
+async function auditRecords() {
+  const { contents } = await client.readResource({ uri: "relay://audit" });
+  return JSON.parse(contents[0].text).records;
+}
+
+describe("with no tab attached", () => {
+  test("read, write and search are answered by the relay session", async () => {
+    const started = performance.now();
+    const written = await call("write", { path: "/tmp/no-tab/a.txt", content: "no tab here\nsecond line\n" });
+    assert.equal(written.isError, false, JSON.stringify(written));
+    assert.deepEqual(written.structuredContent, { path: "/tmp/no-tab/a.txt", bytesWritten: 24, size: 24 });
+    const read = await call("read", { path: "/tmp/no-tab/a.txt" });
+    assert.equal(read.structuredContent.content, "no tab here\nsecond line\n");
+    const listed = await call("read", { path: "/tmp/no-tab" });
+    assert.equal(listed.structuredContent.content, "a.txt\t24");
+    const found = await call("search", { pattern: "second", paths: ["/tmp/no-tab"] });
+    assert.equal(found.structuredContent.totalMatches, 1, JSON.stringify(found.structuredContent));
+    assert.equal(found.structuredContent.matches[0].line, 2);
+    const missing = await call("read", { path: "/tmp/no-tab/none" });
+    assert.equal(missing.structuredContent.error.name, "ValidationError");
+    console.log(`# four file tools with no tab: ${Math.round(performance.now() - started)} ms`);
+  });
+
+  test("a run still needs a tab", async () => {
+    const result = await runJs("console.log(1)");
+    assert.equal(result.structuredContent.error.name, "NoExecutorAttached");
+  });
+});
+
+describe("one workspace per relay session, whatever the tabs", () => {
+  test("a file a run writes in tab A is read by a run in tab B, and by read with both closed", async () => {
+    const a = await openExecutor(browser, key);
+    const wrote = await runJs("import fs from 'fs'; fs.mkdirSync('/tmp/ab', { recursive: true }); fs.writeFileSync('/tmp/ab/from-a.txt', 'written in tab A');");
+    assert.equal(wrote.structuredContent.exitCode, 0, JSON.stringify(wrote.structuredContent));
+    const b = await openExecutor(browser, key); // the newest tab takes the next run
+    await a.context.close();
+    const read = await call("run_py", { code: "print(open('/tmp/ab/from-a.txt').read())" });
+    assert.equal(read.structuredContent.stdout, "written in tab A\n", JSON.stringify(read.structuredContent));
+    // Tab B's copy came from the relay session: the line says it fetched the file.
+    assert.ok(b.lines.some((l) => /^Workspace: \d+ file\(s\) from the relay session/.test(l)), b.lines.join("\n"));
+    await b.context.close();
+    const closed = await call("read", { path: "/tmp/ab/from-a.txt" });
+    assert.equal(closed.structuredContent.content, "written in tab A");
+  });
+
+  test("files survive clearing the tab's site data", async () => {
+    const tab = await openExecutor(browser, key);
+    await runJs("import fs from 'fs'; fs.writeFileSync('/tmp/cleared.txt', 'still here');");
+    const cdp = await tab.context.newCDPSession(tab.page);
+    await cdp.send("Storage.clearDataForOrigin", { origin: new URL(BASE).origin, storageTypes: "all" });
+    const from = tab.lines.length;
+    // The key went with the site data: open the page with it again (a new query: a new document).
+    await tab.page.goto(`${BASE}/?cleared#key=${key}`);
+    await waitForLine(tab.lines, /^Ready\. Waiting for execution requests/, 30_000, from);
+    assert.ok(tab.lines.slice(from).includes('Workspace of relay session "default": 0 files (opfs)'), tab.lines.join("\n"));
+    const read = await runJs("import fs from 'fs'; console.log(fs.readFileSync('/tmp/cleared.txt', 'utf8'));");
+    assert.equal(read.structuredContent.stdout, "still here\n", JSON.stringify(read.structuredContent));
+    await tab.context.close();
+  });
+});
+
+describe("a run's writes", () => {
+  test("100 files of 64 KiB and one of 10 MiB are all kept with their hashes", async () => {
+    const tab = await openExecutor(browser, key);
+    const started = performance.now();
+    const result = await runJs(
+      "import fs from 'fs'; fs.mkdirSync('/tmp/bulk', { recursive: true });" +
+        "for (let i = 0; i < 100; i++) fs.writeFileSync(`/tmp/bulk/f${i}`, new Uint8Array(65536).fill(i));" +
+        "fs.writeFileSync('/tmp/big.bin', new Uint8Array(10 * 1024 * 1024).fill(7));",
+      { limits: { timeoutMs: 120000 } },
+    );
+    assert.equal(result.structuredContent.exitCode, 0, JSON.stringify(result.structuredContent));
+    console.log(`# 100 x 64 KiB + 10 MiB written and committed: ${Math.round(performance.now() - started)} ms`);
+    await tab.context.close();
+    const listing = await call("read", { path: "/tmp/bulk" });
+    assert.equal(listing.structuredContent.entries.length, 100);
+    assert.ok(listing.structuredContent.entries.every((e) => e.size === 65536));
+    const f42 = await call("read", { path: "/tmp/bulk/f42", encoding: "base64" });
+    assert.equal(sha256(Buffer.from(f42.structuredContent.content, "base64")), sha256(Buffer.alloc(65536, 42)));
+    const big = await call("read", { path: "/tmp/big.bin", encoding: "base64", offset: 10 * 1024 * 1024 - 3 });
+    assert.equal(big.structuredContent.size, 10 * 1024 * 1024);
+    assert.deepEqual([...Buffer.from(big.structuredContent.content, "base64")], [7, 7, 7]);
+  });
+
+  test("a run that times out keeps what it wrote before the timeout", async () => {
+    const tab = await openExecutor(browser, key);
+    const result = await call("run_py", {
+      code: "open('/tmp/before-timeout.txt', 'w').write('kept')\nwhile True: pass",
+      policy: { limits: { timeoutMs: 3000 } },
+    });
+    assert.equal(result.structuredContent.error.name, "Timeout");
+    await tab.context.close();
+    assert.equal((await call("read", { path: "/tmp/before-timeout.txt" })).structuredContent.content, "kept");
+  });
+});
+
+describe("the audit", () => {
+  test("a run's workspace roots before and after change exactly when it writes", async () => {
+    const tab = await openExecutor(browser, key);
+    await runJs("console.log('reads nothing, writes nothing')");
+    await runJs("import fs from 'fs'; fs.writeFileSync('/tmp/audited.txt', String(Date.now()));");
+    await call("read", { path: "/tmp/audited.txt" });
+    await call("write", { path: "/tmp/audited.txt", content: "by write", mode: "overwrite" });
+    await tab.context.close();
+    const records = (await auditRecords()).slice(-4);
+    assert.deepEqual(records.map((r) => r.tool), ["run_js", "run_js", "read", "write"]);
+    const roots = records.map((r) => [r.workspaceBefore, r.workspaceAfter]);
+    for (const [before, after] of roots) assert.match(`${before} ${after}`, /^[0-9a-f]{64} [0-9a-f]{64}$/);
+    assert.equal(roots[0][0], roots[0][1], "a run that writes nothing leaves the root");
+    assert.notEqual(roots[1][0], roots[1][1], "a run that writes changes it");
+    assert.equal(roots[1][1], roots[2][0], "the next call starts where it ended");
+    assert.equal(roots[2][0], roots[2][1], "read changes nothing");
+    assert.notEqual(roots[3][0], roots[3][1], "write changes it");
+  });
+});
+
+describe("the routes refuse what they must", () => {
+  test("a body under a malformed hash, a commit of a run that is not running, and no token", async () => {
+    const token = mintRunToken({ tenant: tenant.id, run: "r_ended", capsule: "c".repeat(64) });
+    const auth = { authorization: `Bearer ${token}` };
+    const malformed = await fetch(`${BASE}/workspace/bodies/NOT-A-HASH`, { method: "PUT", headers: auth, body: "x" });
+    assert.equal(malformed.status, 400);
+    const ended = await fetch(`${BASE}/workspace/bodies/${sha256("x")}`, { method: "PUT", headers: auth, body: "x" });
+    assert.equal(ended.status, 409);
+    assert.match((await ended.json()).error.message, /has ended/);
+    const commit = await fetch(`${BASE}/workspace/commit`, { method: "POST", headers: auth, body: '{"changes":[]}' });
+    assert.equal(commit.status, 409);
+    const anonymous = await fetch(`${BASE}/session/default/workspace`);
+    assert.equal(anonymous.status, 401);
+  });
+});
