@@ -2,14 +2,15 @@
 // workspace"): read, write and search answered with no tab; a file a run writes in one tab read
 // by a run in another tab (another browser context: its own OPFS) and by `read` with both
 // closed; files surviving the tab's site data cleared; a run's many files and a large one; a run
-// that times out keeps what it wrote; the audit's workspace roots; the routes' refusals.
+// that times out keeps what it wrote; the audit's workspace roots and relay://workspace; the
+// routes' refusals.
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
-import { BASE, createTenant, mintRunToken } from "./lib/relay.mjs";
+import { BASE, createTenant, mintRunToken, relayCapsule } from "./lib/relay.mjs";
 
 let key;
 let tenant;
@@ -92,6 +93,62 @@ describe("one workspace per relay session, whatever the tabs", () => {
   });
 });
 
+describe("files from before the relay session kept the workspace", () => {
+  test("a tab that holds them uploads them once on attach, and says so", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${BASE}/healthz`); // the relay's origin, before the executor page runs
+    // The tab's old layout (a directory per segment), as a tab before issue 26 left it.
+    await page.evaluate(async () => {
+      const root = await navigator.storage.getDirectory();
+      const all = await root.getDirectoryHandle("relay-workspace", { create: true });
+      const dir = await all.getDirectoryHandle("legacy", { create: true });
+      const tmp = await dir.getDirectoryHandle("tmp", { create: true });
+      for (const [name, text] of [["old.txt", "from before"], ["big.txt", "x".repeat(10_000)]]) {
+        const writable = await (await tmp.getFileHandle(name, { create: true })).createWritable();
+        await writable.write(text);
+        await writable.close();
+      }
+    });
+    const lines = [];
+    page.on("console", (msg) => msg.text().startsWith("relay-mcp: ") && lines.push(msg.text().slice(11)));
+    await page.goto(`${BASE}/#key=${key}&session=legacy`);
+    await waitForLine(lines, /^Uploaded 2 of 2 file\(s\) this tab held from before/);
+    const legacy = await connectClient(key, "legacy");
+    try {
+      const read = await legacy.callTool({ name: "read", arguments: { path: "/tmp/old.txt" } });
+      assert.equal(read.structuredContent.content, "from before");
+      const big = await legacy.callTool({ name: "read", arguments: { path: "/tmp/big.txt" } });
+      assert.equal(big.structuredContent.size, 10_000);
+      const from = lines.length;
+      await page.reload();
+      await waitForLine(lines, /^Workspace: 2 file\(s\) from the relay session, 0 fetched/, 30_000, from);
+      assert.ok(!lines.slice(from).some((l) => l.startsWith("Uploaded")), "once: " + lines.join("\n"));
+    } finally {
+      await legacy.close();
+      await context.close();
+    }
+  });
+});
+
+describe("the cap", () => {
+  test("a write past the tenant's workspace.maxBytes is refused, naming what to delete", async () => {
+    const small = await createTenant("workspace-cap", { workspace: { maxBytes: 65536 } });
+    const capped = await connectClient(small.key);
+    try {
+      const first = await capped.callTool({ name: "write", arguments: { path: "/tmp/a", content: "a".repeat(60_000) } });
+      assert.equal(first.isError, false, JSON.stringify(first));
+      const over = await capped.callTool({ name: "write", arguments: { path: "/tmp/b", content: "b".repeat(10_000) } });
+      assert.equal(over.structuredContent.error.name, "OutputLimitExceeded");
+      assert.match(over.structuredContent.error.message, /70000 bytes, over its limit .*65536 bytes.*delete files under \/tmp or \/out/);
+      const gone = await capped.callTool({ name: "read", arguments: { path: "/tmp/b" } });
+      assert.equal(gone.structuredContent.error.name, "ValidationError", "nothing was stored");
+    } finally {
+      await capped.close();
+    }
+  });
+});
+
 describe("a run's writes", () => {
   test("100 files of 64 KiB and one of 10 MiB are all kept with their hashes", async () => {
     const tab = await openExecutor(browser, key);
@@ -144,6 +201,23 @@ describe("the audit", () => {
     assert.equal(roots[1][1], roots[2][0], "the next call starts where it ended");
     assert.equal(roots[2][0], roots[2][1], "read changes nothing");
     assert.notEqual(roots[3][0], roots[3][1], "write changes it");
+  });
+});
+
+describe("relay://workspace", () => {
+  test("lists every file with its size and hash, as read gives it, under a root an operator recomputes", async () => {
+    const { contents } = await client.readResource({ uri: "relay://workspace" });
+    const listing = JSON.parse(contents[0].text);
+    assert.ok(listing.files.length >= 100, `${listing.files.length} files`);
+    for (const file of listing.files.filter((f) => f.size < 100_000)) {
+      const read = await call("read", { path: file.path, encoding: "base64", maxBytes: 16_777_216 });
+      const bytes = Buffer.from(read.structuredContent.content, "base64");
+      assert.equal(bytes.length, file.size, file.path);
+      assert.equal(sha256(bytes), file.sha256, file.path);
+    }
+    assert.equal(relayCapsule(["workspace-root"], contents[0].text).trim(), listing.root);
+    const latest = (await auditRecords()).at(-1);
+    assert.equal(latest.workspaceAfter, listing.root, "the last call's root is the workspace's");
   });
 });
 

@@ -102,6 +102,7 @@ pub fn cx() -> Context<'static> {
             ),
         },
         audit_records: &audit_records,
+        workspace: &|| serde_json::json!({ "version": 0, "root": relay_core::workspace::EMPTY_ROOT, "files": [] }),
         page_url: PAGE_URL.into(),
         limits_json: json!({ "timeoutMs": 60000, "memMb": 256, "stdoutBytes": 1048576 }),
         client_seen: &record_client,

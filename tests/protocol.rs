@@ -49,7 +49,9 @@ fn every_request() -> Vec<SessionRequest> {
         WorkspaceIndex { since: None, run: None },
         WorkspaceIndex { since: Some(7), run: Some("r_1".into()) },
         WorkspaceBody { sha256: "ab".repeat(32) },
-        WorkspacePutBody { run: "r_1".into(), sha256: "ab".repeat(32), body: vec![0, 1, 2] },
+        WorkspacePutBody { run: Some("r_1".into()), sha256: "ab".repeat(32), body: vec![0, 1, 2] },
+        WorkspacePutBody { run: None, sha256: "cd".repeat(32), body: vec![] },
+        WorkspaceUpload { changes: b"{\"changes\":[]}".to_vec() },
         WorkspaceCommit { run: "r_1".into(), cap: "c".into(), changes: b"{\"changes\":[]}".to_vec() },
     ]
 }

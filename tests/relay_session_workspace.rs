@@ -382,7 +382,7 @@ fn a_run_commits_its_writes_in_order_each_on_its_own() {
     let (session, cap) = running();
     let large = vec![9u8; 100_000];
     let sha = sha256_hex(&large);
-    let stored = run(session.put_run_body(&caller(), "r_1", &sha, large.clone())).unwrap();
+    let stored = run(session.put_body(&caller(), Some("r_1"), &sha, large.clone())).unwrap();
     assert_eq!(stored, json!({ "sha256": sha, "size": 100_000 }));
     assert_eq!(listing(&session), [], "an uploaded body is not a file until committed");
     let answer = commit(
@@ -414,7 +414,7 @@ fn a_tampered_or_oversized_body_is_refused_and_nothing_is_stored() {
     let (session, cap) = running();
     let claimed = sha256_hex(b"what the tab hashed");
     let puts = session.platform.blobs.puts.get();
-    let refusal = run(session.put_run_body(&caller(), "r_1", &claimed, vec![1; 10_000])).unwrap_err();
+    let refusal = run(session.put_body(&caller(), Some("r_1"), &claimed, vec![1; 10_000])).unwrap_err();
     assert_eq!(refusal.name, ErrorName::ValidationError);
     assert_eq!(session.platform.blobs.puts.get(), puts, "no body stored");
     let tampered = json!({ "path": "/tmp/a", "sha256": claimed, "size": 3, "inline": BASE64.encode(b"abc") });
@@ -423,7 +423,7 @@ fn a_tampered_or_oversized_body_is_refused_and_nothing_is_stored() {
     assert_eq!(listing(&session), []);
     let mut small = caller();
     small.tenant.defaults.workspace.max_bytes = 1000;
-    let too_big = run(session.put_run_body(&small, "r_1", &sha256_hex(&[0; 2000]), vec![0; 2000])).unwrap_err();
+    let too_big = run(session.put_body(&small, Some("r_1"), &sha256_hex(&[0; 2000]), vec![0; 2000])).unwrap_err();
     assert_eq!(too_big.name, ErrorName::PayloadTooLarge);
     let bad = commit(&session, &cap, json!([{ "path": "/tmp/a", "sha256": claimed }])).unwrap();
     assert!(bad["results"][0]["error"]["message"].as_str().unwrap().contains("give {path, sha256, size"));
@@ -455,4 +455,29 @@ fn a_tab_reads_only_its_relay_sessions_bodies() {
     assert_eq!(run(session.workspace_body_bytes(TENANT, &sha256_hex(b"mine"))).unwrap(), b"mine");
     let other = run(session.workspace_body_bytes(TENANT, &sha256_hex(b"not here"))).unwrap_err();
     assert_eq!(other.name, ErrorName::NotFound);
+}
+
+#[test]
+fn a_tab_uploads_its_files_from_before_once_and_the_relay_sessions_own_stay() {
+    let session = session();
+    write(&session, "/tmp/both", "the relay session's");
+    let large = vec![5u8; 9000];
+    let sha = sha256_hex(&large);
+    run(session.put_body(&caller(), None, &sha, large)).unwrap();
+    let body = json!({ "changes": [
+        inline("/tmp/both", b"the tab's"),
+        inline("/tmp/only-tab", b"old"),
+        { "path": "/tmp/large-old", "sha256": sha, "size": 9000 },
+        inline("/host/h", b"read-only by default"),
+        { "path": "/tmp/both", "removed": true },
+    ] });
+    let answer = run(session.upload_from_tab(&caller(), body.to_string().as_bytes())).unwrap();
+    let names: Vec<Value> = answer["results"].as_array().unwrap().iter().map(|r| r["error"]["name"].clone()).collect();
+    assert_eq!(names, [json!("Conflict"), Value::Null, Value::Null, json!("PolicyDenied"), json!("Conflict")]);
+    assert_eq!(tool(&session, "read", json!({ "path": "/tmp/both" })).unwrap()["content"], "the relay session's");
+    let files: Vec<String> = listing(&session).into_iter().map(|f| f.0).collect();
+    assert_eq!(files, ["/tmp/both", "/tmp/large-old", "/tmp/only-tab"]);
+    // Uploading again changes nothing: every path is the relay session's now.
+    let again = run(session.upload_from_tab(&caller(), body.to_string().as_bytes())).unwrap();
+    assert_eq!(again["version"], answer["version"]);
 }

@@ -64,6 +64,10 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Post, ["session", id, "ready"]) => session::forward(req, env, id, TabRoute::Ready, who).await,
         (Method::Get, ["session", id, "workspace"]) => workspace::index(req, env, id, who).await,
         (Method::Get, ["session", id, "workspace", "bodies", sha]) => workspace::body(req, env, id, sha, who).await,
+        (Method::Put, ["session", id, "workspace", "bodies", sha]) => {
+            workspace::put_tab_body(req, env, id, sha, who).await
+        }
+        (Method::Post, ["session", id, "workspace", "upload"]) => workspace::upload(req, env, id, who).await,
         (Method::Put, ["workspace", "bodies", sha]) => workspace::put_body(req, env, sha, who).await,
         (Method::Post, ["workspace", "commit"]) => workspace::commit(req, env, who).await,
         (Method::Post, ["capsules"]) => capsules::create(req, env).await,

@@ -101,10 +101,36 @@ export class WorkspaceSync {
       for (const path of unlisted) await this.drop(path);
       return;
     }
+    if (unlisted.length) await this.uploadFromBefore(unlisted);
     localStorage.setItem(this.syncedKey, "1");
-    if (unlisted.length) {
-      this.status.log(`${unlisted.length} file(s) from before this relay session kept its workspace stay in this tab only`);
+  }
+
+  /**
+   * Uploads, once, the files this browser held before the relay session kept the workspace
+   * (POST /session/<id>/workspace/upload: only paths the relay session has no file at, within
+   * the cap and the tenant's policy), and says on the page what went up and what did not.
+   */
+  async uploadFromBefore(paths) {
+    const { headers } = this.endpoint("workspace");
+    const put = (sha256, body) => {
+      const { url } = this.endpoint(`workspace/bodies/${sha256}`);
+      return withRetry(() => fetchOk(url, { method: "PUT", headers, body }));
+    };
+    let uploaded = 0;
+    for (let i = 0; i < paths.length; i += MAX_COMMIT_CHANGES) {
+      const batch = paths.slice(i, i + MAX_COMMIT_CHANGES).map((path) => ({ path, bytes: this.workspace.read(path) }));
+      const changes = await pool(batch, UPLOADS_AT_ONCE, ({ path, bytes }) => describe(path, bytes, put));
+      const { url } = this.endpoint("workspace/upload");
+      const init = { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ changes }) };
+      const { results } = await withRetry(async () => (await fetchOk(url, init)).json());
+      results.forEach((result, n) => {
+        if (!result.error) {
+          uploaded++;
+          this.hashes.set(changes[n].path, changes[n].sha256);
+        } else this.status.error(`${changes[n].path} from before stays in this tab only: ${result.error.name}: ${result.error.message}`);
+      });
     }
+    this.status.log(`Uploaded ${uploaded} of ${paths.length} file(s) this tab held from before the relay session kept the workspace`);
   }
 
   /** Where run `runToken`'s changes go. */
@@ -148,7 +174,8 @@ class RunWriter {
   }
 
   async commit(batch) {
-    const changes = await pool(batch, UPLOADS_AT_ONCE, (change) => this.describe(change));
+    const put = (sha256, body) => withRetry(() => fetchOk(`/workspace/bodies/${sha256}`, { method: "PUT", headers: this.headers, body }));
+    const changes = await pool(batch, UPLOADS_AT_ONCE, ({ path, bytes }) => describe(path, bytes, put));
     const body = JSON.stringify({ changes });
     const headers = { ...this.headers, "content-type": "application/json" };
     const post = async () => (await fetchOk("/workspace/commit", { method: "POST", headers, body })).json();
@@ -160,16 +187,15 @@ class RunWriter {
       else this.sync.hashes.delete(path);
     });
   }
+}
 
-  /** A change as the commit carries it: a small body inline, a larger one uploaded first. */
-  async describe({ path, bytes }) {
-    if (!bytes) return { path, removed: true };
-    const sha256 = await sha256Hex(bytes);
-    if (bytes.length <= INLINE_MAX_BYTES) return { path, sha256, size: bytes.length, inline: toBase64(bytes) };
-    const put = () => fetchOk(`/workspace/bodies/${sha256}`, { method: "PUT", headers: this.headers, body: bytes });
-    await withRetry(put);
-    return { path, sha256, size: bytes.length };
-  }
+/** A change as a commit carries it: a small body inline, a larger one uploaded first with `put(sha256, bytes)`. */
+async function describe(path, bytes, put) {
+  if (!bytes) return { path, removed: true };
+  const sha256 = await sha256Hex(bytes);
+  if (bytes.length <= INLINE_MAX_BYTES) return { path, sha256, size: bytes.length, inline: toBase64(bytes) };
+  await put(sha256, bytes);
+  return { path, sha256, size: bytes.length };
 }
 
 /** `work` of each item, at most `width` at once, the results in the items' order. */

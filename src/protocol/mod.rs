@@ -74,8 +74,12 @@ pub enum SessionRequest {
     WorkspaceIndex { since: Option<u64>, run: Option<String> },
     /// A body of the workspace, by its sha256.
     WorkspaceBody { sha256: String },
-    /// Run `run` uploads a body before it commits the file that names it.
-    WorkspacePutBody { run: String, sha256: String, body: Vec<u8> },
+    /// Run `run` uploads a body before it commits the file that names it (no run: a tab
+    /// uploading the files it held from before the relay session kept the workspace).
+    WorkspacePutBody { run: Option<String>, sha256: String, body: Vec<u8> },
+    /// A tab uploads the files it held from before the relay session kept the workspace
+    /// (`{changes}`, writes of paths the index does not have).
+    WorkspaceUpload { changes: Vec<u8> },
     /// Run `run` (capsule `cap`) commits changes to the workspace (`{changes}`).
     WorkspaceCommit { run: String, cap: String, changes: Vec<u8> },
     /// The relay session's metrics.
@@ -113,6 +117,7 @@ mod path {
     pub const WORKSPACE: &str = "/workspace";
     pub const WORKSPACE_BODY: &str = "/workspace/body";
     pub const WORKSPACE_COMMIT: &str = "/workspace/commit";
+    pub const WORKSPACE_UPLOAD: &str = "/workspace/upload";
 }
 
 impl SessionRequest {
@@ -163,8 +168,11 @@ impl SessionRequest {
             }
             WorkspaceBody { sha256 } => get(&with_query(path::WORKSPACE_BODY, &[("sha256", &sha256)]), Vec::new()),
             WorkspacePutBody { run, sha256, body } => {
-                post(path::WORKSPACE_BODY, &[("run", &run), ("sha256", &sha256)], Vec::new(), body)
+                let run = run.as_deref().map(|run| ("run", run));
+                let query: Vec<(&str, &str)> = run.into_iter().chain([("sha256", sha256.as_str())]).collect();
+                post(path::WORKSPACE_BODY, &query, Vec::new(), body)
             }
+            WorkspaceUpload { changes } => post(path::WORKSPACE_UPLOAD, &[], Vec::new(), changes),
             WorkspaceCommit { run, cap, changes } => {
                 post(path::WORKSPACE_COMMIT, &[("run", &run), ("cap", &cap)], Vec::new(), changes)
             }
@@ -217,7 +225,10 @@ impl SessionRequest {
                 })?;
                 WorkspaceIndex { since, run: param("run").ok() }
             }
-            (path::WORKSPACE_BODY, "POST") => WorkspacePutBody { run: param("run")?, sha256: param("sha256")?, body },
+            (path::WORKSPACE_BODY, "POST") => {
+                WorkspacePutBody { run: param("run").ok(), sha256: param("sha256")?, body }
+            }
+            (path::WORKSPACE_UPLOAD, _) => WorkspaceUpload { changes: body },
             (path::WORKSPACE_BODY, _) => WorkspaceBody { sha256: param("sha256")? },
             (path::WORKSPACE_COMMIT, _) => WorkspaceCommit { run: param("run")?, cap: param("cap")?, changes: body },
             (route, _) => {

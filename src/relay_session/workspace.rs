@@ -442,6 +442,15 @@ impl<P: Platform> RelaySession<P> {
         }))
     }
 
+    /// `relay://workspace`: `{version, root, files: [{path, sha256, size, mtimeMs, version}]}`,
+    /// or `{error}` when the storage failed.
+    pub fn workspace_listing(&self) -> Value {
+        match self.persisted("workspace", self.store().workspace_listing()) {
+            Some(listing) => json!({ "version": listing.version, "root": listing.root, "files": listing.files }),
+            None => json!({ "error": "the relay session's storage failed; read the resource again" }),
+        }
+    }
+
     /// `GET /session/<id>/workspace/bodies/<sha256>`: a body this relay session's workspace
     /// holds (404 for any other: a tab reads only its own relay session's bodies).
     pub async fn workspace_body_bytes(&self, tenant: &str, sha256: &str) -> std::result::Result<Vec<u8>, HttpError> {
@@ -453,17 +462,19 @@ impl<P: Platform> RelaySession<P> {
         self.body_bytes(tenant, sha256).await.map_err(|_| HttpError::storage_unavailable("R2"))
     }
 
-    /// `PUT /workspace/bodies/<sha256>` with run `run`'s token: stores a body the run is about
-    /// to commit, checked against its hash and the tenant's cap. Nothing is visible until the
-    /// commit names it.
-    pub async fn put_run_body(
+    /// `PUT /workspace/bodies/<sha256>` with run `run`'s token (or, with no run, a tab's
+    /// attach token): stores a body about to be committed, checked against its hash and the
+    /// tenant's cap. Nothing is visible until a commit names it.
+    pub async fn put_body(
         &self,
         caller: &Caller,
-        run: &str,
+        run: Option<&str>,
         sha256: &str,
         bytes: Vec<u8>,
     ) -> std::result::Result<Value, HttpError> {
-        self.writing_run(run)?;
+        if let Some(run) = run {
+            self.writing_run(run)?;
+        }
         let max = caller.tenant.defaults.workspace.max_bytes;
         if bytes.len() as u64 > max {
             let message = rules::full_message(&format!("a file of {} bytes", bytes.len()), bytes.len() as u64, max);
@@ -485,19 +496,49 @@ impl<P: Platform> RelaySession<P> {
         body: &[u8],
     ) -> std::result::Result<Value, HttpError> {
         self.writing_run(run)?;
+        let policy = self.capsule_policy(&caller.tenant.id, cap).await?;
+        self.commit_wire(caller, &policy.filesystem, body, Some(run), false).await
+    }
+
+    /// `POST /session/<id>/workspace/upload` (attach token): the files a tab held from before
+    /// the relay session kept the workspace, under the tenant's filesystem policy and the cap.
+    /// Only new paths: where the relay session has a file, its own stays. Answered as a commit.
+    pub async fn upload_from_tab(&self, caller: &Caller, body: &[u8]) -> std::result::Result<Value, HttpError> {
+        let filesystem = &caller.tenant.defaults.policy.filesystem;
+        self.commit_wire(caller, filesystem, body, None, true).await
+    }
+
+    /// A commit's body (`{changes}`) checked and committed under `filesystem`, for run `run`
+    /// (which must still be in flight when the commit is made), keeping files the index has
+    /// when `only_new`.
+    async fn commit_wire(
+        &self,
+        caller: &Caller,
+        filesystem: &FsPolicy,
+        body: &[u8],
+        run: Option<&str>,
+        only_new: bool,
+    ) -> std::result::Result<Value, HttpError> {
         let commit: Commit = serde_json::from_slice(body)
             .map_err(|e| HttpError::new(ErrorName::ValidationError, format!("the commit does not parse: {e}")))?;
         if commit.changes.len() > MAX_COMMIT_CHANGES {
             let message = format!("a commit carries at most {MAX_COMMIT_CHANGES} changes; send the rest in another");
             return Err(HttpError::new(ErrorName::PayloadTooLarge, message));
         }
-        let policy = self.capsule_policy(&caller.tenant.id, cap).await?;
         let mut admitted = Vec::with_capacity(commit.changes.len());
         for wire in &commit.changes {
-            admitted.push(self.admit_change(caller, &policy.filesystem, wire).await);
+            admitted.push(self.admit_change(caller, filesystem, wire).await);
         }
-        // Storing inline bodies awaited: the run may have ended meanwhile.
-        self.writing_run(run)?;
+        // Storing inline bodies awaited: the run may have ended meanwhile. From here on nothing
+        // awaits, so no other commit comes between the checks and the writes.
+        if let Some(run) = run {
+            self.writing_run(run)?;
+        }
+        if only_new {
+            for admitted in &mut admitted {
+                self.keep_existing(admitted).map_err(|_| unavailable_sqlite())?;
+            }
+        }
         let changes: Vec<Change> = admitted.iter().filter_map(|a| a.as_ref().ok().cloned()).collect();
         let mut committed = self.store().commit(&changes, caller.tenant.defaults.workspace.max_bytes, self.now_ms());
         committed.reverse();
@@ -510,6 +551,23 @@ impl<P: Platform> RelaySession<P> {
             .collect();
         let (version, root) = self.store().workspace_root().map_err(|_| unavailable_sqlite())?;
         Ok(json!({ "results": results, "version": version, "root": root }))
+    }
+
+    /// Refuses an admitted change of a path the index has, or a removal: an upload only adds.
+    fn keep_existing(&self, admitted: &mut std::result::Result<Change, Refusal>) -> Result<()> {
+        let Ok(change) = admitted else { return Ok(()) };
+        let path = change.path().to_owned();
+        let refusal = match change {
+            Change::Remove { .. } => Some(format!("{path}: an upload only adds files; nothing was removed")),
+            Change::Write { .. } if self.store().workspace_file(&path)?.is_some() => {
+                Some(format!("the relay session has its own {path}, which stays; this tab's copy was not uploaded"))
+            }
+            Change::Write { .. } => None,
+        };
+        if let Some(message) = refusal {
+            *admitted = Err(Refusal::new(ErrorName::Conflict, message));
+        }
+        Ok(())
     }
 
     /// A change of a run's commit, its path admitted by the run's policy and its inline body

@@ -46,11 +46,29 @@ pub async fn put_body(req: Request, env: &Env, sha256: &str, who: &Who) -> Resul
     }
     let sha256 = sha256.to_owned();
     to_run_session(req, env, who, BODY_MAX, |claims, body| SessionRequest::WorkspacePutBody {
-        run: claims.run.clone(),
+        run: Some(claims.run.clone()),
         sha256,
         body,
     })
     .await
+}
+
+/// `PUT /session/<id>/workspace/bodies/<sha256>` (attach token): a body of a file the tab held
+/// from before, which its upload will name.
+pub async fn put_tab_body(req: Request, env: &Env, session: &str, sha256: &str, who: &Who) -> Result<Response> {
+    if let Err(e) = check_sha256(sha256) {
+        return Ok(refuse(ErrorName::ValidationError, e));
+    }
+    let sha256 = sha256.to_owned();
+    let request = |_, body| SessionRequest::WorkspacePutBody { run: None, sha256, body };
+    to_tab_session(req, env, session, who, Some(BODY_MAX), request).await
+}
+
+/// `POST /session/<id>/workspace/upload` (attach token): the files the tab held from before the
+/// relay session kept the workspace, `{changes: [...]}` (only paths the index does not have).
+pub async fn upload(req: Request, env: &Env, session: &str, who: &Who) -> Result<Response> {
+    let request = |_, changes| SessionRequest::WorkspaceUpload { changes };
+    to_tab_session(req, env, session, who, Some(COMMIT_MAX), request).await
 }
 
 /// `POST /workspace/commit` (run token): the run's changes, `{changes: [...]}`.

@@ -102,8 +102,9 @@ impl SessionDO {
             WorkspaceIndex { since, run } => Ok(workspace::index(&shared, since, run.as_deref())),
             WorkspaceBody { sha256 } => workspace::body(&shared, &caller, &sha256).await,
             WorkspacePutBody { run, sha256, body } => {
-                Ok(workspace::put_body(&shared, &caller, &run, &sha256, body).await)
+                Ok(workspace::put_body(&shared, &caller, run.as_deref(), &sha256, body).await)
             }
+            WorkspaceUpload { changes } => Ok(workspace::upload(&shared, &caller, &changes).await),
             WorkspaceCommit { run, cap, changes } => {
                 Ok(workspace::commit(&shared, &caller, &run, &cap, &changes).await)
             }

@@ -24,9 +24,14 @@ pub async fn body(shared: &Shared, caller: &Caller, sha256: &str) -> Result<Resp
     }
 }
 
-/// `POST /workspace/body?run=&sha256=`: a run's body, stored before its commit names it.
-pub async fn put_body(shared: &Shared, caller: &Caller, run: &str, sha256: &str, bytes: Vec<u8>) -> Response {
-    shared.put_run_body(caller, run, sha256, bytes).await.map_or_else(error, |stored| json(201, &stored))
+/// `POST /workspace/body?run=&sha256=`: a body, stored before a commit names it.
+pub async fn put_body(shared: &Shared, caller: &Caller, run: Option<&str>, sha256: &str, bytes: Vec<u8>) -> Response {
+    shared.put_body(caller, run, sha256, bytes).await.map_or_else(error, |stored| json(201, &stored))
+}
+
+/// `POST /workspace/upload`: a tab's files from before, only where the index has none.
+pub async fn upload(shared: &Shared, caller: &Caller, changes: &[u8]) -> Response {
+    shared.upload_from_tab(caller, changes).await.map_or_else(error, |answer| json(200, &answer))
 }
 
 /// `POST /workspace/commit?run=&cap=`: a run's changes, committed in order.
