@@ -13,7 +13,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use platform::{call_of, caller, run, session, start, tool_call, with_tabs, Session, TestPlatform};
+use platform::{call_of, caller, run, session, signer, start, tool_call, with_tabs, Session, TestPlatform};
 use proptest::prelude::*;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
@@ -23,6 +23,7 @@ use relay_core::relay_session::runs::Job;
 use relay_core::relay_session::RelaySession;
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
+use relay_core::upstream::seal::SealingKey;
 use relay_core::workspace::{root, Change, EMPTY_ROOT, INLINE_MAX_BYTES};
 use serde_json::{json, Value};
 use support::{Failing, Sqlite};
@@ -32,7 +33,7 @@ const CAP: u64 = 64 * 1024 * 1024;
 const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 fn tool(session: &Session, tool: &str, arguments: Value) -> Result<Value, (ErrorName, String)> {
-    run(session.file_tool(TENANT, tool, &arguments, CAP)).map_err(|r| (r.name, r.message))
+    run(session.file_tool(TENANT, tool, &arguments, CAP, &[])).map_err(|r| (r.name, r.message))
 }
 
 fn write(session: &Session, path: &str, content: &str) -> Value {
@@ -145,10 +146,10 @@ fn files_and_directories_exclude_each_other() {
 fn the_cap_is_counted_on_the_index_and_names_what_to_delete() {
     let session = session();
     let big = "x".repeat(60);
-    let answer = run(session.file_tool(TENANT, "write", &json!({ "path": "/tmp/a", "content": big }), 100));
+    let answer = run(session.file_tool(TENANT, "write", &json!({ "path": "/tmp/a", "content": big }), 100, &[]));
     answer.unwrap();
     let before = session.store().workspace_root().unwrap();
-    let refused = run(session.file_tool(TENANT, "write", &json!({ "path": "/tmp/b", "content": big }), 100));
+    let refused = run(session.file_tool(TENANT, "write", &json!({ "path": "/tmp/b", "content": big }), 100, &[]));
     let refusal = refused.unwrap_err();
     assert_eq!(refusal.name, ErrorName::OutputLimitExceeded);
     assert!(refusal.message.contains("120 bytes") && refusal.message.contains("delete files"), "{}", refusal.message);
@@ -159,6 +160,7 @@ fn the_cap_is_counted_on_the_index_and_names_what_to_delete() {
         "write",
         &json!({ "path": "/tmp/a", "content": "y".repeat(100), "mode": "overwrite" }),
         100,
+        &[],
     ));
     assert!(replaced.is_ok());
 }
@@ -240,15 +242,15 @@ fn r2_failing_leaves_the_index_as_it_was() {
 fn sqlite_failing_on_the_index_leaves_it_as_it_was() {
     let session = std::rc::Rc::new(RelaySession::new(TestPlatform::over(Failing::new(Sqlite::new(), &[]))));
     session.open().unwrap();
-    let answer = run(session.file_tool(TENANT, "write", &json!({ "path": "/tmp/a", "content": "1" }), CAP));
+    let answer = run(session.file_tool(TENANT, "write", &json!({ "path": "/tmp/a", "content": "1" }), CAP, &[]));
     answer.unwrap();
     let before = session.store().workspace_root().unwrap();
     session.platform.sql.failing.borrow_mut().push("INSERT INTO workspace_files");
-    let refused = run(session.file_tool(TENANT, "write", &json!({ "path": "/tmp/b", "content": "2" }), CAP));
+    let refused = run(session.file_tool(TENANT, "write", &json!({ "path": "/tmp/b", "content": "2" }), CAP, &[]));
     assert_eq!(refused.unwrap_err().name, ErrorName::StorageUnavailable);
     session.platform.sql.failing.borrow_mut().clear();
     assert_eq!(session.store().workspace_root().unwrap(), before, "the body's row alone shows no file");
-    let read = run(session.file_tool(TENANT, "read", &json!({ "path": "/tmp/b" }), CAP));
+    let read = run(session.file_tool(TENANT, "read", &json!({ "path": "/tmp/b" }), CAP, &[]));
     assert!(read.unwrap_err().message.starts_with("no file or directory /tmp/b"));
 }
 
@@ -309,11 +311,15 @@ proptest! {
     }
 }
 
+fn key() -> SealingKey {
+    SealingKey::of(&signer())
+}
+
 /// Answers a file tool's call as the DO does (`answer_file`), as run `run`.
 fn answer(session: &Session, run_id: &str, tool: Tool, arguments: Value) -> Result<Value, String> {
     let call = call_of(&**session, run_id, tool_call(tool, arguments, Era::Modern, None));
     let Job::File(op) = call.job.as_ref() else { panic!("a file tool's job") };
-    run(session.answer_file(&call, op)).map_err(|e| e.0)
+    run(session.answer_file(&call, op, &key())).map_err(|e| e.0)
 }
 
 #[test]
@@ -480,4 +486,26 @@ fn a_tab_uploads_its_files_from_before_once_and_the_relay_sessions_own_stay() {
     // Uploading again changes nothing: every path is the relay session's now.
     let again = run(session.upload_from_tab(&caller(), body.to_string().as_bytes())).unwrap();
     assert_eq!(again["version"], answer["version"]);
+}
+
+#[test]
+fn read_and_search_see_the_mcps_tree_listed_from_the_upstream_servers() {
+    let session = session();
+    write(&session, "/tmp/a", "servers here too");
+    let index = answer(&session, "r_1", Tool::Read, json!({ "path": "/mcps/index.json" })).unwrap();
+    let text = index["result"]["structuredContent"]["content"].as_str().unwrap().to_owned();
+    let parsed: Value = serde_json::from_str(&text).expect("the tree's index is JSON");
+    assert!(parsed.get("servers").is_some(), "{parsed}");
+    let dir = answer(&session, "r_2", Tool::Read, json!({ "path": "/mcps" })).unwrap();
+    assert!(dir["result"]["structuredContent"]["content"].as_str().unwrap().contains("index.json"), "{dir}");
+    let found = answer(&session, "r_3", Tool::Search, json!({ "pattern": "servers" })).unwrap();
+    let paths: Vec<&str> = found["result"]["structuredContent"]["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths.first(), Some(&"/mcps/index.json"), "in path order, the tree's files among the index's");
+    assert!(paths.contains(&"/tmp/a"));
+    assert!(listing(&session).iter().all(|f| !f.0.starts_with("/mcps")), "the tree is never stored");
 }

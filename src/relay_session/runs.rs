@@ -34,6 +34,7 @@ use crate::run::args::{capsule_spec, deps_request};
 use crate::run::backchannel::{EventBody, Exit, OutFile, RunError, Usage};
 use crate::run::file_op::{file_op, FileOp, FILE_OP_TIMEOUT_MS};
 use crate::run::machine::{Cancel, Input, Outcome};
+use crate::upstream::seal::SealingKey;
 use crate::workspace::Refusal;
 
 /// What a run executes: a capsule (`run_js`, `run_py`), one whose deps layer comes from a
@@ -301,13 +302,19 @@ impl<P: Platform + 'static> RelaySession<P> {
     /// workspace, with or without a tab, never waiting in line: the JSON-RPC response. It is
     /// audited as a run (its row first, then sealed with the workspace root before and after).
     /// Err: the storage failed (the caller answers 503 StorageUnavailable; the index is as it was).
-    pub async fn answer_file(&self, call: &Call, op: &FileOp) -> Result<Value, StorageError> {
+    /// A call that reads under `/mcps` gets the tree listed from the upstream servers (`key`
+    /// opens their credentials), as a tab's copy had it.
+    pub async fn answer_file(&self, call: &Call, op: &FileOp, key: &SealingKey) -> Result<Value, StorageError> {
         let started = self.now_ms();
         with_queued(call, |queued| self.store().audit_queued(queued, started))?;
         let before = self.store().workspace_root().map(|(_, root)| root);
         let tenant = &call.caller.tenant;
+        let mcps = if op.reads_mcps() { self.mcps_files(&call.caller, key).await } else { Vec::new() };
         let answer = match &before {
-            Ok(_) => self.file_tool(&tenant.id, op.tool, &op.arguments, tenant.defaults.workspace.max_bytes).await,
+            Ok(_) => {
+                let max_bytes = tenant.defaults.workspace.max_bytes;
+                self.file_tool(&tenant.id, op.tool, &op.arguments, max_bytes, &mcps).await
+            }
             Err(e) => Err(Refusal::new(ErrorName::StorageUnavailable, e.to_string())),
         };
         let after = self.store().workspace_root().map(|(_, root)| root);
@@ -427,6 +434,17 @@ impl<P: Platform + 'static> Drop for Preparing<P> {
         if !self.done {
             self.fail("its request went away while its capsule was being stored; retry the call".into());
         }
+    }
+}
+
+impl<P: Platform> RelaySession<P> {
+    /// The `/mcps` tree's files (none when the tenant's servers cannot be read: a search of the
+    /// whole workspace still answers).
+    async fn mcps_files(&self, caller: &Caller, key: &SealingKey) -> Vec<(String, Vec<u8>)> {
+        let Some(tree) = self.mcps_tree(caller, key).await.ok() else { return Vec::new() };
+        let files = tree["files"].as_array().cloned().unwrap_or_default();
+        let file = |f: &Value| Some((f["path"].as_str()?.to_owned(), f["text"].as_str()?.as_bytes().to_vec()));
+        files.iter().filter_map(file).collect()
     }
 }
 

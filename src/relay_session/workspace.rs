@@ -17,13 +17,14 @@ use super::{Platform, RelaySession, Sql, SqlValue, StorageError};
 use crate::capsule::canonical::sha256_hex;
 use crate::error::{ErrorName, HttpError};
 use crate::keys;
+use crate::policy::fs_path::is_within;
 use crate::policy::{check_path, Access, FsPolicy};
 use crate::protocol::Caller;
 use crate::search::{SearchRequest, Searcher};
 use crate::stores::Blobs;
 use crate::workspace::rules::{self, check_write, directories_above, Facts};
 use crate::workspace::tools::{self, ReadArgs, WriteArgs};
-use crate::workspace::{root, Change, FileEntry, Refusal, INLINE_MAX_BYTES};
+use crate::workspace::{root, Change, FileEntry, Refusal, INLINE_MAX_BYTES, MCPS_ROOT};
 
 const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 /// How long a `search` may read and scan before it stops with Timeout (the tab's limit before).
@@ -295,19 +296,25 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// A `read` or `write` or `search` (its arguments checked by `run::file_op`) answered from
-    /// the workspace of tenant `tenant`'s relay session: the tool's structuredContent, or why not.
+    /// the workspace of tenant `tenant`'s relay session, and `mcps` (the `/mcps` tree's files,
+    /// which are no file of the index: they are listed from the upstream servers): the tool's
+    /// structuredContent, or why not.
     pub async fn file_tool(
         &self,
         tenant: &str,
         tool: &str,
         arguments: &Value,
         max_bytes: u64,
+        mcps: &[(String, Vec<u8>)],
     ) -> std::result::Result<Value, Refusal> {
         let unavailable = |e: StorageError| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e));
         let parsed = |e: serde_json::Error| Refusal::new(ErrorName::ValidationError, format!("{tool}: {e}"));
         match tool {
             "read" => {
                 let args: ReadArgs = serde_json::from_value(arguments.clone()).map_err(parsed)?;
+                if is_within(&args.path, MCPS_ROOT) {
+                    return read_mcps(&args, mcps);
+                }
                 self.read(tenant, &args).await.map_err(unavailable)?
             }
             "write" => {
@@ -316,7 +323,7 @@ impl<P: Platform> RelaySession<P> {
             }
             "search" => {
                 let request: SearchRequest = serde_json::from_value(arguments.clone()).map_err(parsed)?;
-                self.search(tenant, &request).await.map_err(unavailable)?
+                self.search(tenant, &request, mcps).await.map_err(unavailable)?
             }
             _ => Err(Refusal::new(ErrorName::ValidationError, format!("{tool} is not a file tool"))),
         }
@@ -360,29 +367,51 @@ impl<P: Platform> RelaySession<P> {
         Err(Refusal::new(ErrorName::Internal, message))
     }
 
-    /// A `search`: the files in scope read one at a time, in path order, and scanned; stopped
-    /// with Timeout after [`SEARCH_TIMEOUT_MS`].
-    async fn search(&self, tenant: &str, request: &SearchRequest) -> Result<std::result::Result<Value, Refusal>> {
+    /// A `search`: the files in scope (the index's and `mcps`) read one at a time, in path
+    /// order, and scanned; stopped with Timeout after [`SEARCH_TIMEOUT_MS`].
+    async fn search(
+        &self,
+        tenant: &str,
+        request: &SearchRequest,
+        mcps: &[(String, Vec<u8>)],
+    ) -> Result<std::result::Result<Value, Refusal>> {
         let mut searcher = match Searcher::new(request) {
             Ok(searcher) => searcher,
             Err(e) => return Ok(Err(Refusal::new(ErrorName::ValidationError, e.message))),
         };
         let started = self.now_ms();
-        let mut files = self.store().workspace_files()?;
-        files.retain(|f| searcher.covers(&f.path));
-        for file in &files {
+        let stored = self.store().workspace_files()?;
+        let mut files: Vec<(&str, Option<&str>, &[u8])> =
+            stored.iter().map(|f| (f.path.as_str(), Some(f.sha256.as_str()), &[][..])).collect();
+        files.extend(mcps.iter().map(|(path, bytes)| (path.as_str(), None, bytes.as_slice())));
+        files.retain(|(path, _, _)| searcher.covers(path));
+        files.sort_by(|a, b| a.0.cmp(b.0));
+        for (path, sha256, bytes) in files {
             if self.now_ms().saturating_sub(started) > SEARCH_TIMEOUT_MS {
                 let message = format!(
-                    "the search stopped after {} s, before {}; narrow it with paths or filePattern",
-                    SEARCH_TIMEOUT_MS / 1000,
-                    file.path
+                    "the search stopped after {} s, before {path}; narrow it with paths or filePattern",
+                    SEARCH_TIMEOUT_MS / 1000
                 );
                 return Ok(Err(Refusal::new(ErrorName::Timeout, message)));
             }
-            let bytes = self.body_bytes(tenant, &file.sha256).await?;
-            searcher.scan(&file.path, &bytes);
+            match sha256 {
+                Some(sha256) => searcher.scan(path, &self.body_bytes(tenant, sha256).await?),
+                None => searcher.scan(path, bytes),
+            }
         }
         Ok(Ok(serde_json::to_value(searcher.finish()).expect("a search result serializes")))
+    }
+}
+
+/// A `read` under `/mcps`, from the tree's files.
+fn read_mcps(args: &ReadArgs, mcps: &[(String, Vec<u8>)]) -> std::result::Result<Value, Refusal> {
+    match mcps.iter().find(|(path, _)| *path == args.path) {
+        Some((_, bytes)) => tools::read_file(args, bytes),
+        None => {
+            let sizes: Vec<(String, u64)> =
+                mcps.iter().map(|(path, bytes)| (path.clone(), bytes.len() as u64)).collect();
+            tools::read_directory(args, &sizes)
+        }
     }
 }
 

@@ -6,8 +6,10 @@
 
 use super::args::{invalid, ArgsError};
 use crate::error::ErrorName;
+use crate::policy::fs_path::is_within;
 use crate::policy::{check_path, Access, FsPolicy, WORKSPACE_ROOTS};
 use crate::search::{self, SearchRequest};
+use crate::workspace::MCPS_ROOT as MCPS;
 use base64::Engine;
 use serde_json::{json, Value};
 
@@ -26,6 +28,17 @@ pub struct FileOp {
 }
 
 impl FileOp {
+    /// Whether the call reads under `/mcps` (a `read` there, a `search` covering it), whose
+    /// files are listed from the tenant's upstream servers rather than stored.
+    pub fn reads_mcps(&self) -> bool {
+        let mcps = |path: &Value| path.as_str().is_some_and(|p| is_within(p, MCPS) || is_within(MCPS, p));
+        match self.tool {
+            "read" => mcps(&self.arguments["path"]),
+            "search" => self.arguments["paths"].as_array().is_some_and(|paths| paths.iter().any(mcps)),
+            _ => false,
+        }
+    }
+
     /// The `file` command's data for run `run`.
     pub fn command(&self, run: &str) -> Value {
         json!({ "runId": run, "tool": self.tool, "arguments": self.arguments, "filesystem": self.filesystem })

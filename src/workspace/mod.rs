@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 pub use root::{root, root_of_listing, EMPTY_ROOT};
 pub use rules::{Change, Refusal};
 
+/// The root of the `/mcps` tree: the tenant's upstream servers' files, listed from them when
+/// read, never stored in the index.
+pub const MCPS_ROOT: &str = "/mcps";
 /// A body of at most this many bytes is kept inline in the relay session's SQLite: a `read` of
 /// a small file then costs no R2 round trip, and a row stays far below SQLite's limits.
 pub const INLINE_MAX_BYTES: u64 = 4 * 1024;

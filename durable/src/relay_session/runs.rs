@@ -9,7 +9,7 @@
 
 use super::shared::{ticker, Shared, Sse};
 use crate::platform::http::{self, storage_unavailable};
-use crate::platform::signer::signer;
+use crate::platform::signer::{sealing_key, signer};
 use futures::channel::mpsc;
 use futures::stream::PollNext;
 use futures::{future, FutureExt, Stream, StreamExt};
@@ -41,7 +41,8 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     let run = shared.random_id::<8>("r_");
     let call = Call { tool_call: call, caller, run, job };
     if let Job::File(op) = call.job.as_ref() {
-        return Ok(match shared.answer_file(&call, op).await {
+        let key = sealing_key(&shared.platform.env)?;
+        return Ok(match shared.answer_file(&call, op, &key).await {
             Ok(answer) => http::json(200, &answer),
             Err(e) => storage_unavailable("the relay session's workspace", &e),
         });
