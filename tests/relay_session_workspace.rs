@@ -509,3 +509,27 @@ fn read_and_search_see_the_mcps_tree_listed_from_the_upstream_servers() {
     assert!(paths.contains(&"/tmp/a"));
     assert!(listing(&session).iter().all(|f| !f.0.starts_with("/mcps")), "the tree is never stored");
 }
+
+#[test]
+fn old_removals_are_forgotten_and_a_tab_behind_them_gets_the_whole_index() {
+    let session = session();
+    for i in 0..5 {
+        write(&session, &format!("/tmp/f{i}"), "x");
+    }
+    let held = session.store().workspace_version().unwrap();
+    for i in 0..4 {
+        session.store().commit(&[Change::Remove { path: format!("/tmp/f{i}") }], CAP, 0);
+    }
+    let version = session.store().workspace_version().unwrap();
+    session.store().prune_removals(2).unwrap();
+    assert_eq!(session.store().workspace_version().unwrap(), version, "the version never goes back");
+    let behind = session.store().workspace_changes(Some(held)).unwrap();
+    assert!(behind.full, "its version is below what is kept of removals");
+    assert_eq!(behind.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["/tmp/f4"]);
+    let recent = session.store().workspace_changes(Some(version - 2)).unwrap();
+    assert!(!recent.full);
+    assert_eq!(recent.removed, ["/tmp/f2", "/tmp/f3"]);
+    // Pruning every removal still keeps the version: the floor holds it.
+    session.store().prune_removals(0).unwrap();
+    assert_eq!(session.store().workspace_version().unwrap(), version);
+}

@@ -21,8 +21,9 @@ import { fetchOk, withRetry } from "./http.js";
 // relay-core's workspace::INLINE_MAX_BYTES and relay_session::workspace::MAX_COMMIT_CHANGES.
 const INLINE_MAX_BYTES = 4096;
 const MAX_COMMIT_CHANGES = 1000;
-// Body uploads of one commit in flight at once.
+// Body uploads of one commit, and body fetches of one sync, in flight at once.
 const UPLOADS_AT_ONCE = 6;
+const FETCHES_AT_ONCE = 6;
 const TAB_ONLY = "/mcps/";
 
 export class WorkspaceSync {
@@ -56,8 +57,8 @@ export class WorkspaceSync {
     if (this.version !== null) asked.searchParams.set("since", this.version);
     if (runId) asked.searchParams.set("run", runId);
     const index = await withRetry(async () => (await fetchOk(asked, { headers })).json());
-    let fetched = 0;
-    for (const file of index.files) fetched += await this.take(file);
+    const taken = await pool(index.files, FETCHES_AT_ONCE, (file) => this.take(file));
+    const fetched = taken.reduce((sum, n) => sum + n, 0);
     for (const path of index.removed) await this.drop(path);
     if (index.full) await this.dropUnlisted(new Set(index.files.map((f) => f.path)));
     this.version = index.version;

@@ -27,6 +27,9 @@ use crate::workspace::tools::{self, ReadArgs, WriteArgs};
 use crate::workspace::{root, Change, FileEntry, Refusal, INLINE_MAX_BYTES, MCPS_ROOT};
 
 const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+/// How many removals the index keeps for tabs catching up by changes; a tab further behind
+/// gets the whole index.
+pub const REMOVALS_KEPT: u64 = 10_000;
 /// How long a `search` may read and scan before it stops with Timeout (the tab's limit before).
 pub const SEARCH_TIMEOUT_MS: u64 = 20_000;
 /// How many times a `write` is tried again when a commit changed its file while its body was
@@ -170,10 +173,34 @@ impl<S: Sql> Store<'_, S> {
         self.sql.exec(query, &[sha256.into(), size.into(), inline])
     }
 
+    /// Forgets the oldest removals past the latest `keep`, raising the floor to the newest
+    /// version it forgot: a tab holding a version below it gets the whole index.
+    pub fn prune_removals(&self, keep: u64) -> Result<()> {
+        #[derive(Deserialize)]
+        struct Cut {
+            v: Option<i64>,
+        }
+        let query =
+            "SELECT version AS v FROM workspace_files WHERE sha256 IS NULL ORDER BY version DESC LIMIT 1 OFFSET ?";
+        let Some(cut) = self.first::<Cut>(query, &[keep.into()])?.and_then(|c| c.v) else { return Ok(()) };
+        self.sql.exec("UPDATE workspace_state SET floor = MAX(floor, ?)", &[cut.into()])?;
+        self.sql.exec("DELETE FROM workspace_files WHERE sha256 IS NULL AND version <= ?", &[cut.into()])
+    }
+
     /// Commits `changes` in order, each on its own, under a cap of `max_bytes`: each one's
     /// outcome, the version it made or why it was refused (a refused one changes nothing and
     /// does not stop the next). Storage failing refuses the change it failed in and the rest.
+    /// Removals past the latest [`REMOVALS_KEPT`] are forgotten after.
     pub fn commit(&self, changes: &[Change], max_bytes: u64, now_ms: u64) -> Vec<std::result::Result<u64, Refusal>> {
+        let outcomes = self.commit_each(changes, max_bytes, now_ms);
+        if changes.iter().any(|c| matches!(c, Change::Remove { .. })) {
+            // Forgetting is bookkeeping: a failure leaves more removals kept, nothing wrong.
+            let _ = self.prune_removals(REMOVALS_KEPT);
+        }
+        outcomes
+    }
+
+    fn commit_each(&self, changes: &[Change], max_bytes: u64, now_ms: u64) -> Vec<std::result::Result<u64, Refusal>> {
         let unavailable = |e: StorageError| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e));
         let mut outcomes = Vec::with_capacity(changes.len());
         let mut total = match self.workspace_bytes() {
