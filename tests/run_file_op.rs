@@ -58,3 +58,17 @@ fn a_search_covers_the_whole_workspace_by_default_and_checks_its_pattern() {
     let (name, _) = refusal("search", json!({"pattern": "x", "paths": ["/etc"]}));
     assert_eq!(name, ErrorName::PolicyDenied);
 }
+
+#[test]
+fn a_call_reads_the_mcps_tree_only_when_it_reads_under_mcps() {
+    let fs = FsPolicy::default();
+    let reads = |tool: &'static str, arguments: Value| file_op(tool, &arguments, &fs).unwrap().reads_mcps();
+    assert!(reads("read", json!({ "path": "/mcps/index.json" })));
+    assert!(reads("read", json!({ "path": "/mcps" })));
+    assert!(!reads("read", json!({ "path": "/tmp/mcps" })));
+    assert!(!reads("read", json!({ "path": "/tmp" })));
+    assert!(reads("search", json!({ "pattern": "x" })), "the whole workspace covers /mcps");
+    assert!(reads("search", json!({ "pattern": "x", "paths": ["/mcps/server"] })));
+    assert!(!reads("search", json!({ "pattern": "x", "paths": ["/tmp", "/out"] })));
+    assert!(!reads("write", json!({ "path": "/tmp/a", "content": "" })));
+}
