@@ -143,6 +143,14 @@ describe("the cap", () => {
       assert.match(over.structuredContent.error.message, /70000 bytes, over its limit .*65536 bytes.*delete files under \/tmp or \/out/);
       const gone = await capped.callTool({ name: "read", arguments: { path: "/tmp/b" } });
       assert.equal(gone.structuredContent.error.name, "ValidationError", "nothing was stored");
+      // A run on a tab is held to the tenant's cap by the tab too, in the program.
+      const tab = await openExecutor(browser, small.key);
+      const run = await capped.callTool({
+        name: "run_js",
+        arguments: { code: "import fs from 'fs'; try { fs.writeFileSync('/tmp/c', new Uint8Array(10000)); } catch (e) { console.log(e.code, e.message) }" },
+      });
+      assert.match(run.structuredContent.stdout, /^ENOSPC writing \/tmp\/c would make the workspace \d+ bytes, over its limit of 0\.0625 MiB \(65536 bytes\)/);
+      await tab.context.close();
     } finally {
       await capped.close();
     }
@@ -174,6 +182,7 @@ describe("a run's writes", () => {
 
   test("a run that times out keeps what it wrote before the timeout", async () => {
     const tab = await openExecutor(browser, key);
+    await call("run_py", { code: "print('Pyodide loaded before the timed run')" });
     const result = await call("run_py", {
       code: "open('/tmp/before-timeout.txt', 'w').write('kept')\nwhile True: pass",
       policy: { limits: { timeoutMs: 3000 } },

@@ -438,8 +438,9 @@ fn a_tampered_or_oversized_body_is_refused_and_nothing_is_stored() {
 #[test]
 fn nothing_of_a_run_lands_after_it_ended_and_its_audit_has_both_roots() {
     let (session, cap) = running();
-    let index = session.workspace_index(None, Some("r_1")).unwrap();
+    let index = session.workspace_index(None, Some("r_1"), CAP).unwrap();
     assert_eq!((index["version"].clone(), index["root"].clone()), (json!(0), json!(EMPTY_ROOT)));
+    assert_eq!(index["maxBytes"], json!(CAP), "the tab's copy holds to the tenant's cap");
     commit(&session, &cap, json!([inline("/tmp/a", b"before the end")])).unwrap();
     let batch = json!({ "runId": "r_1", "seq": 0, "type": "exit", "exitCode": 0, "usage": { "wallMs": 5 } });
     let events = parse_batch(batch.to_string().as_bytes()).unwrap();

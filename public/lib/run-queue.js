@@ -254,6 +254,7 @@ function job(runId, { manifest, files, limits }, workspace) {
     entry: { path, argv, env, cwd, stdin },
     limits,
     workspace: workspace.snapshot(),
+    workspaceLimit: workspace.limitBytes,
     filesystem: manifest.policy.filesystem,
   };
 }

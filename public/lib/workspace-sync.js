@@ -57,6 +57,7 @@ export class WorkspaceSync {
     if (this.version !== null) asked.searchParams.set("since", this.version);
     if (runId) asked.searchParams.set("run", runId);
     const index = await withRetry(async () => (await fetchOk(asked, { headers })).json());
+    this.workspace.limitBytes = index.maxBytes; // the tenant's cap: this copy and the runners hold to it
     const taken = await pool(index.files, FETCHES_AT_ONCE, (file) => this.take(file));
     const fetched = taken.reduce((sum, n) => sum + n, 0);
     for (const path of index.removed) await this.drop(path);

@@ -485,16 +485,22 @@ impl WireChange {
 
 impl<P: Platform> RelaySession<P> {
     /// `GET /session/<id>/workspace?since=&run=`: the changes since version `since` (all files
-    /// without it) as `{version, root, full, files, removed}`. A tab asks before it starts run
-    /// `run`, so the root it answers is the run's workspace before it, recorded for its audit.
-    pub fn workspace_index(&self, since: Option<u64>, run: Option<&str>) -> std::result::Result<Value, HttpError> {
+    /// without it) as `{version, root, full, files, removed, maxBytes}` (`max_bytes`: the
+    /// tenant's cap, which the tab's copy holds to). A tab asks before it starts run `run`, so
+    /// the root it answers is the run's workspace before it, recorded for its audit.
+    pub fn workspace_index(
+        &self,
+        since: Option<u64>,
+        run: Option<&str>,
+        max_bytes: u64,
+    ) -> std::result::Result<Value, HttpError> {
         let changes = self.store().workspace_changes(since).map_err(|_| unavailable_sqlite())?;
         if let Some(run) = run.filter(|run| self.has_run(run)) {
             self.persisted("audit", self.store().audit_workspace(run, Some(&changes.root), None));
         }
         Ok(json!({
             "version": changes.version, "root": changes.root, "full": changes.full,
-            "files": changes.files, "removed": changes.removed,
+            "files": changes.files, "removed": changes.removed, "maxBytes": max_bytes,
         }))
     }
 

@@ -99,7 +99,7 @@ impl SessionDO {
             ReserveOutFile { run, path } => Ok(out_files::reserve(&shared, &run, &path)),
             ReleaseOutFile { run, path } => Ok(out_files::release(&shared, &run, &path)),
             Metrics => Ok(metrics(&shared)),
-            WorkspaceIndex { since, run } => Ok(workspace::index(&shared, since, run.as_deref())),
+            WorkspaceIndex { since, run } => Ok(workspace::index(&shared, &caller, since, run.as_deref())),
             WorkspaceBody { sha256 } => workspace::body(&shared, &caller, &sha256).await,
             WorkspacePutBody { run, sha256, body } => {
                 Ok(workspace::put_body(&shared, &caller, run.as_deref(), &sha256, body).await)
