@@ -180,6 +180,23 @@ describe("a run's writes", () => {
     assert.deepEqual([...Buffer.from(big.structuredContent.content, "base64")], [7, 7, 7]);
   });
 
+  test("a body that cannot reach the relay session: the files before it are kept, it and those after are not", async () => {
+    const tab = await openExecutor(browser, key);
+    // The network drops every body upload of this tab (as a tab going away mid-upload).
+    await tab.context.route("**/workspace/bodies/**", (route) => (route.request().method() === "PUT" ? route.abort() : route.continue()));
+    const result = await runJs(
+      // x.txt's commit is on its way while a, b and c wait: they go up as one commit, cut at b.
+      "import fs from 'fs'; fs.mkdirSync('/tmp/cut', { recursive: true }); fs.writeFileSync('/tmp/cut/x.txt', 'first');" +
+        "fs.writeFileSync('/tmp/cut/a.txt', 'small, before');" +
+        "fs.writeFileSync('/tmp/cut/b.bin', new Uint8Array(10000).fill(1)); fs.writeFileSync('/tmp/cut/c.txt', 'small, after');",
+    );
+    assert.equal(result.structuredContent.exitCode, 0, JSON.stringify(result.structuredContent));
+    assert.ok(tab.lines.some((l) => /file changes did not reach the relay session/.test(l)), tab.lines.join("\n"));
+    await tab.context.close();
+    const listed = await call("read", { path: "/tmp/cut" });
+    assert.deepEqual(listed.structuredContent.entries.map((e) => e.name), ["a.txt", "x.txt"], "as it was before b.bin");
+  });
+
   test("a run that times out keeps what it wrote before the timeout", async () => {
     const tab = await openExecutor(browser, key);
     await call("run_py", { code: "print('Pyodide loaded before the timed run')" });

@@ -175,9 +175,21 @@ class RunWriter {
     return { refused: this.refused, failure: this.failure };
   }
 
+  /**
+   * Commits `batch` in order. A body that cannot be uploaded (the network or the tab went) ends
+   * the commit before its change: the changes before it are committed, it and those after are
+   * not, and the failure is thrown, so the index is as it was before that file.
+   */
   async commit(batch) {
     const put = (sha256, body) => withRetry(() => fetchOk(`/workspace/bodies/${sha256}`, { method: "PUT", headers: this.headers, body }));
-    const changes = await pool(batch, UPLOADS_AT_ONCE, ({ path, bytes }) => describe(path, bytes, put));
+    const described = await pool(batch, UPLOADS_AT_ONCE, ({ path, bytes }) => describe(path, bytes, put).catch((failure) => ({ failure })));
+    const failed = described.findIndex((change) => change.failure);
+    const changes = failed < 0 ? described : described.slice(0, failed);
+    if (changes.length) await this.post(changes);
+    if (failed >= 0) throw described[failed].failure;
+  }
+
+  async post(changes) {
     const body = JSON.stringify({ changes });
     const headers = { ...this.headers, "content-type": "application/json" };
     const post = async () => (await fetchOk("/workspace/commit", { method: "POST", headers, body })).json();
