@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
-import { BASE, createTenant, mintRunToken, relayCapsule } from "./lib/relay.mjs";
+import { BASE, attach, createTenant, mintRunToken, relayCapsule } from "./lib/relay.mjs";
 
 let key;
 let tenant;
@@ -260,5 +260,20 @@ describe("the routes refuse what they must", () => {
     assert.equal(commit.status, 409);
     const anonymous = await fetch(`${BASE}/session/default/workspace`);
     assert.equal(anonymous.status, 401);
+  });
+
+  test("a tampered body is refused and nothing is stored", async () => {
+    const { attachToken } = await attach(key, "default");
+    const tab = { authorization: `Bearer ${attachToken}` };
+    const claimed = sha256("what the tab said it sends");
+    const put = await fetch(`${BASE}/session/default/workspace/bodies/${claimed}`, { method: "PUT", headers: tab, body: "something else" });
+    assert.equal(put.status, 400);
+    assert.match((await put.json()).error.message, /sha256 is [0-9a-f]{64}, not [0-9a-f]{64}; nothing was stored/);
+    const get = await fetch(`${BASE}/session/default/workspace/bodies/${claimed}`, { headers: tab });
+    assert.equal(get.status, 404);
+    const commit = { changes: [{ path: "/tmp/tampered", sha256: claimed, size: 14 }] };
+    const upload = await fetch(`${BASE}/session/default/workspace/upload`, { method: "POST", headers: tab, body: JSON.stringify(commit) });
+    assert.match((await upload.json()).results[0].error.message, /is not stored; upload it/);
+    assert.equal((await call("read", { path: "/tmp/tampered" })).structuredContent.error.name, "ValidationError");
   });
 });
