@@ -16,7 +16,7 @@ import { createServer } from "node:http";
 import { launchBrowser, openExecutor, waitForLine } from "../miniflare-tests/lib/browser.mjs";
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { createTenant } from "../miniflare-tests/lib/relay.mjs";
-import { percentiles, timeCalls } from "./timing.mjs";
+import { checked, percentiles, timeCalls, timed } from "./timing.mjs";
 
 const N = Number(process.env.BENCH_CALLS ?? 200);
 const WARMUP = 20;
@@ -30,17 +30,6 @@ async function measure(label, call, { n = N, pauseMs = 0 } = {}) {
 }
 
 const fmt = (ms) => `${ms.toFixed(1).padStart(7)} ms`;
-
-async function timed(fn) {
-  const t0 = performance.now();
-  await fn();
-  return performance.now() - t0;
-}
-
-async function checked(client, name, code) {
-  const result = await client.callTool({ name, arguments: { code } });
-  if (result.structuredContent?.stdout !== "1\n") throw new Error(`${name} gave ${JSON.stringify(result)}`);
-}
 
 /** A tool call whose structuredContent must satisfy `ok`. */
 async function expect(client, name, args, ok) {

@@ -2,7 +2,7 @@
 # Prints relay-edge's latency figures against a fresh local Worker: bench/latency.mjs, or
 # bench/<name>.mjs with `bash bench/run.sh <name>` (upstream: calls of upstream MCP servers;
 # floor: where the floor goes; packages: dependency builds; throughput: 8 clients at once and
-# memory over 1,000 runs). The server logs at `warn`: at `log` wrangler dev prints every
+# memory over 1,000 runs; engines: the page in Chromium, Firefox ESR and WebKitGTK). The server logs at `warn`: at `log` wrangler dev prints every
 # request and log line, which adds ~25 ms to a run here and nothing in production.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

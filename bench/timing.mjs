@@ -1,5 +1,6 @@
-// Timing shared by the benches: percentiles of a set of durations, and timing a call n times
-// after some untimed warm-up calls (optionally with a pause before each).
+// Timing shared by the benches: percentiles of a set of durations, timing a call n times after
+// some untimed warm-up calls (optionally with a pause before each), timing one call, and a
+// run that must print "1".
 
 /** {p50, p95, p99} of `times` (ms). */
 export function percentiles(times) {
@@ -19,4 +20,17 @@ export async function timeCalls(call, { n, warmup, pauseMs = 0 }) {
     times.push(performance.now() - t0);
   }
   return percentiles(times);
+}
+
+/** `fn`'s duration in ms. */
+export async function timed(fn) {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
+}
+
+/** Calls tool `name` (run_js or run_py) with `code`, which must print exactly "1". */
+export async function checked(client, name, code) {
+  const result = await client.callTool({ name, arguments: { code } });
+  if (result.structuredContent?.stdout !== "1\n") throw new Error(`${name} gave ${JSON.stringify(result)}`);
 }

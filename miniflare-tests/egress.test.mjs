@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { createServer } from "node:http";
+import { createServer, request } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { attach, BASE, createTenant, devVars, mintRunToken, relayCapsule, ROOT } from "./lib/relay.mjs";
 
@@ -278,6 +278,24 @@ describe("POST /egress", () => {
   });
 });
 
+/** A PUT that declares `length` bytes and sends none: its answer, `{status, text}` (status 0
+ * when none comes within 30 s). */
+function declaredOnly(url, token, length) {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: "PUT", headers: { authorization: `Bearer ${token}`, "content-length": length } });
+    const unanswered = setTimeout(() => (req.destroy(), resolve({ status: 0, text: "no answer within 30 s" })), 30_000);
+    req.on("response", async (res) => {
+      let text = "";
+      for await (const chunk of res) text += chunk;
+      clearTimeout(unanswered);
+      req.destroy();
+      resolve({ status: res.statusCode, text });
+    });
+    req.on("error", (e) => (clearTimeout(unanswered), reject(e)));
+    req.flushHeaders();
+  });
+}
+
 describe("/files", () => {
   const put = (path, body, token = runToken({ run: "r_files" })) =>
     fetch(`${BASE}/files/r_files/${path}`, { method: "PUT", headers: { authorization: `Bearer ${token}` }, body });
@@ -376,6 +394,29 @@ describe("/files", () => {
     for (let i = 0; i < 32; i++) assert.equal((await putMany(`f${i}.txt`)).status, 201, `file ${i}`);
     assert.equal((await putMany("f0.txt")).status, 201, "a rewrite");
     assert.match(await refusal(await putMany("f32.txt"), 413, "OutputLimitExceeded"), /at most 32 files/);
+  });
+
+  test("past the cap a PUT is refused before its body is read; a slot whose upload fails is given back", { timeout: 60_000 }, async () => {
+    const token = runToken({ run: "r_full" });
+    const url = (name) => `${BASE}/files/r_full/out/${name}`;
+    const putSmall = (name) => fetch(url(name), { method: "PUT", headers: { authorization: `Bearer ${token}` }, body: name });
+    for (let i = 0; i < 30; i++) assert.equal((await putSmall(`f${i}.txt`)).status, 201, `file ${i}`);
+    // A body over outFileMaxBytes (no Content-Length: it is counted as it comes), and a body that
+    // never arrives (408): each held a slot while it was read, and gives it back.
+    const chunked = new ReadableStream({ start: (c) => (c.enqueue(new TextEncoder().encode("x".repeat(100))), c.close()) });
+    const over = await fetch(url("over.bin"), { method: "PUT", headers: { authorization: `Bearer ${token}` }, body: chunked, duplex: "half" });
+    assert.match(await refusal(over, 413, "OutputLimitExceeded"), /outFileMaxBytes/);
+    const silent = await declaredOnly(url("silent.bin"), token, 60);
+    assert.equal(silent.status, 408, silent.text);
+    assert.equal((await putSmall("f30.txt")).status, 201, "the slots were given back");
+    assert.equal((await putSmall("f31.txt")).status, 201);
+    // Full: a PUT that declares a body and sends none is answered at once, not after its
+    // body's deadline (10 s), so a crowd of large uploads past the cap holds nothing.
+    const started = Date.now();
+    const refused = await declaredOnly(url("f32.txt"), token, 60);
+    console.log(`# a PUT past the cap was refused ${Date.now() - started} ms after its head, its body unsent`);
+    assert.equal(refused.status, 413, refused.text);
+    assert.match(refused.text, /at most 32 files/);
   });
 
   test("64 uploads at once publish exactly 32 files: the relay session counts them one at a time", async () => {

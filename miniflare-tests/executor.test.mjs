@@ -201,6 +201,13 @@ describe("results by POST", () => {
       assert.ok(phases.at(-1).includes("exit"));
       const complaints = tab.lines.filter((line) => /refused|lost/.test(line));
       assert.deepEqual(complaints, [], "the late copy was skipped as a duplicate, not refused");
+      // The page says so: its results go by POST.
+      const browserLine = await tab.page.evaluate(() => {
+        const line = document.getElementById("browser");
+        return line && { degraded: line.dataset.degraded, text: line.textContent };
+      });
+      assert.equal(browserLine?.degraded, "results", JSON.stringify(browserLine));
+      assert.match(browserLine.text, /results by POST: the results socket did not open/);
     } finally {
       await close();
     }
@@ -275,8 +282,9 @@ describe("limits", () => {
 
   test("a run longer than the client's request timeout completes when progress resets it (resetTimeoutOnProgress)", async () => {
     // The SDK's default request timeout (60 s) is the default run limit: a long run would fail
-    // in the client first. The tab reports every 2 s while a run works, and each report reaches
-    // a client that sent a progress token as a progress notification, which resets the timeout
+    // in the client first. While a run works, the relay session forwards a progress beat when
+    // nothing was forwarded for 2 s (PROGRESS_EVERY_MS in src/run/machine.rs); each reaches a
+    // client that sent a progress token as a progress notification, which resets the timeout
     // of a client that asks for it. Here: a 5 s timeout and a 12 s run.
     const code = "await new Promise((resolve) => setTimeout(resolve, 12000)); console.log('slow done')";
     const call = (options) => client.callTool({ name: "run_js", arguments: { code } }, undefined, { timeout: 5000, ...options });
@@ -414,8 +422,9 @@ describe("the queue and the executor's presence", () => {
 
   test("a run cancelled while the tab fetches its capsule sends an exit the relay takes", async () => {
     // Code too big to come inline, so the tab fetches the capsule; held here until the client
-    // has cancelled. The cancelled outcome carries usage fields the relay does not know
-    // (fileErrors): sent as they are, the relay would refuse the batch and the results in it.
+    // has cancelled. The cancelled outcome's exit must carry only the fields the relay knows
+    // (lib/exit-event.js): one it does not know would make it refuse the batch and the results
+    // in it.
     const code = `// ${randomBytes(96 * 1024).toString("base64")}\nconsole.log("never")`;
     let fetching;
     const fetched = new Promise((resolve) => (fetching = resolve));
@@ -453,6 +462,45 @@ describe("the queue and the executor's presence", () => {
       assert.match(result.structuredContent.error.message, /tab went away/);
     } finally {
       await c.close();
+    }
+  });
+});
+
+describe("file changes the tab cannot store", () => {
+  test("a run whose writes the tab's storage refuses is an error that says how many and that the workspace may lack them", async () => {
+    // A real failure: the browser's storage quota for the relay's origin, lowered over CDP once
+    // the runtimes are cached, so the workspace's OPFS write fails with QuotaExceededError.
+    // The guest's write succeeded where it made it (the runner does not wait for the page).
+    const tab = await openExecutor(browser, key, "quota");
+    const c = await connectClient(key, "quota");
+    const cdp = await tab.context.newCDPSession(tab.page);
+    const origin = new URL(tab.page.url()).origin;
+    try {
+      await tab.page.waitForFunction(() => document.getElementById("runtimes").dataset.ready === "true", null, { timeout: 120_000 });
+      const before = await runJs(`import fs from "fs"; fs.writeFileSync("/tmp/before", "kept")`, {}, c);
+      assert.equal(before.isError, false, JSON.stringify(before.structuredContent));
+      const { usage } = await tab.page.evaluate(() => navigator.storage.estimate());
+      await cdp.send("Storage.overrideQuotaForOrigin", { origin, quotaSize: usage + 64 * 1024 });
+      const code = `import fs from "fs"; fs.writeFileSync("/tmp/big", new Uint8Array(2 << 20)); console.log("the program saw no error")`;
+      const lost = await runJs(code, {}, c);
+      const { exitCode, stdout, usage: used, notStored } = lost.structuredContent;
+      assert.equal(lost.isError, true, JSON.stringify(lost.structuredContent));
+      assert.equal(exitCode, 0, "the program's own exit code");
+      assert.equal(stdout, "the program saw no error\n");
+      assert.equal(used.fileErrors, 1);
+      assert.equal(notStored.changes, 1);
+      assert.match(notStored.message, /^1 file change the run made was not stored .*the workspace may lack them/);
+      assert.ok(lost.content[0].text.includes(notStored.message), lost.content[0].text);
+    } finally {
+      await cdp.send("Storage.overrideQuotaForOrigin", { origin }).catch(() => {}); // the quota back
+    }
+    try {
+      const after = await runJs(`import fs from "fs"; console.log(fs.existsSync("/tmp/big"), fs.readFileSync("/tmp/before", "utf8"))`, {}, c);
+      assert.equal(after.structuredContent.stdout, "false kept\n", JSON.stringify(after.structuredContent));
+      assert.equal(after.structuredContent.usage.fileErrors, 0);
+    } finally {
+      await c.close();
+      await tab.context.close();
     }
   });
 });

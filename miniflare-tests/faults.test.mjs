@@ -89,6 +89,39 @@ test("a tab closed whose goodbye fails leaves relay://session and the other tab'
   }
 });
 
+test("a tab whose connections stop delivering attaches anew: a run sent meanwhile runs within seconds, not at its deadline", { timeout: 150_000 }, async () => {
+  // The proxy stalls every connection the tab has open (its command stream, results socket and
+  // lease socket) and closes none: the relay's writes still succeed, and the tab's lease goes
+  // on by POST. Only the command stream's silence (no heartbeat) can tell the tab.
+  const { key } = await createTenant("half-open");
+  const client = await connectClient(key);
+  const deaf = await startDeafProxy(BASE);
+  const tab = await openExecutor(browser, key, "default", deaf.url);
+  try {
+    // A run first, so QuickJS is loaded: a runtime fetch that the browser sends on one of its
+    // idle keep-alive sockets would stall with them, which is not what this test is about.
+    const warm = await runJs(client, "console.log('warm')", undefined, { timeout: 90_000 });
+    assert.equal(warm.structuredContent.stdout, "warm\n", JSON.stringify(warm.structuredContent));
+    const [stalledTab] = (await readRelaySession(client)).executor.tabIds;
+    const seen = tab.lines.length;
+    const stalled = Date.now();
+    deaf.stall();
+    // Its deadline is minutes away: the call gives up long before.
+    const result = await runJs(client, "console.log('served')", undefined, { timeout: 90_000 });
+    const waited = Date.now() - stalled;
+    assert.equal(result.structuredContent.stdout, "served\n", JSON.stringify(result.structuredContent));
+    const noticed = await waitForLine(tab.lines, /the command stream brought nothing for \d+ ms/, 0, seen);
+    const { tabIds } = (await readRelaySession(client)).executor;
+    assert.equal(tabIds.length, 1, JSON.stringify(tabIds));
+    assert.notEqual(tabIds[0], stalledTab, "the tab attached anew");
+    console.log(`# a run sent as the tab's connections stalled ran ${waited} ms later (${noticed})`);
+  } finally {
+    await deaf.close();
+    await client.close();
+    await tab.context.close();
+  }
+});
+
 test("a run queued in a tab behind long page work runs late: the busy tab is never taken for gone", async () => {
   // Run A times out at the relay while its tab is still uploading A's /out file (held here):
   // the relay sends run B, which the tab acknowledges and keeps queued behind that upload for

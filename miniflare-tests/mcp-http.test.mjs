@@ -4,10 +4,13 @@
 // tab attached, SSE framing and keep-alives, cancellation, and bad input (never a 500).
 
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { once } from "node:events";
 import { readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
+import { createServer } from "node:http";
 import path from "node:path";
+import { promisify } from "node:util";
 import { before, describe, test } from "node:test";
 import {
   ACCEPT, LEGACY, MODERN, TOOL_NAMES, initialize, legacyCall, legacyHeaders, mcpUrl, modern, modernBody,
@@ -129,6 +132,36 @@ describe("tenants and auth", () => {
     assert.deepEqual(dev.defaults.policy.network.allowedDomains, ["example.com"]);
     const discover = await post(modernHeaders(devVars.DEV_API_KEY, modernBody("server/discover")), modernBody("server/discover"));
     assert.equal(discover.status, 200, "the key in .dev.vars is the dev tenant's");
+  });
+
+  test("scripts/dev-tenant.sh seeds nothing when the relay fails to say whether the dev tenant exists", async () => {
+    // A stand-in relay whose admin lookup fails as a relay can (a 503 of KV, a 401 for a wrong
+    // ADMIN_TOKEN): only a 404 means "no dev tenant yet"; anything else must not re-seed empty
+    // defaults over the ones an admin set.
+    for (const [status, error] of [[503, "StorageUnavailable"], [401, "Unauthorized"], [500, "Internal"]]) {
+      const seen = [];
+      const relay = createServer((req, res) => {
+        seen.push(`${req.method} ${req.url}`);
+        res.writeHead(req.method === "GET" ? status : 201, { "content-type": "application/json" });
+        res.end(JSON.stringify(req.method === "GET" ? { error: { name: error, message: "stand-in" } } : {}));
+      });
+      relay.listen(0, "127.0.0.1");
+      await once(relay, "listening");
+      try {
+        const script = path.join(ROOT, "scripts/dev-tenant.sh");
+        const run = await promisify(execFile)("bash", [script, `http://127.0.0.1:${relay.address().port}`]).then(
+          () => ({ code: 0, stderr: "" }),
+          (e) => e,
+        );
+        assert.notEqual(run.code, 0, `exit status after a ${status}`);
+        assert.match(run.stderr, new RegExp(`answered ${status}: .*${error}`), run.stderr);
+        assert.match(run.stderr, /nothing seeded, so the dev tenant's defaults stay as they are/);
+        assert.deepEqual(seen, ["GET /admin/tenants/dev"], `a ${status} seeded nothing`);
+      } finally {
+        relay.closeAllConnections();
+        await new Promise((resolve) => relay.close(resolve));
+      }
+    }
   });
 
   test("/mcp without a key, or with a wrong one, is 401 with WWW-Authenticate", async () => {
@@ -289,7 +322,7 @@ describe("2026-07-28: stateless requests", () => {
       assert.ok(tool.outputSchema.properties.error, `${tool.name}: failures fit the output schema`);
       assert.ok(tool.description.length > 40, tool.name);
     }
-    assert.deepEqual(Object.keys(tools.run_js.outputSchema.properties).sort(), ["error", "exitCode", "files", "stderr", "stdout", "truncated", "usage"]);
+    assert.deepEqual(Object.keys(tools.run_js.outputSchema.properties).sort(), ["error", "exitCode", "files", "notStored", "stderr", "stdout", "truncated", "usage"]);
     for (const name of ["read", "search"]) assert.equal(tools[name].annotations.readOnlyHint, true, name);
     for (const name of ["run_js", "run_py"]) {
       assert.equal(tools[name].annotations.openWorldHint, true, name);

@@ -7,12 +7,15 @@
 // revoked token, a rotated refresh token used again or without client_id, a token used for
 // another relay session, bad and too many registrations; client ID metadata documents, good and
 // hostile (a redirect, a hang, 50 MiB); and the consent page: what it shows of the client and
-// where the code goes, a click as it appears, a 360 px screen.
+// where the code goes, a click as it appears, a 360 px screen. And a second Worker behind a
+// "proxy" (PUBLIC_URL set): its metadata, redirects, tokens and Origin check use the public origin.
 
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync } from "node:fs";
+import { mkdtemp } from "node:fs/promises";
 import { createServer } from "node:http";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { after, before, describe, test } from "node:test";
@@ -20,6 +23,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
+import { startWorker } from "./lib/local-worker.mjs";
 import { BASE, ROOT, createTenant } from "./lib/relay.mjs";
 
 const REDIRECT = "http://127.0.0.1:9/callback";
@@ -197,11 +201,11 @@ async function tokens(clientId, options) {
 }
 
 /** tools/list (2026-07-28) with a bearer token; `query` adds ?session=. */
-function toolsList(token, query = "") {
+function toolsList(token, query = "", base = BASE, headers = {}) {
   const body = { jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } } };
-  return fetch(`${BASE}/mcp${query}`, {
+  return fetch(`${base}/mcp${query}`, {
     method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list" },
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list", ...headers },
     body: JSON.stringify(body),
   });
 }
@@ -455,6 +459,65 @@ describe("client ID metadata documents", () => {
       const res = await fetch(await authorizationUrl(clientId), { redirect: "manual" });
       assert.equal(res.status, 401, clientId);
       assert.match((await res.json()).error_description, why, clientId);
+    }
+  });
+});
+
+describe("behind a proxy (PUBLIC_URL)", () => {
+  // A second Worker with PUBLIC_URL set, reached at its loopback address as a proxy would reach
+  // it: every origin it makes or compares must be the public one, never the one requests arrive at.
+  const PUBLIC = "https://relay.example.com";
+  let worker;
+  let tenantKey;
+  before(async () => {
+    const stateDir = await mkdtemp(path.join(tmpdir(), "relay-public-url-"));
+    const port = Number(process.env.RELAY_RESTART_PORT ?? 8796);
+    worker = await startWorker({ port, stateDir, vars: { PUBLIC_URL: PUBLIC } });
+    ({ key: tenantKey } = await createTenant("public-url", undefined, worker.url));
+  });
+  after(() => worker?.stop());
+
+  test("OAuth names PUBLIC_URL as issuer and resource, sends the browser there, and its tokens work", async () => {
+    const at = (route) => `${worker.url}${route}`;
+    const server = await (await fetch(at("/.well-known/oauth-authorization-server"))).json();
+    assert.deepEqual([server.issuer, server.authorization_endpoint, server.token_endpoint], [PUBLIC, `${PUBLIC}/oauth/authorize`, `${PUBLIC}/oauth/token`]);
+    const resource = await (await fetch(at("/.well-known/oauth-protected-resource/mcp"))).json();
+    assert.deepEqual([resource.resource, resource.authorization_servers], [`${PUBLIC}/mcp`, [PUBLIC]]);
+    const challenge = (await toolsList("not-a-token", "", worker.url)).headers.get("www-authenticate");
+    assert.ok(challenge.includes(`resource_metadata="${PUBLIC}/.well-known/oauth-protected-resource/mcp"`), challenge);
+
+    const registered = await fetch(at("/oauth/register"), {
+      method: "POST", headers: { "content-type": "application/json" },
+      body: JSON.stringify({ client_name: "behind a proxy", redirect_uris: [REDIRECT], token_endpoint_auth_method: "none" }),
+    });
+    const clientId = (await registered.json()).client_id;
+    const { verifier, challenge: pkceChallenge } = pkce();
+    const request = { response_type: "code", client_id: clientId, redirect_uri: REDIRECT, code_challenge: pkceChallenge, code_challenge_method: "S256", state: "s", resource: `${PUBLIC}/mcp` };
+    const authorize = await fetch(`${at("/oauth/authorize")}?${new URLSearchParams(request)}`, { redirect: "manual" });
+    assert.equal(authorize.status, 302, await authorize.text());
+    assert.ok(authorize.headers.get("location").startsWith(`${PUBLIC}/authorize?`), authorize.headers.get("location"));
+    const consent = await fetch(at("/oauth/authorize"), {
+      method: "POST", headers: { authorization: `Bearer ${tenantKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ request, session: "default", approve: true }),
+    });
+    const back = new URL((await consent.json()).redirect);
+    assert.equal(back.searchParams.get("iss"), PUBLIC);
+    const token = await fetch(at("/oauth/token"), {
+      method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: form({ grant_type: "authorization_code", code: back.searchParams.get("code"), code_verifier: verifier, client_id: clientId, redirect_uri: REDIRECT, resource: `${PUBLIC}/mcp` }),
+    });
+    const tokens = await token.json();
+    assert.equal(token.status, 200, JSON.stringify(tokens));
+    const listed = await toolsList(tokens.access_token, "", worker.url);
+    assert.equal(listed.status, 200, await listed.clone().text());
+    await listed.arrayBuffer();
+  });
+
+  test("the executor page at PUBLIC_URL may call /mcp; a foreign origin still may not", async () => {
+    for (const [origin, status] of [[PUBLIC, 200], [`${PUBLIC}/`, 200], ["https://evil.example", 403], [`${PUBLIC}.evil.example`, 403]]) {
+      const res = await toolsList(tenantKey, "", worker.url, { origin });
+      assert.equal(res.status, status, `${origin}: ${await res.clone().text()}`);
+      await res.arrayBuffer();
     }
   });
 });

@@ -10,10 +10,11 @@
 // refused, files kept in the Cache API and hashed again on use). Then presign, upload and
 // finalize over raw HTTP: every way a tab could cheat is refused and nothing half-made is served
 // or recorded. Last, `GET /registry` over raw HTTP: a URL that leaves the sources once parsed,
-// and a source that never answers.
+// a source that never answers, and one that trickles its body.
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
@@ -469,6 +470,24 @@ describe("GET /registry over raw HTTP", () => {
       assert.ok(body.error.message.startsWith(`${source} did not answer within 20 s`), body.error.message);
       assert.equal(stalled.status, 200, "the head came in time");
       assert.ok(stalled.body instanceof Error, `the stalled body broke off instead of ending: ${stalled.body}`);
+    } finally {
+      await silent.close();
+    }
+  });
+
+  test("a source that trickles its body (a byte every 2 s) is broken off at the answer's overall deadline", { timeout: 150_000 }, async () => {
+    const silent = await startSilentSource();
+    try {
+      const owner = await createTenant("trickling-source", { packages: silent.sources });
+      const started = Date.now();
+      const res = await get(`${silent.sources.npmRegistry}/trickle`, owner.tenant.id);
+      assert.equal(res.status, 200, "the head came in time");
+      const body = await res.text().catch((e) => e);
+      console.log(`# /registry broke off a trickling source after ${Date.now() - started} ms (the deadline is 60 s)`);
+      assert.ok(body instanceof Error, `the trickled body broke off instead of going on: ${JSON.stringify(body)}`);
+      const log = readFileSync(process.env.RELAY_SERVER_LOG, "utf8");
+      const source = `package source npmRegistry (${silent.sources.npmRegistry}) for ${silent.sources.npmRegistry}/trickle`;
+      assert.ok(log.includes(`${source} did not send its whole answer within 60 s`), "the log names the source and the deadline");
     } finally {
       await silent.close();
     }

@@ -41,6 +41,35 @@ after(async () => {
   await browser?.close();
 });
 
+describe("a browser that cannot be an executor", () => {
+  test("is told what it lacks and which browsers work, and does not attach", async () => {
+    // What an older browser lacks (Firefox 115 ESR, for one, has no Ed25519 in WebCrypto).
+    const older = await browser.newContext();
+    await older.addInitScript(() => {
+      delete window.DecompressionStream;
+      const generateKey = SubtleCrypto.prototype.generateKey;
+      SubtleCrypto.prototype.generateKey = function (algorithm, ...rest) {
+        if (algorithm?.name === "Ed25519") return Promise.reject(new DOMException("Algorithm: Unrecognized name", "NotSupportedError"));
+        return generateKey.call(this, algorithm, ...rest);
+      };
+    });
+    try {
+      const tab = await older.newPage();
+      const attaches = [];
+      tab.on("request", (request) => request.url().endsWith("/session") && attaches.push(request.url()));
+      await tab.goto(`${BASE}/#key=${key}`);
+      await tab.waitForFunction(() => document.getElementById("banner").dataset.state === "unsupported", null, { timeout: 20_000 });
+      const banner = await tab.locator("#banner").innerText();
+      assert.match(banner, /^This browser cannot be an executor: it has no DecompressionStream\("deflate-raw"\), Ed25519 signatures in WebCrypto\./);
+      assert.match(banner, /works in Chrome or Edge 137\+, Firefox 129\+ and Safari 17\+\.$/);
+      await shot("page-unsupported", tab);
+      assert.deepEqual(attaches, [], "it never attached");
+    } finally {
+      await older.close();
+    }
+  });
+});
+
 describe("attaching", () => {
   test("with no key the page asks for one, and says what the tab is", async () => {
     await page.locator("#key-form").waitFor({ state: "visible" });

@@ -7,8 +7,10 @@
 import assert from "node:assert/strict";
 import { createHash, generateKeyPairSync, sign } from "node:crypto";
 import { readFileSync } from "node:fs";
+import http from "node:http";
 import { after, before, describe, test } from "node:test";
 import { crc32, deflateRawSync } from "node:zlib";
+import { launchWithTabs } from "./lib/background-tab.mjs";
 import { RUNTIMES, runnerJob as job, startRunnerPages } from "./lib/runner-page.mjs";
 
 let pages;
@@ -249,24 +251,33 @@ test("a run cancelled while its runtime loads does not take the sandbox from the
   }
 });
 
-test("a sandbox frame whose process dies is replaced: a load then goes on in the new frame, a run then ends RuntimeCrashed", async (t) => {
-  // A context of its own: the sandbox frames of one context's pages may share a process, and
-  // this test kills that process.
-  const isolated = await pages.browser.newContext();
-  const fresh = await pages.openPage(isolated); // its sandbox has no runtime loaded yet
-  // Once the frame's process is gone Playwright counts the whole page as crashed and evaluates
-  // nothing more in it (the page itself runs on): drive it over CDP instead.
-  const cdp = await isolated.newCDPSession(fresh);
+/** Resolves once `condition()` (sync or async) is true, polling every 20 ms. */
+async function until(condition) {
+  while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
+/**
+ * `evaluate(expression)` and `runIn(job)` in `page` over CDP: once a frame's process is gone
+ * Playwright counts the whole page as crashed and evaluates nothing more in it (the page itself
+ * runs on).
+ */
+async function overCdp(context, page) {
+  const cdp = await context.newCDPSession(page);
   const evaluate = async (expression) => {
     const { result, exceptionDetails } = await cdp.send("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true });
     assert.equal(exceptionDetails, undefined, JSON.stringify(exceptionDetails));
     return result.value;
   };
-  const runIn = (spec) => evaluate(`window.relayTest.run(${JSON.stringify(spec)})`);
+  return { evaluate, runIn: (spec) => evaluate(`window.relayTest.run(${JSON.stringify(spec)})`) };
+}
+
+test("a sandbox frame whose process dies is replaced: a load then goes on in the new frame, a run then ends RuntimeCrashed", async (t) => {
+  // A context of its own: the sandbox frames of one context's pages may share a process, and
+  // this test kills that process.
+  const isolated = await pages.browser.newContext();
+  const fresh = await pages.openPage(isolated); // its sandbox has no runtime loaded yet
+  const { evaluate, runIn } = await overCdp(isolated, fresh);
   const state = () => evaluate("window.relayTest.sandboxState()");
-  const until = async (condition) => {
-    while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 20));
-  };
   // What a guest filling its worker's JavaScript heap does to it (sandbox.test.mjs), at once.
   const crashFrame = async () => {
     const frame = fresh.frames().find((f) => f.url().endsWith("/sandbox.html"));
@@ -292,6 +303,89 @@ test("a sandbox frame whose process dies is replaced: a load then goes on in the
     t.diagnostic(`a load across the crash: ${loaded.pageMs.toFixed(0)} ms; the crashed run ended after ${crashed.usage.wallMs} ms; the next run took ${next.pageMs.toFixed(0)} ms`);
   } finally {
     await isolated.close();
+  }
+});
+
+test("a sandbox frame that never says hello is replaced: one that failed to load, then one killed before its hello", { timeout: 90_000 }, async (t) => {
+  // The first sandbox.html fails to load (a network error); the second is a page that never
+  // says hello, and its process is killed; the third is the real frame. A run sent at once
+  // waits for them all and runs in the third.
+  const isolated = await pages.browser.newContext();
+  const served = [];
+  await isolated.route("**/sandbox.html", (route) => {
+    served.push(performance.now());
+    if (served.length === 1) return route.abort("connectionreset");
+    if (served.length === 2) return route.fulfill({ contentType: "text/html", body: "<!doctype html><p>no hello from here" });
+    return route.continue();
+  });
+  try {
+    const fresh = await pages.openPage(isolated);
+    const { runIn } = await overCdp(isolated, fresh);
+    const running = runIn(job("js", `console.log("in the third frame")`, { limits: { timeoutMs: 60_000 } }));
+    running.catch(() => {}); // awaited below, unless the test failed first
+    const deadline = performance.now() + 30_000;
+    let stub;
+    while (!(stub = fresh.frames().find((f) => f.url().endsWith("/sandbox.html") && served.length === 2)) && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.ok(stub, `no second frame was opened (sandbox.html served ${served.length} times)`);
+    (await isolated.newCDPSession(stub)).send("Page.crash").catch(() => {}); // never answered
+    const result = await running;
+    assert.equal(result.stdout, "in the third frame\n", JSON.stringify(result));
+    assert.equal(served.length, 3);
+    t.diagnostic(`frames opened at ${served.map((at) => Math.round(at - served[0])).join(", ")} ms; the run took ${result.pageMs.toFixed(0)} ms`);
+  } finally {
+    await isolated.close();
+  }
+});
+
+test("in a background tab the sandbox's watchdog still notices a dead frame within seconds", { timeout: 180_000 }, async (t) => {
+  // Chrome runs a hidden page's chained timers once a minute once it has been hidden 5 minutes
+  // (intensive wake-up throttling): a watchdog on the page's own timers would notice a crash up
+  // to a minute late. It ticks from a worker (lib/clock.js), whose timers are not throttled so.
+  // The flag shortens those 5 minutes to 10 s; the throttled wake-ups fall on whole minutes, so
+  // 75 s hidden see at least one. Nothing here touches the hidden tab meanwhile (a DevTools
+  // call wakes its thread, and its timers with it): its run starts before it is hidden, and the
+  // frame is crashed through its own process.
+  const HIDDEN_MS = 75_000;
+  // The watchdog's own bound is 3.5 s (a ping every 500 ms, 3 s of silence); a throttled one
+  // would take up to two minutes.
+  const NOTICE_WITHIN_MS = 20_000;
+  const chrome = await launchWithTabs(["--enable-features=IntensiveWakeUpThrottling:grace_period_seconds/10"]);
+  // A page of another site (a process of its own) with only a timer, hidden beside it, shows
+  // how Chrome throttled (an http page: about: and data: pages are not throttled so).
+  const blank = http.createServer((req, res) => res.end("<!doctype html><title>a page with a timer</title>"));
+  await new Promise((resolve) => blank.listen(0, "127.0.0.1", resolve));
+  try {
+    const tab = await chrome.open(`${server.url}/runner-test.html`);
+    await until(() => tab.evaluate("Boolean(window.relayTest?.sandboxState().listening)"));
+    const looping = job("js", "while (true) {}", { limits: { timeoutMs: 300_000 } });
+    const running = tab.evaluate(`window.relayTest.run(${JSON.stringify(looping)})`);
+    await until(() => tab.evaluate("window.relayTest.sandboxState().running"));
+    const probe = await chrome.open(`http://localhost:${blank.address().port}/`);
+    await probe.evaluate(`{
+      window.gaps = [];
+      let last = performance.now();
+      const chain = () => (gaps.push(performance.now() - last), (last = performance.now()), setTimeout(chain, 500));
+      chain();
+    }`);
+    await chrome.open("about:blank"); // in front of both
+    assert.deepEqual(await Promise.all([tab, probe].map((p) => p.evaluate("document.visibilityState"))), ["hidden", "hidden"]);
+    await new Promise((resolve) => setTimeout(resolve, HIDDEN_MS));
+    const frame = (await chrome.targets()).find((target) => target.type === "iframe" && target.url.endsWith("/sandbox.html"));
+    assert.ok(frame, "the sandbox frame has a process of its own");
+    const crashedAt = performance.now();
+    (await chrome.attach(frame.targetId)).send("Page.crash").catch(() => {}); // never answered
+    const crashed = await Promise.race([running, new Promise((resolve) => setTimeout(resolve, NOTICE_WITHIN_MS, null))]);
+    const noticedMs = Math.round(performance.now() - crashedAt);
+    const throttledMs = Math.round(Math.max(...(await probe.evaluate("gaps"))));
+    t.diagnostic(`hidden ${HIDDEN_MS} ms: a hidden page's 500 ms timer waited up to ${throttledMs} ms; the watchdog ${crashed ? `noticed the crash after ${noticedMs}` : `had not noticed the crash after ${NOTICE_WITHIN_MS}`} ms`);
+    assert.ok(throttledMs > 10_000, `Chrome did not throttle the hidden pages' timers (longest wait ${throttledMs} ms): this test shows nothing then`);
+    assert.ok(crashed, `the crash was not noticed within ${NOTICE_WITHIN_MS} ms`);
+    assert.equal(crashed.error?.name, "RuntimeCrashed", JSON.stringify(crashed));
+  } finally {
+    await chrome.close();
+    blank.close();
   }
 });
 

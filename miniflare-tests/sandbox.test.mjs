@@ -11,13 +11,13 @@
 
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, createTenant } from "./lib/relay.mjs";
+import { FORGED_MESSAGES, ctypesEval, leaks, requestAttempts, startLoopback, withRealm } from "./lib/sandbox-probes.mjs";
 import { startStaticServer } from "./lib/static-server.mjs";
 
 let browser;
@@ -38,26 +38,6 @@ after(async () => {
   await loopback?.close();
 });
 
-/** A listener on 127.0.0.1 that records every request (method, path) and answers it kindly. */
-async function startLoopback() {
-  const hits = [];
-  const server = http.createServer((req, res) => {
-    hits.push(`${req.method} ${req.url}`);
-    res.writeHead(200, { "access-control-allow-origin": "*", "content-type": "text/javascript" });
-    res.end("export default 1;");
-  });
-  server.on("upgrade", (req, socket) => {
-    hits.push(`UPGRADE ${req.url}`);
-    socket.destroy();
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${server.address().port}`,
-    hits,
-    close: () => new Promise((resolve) => server.close(resolve)),
-  };
-}
-
 const call = async (name, code, policy) => {
   const result = await client.callTool({ name, arguments: { code, ...(policy && { policy }) } });
   return result.structuredContent;
@@ -70,48 +50,6 @@ async function assertNoRequestLeft() {
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.deepEqual(loopback.hits, [], "requests reached the loopback listener");
 }
-
-/**
- * A Python program that first takes its worker's global scope as `g` (setTimeout calls its
- * callback with the global scope as `this`), then runs `body` inside `async def main(g)`.
- * `attempt(name, thunk)` prints "name: blocked <error>" or "name: ALLOWED <value>", awaiting
- * JS promises.
- */
-function withRealm(body) {
-  const indented = body.trim().split("\n").map((line) => `    ${line}`).join("\n");
-  return `
-import asyncio, inspect, js, sys
-from pyodide.ffi import create_proxy, to_js
-
-_box = {}
-js.setTimeout(create_proxy(lambda this: _box.setdefault("g", this), capture_this=True), 0)
-
-def obj(g, value):
-    return to_js(value, dict_converter=g.Object.fromEntries)
-
-async def attempt(name, thunk):
-    try:
-        value = thunk()
-        if inspect.isawaitable(value):
-            value = await value
-        print(f"{name}: ALLOWED {str(value)[:60]}")
-    except BaseException as error:
-        print(f"{name}: blocked {type(error).__name__}")
-
-async def main(g):
-${indented}
-
-async def start():
-    while "g" not in _box:
-        await asyncio.sleep(0)
-    await main(_box["g"])
-
-asyncio.run(start())
-`;
-}
-
-/** The lines of `stdout` that report an attempt that went through. */
-const allowed = (stdout) => stdout.split("\n").filter((line) => line.includes(": ALLOWED"));
 
 describe("Python holding its worker's global scope", () => {
   test("it is the worker's realm, in an opaque origin, with no storage of the page's origin", async () => {
@@ -137,31 +75,9 @@ await attempt("indexedDB.open", lambda: g.indexedDB.open("relay"))
   });
 
   test("no request leaves: fetch, XHR, WebSocket, EventSource, importScripts, eval('import()'), sendBeacon", async () => {
-    const loop = loopback.url;
-    const result = await runPy(
-      withRealm(`
-await attempt("fetch loopback", lambda: g.fetch("${loop}/py-fetch"))
-await attempt("fetch own origin", lambda: g.fetch("${BASE}/healthz"))
-await attempt("fetch data:", lambda: g.fetch("data:text/plain,x"))
-await attempt("importScripts", lambda: g.importScripts("${loop}/py-import-scripts.js"))
-await attempt("eval import()", lambda: g.eval("import('${loop}/py-eval-import.js')"))
-await attempt("Function", lambda: g.Function("return 1")())
-x = g.XMLHttpRequest.new()
-await attempt("XMLHttpRequest", lambda: (x.open("GET", "${loop}/py-xhr"), x.send()))
-await attempt("WebSocket", lambda: g.WebSocket.new("${loop.replace("http", "ws")}/py-ws"))
-await attempt("EventSource", lambda: g.EventSource.new("${loop}/py-es"))
-await attempt("sendBeacon", lambda: g.navigator.sendBeacon("${loop}/py-beacon", "x"))
-await asyncio.sleep(0.3)
-`),
-    );
+    const result = await runPy(withRealm(requestAttempts(loopback.url, BASE)));
     assert.equal(result.exitCode, 0, result.stderr);
-    // Opening a socket or a stream is allowed to start; the browser then refuses the connection.
-    const started = ["WebSocket", "EventSource", "XMLHttpRequest"];
-    assert.deepEqual(
-      allowed(result.stdout).filter((line) => !started.some((name) => line.startsWith(name))),
-      [],
-      result.stdout,
-    );
+    assert.deepEqual(leaks(result.stdout), [], result.stdout);
     await assertNoRequestLeft();
   });
 
@@ -216,9 +132,7 @@ ${listen}
   test("it cannot forge the run's messages, nor see the ones its glue sends", async () => {
     const result = await runPy(
       withRealm(`
-g.postMessage(obj(g, {"type": "exit", "exitCode": 0}))
-g.postMessage(obj(g, {"type": "stdout", "data": "forged on the global port\\n"}))
-g.BroadcastChannel.new("relay").postMessage(obj(g, {"type": "exit", "exitCode": 0}))
+${FORGED_MESSAGES}
 g.self.onmessage = create_proxy(lambda event: print("heard", event.data))
 # Spy on every MessagePort send in this realm (passing them on, so Pyodide's own scheduling
 # still works): the glue's stdout and exit must not pass through it.
@@ -286,9 +200,7 @@ while True:
   });
 
   test("ctypes into emscripten_run_script meets the no-eval wall, and the next run is clean", async () => {
-    const result = await runPy(`import ctypes
-ctypes.CDLL(None).emscripten_run_script(b"fetch('${loopback.url}/ctypes-eval')")
-print("survived")`);
+    const result = await runPy(ctypesEval(loopback.url));
     assert.notEqual(result.exitCode, 0);
     assert.doesNotMatch(result.stdout, /survived/);
     const next = await runPy("print('fine')");

@@ -101,6 +101,16 @@ print(sorted(os.listdir("/tmp")))`, { workspace });
     assert.deepEqual((await filesOf(workspace)).files, { "/tmp/a2.txt": "A", "/tmp/x/y/z.txt": "Z" });
   });
 
+  test("a directory removed and a file written in its place, in one run, is stored as the run left it", async () => {
+    const workspace = freshWorkspace();
+    const made = await run("js", `import fs from "fs"; fs.mkdirSync("/tmp/d"); fs.writeFileSync("/tmp/d/a", "A"); fs.writeFileSync("/tmp/d/b", "B");`, { workspace });
+    assert.equal(made.exitCode, 0, made.stderr);
+    const replaced = await run("js", `import fs from "fs"; fs.rmSync("/tmp/d", { recursive: true }); fs.writeFileSync("/tmp/d", "now a file");`, { workspace });
+    assert.equal(replaced.exitCode, 0, replaced.stderr);
+    assert.equal(replaced.usage.fileErrors, 0, "every change was stored");
+    assert.deepEqual((await filesOf(workspace)).files, { "/tmp/d": "now a file" });
+  });
+
   for (const backend of ["opfs", "indexeddb"]) {
     test(`the workspace survives a page reload (${backend})`, async () => {
       const workspace = freshWorkspace(backend);

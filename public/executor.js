@@ -11,6 +11,7 @@
 // localStorage, else from a small form; #session=<name> picks the relay session ("default").
 
 import { Backchannel } from "./lib/backchannel.js";
+import { browserName, cacheKeeps, degradations, missingFeatures } from "./lib/browser-support.js";
 import { ResultSocket } from "./lib/result-socket.js";
 import { renderSnippets } from "./lib/connect-snippets.js";
 import { DepsBuilder } from "./lib/deps-build.js";
@@ -48,12 +49,23 @@ async function main() {
     // WebCrypto (signature checks) and the Cache API exist only in secure contexts.
     throw new Error("open this page over https or on localhost: capsule signatures cannot be checked here");
   }
+  const missing = await missingFeatures();
+  if (missing.length) {
+    status.setState("unsupported", missing.join(", "));
+    throw new Error(`this browser cannot be an executor: it has no ${missing.join(", ")}`);
+  }
   const { key, session } = fragment;
   let client;
   let readiness = null; // the runtimes' states, as told to the server
+  const found = { workspace: null, cache: true, resultsByPost: false }; // what the browser section shows
+  const showBrowser = () => status.setBrowser(browserName(), degradations(found));
   const resultSocket = new ResultSocket(
     () => client.resultSocketEndpoint(),
     (type, data) => client.command(type, data),
+    (opened) => {
+      found.resultsByPost = !opened;
+      if (found.workspace) showBrowser();
+    },
   );
   const backchannel = new Backchannel(() => client.endpoint("result"), {
     socket: resultSocket,
@@ -61,9 +73,11 @@ async function main() {
     onRefused: (refused) => stopUnwanted(queue, refused),
     onDropped: (err) => status.error(`results lost after retries: ${err.message}`),
   });
-  const [workspace, checks] = await Promise.all([openWorkspace(session), loadPolicy()]);
+  const [workspace, checks, cache] = await Promise.all([openWorkspace(session), loadPolicy(), cacheKeeps()]);
   const policy = { ...checks, search: (request, files) => searcher.search(request, files) };
   status.log(`Workspace of relay session "${session}": ${workspace.list().length} files (${workspace.backend})`);
+  Object.assign(found, { workspace: workspace.backend, cache });
+  showBrowser();
   const sync = new WorkspaceSync({ workspace, session, endpoint: (action) => client.endpoint(action), status });
   const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy, builder, sync });
   const mcps = new McpsTree({ workspace, endpoint: () => client.endpoint("mcps"), status });

@@ -11,7 +11,8 @@
 // - builds relay-core's policy for the page (policy-wasm/, cargo, wasm32) into
 //   dist/public/policy.wasm, and its SRI hash into dist/generated/policy-wasm.json, which the
 //   bundles import as `relay-policy-wasm` (public/lib/policy.js checks the download against it);
-//   it is also a file of every runtime in runtimes.json, so the runners get it compiled;
+//   it is also a file of every runtime in runtimes.json, so the runners get it compiled (but
+//   not one a cached snapshot is labelled with: public/lib/runtime-files.js);
 // - copies esbuild-wasm's esbuild.wasm (the dependency builds' bundler) into dist/public/ and its
 //   SRI hash into dist/generated/esbuild-wasm.json, imported as `relay-esbuild-wasm`.
 // Run as `node scripts/build-assets.mjs`; also imported by the tests (buildAssets()).
@@ -36,7 +37,7 @@ const TEST_PAGE = "runner-test";
 const GENERATED = path.join(ROOT, "dist", "generated");
 const requireFromRoot = createRequire(path.join(ROOT, "package.json"));
 
-const ENTRY_POINTS = ["executor.js", "search-worker.js", "build-worker.js", "lease-worker.js", "authorize.js"];
+const ENTRY_POINTS = ["executor.js", "search-worker.js", "build-worker.js", "lease-worker.js", "clock-worker.js", "authorize.js"];
 const STATIC_EXTENSIONS = [".html", ".css"];
 const SANDBOX_HTML = "sandbox.html";
 const SANDBOX_SCRIPT = "sandbox/frame.js";

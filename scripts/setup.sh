@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything relay-edge needs, once: the wasm32 target, worker-build and a
-# wasm-bindgen-cli pinned to Cargo.lock, the npm packages of package-lock.json, Chromium (with
-# --browser), and a local signing key in .dev.vars. Each step is skipped when already done,
+# wasm-bindgen-cli pinned to Cargo.lock, the npm packages of package-lock.json, the browsers the
+# tests drive (with --browser: Debian's Chromium, Firefox ESR, WebKitGTK's WebKitWebDriver and
+# Xvfb for it), and a local signing key in .dev.vars. Each step is skipped when already done,
 # and nothing is printed then.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -38,10 +39,18 @@ ensure_npm() {
   cp package-lock.json "$stamp"
 }
 
-ensure_chromium() {
-  [ -x "$CHROMIUM_BIN" ] && return
-  say "installing Debian's chromium"
-  apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+# The Debian packages of the browsers the tests drive, by the program each brings: Chromium (the
+# full suite), Firefox ESR and WebKitGTK's WebDriver with Xvfb to draw on (the cross-engine
+# subset, miniflare-tests/engines/). Only the missing ones are installed, in one go.
+ensure_browsers() {
+  local missing=()
+  [ -x "$CHROMIUM_BIN" ] || missing+=(chromium)
+  [ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
+  [ -x /usr/bin/WebKitWebDriver ] || missing+=(webkit2gtk-driver)
+  [ -x /usr/bin/Xvfb ] || missing+=(xvfb)
+  [ ${#missing[@]} = 0 ] && return
+  say "installing Debian's ${missing[*]}"
+  apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
 }
 
 random_b64url() { head -c "$1" /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '='; }
@@ -65,4 +74,4 @@ cargo_tool worker-build worker-build 0.8.7
 cargo_tool wasm-bindgen wasm-bindgen-cli "$(locked_version wasm-bindgen)"
 ensure_npm
 ensure_dev_vars
-if [ "${1:-}" = "--browser" ]; then ensure_chromium; fi
+if [ "${1:-}" = "--browser" ]; then ensure_browsers; fi

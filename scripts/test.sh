@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of relay-edge: formatting and lints, the native tests of the pure core, then
 # the built Worker under wrangler dev (workerd, local DO/R2/KV) driven by real MCP clients, the
-# official conformance suite and headless Chromium as executor. Installs what it needs first.
+# official conformance suite and headless Chromium as executor, and last the executor suite's
+# core in Chromium, Firefox ESR and WebKitGTK at once, on the same server. Installs what it
+# needs first.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
@@ -24,5 +26,9 @@ cargo build --quiet --bin relay-capsule
 step "build"
 bash scripts/build.sh
 
-step "miniflare-tests: the built Worker under wrangler dev"
-bash scripts/with-server.sh node --test --test-concurrency=1 --test-reporter=spec miniflare-tests/*.test.mjs
+step "miniflare-tests: the built Worker under wrangler dev, then the cross-engine subset"
+# The suite one file at a time; then the three engines' files in parallel, with nothing else.
+bash scripts/with-server.sh bash -ec '
+  node --test --test-concurrency=1 --test-reporter=spec miniflare-tests/*.test.mjs
+  printf "\n== cross-engine subset: Chromium, Firefox ESR, WebKitGTK\n"
+  node --test --test-concurrency=3 --test-reporter=spec miniflare-tests/engines/*.test.mjs'

@@ -8,7 +8,8 @@
 //! state machine the Session DO drives); `auth` tenants, keys and tokens; `protocol` what the
 //! Worker tells the Session DO with each request and what the DO tells a tab; `range` HTTP Range answers; `egress` the rules
 //! of guest code's fetches through the Worker; `files` the files a run publishes from `/out`
-//! and their signed download URLs; `body` how long a request's body may take to arrive.
+//! and their signed download URLs; `body` how long a request's body may take to arrive; `text`
+//! which characters of a name a person would not see.
 
 pub mod audit;
 pub mod auth;
@@ -30,5 +31,6 @@ pub mod relay_session;
 pub mod run;
 pub mod search;
 pub mod stores;
+pub mod text;
 pub mod upstream;
 pub mod workspace;

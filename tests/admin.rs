@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 use relay_core::auth::admin::{check_name, from_admin_json, new_tenant, MAX_NAME_CHARS, MAX_OUT_FILE_BYTES};
 use relay_core::auth::{Tenant, TenantDefaults};
+use relay_core::oauth::consent::display_name;
 use relay_core::policy::{check_url, Policy, Verdict, MAX_TIMEOUT_MS};
 use serde_json::json;
 
@@ -121,6 +122,15 @@ fn a_capsule_policy_keeps_to_the_same_limits() {
 }
 
 #[test]
+fn every_invisible_character_the_consent_page_strips_is_refused_in_a_name() {
+    for c in ['\u{AD}', '\u{34F}', '\u{180E}', '\u{FE00}', '\u{FE0F}', '\u{E0001}', '\u{E007F}', '\u{206A}', '\u{206F}']
+    {
+        let why = check_name(&format!("acme{c}corp")).unwrap_err();
+        assert!(why.contains(&format!("U+{:04X}", u32::from(c))), "{why}");
+    }
+}
+
+#[test]
 fn hostile_names_are_refused() {
     let long = "n".repeat(MAX_NAME_CHARS + 1);
     for name in
@@ -137,6 +147,24 @@ fn hostile_names_are_refused() {
     }
 }
 
+/// Characters around the invisible ones: controls, format characters, fillers, selectors, tags.
+const SUSPECTS: &[std::ops::RangeInclusive<char>] = &[
+    '\u{0}'..='\u{9F}',
+    '\u{AD}'..='\u{AD}',
+    '\u{34F}'..='\u{34F}',
+    '\u{600}'..='\u{61C}',
+    '\u{115F}'..='\u{1160}',
+    '\u{17B4}'..='\u{17B5}',
+    '\u{180B}'..='\u{180F}',
+    '\u{2000}'..='\u{206F}',
+    '\u{3164}'..='\u{3164}',
+    '\u{FE00}'..='\u{FE0F}',
+    '\u{FEFF}'..='\u{FEFF}',
+    '\u{FFA0}'..='\u{FFA0}',
+    '\u{FFF0}'..='\u{FFFD}',
+    '\u{E0000}'..='\u{E01EF}',
+];
+
 proptest! {
     #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -147,6 +175,17 @@ proptest! {
         if sneaky {
             prop_assert!(check_name(&name).is_err());
         }
+    }
+
+    /// One list of hidden characters: a tenant's name is refused exactly when it holds one the
+    /// consent page strips from a client's name (`text::is_hidden`, which both use).
+    #[test]
+    fn a_name_is_refused_exactly_when_the_consent_page_would_strip_a_character(
+        middle in prop::collection::vec(prop_oneof![any::<char>(), prop::char::ranges(SUSPECTS.into())], 0..8)
+    ) {
+        let name = format!("a{}z", middle.into_iter().collect::<String>());
+        let stripped = |c: char| display_name(&format!("a{c}b")).as_deref() == Some("ab");
+        prop_assert_eq!(check_name(&name).is_err(), name.chars().any(stripped), "{:?}", name);
     }
 
     /// A limit is accepted exactly when it is within its bounds, by creation and patch alike.

@@ -529,6 +529,45 @@ mod forwarded_caller {
         assert!(message.contains("relay session 'work' of tenant 'Acme'"));
         assert!(message.contains("open https://relay.example/#session=work"));
     }
+
+    /// The Origin check of `/mcp` compares with the origin URLs are made on: behind a proxy the
+    /// page at `PUBLIC_URL` may call `/mcp`, the proxy's upstream origin no longer counts, and
+    /// in dev a forged Host still proves nothing.
+    #[test]
+    fn the_own_page_is_the_public_origin_and_in_dev_loopback_too() {
+        use relay_core::protocol::own_page_origin;
+        const PUBLIC: Option<&str> = Some("https://relay.example.com/");
+        let internal = "http://internal:8080";
+        // (origin, PUBLIC_URL, request origin, dev) -> own page?
+        for (origin, configured, request, dev, own) in [
+            ("https://relay.example.com", PUBLIC, internal, false, true),
+            ("https://relay.example.com/", PUBLIC, internal, false, true),
+            ("https://relay.example.com", PUBLIC, internal, true, true),
+            (internal, PUBLIC, internal, false, false),
+            ("https://relay.example.com.evil.net", PUBLIC, internal, false, false),
+            ("http://relay.example.com", PUBLIC, internal, false, false),
+            ("https://relay.example.com:8443", PUBLIC, internal, false, false),
+            ("null", PUBLIC, internal, false, false),
+            ("https://relay.example.com", None, "https://relay.example.com", false, true),
+            ("https://other.example", None, "https://relay.example.com", false, false),
+            // Dev: the request's own origin is what DNS rebinding forges.
+            ("https://evil.example", None, "https://evil.example", true, false),
+            ("https://evil.example", PUBLIC, "https://evil.example", true, false),
+            ("http://127.0.0.1:8787", None, "http://127.0.0.1:8787", true, true),
+            ("http://localhost:3000", PUBLIC, internal, true, true),
+            ("http://[::1]:3000", None, internal, true, true),
+            ("http://127.0.0.1:8787", None, "http://127.0.0.1:8787", false, true),
+            ("http://localhost:3000", None, "http://127.0.0.1:8787", false, false),
+        ] {
+            assert_eq!(
+                own_page_origin(origin, configured, request, dev),
+                Ok(own),
+                "{origin} {configured:?} {request} dev={dev}"
+            );
+        }
+        let why = own_page_origin("https://relay.example.com", Some("relay.example.com"), internal, false).unwrap_err();
+        assert!(why.contains("PUBLIC_URL"), "{why}");
+    }
 }
 
 // ---- run tokens ----

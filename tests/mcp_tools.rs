@@ -13,6 +13,7 @@ use relay_core::mcp::{
     data_result, file_result, log_notifications, progress_notification, tool_error, tool_result, Dispatch, Era,
     LogLevel, Tool, ToolCall, ToolResult, OUTPUT_BUDGET,
 };
+use relay_core::run::backchannel::exit_fields;
 use serde_json::{json, Value};
 
 fn tools() -> Vec<Value> {
@@ -162,8 +163,14 @@ fn output_schemas_describe_structured_content() {
             assert!(schema["properties"][field].is_object(), "{name}.{field}");
         }
     }
+    // The usage a result shows is what a tab reports (the exit event's usage), all of it.
     let usage = &tool("run_js")["outputSchema"]["properties"]["usage"];
-    assert_eq!(keys(&usage["properties"]), set(&["wallMs", "memPeakMb", "fetches", "denied"]));
+    let fields = exit_fields();
+    let reported: Vec<&str> = fields["usage"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert_eq!(keys(&usage["properties"]), set(&reported));
+    let shown = tool_result(&a_call(Era::Modern, false, None), ToolResult::default());
+    assert_eq!(keys(&shown["result"]["structuredContent"]["usage"]), set(&reported));
+    assert_eq!(set(&reported), set(&["wallMs", "memPeakMb", "fetches", "denied", "fileErrors"]));
 }
 
 #[test]
@@ -359,7 +366,7 @@ fn tool_result_shape() {
     assert_eq!(
         result["structuredContent"],
         json!({"exitCode": 0, "stdout": "hello\n", "stderr": "warn\n",
-               "usage": {"wallMs": 812, "memPeakMb": 74, "fetches": 0, "denied": 0},
+               "usage": {"wallMs": 812, "memPeakMb": 74, "fetches": 0, "denied": 0, "fileErrors": 0},
                "files": [{"path": "/out/a.png", "size": 3, "url": "https://x/a.png"}]})
     );
     let text = result["content"][0]["text"].as_str().unwrap();
@@ -385,6 +392,30 @@ fn tool_result_is_error_on_nonzero_exit_or_named_error() {
     assert_eq!(result["structuredContent"]["error"], json!({"name": "Timeout", "message": "deadline of 60000 ms hit"}));
     assert_eq!(result["structuredContent"]["exitCode"], 124);
     assert!(result["content"][0]["text"].as_str().unwrap().starts_with("Timeout: deadline"));
+}
+
+#[test]
+fn a_run_whose_file_changes_were_not_stored_is_an_error_that_says_so() {
+    for (changes, counted) in
+        [(1, "1 file change the run made was not stored"), (3, "3 file changes the run made were not stored")]
+    {
+        let lost = ToolResult { file_errors: changes, ..run(0, None) };
+        let response = tool_result(&a_call(Era::Modern, false, None), lost);
+        let result = &response["result"];
+        assert_eq!(result["isError"], true, "the workspace lacks what the program believes it wrote");
+        let structured = &result["structuredContent"];
+        assert_eq!(structured["exitCode"], 0, "the program's own exit code is kept");
+        assert_eq!(structured["usage"]["fileErrors"], changes);
+        assert_eq!(structured["notStored"]["changes"], changes);
+        let message = structured["notStored"]["message"].as_str().unwrap();
+        assert!(message.starts_with(counted) && message.contains("the workspace may lack them"), "{message}");
+        assert!(structured.get("error").is_none(), "no error name: the program did not fail");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with(&format!("exit code 0 in 812 ms, peak memory 74 MB\n{message}\n")), "{text}");
+    }
+    let stored = tool_result(&a_call(Era::Modern, false, None), run(0, None));
+    assert_eq!(stored["result"]["isError"], false);
+    assert!(stored["result"]["structuredContent"].get("notStored").is_none());
 }
 
 #[test]

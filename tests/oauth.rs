@@ -214,6 +214,28 @@ fn a_metadata_document_is_fetched_only_from_a_public_https_name_and_loopback_onl
     assert!(why.description.contains("169.254.169.254"), "{}", why.description);
 }
 
+/// A refused metadata-document URL is this server's own rule, which no tenant's admin sets:
+/// its refusal names the host and the rule, and carries none of the egress policy's advice.
+#[test]
+fn a_refused_document_host_is_explained_in_the_authorization_servers_words() {
+    for (url, host, what) in [
+        ("https://169.254.169.254/x", "169.254.169.254", "IP address literal"),
+        ("https://[fd00::1]/c.json", "[fd00::1]", "IP address literal"),
+        ("https://127.0.0.2/c.json", "127.0.0.2", "IP address literal"),
+        ("https://localhost/c.json", "\"localhost\"", "no public domain name"),
+        ("https://relay.localhost/c.json", "\"relay.localhost\"", "no public domain name"),
+        ("https://metadata/computeMetadata", "\"metadata\"", "no public domain name"),
+        ("https://app..example/c.json", "\"app..example\"", "no public domain name"),
+    ] {
+        let why = document_url(url, false).unwrap_err().description;
+        assert!(why.contains(&format!("{host} is")) && why.contains(what), "{url}: {why}");
+        assert!(why.contains("only from public domain names"), "{url}: {why}");
+        for tenant_advice in ["tenant", "admin", "PATCH", "allowedDomains", "denyIpLiterals", "blockPrivateRanges"] {
+            assert!(!why.contains(tenant_advice), "{url}: {tenant_advice:?} in {why}");
+        }
+    }
+}
+
 #[test]
 fn a_fetched_document_describes_its_client_and_every_failure_reads_the_same() {
     let url = "https://app.example/client.json";

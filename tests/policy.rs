@@ -483,6 +483,30 @@ proptest! {
         }
     }
 
+    /// Entries written before ports counted (a host alone, which now admits only the default
+    /// port): a URL at another port is refused with the very entry that admits it, and
+    /// listing that entry does.
+    #[test]
+    fn a_refused_port_names_the_entry_that_admits_it(
+        host in prop_oneof![3 => domain(), 1 => Just("10.0.0.5".to_owned()), 1 => Just("[2001:db8::1]".to_owned())],
+        port in prop::option::of(1u16..), https in any::<bool>(),
+    ) {
+        let scheme = if https { "https" } else { "http" };
+        let url = format!("{scheme}://{host}{}/", port.map(|p| format!(":{p}")).unwrap_or_default());
+        let mut policy = NetworkPolicy {
+            allowed_domains: vec![host.clone()], deny_ip_literals: false, block_private_ranges: false, ..Default::default()
+        };
+        let Verdict::Deny { reason } = check_url(&policy, &url) else {
+            prop_assert!(port.is_none_or(|p| p == if https { 443 } else { 80 }), "{} admitted by {}", url, host);
+            return Ok(());
+        };
+        let named = reason.split("can add \"").nth(1).and_then(|rest| rest.split('"').next());
+        let Some(named) = named else { return Err(TestCaseError::fail(format!("no entry named: {reason}"))) };
+        prop_assert_eq!(named, format!("{host}:{}", port.unwrap()), "{}", reason);
+        policy.allowed_domains.push(named.to_owned());
+        prop_assert_eq!(check_url(&policy, &url), Verdict::Allow, "{} after adding {}", url, named);
+    }
+
     #[test]
     fn check_url_never_panics(url in any::<String>(), policy in tenant_policy()) {
         let _ = check_url(&policy.network, &url);

@@ -126,6 +126,20 @@ fn a_full_queue_admits_nothing_and_leaves_no_row_behind() {
     assert_eq!(second.queue_full(1).status, 429);
 }
 
+/// Each request carries the tenant's queue settings as they are now: a `PATCH` lowering
+/// `queue.maxQueued` reaches a relay session already running (it used to keep its first ones).
+#[test]
+fn the_queue_settings_of_each_request_reach_a_live_relay_session() {
+    let session = session();
+    session.configure(&QueueSettings::default());
+    let first = call_of(&session, "r_1", tool_call(Tool::RunJs, js("1"), Era::Modern, None));
+    session.admit_call(&first, Box::new(Answer::streamed(first.clone(), Stream::default()))).unwrap();
+    assert_eq!(session.queue_full(), None, "the default queue has room");
+    session.configure(&QueueSettings { max_queued: 1, ..QueueSettings::default() });
+    assert!(session.has_run("r_1"), "the run admitted keeps its place");
+    assert_eq!(session.queue_full(), Some(1));
+}
+
 #[test]
 fn a_run_whose_audit_row_cannot_be_written_is_not_admitted() {
     let session = failing_session();

@@ -237,6 +237,39 @@ fn a_run_that_could_not_be_prepared_ends_as_internal_and_frees_the_line() {
     assert!(out.contains(&sent("t1", "b")));
 }
 
+/// A `PATCH` of the tenant's `queue` reaches a live relay session: the machine takes the new
+/// bounds on the next request, and the runs already admitted go on.
+#[test]
+fn new_queue_settings_apply_at_once_and_leave_the_runs_admitted_alone() {
+    let mut s = session();
+    started(&mut s, 0, "a", "t1");
+    for run in ["b", "c"] {
+        s.handle(0, admit(run));
+        s.handle(0, ready(run));
+    }
+    s.configure(&QueueSettings { max_queued: 1, ..SETTINGS });
+    assert_eq!(s.queue_depth(), 2, "the runs waiting keep their places");
+    assert_eq!(s.handle(1, admit("d")), vec![Output::Refused { run: "d".into(), max: 1 }]);
+    let out = s.handle(2, heard_from("t1", vec![ev("a", 0, exit(0))]));
+    assert_eq!(finishes(&out), vec![("a".into(), String::new(), 0, true)], "the running run ends as it would");
+    assert!(out.contains(&sent("t1", "b")), "and the line moves on in order: {out:?}");
+
+    s.configure(&QueueSettings { max_wait_ms: 10_000, ..SETTINGS });
+    let ended = keep_alive(&mut s, "t1", 2, 10_000 + TAB_LEASE_MS);
+    assert_eq!(ended, vec![("c".into(), "Cancelled".into(), 130, true)], "c waited past the new max (not 300 s)");
+}
+
+#[test]
+fn a_new_attach_wait_bounds_a_run_already_waiting_for_a_tab() {
+    let mut s = session();
+    s.handle(0, admit("a"));
+    s.handle(0, ready("a"));
+    s.configure(&QueueSettings { attach_wait_ms: 1_000, ..SETTINGS });
+    assert_eq!(s.next_wake(), Some(1_000));
+    let out = s.handle(1_000, Input::Tick);
+    assert_eq!(finishes(&out), vec![("a".into(), "NoExecutorAttached".into(), 1, true)]);
+}
+
 // ---- no tab ----
 
 #[test]

@@ -6,9 +6,9 @@ import { existsSync } from "node:fs";
 import { chromium } from "playwright-core";
 import { BASE } from "./relay.mjs";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 // Without the background-networking flags Chromium keeps calling home, which this machine refuses.
-const CHROMIUM_ARGS = [
+export const CHROMIUM_ARGS = [
   "--headless",
   "--no-sandbox",
   "--disable-gpu",

@@ -1,14 +1,18 @@
-// A second local Worker under `wrangler dev`, for tests that must stop and restart it (the
-// shared one from scripts/with-server.sh must stay up). Its state (DO SQLite, R2, KV) lives
-// in `stateDir`, so a restart on the same directory finds it again.
+// A second local Worker under `wrangler dev`, for tests that must stop and restart it or set
+// other variables (the shared one from scripts/with-server.sh must stay up). Its state (DO
+// SQLite, R2, KV) lives in `stateDir`, so a restart on the same directory finds it again.
 
 import { spawn } from "node:child_process";
 import { ROOT } from "./relay.mjs";
 
-/** Starts `wrangler dev` on 127.0.0.1:`port`; resolves once /healthz answers. */
-export async function startWorker({ port, stateDir }) {
+/**
+ * Starts `wrangler dev` on 127.0.0.1:`port`, with `vars` (name -> value) set as the Worker's
+ * variables (`--var`, over wrangler.toml's); resolves once /healthz answers.
+ */
+export async function startWorker({ port, stateDir, vars = {} }) {
   const url = `http://127.0.0.1:${port}`;
   const args = ["dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", stateDir];
+  for (const [name, value] of Object.entries(vars)) args.push("--var", `${name}:${value}`);
   const child = spawn("wrangler", [...args, "--log-level", "warn", "--show-interactive-dev-session=false"], {
     cwd: ROOT,
     stdio: "ignore",

@@ -145,14 +145,20 @@ function relativeLinks(document) {
 }
 
 /**
- * A package source that never answers: `/npm/silent` gets no response at all, `/npm/stall` the
- * head and the start of a body, then nothing. `{sources, close()}`.
+ * A package source that never answers whole: `/npm/silent` gets no response at all, `/npm/stall`
+ * the head and the start of a body, then nothing, and `/npm/trickle` the head, then a byte
+ * every `trickleMs` (well within the Worker's stall timer) for ever. `{sources, close()}`.
  */
-export async function startSilentSource() {
+export async function startSilentSource({ trickleMs = 2_000 } = {}) {
   const server = createServer((req, res) => {
     if (req.url === "/npm/stall") {
       res.writeHead(200, { "content-type": "application/json" });
       res.write('{"name": "stall", ');
+    }
+    if (req.url === "/npm/trickle") {
+      res.writeHead(200, { "content-type": "application/json" });
+      const drip = setInterval(() => res.write(" "), trickleMs);
+      res.on("close", () => clearInterval(drip));
     }
   });
   server.listen(0, "127.0.0.1");

@@ -28,15 +28,17 @@ export async function sriOf(bytes, integrity) {
  * `data` through `transform` (a CompressionStream or DecompressionStream), written to it
  * directly. (Through a Blob, Chrome keeps the bytes in the browser process and reads them back
  * over IPC: after a few idle seconds that held a capsule's layer check 5-8 ms, until other IPC,
- * such as the SSE stream, woke it.) Rejects with the stream's error for corrupt input.
+ * such as the SSE stream, woke it.) Read with a reader: WebKit's streams are not async
+ * iterable. Rejects with the stream's error for corrupt input.
  */
 export async function throughStream(data, transform) {
   const writer = transform.writable.getWriter();
   // Corrupt input fails both sides: the readable's error is the one reported.
   writer.write(data).catch(() => {});
   writer.close().catch(() => {});
+  const reader = transform.readable.getReader();
   const chunks = [];
-  for await (const chunk of transform.readable) chunks.push(chunk);
+  for (let read; !(read = await reader.read()).done; ) chunks.push(read.value);
   return concatBytes(chunks);
 }
 

@@ -3,14 +3,18 @@
 // reader instead of EventSource, so that the attach token travels in a header, not the URL.
 // parseEvent reads one such event on its own: a command's copy on the results socket.
 
-/** Resolves when the stream ends; rejects when reading fails (e.g. the connection drops). */
-export async function readEventStream(body, onEvent) {
+/**
+ * Resolves when the stream ends; rejects when reading fails (e.g. the connection drops).
+ * `onHeard()` is called for every chunk read, heartbeats too: what a watch for silence needs.
+ */
+export async function readEventStream(body, onEvent, onHeard = () => {}) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   const parser = new EventParser(onEvent);
   let buffered = "";
   for (;;) {
     const { value, done } = await reader.read();
     if (done) return;
+    onHeard();
     buffered += value;
     const lines = buffered.split(/\r\n|\r|\n/);
     buffered = lines.pop(); // a line is only complete once its end arrives

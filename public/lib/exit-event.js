@@ -2,7 +2,8 @@
 // The fields its usage, error and files may carry come from the core at build time
 // (`relay-capsule exit-fields`, wired in by scripts/build-assets.mjs): the relay refuses a
 // batch with a field it does not know, and with it every other event of that batch, so the
-// page sends only these, whatever else its own outcomes hold (usage.fileErrors, a file's url).
+// page sends only these, whatever else its own outcomes hold (a file's url, say). Its usage
+// (wallMs, memPeakMb, fetches, denied, fileErrors) is all in the list.
 
 import EXIT_FIELDS from "relay-exit-fields";
 

@@ -30,10 +30,12 @@ export class ResultSocket {
   /**
    * @param endpoint () => {url, protocols} for the current tab and attach token, or null
    * @param onCommand (type, data) => void for a command's copy (data as on the stream: JSON text)
+   * @param onOpened (opened) => void: true when a socket opens, false when one closes unopened
    */
-  constructor(endpoint, onCommand) {
+  constructor(endpoint, onCommand, onOpened = () => {}) {
     this.endpoint = endpoint;
     this.onCommand = onCommand;
+    this.onOpened = onOpened;
     this.ws = null;
     this.opened = null; // the URL and token `ws` was opened with: a new tab id or token means a new socket
     this.pending = new Map(); // message id -> {resolve, reject, timer}
@@ -82,7 +84,15 @@ export class ResultSocket {
     this.ws = ws;
     this.opened = opened;
     ws.onmessage = (event) => this.received(event.data);
-    ws.onclose = () => this.closed(ws);
+    let wasOpen = false;
+    ws.onopen = () => {
+      wasOpen = true;
+      this.onOpened(true);
+    };
+    ws.onclose = () => {
+      if (this.ws === ws && !wasOpen) this.onOpened(false); // not one this page closed itself
+      this.closed(ws);
+    };
   }
 
   received(data) {

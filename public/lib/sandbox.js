@@ -14,8 +14,11 @@
 // pings the frame, whose thread runs no guest code, and a ping unanswered for FRAME_SILENCE_MS
 // means the frame is dead: the run holding a worker ends (onCrash), a new frame replaces it and
 // loads the runtimes the old one had, and takes and loads that were waiting on the old frame
-// start again on the new one.
+// start again on the new one. A frame that never says hello (it failed to load, or died
+// first) is replaced the same way after HELLO_WITHIN_MS. The pings tick from the page's worker
+// clock (lib/clock.js), so a tab in the background notices as soon.
 
+import { every } from "./clock.js";
 import { namedError } from "./errors.js";
 import { memo } from "./memo.js";
 import { dropSnapshot, loadRuntimeFiles, saveSnapshot } from "./runtime-files.js";
@@ -24,6 +27,9 @@ import { dropSnapshot, loadRuntimeFiles, saveSnapshot } from "./runtime-files.js
 // counts as dead. The frame answers within milliseconds; the margin is for a loaded machine.
 const PING_EVERY_MS = 500;
 const FRAME_SILENCE_MS = 3_000;
+// How long a new frame may take to say hello: a small document with one inline script, which
+// loads in well under a second; the margin is for a page that is itself still starting up.
+const HELLO_WITHIN_MS = 10_000;
 
 /** What a take or load waiting on a frame that died is rejected with: it starts again. */
 class FrameGone extends Error {}
@@ -39,7 +45,7 @@ export class Sandbox {
     this.onCrash = () => {};
     window.addEventListener("message", (event) => this.onMessage(event));
     this.open();
-    setInterval(() => this.checkFrame(), PING_EVERY_MS);
+    every(PING_EVERY_MS, () => this.checkFrame());
   }
 
   /** A new frame, with nothing loaded; messages to it wait until it says hello. */
@@ -48,8 +54,8 @@ export class Sandbox {
     this.frame.sandbox = "allow-scripts";
     this.frame.hidden = true;
     this.frame.title = "relay-edge sandbox";
-    this.ready = new Promise((resolve) => (this.onHello = resolve));
     this.listening = false; // the frame said hello
+    this.openedAt = performance.now();
     this.unsent = []; // [message, transfer] posted before it did
     this.ping = null; // {id, sentAt}: the ping not answered yet
     this.prepared = memo((runtimeId) => this.load(runtimeId));
@@ -75,7 +81,8 @@ export class Sandbox {
     const files = await loadRuntimeFiles(runtimeId);
     // The frame died meanwhile: its replacement loads the runtime itself (reload).
     if (frame !== this.frame) throw new FrameGone(`the sandbox frame was replaced while ${runtimeId} loaded`);
-    await this.ready;
+    // Asked at once: the message waits for the frame's hello, the answer for the frame, and a
+    // frame replaced first rejects it (FrameGone).
     const fromCache = "snapshot.bin" in files;
     try {
       const { snapshot } = await this.ask(`prepared:${runtimeId}`, { type: "prepare", runtimeId, files }, Object.values(files));
@@ -173,41 +180,48 @@ export class Sandbox {
   listen() {
     this.listening = true;
     for (const [message, transfer] of this.unsent.splice(0)) this.post(message, transfer);
-    this.onHello();
   }
 
   /**
-   * Pings the listening frame, unless a ping is unanswered: past FRAME_SILENCE_MS the frame is
-   * dead, once the messages already queued for this page were read (had the page itself been
-   * stalled, the answer would be among them: posted messages are read in order).
+   * Pings the listening frame, unless a ping is unanswered. The frame is dead past
+   * FRAME_SILENCE_MS without an answer, or HELLO_WITHIN_MS without a hello, once the messages
+   * already queued for this page were read (had the page itself been stalled, the answer would
+   * be among them: posted messages are read in order).
    */
   checkFrame() {
-    if (!this.listening) return;
-    const ping = this.ping;
-    if (!ping) {
+    const { frame, ping, listening } = this;
+    if (listening && !ping) {
       this.ping = { id: ++this.pings, sentAt: performance.now() };
       return this.post({ type: "ping", id: this.ping.id });
     }
-    if (performance.now() - ping.sentAt <= FRAME_SILENCE_MS) return;
+    const since = listening ? ping.sentAt : this.openedAt;
+    if (performance.now() - since <= (listening ? FRAME_SILENCE_MS : HELLO_WITHIN_MS)) return;
     const { port1, port2 } = new MessageChannel();
     port1.onmessage = () => {
       port1.close();
-      if (this.ping === ping) this.replaceFrame(performance.now() - ping.sentAt);
+      if (frame !== this.frame || this.listening !== listening || this.ping !== ping) return; // it answered
+      const waited = Math.round(performance.now() - since);
+      this.replaceFrame(
+        listening
+          ? `the sandbox frame's process stopped answering (no answer for ${waited} ms)`
+          : `the sandbox frame never said hello (opened ${waited} ms ago: it failed to load, or died first)`,
+      );
     };
     port2.postMessage(null);
   }
 
   /**
-   * The frame is dead: a new one takes its place and loads the runtimes again; whatever waited
-   * on the old one starts again (FrameGone), and the run that held a worker there has crashed.
+   * The frame is dead (`why`, a sentence's start): a new one takes its place and loads the
+   * runtimes again; whatever waited on the old one starts again (FrameGone), and the run that
+   * held a worker there has crashed.
    */
-  replaceFrame(silentMs) {
+  replaceFrame(why) {
     const { frame, waiting, offers, holder } = this;
     frame.remove();
     for (const offer of offers.values()) offer.port.close();
     this.holder = null;
     this.open();
-    const message = `the sandbox frame's process stopped answering (no answer for ${Math.round(silentMs)} ms) and was replaced`;
+    const message = `${why} and was replaced`;
     for (const waiter of waiting.values()) waiter.reject(new FrameGone(message));
     this.reload([...this.runtimes]);
     if (holder) this.onCrash(holder, namedError("RuntimeCrashed", message));

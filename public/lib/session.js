@@ -3,7 +3,17 @@
 // (SSE GET /session/<id>/events) open, reopening it with a fresh token whenever it drops, and
 // keep the tab's lease renewed (lease-worker.js, told the current tab id and token). The token
 // goes in `Authorization: Bearer`, never in a URL.
+//
+// A command stream can die without an error: a half-open connection delivers nothing and
+// reports nothing, while the lease, renewed on a socket of its own, keeps the tab listed, so a
+// run sent to it would wait out its deadline. The relay writes a heartbeat on the stream every
+// 2 s (TICK_MS in the relay session): a stream silent for STREAM_SILENCE_MS is taken for dead
+// and the tab attaches anew. Each new stream brings a new tab id, and the old one's lease is
+// let go at once, so it lapses and the relay sends that tab's unacknowledged runs to another
+// tab (this one, once attached again). Silence is checked from the page's worker clock
+// (lib/clock.js), so a tab in the background notices as soon.
 
+import { every } from "./clock.js";
 import { readEventStream } from "./event-stream.js";
 import { HttpError, backoffMs, fetchOk } from "./http.js";
 import { RESULTS_PROTOCOL } from "./result-socket.js";
@@ -21,6 +31,12 @@ const RECONNECT_MAX_MS = 30_000;
 // Renewals per lease: one or two that come late cost nothing.
 const RENEWALS_PER_LEASE = 5;
 const LEASE_PROTOCOL = "relay-lease";
+// Four heartbeats missed; a loaded relay may write one late, not four.
+const STREAM_SILENCE_MS = 8_000;
+const SILENCE_CHECK_MS = 1_000;
+// A check this late means the page's own thread was held up (long page work): what the stream
+// brought meanwhile may be unread yet, so silence counts afresh from then.
+const CHECK_LATE_MS = 3 * SILENCE_CHECK_MS;
 
 export class SessionClient {
   /**
@@ -41,7 +57,10 @@ export class SessionClient {
     this.grant = null; // {sessionId, attachToken, expiresAt}
     this.tabId = null; // what the server calls this tab, from its `hello`
     this.runsSeen = new Set(); // ids of the runs this tab had a command for, oldest first
-    this.events = null;
+    this.events = null; // the open command stream's AbortController
+    this.heardAt = 0; // when it last brought anything, heartbeats too
+    this.checkedAt = 0; // the last silence check
+    this.stopWatch = null;
     this.failures = 0;
     this.renewing = null;
     this.refreshTimer = null;
@@ -52,6 +71,8 @@ export class SessionClient {
   async start() {
     await this.attach();
     this.listen();
+    this.checkedAt = performance.now();
+    this.stopWatch = every(SILENCE_CHECK_MS, () => this.checkStream());
   }
 
   /**
@@ -80,6 +101,7 @@ export class SessionClient {
 
   stop() {
     this.stopped = true;
+    this.stopWatch?.();
     this.events?.abort();
     clearTimeout(this.refreshTimer);
     this.lease?.terminate();
@@ -167,17 +189,34 @@ export class SessionClient {
     }
   }
 
-  /** Opens the command stream; when it ends or fails, it is reopened with a fresh token. */
+  /** Opens the command stream; when it ends, fails or falls silent, it is reopened with a fresh token. */
   listen() {
     const stream = new AbortController();
     this.events = stream;
+    this.heardAt = performance.now();
     const { url, headers } = this.endpoint("events");
+    const heard = () => (this.heardAt = performance.now());
     fetchOk(url, { headers, signal: stream.signal })
-      .then((res) => readEventStream(res.body, (type, data) => this.command(type, data)))
-      .catch(() => {})
-      .finally(() => {
-        if (stream === this.events && !this.stopped) this.reconnectLater();
+      .then((res) => readEventStream(res.body, (type, data) => this.command(type, data), heard))
+      .then(
+        () => "the server ended the command stream",
+        (err) => (stream.signal.aborted ? stream.signal.reason : err).message,
+      )
+      .then((why) => {
+        if (stream !== this.events || this.stopped) return;
+        this.events = null;
+        this.reconnectLater(why);
       });
+  }
+
+  /** Ends the command stream once it was silent past STREAM_SILENCE_MS (see the top). */
+  checkStream() {
+    const now = performance.now();
+    if (now - this.checkedAt > CHECK_LATE_MS) this.heardAt = now;
+    this.checkedAt = now;
+    const silentMs = Math.round(now - this.heardAt);
+    if (!this.events || silentMs <= STREAM_SILENCE_MS) return;
+    this.events.abort(new Error(`the command stream brought nothing for ${silentMs} ms, not even a heartbeat`));
   }
 
   /**
@@ -206,10 +245,13 @@ export class SessionClient {
     return true;
   }
 
-  reconnectLater() {
+  /** Attaches anew after a pause (`why` the stream ended); the old tab id's lease is let go. */
+  reconnectLater(why) {
+    this.leaseMs = null; // until the next hello: the token's renewal must not renew the old tab id
+    this.lease?.postMessage({ target: null });
     const delay = backoffMs(this.failures, RECONNECT_MAX_MS);
     this.failures++;
-    this.onState("reconnecting", `retrying in ${delay / 1000} s`);
+    this.onState("reconnecting", `${why}; retrying in ${delay / 1000} s`);
     setTimeout(async () => {
       if (this.stopped) return;
       try {
@@ -220,7 +262,7 @@ export class SessionClient {
           this.stop();
           this.onState("unauthorized", err.body?.error?.message ?? err.message); // the server's words
         } else {
-          this.reconnectLater();
+          this.reconnectLater(`could not attach again (${err.message})`);
         }
       }
     }, delay);

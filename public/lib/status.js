@@ -1,9 +1,11 @@
 // What the person at the tab sees: a banner saying what state the tab is in and what to do
-// about it, the relay session's facts (session, connection, tabs, runtimes), and the runs
+// about it, the relay session's facts (session, connection, tabs, runtimes, what works
+// differently in this browser), and the runs
 // (run-list.js);
 // and every event logged to the console as a line starting "relay-mcp: " (so the executor's
 // lines can be picked out of DevTools, by a person or a test).
 
+import { WORKING_BROWSERS } from "./browser-support.js";
 import { RunList } from "./run-list.js";
 
 const PREFIX = "relay-mcp: ";
@@ -22,6 +24,7 @@ const BANNERS = {
   // What was wrong with the key, and where keys come from, is said once: next to the form.
   unauthorized: () => "Not attached: enter a valid API key below.",
   standby: () => "Attached, on standby: another tab of this relay session, opened later, runs the calls. This tab takes over if that one closes.",
+  unsupported: (detail) => `This browser cannot be an executor: it has no ${detail}. The executor works in ${WORKING_BROWSERS}.`,
 };
 
 export class Status {
@@ -31,6 +34,8 @@ export class Status {
     this.stateEl = doc.getElementById("state");
     this.tabsEl = doc.getElementById("tabs");
     this.runtimesEl = doc.getElementById("runtimes");
+    this.browserEl = doc.getElementById("browser");
+    this.degradedSaid = new Set(); // the degradations the console was told of
     this.runs = new RunList(doc.getElementById("runs"), doc.getElementById("runs-empty"), `relay.runs.${session}`);
     this.state = "starting";
     this.tabId = null;
@@ -68,6 +73,23 @@ export class Status {
     if (this.state === "connected" || this.state === "standby") {
       this.setState(runsNext ? "connected" : "standby");
     }
+  }
+
+  /**
+   * This browser and what works differently in it (browser-support.js `degradations`: `{id:
+   * sentence}`), each said once in the console too; the ids in `data-degraded`.
+   */
+  setBrowser(name, degraded) {
+    const doc = this.browserEl.ownerDocument;
+    const list = doc.createElement("ul");
+    list.append(...Object.values(degraded).map((sentence) => Object.assign(doc.createElement("li"), { textContent: sentence })));
+    if (list.childElementCount) this.browserEl.replaceChildren(`${name}, where the page works differently:`, list);
+    else this.browserEl.replaceChildren(`${name}: everything works`);
+    this.browserEl.dataset.degraded = Object.keys(degraded).join(" ");
+    for (const id of Object.keys(degraded)) {
+      if (!this.degradedSaid.has(id)) this.log(`In this browser: ${degraded[id]}`);
+    }
+    this.degradedSaid = new Set(Object.keys(degraded));
   }
 
   /** What this tab's runtimes are doing (RunnerHost.warm): `{"<id>": "loading" | "ready" | "failed"}`. */

@@ -9,7 +9,8 @@
 // changes only once storage did. The changes waiting when storage is free are checked in order
 // (each against the workspace as the ones before it leave it) and stored together, in one write:
 // a run that makes or deletes 10,000 files costs a few writes, not 10,000. No change looks at
-// more than its own path: which paths are directories is counted, not searched for.
+// more than its own path: which paths are directories is counted, not searched for
+// (lib/workspace-tree.js).
 //
 // Stored in the Origin Private File System as a log (a directory per relay session under
 // relay-workspace/, names percent-encoded): `base-<n>` holds the whole workspace, each `log-<n>`
@@ -24,6 +25,7 @@
 
 import { loadPolicy } from "./policy.js";
 import { encodeRecords, records } from "./workspace-records.js";
+import { FileTree, PendingTree } from "./workspace-tree.js";
 import { WORKSPACE_LIMIT_BYTES, workspaceFullMessage, workspacePathProblem } from "./workspace-rules.js";
 
 const OPFS_DIRECTORY = "relay-workspace";
@@ -54,78 +56,13 @@ export async function openWorkspace(name, { backend } = {}) {
   return workspace;
 }
 
+/** OPFS as the workspace needs it: writable files (Safari had OPFS long before createWritable) and Web Locks. */
 async function hasOpfs() {
   try {
     await navigator.storage.getDirectory();
-    return Boolean(navigator.locks);
+    return Boolean(navigator.locks) && "createWritable" in FileSystemFileHandle.prototype;
   } catch {
     return false;
-  }
-}
-
-/** Files by path, with how many files lie under each directory, and their total size. */
-class FileTree {
-  constructor(files = new Map()) {
-    this.files = files;
-    this.dirs = new Map(); // directory -> files under it, at any depth
-    this.totalBytes = 0;
-    for (const [path, bytes] of files) this.count(path, null, bytes);
-  }
-
-  get(path) {
-    return this.files.get(path);
-  }
-
-  filesUnder(dir) {
-    return this.dirs.get(dir) ?? 0;
-  }
-
-  /** Puts `bytes` at `path`, or removes it when `bytes` is null. */
-  set(path, bytes) {
-    this.count(path, this.get(path), bytes);
-    if (bytes) this.files.set(path, bytes);
-    else this.files.delete(path);
-  }
-
-  /** Accounts for `path` changing from `old` to `bytes` (either may be null: no file). */
-  count(path, old, bytes) {
-    this.totalBytes += (bytes?.byteLength ?? 0) - (old?.byteLength ?? 0);
-    if (!old === !bytes) return;
-    for (let end = path.lastIndexOf("/"); end > 0; end = path.lastIndexOf("/", end - 1)) {
-      const dir = path.slice(0, end);
-      const files = this.filesUnder(dir) + (bytes ? 1 : -1);
-      if (files) this.dirs.set(dir, files);
-      else this.dirs.delete(dir);
-    }
-  }
-}
-
-/** A FileTree as a batch of changes would leave `base`, which it does not touch. */
-class PendingTree extends FileTree {
-  constructor(base) {
-    super();
-    this.base = base;
-    this.totalBytes = base.totalBytes;
-  }
-
-  get(path) {
-    return this.files.has(path) ? this.files.get(path) : this.base.get(path);
-  }
-
-  filesUnder(dir) {
-    return this.base.filesUnder(dir) + (this.dirs.get(dir) ?? 0);
-  }
-
-  /** Keeps a removal as null: `files` is the batch's changes. */
-  set(path, bytes) {
-    this.count(path, this.get(path), bytes);
-    this.files.set(path, bytes);
-  }
-
-  /** [path, bytes] of every file the workspace holds after the batch. */
-  *entries() {
-    for (const entry of this.base.files) if (!this.files.has(entry[0])) yield entry;
-    for (const entry of this.files) if (entry[1]) yield entry;
   }
 }
 

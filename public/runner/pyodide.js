@@ -148,14 +148,28 @@ async function runCapsule(pyodide, relayRun, { job, sink, relay, rule }) {
   pyodide.setStderr({ write: streamWriter(sink, "stderr") });
   const { entry } = job;
   const config = { entry: entry.path, argv: entry.argv, env: entry.env, cwd: entry.cwd, stdin: entry.stdin };
-  // callPromising lets the program block on JS promises (stack switching), which is what
-  // asyncio.run() needs in Pyodide.
   // What relay_run.py's audit hook asks before a write: the same rule as above.
   const guard = {
     deniedWrite: (path) => rule.denied(path) ?? undefined,
     inWorkspace: (path) => inWorkspace(path),
   };
-  return relayRun.callPromising(JSON.stringify(config), guard);
+  return callRelayRun(pyodide, relayRun, JSON.stringify(config), guard);
+}
+
+/**
+ * The run's exit code. callPromising lets the program block on JS promises (stack switching,
+ * JSPI), which asyncio.run() and urllib need in Pyodide. Where the browser has no JSPI (WebKit)
+ * relay_run is called plainly and hands a top-level await back as an awaitable, awaited here.
+ */
+async function callRelayRun(pyodide, relayRun, ...args) {
+  if (pyodide._module.jspiSupported) return relayRun.callPromising(...args);
+  const outcome = relayRun(...args, false);
+  if (typeof outcome === "number") return outcome;
+  try {
+    return await outcome;
+  } finally {
+    outcome.destroy();
+  }
 }
 
 /**

@@ -6,6 +6,11 @@ cwd, stdin, a fresh __main__), and no later run ever sees what this one changed.
 `await` at top level (as in a notebook): it is then driven to completion before the run ends.
 `urllib.request.urlopen` works too, over the same guarded fetch as `pyodide.http.pyfetch`, and
 the builtin `mcps` calls the tenant's upstream MCP servers: `await mcps.call(server, tool, params)`.
+
+Blocking on a JavaScript promise (`run_sync`: driving a top-level await from a plain call,
+`asyncio.run`, urllib) needs WebAssembly stack switching (JSPI). A browser without it (WebKit)
+calls `relay_run` with `can_block=False`: an entry that awaits at top level is then handed back
+as an awaitable of its exit code, and urllib raises a URLError saying to use pyfetch.
 """
 
 import ast
@@ -23,35 +28,58 @@ import urllib.request
 import urllib.response
 from email.message import Message
 
-from pyodide.ffi import run_sync
+from pyodide.ffi import can_run_sync, run_sync
 
 # Any of these in open()'s flags can change the file.
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
-def relay_run(config_json, guard=None):
-    """Runs the entry described by config_json ({entry, argv, env, cwd, stdin}); returns the
-    exit code. `guard` (from pyodide.js) judges writes by the run's policy. The capsule's
-    wheels are installed already (pyodide.js)."""
+def relay_run(config_json, guard=None, can_block=True):
+    """Runs the entry described by config_json ({entry, argv, env, cwd, stdin});
+    returns the exit code, or, when it cannot block (`can_block` false) and the entry awaits at
+    top level, an awaitable of it. `guard` (from pyodide.js) judges writes by the run's policy.
+    The capsule's wheels are installed already (pyodide.js)."""
     config = json.loads(config_json)
     entry = config["entry"]
     try:
-        sys.argv = [entry, *config["argv"]]
-        # Like `python entry.py`: the entry's directory first.
-        sys.path.insert(0, os.path.dirname(entry))
-        # site-packages changed under the interpreter's import caches (from the snapshot).
-        importlib.invalidate_caches()
-        os.environ.update(config["env"])
-        os.makedirs(config["cwd"], exist_ok=True)
-        os.chdir(config["cwd"])
-        sys.stdin = io.TextIOWrapper(io.BytesIO(config["stdin"].encode()), encoding="utf-8")
-        if guard is not None:
-            sys.addaudithook(_write_guard(guard))
-        return _run_entry(entry)
+        _prepare(config, guard)
+        outcome = _run_entry(entry, can_block)
+    except BaseException:
+        _finish()
+        raise
+    if isinstance(outcome, int):
+        _finish()
+        return outcome
+    return _finishing(outcome)
+
+
+def _prepare(config, guard):
+    """The process state of `python <entry> <args>`: argv, path, env, cwd, stdin."""
+    entry = config["entry"]
+    sys.argv = [entry, *config["argv"]]
+    # Like `python entry.py`: the entry's directory first.
+    sys.path.insert(0, os.path.dirname(entry))
+    # site-packages changed under the interpreter's import caches (from the snapshot).
+    importlib.invalidate_caches()
+    os.environ.update(config["env"])
+    os.makedirs(config["cwd"], exist_ok=True)
+    os.chdir(config["cwd"])
+    sys.stdin = io.TextIOWrapper(io.BytesIO(config["stdin"].encode()), encoding="utf-8")
+    if guard is not None:
+        sys.addaudithook(_write_guard(guard))
+
+
+def _finish():
+    _close_leftovers()
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+async def _finishing(outcome):
+    try:
+        return await outcome
     finally:
-        _close_leftovers()
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _finish()
 
 
 def relay_warm():
@@ -69,20 +97,41 @@ def relay_warm():
         os.remove(warm)
 
 
-def _run_entry(entry):
+def _run_entry(entry, can_block):
+    """The entry's exit code; or, when it awaits at top level and this call cannot block, an
+    awaitable of it."""
     try:
-        _exec_main(entry)
+        main = _exec_main(entry)
+        if main is None:
+            return 0
+        if not can_block:
+            return _awaited(main, entry)
+        _drive(main)
         return 0
-    except SystemExit as stop:
-        return _exit_code(stop.code)
-    except BaseException as error:  # anything uncaught ends the program, as in CPython
-        _print_traceback(error, entry)
-        return 1
+    except BaseException as error:
+        return _ended(error, entry)
+
+
+async def _awaited(main, entry):
+    try:
+        await main
+        return 0
+    except BaseException as error:
+        return _ended(error, entry)
+
+
+def _ended(error, entry):
+    """The exit code of a program that raised `error`: sys.exit's, or 1 for anything uncaught
+    (printed as CPython prints it)."""
+    if isinstance(error, SystemExit):
+        return _exit_code(error.code)
+    _print_traceback(error, entry)
+    return 1
 
 
 def _exec_main(entry):
-    """Runs the entry as a fresh __main__ module, as `python entry.py` does; a top-level await
-    makes the compiled code a coroutine, driven here to its end (we run under callPromising)."""
+    """Runs the entry as a fresh __main__ module, as `python entry.py` does. A top-level await
+    makes the compiled code a coroutine, which is returned (None otherwise)."""
     with open(entry, "rb") as file:
         source = file.read()
     code = compile(source, entry, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
@@ -92,8 +141,7 @@ def _exec_main(entry):
     main.__builtins__ = __builtins__
     sys.modules["__main__"] = main
     result = eval(code, main.__dict__)
-    if isinstance(result, types.CoroutineType):
-        _drive(result)
+    return result if isinstance(result, types.CoroutineType) else None
 
 
 def _drive(coroutine):
@@ -112,6 +160,12 @@ def _drive(coroutine):
         raise raised[0]
 
 
+URLLIB_NEEDS_JSPI = (
+    "urllib.request blocks on the page's fetch, which needs WebAssembly stack switching (JSPI); "
+    "this browser has none: use `await pyodide.http.pyfetch(url)`, or run the executor tab in Chrome or Firefox"
+)
+
+
 class _FetchHandler(urllib.request.BaseHandler):
     """urllib's http and https, done with pyfetch (the page's guarded fetch, through the relay):
     blocking on it is fine under callPromising. Redirects were followed, and checked, by the
@@ -121,6 +175,9 @@ class _FetchHandler(urllib.request.BaseHandler):
 
     def http_open(self, request):
         from pyodide.http import pyfetch
+
+        if not can_run_sync():
+            raise urllib.error.URLError(URLLIB_NEEDS_JSPI)
 
         options = {"method": request.get_method(), "headers": dict(request.header_items())}
         if request.data is not None:

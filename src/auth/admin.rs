@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::tenant::{session_name_ok, QueueSettings, Tenant, TenantDefaults, SESSION_NAME_RULE};
 use crate::policy::{bounded, MAX_TIMEOUT_MS};
+use crate::text::is_hidden;
 use crate::workspace;
 
 /// The longest tenant name, in characters: it is shown in messages and on the page.
@@ -105,25 +106,20 @@ impl QueueSettings {
 
 /// A tenant's name: 1 to [`MAX_NAME_CHARS`] characters, not blank, with no control character
 /// (NUL, CR, LF, ESC, ...) and no invisible formatting (bidirectional overrides such as U+202E,
-/// zero-width characters) that could make it read as another name in a log or on a page.
+/// zero-width characters: `text::is_hidden`) that could make it read as another name in a log
+/// or on a page.
 pub fn check_name(name: &str) -> Result<(), String> {
     let chars = name.chars().count();
     if name.trim().is_empty() || chars > MAX_NAME_CHARS {
         return Err(format!("name must have 1 to {MAX_NAME_CHARS} characters, not all blank (it has {chars})"));
     }
-    if let Some(c) = name.chars().find(|&c| c.is_control() || invisible(c)) {
+    if let Some(c) = name.chars().find(|&c| is_hidden(c)) {
         return Err(format!(
             "name contains U+{:04X}, a control or invisible formatting character; use printable characters only",
             u32::from(c)
         ));
     }
     Ok(())
-}
-
-/// Unicode format characters that change how text around them reads without showing:
-/// bidirectional marks, embeddings, overrides and isolates, zero-width characters, the BOM.
-fn invisible(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// RFC 7396 JSON merge patch of `patch` into `target`.

@@ -95,6 +95,8 @@ pub struct ToolResult {
     /// Requests made through the guarded fetch, and how many the policy denied.
     pub fetches: u64,
     pub denied: u64,
+    /// File changes the run made that the tab could not store: the workspace may lack them.
+    pub file_errors: u64,
     /// Files left in `/out`: objects with at least `path` (see the run tools' outputSchema).
     pub files: Vec<Value>,
     /// Images left in `/out`, as `(mimeType, base64 data)`, shown to the model as image content
@@ -104,12 +106,13 @@ pub struct ToolResult {
 }
 
 /// The JSON-RPC response to a run: a text summary for the model, `structuredContent` per the
-/// run tools' outputSchema, `isError` when the exit code is not 0 or an error is named
-/// (2026-07-28 server/tools: tool failures are results, so the model can self-correct).
-/// Output over [`OUTPUT_BUDGET`] is cut, and `structuredContent.truncated` gives each cut
-/// stream's whole size.
+/// run tools' outputSchema, `isError` when the exit code is not 0, an error is named, or file
+/// changes the run made were not stored (2026-07-28 server/tools: tool failures are results,
+/// so the model can self-correct; a run whose files were lost did not do what was asked, even
+/// if the program's own exit code, kept as it was, says it succeeded). Output over
+/// [`OUTPUT_BUDGET`] is cut, and `structuredContent.truncated` gives each cut stream's whole size.
 pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
-    let is_error = result.exit_code != 0 || result.error.is_some();
+    let is_error = result.exit_code != 0 || result.error.is_some() || result.file_errors > 0;
     let kept = Kept::of(&result, OUTPUT_BUDGET);
     let error = result.error.as_ref().map(|(name, message)| (*name, clip_message(message)));
     let mut structured = json!({
@@ -117,7 +120,7 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
         "stdout": kept.stdout,
         "stderr": kept.stderr,
         "usage": { "wallMs": result.wall_ms, "memPeakMb": result.mem_peak_mb,
-                   "fetches": result.fetches, "denied": result.denied },
+                   "fetches": result.fetches, "denied": result.denied, "fileErrors": result.file_errors },
         "files": result.files,
     });
     let truncated = kept.truncated(&result);
@@ -126,6 +129,9 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
     }
     if let Some((name, message)) = &error {
         structured["error"] = error_object(*name, message);
+    }
+    if result.file_errors > 0 {
+        structured["notStored"] = json!({ "changes": result.file_errors, "message": not_stored(result.file_errors) });
     }
     let mut content = vec![text(&summary(&result, &kept, error.as_ref()))];
     content.extend(images_within(&result.images, IMAGE_BUDGET));
@@ -293,6 +299,9 @@ fn summary(result: &ToolResult, kept: &Kept, error: Option<&(ErrorName, String)>
             result.exit_code, result.wall_ms, result.mem_peak_mb
         ));
     }
+    if result.file_errors > 0 {
+        out.push_str(&format!("{}\n", not_stored(result.file_errors)));
+    }
     for (label, whole, shown) in [("stdout", &result.stdout, kept.stdout), ("stderr", &result.stderr, kept.stderr)] {
         if !whole.is_empty() {
             out.push_str(&format!("--- {label} ---\n{shown}\n"));
@@ -314,6 +323,18 @@ fn summary(result: &ToolResult, kept: &Kept, error: Option<&(ErrorName, String)>
         }
     }
     out.trim_end().to_string()
+}
+
+/// What a result says of `changes` file changes the tab could not store (the program was told
+/// they were made: it cannot have noticed).
+fn not_stored(changes: u64) -> String {
+    let (changes, were) =
+        if changes == 1 { ("1 file change".to_owned(), "was") } else { (format!("{changes} file changes"), "were") };
+    format!(
+        "{changes} the run made {were} not stored by the executor tab, so the workspace may lack them \
+         (the tab's page says why: its storage failed or was full). Read or list the files the next \
+         step needs, and write again what is missing."
+    )
 }
 
 /// Whether a run ended with an error that comes before any code runs: no tab took it, or its

@@ -245,7 +245,8 @@ impl Tool {
                         "properties": { "wallMs": { "type": "integer", "minimum": 0 },
                                         "memPeakMb": { "type": "integer", "minimum": 0 },
                                         "fetches": { "type": "integer", "minimum": 0, "description": "Requests made through fetch." },
-                                        "denied": { "type": "integer", "minimum": 0, "description": "Fetches and workspace writes the policy refused (each is on the audit chain, the first 16 of a run)." } },
+                                        "denied": { "type": "integer", "minimum": 0, "description": "Fetches and workspace writes the policy refused (each is on the audit chain, the first 16 of a run)." },
+                                        "fileErrors": { "type": "integer", "minimum": 0, "description": "File changes the run made that the executor tab could not store (see notStored)." } },
                         "required": ["wallMs", "memPeakMb"],
                     },
                     "files": {
@@ -258,6 +259,12 @@ impl Tool {
                                             "expiresAt": { "type": "integer", "description": "When url stops working (Unix seconds)." } },
                             "required": ["path"],
                         },
+                    },
+                    "notStored": {
+                        "type": "object",
+                        "description": "Present when file changes the run made (writes or removals) could not be stored by the executor tab: the workspace may lack them, and the result is isError whatever exitCode says.",
+                        "properties": { "changes": { "type": "integer", "minimum": 1 }, "message": { "type": "string" } },
+                        "required": ["changes", "message"],
                     },
                     "truncated": {
                         "type": "object",

@@ -10,6 +10,7 @@ use url::Url;
 use super::document::names_document;
 use super::redirect::{host_with_port, Destination};
 use super::{AuthRequest, Client};
+use crate::text::is_hidden;
 
 /// Longest client name kept, in characters.
 pub const CLIENT_NAME_MAX_CHARS: usize = 100;
@@ -24,16 +25,6 @@ pub fn display_name(raw: &str) -> Option<String> {
     let name: String = name.chars().take(CLIENT_NAME_MAX_CHARS).collect();
     let name = name.trim_end().to_owned();
     (!name.is_empty()).then_some(name)
-}
-
-/// Characters that are not seen, or that change how what follows them is seen.
-fn is_hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{AD}' | '\u{34F}' | '\u{61C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}' | '\u{180E}'
-            | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{3164}'
-            | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{FFF0}'..='\u{FFFB}'
-            | '\u{E0000}'..='\u{E0FFF}')
 }
 
 /// Where the client's name comes from: what it registered here (anyone may register any

@@ -14,9 +14,9 @@
 //!   redirect URIs), gets one answer, [`refused`]; what happened goes to the log only.
 
 use serde_json::Value;
-use url::Url;
+use url::{Host, Url};
 
-use super::redirect::is_loopback_host;
+use super::redirect::{host_with_port, is_loopback_host};
 use super::{Client, OAuthError};
 use crate::policy::{check_url, NetworkPolicy, Verdict};
 
@@ -48,17 +48,27 @@ pub fn document_url(client_id: &str, dev_loopback: bool) -> Result<Url, OAuthErr
     if url.scheme() != "https" {
         return Err(refuse("a metadata document's URL is https".into()));
     }
-    let host = url.host_str().unwrap_or_default().to_owned();
-    // An allow-list entry admits only the default port unless it names one (policy::domain).
-    let entry = url.port().map_or_else(|| host.clone(), |port| format!("{host}:{port}"));
-    let policy = NetworkPolicy { allowed_domains: vec![entry], ..NetworkPolicy::default() };
-    if let Verdict::Deny { reason } = check_url(&policy, client_id) {
-        return Err(refuse(format!("this server fetches only from public domain names: {reason}")));
-    }
-    if !host.contains('.') {
-        return Err(refuse(format!("{host:?} is no public domain name (it has no dot)")));
+    // The egress rule with this URL's host (and port) allowed: what is left to refuse is the
+    // host itself (an IP literal, a loopback or private name). Its reasons are written for a
+    // tenant's policy, so the refusal here is in this rule's own words.
+    let policy = NetworkPolicy { allowed_domains: host_with_port(&url).into_iter().collect(), ..Default::default() };
+    let host = url.host_str().unwrap_or_default();
+    if check_url(&policy, client_id) != Verdict::Allow || !host.contains('.') {
+        return Err(refuse(not_public(&url)));
     }
     Ok(url)
+}
+
+/// Why the host of a metadata document's URL is not one this server fetches from.
+fn not_public(url: &Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    let what = match url.host() {
+        Some(Host::Domain(_)) => format!(
+            "{host:?} is no public domain name (one such as clients.example.com: a dot, no empty label, not localhost)"
+        ),
+        _ => format!("{host} is an IP address literal"),
+    };
+    format!("{what}; this server fetches metadata documents only from public domain names: publish the document on one")
 }
 
 /// The client a fetch of its metadata document describes. `fetched` is the body of a 200

@@ -8,6 +8,8 @@
 use serde::Serialize;
 use url::{Host, Url};
 
+use crate::policy::host_port;
+
 /// Most redirect URIs one client registers.
 pub const REDIRECT_URIS_MAX: usize = 5;
 /// Longest redirect URI, in bytes.
@@ -108,6 +110,5 @@ impl Destination {
 
 /// `host` or `host:port` when the port is not the scheme's own.
 pub(crate) fn host_with_port(url: &Url) -> Option<String> {
-    let host = url.host_str()?;
-    Some(url.port().map_or_else(|| host.to_owned(), |port| format!("{host}:{port}")))
+    Some(host_port(url.host_str()?, url.port()))
 }

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use url::{Host, Url};
 
-use super::domain::{first_admitting, first_denying, first_naming_host, host_text, Target};
+use super::domain::{first_admitting, first_denying, first_naming_host, host_port, host_text, Target};
 use super::ip::blocked_range;
 use super::NetworkPolicy;
 
@@ -79,10 +79,7 @@ fn check_lists(policy: &NetworkPolicy, target: Target) -> Result<(), String> {
         ));
     }
     // What to list to allow this URL: the host, with its port when that is not the default.
-    let wanted = match target.port {
-        Some(port) => format!("{}:{port}", host),
-        None => host.to_owned(),
-    };
+    let wanted = host_port(host, target.port);
     if policy.allowed_domains.is_empty() {
         return Err(format!(
             "host {host:?} is not allowed: network.allowedDomains is empty, so no host is. {}",

@@ -113,6 +113,15 @@ pub(crate) fn first_naming_host<'a>(list: &'a [String], host: &str) -> Option<&'
     list.iter().find(|entry| DomainPattern::parse(entry).is_ok_and(|p| p.matches_host(host)))
 }
 
+/// Where a URL goes, as an allow-list entry writes it: `host`, or `host:port` when the URL
+/// names a port (`port` as the URL parser leaves it: `None` for the scheme's default).
+pub fn host_port(host: &str, port: Option<u16>) -> String {
+    match port {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    }
+}
+
 /// A host as patterns compare it: its WHATWG serialization (lowercase punycode, dotted IPv4,
 /// compressed IPv6 in brackets, as `new URL(..).hostname` gives) without a trailing dot.
 pub(crate) fn host_text(host: &Host<impl AsRef<str>>) -> String {

@@ -29,6 +29,7 @@ pub mod mcps;
 use serde::{Deserialize, Serialize};
 
 pub use check::{check_url, Verdict};
+pub use domain::host_port;
 pub use fs_path::{check_path, Access, WORKSPACE_ROOTS};
 pub use intersect::intersect;
 pub use mcps::check_mcp;

@@ -4,9 +4,11 @@
 //! Unicode, a header value may not.
 
 use serde::{Deserialize, Serialize};
+use url::Url;
 
 use crate::auth::Tenant;
 use crate::capsule::jws::{b64url, b64url_decode};
+use crate::oauth::redirect::is_loopback_host;
 
 /// The header that carries the [`Caller`].
 pub const CALLER_HEADER: &str = "x-relay-caller";
@@ -23,15 +25,44 @@ pub struct Caller {
     pub origin: String,
 }
 
-/// The origin the Worker's own URLs (download links, the executor page) are made with:
-/// `configured` (the `PUBLIC_URL` variable) when the deployment sets it, since behind a proxy
-/// the request's own origin is the proxy's upstream rather than what clients reach; else the
-/// request's origin. A `PUBLIC_URL` that is not a plain http(s) origin is refused, naming it.
+/// The origin the Worker's own URLs (download links, the executor page, OAuth's issuer and
+/// resource) are made with: `configured` (the `PUBLIC_URL` variable) when the deployment sets
+/// it, since behind a proxy the request's own origin is the proxy's upstream rather than what
+/// clients reach; else the request's origin. A `PUBLIC_URL` that is not a plain http(s) origin
+/// is refused, naming it.
 pub fn public_origin(configured: Option<&str>, request_origin: &str) -> Result<String, String> {
+    Ok(configured_origin(configured)?.unwrap_or_else(|| request_origin.to_owned()))
+}
+
+/// Whether a browser page at `origin` is the Worker's own page, which every tenant lets call
+/// `/mcp` (other pages only by the tenant's `allowedOrigins`). Deployed, that is the
+/// [`public_origin`]. In dev (`dev`: `RELAY_ALLOW_LOCALHOST=1`) `wrangler dev` answers whatever
+/// Host a request names, which is exactly what DNS rebinding forges (Host and Origin both
+/// `evil.example`), so there the request's origin proves nothing: only loopback origins count,
+/// and a configured `PUBLIC_URL` (a value nobody's request chose).
+pub fn own_page_origin(
+    origin: &str,
+    configured: Option<&str>,
+    request_origin: &str,
+    dev: bool,
+) -> Result<bool, String> {
+    let configured = configured_origin(configured)?;
+    let origin = origin.trim_end_matches('/');
+    if configured.as_deref() == Some(origin) {
+        return Ok(true);
+    }
+    Ok(match dev {
+        true => Url::parse(origin).is_ok_and(|o| matches!(o.scheme(), "http" | "https") && is_loopback_host(&o)),
+        false => configured.is_none() && origin == request_origin,
+    })
+}
+
+/// `PUBLIC_URL` as an origin, if the deployment sets it.
+fn configured_origin(configured: Option<&str>) -> Result<Option<String>, String> {
     let Some(configured) = configured.map(str::trim).filter(|c| !c.is_empty()) else {
-        return Ok(request_origin.to_owned());
+        return Ok(None);
     };
-    let plain = url::Url::parse(configured).ok().filter(|url| {
+    let plain = Url::parse(configured).ok().filter(|url| {
         matches!(url.scheme(), "http" | "https")
             && url.host().is_some()
             && url.username().is_empty()
@@ -41,7 +72,7 @@ pub fn public_origin(configured: Option<&str>, request_origin: &str) -> Result<S
             && url.fragment().is_none()
     });
     match plain {
-        Some(url) => Ok(url.origin().ascii_serialization()),
+        Some(url) => Ok(Some(url.origin().ascii_serialization())),
         None => Err(format!(
             "PUBLIC_URL {configured:?} must be the origin clients reach this Worker at, such as \
              \"https://relay.example.com\" (http or https, no path, query or credentials); fix it in \

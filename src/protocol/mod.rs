@@ -13,7 +13,7 @@
 mod caller;
 mod tab;
 
-pub use caller::{public_origin, Caller, CALLER_HEADER};
+pub use caller::{own_page_origin, public_origin, Caller, CALLER_HEADER};
 pub use tab::{table_json as tab_commands_json, BuildCommand, CapsuleCommand, CommandName, TabCommand, TabsCommand};
 
 use crate::error::{ErrorName, HttpError};

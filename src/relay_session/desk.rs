@@ -107,9 +107,14 @@ pub fn request_key(session_id: Option<&str>, id: &Value) -> String {
 }
 
 impl<P: Platform> RelaySession<P> {
-    /// Makes the run machine with the tenant's queue settings, unless this instance has one.
+    /// Gives the run machine the tenant's queue settings as this request carries them: makes
+    /// it on the first request, and later ones update it (a `PATCH` applies at once).
     pub fn configure(&self, settings: &QueueSettings) {
-        self.desk.machine.borrow_mut().get_or_insert_with(|| RunMachine::new(settings.clone()));
+        let mut machine = self.desk.machine.borrow_mut();
+        match machine.as_mut() {
+            Some(machine) => machine.configure(settings),
+            None => *machine = Some(RunMachine::new(settings.clone())),
+        }
     }
 
     /// Applies `input` to the run machine (see `configure`), performs its outputs, and returns

@@ -175,6 +175,7 @@ impl Call {
             mem_peak_mb: exit.usage.mem_peak_mb,
             fetches: exit.usage.fetches,
             denied: exit.usage.denied,
+            file_errors: exit.usage.file_errors,
             files,
             images: images.collect(),
             error: exit.error.as_ref().map(|e| named_error(e, caller)),

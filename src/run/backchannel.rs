@@ -73,6 +73,9 @@ pub struct Usage {
     /// writes the policy denied.
     pub fetches: u64,
     pub denied: u64,
+    /// File changes the run made that the tab could not store (its storage failed, or the
+    /// workspace refused the change): the guest was not told, so the result says it.
+    pub file_errors: u64,
 }
 
 /// A file a run left in `/out`, as the tab reports it after uploading it.

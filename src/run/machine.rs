@@ -258,6 +258,17 @@ impl RunMachine {
         }
     }
 
+    /// Takes the tenant's queue settings as they are now (a `PATCH` of its `queue` applies at
+    /// once). Nothing admitted is cancelled, refused or reordered by the change itself: a queue
+    /// longer than a lowered `max_queued` keeps its runs and refuses new ones until it is
+    /// shorter; the waits bound every run from the next input on.
+    pub fn configure(&mut self, settings: &QueueSettings) {
+        if self.settings != *settings {
+            self.queue.set_limits(settings.max_queued, settings.max_wait_ms);
+            self.settings = settings.clone();
+        }
+    }
+
     /// Applies `input` at `now_ms`; returns what the DO must do, in order.
     pub fn handle(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
@@ -530,8 +541,10 @@ impl RunMachine {
     fn pump(&mut self, now_ms: u64, out: &mut Vec<Output>) {
         let step = self.queue.step(now_ms, !self.tabs.is_empty());
         for run in step.expired {
-            let minutes = self.settings.max_wait_ms / 60_000;
-            let message = format!("the run waited in the queue for over {minutes} minutes and was cancelled");
+            let waited = self.settings.max_wait_ms as f64 / 1000.0;
+            let message = format!(
+                "the run waited in the queue for over {waited} s (the tenant's queue.maxWaitMs) and was cancelled"
+            );
             self.end(&run, ErrorName::Cancelled, message, out);
         }
         self.check_attach_wait(now_ms, out);

@@ -53,6 +53,11 @@ impl RunQueue {
         RunQueue { waiting: VecDeque::new(), running: None, max_queued, max_wait_ms }
     }
 
+    /// New bounds: the runs in line keep their places.
+    pub fn set_limits(&mut self, max_queued: u32, max_wait_ms: u64) {
+        (self.max_queued, self.max_wait_ms) = (max_queued, max_wait_ms);
+    }
+
     /// Adds a run at the back, unless `max_queued` runs already wait. It keeps its place but
     /// may not start before `mark_ready`.
     pub fn reserve(&mut self, run_id: &str, now_ms: u64) -> Admission {

@@ -7,9 +7,10 @@
 //! A listed domain that resolves to a private address is not caught here: Workers have no DNS
 //! API, and Cloudflare's edge does not connect to private ranges, so such a fetch fails (502).
 
-use super::http::{own_origin, read_capped};
+use super::http::read_capped;
 use super::tenants::by_id;
 use super::Who;
+use crate::platform::bindings::public_origin;
 use crate::platform::http::{error, refuse};
 use crate::platform::r2::capsule_policy;
 use crate::platform::run_token::run_claims;
@@ -63,7 +64,7 @@ pub async fn to_run_session(
         Err(too_large) => return Ok(too_large),
     };
     let tenant = by_id(env, &claims.sub).await?;
-    let caller = Caller { tenant, session: claims.sid.clone(), origin: own_origin(&req.url()?) };
+    let caller = Caller { tenant, session: claims.sid.clone(), origin: public_origin(env, &req.url()?)? };
     stub::send(env, &caller, request(&claims, body)).await
 }
 

@@ -24,9 +24,18 @@ use serde_json::json;
 use worker::{Bucket, Env, Headers, HttpMetadata, Method, Request, Response, Result};
 
 /// `PUT /files/<run>/<path...>`: stores a file of the token's run, under its tenant, and
-/// answers its absolute download URL.
+/// answers its absolute download URL. A refusal that did not read the body cancels it: workerd
+/// (under `wrangler dev`, seen here) sends no answer until its request's body has been read or
+/// cancelled, so a client past the cap would otherwise send the whole body to learn it is refused.
 pub async fn put(mut req: Request, env: &Env, run: &str, encoded_path: &[&str], who: &Who) -> Result<Response> {
-    let claims = match run_claims(&req, env)? {
+    let answer = publish(&mut req, env, run, encoded_path, who).await;
+    // Dropping the body's stream cancels it; `stream` fails, harmlessly, for a body already read.
+    drop(req.stream());
+    answer
+}
+
+async fn publish(req: &mut Request, env: &Env, run: &str, encoded_path: &[&str], who: &Who) -> Result<Response> {
+    let claims = match run_claims(req, env)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
@@ -41,34 +50,67 @@ pub async fn put(mut req: Request, env: &Env, run: &str, encoded_path: &[&str], 
     };
     let tenant = by_id(env, &claims.sub).await?;
     let max = tenant.defaults.out_file_max_bytes;
-    let Ok(body) = read_capped(&mut req, usize::try_from(max).unwrap_or(usize::MAX)).await? else {
-        let message = format!("{path} is larger than the tenant's outFileMaxBytes ({max} bytes); write a smaller file");
-        return Ok(refuse(ErrorName::OutputLimitExceeded, message));
-    };
+    let bucket = bucket(env)?;
     let caller = Caller { tenant, session: claims.sid.clone(), origin: public_origin(env, &req.url()?)? };
+    // The slot first: a run past its files' cap is refused before its body is read.
     let reserve = SessionRequest::ReserveOutFile { run: run.to_owned(), path: path.clone() };
     let mut reserved = stub::send(env, &caller, reserve).await?;
     if reserved.status_code() != 200 {
         return Ok(reserved);
     }
     let taken = reserved.json::<serde_json::Value>().await?["slot"] == "take";
-    let (size, sha256) = (body.len(), sha256_hex(&body));
-    if let Err(e) = store(&bucket(env)?, &claims.sub, run, &path, body, &sha256).await {
-        if taken {
-            stub::send(env, &caller, SessionRequest::ReleaseOutFile { run: run.to_owned(), path }).await?;
-        }
-        return Ok(storage_unavailable("R2", &e));
+    let stored = receive(req, &bucket, &claims.sub, run, &path, max).await;
+    if taken && !matches!(stored, Ok(Ok(_))) {
+        release(env, &caller, run, &path).await;
     }
+    let (size, sha256) = match stored? {
+        Ok(stored) => stored,
+        Err(refusal) => return Ok(refusal),
+    };
     let link = files::download_url(&signer(env)?, &caller.origin, &claims.sub, run, &path, now_ms() / 1000);
     let answer = json!({ "path": path, "size": size, "sha256": sha256, "url": link.url, "expiresAt": link.expires_at });
     Ok(json(201, &answer))
 }
 
-async fn store(bucket: &Bucket, tenant: &str, run: &str, path: &str, body: Vec<u8>, sha256: &str) -> Result<()> {
-    let sha256 = hex::decode(sha256).expect("hex of a digest");
+/// Reads the body (up to `max` bytes) and stores it as the run's file `path`: its size and
+/// sha256, or the answer to send instead (413, 408, 503).
+async fn receive(
+    req: &mut Request,
+    bucket: &Bucket,
+    tenant: &str,
+    run: &str,
+    path: &str,
+    max: u64,
+) -> Result<std::result::Result<(usize, String), Response>> {
+    let body = match read_capped(req, usize::try_from(max).unwrap_or(usize::MAX)).await? {
+        Ok(body) => body,
+        Err(refused) if refused.status_code() == ErrorName::PayloadTooLarge.http_status() => {
+            let message =
+                format!("{path} is larger than the tenant's outFileMaxBytes ({max} bytes); write a smaller file");
+            return Ok(Err(refuse(ErrorName::OutputLimitExceeded, message)));
+        }
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let (size, sha256) = (body.len(), sha256_hex(&body));
+    let digest = hex::decode(&sha256).expect("hex of a digest");
     let metadata = HttpMetadata { content_type: Some(files::content_type(path).into()), ..Default::default() };
-    bucket.put(keys::out_file(tenant, run, path), body).sha256(sha256).http_metadata(metadata).execute().await?;
-    Ok(())
+    let put = bucket.put(keys::out_file(tenant, run, path), body).sha256(digest).http_metadata(metadata);
+    Ok(match put.execute().await {
+        Ok(_) => Ok((size, sha256)),
+        Err(e) => Err(storage_unavailable("R2", &e)),
+    })
+}
+
+/// Gives back a slot whose file was not stored. A release that fails is logged, not answered:
+/// the upload's own refusal is what its client needs, and the slot stays counted (the run may
+/// publish one file fewer), which is the safe side of the cap.
+async fn release(env: &Env, caller: &Caller, run: &str, path: &str) {
+    let release = SessionRequest::ReleaseOutFile { run: run.to_owned(), path: path.to_owned() };
+    match stub::send(env, caller, release).await {
+        Ok(released) if released.status_code() == 200 => {}
+        Ok(refused) => worker::console_error!("releasing the slot of {path} of run {run}: {}", refused.status_code()),
+        Err(e) => worker::console_error!("releasing the slot of {path} of run {run}: {e}"),
+    }
 }
 
 fn path_refused(refusal: &PathError) -> Response {

@@ -11,7 +11,7 @@ use super::http::{own_origin, read_capped, unauthorized};
 use super::oauth;
 use super::tenants::authenticate;
 use super::Who;
-use crate::platform::bindings::{self, public_origin, RELAY_ALLOW_LOCALHOST};
+use crate::platform::bindings::{self, public_origin, PUBLIC_URL, RELAY_ALLOW_LOCALHOST};
 use crate::platform::http::{refuse, to_response};
 use crate::platform::{now_ms, stub};
 use relay_core::auth::{bearer, check_key_shape, session_name_ok, Tenant, SESSION_NAME_RULE};
@@ -26,11 +26,11 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
     let (tenant, granted_session) = match credential(&req, env, &url).await? {
         Ok(found) => found,
         // A foreign browser Origin is refused before auth is even discussed (DNS rebinding).
-        Err(_) if origin.as_deref().is_some_and(|o| !static_origin_ok(o, &url, env)) => return Ok(bad_origin()),
+        Err(_) if !own_page(origin.as_deref(), &url, env)? => return Ok(bad_origin()),
         Err(response) => return Ok(response),
     };
     if let Some(origin) = origin.as_deref() {
-        if !static_origin_ok(origin, &url, env) && !tenant.origin_allowed(origin) {
+        if !own_page(Some(origin), &url, env)? && !tenant.origin_allowed(origin) {
             return Ok(bad_origin());
         }
     }
@@ -98,7 +98,7 @@ async fn credential(
     let header = req.headers().get("authorization")?;
     match bearer(header.as_deref()) {
         Some(token) if check_key_shape(token).is_err() => {
-            let origin = own_origin(url);
+            let origin = public_origin(env, url)?;
             Ok(oauth::access(env, token, &origin)
                 .await?
                 .map(|(t, s)| (t, Some(s)))
@@ -112,18 +112,12 @@ fn bad_origin() -> Response {
     refuse(ErrorName::Forbidden, "this Origin may not call /mcp; a tenant can allow it in its allowedOrigins")
 }
 
-/// Origins every tenant accepts. Deployed: the Worker's own origin (Cloudflare routes only our
-/// hostnames here, so the Host the URL comes from is ours). In dev (`RELAY_ALLOW_LOCALHOST=1`)
-/// `wrangler dev` answers whatever Host a request names, which is exactly what DNS rebinding
-/// forges (Host and Origin both `evil.example`), so there only loopback origins count.
-fn static_origin_ok(origin: &str, url: &url::Url, env: &Env) -> bool {
+/// Whether the request has no browser Origin, or the Worker's own page's, which every tenant
+/// accepts (`relay_core::protocol::own_page_origin`: the public origin; in dev,
+/// `RELAY_ALLOW_LOCALHOST=1`, loopback pages too).
+fn own_page(origin: Option<&str>, url: &url::Url, env: &Env) -> Result<bool> {
+    let Some(origin) = origin else { return Ok(true) };
     let dev = bindings::var(env, RELAY_ALLOW_LOCALHOST).is_some_and(|v| v == "1");
-    if dev {
-        return url::Url::parse(origin).is_ok_and(|o| matches!(o.scheme(), "http" | "https") && is_loopback(&o));
-    }
-    origin.trim_end_matches('/') == own_origin(url)
-}
-
-fn is_loopback(url: &url::Url) -> bool {
-    matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"))
+    relay_core::protocol::own_page_origin(origin, bindings::var(env, PUBLIC_URL).as_deref(), &own_origin(url), dev)
+        .map_err(worker::Error::RustError)
 }

@@ -4,6 +4,7 @@
 //! `object.rs`) the first time it serves a request, so the tenant's sessions can be listed.
 
 use super::tenants::{admin_refusal, by_id};
+use crate::platform::bindings::public_origin;
 use crate::platform::http::{json, refuse, storage_unavailable};
 use crate::platform::kv::relay_sessions;
 use crate::platform::stub;
@@ -31,8 +32,7 @@ pub async fn tenant(req: Request, env: &Env) -> Result<Response> {
     let tenant = by_id(env, &tenant_id).await?;
     let mut merged = Snapshot::default();
     for session in sessions {
-        let caller =
-            Caller { tenant: tenant.clone(), session: session.clone(), origin: url.origin().ascii_serialization() };
+        let caller = Caller { tenant: tenant.clone(), session: session.clone(), origin: public_origin(env, &url)? };
         let mut answer = stub::send(env, &caller, SessionRequest::Metrics).await?;
         merged.merge(&answer.json::<Snapshot>().await?);
     }

@@ -10,9 +10,9 @@
 //! within seconds could pass both single-use checks, as with `@cloudflare/workers-oauth-provider`,
 //! which stores them the same way.)
 
-use super::http::{own_origin, read_capped};
+use super::http::read_capped;
 use super::tenants::{authenticate, by_id};
-use crate::platform::bindings::{kv, OAUTH_REGISTER};
+use crate::platform::bindings::{kv, public_origin, OAUTH_REGISTER};
 use crate::platform::http::{json, storage_unavailable, with_header};
 use crate::platform::{now_ms, random, sleep};
 use futures::future::{select, Either};
@@ -41,8 +41,9 @@ fn now_s() -> u64 {
     now_ms() / 1000
 }
 
-fn origin(req: &Request) -> Result<String> {
-    Ok(own_origin(&req.url()?))
+/// The origin this server is reached at, as issuer and resource (`PUBLIC_URL` when set).
+fn origin(req: &Request, env: &Env) -> Result<String> {
+    public_origin(env, &req.url()?)
 }
 
 fn oauth_error(e: &OAuthError) -> Response {
@@ -50,13 +51,13 @@ fn oauth_error(e: &OAuthError) -> Response {
 }
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`.
-pub fn resource_metadata(req: &Request) -> Result<Response> {
-    Ok(json(200, &protected_resource_metadata(&origin(req)?)))
+pub fn resource_metadata(req: &Request, env: &Env) -> Result<Response> {
+    Ok(json(200, &protected_resource_metadata(&origin(req, env)?)))
 }
 
 /// `GET /.well-known/oauth-authorization-server`.
-pub fn server_metadata(req: &Request) -> Result<Response> {
-    Ok(json(200, &authorization_server_metadata(&origin(req)?)))
+pub fn server_metadata(req: &Request, env: &Env) -> Result<Response> {
+    Ok(json(200, &authorization_server_metadata(&origin(req, env)?)))
 }
 
 async fn get<T: DeserializeOwned>(kv: &KvStore, key: &str) -> Result<Option<T>> {
@@ -202,8 +203,9 @@ pub async fn authorize(req: Request, env: &Env) -> Result<Response> {
         Ok(request) => request,
         Err(e) => return Ok(oauth_error(&e)),
     };
-    match check(env, &request, &resource_id(&origin(&req)?)).await? {
-        Ok(_) => Response::redirect(url.join(&format!("/authorize?{}", url.query().unwrap_or("")))?),
+    let origin = origin(&req, env)?;
+    match check(env, &request, &resource_id(&origin)).await? {
+        Ok(_) => Response::redirect(Url::parse(&origin)?.join(&format!("/authorize?{}", url.query().unwrap_or("")))?),
         Err((None, e)) => Ok(oauth_error(&e)),
         Err((Some(request), e)) => {
             Response::redirect(request.redirect(&[("error", e.error), ("error_description", &e.description)]).parse()?)
@@ -219,7 +221,7 @@ pub async fn consent_view(req: Request, env: &Env) -> Result<Response> {
         Ok(request) => request,
         Err(e) => return Ok(oauth_error(&e)),
     };
-    let client = match check(env, &request, &resource_id(&origin(&req)?)).await? {
+    let client = match check(env, &request, &resource_id(&origin(&req, env)?)).await? {
         Ok(client) => client,
         Err((_, e)) => return Ok(oauth_error(&e)),
     };
@@ -256,7 +258,7 @@ pub async fn consent(mut req: Request, env: &Env) -> Result<Response> {
     if !session_name_ok(&session) {
         return Ok(oauth_error(&OAuthError::new("invalid_request", format!("session: {SESSION_NAME_RULE}"))));
     }
-    let origin = origin(&req)?;
+    let origin = origin(&req, env)?;
     let resource = resource_id(&origin);
     let client = match check(env, &request, &resource).await? {
         Ok(client) => client,
@@ -317,7 +319,7 @@ pub async fn token(mut req: Request, env: &Env) -> Result<Response> {
         Ok(request) => request,
         Err(response) => return Ok(response),
     };
-    let resource = resource_id(&origin(&req)?);
+    let resource = resource_id(&origin(&req, env)?);
     let kv = kv(env)?;
     let grant_id = match request.grant_type.as_str() {
         "authorization_code" => exchange_code(&kv, &request, &resource).await?,

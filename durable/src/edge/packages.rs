@@ -37,6 +37,10 @@ const REGISTRY_REDIRECTS: usize = 3;
 /// How long a package source may take to start answering, and then to send each next part of
 /// its body (a registry answers in well under a second; a mirror filling its cache, in a few).
 const SOURCE_DEADLINE_MS: u64 = 20_000;
+/// How long one `/registry` answer may take in all, redirects and body included: a source that
+/// trickles (a byte every few seconds) is broken off then. A package file of the deps layer's
+/// 20 MiB at 512 kbit/s arrives within it.
+const ANSWER_DEADLINE_MS: u64 = 60_000;
 
 /// `POST /capsule/presign`: to the relay session, which holds the build.
 pub async fn presign(req: Request, env: &Env, who: &Who) -> Result<Response> {
@@ -114,7 +118,7 @@ fn mismatch(grant: &UploadGrant, body: &[u8]) -> Option<String> {
 /// URL is what is fetched), fetched with the request's `Accept`, and its status, type and body
 /// passed back. Redirects are followed only to admitted URLs. A source that does not start
 /// answering within [`SOURCE_DEADLINE_MS`] is `UpstreamFailed` naming it; one that stalls that
-/// long in its body breaks the body off.
+/// long in its body, or has not sent it whole by [`ANSWER_DEADLINE_MS`], breaks the body off.
 pub async fn registry(req: Request, env: &Env, who: &Who) -> Result<Response> {
     let claims = match run_claims(&req, env)? {
         Ok(claims) => claims,
@@ -124,12 +128,13 @@ pub async fn registry(req: Request, env: &Env, who: &Who) -> Result<Response> {
     let sources = by_id(env, &claims.sub).await?.defaults.packages;
     let mut url = req.url()?.query_pairs().find(|(k, _)| k == "url").map(|(_, v)| v.into_owned()).unwrap_or_default();
     let accept = req.headers().get("accept")?.unwrap_or_else(|| "*/*".into());
+    let deadline = Deadline(now_ms() + ANSWER_DEADLINE_MS);
     for _ in 0..=REGISTRY_REDIRECTS {
         let admitted = match sources.admit(&url) {
             Ok(admitted) => admitted,
             Err(why) => return Ok(refuse(ErrorName::PolicyDenied, why)),
         };
-        let (mut upstream, controller) = match from_source(&admitted, &accept).await? {
+        let (mut upstream, controller) = match from_source(&admitted, &accept, deadline).await? {
             Ok(answered) => answered,
             Err(why) => return Ok(refuse(ErrorName::UpstreamFailed, why)),
         };
@@ -143,7 +148,7 @@ pub async fn registry(req: Request, env: &Env, who: &Who) -> Result<Response> {
         let content_type = upstream.headers().get("content-type")?.unwrap_or_else(|| "application/octet-stream".into());
         let headers = Headers::new();
         headers.set("content-type", &content_type)?;
-        let body = stall_guarded(upstream.stream()?, controller, source_name(&admitted));
+        let body = stall_guarded(upstream.stream()?, controller, source_name(&admitted), deadline);
         return Ok(Response::from_stream(body)?.with_status(status).with_headers(headers));
     }
     Ok(refuse(ErrorName::UpstreamFailed, format!("{url}: more than {REGISTRY_REDIRECTS} redirects")))
@@ -154,12 +159,35 @@ fn source_name(admitted: &Admitted) -> String {
     format!("package source {} ({}) for {}", admitted.field, admitted.base, admitted.url)
 }
 
+/// When a `/registry` answer must be whole ([`ANSWER_DEADLINE_MS`] after it began).
+#[derive(Clone, Copy)]
+struct Deadline(u64);
+
+impl Deadline {
+    /// How long to wait for the next part: [`SOURCE_DEADLINE_MS`], or what is left of the
+    /// answer's time when less; and whether that wait is the whole answer's.
+    fn next_wait(self) -> (u64, bool) {
+        let left = self.0.saturating_sub(now_ms());
+        (left.min(SOURCE_DEADLINE_MS), left <= SOURCE_DEADLINE_MS)
+    }
+
+    /// Why a source was cut off when the whole answer's time ran out.
+    fn missed(source: &str) -> String {
+        format!(
+            "{source} did not send its whole answer within {} s, the limit of one /registry answer; retry later, \
+             or ask an admin to check the source",
+            ANSWER_DEADLINE_MS / 1000
+        )
+    }
+}
+
 /// The source's answer to a GET of the admitted URL (with the controller that aborts its body),
-/// or why there is none: no answer at all, or none within [`SOURCE_DEADLINE_MS`] (then the
-/// request is aborted).
+/// or why there is none: no answer at all, or none within [`SOURCE_DEADLINE_MS`] or by the
+/// `deadline` (then the request is aborted).
 async fn from_source(
     admitted: &Admitted<'_>,
     accept: &str,
+    deadline: Deadline,
 ) -> Result<std::result::Result<(Response, AbortController), String>> {
     let headers = Headers::new();
     headers.set("accept", accept)?;
@@ -169,9 +197,14 @@ async fn from_source(
     let controller = AbortController::default();
     let signal = controller.signal();
     let sent = pin!(fetch.send_with_signal(&signal));
-    Ok(match select(sent, pin!(sleep(SOURCE_DEADLINE_MS))).await {
+    let (wait, last) = deadline.next_wait();
+    Ok(match select(sent, pin!(sleep(wait))).await {
         Either::Left((Ok(upstream), _)) => Ok((upstream, controller)),
         Either::Left((Err(e), _)) => Err(format!("{} did not answer: {e}", source_name(admitted))),
+        Either::Right(_) if last => {
+            controller.abort();
+            Err(Deadline::missed(&source_name(admitted)))
+        }
         Either::Right(_) => {
             controller.abort();
             Err(format!(
@@ -185,11 +218,13 @@ async fn from_source(
 }
 
 /// `body` passed on as it comes, broken off (and the fetch aborted) when the source sends
-/// nothing for [`SOURCE_DEADLINE_MS`]: the tab sees a body that failed, not one that never ends.
+/// nothing for [`SOURCE_DEADLINE_MS`] or has not sent it all by the `deadline`: the tab sees a
+/// body that failed, not one that never ends.
 fn stall_guarded(
     body: ByteStream,
     controller: AbortController,
     source: String,
+    deadline: Deadline,
 ) -> impl futures::Stream<Item = Result<Vec<u8>>> {
     futures::stream::unfold(Some((body, controller)), move |state| {
         let source = source.clone();
@@ -197,12 +232,17 @@ fn stall_guarded(
             let (mut body, controller) = state?;
             let next = {
                 // edge::sleep, not worker::Delay: each pull of a response stream is a new task.
-                let (chunk, stall) = (pin!(body.next()), pin!(sleep(SOURCE_DEADLINE_MS)));
+                let (wait, last) = deadline.next_wait();
+                let (chunk, stall) = (pin!(body.next()), pin!(sleep(wait)));
                 match select(chunk, stall).await {
                     Either::Left((chunk, _)) => chunk,
                     Either::Right(_) => {
                         controller.abort();
-                        let why = format!("{source} sent nothing for {} s", SOURCE_DEADLINE_MS / 1000);
+                        let why = match last {
+                            true => Deadline::missed(&source),
+                            false => format!("{source} sent nothing for {} s", SOURCE_DEADLINE_MS / 1000),
+                        };
+                        worker::console_warn!("/registry: {why}");
                         return Some((Err(worker::Error::RustError(why)), None));
                     }
                 }

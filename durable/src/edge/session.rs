@@ -6,9 +6,10 @@
 //! `Authorization: Bearer` (a WebSocket's: in its offered subprotocols), never in URLs, which
 //! access logs and trace stores keep.
 
-use super::http::{own_origin, read_capped};
+use super::http::read_capped;
 use super::tenants::{authenticated_body, by_id};
 use super::Who;
+use crate::platform::bindings::public_origin;
 use crate::platform::http::{json, refuse};
 use crate::platform::signer::{signer, token_keys};
 use crate::platform::{now_ms, random, stub};
@@ -160,7 +161,7 @@ pub async fn tab_socket(req: Request, env: &Env, session: &str, who: &Who, socke
     };
     who.is(&claims.sub, session);
     let tenant = by_id(env, &claims.sub).await?;
-    let caller = Caller { tenant, session: session.to_owned(), origin: own_origin(&url) };
+    let caller = Caller { tenant, session: session.to_owned(), origin: public_origin(env, &url)? };
     stub::send(env, &caller, socket.request(tab, claims.exp)).await
 }
 
@@ -232,7 +233,7 @@ pub async fn to_tab_session(
     };
     who.is(&claims.sub, session);
     let tenant = by_id(env, &claims.sub).await?;
-    let caller = Caller { tenant, session: session.to_owned(), origin: own_origin(&req.url()?) };
+    let caller = Caller { tenant, session: session.to_owned(), origin: public_origin(env, &req.url()?)? };
     let tab = req.headers().get(TAB_HEADER)?;
     stub::send(env, &caller, request(tab, body)).await
 }

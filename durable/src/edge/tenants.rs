@@ -3,8 +3,8 @@
 //! `POST /admin/tenants` creates a tenant and its API key, `GET`/`PATCH /admin/tenants/<id>`
 //! show and change its name and defaults (the rules are `relay_core::auth::admin`).
 
-use super::http::{own_origin, read_capped, unauthorized};
-use crate::platform::bindings::{kv, ADMIN_TOKEN};
+use super::http::{read_capped, unauthorized};
+use crate::platform::bindings::{kv, public_origin, ADMIN_TOKEN};
 use crate::platform::http::{json, refuse, storage_unavailable, with_header};
 use crate::platform::{now_ms, random};
 use relay_core::auth::cache::TenantCache;
@@ -22,7 +22,7 @@ const ADMIN_BODY_MAX: usize = 64 * 1024;
 /// The tenant whose key the request carries, or the answer to send instead: 401, or 503 when
 /// KV fails.
 pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Result<Tenant, Response>> {
-    let origin = own_origin(&req.url()?);
+    let origin = public_origin(env, &req.url()?)?;
     let unauthorized = |message: &str| unauthorized(&origin, message);
     let header = req.headers().get("authorization")?;
     let Some(key) = bearer(header.as_deref()) else {
