@@ -1,6 +1,6 @@
 // The executor page: a person opens it to lend this tab to relay-edge. It attaches to a relay
 // session with the person's API key, takes commands over SSE (lib/session.js), runs the
-// capsules and file tools it receives one at a time (lib/run-queue.js) over the relay session's
+// capsules it receives one at a time (lib/run-queue.js) over its copy of the relay session's
 // workspace (lib/workspace.js: OPFS, or IndexedDB where OPFS is missing), and streams their
 // output back over the NDJSON backchannel (lib/backchannel.js). For the person it shows its
 // state, the tabs of the relay session, the runs with their output (lib/status.js), how to
@@ -21,7 +21,6 @@ import { McpsTree } from "./lib/mcps-tree.js";
 import { loadPolicy } from "./lib/policy.js";
 import { RunQueue } from "./lib/run-queue.js";
 import { RunnerHost } from "./lib/runner-host.js";
-import { Searcher } from "./lib/searcher.js";
 import { SessionClient } from "./lib/session.js";
 import { Status } from "./lib/status.js";
 import { PAGE_CLIENT_NAME, readRelaySession, tryRun } from "./lib/page-mcp.js";
@@ -39,7 +38,6 @@ const fragment = readFragment();
 const status = new Status(document, fragment.session);
 const runner = new RunnerHost(new URL("sandbox.html", import.meta.url));
 const keyRing = new KeyRing(keySetFromServer());
-const searcher = new Searcher(new URL("search-worker.js", import.meta.url));
 const builder = new DepsBuilder(new URL("build-worker.js", import.meta.url));
 
 main().catch((err) => status.error(err.message));
@@ -73,8 +71,7 @@ async function main() {
     onRefused: (refused) => stopUnwanted(queue, refused),
     onDropped: (err) => status.error(`results lost after retries: ${err.message}`),
   });
-  const [workspace, checks, cache] = await Promise.all([openWorkspace(session), loadPolicy(), cacheKeeps()]);
-  const policy = { ...checks, search: (request, files) => searcher.search(request, files) };
+  const [workspace, policy, cache] = await Promise.all([openWorkspace(session), loadPolicy(), cacheKeeps()]);
   status.log(`Workspace of relay session "${session}": ${workspace.list().length} files (${workspace.backend})`);
   Object.assign(found, { workspace: workspace.backend, cache });
   showBrowser();
@@ -108,7 +105,6 @@ async function main() {
           break;
         case "capsule":
         case "build":
-        case "file":
           queue.add(data);
           break;
         case "cancel":

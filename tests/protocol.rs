@@ -83,13 +83,12 @@ fn every_tab_command_is_named_as_the_pages_list_names_it() {
     let commands = [
         TabCommand::Hello { tab_id: "tab_1".into(), session: "default".into(), lease_ms: 10_000 },
         TabCommand::Tabs(TabsCommand { count: 2, next: Some("tab_2".into()) }),
-        TabCommand::File(json!({ "runId": "r_1", "tool": "read" })),
         TabCommand::Cancel { run_id: "r_1".into() },
     ];
     let table = tab_commands_json();
     let names: Vec<&str> = table["commands"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
     assert_eq!(names, CommandName::ALL.map(CommandName::as_str));
-    assert_eq!(table["runCommands"], json!(["capsule", "build", "file"]));
+    assert_eq!(table["runCommands"], json!(["capsule", "build"]));
     for command in commands {
         let frame = String::from_utf8(command.frame()).unwrap();
         assert!(frame.starts_with(&format!("event: {}\n", command.name().as_str())), "{frame}");

@@ -13,13 +13,13 @@ mod support;
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use platform::{call_of, caller, run, session, signer, start, tool_call, with_tabs, Session, TestPlatform};
+use platform::{call_of, caller, run, session, signer, start, tool_call, with_tabs, work_of, Session, TestPlatform};
 use proptest::prelude::*;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
 use relay_core::keys;
 use relay_core::mcp::{Era, Tool};
-use relay_core::relay_session::runs::Job;
+use relay_core::relay_session::runs::{FileCall, Job, Work};
 use relay_core::relay_session::RelaySession;
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
@@ -317,9 +317,10 @@ fn key() -> SealingKey {
 
 /// Answers a file tool's call as the DO does (`answer_file`), as run `run`.
 fn answer(session: &Session, run_id: &str, tool: Tool, arguments: Value) -> Result<Value, String> {
-    let call = call_of(&**session, run_id, tool_call(tool, arguments, Era::Modern, None));
-    let Job::File(op) = call.job.as_ref() else { panic!("a file tool's job") };
-    run(session.answer_file(&call, op, &key())).map_err(|e| e.0)
+    let tool_call = tool_call(tool, arguments, Era::Modern, None);
+    let Work::File(op) = work_of(&**session, &tool_call) else { panic!("a file tool's call") };
+    let call = FileCall { tool_call, caller: caller(), run: run_id.into(), op };
+    run(session.answer_file(&call, &key())).map_err(|e| e.0)
 }
 
 #[test]

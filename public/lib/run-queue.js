@@ -3,9 +3,8 @@
 // check the capsule (capsule.js), bring this tab's copy of the relay session's workspace up to
 // date (workspace-sync.js), run it in the runner worker (runner-host.js) over it, its writes
 // sent to the relay session as they are made, with guest fetches sent through the Worker's
-// egress route, then upload what the run left in /out) and file tools (file-tools.js, on the workspace itself). Every step
-// is reported over the backchannel and in the console. A capsule that fails a check is refused
-// and never runs. Each run is acknowledged at once; one that must wait here behind another is
+// egress route, then upload what the run left in /out). Every step is reported over the
+// backchannel and in the console. A capsule that fails a check is refused and never runs. Each run is acknowledged at once; one that must wait here behind another is
 // told what that one is doing (a `queued` progress note, again whenever that changes), which
 // the relay passes on to its client and quotes if the wait outlasts the run's deadline. (That
 // the tab is alive at all is its lease's business: lease-worker.js.) Once idle, with the
@@ -16,7 +15,6 @@ import { loadCapsule } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
 import { exitEvent } from "./exit-event.js";
-import { runFileTool } from "./file-tools.js";
 import { uploadOutFiles } from "./out-files.js";
 import { cancelledOutcome } from "./runner-host.js";
 import { runtimeName } from "./status.js";
@@ -27,7 +25,7 @@ const QUEUED_NOTE_EVERY_MS = 5_000;
 export class RunQueue {
   /**
    * @param options.workspace the relay session's files (lib/workspace.js)
-   * @param options.policy the policy checks and search engine (lib/policy.js)
+   * @param options.policy the policy checks (lib/policy.js)
    * @param options.builder builds dependencies (lib/deps-build.js)
    * @param options.sync keeps the workspace a copy of the relay session's (lib/workspace-sync.js)
    */
@@ -97,8 +95,7 @@ export class RunQueue {
     if (!announced) return;
     this.current = { runId: announced.runId, abort: new AbortController(), doing: "starting", stored: 0 };
     try {
-      if (announced.tool) await this.executeFileTool(announced);
-      else if (announced.build) await this.buildThenExecute(announced, this.current.abort.signal);
+      if (announced.build) await this.buildThenExecute(announced, this.current.abort.signal);
       else await this.execute(announced, this.current.abort.signal);
     } catch (err) {
       // The relay must not wait out the run's deadline for an exit that will never come.
@@ -215,20 +212,6 @@ export class RunQueue {
     if (verdict.path.startsWith("/out/")) outWrites.add(verdict.path);
     await this.workspace.write(verdict.path, data);
     writer.push(verdict.path, data);
-  }
-
-  async executeFileTool(command) {
-    const report = this.backchannel.forRun(command.runId);
-    const target = command.arguments.path ?? command.arguments.pattern;
-    this.noteDoing(`running the ${command.tool} tool`);
-    const view = this.status.runs.start({ runId: command.runId, tool: command.tool, target });
-    view.code(JSON.stringify(command.arguments, null, 2));
-    const started = performance.now();
-    const { value, exitCode = 0, error } = await runFileTool(this.workspace, this.policy, command);
-    const usage = { wallMs: Math.round(performance.now() - started), memPeakMb: 0 };
-    report(exitEvent({ exitCode, usage, error, value }));
-    view.finish({ exitCode, usage, error });
-    this.status.log(`${command.tool} ${target}: ${error ? `${error.name}: ${error.message}` : "done"}`);
   }
 
   complete(report, view, { exitCode, usage, error, files = [] }) {

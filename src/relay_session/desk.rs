@@ -315,10 +315,10 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// The command for the run's tab, set once the run is prepared, and the runtime it runs on.
-    pub fn set_command(&self, run: &str, frame: Vec<u8>, runtime: Option<&str>) {
+    pub fn set_command(&self, run: &str, frame: Vec<u8>, runtime: &str) {
         if let Some(io) = self.desk.runs.borrow_mut().get_mut(run) {
             io.command = Some(frame);
-            io.runtime = runtime.map(str::to_owned);
+            io.runtime = Some(runtime.to_owned());
         }
     }
 

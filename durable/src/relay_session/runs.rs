@@ -17,7 +17,7 @@ use relay_core::error::ErrorName;
 use relay_core::mcp::{self, Era, Tool, ToolCall};
 use relay_core::protocol::Caller;
 use relay_core::relay_session::desk::Unadmitted;
-use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, Job, Resumed};
+use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, FileCall, Resumed, Work};
 use std::rc::Rc;
 use worker::{Response, Result};
 
@@ -34,19 +34,22 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     if let Some(max) = shared.queue_full().filter(|_| queued) {
         return Ok(http::to_response(mcp::queue_full(&call.id, max, &caller.session)));
     }
-    let job = match Job::of(&shared, &caller, &call, || signer(&shared.platform.env))? {
-        Ok(job) => Rc::new(job),
+    let work = match Work::of(&shared, &caller, &call, || signer(&shared.platform.env))? {
+        Ok(work) => work,
         Err(tool_error) => return Ok(http::json(200, &tool_error)),
     };
     let run = shared.random_id::<8>("r_");
+    let job = match work {
+        Work::Run(job) => Rc::new(job),
+        Work::File(op) => {
+            let key = sealing_key(&shared.platform.env)?;
+            return Ok(match shared.answer_file(&FileCall { tool_call: call, caller, run, op }, &key).await {
+                Ok(answer) => http::json(200, &answer),
+                Err(e) => storage_unavailable("the relay session's workspace", &e),
+            });
+        }
+    };
     let call = Call { tool_call: call, caller, run, job };
-    if let Job::File(op) = call.job.as_ref() {
-        let key = sealing_key(&shared.platform.env)?;
-        return Ok(match shared.answer_file(&call, op, &key).await {
-            Ok(answer) => http::json(200, &answer),
-            Err(e) => storage_unavailable("the relay session's workspace", &e),
-        });
-    }
     if call.tool_call.task {
         return Ok(match start_task(&shared, call.clone()).await {
             Ok(created) => http::json(200, &created),
