@@ -1,5 +1,5 @@
 //! The `search` tool's engine: grep-style matching of a regular expression against the lines
-//! of a relay session's workspace files. Pure: the caller (the tab, through wasm) hands in the
+//! of a relay session's workspace files. Pure: the caller (the relay session) hands in the
 //! files as `(path, bytes)` and gets JSON-ready results back.
 //!
 //! - **Linear time.** Patterns are compiled by the `regex` crate, which has no backtracking:
