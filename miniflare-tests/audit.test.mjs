@@ -1,5 +1,6 @@
 // The hash-chained audit against the built Worker over raw HTTP: calls with no tab attached
-// still end (NoExecutorAttached) and are sealed onto the relay session's chain; relay://audit
+// still end (runs with NoExecutorAttached; a read, answered by the relay session itself, with
+// ValidationError for a file that is not there) and are sealed onto the relay session's chain; relay://audit
 // shows them with no secret; the exported records verify with `relay-capsule audit-verify`,
 // and an edited or a deleted record is named by its seq.
 
@@ -45,7 +46,7 @@ before(async () => {
 describe("relay://audit", () => {
   test("lists the resource next to relay://session", async () => {
     const { message } = await modernCall(key, "resources/list", {});
-    assert.deepEqual(message.result.resources.map((r) => r.uri), ["relay://session", "relay://audit"]);
+    assert.deepEqual(message.result.resources.map((r) => r.uri), ["relay://session", "relay://audit", "relay://workspace"]);
   });
 
   test("three calls are three chained records with their tool and error name", () => {
@@ -53,9 +54,9 @@ describe("relay://audit", () => {
     assert.equal(records.length, 3);
     assert.deepEqual(records.map((r) => r.seq), [0, 1, 2]);
     assert.deepEqual(records.map((r) => r.tool), ["run_js", "run_py", "read"]);
+    assert.deepEqual(records.map((r) => r.errorName), ["NoExecutorAttached", "NoExecutorAttached", "ValidationError"]);
     for (const record of records) {
       assert.equal(record.kind, "tool_call");
-      assert.equal(record.errorName, "NoExecutorAttached");
       assert.equal(record.relaySession, "default");
       assert.match(record.chain, /^[0-9a-f]{64}$/);
     }

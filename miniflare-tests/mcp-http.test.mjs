@@ -332,7 +332,7 @@ describe("2026-07-28: stateless requests", () => {
 
   test("resources and prompts: relay://session and use-relay, with caching hints", async () => {
     const resources = (await modernCall(key, "resources/list")).message.result;
-    assert.deepEqual(resources.resources.map((r) => r.uri), ["relay://session", "relay://audit"]);
+    assert.deepEqual(resources.resources.map((r) => r.uri), ["relay://session", "relay://audit", "relay://workspace"]);
     assert.equal(resources.cacheScope, "public");
     const templates = (await modernCall(key, "resources/templates/list")).message.result;
     assert.deepEqual(templates.resourceTemplates, []);
@@ -479,14 +479,18 @@ describe("tools with no browser tab attached", () => {
     });
   }
 
-  for (const tool of ["read", "write", "search"]) {
-    test(`${tool} with no tab attached answers isError NoExecutorAttached`, async () => {
-      const args = { read: { path: "/out/a.txt" }, write: { path: "/out/a.txt", content: "x" }, search: { pattern: "x" } };
-      const { status, message } = await modernCall(key, "tools/call", { name: tool, arguments: args[tool] });
+  test("read, write and search with no tab attached are answered by the relay session at once", async () => {
+    const call = async (name, args) => {
+      const { status, message } = await modernCall(key, "tools/call", { name, arguments: args });
       assert.equal(status, 200);
-      assertNoExecutor(message.result);
-    });
-  }
+      return message.result;
+    };
+    const missing = await call("read", { path: "/out/a.txt" });
+    assert.equal(missing.structuredContent.error.name, "ValidationError", "no such file: not NoExecutorAttached");
+    assert.deepEqual((await call("write", { path: "/out/a.txt", content: "x" })).structuredContent, { path: "/out/a.txt", bytesWritten: 1, size: 1 });
+    assert.equal((await call("read", { path: "/out/a.txt" })).structuredContent.content, "x");
+    assert.equal((await call("search", { pattern: "x" })).structuredContent.totalMatches, 1);
+  });
 
   test("a client accepting anything gets the tool result as application/json", async () => {
     const body = modernBody("tools/call", { name: "run_js", arguments: { code: "1" } });

@@ -74,33 +74,6 @@ describe("the shared tables, judged by policy.wasm", () => {
   });
 });
 
-describe("the search engine in policy.wasm", () => {
-  const file = (path, text) => [path, new TextEncoder().encode(text)];
-
-  test("finds lines across files as the core does, bytes passed unescaped", async () => {
-    const policy = await loadPolicy(wasm);
-    const files = [file("/tmp/b.txt", "x\nneedle \"quoted\" \\ é\n"), file("/tmp/a.log", "needle\n"), file("/host/c.txt", "needle")];
-    const found = policy.search({ pattern: "needle", paths: ["/tmp"] }, files);
-    assert.deepEqual(found, {
-      matches: [
-        { path: "/tmp/a.log", line: 1, column: 1, text: "needle" },
-        { path: "/tmp/b.txt", line: 2, column: 1, text: 'needle "quoted" \\ é' },
-      ],
-      totalMatches: 2,
-      truncated: false,
-      filesSearched: 2,
-      filesSkipped: 0,
-    });
-  });
-
-  test("a refused pattern is a ValidationError naming it; binary files are skipped", async () => {
-    const policy = await loadPolicy(wasm);
-    assert.throws(() => policy.search({ pattern: "(a)\\1" }, []), (err) => err.name === "ValidationError" && /backreference/.test(err.message));
-    const binary = ["/tmp/bin", Uint8Array.of(0, 1, 2, 110, 101)];
-    assert.equal(policy.search({ pattern: "ne" }, [binary]).filesSkipped, 1);
-  });
-});
-
 describe("loadPolicy", () => {
   test("keeps one instance per source", async () => {
     assert.equal(await loadPolicy(wasm), await loadPolicy(wasm));

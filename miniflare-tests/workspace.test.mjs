@@ -544,19 +544,3 @@ test("top-level await in Python keeps exit codes and tracebacks", async () => {
   assert.match(fails.stderr, /ValueError: late\n$/);
   assert.doesNotMatch(fails.stderr, /relay_run|run_sync|webloop/);
 });
-
-describe("the search worker (lib/searcher.js)", () => {
-  test("a search past its time limit is stopped as Timeout, and the next one gets a fresh worker", async () => {
-    const files = { "/tmp/a.txt": "one needle\n", "/tmp/b.bin": "x" };
-    const search = (timeoutMs, bigBytes) => ({ timeoutMs, request: { pattern: "needle" }, files, bigBytes });
-    const bad = { timeoutMs: 30_000, request: { pattern: "(a)\\1" }, files };
-    // 64 MiB of empty lines cannot be copied to the worker and searched within 1 ms.
-    const searches = [search(30_000), search(1, 64 << 20), search(30_000), bad];
-    const results = await page.evaluate((s) => window.relayTest.searches(s), searches);
-    const found = { matches: [{ path: "/tmp/a.txt", line: 1, column: 5, text: "one needle" }], totalMatches: 1, truncated: false, filesSearched: 2, filesSkipped: 0 };
-    assert.deepEqual(results[0], found);
-    assert.match(results[1], /^Timeout: the search took longer than 0\.001 s and was stopped; narrow it/);
-    assert.deepEqual(results[2], found, "a fresh worker after the stopped one");
-    assert.match(results[3], /^ValidationError: pattern: .*backreference/);
-  });
-});

@@ -1,6 +1,6 @@
 // The executor page: a person opens it to lend this tab to relay-edge. It attaches to a relay
 // session with the person's API key, takes commands over SSE (lib/session.js), runs the
-// capsules and file tools it receives one at a time (lib/run-queue.js) over the relay session's
+// capsules it receives one at a time (lib/run-queue.js) over its copy of the relay session's
 // workspace (lib/workspace.js: OPFS, or IndexedDB where OPFS is missing), and streams their
 // output back over the NDJSON backchannel (lib/backchannel.js). For the person it shows its
 // state, the tabs of the relay session, the runs with their output (lib/status.js), how to
@@ -21,11 +21,11 @@ import { McpsTree } from "./lib/mcps-tree.js";
 import { loadPolicy } from "./lib/policy.js";
 import { RunQueue } from "./lib/run-queue.js";
 import { RunnerHost } from "./lib/runner-host.js";
-import { Searcher } from "./lib/searcher.js";
 import { SessionClient } from "./lib/session.js";
 import { Status } from "./lib/status.js";
 import { PAGE_CLIENT_NAME, readRelaySession, tryRun } from "./lib/page-mcp.js";
 import { openWorkspace } from "./lib/workspace.js";
+import { WorkspaceSync } from "./lib/workspace-sync.js";
 
 const KEY_STORAGE = "relay.key";
 const ATTACH_RETRY_MAX_MS = 30_000;
@@ -38,7 +38,6 @@ const fragment = readFragment();
 const status = new Status(document, fragment.session);
 const runner = new RunnerHost(new URL("sandbox.html", import.meta.url));
 const keyRing = new KeyRing(keySetFromServer());
-const searcher = new Searcher(new URL("search-worker.js", import.meta.url));
 const builder = new DepsBuilder(new URL("build-worker.js", import.meta.url));
 
 main().catch((err) => status.error(err.message));
@@ -72,12 +71,12 @@ async function main() {
     onRefused: (refused) => stopUnwanted(queue, refused),
     onDropped: (err) => status.error(`results lost after retries: ${err.message}`),
   });
-  const [workspace, checks, cache] = await Promise.all([openWorkspace(session), loadPolicy(), cacheKeeps()]);
-  const policy = { ...checks, search: (request, files) => searcher.search(request, files) };
+  const [workspace, policy, cache] = await Promise.all([openWorkspace(session), loadPolicy(), cacheKeeps()]);
   status.log(`Workspace of relay session "${session}": ${workspace.list().length} files (${workspace.backend})`);
   Object.assign(found, { workspace: workspace.backend, cache });
   showBrowser();
-  const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy, builder });
+  const sync = new WorkspaceSync({ workspace, session, endpoint: (action) => client.endpoint(action), status });
+  const queue = new RunQueue({ runner, keyRing, backchannel, status, workspace, policy, builder, sync });
   const mcps = new McpsTree({ workspace, endpoint: () => client.endpoint("mcps"), status });
   const handlers = {
     onCommand(type, data) {
@@ -96,13 +95,16 @@ async function main() {
           status.log(`Connected to server (session: ${client.sessionId})`);
           status.log("Ready. Waiting for execution requests...");
           mcps.sync();
+          sync
+            .sync()
+            .then(({ files, fetched, ms }) => status.log(`Workspace: ${files} file(s) from the relay session, ${fetched} fetched, in ${Math.round(ms)} ms`))
+            .catch((err) => status.error(`could not bring the workspace up to date: ${err.message}`));
           break;
         case "tabs":
           status.setTabs(data, client.tabId);
           break;
         case "capsule":
         case "build":
-        case "file":
           queue.add(data);
           break;
         case "cancel":

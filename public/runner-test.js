@@ -7,7 +7,6 @@ import { loadCapsule } from "./lib/capsule.js";
 import { canonicalJson } from "./lib/canonical-json.js";
 import { KeyRing, verifyManifestSignature } from "./lib/jws.js";
 import { RunnerHost } from "./lib/runner-host.js";
-import { Searcher } from "./lib/searcher.js";
 import { openWorkspace } from "./lib/workspace.js";
 import { unzip } from "./lib/zip.js";
 
@@ -133,23 +132,6 @@ window.relayTest = {
     } catch (err) {
       return { refused: err.message };
     }
-  },
-
-  /**
-   * Runs searches (each {timeoutMs, request, files: {path: text}, bigBytes?}) one after another
-   * on one Searcher (lib/searcher.js); `bigBytes` adds /tmp/big.txt of that many lines' bytes,
-   * made here. Returns each result, or the error's "name: message".
-   */
-  async searches(searches) {
-    const searcher = new Searcher(new URL("search-worker.js", location.href));
-    const results = [];
-    for (const { timeoutMs, request, files, bigBytes = 0 } of searches) {
-      searcher.timeoutMs = timeoutMs;
-      const encoded = Object.entries(files).map(([path, text]) => [path, new TextEncoder().encode(text)]);
-      if (bigBytes) encoded.push(["/tmp/big.txt", new Uint8Array(bigBytes).fill(10)]);
-      results.push(await searcher.search(request, encoded).catch((err) => `${err.name}: ${err.message}`));
-    }
-    return results;
   },
 
   /** Unzips base64 zip bytes; returns the files as text, or the error message. */

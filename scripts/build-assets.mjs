@@ -37,7 +37,7 @@ const TEST_PAGE = "runner-test";
 const GENERATED = path.join(ROOT, "dist", "generated");
 const requireFromRoot = createRequire(path.join(ROOT, "package.json"));
 
-const ENTRY_POINTS = ["executor.js", "search-worker.js", "build-worker.js", "lease-worker.js", "clock-worker.js", "authorize.js"];
+const ENTRY_POINTS = ["executor.js", "build-worker.js", "lease-worker.js", "clock-worker.js", "authorize.js"];
 const STATIC_EXTENSIONS = [".html", ".css"];
 const SANDBOX_HTML = "sandbox.html";
 const SANDBOX_SCRIPT = "sandbox/frame.js";

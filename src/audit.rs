@@ -53,6 +53,13 @@ pub struct AuditRecord {
     pub stderr_sha256: String,
     /// The call's arguments after [`redact_args`].
     pub args: Value,
+    /// The relay session's workspace root (`workspace::root`) when the run started and when it
+    /// ended, for runs that had one; absent from records made before workspaces had roots, so
+    /// those verify as they were sealed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_after: Option<String>,
     pub prev: String,
     pub chain: String,
 }
@@ -105,6 +112,8 @@ impl Scope {
             stderr_bytes: 0,
             stderr_sha256: String::new(),
             args: redact_args(&args),
+            workspace_before: None,
+            workspace_after: None,
             prev: String::new(),
             chain: String::new(),
         }

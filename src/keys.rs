@@ -66,3 +66,9 @@ pub fn build_record(tenant_id: &str, key: &str) -> String {
 pub fn out_file(tenant: &str, run: &str, path: &str) -> String {
     format!("files/{tenant}/{run}/{}", path.trim_start_matches('/'))
 }
+
+/// R2: a body of a tenant's workspace files, by its sha256 (stored once for all its relay
+/// sessions; `relay_session::workspace` says which are inline in SQLite instead).
+pub fn workspace_body(tenant: &str, sha256: &str) -> String {
+    format!("workspace/{tenant}/{sha256}")
+}

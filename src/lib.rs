@@ -33,3 +33,4 @@ pub mod search;
 pub mod stores;
 pub mod text;
 pub mod upstream;
+pub mod workspace;

@@ -98,6 +98,9 @@ fn numbers_out_of_bounds_are_refused_naming_the_field_and_its_range() {
         (json!({ "queue": { "maxQueued": 0 } }), "queue.maxQueued"),
         (json!({ "queue": { "maxWaitMs": u64::MAX } }), "queue.maxWaitMs"),
         (json!({ "queue": { "attachWaitMs": 86_400_000 } }), "queue.attachWaitMs"),
+        (json!({ "workspace": { "maxBytes": 1 } }), "workspace.maxBytes is 1; it must be between 65536"),
+        (json!({ "workspace": { "maxBytes": u64::MAX } }), "workspace.maxBytes"),
+        (json!({ "workspace": { "maxbytes": 5 } }), "maxbytes"),
     ];
     for (defaults, expected) in cases {
         let created = from_admin_json(json!({ "id": "t_1", "name": "acme", "defaults": defaults })).unwrap_err();
@@ -105,8 +108,8 @@ fn numbers_out_of_bounds_are_refused_naming_the_field_and_its_range() {
         let patch = patched(json!({ "defaults": defaults })).unwrap_err();
         assert_eq!(patch, created, "a patch is validated as creation is");
     }
-    let at_the_edge =
-        json!({ "outFileMaxBytes": MAX_OUT_FILE_BYTES, "policy": { "limits": { "timeoutMs": MAX_TIMEOUT_MS } } });
+    let at_the_edge = json!({ "outFileMaxBytes": MAX_OUT_FILE_BYTES, "policy": { "limits": { "timeoutMs": MAX_TIMEOUT_MS } },
+        "workspace": { "maxBytes": relay_core::workspace::MAX_MAX_BYTES } });
     assert!(from_admin_json(json!({ "id": "t", "name": "n", "defaults": at_the_edge })).is_ok());
 }
 

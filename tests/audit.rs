@@ -28,6 +28,8 @@ fn fields(i: u64) -> AuditRecord {
         stderr_bytes: 0,
         stderr_sha256: sha256_hex(b""),
         args: redact_args(&json!({ "code": format!("print({i})"), "args": ["a", "b"] })),
+        workspace_before: None,
+        workspace_after: None,
     }
 }
 

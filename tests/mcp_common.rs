@@ -77,6 +77,8 @@ pub fn audit_records(n: usize) -> Vec<AuditRecord> {
             stderr_bytes: 0,
             stderr_sha256: String::new(),
             args: json!({}),
+            workspace_before: None,
+            workspace_after: None,
         };
         let head = records.last().map(|r| ChainHead { seq: r.seq, chain: r.chain.clone() });
         records.push(seal(fields, head.as_ref()));
@@ -100,6 +102,7 @@ pub fn cx() -> Context<'static> {
             ),
         },
         audit_records: &audit_records,
+        workspace: &|| serde_json::json!({ "version": 0, "root": relay_core::workspace::EMPTY_ROOT, "files": [] }),
         page_url: PAGE_URL.into(),
         limits_json: json!({ "timeoutMs": 60000, "memMb": 256, "stdoutBytes": 1048576 }),
         client_seen: &record_client,

@@ -90,14 +90,22 @@ fn prompt_errors_are_invalid_params() {
     }
 }
 
+fn result_of_read(uri: &str) -> Value {
+    result(&Server::new().reply(&modern("resources/read", json!({ "uri": uri }))))
+}
+
 #[test]
 fn resources_list_and_templates() {
     let result = result(&Server::new().reply(&modern("resources/list", json!({}))));
-    assert_eq!(result["resources"].as_array().unwrap().len(), 2);
+    assert_eq!(result["resources"].as_array().unwrap().len(), 3);
     assert_eq!(result["resources"][0]["uri"], "relay://session");
     assert_eq!(result["resources"][0]["mimeType"], "application/json");
     assert_eq!(result["resources"][1]["uri"], "relay://audit");
     assert_eq!(result["resources"][1]["mimeType"], "application/json");
+    assert_eq!(result["resources"][2]["uri"], "relay://workspace");
+    let read = result_of_read("relay://workspace");
+    let listing: Value = serde_json::from_str(read["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(listing["files"], json!([]), "what the relay session supplies");
     let templates = result_of("resources/templates/list");
     assert_eq!(templates["resourceTemplates"], json!([]));
 }

@@ -24,6 +24,8 @@ fn record(kind: Kind, tool: &str) -> AuditRecord {
         stderr_bytes: 5,
         stderr_sha256: "b".repeat(64),
         args: json!({ "code": { "bytes": 3, "sha256": "c" }, "env": { "TOKEN": "***" } }),
+        workspace_before: None,
+        workspace_after: None,
         prev: "0".repeat(64),
         chain: "d".repeat(64),
     }
@@ -91,6 +93,10 @@ fn routes_are_patterns_with_no_id_token_or_query_in_them() {
         ("GET", "/capsules/abcdef/fs.0.zip", "GET /capsules/:hash/:file"),
         ("PUT", "/admin/tenants/t_1/upstreams/search", "/admin/tenants/:id/upstreams"),
         ("POST", "/mcp", "/mcp"),
+        ("GET", "/session/my-session/workspace", "GET /session/:id/workspace"),
+        ("GET", "/session/my-session/workspace/bodies/abcdef", "GET /session/:id/workspace/bodies/:sha256"),
+        ("PUT", "/workspace/bodies/abcdef", "PUT /workspace/bodies/:sha256"),
+        ("POST", "/workspace/commit", "POST /workspace/commit"),
         ("GET", "/oauth/consent", "GET /oauth/consent"),
         ("GET", "/nowhere/rk_live_key", "static or unknown"),
     ];

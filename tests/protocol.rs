@@ -46,6 +46,13 @@ fn every_request() -> Vec<SessionRequest> {
         ReserveOutFile { run: "r_1".into(), path: "/out/a b&c=%2F.txt".into() },
         ReleaseOutFile { run: "r_1".into(), path: "/out/é".into() },
         Metrics,
+        WorkspaceIndex { since: None, run: None },
+        WorkspaceIndex { since: Some(7), run: Some("r_1".into()) },
+        WorkspaceBody { sha256: "ab".repeat(32) },
+        WorkspacePutBody { run: Some("r_1".into()), sha256: "ab".repeat(32), body: vec![0, 1, 2] },
+        WorkspacePutBody { run: None, sha256: "cd".repeat(32), body: vec![] },
+        WorkspaceUpload { changes: b"{\"changes\":[]}".to_vec() },
+        WorkspaceCommit { run: "r_1".into(), cap: "c".into(), changes: b"{\"changes\":[]}".to_vec() },
     ]
 }
 
@@ -65,6 +72,8 @@ fn an_unknown_route_or_a_missing_parameter_is_refused_naming_it() {
     let missing = SessionRequest::decode(envelope("/mcps-rpc?run=r_1")).unwrap_err();
     assert_eq!(missing.name, ErrorName::ValidationError);
     assert!(missing.message.contains("`cap`"), "{}", missing.message);
+    let since = SessionRequest::decode(Envelope { method: "GET".into(), ..envelope("/workspace?since=x") });
+    assert!(since.unwrap_err().message.contains("since must be a workspace version"));
     let socket = Envelope { method: "GET".into(), ..envelope("/results") };
     assert_eq!(SessionRequest::decode(socket).unwrap_err().name, ErrorName::ValidationError, "a socket names its tab");
 }
@@ -74,13 +83,12 @@ fn every_tab_command_is_named_as_the_pages_list_names_it() {
     let commands = [
         TabCommand::Hello { tab_id: "tab_1".into(), session: "default".into(), lease_ms: 10_000 },
         TabCommand::Tabs(TabsCommand { count: 2, next: Some("tab_2".into()) }),
-        TabCommand::File(json!({ "runId": "r_1", "tool": "read" })),
         TabCommand::Cancel { run_id: "r_1".into() },
     ];
     let table = tab_commands_json();
     let names: Vec<&str> = table["commands"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
     assert_eq!(names, CommandName::ALL.map(CommandName::as_str));
-    assert_eq!(table["runCommands"], json!(["capsule", "build", "file"]));
+    assert_eq!(table["runCommands"], json!(["capsule", "build"]));
     for command in commands {
         let frame = String::from_utf8(command.frame()).unwrap();
         assert!(frame.starts_with(&format!("event: {}\n", command.name().as_str())), "{frame}");

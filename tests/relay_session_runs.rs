@@ -20,7 +20,7 @@ use relay_core::capsule::jws::Signer;
 use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
 use relay_core::mcp::{Era, Tool};
 use relay_core::relay_session::desk::{Unadmitted, ANSWERS_KEPT};
-use relay_core::relay_session::runs::{prepare, start_task, Answer, CancelOnDrop, Job, Resumed};
+use relay_core::relay_session::runs::{prepare, start_task, Answer, CancelOnDrop, Job, Resumed, Work};
 use relay_core::relay_session::{RelaySession, Sql};
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
@@ -348,28 +348,14 @@ fn a_task_whose_storage_fails_is_refused_before_its_run_is_admitted() {
 }
 
 #[test]
-fn a_file_tool_is_answered_with_the_value_its_tab_computed() {
-    let session = with_tabs(&["tab_1"]);
-    let call = call_of(&session, "r_1", tool_call(Tool::Read, json!({ "path": "/tmp/a.txt" }), Era::Modern, None));
-    let stream = start(&session, &call);
-    assert!(session.platform.tabs.commands("tab_1").contains(&"file".to_owned()));
-    let value = json!({ "path": "/tmp/a.txt", "content": "hi" });
-    heard(&session, "tab_1", &[json!({ "runId": "r_1", "seq": 0, "type": "exit", "exitCode": 0, "value": value })]);
-    let answer = stream.messages().into_iter().find(|m| m["id"] == json!(7)).expect("an answer");
-    assert_eq!(answer["result"]["structuredContent"]["content"], "hi");
-    let rows = runs_rows(&session.platform.sql);
-    assert_eq!(rows[0]["capsule_hash"], "file:read");
-}
-
-#[test]
 fn a_call_with_bad_arguments_is_a_tool_error_and_never_a_run() {
     let session = with_tabs(&["tab_1"]);
     let bad =
         tool_call(Tool::RunJs, json!({ "code": "1", "policy": { "limits": { "timeoutMs": -1 } } }), Era::Modern, None);
-    let answer = Job::of(&*session, &caller(), &bad, || Ok::<_, ()>(signer())).unwrap().err().expect("a tool error");
+    let answer = Work::of(&*session, &caller(), &bad, || Ok::<_, ()>(signer())).unwrap().err().expect("a tool error");
     assert_eq!(answer["result"]["isError"], true);
     assert!(runs_rows(&session.platform.sql).is_empty());
     // A file tool needs no signer.
     let read = tool_call(Tool::Read, json!({ "path": "/tmp/a.txt" }), Era::Modern, None);
-    assert!(Job::of(&*session, &caller(), &read, || Err::<Signer, _>("no key")).unwrap().is_ok());
+    assert!(Work::of(&*session, &caller(), &read, || Err::<Signer, _>("no key")).unwrap().is_ok());
 }

@@ -1,6 +1,6 @@
-//! `read`, `write` and `search` calls checked at the edge before they wait in line: paths
-//! against the filesystem policy (PolicyDenied), base64 and the search pattern
-//! (ValidationError), and the `file` command the tab gets.
+//! `read`, `write` and `search` calls checked before the relay session answers them: paths
+//! against the filesystem policy (PolicyDenied, normalized as the policy reads them), base64
+//! and the search pattern (ValidationError).
 
 use relay_core::error::ErrorName;
 use relay_core::policy::{FsPolicy, WORKSPACE_ROOTS};
@@ -13,13 +13,9 @@ fn refusal(tool: &'static str, arguments: Value) -> (ErrorName, String) {
 }
 
 #[test]
-fn a_read_anywhere_in_the_workspace_becomes_a_file_command() {
+fn a_read_anywhere_in_the_workspace_is_taken_as_asked() {
     let op = file_op("read", &json!({"path": "/host/notes.md"}), &FsPolicy::default()).unwrap();
-    assert_eq!(
-        op.command("r_1"),
-        json!({"runId": "r_1", "tool": "read", "arguments": {"path": "/host/notes.md"},
-               "filesystem": {"readonly": ["/"], "writable": ["/tmp", "/out"]}})
-    );
+    assert_eq!((op.tool, op.arguments), ("read", json!({"path": "/host/notes.md"})));
 }
 
 #[test]
@@ -57,4 +53,18 @@ fn a_search_covers_the_whole_workspace_by_default_and_checks_its_pattern() {
     assert!(message.to_lowercase().contains("backreference"), "{message}");
     let (name, _) = refusal("search", json!({"pattern": "x", "paths": ["/etc"]}));
     assert_eq!(name, ErrorName::PolicyDenied);
+}
+
+#[test]
+fn a_call_reads_the_mcps_tree_only_when_it_reads_under_mcps() {
+    let fs = FsPolicy::default();
+    let reads = |tool: &'static str, arguments: Value| file_op(tool, &arguments, &fs).unwrap().reads_mcps();
+    assert!(reads("read", json!({ "path": "/mcps/index.json" })));
+    assert!(reads("read", json!({ "path": "/mcps" })));
+    assert!(!reads("read", json!({ "path": "/tmp/mcps" })));
+    assert!(!reads("read", json!({ "path": "/tmp" })));
+    assert!(reads("search", json!({ "pattern": "x" })), "the whole workspace covers /mcps");
+    assert!(reads("search", json!({ "pattern": "x", "paths": ["/mcps/server"] })));
+    assert!(!reads("search", json!({ "pattern": "x", "paths": ["/tmp", "/out"] })));
+    assert!(!reads("write", json!({ "path": "/tmp/a", "content": "" })));
 }

@@ -68,7 +68,7 @@ fn log_threshold(env: &Env) -> Level {
 
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
 async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
-    use edge::{capsules, egress, files, http, mcp, metrics, oauth, packages, session, tenants, upstreams};
+    use edge::{capsules, egress, files, http, mcp, metrics, oauth, packages, session, tenants, upstreams, workspace};
     use session::{TabRoute, TabSocket};
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -96,6 +96,14 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Get, ["session", id, "mcps"]) => session::forward(req, env, id, TabRoute::Mcps, who).await,
         (Method::Post, ["session", id, "detach"]) => session::forward(req, env, id, TabRoute::Detach, who).await,
         (Method::Post, ["session", id, "ready"]) => session::forward(req, env, id, TabRoute::Ready, who).await,
+        (Method::Get, ["session", id, "workspace"]) => workspace::index(req, env, id, who).await,
+        (Method::Get, ["session", id, "workspace", "bodies", sha]) => workspace::body(req, env, id, sha, who).await,
+        (Method::Put, ["session", id, "workspace", "bodies", sha]) => {
+            workspace::put_tab_body(req, env, id, sha, who).await
+        }
+        (Method::Post, ["session", id, "workspace", "upload"]) => workspace::upload(req, env, id, who).await,
+        (Method::Put, ["workspace", "bodies", sha]) => workspace::put_body(req, env, sha, who).await,
+        (Method::Post, ["workspace", "commit"]) => workspace::commit(req, env, who).await,
         (Method::Post, ["capsules"]) => capsules::create(req, env).await,
         (Method::Post, ["capsules", "verify"]) => capsules::verify(req, env).await,
         (Method::Get | Method::Head, ["capsules", hash, file]) => capsules::fetch(&req, env, hash, file).await,

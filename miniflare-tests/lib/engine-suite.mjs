@@ -104,7 +104,7 @@ export function engineSuite(engine) {
       assert.match(raised.stderr, /Traceback[\s\S]*ValueError: boom/);
     });
 
-    test("read, write and search work on the tab's workspace, which both runtimes share", async () => {
+    test("read, write and search work on the relay session's workspace, which both runtimes share through the tab's copy", async () => {
       const written = await call("write", { path: "/tmp/notes/hello.txt", content: "héllo\nworld\n" });
       assert.deepEqual(written, { path: "/tmp/notes/hello.txt", bytesWritten: 13, size: 13 });
       assert.equal((await call("read", { path: "/tmp/notes/hello.txt" })).content, "héllo\nworld\n");

@@ -1,4 +1,4 @@
-//! relay-core's policy decisions, search engine and Python build resolver for the executor page,
+//! relay-core's policy decisions and Python build resolver for the executor page,
 //! as a wasm module with a C ABI.
 //!
 //! The page (public/lib/policy.js) writes a JSON request into memory it got from [`alloc`],
@@ -17,11 +17,6 @@
 /// only use serde, serde_json, url and std; this crate's build fails if it reaches further.)
 #[path = "../../src/policy/mod.rs"]
 pub mod policy;
-
-/// relay-core's `src/search/` (the `search` tool's engine), included the same way; it uses only
-/// `policy` and the `regex` crate besides serde.
-#[path = "../../src/search/mod.rs"]
-pub mod search;
 
 /// relay-core's `src/packages/python/` (a Python dependency build's rules and resolver), included
 /// the same way; it uses serde, serde_json and std only.
@@ -99,49 +94,6 @@ pub unsafe extern "C" fn check_path(ptr: *const u8, len: usize) -> u64 {
             Err(reason) => json!({ "allow": false, "reason": reason }),
         }
     })
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SearchInput {
-    request: search::SearchRequest,
-    /// `(path, size)` of each file, in the order their bytes follow the header.
-    files: Vec<(String, usize)>,
-}
-
-/// A search over files: the request is a JSON header `{"request": {...}, "files": [[path,
-/// size], ...]}`, a NUL byte, then the files' bytes one after another (no JSON escaping of
-/// file contents). → the search result, or `{"failure": "..."}` for a request the engine
-/// refuses (a bad pattern or glob: the caller's ValidationError).
-///
-/// # Safety
-/// `ptr` and `len` must describe readable memory holding the request.
-#[no_mangle]
-pub unsafe extern "C" fn search(ptr: *const u8, len: usize) -> u64 {
-    let input = std::slice::from_raw_parts(ptr, len);
-    let split = input.iter().position(|&b| b == 0).unwrap_or(input.len());
-    let (header, mut bytes) = (&input[..split], input.get(split + 1..).unwrap_or_default());
-    let answer = match serde_json::from_slice::<SearchInput>(header) {
-        Err(e) => json!({ "error": format!("malformed request: {e}") }),
-        Ok(SearchInput { files, .. }) if files.iter().map(|(_, size)| size).sum::<usize>() != bytes.len() => {
-            json!({ "error": "malformed request: the file sizes do not add up to the bytes sent" })
-        }
-        Ok(SearchInput { request, files }) => {
-            let files: Vec<(&str, &[u8])> = files
-                .iter()
-                .map(|(path, size)| {
-                    let (file, rest) = bytes.split_at(*size);
-                    bytes = rest;
-                    (path.as_str(), file)
-                })
-                .collect();
-            match search::search(&request, files) {
-                Ok(result) => serde_json::to_value(result).expect("results serialize"),
-                Err(e) => json!({ "failure": e.message }),
-            }
-        }
-    };
-    reply(answer)
 }
 
 /// One step of a Python build's resolution: what is known so far (`python::Known`) → the

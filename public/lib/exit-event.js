@@ -12,17 +12,13 @@ function only(names, value) {
   return Object.fromEntries(names.filter((name) => value[name] !== undefined).map((name) => [name, value[name]]));
 }
 
-/**
- * The exit event of a run that ended with `outcome`: `{exitCode, usage, error?, files?}` (a
- * run's) or `{exitCode, usage, error? | value}` (a file tool's).
- */
-export function exitEvent({ exitCode, usage = {}, error, files, value }) {
+/** The exit event of a run that ended with `outcome`: `{exitCode, usage, error?, files?}`. */
+export function exitEvent({ exitCode, usage = {}, error, files }) {
   return {
     type: "exit",
     exitCode,
     usage: only(EXIT_FIELDS.usage, usage),
     ...(files && { files: files.map((file) => only(EXIT_FIELDS.file, file)) }),
     ...(error && { error: only(EXIT_FIELDS.error, error) }),
-    ...(value !== undefined && { value }),
   };
 }

@@ -1,4 +1,4 @@
-// The page's policy checks and search engine: relay-core's src/policy and src/search compiled to
+// The page's policy checks: relay-core's src/policy (and the Python build resolver) compiled to
 // wasm (policy-wasm/, served as policy.wasm), so the tab judges a guest's fetch or file write with the very code the Rust
 // tests run, not a second implementation. tests/policy_cases.json and tests/fs_path_cases.json
 // are the tables both sides pass (miniflare-tests/policy-tables.test.mjs runs them here).
@@ -12,7 +12,7 @@ import { policyChecks } from "./policy-checks.js";
  *   module, checked against the SRI hash the build put into the bundle), a URL (fetched and
  *   checked the same way), or the module's bytes (taken as they are: Node tests read them from
  *   dist/public/policy.wasm).
- * @returns {Promise<{checkUrl, checkPath, search}>} (lib/policy-checks.js), kept per source:
+ * @returns {Promise<{checkUrl, checkPath, resolvePython}>} (lib/policy-checks.js), kept per source:
  *   the instance is reused.
  */
 export function loadPolicy(source) {

@@ -1,10 +1,10 @@
 // Runs what the server sends to this tab, one at a time in arrival order: builds (a run's
 // dependencies built into a capsule by deps-build.js, which then runs like any capsule), capsules (fetch and
-// check the capsule (capsule.js), run it in the runner worker (runner-host.js) over the relay
-// session's workspace, with guest fetches sent through the Worker's egress route, then upload
-// what the run left in /out) and file tools (file-tools.js, on the workspace itself). Every step
-// is reported over the backchannel and in the console. A capsule that fails a check is refused
-// and never runs. Each run is acknowledged at once; one that must wait here behind another is
+// check the capsule (capsule.js), bring this tab's copy of the relay session's workspace up to
+// date (workspace-sync.js), run it in the runner worker (runner-host.js) over it, its writes
+// sent to the relay session as they are made, with guest fetches sent through the Worker's
+// egress route, then upload what the run left in /out). Every step is reported over the
+// backchannel and in the console. A capsule that fails a check is refused and never runs. Each run is acknowledged at once; one that must wait here behind another is
 // told what that one is doing (a `queued` progress note, again whenever that changes), which
 // the relay passes on to its client and quotes if the wait outlasts the run's deadline. (That
 // the tab is alive at all is its lease's business: lease-worker.js.) Once idle, with the
@@ -15,7 +15,6 @@ import { loadCapsule } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
 import { exitEvent } from "./exit-event.js";
-import { runFileTool } from "./file-tools.js";
 import { uploadOutFiles } from "./out-files.js";
 import { cancelledOutcome } from "./runner-host.js";
 import { runtimeName } from "./status.js";
@@ -26,10 +25,12 @@ const QUEUED_NOTE_EVERY_MS = 5_000;
 export class RunQueue {
   /**
    * @param options.workspace the relay session's files (lib/workspace.js)
-   * @param options.policy the policy checks and search engine (lib/policy.js)
+   * @param options.policy the policy checks (lib/policy.js)
    * @param options.builder builds dependencies (lib/deps-build.js)
+   * @param options.sync keeps the workspace a copy of the relay session's (lib/workspace-sync.js)
    */
-  constructor({ runner, keyRing, backchannel, status, workspace, policy, builder }) {
+  constructor({ runner, keyRing, backchannel, status, workspace, policy, builder, sync }) {
+    this.sync = sync;
     this.runner = runner;
     this.builder = builder;
     this.keyRing = keyRing;
@@ -94,8 +95,7 @@ export class RunQueue {
     if (!announced) return;
     this.current = { runId: announced.runId, abort: new AbortController(), doing: "starting", stored: 0 };
     try {
-      if (announced.tool) await this.executeFileTool(announced);
-      else if (announced.build) await this.buildThenExecute(announced, this.current.abort.signal);
+      if (announced.build) await this.buildThenExecute(announced, this.current.abort.signal);
       else await this.execute(announced, this.current.abort.signal);
     } catch (err) {
       // The relay must not wait out the run's deadline for an exit that will never come.
@@ -150,12 +150,20 @@ export class RunQueue {
     }
 
     view.code(new TextDecoder().decode(capsule.files[capsule.manifest.entry.path.slice(1)]));
+    this.noteDoing("bringing its workspace up to date");
+    try {
+      await this.sync.sync(runId);
+    } catch (err) {
+      const stale = failure("Internal", `could not bring this tab's copy of the workspace up to date: ${err.message}; run again`);
+      return this.complete(report, view, { ...stale, usage: { wallMs: 0, memPeakMb: 0 } });
+    }
     const echo = this.status.echo();
     const { policy } = capsule.manifest;
     const outWrites = new Set(); // paths under /out this run wrote
+    const writer = this.sync.writer(announced.runToken);
     const outcome = await this.runner.run(job(runId, capsule, this.workspace), {
       signal,
-      onFile: (op) => this.applyFileOp(op, policy.filesystem, outWrites).then(() => this.noteDoing(undefined, 1)),
+      onFile: (op) => this.applyFileOp(op, policy.filesystem, outWrites, writer).then(() => this.noteDoing(undefined, 1)),
       onFetch: (request) =>
         request.url === MCPS_RPC
           ? mcpsRpc({ runToken: announced.runToken, request })
@@ -180,6 +188,10 @@ export class RunQueue {
     echo.end();
     const { fileErrors } = outcome.usage;
     if (fileErrors) this.status.error(`run ${runId}: ${fileErrors} file change(s) could not be stored`);
+    this.noteDoing("sending its file changes to the relay session");
+    const { refused, failure: lost } = await writer.done();
+    for (const { path, name, message } of refused) this.status.error(`run ${runId}: the relay session refused ${path}: ${name}: ${message}`);
+    if (lost) this.status.error(`run ${runId}: file changes did not reach the relay session: ${lost.message}`);
     if (outWrites.size) this.noteDoing("uploading its /out files");
     const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken });
     this.complete(report, view, { ...outcome, files });
@@ -189,29 +201,17 @@ export class RunQueue {
    * Persists a runner's file change once the policy admits it (the runner checked too, but it
    * runs guest code: this check is the one that holds).
    */
-  async applyFileOp({ op, path, data }, filesystem, outWrites) {
+  async applyFileOp({ op, path, data }, filesystem, outWrites, writer) {
     const verdict = this.policy.checkPath(filesystem, path, "write");
     if (!verdict.allow) throw new Error(`refused a ${op} of ${path}: ${verdict.reason}`);
     if (op === "remove") {
       outWrites.delete(verdict.path);
-      return this.workspace.remove(verdict.path);
+      await this.workspace.remove(verdict.path);
+      return writer.push(verdict.path, null);
     }
     if (verdict.path.startsWith("/out/")) outWrites.add(verdict.path);
-    return this.workspace.write(verdict.path, data);
-  }
-
-  async executeFileTool(command) {
-    const report = this.backchannel.forRun(command.runId);
-    const target = command.arguments.path ?? command.arguments.pattern;
-    this.noteDoing(`running the ${command.tool} tool`);
-    const view = this.status.runs.start({ runId: command.runId, tool: command.tool, target });
-    view.code(JSON.stringify(command.arguments, null, 2));
-    const started = performance.now();
-    const { value, exitCode = 0, error } = await runFileTool(this.workspace, this.policy, command);
-    const usage = { wallMs: Math.round(performance.now() - started), memPeakMb: 0 };
-    report(exitEvent({ exitCode, usage, error, value }));
-    view.finish({ exitCode, usage, error });
-    this.status.log(`${command.tool} ${target}: ${error ? `${error.name}: ${error.message}` : "done"}`);
+    await this.workspace.write(verdict.path, data);
+    writer.push(verdict.path, data);
   }
 
   complete(report, view, { exitCode, usage, error, files = [] }) {
@@ -237,6 +237,7 @@ function job(runId, { manifest, files, limits }, workspace) {
     entry: { path, argv, env, cwd, stdin },
     limits,
     workspace: workspace.snapshot(),
+    workspaceLimit: workspace.limitBytes,
     filesystem: manifest.policy.filesystem,
   };
 }

@@ -8,7 +8,7 @@
 
 /** The directories the workspace keeps; everything else in a runtime's filesystem is per run. */
 export const WORKSPACE_ROOTS = ["/tmp", "/out", "/host", "/mcps"];
-/** The most a workspace may hold, all files together. */
+/** The most a workspace may hold, all files together, unless the relay session says its tenant's cap. */
 export const WORKSPACE_LIMIT_BYTES = 64 * 1024 * 1024;
 /** relay-core's default FsPolicy, for a job that names none. */
 export const DEFAULT_FILESYSTEM = Object.freeze({ readonly: ["/"], writable: ["/tmp", "/out"] });
@@ -56,8 +56,8 @@ export function normalizePath(path, cwd = "/") {
   return `/${parts.join("/")}`;
 }
 
-/** The error message of a write that would take the workspace past WORKSPACE_LIMIT_BYTES. */
-export function workspaceFullMessage(path, totalBytes) {
-  const mib = WORKSPACE_LIMIT_BYTES / (1024 * 1024);
-  return `writing ${path} would make the workspace ${totalBytes} bytes, over its limit of ${mib} MiB (${WORKSPACE_LIMIT_BYTES} bytes); delete files under /tmp or /out you no longer need (fs.rmSync in JavaScript, os.remove or shutil.rmtree in Python) and write again`;
+/** The error message of a write that would take the workspace past `limit` bytes. */
+export function workspaceFullMessage(path, totalBytes, limit = WORKSPACE_LIMIT_BYTES) {
+  const mib = limit / (1024 * 1024);
+  return `writing ${path} would make the workspace ${totalBytes} bytes, over its limit of ${mib} MiB (${limit} bytes); delete files under /tmp or /out you no longer need (fs.rmSync in JavaScript, os.remove or shutil.rmtree in Python) and write again`;
 }

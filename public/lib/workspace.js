@@ -72,6 +72,7 @@ export class Workspace {
     this.store = store;
     this.policy = policy;
     this.tree = new FileTree();
+    this.limitBytes = WORKSPACE_LIMIT_BYTES; // the tenant's cap, once the relay session says it (workspace-sync.js)
     this.waiting = []; // changes asked for, not stored yet: {path, bytes (null: remove), resolve, reject}
     this.storing = false;
   }
@@ -180,12 +181,12 @@ export class Workspace {
     const below = pending.filesUnder(path);
     if (below) throw new Error(`cannot write ${path}: it is a directory (it holds ${below} file${below === 1 ? "" : "s"})`);
     const total = pending.totalBytes - (pending.get(path)?.byteLength ?? 0) + bytes.byteLength;
-    if (total > WORKSPACE_LIMIT_BYTES) throw outputLimitExceeded(path, total);
+    if (total > this.limitBytes) throw outputLimitExceeded(path, total, this.limitBytes);
   }
 }
 
-function outputLimitExceeded(path, total) {
-  const error = new Error(workspaceFullMessage(path, total));
+function outputLimitExceeded(path, total, limit) {
+  const error = new Error(workspaceFullMessage(path, total, limit));
   error.name = "OutputLimitExceeded";
   return error;
 }

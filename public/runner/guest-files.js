@@ -6,7 +6,7 @@
 // ones this run made with mkdir. Errors carry a Node error code as their name (ENOENT, ...).
 
 import { concatBytes } from "../lib/bytes.js";
-import { WORKSPACE_LIMIT_BYTES, WORKSPACE_ROOTS, workspaceFullMessage } from "../lib/workspace-rules.js";
+import { WORKSPACE_ROOTS, workspaceFullMessage } from "../lib/workspace-rules.js";
 
 export class FsError extends Error {
   /** @param code a Node error code (ENOENT, EISDIR, ...) or PolicyDenied */
@@ -196,7 +196,8 @@ export class GuestFiles {
   /** Stores a workspace file (checkWrite admitted it) and sends it to the page, within the workspace's limit. */
   put(path, bytes) {
     const total = this.workspaceBytes - (this.files.get(path)?.byteLength ?? 0) + bytes.byteLength;
-    if (total > WORKSPACE_LIMIT_BYTES) throw new FsError("ENOSPC", workspaceFullMessage(path, total));
+    const limit = this.rule.limitBytes;
+    if (total > limit) throw new FsError("ENOSPC", workspaceFullMessage(path, total, limit));
     this.place(path, bytes);
     this.workspaceBytes = total;
     this.relay.fileWritten(path, bytes);

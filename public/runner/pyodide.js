@@ -51,7 +51,7 @@ export const pyodideEngine = {
     const policy = runnerPolicy(assets.modules);
     return {
       async run(job, sink, relay) {
-        const rule = new WriteRule(policy, job.filesystem, relay);
+        const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
         const exitCode = await runCapsule(pyodide, relayRun, { job, sink, relay, rule });
         // The interpreter's whole wasm heap: it only grows, so this is the run's peak.
         return { exitCode, memPeakMb: pyodide._module.HEAPU8.buffer.byteLength / MiB };

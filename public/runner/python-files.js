@@ -9,7 +9,7 @@
 // them with EPERM; relay_run.py's audit hook refuses them first, with a message that says what
 // to change. Outside the roots the filesystem is the run's own scratch space.
 
-import { WORKSPACE_LIMIT_BYTES, WORKSPACE_ROOTS, inWorkspace, normalizePath, workspaceFullMessage } from "../lib/workspace-rules.js";
+import { WORKSPACE_ROOTS, inWorkspace, normalizePath, workspaceFullMessage } from "../lib/workspace-rules.js";
 
 // Emscripten's open flags and errno values (not Linux's).
 const O_ACCMODE = 3;
@@ -57,8 +57,8 @@ export function writeThrough(FS, { rule, relay, workspace = {}, warn }) {
       return; // gone already (unlinked while open)
     }
     const total = totalBytes - (sizes.get(path) ?? 0) + bytes.byteLength;
-    if (total > WORKSPACE_LIMIT_BYTES) {
-      warn(`relay: ${path} was not saved: ${workspaceFullMessage(path, total)}\n`);
+    if (total > rule.limitBytes) {
+      warn(`relay: ${path} was not saved: ${workspaceFullMessage(path, total, rule.limitBytes)}\n`);
       throw new FS.ErrnoError(ENOSPC);
     }
     sizes.set(path, bytes.byteLength);

@@ -44,7 +44,7 @@ export const quickJsEngine = {
         const capMiB = heapCap(job.limits.memMb);
         const own = capMiB === standby.capMiB ? null : await instantiate(wasmModule, capMiB);
         const { memory } = own ?? standby;
-        const rule = new WriteRule(policy, job.filesystem, relay);
+        const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
         const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay, rule).result;
         return { ...outcome, memPeakMb: memory.buffer.byteLength / MiB };
       },

@@ -12,6 +12,7 @@
 // page -> worker (once):      {type:"run", job}
 //     job: {language, runtimeId, files: {relative path: Uint8Array}, entry, limits,
 //           workspace: {absolute path: Uint8Array}   the relay session's files (lib/workspace.js)
+//           workspaceLimit?: bytes                  the tenant's cap on them (64 MiB unless given)
 //           filesystem: {readonly: [...], writable: [...]}}   the run's policy
 // worker -> page, while the run lives:
 //     {type:"stdout"|"stderr", data}

@@ -7,7 +7,7 @@
 // of being reported done and then dropped by the page.
 
 import { policyChecks } from "../lib/policy-checks.js";
-import { DEFAULT_FILESYSTEM, writeRefusal } from "../lib/workspace-rules.js";
+import { DEFAULT_FILESYSTEM, WORKSPACE_LIMIT_BYTES, writeRefusal } from "../lib/workspace-rules.js";
 
 const POLICY_WASM = "policy.wasm";
 
@@ -18,13 +18,17 @@ export function runnerPolicy(modules) {
   return policyChecks(new WebAssembly.Instance(module, {}));
 }
 
-/** One run's write check, by its policy.filesystem. */
+/** One run's write check, by its policy.filesystem, and the workspace's limit. */
 export class WriteRule {
-  /** @param policy runnerPolicy()'s checks; relay the run's RunRelay (denials go to the audit) */
-  constructor(policy, filesystem = DEFAULT_FILESYSTEM, relay) {
+  /**
+   * @param policy runnerPolicy()'s checks; relay the run's RunRelay (denials go to the audit);
+   *   limitBytes the most the workspace may hold (the tenant's cap, from the job)
+   */
+  constructor(policy, filesystem = DEFAULT_FILESYSTEM, relay, limitBytes = WORKSPACE_LIMIT_BYTES) {
     this.policy = policy;
     this.filesystem = filesystem;
     this.relay = relay;
+    this.limitBytes = limitBytes;
   }
 
   /** Why the page would refuse a write of `path` (absolute, resolved), or null. */

@@ -9,11 +9,14 @@ use serde_json::{Map, Value};
 use super::tenant::{session_name_ok, QueueSettings, Tenant, TenantDefaults, SESSION_NAME_RULE};
 use crate::policy::{bounded, MAX_TIMEOUT_MS};
 use crate::text::is_hidden;
+use crate::workspace;
 
 /// The longest tenant name, in characters: it is shown in messages and on the page.
 pub const MAX_NAME_CHARS: usize = 100;
 /// The largest `outFileMaxBytes`: a Worker reads no request body over 100 MB.
 pub const MAX_OUT_FILE_BYTES: u64 = 100 * 1024 * 1024;
+/// The smallest workspace cap: room for a few small files.
+pub const MIN_WORKSPACE_BYTES: u64 = 64 * 1024;
 /// The most runs a relay session may hold waiting.
 pub const MAX_QUEUED: u32 = 1000;
 /// The longest a call may wait for a tab to attach: the client's request is open meanwhile.
@@ -88,6 +91,7 @@ impl TenantDefaults {
         self.policy.validate().map_err(|why| format!("policy.{why}"))?;
         self.packages.validate()?;
         bounded("outFileMaxBytes", self.out_file_max_bytes, 1, MAX_OUT_FILE_BYTES)?;
+        bounded("workspace.maxBytes", self.workspace.max_bytes, MIN_WORKSPACE_BYTES, workspace::MAX_MAX_BYTES)?;
         self.queue.validate().map_err(|why| format!("queue.{why}"))
     }
 }

@@ -5,6 +5,7 @@
 use crate::capsule::jws::b64url;
 use crate::packages::PackageSources;
 use crate::policy::Policy;
+use crate::workspace::WorkspaceSettings;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -33,6 +34,8 @@ pub struct TenantDefaults {
     pub out_file_max_bytes: u64,
     /// Where builds of `npm` / `pip` dependencies get packages.
     pub packages: PackageSources,
+    /// Each relay session's workspace: its cap.
+    pub workspace: WorkspaceSettings,
 }
 
 /// [`TenantDefaults::out_file_max_bytes`] unless the tenant sets it: 10 MiB.
@@ -46,6 +49,7 @@ impl Default for TenantDefaults {
             allowed_origins: Vec::new(),
             out_file_max_bytes: OUT_FILE_MAX_BYTES,
             packages: PackageSources::default(),
+            workspace: WorkspaceSettings::default(),
         }
     }
 }

@@ -15,6 +15,8 @@
 //! relay-capsule tab-commands    stdout: the commands a tab may get (crate::protocol)
 //! relay-capsule audit-verify  stdin: exported audit records (a JSON array or NDJSON, oldest first);
 //!                               stdout: `ok: N records, head <seq> <chain>` (exit 1 and `broken at seq N: why`)
+//! relay-capsule workspace-root stdin: a workspace listing (`relay://workspace`, a JSON array or
+//!                               NDJSON of `{path, sha256, size}`); stdout: its root hash (docs/ARCHITECTURE.md)
 //! relay-capsule default-limits  stdout: the run limits a manifest without its own gets (policy::Limits)
 //! relay-capsule exit-fields     stdout: the fields a tab's exit event may carry (run::backchannel)
 //! ```
@@ -46,10 +48,11 @@ fn main() -> ExitCode {
         ["error-names"] => Ok(relay_core::error::table_json().to_string().into_bytes()),
         ["tab-commands"] => Ok(relay_core::protocol::tab_commands_json().to_string().into_bytes()),
         ["audit-verify"] => audit_verify(),
+        ["workspace-root"] => workspace_root(),
         ["default-limits"] => serde_json::to_vec(&Limits::default()).map_err(|e| e.to_string()),
         ["exit-fields"] => Ok(relay_core::run::backchannel::exit_fields().to_string().into_bytes()),
         _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | run-token <seed> <tenant> <session> <run> \
-             <capsule hash> <ttl s> | upload-grant <seed> <tenant> <session> <run> <sha256> <size> <age s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | default-limits | exit-fields | tab-commands"
+             <capsule hash> <ttl s> | upload-grant <seed> <tenant> <session> <run> <sha256> <size> <age s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | workspace-root | default-limits | exit-fields | tab-commands"
             .into()),
     };
     match result {
@@ -70,6 +73,12 @@ fn audit_verify() -> Result<Vec<u8>, String> {
     let records = audit::parse_export(&text)?;
     let head = audit::verify(&records, None).map_err(|broken| broken.to_string())?;
     Ok(format!("ok: {} records, head {} {}\n", records.len(), head.seq, head.chain).into_bytes())
+}
+
+/// The root hash of a saved workspace listing, to compare with the audit's.
+fn workspace_root() -> Result<Vec<u8>, String> {
+    let text = String::from_utf8(stdin()?).map_err(|_| "the listing is not UTF-8".to_string())?;
+    Ok(format!("{}\n", relay_core::workspace::root_of_listing(&text)?).into_bytes())
 }
 
 fn stdin() -> Result<Vec<u8>, String> {

@@ -12,6 +12,7 @@ pub const SERVER_NAME: &str = "relay-edge";
 pub const PROMPT_NAME: &str = "use-relay";
 pub const SESSION_URI: &str = "relay://session";
 pub const AUDIT_URI: &str = "relay://audit";
+pub const WORKSPACE_URI: &str = "relay://workspace";
 /// How many of the latest audit records `relay://audit` shows.
 pub const AUDIT_SHOWN: usize = 100;
 
@@ -153,6 +154,17 @@ pub fn audit_resource() -> Value {
         "name": "relay-audit",
         "title": "Relay session audit",
         "description": "The latest audit records of this relay session, hash-chained: each run's tool, how it ended, output sizes and hashes, redacted arguments. Verify an export with `relay-capsule audit-verify`.",
+        "mimeType": "application/json",
+    })
+}
+
+/// The `resources/list` entry of the workspace.
+pub fn workspace_resource() -> Value {
+    json!({
+        "uri": WORKSPACE_URI,
+        "name": "relay-workspace",
+        "title": "Relay session workspace",
+        "description": "The relay session's files: its version, its root hash (as the audit records it before and after each run) and every file with its size and sha256. Recompute the root with `relay-capsule workspace-root`.",
         "mimeType": "application/json",
     })
 }

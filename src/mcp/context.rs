@@ -33,6 +33,9 @@ pub struct Context<'a> {
     /// The relay session's latest `n` audit records, oldest first (`relay://audit`); read only
     /// when that resource is, since each record is up to a few KiB.
     pub audit_records: &'a dyn Fn(usize) -> Vec<AuditRecord>,
+    /// The workspace's listing, `{version, root, files}` (`relay://workspace`); read only when
+    /// that resource is.
+    pub workspace: &'a dyn Fn() -> Value,
     /// The executor page a person opens to attach a tab.
     pub page_url: String,
     /// The effective limits, quoted to agents in the prompt.

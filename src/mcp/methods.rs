@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::content::{self, AUDIT_SHOWN, AUDIT_URI, PROMPT_NAME, SESSION_URI};
+use super::content::{self, AUDIT_SHOWN, AUDIT_URI, PROMPT_NAME, SESSION_URI, WORKSPACE_URI};
 use super::context::Context;
 use super::era::{Era, SUPPORTED_VERSIONS};
 use super::jsonrpc::{RpcError, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY};
@@ -48,7 +48,8 @@ pub fn dispatch(req: &Req, cx: &Context) -> Result<Answer, RpcError> {
         (_, "tools/list") => list(req.params, "tools", tools::list()),
         (_, "tools/call") => call_tool(req),
         (_, "resources/list") => {
-            list(req.params, "resources", json!([content::session_resource(), content::audit_resource()]))
+            let resources = [content::session_resource(), content::audit_resource(), content::workspace_resource()];
+            list(req.params, "resources", json!(resources))
         }
         (_, "resources/templates/list") => list(req.params, "resourceTemplates", json!([])),
         (_, "resources/read") => read_resource(req, cx),
@@ -181,6 +182,7 @@ fn read_resource(req: &Req, cx: &Context) -> Result<Answer, RpcError> {
     let body = match uri {
         SESSION_URI => content::session_json(&cx.relay, &cx.page_url),
         AUDIT_URI => audit::audit_json(&(cx.audit_records)(AUDIT_SHOWN)),
+        WORKSPACE_URI => (cx.workspace)(),
         _ => return Err(resource_not_found(req.era, uri)),
     };
     let text = serde_json::to_string_pretty(&body).unwrap_or_default();

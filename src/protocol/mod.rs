@@ -69,6 +69,19 @@ pub enum SessionRequest {
     ReserveOutFile { run: String, path: String },
     /// Give back the slot of a file that could not be stored.
     ReleaseOutFile { run: String, path: String },
+    /// The workspace's changes since version `since` (all of it without), asked by a tab
+    /// before it starts run `run` (whose audit records the root it got).
+    WorkspaceIndex { since: Option<u64>, run: Option<String> },
+    /// A body of the workspace, by its sha256.
+    WorkspaceBody { sha256: String },
+    /// Run `run` uploads a body before it commits the file that names it (no run: a tab
+    /// uploading the files it held from before the relay session kept the workspace).
+    WorkspacePutBody { run: Option<String>, sha256: String, body: Vec<u8> },
+    /// A tab uploads the files it held from before the relay session kept the workspace
+    /// (`{changes}`, writes of paths the index does not have).
+    WorkspaceUpload { changes: Vec<u8> },
+    /// Run `run` (capsule `cap`) commits changes to the workspace (`{changes}`).
+    WorkspaceCommit { run: String, cap: String, changes: Vec<u8> },
     /// The relay session's metrics.
     Metrics,
 }
@@ -101,6 +114,10 @@ mod path {
     pub const FILES_RESERVE: &str = "/files/reserve";
     pub const FILES_RELEASE: &str = "/files/release";
     pub const METRICS: &str = "/metrics";
+    pub const WORKSPACE: &str = "/workspace";
+    pub const WORKSPACE_BODY: &str = "/workspace/body";
+    pub const WORKSPACE_COMMIT: &str = "/workspace/commit";
+    pub const WORKSPACE_UPLOAD: &str = "/workspace/upload";
 }
 
 impl SessionRequest {
@@ -141,6 +158,24 @@ impl SessionRequest {
                 post(path::FILES_RELEASE, &[("run", &run), ("path", &path)], vec![], vec![])
             }
             Metrics => get(path::METRICS, Vec::new()),
+            WorkspaceIndex { since, run } => {
+                let since = since.map(|v| v.to_string());
+                let query: Vec<(&str, &str)> = [("since", since.as_deref()), ("run", run.as_deref())]
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k, v?)))
+                    .collect();
+                get(&with_query(path::WORKSPACE, &query), Vec::new())
+            }
+            WorkspaceBody { sha256 } => get(&with_query(path::WORKSPACE_BODY, &[("sha256", &sha256)]), Vec::new()),
+            WorkspacePutBody { run, sha256, body } => {
+                let run = run.as_deref().map(|run| ("run", run));
+                let query: Vec<(&str, &str)> = run.into_iter().chain([("sha256", sha256.as_str())]).collect();
+                post(path::WORKSPACE_BODY, &query, Vec::new(), body)
+            }
+            WorkspaceUpload { changes } => post(path::WORKSPACE_UPLOAD, &[], Vec::new(), changes),
+            WorkspaceCommit { run, cap, changes } => {
+                post(path::WORKSPACE_COMMIT, &[("run", &run), ("cap", &cap)], Vec::new(), changes)
+            }
         }
     }
 
@@ -183,6 +218,19 @@ impl SessionRequest {
             (path::FILES_RESERVE, _) => out_file(&param, |run, path| ReserveOutFile { run, path })?,
             (path::FILES_RELEASE, _) => out_file(&param, |run, path| ReleaseOutFile { run, path })?,
             (path::METRICS, _) => Metrics,
+            (path::WORKSPACE, _) => {
+                let since = params.iter().find(|(k, _)| k == "since").map(|(_, v)| v.parse::<u64>());
+                let since = since.transpose().map_err(|_| {
+                    HttpError::new(ErrorName::ValidationError, "since must be a workspace version (a whole number)")
+                })?;
+                WorkspaceIndex { since, run: param("run").ok() }
+            }
+            (path::WORKSPACE_BODY, "POST") => {
+                WorkspacePutBody { run: param("run").ok(), sha256: param("sha256")?, body }
+            }
+            (path::WORKSPACE_UPLOAD, _) => WorkspaceUpload { changes: body },
+            (path::WORKSPACE_BODY, _) => WorkspaceBody { sha256: param("sha256")? },
+            (path::WORKSPACE_COMMIT, _) => WorkspaceCommit { run: param("run")?, cap: param("cap")?, changes: body },
             (route, _) => {
                 return Err(HttpError::new(ErrorName::NotFound, format!("session object has no route {route}")))
             }

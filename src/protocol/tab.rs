@@ -25,8 +25,6 @@ pub enum TabCommand {
     Capsule(CapsuleCommand),
     /// Build a run's dependencies into a deps layer first.
     Build(BuildCommand),
-    /// Run a file tool (`read`, `write`, `search`) on the workspace: `run::file_op`'s data.
-    File(Value),
     /// Stop this run.
     Cancel { run_id: String },
 }
@@ -38,19 +36,12 @@ pub enum CommandName {
     Tabs,
     Capsule,
     Build,
-    File,
     Cancel,
 }
 
 impl CommandName {
-    pub const ALL: [CommandName; 6] = [
-        CommandName::Hello,
-        CommandName::Tabs,
-        CommandName::Capsule,
-        CommandName::Build,
-        CommandName::File,
-        CommandName::Cancel,
-    ];
+    pub const ALL: [CommandName; 5] =
+        [CommandName::Hello, CommandName::Tabs, CommandName::Capsule, CommandName::Build, CommandName::Cancel];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -58,14 +49,13 @@ impl CommandName {
             CommandName::Tabs => "tabs",
             CommandName::Capsule => "capsule",
             CommandName::Build => "build",
-            CommandName::File => "file",
             CommandName::Cancel => "cancel",
         }
     }
 
     /// Whether the command starts a run (its copy also comes on the tab's results socket).
     pub fn starts_run(self) -> bool {
-        matches!(self, CommandName::Capsule | CommandName::Build | CommandName::File)
+        matches!(self, CommandName::Capsule | CommandName::Build)
     }
 }
 
@@ -165,7 +155,6 @@ impl TabCommand {
             TabCommand::Tabs(_) => CommandName::Tabs,
             TabCommand::Capsule(_) => CommandName::Capsule,
             TabCommand::Build(_) => CommandName::Build,
-            TabCommand::File(_) => CommandName::File,
             TabCommand::Cancel { .. } => CommandName::Cancel,
         }
     }
@@ -179,7 +168,6 @@ impl TabCommand {
             TabCommand::Tabs(tabs) => serde_json::to_value(tabs),
             TabCommand::Capsule(capsule) => serde_json::to_value(capsule),
             TabCommand::Build(build) => serde_json::to_value(build),
-            TabCommand::File(data) => Ok(data.clone()),
             TabCommand::Cancel { run_id } => Ok(json!({ "runId": run_id })),
         };
         data.expect("a tab command serializes")

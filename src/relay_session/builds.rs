@@ -133,7 +133,7 @@ impl<P: Platform> RelaySession<P> {
         self.end_build(run);
         self.persisted("runs", self.store().audit_capsule(run, &capsule.hash));
         let command = self.capsule_command(signer, caller, run, &capsule);
-        self.set_command(run, command.frame(), Some(&capsule.manifest.runtime.id));
+        self.set_command(run, command.frame(), &capsule.manifest.runtime.id);
         let mut answer = command.data();
         answer["capsuleUrl"] = answer["manifestUrl"].clone();
         Ok(answer)

@@ -205,6 +205,7 @@ impl<P: Platform> RelaySession<P> {
     /// Audits a run that ended and hands its end to its delivery; the run is then forgotten
     /// here, but for an answer no one took.
     fn finish(&self, run: &str, outcome: Outcome, answer: bool) {
+        self.persisted("audit", self.store().audit_workspace_after(run));
         let sealed = self.store().audit_finished(run, &outcome, self.now_ms());
         self.audited("a run's end", sealed);
         self.desk.builds.borrow_mut().remove(run);
@@ -314,10 +315,10 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// The command for the run's tab, set once the run is prepared, and the runtime it runs on.
-    pub fn set_command(&self, run: &str, frame: Vec<u8>, runtime: Option<&str>) {
+    pub fn set_command(&self, run: &str, frame: Vec<u8>, runtime: &str) {
         if let Some(io) = self.desk.runs.borrow_mut().get_mut(run) {
             io.command = Some(frame);
-            io.runtime = runtime.map(str::to_owned);
+            io.runtime = Some(runtime.to_owned());
         }
     }
 

@@ -9,6 +9,8 @@
 //! - [`runs`]: a `tools/call` from its job to its answer; tasks; legacy resumption.
 //! - [`builds`]: storing capsules, a packaged run's build from presign to finalize.
 //! - [`upstreams`]: calls to the tenant's upstream MCP servers and their audit; the `/mcps` tree.
+//! - [`workspace`]: the relay session's workspace: its index and bodies, commits, the file
+//!   tools answered from it; [`workspace_routes`] the routes of tabs and runs over it.
 //! - [`caches`]: what one instance remembers to be faster, never to decide.
 //! - [`store`] over [`sql`]: the SQLite (migrations, the audit chain, metrics, tasks, `/out`
 //!   slots, legacy MCP sessions). Every write returns its error: a failed one is reported
@@ -21,6 +23,8 @@ pub mod runs;
 pub mod sql;
 pub mod store;
 pub mod upstreams;
+pub mod workspace;
+pub mod workspace_routes;
 
 pub use crate::stores::StorageError;
 pub use caches::Caches;

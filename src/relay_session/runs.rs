@@ -1,7 +1,8 @@
-//! A run from `tools/call` to its answer: the call's [`Job`] (a capsule built and signed, a
-//! packaged run, or a file tool's arguments checked), its admission with its audit row, its
-//! preparation (the capsule stored, or its build started), and what the run machine reports
-//! delivered as it comes ([`Answer`]: on the request's SSE stream, or as one JSON body).
+//! A `tools/call` to its answer: the call's [`Work`] (a file tool's arguments checked, answered
+//! from the workspace at once by [`RelaySession::answer_file`]; or a run's [`Job`], a capsule
+//! built and signed or a packaged run), a run's admission with its audit row, its preparation
+//! (the capsule stored, or its build started), and what the run machine reports delivered as it
+//! comes ([`Answer`]: on the request's SSE stream, or as one JSON body).
 //!
 //! A 2026-07-28 client that declared the tasks extension gets a task for `run_js`/`run_py`
 //! instead ([`start_task`]): the answer is the task handle, sent once the task is stored, and
@@ -31,20 +32,28 @@ use crate::mcp::tasks::{TaskRecord, TaskStatus};
 use crate::mcp::{self, Era, HttpResponse, LogLevel, Tool, ToolCall, ToolResult};
 use crate::protocol::{Caller, CapsuleCommand, TabCommand};
 use crate::run::args::{capsule_spec, deps_request};
-use crate::run::backchannel::{EventBody, OutFile, RunError};
-use crate::run::file_op::{file_op, FileOp, FILE_OP_TIMEOUT_MS};
+use crate::run::backchannel::{EventBody, Exit, OutFile, RunError, Usage};
+use crate::run::file_op::{file_op, FileOp};
 use crate::run::machine::{Cancel, Input, Outcome};
+use crate::upstream::seal::SealingKey;
+use crate::workspace::Refusal;
 
-/// What a run executes: a capsule (`run_js`, `run_py`), one whose deps layer comes from a
-/// build, or a file tool on the tab's workspace.
-pub enum Job {
-    Capsule { capsule: Box<Capsule>, signer: Signer },
-    Packaged(Box<Packaged>),
+/// What a `tools/call` asks for: a file tool, which the relay session answers from its
+/// workspace at once, or a run, which waits in line for a tab.
+pub enum Work {
     File(FileOp),
+    Run(Job),
 }
 
-impl Job {
-    /// The job of `call`: a file tool's arguments checked, or a run's capsule built and signed
+/// What a run executes: a capsule (`run_js`, `run_py`), or one whose deps layer comes from a
+/// build.
+pub enum Job {
+    Capsule { capsule: Box<Capsule>, signer: Box<Signer> },
+    Packaged(Box<Packaged>),
+}
+
+impl Work {
+    /// The work of `call`: a file tool's arguments checked, or a run's capsule built and signed
     /// by `signer` (remembered in the caches: a repeated call is not zipped or signed again).
     /// `Ok(Err(answer))`: the tool error to answer with.
     pub fn of<P: Platform, E>(
@@ -52,12 +61,12 @@ impl Job {
         caller: &Caller,
         call: &ToolCall,
         signer: impl FnOnce() -> Result<Signer, E>,
-    ) -> Result<Result<Job, Value>, E> {
+    ) -> Result<Result<Work, Value>, E> {
         let tool_error = |name, message: &str| mcp::tool_error(call, name, message);
         let policy = &caller.tenant.defaults.policy;
         if !matches!(call.tool, Tool::RunJs | Tool::RunPy) {
             return Ok(file_op(call.tool.name(), &call.arguments, &policy.filesystem)
-                .map(Job::File)
+                .map(Work::File)
                 .map_err(|e| tool_error(e.name, &e.message)));
         }
         let signer = signer()?;
@@ -69,31 +78,31 @@ impl Job {
         };
         if let Some(request) = request {
             let key = request.key(spec.language, &caller.tenant.defaults.packages);
-            return Ok(Ok(Job::Packaged(Box::new(Packaged { spec, request, key, signer }))));
+            return Ok(Ok(Work::Run(Job::Packaged(Box::new(Packaged { spec, request, key, signer })))));
         }
         Ok(session
             .caches
             .capsule(spec, &signer)
-            .map(|capsule| Job::Capsule { capsule: Box::new(capsule), signer })
+            .map(|capsule| Work::Run(Job::Capsule { capsule: Box::new(capsule), signer: Box::new(signer) }))
             .map_err(|e| tool_error(ErrorName::ValidationError, &e.to_string())))
     }
+}
 
-    /// The runtime the run needs in the tab (none for a file tool).
-    pub fn runtime(&self) -> Option<&str> {
+impl Job {
+    /// The runtime the run needs in the tab.
+    pub fn runtime(&self) -> &str {
         match self {
-            Job::Capsule { capsule, .. } => Some(&capsule.manifest.runtime.id),
-            Job::Packaged(job) => Some(job.spec.language.runtime_id()),
-            Job::File(_) => None,
+            Job::Capsule { capsule, .. } => &capsule.manifest.runtime.id,
+            Job::Packaged(job) => job.spec.language.runtime_id(),
         }
     }
 
-    /// What the audit names the run by: its capsule, or the file tool.
+    /// What the audit names the run by: its capsule.
     fn audit_name(&self) -> String {
         match self {
             Job::Capsule { capsule, .. } => capsule.hash.clone(),
             // Until the build names the capsule (`Store::audit_capsule`).
             Job::Packaged(job) => format!("build:{}", job.key),
-            Job::File(op) => format!("file:{}", op.tool),
         }
     }
 
@@ -105,7 +114,6 @@ impl Job {
                 (limits.timeout_ms, limits.stdout_bytes)
             }
             Job::Packaged(job) => (job.spec.policy.limits.timeout_ms, job.spec.policy.limits.stdout_bytes),
-            Job::File(_) => (FILE_OP_TIMEOUT_MS, 0),
         }
     }
 }
@@ -147,20 +155,8 @@ impl Call {
         let Call { tool_call: call, caller, run, job } = self;
         let Outcome { exit, stdout, stderr, .. } = outcome;
         let signer = match job.as_ref() {
-            Job::Capsule { signer, .. } => signer,
+            Job::Capsule { signer, .. } => &**signer,
             Job::Packaged(job) => &job.signer,
-            Job::File(_) => {
-                return match (exit.error, exit.value) {
-                    (None, Some(value)) => mcp::file_result(call, value),
-                    (Some(error), _) => {
-                        let (name, message) = named_error(&error, caller);
-                        mcp::tool_error(call, name, &message)
-                    }
-                    (None, None) => {
-                        mcp::tool_error(call, ErrorName::Internal, "the tab answered without a result; retry the call")
-                    }
-                };
-            }
         };
         let now_s = now_ms / 1000;
         let files = exit.files.iter().map(|file| listed_file(file, signer, caller, run, now_s)).collect();
@@ -274,23 +270,79 @@ impl<F: Frames> Delivery<F> for Answer<F> {
     }
 }
 
+/// A file tool's call as the relay session answers it: the call, who made it, the run its
+/// audit record is kept as, and its checked arguments.
+pub struct FileCall {
+    pub tool_call: ToolCall,
+    pub caller: Caller,
+    pub run: String,
+    pub op: FileOp,
+}
+
+/// The audit row of `call`, by `caller`, queued as run `run` of `audit_name`, handed to `f`.
+fn with_queued<R>(call: &ToolCall, caller: &Caller, run: &str, audit_name: &str, f: impl FnOnce(&Queued) -> R) -> R {
+    let args = audit::redact_args(&call.arguments);
+    f(&Queued {
+        run_id: run,
+        tool: call.tool.name(),
+        capsule_hash: audit_name,
+        mcp_session: call.session_id.as_deref(),
+        request_id: &call.id,
+        tenant: &caller.tenant.id,
+        relay_session: &caller.session,
+        args: &args,
+    })
+}
+
 impl<P: Platform + 'static> RelaySession<P> {
     /// Admits the run of `call` (see [`RelaySession::admit`]), its audit row naming the job
     /// and the call's redacted arguments.
     pub fn admit_call(&self, call: &Call, delivery: Box<dyn Delivery<P::Frames>>) -> Result<(), Unadmitted> {
-        let Call { tool_call: call, caller, run, job } = call;
-        let (audit_name, args) = (job.audit_name(), audit::redact_args(&call.arguments));
-        let queued = Queued {
-            run_id: run,
-            tool: call.tool.name(),
-            capsule_hash: &audit_name,
-            mcp_session: call.session_id.as_deref(),
-            request_id: &call.id,
-            tenant: &caller.tenant.id,
-            relay_session: &caller.session,
-            args: &args,
+        let Call { tool_call, caller, run, job } = call;
+        with_queued(tool_call, caller, run, &job.audit_name(), |queued| self.admit(queued, job.limits(), delivery))
+    }
+
+    /// A file tool answered by the relay session itself from its workspace, with or without a
+    /// tab, never waiting in line: the JSON-RPC response. It is audited as a run named
+    /// `file:<tool>` (its row first, then sealed with the workspace root before and after).
+    /// Err: the storage failed (the caller answers 503 StorageUnavailable; the index is as it was).
+    /// A call that reads under `/mcps` gets the tree listed from the upstream servers (`key`
+    /// opens their credentials), as a tab's copy had it.
+    pub async fn answer_file(&self, call: &FileCall, key: &SealingKey) -> Result<Value, StorageError> {
+        let FileCall { tool_call, caller, run, op } = call;
+        let started = self.now_ms();
+        let audit_name = format!("file:{}", op.tool);
+        with_queued(tool_call, caller, run, &audit_name, |queued| self.store().audit_queued(queued, started))?;
+        let before = self.store().workspace_root().map(|(_, root)| root);
+        let tenant = &caller.tenant;
+        let mcps = if op.reads_mcps() { self.mcps_files(caller, key).await } else { Vec::new() };
+        let answer = match &before {
+            Ok(_) => {
+                let max_bytes = tenant.defaults.workspace.max_bytes;
+                self.file_tool(&tenant.id, op.tool, &op.arguments, max_bytes, &mcps).await
+            }
+            Err(e) => Err(Refusal::new(ErrorName::StorageUnavailable, e.to_string())),
         };
-        self.admit(&queued, job.limits(), delivery)
+        let after = self.store().workspace_root().map(|(_, root)| root);
+        let (ended, wall_ms) = (self.now_ms(), self.now_ms().saturating_sub(started));
+        let usage = Usage { wall_ms, ..Usage::default() };
+        let (exit_code, error) = match &answer {
+            Ok(_) => (0, None),
+            Err(refusal) => {
+                let error = RunError { name: refusal.name.as_str().to_owned(), message: refusal.message.clone() };
+                (refusal.name.exit_code(), Some(error))
+            }
+        };
+        let roots = self.store().audit_workspace(run, before.as_deref().ok(), after.as_deref().ok());
+        self.persisted("audit", roots);
+        let exit = Exit { exit_code, usage, error, files: Vec::new() };
+        let outcome = Outcome { exit, stdout: String::new(), stderr: String::new(), by_relay: true };
+        self.audited("a file tool", self.store().audit_finished(run, &outcome, ended));
+        match answer {
+            Ok(value) => Ok(mcp::file_result(tool_call, value)),
+            Err(refusal) if refusal.name == ErrorName::StorageUnavailable => Err(StorageError(refusal.message)),
+            Err(refusal) => Ok(mcp::tool_error(tool_call, refusal.name, &refusal.message)),
+        }
     }
 
     /// `GET /mcp` with `Last-Event-ID` (legacy era): resumes the stream of run `run` on
@@ -345,7 +397,6 @@ fn answer_from_audit(ended: &Ended) -> Value {
 pub async fn prepare<P: Platform + 'static>(session: &Rc<RelaySession<P>>, caller: &Caller, run: &str, job: &Job) {
     let mut preparing = Preparing { session: session.clone(), run: run.to_owned(), done: false };
     let command = match job {
-        Job::File(op) => Ok(TabCommand::File(op.command(run)).frame()),
         Job::Capsule { capsule, signer } => session
             .store_capsule(caller, capsule)
             .await
@@ -389,6 +440,17 @@ impl<P: Platform + 'static> Drop for Preparing<P> {
         if !self.done {
             self.fail("its request went away while its capsule was being stored; retry the call".into());
         }
+    }
+}
+
+impl<P: Platform> RelaySession<P> {
+    /// The `/mcps` tree's files (none when the tenant's servers cannot be read: a search of the
+    /// whole workspace still answers).
+    async fn mcps_files(&self, caller: &Caller, key: &SealingKey) -> Vec<(String, Vec<u8>)> {
+        let Some(tree) = self.mcps_tree(caller, key).await.ok() else { return Vec::new() };
+        let files = tree["files"].as_array().cloned().unwrap_or_default();
+        let file = |f: &Value| Some((f["path"].as_str()?.to_owned(), f["text"].as_str()?.as_bytes().to_vec()));
+        files.iter().filter_map(file).collect()
     }
 }
 

@@ -25,6 +25,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0004_tasks.sql"),
     include_str!("../../migrations/0005_metrics.sql"),
     include_str!("../../migrations/0006_out_files.sql"),
+    include_str!("../../migrations/0007_workspace.sql"),
 ];
 /// How long a run's published paths are counted: longer than any run token lives.
 const OUT_FILES_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
@@ -87,7 +88,7 @@ impl<'a, S: Sql> Store<'a, S> {
         Ok(self.first::<Version>("SELECT MAX(version) AS v FROM schema_version", &[])?.and_then(|v| v.v).unwrap_or(0))
     }
 
-    fn first<T: DeserializeOwned>(&self, query: &str, params: &[SqlValue]) -> Result<Option<T>> {
+    pub(super) fn first<T: DeserializeOwned>(&self, query: &str, params: &[SqlValue]) -> Result<Option<T>> {
         Ok(self.sql.rows::<T>(query, params)?.into_iter().next())
     }
 
@@ -140,6 +141,31 @@ impl<'a, S: Sql> Store<'a, S> {
             "INSERT INTO runs (run_id, tool, capsule_hash, queued_ms, mcp_session, request_id, tenant, relay_session, args) VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?)",
             &args,
         )
+    }
+
+    /// Records the workspace root when run `run_id` started (`before`) or ended (`after`), for
+    /// its audit record.
+    pub fn audit_workspace(&self, run_id: &str, before: Option<&str>, after: Option<&str>) -> Result<()> {
+        let text = |root: Option<&str>| root.map_or(SqlValue::Null, SqlValue::from);
+        self.sql.exec(
+            "UPDATE runs SET workspace_before = COALESCE(?, workspace_before), workspace_after = COALESCE(?, workspace_after) WHERE run_id = ?",
+            &[text(before), text(after), run_id.into()],
+        )
+    }
+
+    /// Records the workspace root as run `run_id` ends, if its tab synced to a root before it
+    /// ran (a run that never ran on a workspace has neither).
+    pub fn audit_workspace_after(&self, run_id: &str) -> Result<()> {
+        #[derive(Deserialize)]
+        struct Before {
+            workspace_before: Option<String>,
+        }
+        let before = self.first::<Before>("SELECT workspace_before FROM runs WHERE run_id = ?", &[run_id.into()])?;
+        if before.and_then(|b| b.workspace_before).is_none() {
+            return Ok(());
+        }
+        let (_, root) = self.workspace_root()?;
+        self.audit_workspace(run_id, None, Some(&root))
     }
 
     /// Removes the row of a run the queue refused: it never was admitted.
@@ -205,7 +231,7 @@ impl<'a, S: Sql> Store<'a, S> {
     /// Seals the finished run `run_id` onto the chain and counts it in the metrics.
     fn append_audit(&self, run_id: &str) -> Result<Option<AuditRecord>> {
         let Some(run) = self.first::<FinishedRun>(
-            "SELECT tool, queued_ms, finished_ms, exit_code, error_name, wall_ms, stdout_bytes, stdout_sha256, stderr_bytes, stderr_sha256, tenant, relay_session, args FROM runs WHERE run_id = ?",
+            "SELECT tool, queued_ms, finished_ms, exit_code, error_name, wall_ms, stdout_bytes, stdout_sha256, stderr_bytes, stderr_sha256, tenant, relay_session, args, workspace_before, workspace_after FROM runs WHERE run_id = ?",
             &[run_id.into()],
         )?
         else {
@@ -344,6 +370,8 @@ struct FinishedRun {
     tenant: Option<String>,
     relay_session: Option<String>,
     args: Option<String>,
+    workspace_before: Option<String>,
+    workspace_after: Option<String>,
 }
 
 impl FinishedRun {
@@ -368,6 +396,8 @@ impl FinishedRun {
             stderr_bytes: count(self.stderr_bytes),
             stderr_sha256: self.stderr_sha256.unwrap_or_default(),
             args: self.args.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or(Value::Null),
+            workspace_before: self.workspace_before,
+            workspace_after: self.workspace_after,
         }
     }
 }

@@ -95,7 +95,7 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// The policy of the tenant's capsule `hash`: read once per instance.
-    async fn capsule_policy(&self, tenant_id: &str, hash: &str) -> Result<Policy, HttpError> {
+    pub(super) async fn capsule_policy(&self, tenant_id: &str, hash: &str) -> Result<Policy, HttpError> {
         if let Some(policy) = self.caches.policy(tenant_id, hash) {
             return Ok(policy);
         }

@@ -46,8 +46,6 @@ pub enum EventBody {
         /// Files the run left in `/out` (uploaded by the tab under the run).
         #[serde(default)]
         files: Vec<OutFile>,
-        /// The answer of a file tool (`read`, `write`, `search`), as the tab computed it.
-        value: Option<Value>,
     },
     Error(RunError),
     /// Guest code tried something the run's policy refused: `what` (`fetch`, `write`) of
@@ -189,7 +187,6 @@ pub struct Exit {
     pub usage: Usage,
     pub error: Option<RunError>,
     pub files: Vec<OutFile>,
-    pub value: Option<Value>,
 }
 
 /// Everything a run has produced so far, capped at the policy's output limit.
@@ -240,11 +237,10 @@ impl RunLog {
             EventBody::Progress { .. } => {}
             EventBody::Denied { .. } => self.denials += 1,
             EventBody::Error(error) => self.error = Some(error.clone()),
-            EventBody::Exit { exit_code, usage, error, files, value } => {
+            EventBody::Exit { exit_code, usage, error, files } => {
                 let error = error.clone().or_else(|| self.error.clone()).or_else(|| self.cap_error());
                 let exit_code = if error.is_some() && *exit_code == 0 { 1 } else { *exit_code };
-                let (files, value) = (files.clone(), value.clone());
-                self.exit = Some(Exit { exit_code, usage: *usage, error, files, value });
+                self.exit = Some(Exit { exit_code, usage: *usage, error, files: files.clone() });
             }
         }
         Applied::New
@@ -278,7 +274,7 @@ impl RunLog {
     pub fn fail(&mut self, name: &str, message: String, exit_code: i32) {
         if self.exit.is_none() {
             let error = Some(RunError { name: name.into(), message });
-            self.exit = Some(Exit { exit_code, usage: Usage::default(), error, files: Vec::new(), value: None });
+            self.exit = Some(Exit { exit_code, usage: Usage::default(), error, files: Vec::new() });
         }
     }
 }

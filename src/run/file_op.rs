@@ -1,34 +1,35 @@
-//! `read`, `write` and `search` calls turned into the `file` command a tab executes on the
-//! relay session's workspace. The edge checks what it can before a call waits in line (paths
-//! against the tenant's filesystem policy, base64, the search pattern and glob), so a bad call
-//! fails at once with the error that names what to change; the tab checks the paths again with
-//! the same rule (the policy compiled to wasm) before it touches a file.
+//! `read`, `write` and `search` calls checked before the relay session answers them from its
+//! workspace (paths against the tenant's filesystem policy, base64, the search pattern and
+//! glob), so a bad call fails at once with the error that names what to change.
 
 use super::args::{invalid, ArgsError};
 use crate::error::ErrorName;
+use crate::policy::fs_path::is_within;
 use crate::policy::{check_path, Access, FsPolicy, WORKSPACE_ROOTS};
 use crate::search::{self, SearchRequest};
+use crate::workspace::MCPS_ROOT as MCPS;
 use base64::Engine;
 use serde_json::{json, Value};
 
-/// What a file tool may take before the tab ends it: a read or a search of the whole workspace
-/// (64 MiB at most) is far below this.
-pub const FILE_OP_TIMEOUT_MS: u64 = 30_000;
-
-/// A checked file tool call: what the tab gets in its `file` command.
+/// A checked file tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileOp {
     pub tool: &'static str,
     /// The call's arguments, with paths as the policy normalized them (a search with no paths
     /// gets the workspace roots, so the policy judges each root it will read).
     pub arguments: Value,
-    pub filesystem: FsPolicy,
 }
 
 impl FileOp {
-    /// The `file` command's data for run `run`.
-    pub fn command(&self, run: &str) -> Value {
-        json!({ "runId": run, "tool": self.tool, "arguments": self.arguments, "filesystem": self.filesystem })
+    /// Whether the call reads under `/mcps` (a `read` there, a `search` covering it), whose
+    /// files are listed from the tenant's upstream servers rather than stored.
+    pub fn reads_mcps(&self) -> bool {
+        let mcps = |path: &Value| path.as_str().is_some_and(|p| is_within(p, MCPS) || is_within(MCPS, p));
+        match self.tool {
+            "read" => mcps(&self.arguments["path"]),
+            "search" => self.arguments["paths"].as_array().is_some_and(|paths| paths.iter().any(mcps)),
+            _ => false,
+        }
     }
 }
 
@@ -64,7 +65,7 @@ pub fn file_op(tool: &'static str, arguments: &Value, filesystem: &FsPolicy) -> 
         }
         _ => return Err(invalid(format!("{tool} is not a file tool"))),
     }
-    Ok(FileOp { tool, arguments, filesystem: filesystem.clone() })
+    Ok(FileOp { tool, arguments })
 }
 
 /// A path the policy admits for `access`, normalized; a refusal is PolicyDenied.

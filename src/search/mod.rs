@@ -1,5 +1,5 @@
 //! The `search` tool's engine: grep-style matching of a regular expression against the lines
-//! of a relay session's workspace files. Pure: the caller (the tab, through wasm) hands in the
+//! of a relay session's workspace files. Pure: the caller (the relay session) hands in the
 //! files as `(path, bytes)` and gets JSON-ready results back.
 //!
 //! - **Linear time.** Patterns are compiled by the `regex` crate, which has no backtracking:
@@ -118,21 +118,50 @@ pub fn search<'a>(
     request: &SearchRequest,
     files: impl IntoIterator<Item = (&'a str, &'a [u8])>,
 ) -> Result<SearchResult, SearchError> {
-    let plan = Plan::new(request)?;
-    let mut in_scope: Vec<(&str, &[u8])> = files.into_iter().filter(|(path, _)| plan.covers(path)).collect();
+    let mut searcher = Searcher::new(request)?;
+    let mut in_scope: Vec<(&str, &[u8])> = files.into_iter().filter(|(path, _)| searcher.covers(path)).collect();
     in_scope.sort_by(|a, b| a.0.cmp(b.0));
-    let mut result = SearchResult::default();
     for (path, bytes) in in_scope {
+        searcher.scan(path, bytes);
+    }
+    Ok(searcher.finish())
+}
+
+/// A search fed one file at a time, for a caller that reads each body as it goes (the relay
+/// session): ask [`Searcher::covers`] before reading a file, then [`Searcher::scan`] the files
+/// in path order (by bytes), then [`Searcher::finish`].
+pub struct Searcher {
+    plan: Plan,
+    result: SearchResult,
+}
+
+impl Searcher {
+    /// The request checked (every argument), or why it cannot run.
+    pub fn new(request: &SearchRequest) -> Result<Searcher, SearchError> {
+        Ok(Searcher { plan: Plan::new(request)?, result: SearchResult::default() })
+    }
+
+    /// Whether the file at `path` is in the search's scope.
+    pub fn covers(&self, path: &str) -> bool {
+        self.plan.covers(path)
+    }
+
+    /// Searches one file in scope (a binary one is counted as skipped).
+    pub fn scan(&mut self, path: &str, bytes: &[u8]) {
         match text_of(bytes) {
             Some(text) => {
-                result.files_searched += 1;
-                plan.scan(path, text, &mut result);
+                self.result.files_searched += 1;
+                self.plan.scan(path, text, &mut self.result);
             }
-            None => result.files_skipped += 1,
+            None => self.result.files_skipped += 1,
         }
     }
-    result.truncated = result.total_matches > result.matches.len() as u64;
-    Ok(result)
+
+    /// The answer, from the files scanned.
+    pub fn finish(mut self) -> SearchResult {
+        self.result.truncated = self.result.total_matches > self.result.matches.len() as u64;
+        self.result
+    }
 }
 
 /// A checked request: what to match, where, and how many to list.

@@ -13,7 +13,7 @@ use relay_core::capsule::canonical::sha256_hex;
 use relay_core::capsule::jws::Signer;
 use relay_core::mcp::{Era, Tool, ToolCall};
 use relay_core::protocol::Caller;
-use relay_core::relay_session::runs::{prepare, Answer, Call, Job};
+use relay_core::relay_session::runs::{prepare, Answer, Call, Work};
 use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
 use relay_core::run::machine::Input;
 use relay_core::run::readiness::Readiness;
@@ -256,9 +256,14 @@ pub fn tool_call(tool: Tool, arguments: Value, era: Era, mcp_session: Option<&st
     }
 }
 
-/// `tool_call` as run `run`, its job made as the DO makes it.
+/// The work of `tool_call`, made as the DO makes it.
+pub fn work_of<P: Platform>(session: &RelaySession<P>, tool_call: &ToolCall) -> Work {
+    Work::of(session, &caller(), tool_call, || Ok::<_, ()>(signer())).unwrap().expect("a valid call")
+}
+
+/// `tool_call` (`run_js` or `run_py`) as run `run`, its job made as the DO makes it.
 pub fn call_of<P: Platform>(session: &RelaySession<P>, run: &str, tool_call: ToolCall) -> Call {
-    let job = Job::of(session, &caller(), &tool_call, || Ok::<_, ()>(signer())).unwrap().expect("a valid call");
+    let Work::Run(job) = work_of(session, &tool_call) else { panic!("a run's call") };
     Call { tool_call, caller: caller(), run: run.into(), job: Rc::new(job) }
 }
 

@@ -79,6 +79,7 @@ fn answer_here(request: HttpRequest, caller: &Caller) -> Result<std::result::Res
         new_session_id: &|| String::new(),
         relay: RelayView { session: caller.session.clone(), ..RelayView::default() },
         audit_records: &|_| Vec::new(),
+        workspace: &|| serde_json::Value::Null,
         page_url: caller.page_url(),
         limits_json: serde_json::to_value(&caller.tenant.defaults.policy.limits)?,
         client_seen: &|_| {},

@@ -13,6 +13,7 @@ pub mod packages;
 pub mod session;
 pub mod tenants;
 pub mod upstreams;
+pub mod workspace;
 
 use std::cell::RefCell;
 

@@ -205,12 +205,26 @@ impl TabRoute {
 }
 
 /// A tab's request (`TabRoute`), its token checked, forwarded to the session's DO.
-pub async fn forward(mut req: Request, env: &Env, session: &str, route: TabRoute, who: &Who) -> Result<Response> {
+pub async fn forward(req: Request, env: &Env, session: &str, route: TabRoute, who: &Who) -> Result<Response> {
+    to_tab_session(req, env, session, who, route.body_max(), |tab, body| route.request(tab, body)).await
+}
+
+/// A tab's request, its attach token checked for `session` and its body read up to `body_max`
+/// (none read without), forwarded to the session's DO as `request` makes it of the tab named
+/// in `x-relay-tab` and the body.
+pub async fn to_tab_session(
+    mut req: Request,
+    env: &Env,
+    session: &str,
+    who: &Who,
+    body_max: Option<usize>,
+    request: impl FnOnce(Option<String>, Vec<u8>) -> SessionRequest,
+) -> Result<Response> {
     let claims = match check_token(&req, env, session)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
     };
-    let body = match route.body_max() {
+    let body = match body_max {
         Some(cap) => match read_capped(&mut req, cap).await? {
             Ok(body) => body,
             Err(too_large) => return Ok(too_large),
@@ -221,5 +235,5 @@ pub async fn forward(mut req: Request, env: &Env, session: &str, route: TabRoute
     let tenant = by_id(env, &claims.sub).await?;
     let caller = Caller { tenant, session: session.to_owned(), origin: public_origin(env, &req.url()?)? };
     let tab = req.headers().get(TAB_HEADER)?;
-    stub::send(env, &caller, route.request(tab, body)).await
+    stub::send(env, &caller, request(tab, body)).await
 }

@@ -26,6 +26,7 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
         new_session_id: &new_session_id,
         relay: relay_view(&shared, &caller),
         audit_records: &|n| shared.persisted("audit", shared.store().audit_records(n)).unwrap_or_default(),
+        workspace: &|| shared.workspace_listing(),
         page_url: caller.page_url(),
         limits_json: serde_json::to_value(&caller.tenant.defaults.policy.limits)?,
         client_seen: &|info| shared.caches.saw_client(info, now_ms()),

@@ -6,7 +6,7 @@
 
 use super::leases::{Leases, LEASE_TAG};
 use super::shared::{DoPlatform, Shared};
-use super::{builds, mcp, out_files, tabs, upstreams};
+use super::{builds, mcp, out_files, tabs, upstreams, workspace};
 use crate::platform::http::{error, json, refuse, storage_unavailable};
 use crate::platform::sql::DoSql;
 use crate::platform::{kv, stub, wasm_memory_bytes};
@@ -99,6 +99,15 @@ impl SessionDO {
             ReserveOutFile { run, path } => Ok(out_files::reserve(&shared, &run, &path)),
             ReleaseOutFile { run, path } => Ok(out_files::release(&shared, &run, &path)),
             Metrics => Ok(metrics(&shared)),
+            WorkspaceIndex { since, run } => Ok(workspace::index(&shared, &caller, since, run.as_deref())),
+            WorkspaceBody { sha256 } => workspace::body(&shared, &caller, &sha256).await,
+            WorkspacePutBody { run, sha256, body } => {
+                Ok(workspace::put_body(&shared, &caller, run.as_deref(), &sha256, body).await)
+            }
+            WorkspaceUpload { changes } => Ok(workspace::upload(&shared, &caller, &changes).await),
+            WorkspaceCommit { run, cap, changes } => {
+                Ok(workspace::commit(&shared, &caller, &run, &cap, &changes).await)
+            }
         }
     }
 }

@@ -9,34 +9,46 @@
 
 use super::shared::{ticker, Shared, Sse};
 use crate::platform::http::{self, storage_unavailable};
-use crate::platform::signer::signer;
+use crate::platform::signer::{sealing_key, signer};
 use futures::channel::mpsc;
 use futures::stream::PollNext;
 use futures::{future, FutureExt, Stream, StreamExt};
 use relay_core::error::ErrorName;
-use relay_core::mcp::{self, Era, ToolCall};
+use relay_core::mcp::{self, Era, Tool, ToolCall};
 use relay_core::protocol::Caller;
 use relay_core::relay_session::desk::Unadmitted;
-use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, Job, Resumed};
+use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, FileCall, Resumed, Work};
 use std::rc::Rc;
 use worker::{Response, Result};
 
 /// How long a legacy client that lost its stream waits before resuming it (the SSE `retry`).
 const RESUME_RETRY_MS: u64 = 5_000;
 
-/// Answers a `tools/call`: every tool runs in line on the relay session's tab.
+/// Answers a `tools/call`: `run_js` and `run_py` run in line on the relay session's tab; `read`,
+/// `write` and `search` are answered here from the relay session's workspace.
 pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Result<Response> {
-    // A full queue refuses at once, as cheaply as any answer of this DO: before the capsule
-    // is built and signed, and before an audit row is written (and deleted again), since an
-    // answer is held until the storage writes before it are durable.
-    if let Some(max) = shared.queue_full() {
+    // A full queue refuses a run at once, as cheaply as any answer of this DO: before the
+    // capsule is built and signed, and before an audit row is written (and deleted again),
+    // since an answer is held until the storage writes before it are durable.
+    let queued = matches!(call.tool, Tool::RunJs | Tool::RunPy);
+    if let Some(max) = shared.queue_full().filter(|_| queued) {
         return Ok(http::to_response(mcp::queue_full(&call.id, max, &caller.session)));
     }
-    let job = match Job::of(&shared, &caller, &call, || signer(&shared.platform.env))? {
-        Ok(job) => Rc::new(job),
+    let work = match Work::of(&shared, &caller, &call, || signer(&shared.platform.env))? {
+        Ok(work) => work,
         Err(tool_error) => return Ok(http::json(200, &tool_error)),
     };
     let run = shared.random_id::<8>("r_");
+    let job = match work {
+        Work::Run(job) => Rc::new(job),
+        Work::File(op) => {
+            let key = sealing_key(&shared.platform.env)?;
+            return Ok(match shared.answer_file(&FileCall { tool_call: call, caller, run, op }, &key).await {
+                Ok(answer) => http::json(200, &answer),
+                Err(e) => storage_unavailable("the relay session's workspace", &e),
+            });
+        }
+    };
     let call = Call { tool_call: call, caller, run, job };
     if call.tool_call.task {
         return Ok(match start_task(&shared, call.clone()).await {

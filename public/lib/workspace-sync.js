@@ -1,0 +1,227 @@
+// The tab's workspace as a cache of the relay session's (docs/ARCHITECTURE.md "The workspace"):
+// the relay session's DO holds the index (path -> sha256, size) and the bodies; this tab keeps a
+// copy (lib/workspace.js, in OPFS) that it brings up to the relay session's version before each
+// run, and it sends what a run writes up as the run makes it, committed by the relay session in
+// run order.
+//
+// - sync(runId): GET /session/<id>/workspace?since=<the version this tab holds>&run=<runId>
+//   (the whole index the first time), then each body it lacks by its hash
+//   (GET /session/<id>/workspace/bodies/<sha256>), checked against the hash before it is kept.
+// - writer(runToken): a run's changes, batched: bodies over INLINE_MAX_BYTES first
+//   (PUT /workspace/bodies/<sha256>), then POST /workspace/commit, at most MAX_COMMIT_CHANGES
+//   at a time. The run's exit waits for done(), so what it wrote reaches the relay session first.
+//
+// /mcps is this tab's own (mcps-tree.js writes it from the relay session's listing): it is not in
+// the index and a sync leaves it alone. Files this browser held before the relay session kept
+// the workspace (before its first sync here) are kept in the tab only, and the page says so.
+
+import { sha256Hex, toBase64 } from "./bytes.js";
+import { fetchOk, withRetry } from "./http.js";
+
+// relay-core's workspace::INLINE_MAX_BYTES and relay_session::workspace::MAX_COMMIT_CHANGES.
+const INLINE_MAX_BYTES = 4096;
+const MAX_COMMIT_CHANGES = 1000;
+// Body uploads of one commit, and body fetches of one sync, in flight at once.
+const UPLOADS_AT_ONCE = 6;
+const FETCHES_AT_ONCE = 6;
+const TAB_ONLY = "/mcps/";
+
+export class WorkspaceSync {
+  /**
+   * @param options.workspace this tab's copy (lib/workspace.js)
+   * @param options.session the relay session's name (which localStorage entry is this one's)
+   * @param options.endpoint (action) => {url, headers} of a tab route (SessionClient.endpoint)
+   * @param options.status where the page says what happened
+   */
+  constructor({ workspace, session, endpoint, status }) {
+    this.workspace = workspace;
+    this.syncedKey = `relay-workspace-synced/${session}`;
+    this.endpoint = endpoint;
+    this.status = status;
+    this.version = null; // the relay session's version this copy is at; null: not synced yet
+    this.hashes = new Map(); // path -> sha256 of the relay session's file this copy holds
+    this.syncing = Promise.resolve();
+  }
+
+  /** Brings this copy to the relay session's workspace (before run `runId`, if given); one sync at a time. */
+  sync(runId) {
+    const next = this.syncing.catch(() => {}).then(() => this.syncOnce(runId));
+    this.syncing = next;
+    return next;
+  }
+
+  async syncOnce(runId) {
+    const started = performance.now();
+    const { url, headers } = this.endpoint("workspace");
+    const asked = new URL(url, location.href);
+    if (this.version !== null) asked.searchParams.set("since", this.version);
+    if (runId) asked.searchParams.set("run", runId);
+    const index = await withRetry(async () => (await fetchOk(asked, { headers })).json());
+    this.workspace.limitBytes = index.maxBytes; // the tenant's cap: this copy and the runners hold to it
+    const taken = await pool(index.files, FETCHES_AT_ONCE, (file) => this.take(file));
+    const fetched = taken.reduce((sum, n) => sum + n, 0);
+    for (const path of index.removed) await this.drop(path);
+    if (index.full) await this.dropUnlisted(new Set(index.files.map((f) => f.path)));
+    this.version = index.version;
+    return { version: index.version, root: index.root, files: index.files.length, fetched, ms: performance.now() - started };
+  }
+
+  /** Holds the relay session's `file`, fetching its body unless this copy has those bytes: 1 if fetched. */
+  async take({ path, sha256 }) {
+    const local = this.workspace.read(path);
+    if (local && (this.hashes.get(path) ?? (await sha256Hex(local))) === sha256) {
+      this.hashes.set(path, sha256);
+      return 0;
+    }
+    await this.workspace.write(path, await this.body(sha256));
+    this.hashes.set(path, sha256);
+    return 1;
+  }
+
+  async drop(path) {
+    this.hashes.delete(path);
+    if (this.workspace.read(path)) await this.workspace.remove(path);
+  }
+
+  /** A body by its hash, refused unless it hashes to it. */
+  async body(sha256) {
+    const { url, headers } = this.endpoint(`workspace/bodies/${sha256}`);
+    const bytes = new Uint8Array(await withRetry(async () => (await fetchOk(url, { headers })).arrayBuffer()));
+    const actual = await sha256Hex(bytes);
+    if (actual !== sha256) throw new Error(`the relay session sent a body whose sha256 is ${actual}, not ${sha256}; it was not kept`);
+    return bytes;
+  }
+
+  /**
+   * After a whole index: the files this copy holds that the relay session does not. Once this
+   * browser has synced, they were removed there, and go here too; before (files from before the
+   * relay session kept the workspace), they stay in this tab only.
+   */
+  async dropUnlisted(listed) {
+    const unlisted = this.workspace.list().filter((path) => !listed.has(path) && !path.startsWith(TAB_ONLY));
+    if (localStorage.getItem(this.syncedKey)) {
+      for (const path of unlisted) await this.drop(path);
+      return;
+    }
+    if (unlisted.length) await this.uploadFromBefore(unlisted);
+    localStorage.setItem(this.syncedKey, "1");
+  }
+
+  /**
+   * Uploads, once, the files this browser held before the relay session kept the workspace
+   * (POST /session/<id>/workspace/upload: only paths the relay session has no file at, within
+   * the cap and the tenant's policy), and says on the page what went up and what did not.
+   */
+  async uploadFromBefore(paths) {
+    const { headers } = this.endpoint("workspace");
+    const put = (sha256, body) => {
+      const { url } = this.endpoint(`workspace/bodies/${sha256}`);
+      return withRetry(() => fetchOk(url, { method: "PUT", headers, body }));
+    };
+    let uploaded = 0;
+    for (let i = 0; i < paths.length; i += MAX_COMMIT_CHANGES) {
+      const batch = paths.slice(i, i + MAX_COMMIT_CHANGES).map((path) => ({ path, bytes: this.workspace.read(path) }));
+      const changes = await pool(batch, UPLOADS_AT_ONCE, ({ path, bytes }) => describe(path, bytes, put));
+      const { url } = this.endpoint("workspace/upload");
+      const init = { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ changes }) };
+      const { results } = await withRetry(async () => (await fetchOk(url, init)).json());
+      results.forEach((result, n) => {
+        if (!result.error) {
+          uploaded++;
+          this.hashes.set(changes[n].path, changes[n].sha256);
+        } else this.status.error(`${changes[n].path} from before stays in this tab only: ${result.error.name}: ${result.error.message}`);
+      });
+    }
+    this.status.log(`Uploaded ${uploaded} of ${paths.length} file(s) this tab held from before the relay session kept the workspace`);
+  }
+
+  /** Where run `runToken`'s changes go. */
+  writer(runToken) {
+    return new RunWriter(this, runToken);
+  }
+}
+
+/** A run's changes on their way to the relay session, committed in the order the run made them. */
+class RunWriter {
+  constructor(sync, runToken) {
+    this.sync = sync;
+    this.headers = { authorization: `Bearer ${runToken}` };
+    this.waiting = []; // {path, bytes: Uint8Array | null (removed)}
+    this.draining = null;
+    this.refused = []; // {path, name, message}
+    this.failure = null;
+  }
+
+  /** A change the run made (already stored in this tab). */
+  push(path, bytes) {
+    this.waiting.push({ path, bytes });
+    this.draining ??= this.drain();
+  }
+
+  async drain() {
+    try {
+      while (this.waiting.length && !this.failure) await this.commit(this.waiting.splice(0, MAX_COMMIT_CHANGES));
+    } catch (err) {
+      this.failure = err;
+    } finally {
+      this.draining = null;
+    }
+  }
+
+  /** Settles once every change is committed or refused: {refused, failure}. */
+  async done() {
+    while (this.draining) await this.draining;
+    if (this.refused.length || this.failure) this.sync.version = null; // this copy may differ: sync it whole
+    return { refused: this.refused, failure: this.failure };
+  }
+
+  /**
+   * Commits `batch` in order. A body that cannot be uploaded (the network or the tab went) ends
+   * the commit before its change: the changes before it are committed, it and those after are
+   * not, and the failure is thrown, so the index is as it was before that file.
+   */
+  async commit(batch) {
+    const put = (sha256, body) => withRetry(() => fetchOk(`/workspace/bodies/${sha256}`, { method: "PUT", headers: this.headers, body }));
+    const described = await pool(batch, UPLOADS_AT_ONCE, ({ path, bytes }) => describe(path, bytes, put).catch((failure) => ({ failure })));
+    const failed = described.findIndex((change) => change.failure);
+    const changes = failed < 0 ? described : described.slice(0, failed);
+    if (changes.length) await this.post(changes);
+    if (failed >= 0) throw described[failed].failure;
+  }
+
+  async post(changes) {
+    const body = JSON.stringify({ changes });
+    const headers = { ...this.headers, "content-type": "application/json" };
+    const post = async () => (await fetchOk("/workspace/commit", { method: "POST", headers, body })).json();
+    const { results } = await withRetry(post);
+    results.forEach((result, i) => {
+      const { path, sha256 } = changes[i];
+      if (result.error) this.refused.push({ path, ...result.error });
+      else if (sha256) this.sync.hashes.set(path, sha256);
+      else this.sync.hashes.delete(path);
+    });
+  }
+}
+
+/** A change as a commit carries it: a small body inline, a larger one uploaded first with `put(sha256, bytes)`. */
+async function describe(path, bytes, put) {
+  if (!bytes) return { path, removed: true };
+  const sha256 = await sha256Hex(bytes);
+  if (bytes.length <= INLINE_MAX_BYTES) return { path, sha256, size: bytes.length, inline: toBase64(bytes) };
+  await put(sha256, bytes);
+  return { path, sha256, size: bytes.length };
+}
+
+/** `work` of each item, at most `width` at once, the results in the items' order. */
+async function pool(items, width, work) {
+  const results = new Array(items.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await work(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, lane));
+  return results;
+}
