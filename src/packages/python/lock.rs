@@ -3,7 +3,7 @@
 //! is the trust root: any mirror may serve the files, and a file whose sha256 differs from the
 //! lock's is refused before it is used.
 
-use super::requirement::canonical_name;
+use super::name::canonical_name;
 use super::runtime::LockInfo;
 use super::version::Version;
 use serde::Deserialize;

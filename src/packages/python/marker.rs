@@ -3,7 +3,7 @@
 //!
 //! <https://packaging.python.org/en/latest/specifications/dependency-specifiers/#environment-markers>
 
-use super::requirement::canonical_name;
+use super::name::canonical_name;
 use super::version::{Operator, Specifier, Version};
 use std::collections::BTreeMap;
 

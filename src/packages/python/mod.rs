@@ -10,6 +10,7 @@
 pub mod lock;
 pub mod marker;
 pub mod metadata;
+pub mod name;
 pub mod requirement;
 pub mod resolve;
 pub mod runtime;
@@ -17,7 +18,8 @@ pub mod version;
 pub mod wheel;
 
 pub use lock::Lock;
-pub use requirement::{canonical_name, Requirement};
+pub use name::canonical_name;
+pub use requirement::Requirement;
 pub use resolve::{resolve, Known, Step};
 pub use runtime::{LockInfo, Runtime};
 pub use version::{SpecifierSet, Version};

@@ -3,6 +3,7 @@
 //! (`name @ https://...`) is refused: a wheel's URL goes in `pip.wheelUrls`.
 
 use super::marker::{Environment, Marker};
+use super::name::canonical_name;
 use super::version::SpecifierSet;
 use std::fmt;
 
@@ -91,19 +92,4 @@ fn check_name(name: &str) -> Result<(), String> {
     } else {
         Ok(())
     }
-}
-
-/// A name as PEP 503 compares them: lowercase, each run of `-`, `_`, `.` one `-`.
-pub fn canonical_name(name: &str) -> String {
-    let mut key = String::with_capacity(name.len());
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !key.ends_with('-') {
-                key.push('-');
-            }
-        } else {
-            key.push(c.to_ascii_lowercase());
-        }
-    }
-    key
 }

@@ -31,7 +31,8 @@
 
 use super::lock::{Lock, LockPackage};
 use super::metadata::CoreMetadata;
-use super::requirement::{canonical_name, Requirement};
+use super::name::canonical_name;
+use super::requirement::Requirement;
 use super::runtime::{LockInfo, Runtime};
 use super::version::{SpecifierSet, Version};
 use super::wheel::{needed_tags, WheelName};

@@ -4,7 +4,7 @@
 //!
 //! <https://packaging.python.org/en/latest/specifications/binary-distribution-format/>
 
-use super::requirement::canonical_name;
+use super::name::canonical_name;
 use super::runtime::Runtime;
 use super::version::Version;
 
