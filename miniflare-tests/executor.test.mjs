@@ -119,14 +119,24 @@ describe("results by POST", () => {
     return { tab, c, close: async () => (await c.close(), await tab.context.close()) };
   }
 
+  /** Runs until one of them went over the results socket: the page opens it after attaching,
+   *  and a run sent before it is open goes by POST alone (under load, the whole run could). */
+  async function untilSocketCarries(c, carried) {
+    for (let i = 0; i < 20 && !carried(); i++) {
+      assert.equal((await runJs("console.log('warm')", {}, c)).structuredContent.stdout, "warm\n");
+    }
+    assert.ok(carried(), "the results socket carried a run");
+  }
+
   test("when the results socket closes mid-run, the rest goes by POST and nothing is lost", async () => {
-    // The first socket's first message (the run's acknowledgement) is delivered, then the socket is cut.
-    let cut = false;
+    // Once the socket carries runs, the next run's acknowledgement is delivered, then the socket is cut.
+    let [carried, armed, cut] = [0, false, false];
     const { tab, c, close } = await tabWithSocket("socket-cut", (ws) => {
       const server = ws.connectToServer();
       ws.onMessage((message) => {
         server.send(message);
-        if (!cut) {
+        carried++;
+        if (armed && !cut && String(message).includes('"received"')) {
           cut = true;
           ws.close();
           server.close();
@@ -136,6 +146,8 @@ describe("results by POST", () => {
     const posted = [];
     tab.page.on("request", (request) => request.url().endsWith("/result") && posted.push(request.postData()));
     try {
+      await untilSocketCarries(c, () => carried > 0);
+      armed = true;
       const code = "console.log('before'); const t = Date.now(); while (Date.now() - t < 300); console.log('after')";
       const result = await runJs(code, {}, c);
       assert.ok(cut, "the socket carried the acknowledgement");
@@ -151,16 +163,21 @@ describe("results by POST", () => {
   });
 
   test("a results socket that stops answering is given up after 5 s: its batches go by POST", async () => {
-    // The socket stays open, but nothing the page sends on it after the first message arrives.
-    let swallowing = false;
+    // The socket stays open, but once it carries runs, nothing after the next run's acknowledgement arrives.
+    let [carried, armed, swallowing] = [0, false, false];
     const { tab, c, close } = await tabWithSocket("socket-silent", (ws) => {
       const server = ws.connectToServer();
       ws.onMessage((message) => {
-        if (!swallowing) server.send(message);
-        swallowing = true;
+        if (swallowing) return;
+        server.send(message);
+        carried++;
+        // The run's acknowledgement goes through; all after it is swallowed.
+        if (armed && String(message).includes('"received"')) swallowing = true;
       });
     });
     try {
+      await untilSocketCarries(c, () => carried > 0);
+      armed = true;
       const started = performance.now();
       // Longer than a batch waits, so the acknowledgement goes first, alone, and the rest after it.
       const code = "const t = Date.now(); while (Date.now() - t < 100); console.log('through in the end')";
