@@ -24,6 +24,7 @@ use relay_core::relay_session::RelaySession;
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
 use relay_core::upstream::seal::SealingKey;
+use relay_core::workspace::rules::MAX_FILES;
 use relay_core::workspace::{root, Change, EMPTY_ROOT, INLINE_MAX_BYTES};
 use serde_json::{json, Value};
 use support::{Failing, Sqlite};
@@ -163,6 +164,26 @@ fn the_cap_is_counted_on_the_index_and_names_what_to_delete() {
         &[],
     ));
     assert!(replaced.is_ok());
+}
+
+#[test]
+fn the_count_of_files_is_followed_through_commits_so_empty_files_cannot_grow_the_index_forever() {
+    let session = session();
+    let empty = run(session.store_body(TENANT, Vec::new())).unwrap();
+    let write = |path: String| Change::Write { path, sha256: empty.clone(), size: 0 };
+    let changes: Vec<Change> = (0..MAX_FILES).map(|i| write(format!("/tmp/f{i}"))).collect();
+    let outcomes = session.store().commit(&changes, CAP, 1);
+    assert!(outcomes.iter().all(|o| o.is_ok()), "up to the limit, in one batch");
+    let refused = session.store().commit(&[write("/tmp/one-more".into())], CAP, 2).remove(0).unwrap_err();
+    assert_eq!(refused.name, ErrorName::OutputLimitExceeded, "{}", refused.message);
+    assert!(
+        session.store().commit(&[write("/tmp/f0".into())], CAP, 3).remove(0).is_ok(),
+        "an overwrite is no new file"
+    );
+    // A removal in the same batch makes room for the write after it.
+    let batch = [Change::Remove { path: "/tmp/f1".into() }, write("/tmp/one-more".into())];
+    assert!(session.store().commit(&batch, CAP, 4).iter().all(|o| o.is_ok()));
+    assert_eq!(session.store().workspace_count().unwrap(), MAX_FILES);
 }
 
 #[test]

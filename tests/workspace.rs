@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
-use relay_core::workspace::rules::{check_write, directories_above, file_path, Facts};
+use relay_core::workspace::rules::{check_write, directories_above, file_path, Facts, MAX_FILES};
 use relay_core::workspace::tools::{read_directory, read_file, written, Mode, ReadArgs, WriteArgs};
 use relay_core::workspace::{root, root_of_listing, EMPTY_ROOT};
 use serde_json::json;
@@ -103,6 +103,18 @@ fn a_write_needs_no_file_above_no_files_below_and_room_under_the_cap() {
     let refusal = check_write("/tmp/a", 1, &below, 100).unwrap_err();
     assert!(refusal.message.contains("it is a directory (it holds 2 files)"), "{}", refusal.message);
     assert_eq!(check_write("/tmp", 1, &Facts::default(), 100).unwrap_err().name, ErrorName::ValidationError);
+}
+
+#[test]
+fn a_new_file_needs_room_under_the_count_of_files_an_overwrite_does_not() {
+    let full = Facts { total_files: MAX_FILES, ..Facts::default() };
+    let refusal = check_write("/tmp/new", 0, &full, 100).unwrap_err();
+    assert_eq!(refusal.name, ErrorName::OutputLimitExceeded, "empty files count too");
+    assert!(refusal.message.contains(&format!("holds {MAX_FILES} files")) && refusal.message.contains("delete files"));
+    let replacing = Facts { existing: Some(0), ..full.clone() };
+    assert_eq!(check_write("/tmp/old", 10, &replacing, 100), Ok(()));
+    let room = Facts { total_files: MAX_FILES - 1, ..Facts::default() };
+    assert_eq!(check_write("/tmp/new", 0, &room, 100), Ok(()));
 }
 
 fn read_args(value: serde_json::Value) -> ReadArgs {

@@ -141,8 +141,18 @@ impl<S: Sql> Store<'_, S> {
         Ok(self.first::<Total>(query, &[])?.map_or(0, |t| t.total as u64))
     }
 
-    /// What the rules need to know around `path`, the workspace holding `total_bytes`.
-    fn workspace_facts(&self, path: &str, total_bytes: u64) -> Result<Facts> {
+    /// How many files the workspace holds.
+    pub fn workspace_count(&self) -> Result<u64> {
+        #[derive(Deserialize)]
+        struct Count {
+            n: i64,
+        }
+        let query = "SELECT COUNT(*) AS n FROM workspace_files WHERE sha256 IS NOT NULL";
+        Ok(self.first::<Count>(query, &[])?.map_or(0, |c| c.n as u64))
+    }
+
+    /// What the rules need to know around `path`, the workspace holding `totals`.
+    fn workspace_facts(&self, path: &str, totals: Totals) -> Result<Facts> {
         let existing = self.workspace_file(path)?.map(|f| f.size);
         let mut file_above = None;
         for dir in directories_above(path) {
@@ -157,7 +167,7 @@ impl<S: Sql> Store<'_, S> {
         }
         let query = "SELECT COUNT(*) AS n FROM workspace_files WHERE sha256 IS NOT NULL AND path >= ? AND path < ?";
         let files_below = self.first::<Count>(query, &below(path))?.map_or(0, |c| c.n as u64);
-        Ok(Facts { existing, file_above, files_below, total_bytes })
+        Ok(Facts { existing, file_above, files_below, total_bytes: totals.bytes, total_files: totals.files })
     }
 
     /// The stored body of `sha256`, if there is one.
@@ -202,12 +212,13 @@ impl<S: Sql> Store<'_, S> {
     fn commit_each(&self, changes: &[Change], max_bytes: u64, now_ms: u64) -> Vec<std::result::Result<u64, Refusal>> {
         let unavailable = |e: StorageError| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e));
         let mut outcomes = Vec::with_capacity(changes.len());
-        let mut total = match self.workspace_bytes() {
-            Ok(total) => total,
+        let totals = self.workspace_bytes().and_then(|bytes| Ok(Totals { bytes, files: self.workspace_count()? }));
+        let mut totals = match totals {
+            Ok(totals) => totals,
             Err(e) => return changes.iter().map(|_| Err(unavailable(e.clone()))).collect(),
         };
         for (i, change) in changes.iter().enumerate() {
-            match self.commit_one(change, &mut total, max_bytes, now_ms) {
+            match self.commit_one(change, &mut totals, max_bytes, now_ms) {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(e) => {
                     outcomes.extend(changes[i..].iter().map(|_| Err(unavailable(e.clone()))));
@@ -218,11 +229,11 @@ impl<S: Sql> Store<'_, S> {
         outcomes
     }
 
-    /// One change checked and committed; `total` follows the workspace's bytes.
+    /// One change checked and committed; `totals` follow the workspace.
     fn commit_one(
         &self,
         change: &Change,
-        total: &mut u64,
+        totals: &mut Totals,
         max_bytes: u64,
         now_ms: u64,
     ) -> Result<std::result::Result<u64, Refusal>> {
@@ -236,11 +247,12 @@ impl<S: Sql> Store<'_, S> {
                 let query =
                     "UPDATE workspace_files SET sha256 = NULL, size = 0, mtime_ms = ?, version = ? WHERE path = ?";
                 self.sql.exec(query, &[now_ms.into(), version.into(), path.as_str().into()])?;
-                *total -= existing.size;
+                totals.bytes -= existing.size;
+                totals.files -= 1;
                 Ok(Ok(version))
             }
             Change::Write { path, sha256, size } => {
-                let facts = self.workspace_facts(path, *total)?;
+                let facts = self.workspace_facts(path, *totals)?;
                 if let Err(refusal) = check_write(path, *size, &facts, max_bytes) {
                     return Ok(Err(refusal));
                 }
@@ -257,11 +269,19 @@ impl<S: Sql> Store<'_, S> {
                 let args =
                     [path.as_str().into(), sha256.as_str().into(), (*size).into(), now_ms.into(), version.into()];
                 self.sql.exec(query, &args)?;
-                *total = *total - facts.existing.unwrap_or(0) + size;
+                totals.bytes = totals.bytes - facts.existing.unwrap_or(0) + size;
+                totals.files += u64::from(facts.existing.is_none());
                 Ok(Ok(version))
             }
         }
     }
+}
+
+/// The workspace's bytes and files, as commits go.
+#[derive(Debug, Clone, Copy)]
+struct Totals {
+    bytes: u64,
+    files: u64,
 }
 
 /// A StorageUnavailable message naming the store.

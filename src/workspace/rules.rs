@@ -53,7 +53,15 @@ pub struct Facts {
     pub files_below: u64,
     /// Every file's bytes together.
     pub total_bytes: u64,
+    /// How many files the workspace holds.
+    pub total_files: u64,
 }
+
+/// How many files a workspace may hold. Each sync, commit and root reads the whole index in
+/// the relay session (128 MB for everything it does), so the count is bounded as the bytes
+/// are: 16,384 files of 1 KiB paths stay a few tens of MB there. Empty files would otherwise
+/// cost nothing against the cap.
+pub const MAX_FILES: u64 = 16_384;
 
 /// A path the workspace may hold a file at: `check_path`'s syntax, under a root and not a root
 /// itself, written as the rule leaves it (no trailing `/`). The refusal is ValidationError.
@@ -90,6 +98,15 @@ pub fn check_write(path: &str, size: u64, facts: &Facts, max_bytes: u64) -> Resu
             if n == 1 { "" } else { "s" }
         );
         return Err(Refusal::new(ErrorName::ValidationError, message));
+    }
+    if facts.existing.is_none() && facts.total_files >= MAX_FILES {
+        let message = format!(
+            "cannot write {path}: the workspace holds {} files, its limit; delete files under /tmp or /out you no \
+             longer need (fs.rmSync in JavaScript, os.remove or shutil.rmtree in Python), or put many small ones \
+             in one file (a zip or a JSON), and write again",
+            facts.total_files
+        );
+        return Err(Refusal::new(ErrorName::OutputLimitExceeded, message));
     }
     let total = facts.total_bytes - facts.existing.unwrap_or(0) + size;
     if total > max_bytes {
