@@ -183,7 +183,7 @@ fn the_count_of_files_is_followed_through_commits_so_empty_files_cannot_grow_the
     // A removal in the same batch makes room for the write after it.
     let batch = [Change::Remove { path: "/tmp/f1".into() }, write("/tmp/one-more".into())];
     assert!(session.store().commit(&batch, CAP, 4).iter().all(|o| o.is_ok()));
-    assert_eq!(session.store().workspace_count().unwrap(), MAX_FILES);
+    assert_eq!(session.store().workspace_totals().unwrap().files, MAX_FILES);
 }
 
 #[test]

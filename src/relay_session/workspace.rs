@@ -131,24 +131,11 @@ impl<S: Sql> Store<'_, S> {
         Ok((version, root(files.iter().map(|f| (f.path.as_str(), f.sha256.as_str(), f.size)))))
     }
 
-    /// Every file's bytes together: what the cap is counted on.
-    pub fn workspace_bytes(&self) -> Result<u64> {
-        #[derive(Deserialize)]
-        struct Total {
-            total: i64,
-        }
-        let query = "SELECT COALESCE(SUM(size), 0) AS total FROM workspace_files WHERE sha256 IS NOT NULL";
-        Ok(self.first::<Total>(query, &[])?.map_or(0, |t| t.total as u64))
-    }
-
-    /// How many files the workspace holds.
-    pub fn workspace_count(&self) -> Result<u64> {
-        #[derive(Deserialize)]
-        struct Count {
-            n: i64,
-        }
-        let query = "SELECT COUNT(*) AS n FROM workspace_files WHERE sha256 IS NOT NULL";
-        Ok(self.first::<Count>(query, &[])?.map_or(0, |c| c.n as u64))
+    /// Every file's bytes together (what the cap is counted on) and how many files there are.
+    pub fn workspace_totals(&self) -> Result<Totals> {
+        let query = "SELECT COALESCE(SUM(size), 0) AS bytes, COUNT(*) AS files FROM workspace_files \
+            WHERE sha256 IS NOT NULL";
+        Ok(self.first::<Totals>(query, &[])?.unwrap_or(Totals { bytes: 0, files: 0 }))
     }
 
     /// What the rules need to know around `path`, the workspace holding `totals`.
@@ -212,8 +199,7 @@ impl<S: Sql> Store<'_, S> {
     fn commit_each(&self, changes: &[Change], max_bytes: u64, now_ms: u64) -> Vec<std::result::Result<u64, Refusal>> {
         let unavailable = |e: StorageError| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e));
         let mut outcomes = Vec::with_capacity(changes.len());
-        let totals = self.workspace_bytes().and_then(|bytes| Ok(Totals { bytes, files: self.workspace_count()? }));
-        let mut totals = match totals {
+        let mut totals = match self.workspace_totals() {
             Ok(totals) => totals,
             Err(e) => return changes.iter().map(|_| Err(unavailable(e.clone()))).collect(),
         };
@@ -278,10 +264,10 @@ impl<S: Sql> Store<'_, S> {
 }
 
 /// The workspace's bytes and files, as commits go.
-#[derive(Debug, Clone, Copy)]
-struct Totals {
-    bytes: u64,
-    files: u64,
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Totals {
+    pub bytes: u64,
+    pub files: u64,
 }
 
 /// A StorageUnavailable message naming the store.
