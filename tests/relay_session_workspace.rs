@@ -20,6 +20,7 @@ use relay_core::error::ErrorName;
 use relay_core::keys;
 use relay_core::mcp::{Era, Tool};
 use relay_core::relay_session::runs::{FileCall, Job, Work};
+use relay_core::relay_session::workspace_routes::MAX_COMMIT_CHANGES;
 use relay_core::relay_session::RelaySession;
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
@@ -403,6 +404,17 @@ fn commit(session: &Session, cap: &str, changes: Value) -> Result<Value, (ErrorN
 
 fn inline(path: &str, bytes: &[u8]) -> Value {
     json!({ "path": path, "sha256": sha256_hex(bytes), "size": bytes.len(), "inline": BASE64.encode(bytes) })
+}
+
+#[test]
+fn a_commit_of_more_changes_than_the_bound_is_refused_whole() {
+    let (session, cap) = running();
+    let changes: Vec<Value> = (0..=MAX_COMMIT_CHANGES).map(|i| inline(&format!("/tmp/f{i}"), b"x")).collect();
+    let (name, message) = commit(&session, &cap, Value::Array(changes.clone())).unwrap_err();
+    assert_eq!(name, ErrorName::PayloadTooLarge);
+    assert!(message.contains(&format!("at most {MAX_COMMIT_CHANGES} changes")), "{message}");
+    assert_eq!(listing(&session), [], "nothing of it committed");
+    assert!(commit(&session, &cap, Value::Array(changes[..MAX_COMMIT_CHANGES].to_vec())).is_ok(), "the bound itself");
 }
 
 #[test]
