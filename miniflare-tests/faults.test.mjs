@@ -46,6 +46,13 @@ async function tabsBecome(client, count, since) {
   }
 }
 
+/** Waits up to `ms` for the proxy to have refused one goodbye; the caller asserts the count. */
+async function goodbyeSeen(deaf, ms) {
+  for (const until = Date.now() + ms; deaf.goodbyes.length === 0 && Date.now() < until; ) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 test("a tab whose browser quits leaves relay://session within its lease, with no one else connected", async () => {
   const { key } = await createTenant("quit-alone");
   const client = await connectClient(key);
@@ -74,7 +81,12 @@ test("a tab closed whose goodbye fails leaves relay://session and the other tab'
   try {
     await survivor.page.waitForFunction(() => /^2 attached/.test(document.getElementById("tabs").textContent));
     const closed = Date.now();
+    const gone = ghost.page.waitForEvent("close");
     await ghost.page.close({ runBeforeUnload: true }); // as a person closes it: pagehide says goodbye
+    await gone;
+    // The goodbye is a keepalive fetch sent as the page goes; closing its browser context at once
+    // can cancel it before it leaves (seen under CI's load), so the context goes once it is sent.
+    await goodbyeSeen(deaf, 5_000);
     await ghost.context.close();
     const waited = await tabsBecome(client, 1, closed);
     assert.equal(deaf.goodbyes.length, 1, "the tab said goodbye, and it was lost");
