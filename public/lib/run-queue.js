@@ -11,7 +11,7 @@
 // results delivered, the sandbox is told to load the standby workers runs took
 // (RunnerHost.refill).
 
-import { loadCapsule } from "./capsule.js";
+import { loadCapsule, runnerJob } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
 import { exitEvent } from "./exit-event.js";
@@ -161,7 +161,7 @@ export class RunQueue {
     const { policy } = capsule.manifest;
     const outWrites = new Set(); // paths under /out this run wrote
     const writer = this.sync.writer(announced.runToken);
-    const outcome = await this.runner.run(job(runId, capsule, this.workspace), {
+    const outcome = await this.runner.run(runnerJob(runId, capsule, this.workspace.snapshot(), this.workspace.limitBytes), {
       signal,
       onFile: (op) => this.applyFileOp(op, policy.filesystem, outWrites, writer).then(() => this.noteDoing(undefined, 1)),
       onFetch: (request) =>
@@ -221,25 +221,6 @@ export class RunQueue {
     if (error) this.status.error(`${error.name}: ${error.message}`);
     view.finish({ exitCode, usage, error, files });
   }
-}
-
-/**
- * What the runner gets from a checked capsule: stdin travels in the manifest's entry; the
- * workspace as it is now, and the filesystem policy the runner applies to guest writes.
- */
-function job(runId, { manifest, files, limits }, workspace) {
-  const { path, argv = [], env = {}, cwd = "/", stdin = "" } = manifest.entry;
-  return {
-    runId,
-    language: manifest.language,
-    runtimeId: manifest.runtime.id,
-    files,
-    entry: { path, argv, env, cwd, stdin },
-    limits,
-    workspace: workspace.snapshot(),
-    workspaceLimit: workspace.limitBytes,
-    filesystem: manifest.policy.filesystem,
-  };
 }
 
 function capsuleFailure(hash, err) {

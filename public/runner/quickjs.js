@@ -12,6 +12,7 @@
 import { newQuickJSWASMModuleFromVariant, newVariant } from "quickjs-emscripten";
 import RELEASE_SYNC from "@jitl/quickjs-wasmfile-release-sync";
 import DEFAULT_LIMITS from "relay-default-limits";
+import { failure } from "../lib/errors.js";
 import { GuestFiles } from "./guest-files.js";
 import { guestPrelude } from "./guest-prelude.js";
 import { WriteRule, runnerPolicy } from "./write-rule.js";
@@ -40,12 +41,12 @@ export const quickJsEngine = {
     const ready = freshContext(standby.module);
     const policy = runnerPolicy(modules);
     return {
-      async run(job, sink, relay) {
+      async run(job, sink, relay, guard) {
         const capMiB = heapCap(job.limits.memMb);
         const own = capMiB === standby.capMiB ? null : await instantiate(wasmModule, capMiB);
         const { memory } = own ?? standby;
         const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
-        const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay, rule).result;
+        const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay, rule, guard).result;
         return { ...outcome, memPeakMb: memory.buffer.byteLength / MiB };
       },
     };
@@ -90,9 +91,13 @@ class QuickJsRun {
   /**
    * @param fresh freshContext()'s: this run's own runtime, context and installed prelude
    * @param rule the run's WriteRule: which of its writes the page stores
+   * @param guard at the edge only (durable/js/edge-runner.js): `tick()` is called with every
+   *   interrupt-handler call and says when to stop, `error` why, and `onStop` is called when it
+   *   stops a guest that only waits
    */
-  constructor({ runtime, context, holder, formatError, configure }, job, sink, relay, rule) {
+  constructor({ runtime, context, holder, formatError, configure }, job, sink, relay, rule, guard) {
     this.job = job;
+    this.guard = guard;
     this.sink = sink;
     this.relay = relay;
     this.files = new GuestFiles({ capsule: job.files, workspace: job.workspace, rule, relay });
@@ -116,8 +121,10 @@ class QuickJsRun {
     // QuickJS's own accounting stops most runaway allocations with a clean "out of memory"
     // error; the capped wasm memory (instantiate) is the backstop.
     this.runtime.setMemoryLimit(job.limits.memMb * MiB);
-    // Called regularly while guest code runs: stops it right after process.exit() or the output cap.
-    this.runtime.setInterruptHandler(() => this.stopped());
+    // Called regularly while guest code runs: stops it right after process.exit() or the output
+    // cap, and at the edge once its guard says so (the calls count its work).
+    this.runtime.setInterruptHandler(() => Boolean(this.guard?.tick()) || this.stopped());
+    if (guard) guard.onStop = () => this.finish(1);
     this.runtime.setModuleLoader(
       (name) => this.moduleSource(name),
       (base, requested) => resolveModule(base, requested, job.files),
@@ -126,7 +133,7 @@ class QuickJsRun {
   }
 
   stopped() {
-    return this.exitCode !== undefined || this.sink.exceeded;
+    return this.exitCode !== undefined || this.sink.exceeded || Boolean(this.guard?.error);
   }
 
   start() {
@@ -297,7 +304,8 @@ class QuickJsRun {
     for (const id of [...this.timers.keys()]) this.dropTimer(id);
     for (const callback of this.fetches.values()) callback.dispose();
     this.fetches.clear();
-    this.resolve({ exitCode: this.exitCode ?? exitCode });
+    const stoppedBy = this.guard?.error;
+    this.resolve(stoppedBy ? failure(stoppedBy.name, stoppedBy.message) : { exitCode: this.exitCode ?? exitCode });
     // Freeing the runtime walks the guest's whole heap: it waits until the exit is posted.
     setTimeout(() => {
       for (const handle of [this.main, this.formatError, this.context, this.runtime]) handle?.dispose();

@@ -92,6 +92,7 @@ impl TenantDefaults {
         self.packages.validate()?;
         bounded("outFileMaxBytes", self.out_file_max_bytes, 1, MAX_OUT_FILE_BYTES)?;
         bounded("workspace.maxBytes", self.workspace.max_bytes, MIN_WORKSPACE_BYTES, workspace::MAX_MAX_BYTES)?;
+        self.edge.as_ref().map_or(Ok(()), |edge| edge.validate())?;
         self.queue.validate().map_err(|why| format!("queue.{why}"))
     }
 }

@@ -103,6 +103,8 @@ pub struct ToolResult {
     /// while they fit [`IMAGE_BUDGET`] together.
     pub images: Vec<(String, String)>,
     pub error: Option<(ErrorName, String)>,
+    /// Where the run executed (`tab` or `edge`), if it was sent anywhere.
+    pub executor: Option<&'static str>,
 }
 
 /// The JSON-RPC response to a run: a text summary for the model, `structuredContent` per the
@@ -123,6 +125,9 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
                    "fetches": result.fetches, "denied": result.denied, "fileErrors": result.file_errors },
         "files": result.files,
     });
+    if let Some(executor) = result.executor {
+        structured["executor"] = json!(executor);
+    }
     let truncated = kept.truncated(&result);
     if !truncated.is_empty() {
         structured["truncated"] = Value::Object(truncated);

@@ -269,6 +269,7 @@ impl Tool {
                             "required": ["path"],
                         },
                     },
+                    "executor": { "type": "string", "enum": ["tab", "edge"], "description": "Where the run executed: the attached browser tab, or the edge executor on the server." },
                     "notStored": {
                         "type": "object",
                         "description": "Present when file changes the run made (writes or removals) could not be stored by the executor tab: the workspace may lack them, and the result is isError whatever exitCode says.",
@@ -353,6 +354,8 @@ fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
                  "description": "Environment variables. Never put secrets here: capsules are stored by content hash." },
         "cwd": { "type": "string", "default": "/", "description": "Working directory in the VFS." },
         "policy": policy_schema(),
+        "executor": { "type": "string", "enum": ["tab", "tab-or-edge", "edge"],
+                      "description": "Where the code may run, within the tenant's defaults.executor (a call may only narrow it): a browser tab, a tab when one is attached or coming back else the edge (a fresh sandbox on the server, JavaScript only), or the edge only." },
     });
     properties[deps_name] = deps;
     object(properties, &["code"])

@@ -33,6 +33,7 @@ use crate::mcp::{self, Era, HttpResponse, LogLevel, Tool, ToolCall, ToolResult};
 use crate::protocol::{Caller, CapsuleCommand, TabCommand};
 use crate::run::args::{capsule_spec, deps_request};
 use crate::run::backchannel::{EventBody, Exit, OutFile, RunError, Usage};
+use crate::run::executor::Executor;
 use crate::run::file_op::{file_op, FileOp};
 use crate::run::machine::{Cancel, Input, Outcome};
 use crate::upstream::seal::SealingKey;
@@ -68,6 +69,9 @@ impl Work {
             return Ok(file_op(call.tool.name(), &call.arguments, &policy.filesystem)
                 .map(Work::File)
                 .map_err(|e| tool_error(e.name, &e.message)));
+        }
+        if let Err(why) = executor_of(call, caller) {
+            return Ok(Err(tool_error(ErrorName::ValidationError, &why)));
         }
         let signer = signer()?;
         let asked = capsule_spec(call.tool.name(), &call.arguments, policy)
@@ -153,7 +157,7 @@ impl Call {
     /// The JSON-RPC response for the run, which ended at `now_ms` as `outcome` says.
     pub fn conclude(&self, outcome: Outcome, now_ms: u64) -> Value {
         let Call { tool_call: call, caller, run, job } = self;
-        let Outcome { exit, stdout, stderr, .. } = outcome;
+        let Outcome { exit, stdout, stderr, executor, .. } = outcome;
         let signer = match job.as_ref() {
             Job::Capsule { signer, .. } => &**signer,
             Job::Packaged(job) => &job.signer,
@@ -172,7 +176,8 @@ impl Call {
             file_errors: exit.usage.file_errors,
             files,
             images: images.collect(),
-            error: exit.error.as_ref().map(|e| named_error(e, caller)),
+            error: exit.error.as_ref().map(|e| named_error(e, caller, call.tool)),
+            executor,
         };
         mcp::tool_result(call, result)
     }
@@ -195,9 +200,31 @@ fn listed_file(file: &OutFile, signer: &Signer, caller: &Caller, run: &str, now_
     listed
 }
 
-/// The error name of a run's error; NoExecutorAttached says which page to open.
-fn named_error(error: &RunError, caller: &Caller) -> (ErrorName, String) {
+/// Where the run of `call` may execute: the tenant's `defaults.executor` (as `tab` without an
+/// edge budget) narrowed by the call's `executor` argument. The edge runs JavaScript only, so
+/// Python goes to a tab.
+pub fn executor_of(call: &ToolCall, caller: &Caller) -> Result<Executor, String> {
+    let defaults = &caller.tenant.defaults;
+    let asked = call.arguments.get("executor").and_then(Value::as_str).and_then(Executor::parse);
+    let executor = defaults.executor.for_call(defaults.edge.is_some(), asked)?;
+    match (call.tool, executor) {
+        (Tool::RunPy, Executor::Edge) => Err(PYTHON_NEEDS_A_TAB.into()),
+        (Tool::RunPy, _) => Ok(Executor::Tab),
+        (_, executor) => Ok(executor),
+    }
+}
+
+/// Why Python never runs at the edge (Pyodide is not measured there yet: docs/ARCHITECTURE.md
+/// "The edge executor").
+const PYTHON_NEEDS_A_TAB: &str = "Python needs a browser tab: the edge executor runs JavaScript (run_js) only";
+
+/// The error name of a run's error; NoExecutorAttached says which page to open (and, for
+/// Python where the tenant runs JavaScript at the edge, that Python needs a tab).
+fn named_error(error: &RunError, caller: &Caller, tool: Tool) -> (ErrorName, String) {
     match tool_error_name(&error.name) {
+        Some(ErrorName::NoExecutorAttached) if tool == Tool::RunPy && caller.tenant.defaults.edge.is_some() => {
+            (ErrorName::NoExecutorAttached, format!("{PYTHON_NEEDS_A_TAB}; {}", caller.no_executor_message()))
+        }
         Some(ErrorName::NoExecutorAttached) => (ErrorName::NoExecutorAttached, caller.no_executor_message()),
         Some(name) => (name, error.message.clone()),
         None => (ErrorName::Internal, format!("{}: {}", error.name, error.message)),
@@ -299,7 +326,10 @@ impl<P: Platform + 'static> RelaySession<P> {
     /// and the call's redacted arguments.
     pub fn admit_call(&self, call: &Call, delivery: Box<dyn Delivery<P::Frames>>) -> Result<(), Unadmitted> {
         let Call { tool_call, caller, run, job } = call;
-        with_queued(tool_call, caller, run, &job.audit_name(), |queued| self.admit(queued, job.limits(), delivery))
+        let executor = executor_of(tool_call, caller).unwrap_or_default();
+        with_queued(tool_call, caller, run, &job.audit_name(), |queued| {
+            self.admit(queued, job.limits(), (executor, caller.tenant.defaults.workspace.max_bytes), delivery)
+        })
     }
 
     /// A file tool answered by the relay session itself from its workspace, with or without a
@@ -336,7 +366,7 @@ impl<P: Platform + 'static> RelaySession<P> {
         let roots = self.store().audit_workspace(run, before.as_deref().ok(), after.as_deref().ok());
         self.persisted("audit", roots);
         let exit = Exit { exit_code, usage, error, files: Vec::new() };
-        let outcome = Outcome { exit, stdout: String::new(), stderr: String::new(), by_relay: true };
+        let outcome = Outcome { exit, stdout: String::new(), stderr: String::new(), by_relay: true, executor: None };
         self.audited("a file tool", self.store().audit_finished(run, &outcome, ended));
         match answer {
             Ok(value) => Ok(mcp::file_result(tool_call, value)),
@@ -397,10 +427,9 @@ fn answer_from_audit(ended: &Ended) -> Value {
 pub async fn prepare<P: Platform + 'static>(session: &Rc<RelaySession<P>>, caller: &Caller, run: &str, job: &Job) {
     let mut preparing = Preparing { session: session.clone(), run: run.to_owned(), done: false };
     let command = match job {
-        Job::Capsule { capsule, signer } => session
-            .store_capsule(caller, capsule)
-            .await
-            .map(|()| session.capsule_command(signer, caller, run, capsule).frame()),
+        Job::Capsule { capsule, signer } => {
+            session.store_capsule(caller, capsule).await.map(|()| session.capsule_command(signer, caller, run, capsule))
+        }
         Job::Packaged(job) => session.prepare_packaged(caller, run, job).await,
     };
     let command = match command {
