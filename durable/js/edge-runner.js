@@ -40,8 +40,10 @@ const MODULES = { "emscripten-module.wasm": quickjsWasm, "policy.wasm": policyWa
 const EDGE_MEM_MB = 64;
 // Interrupt-handler calls a millisecond of guest work is worth (QuickJS calls it every 10,000
 // branches and calls or so); measured under wrangler dev here, see docs/BENCHMARKS.md.
-const TICKS_PER_MS = 1;
+const TICKS_PER_MS = 4;
 const encoder = new TextEncoder();
+// Output waiting to be sent as one event, at most (characters).
+const OUTPUT_CHUNK = 16 * 1024;
 // The page's code resolves paths against its location; here every path is a host route.
 const ORIGIN = "https://relay.invalid";
 globalThis.location = new URL(`${ORIGIN}/`);
@@ -69,7 +71,34 @@ class EventStream {
     this.writer.closed.catch(() => this.guard?.stop("Cancelled", "the relay session stopped the run"));
   }
 
+  /**
+   * Output is merged into one event per stream while it comes back to back, sent once
+   * OUTPUT_CHUNK bytes wait or another event comes (a flood of short lines would otherwise be
+   * an event each for the relay session to apply and forward); a timer sends what waits while
+   * the guest waits.
+   */
+  output(type, data) {
+    if (this.waiting?.type !== type) this.flush();
+    this.waiting ??= { type, data: "" };
+    this.waiting.data += data;
+    if (this.waiting.data.length >= OUTPUT_CHUNK) this.flush();
+    else this.timer ??= setTimeout(() => this.flush());
+  }
+
+  flush() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    const waiting = this.waiting;
+    this.waiting = null;
+    if (waiting) this.send(waiting);
+  }
+
   emit(event) {
+    this.flush();
+    this.send(event);
+  }
+
+  send(event) {
     const line = JSON.stringify({ runId: this.runId, seq: this.seq++, ...event });
     this.writer.write(encoder.encode(`${line}\n`)).catch(() => {});
   }
@@ -155,7 +184,7 @@ class EdgeHost {
     switch (message.type) {
       case "stdout":
       case "stderr":
-        return this.events.emit({ type: message.type, data: message.data });
+        return this.events.output(message.type, message.data);
       case "denied":
         this.counts.denied++;
         return this.events.emit({ type: "denied", what: message.what, target: message.target, reason: message.reason });

@@ -24,6 +24,8 @@ const WASM_FILE = "emscripten-module.wasm";
 // The module's own minimum heap (emscripten INITIAL_MEMORY) and the wasm32 ceiling.
 const INITIAL_HEAP_MIB = 16;
 const MAX_HEAP_MIB = 2048;
+// Promise jobs a guarded run (the edge's) executes before it yields to the host's event loop.
+const JOB_SLICE = 10_000;
 // Node's exit code when the program ends while its top-level await can never settle.
 const EXIT_UNSETTLED_AWAIT = 13;
 // The modules a capsule imports from the runtime itself, by the name of their exports in the prelude.
@@ -265,9 +267,15 @@ class QuickJsRun {
   /** Runs pending promise jobs, then ends the run if nothing can happen any more. */
   settle() {
     if (this.done) return;
-    const jobs = this.runtime.executePendingJobs(-1);
+    const jobs = this.runtime.executePendingJobs(this.guard ? JOB_SLICE : -1);
     if (jobs.error) return this.fail(jobs.error);
     if (this.stopped()) return this.finish(1);
+    if (this.guard && jobs.value >= JOB_SLICE) {
+      // At the edge a program that only chains promises never lets the host run: after each
+      // slice of jobs the run yields, so its guard's timer (and the isolate's other work) can.
+      setTimeout(() => this.settle());
+      return;
+    }
     const state = this.context.getPromiseState(this.main);
     if (state.type === "rejected") return this.fail(state.error);
     if (this.timers.size > 0 || this.fetches.size > 0) return; // a timer or a fetch will call settle() again
