@@ -130,6 +130,8 @@ describe("tenants and auth", () => {
     seed(); // what scripts/dev.sh does on every start
     const { tenant: dev } = await (await fetch(`${BASE}/admin/tenants/dev`, { headers: admin })).json();
     assert.deepEqual(dev.defaults.policy.network.allowedDomains, ["example.com"]);
+    assert.equal(dev.defaults.executor, "tab-or-edge", "a local user sees runs at the edge when no tab is open");
+    assert.ok(dev.defaults.edge.runsPerMinute > 0 && dev.defaults.edge.cpuMsPerDay > 0);
     const discover = await post(modernHeaders(devVars.DEV_API_KEY, modernBody("server/discover")), modernBody("server/discover"));
     assert.equal(discover.status, 200, "the key in .dev.vars is the dev tenant's");
   });
