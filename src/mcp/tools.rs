@@ -341,7 +341,9 @@ const RUN_COMMON: &str = "Each run starts in a fresh interpreter; the workspace 
     code ran the browser out of memory) or Internal. A \
     fetch or write the policy refuses raises PolicyDenied inside the program, naming what to \
     allow. `await mcps.call(server, tool, params)` (JS and Python) calls a tool of the tenant's \
-    upstream MCP servers (see /mcps/index.json); their credentials stay on the server. A browser tab must be attached: on NoExecutorAttached ask the user to open the relay page.";
+    upstream MCP servers (see /mcps/index.json); their credentials stay on the server. A browser tab runs the code; where the tenant allows \
+    it, JavaScript with no tab runs at the edge instead (structuredContent.executor says where; \
+    EdgeBudgetExceeded when its budget is spent). On NoExecutorAttached ask the user to open the relay page.";
 
 /// run_js / run_py: `{code, stdin, args, env, cwd, npm|pip, policy}`.
 fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
