@@ -4,7 +4,7 @@
 // by a run); guarded fetch allowed (a loopback server the policy allows) and denied; mcps.call
 // to a test upstream; where runs go (a tab attaching takes the next runs; one that left is
 // waited for; a tenant on `tab` still gets NoExecutorAttached; Python needs a tab; a spent
-// budget is EdgeBudgetExceeded); the limits the runner enforces itself, each ending with its
+// budget is EdgeBudgetExceeded; a deps layer a tab built runs at the edge, a new build does not); the limits the runner enforces itself, each ending with its
 // error while /healthz answers (short timeouts: a busy guest holds all of wrangler dev's
 // workerd); and what a guest cannot reach from there. Figures are printed, never asserted.
 
@@ -15,6 +15,7 @@ import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
+import { startPackageSources } from "./lib/package-sources.mjs";
 import { startModernUpstream } from "./lib/upstream-servers.mjs";
 
 const SECRET = "edge-upstream-secret-5f1c";
@@ -261,6 +262,32 @@ describe("where runs go", () => {
     assert.equal(refused.error.name, "EdgeBudgetExceeded");
     assert.match(refused.error.message, /1 runs a minute \(defaults\.edge\.runsPerMinute\).*PATCH \/admin\/tenants/);
     await c.close();
+  });
+
+  test("a deps layer a tab built earlier runs at the edge; a new build with no tab is DepsResolutionFailed", async () => {
+    const registry = await startPackageSources();
+    const browser = await launchBrowser();
+    try {
+      const pkg = await createTenant("edge-packages", { executor: "tab-or-edge", edge: BUDGET, packages: registry.sources });
+      const c = await connectClient(pkg.key);
+      const code = `import chunk from "lodash/chunk"; import _ from "lodash"; console.log(JSON.stringify(chunk([1, 2, 3], 2)), _.VERSION)`;
+      const npm = { dependencies: { lodash: "^4.17.0" } };
+      const tab = await openExecutor(browser, pkg.key);
+      const built = (await runJs(code, { npm }, c)).structuredContent;
+      assert.equal(built.executor, "tab");
+      assert.equal(built.stdout, "[[1,2],[3]] 4.17.21\n", JSON.stringify(built));
+      await tab.context.close();
+      const reused = (await runJs(code, { npm, executor: "edge" }, c)).structuredContent;
+      assert.equal(reused.executor, "edge");
+      assert.equal(reused.stdout, "[[1,2],[3]] 4.17.21\n", JSON.stringify(reused));
+      const fresh = (await runJs("import isOdd from 'is-odd'; console.log(isOdd(3))", { npm: { dependencies: { "is-odd": "^3.0.0" } }, executor: "edge" }, c)).structuredContent;
+      assert.equal(fresh.error?.name, "DepsResolutionFailed", JSON.stringify(fresh));
+      assert.match(fresh.error.message, /builds run in a browser tab/);
+      await c.close();
+    } finally {
+      await browser.close();
+      await registry.close();
+    }
   });
 
   test("a tab attaching takes the next runs; once it leaves, runs wait the attach wait for it, then go to the edge", async () => {
