@@ -165,7 +165,8 @@ async function execute(job, events) {
   events.guard = guard;
   const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(MODULES), events);
   events.emit({ type: "progress", phase: "execute" });
-  const instance = await quickJsEngine.start({ modules: MODULES });
+  // Made at the edge's cap, so the run takes this instance and does not make a second one.
+  const instance = await quickJsEngine.start({ modules: MODULES, memMb: runnerJobOf.limits.memMb });
   const exit = await runJob(instance, runnerJobOf, (message) => host.hear(message), host.relay, guard);
   const { refused, failure: lost } = await host.writer.done();
   const usage = { wallMs: Date.now() - started, memPeakMb: exit.memPeakMb, ...host.counts, fileErrors: refused.length + (lost ? 1 : 0) };

@@ -36,10 +36,11 @@ const BUILTIN_MODULES = { fs: "fs", "node:fs": "fs", "fs/promises": "fs/promises
 const STANDBY_CAP_MIB = heapCap(DEFAULT_LIMITS.memMb);
 
 export const quickJsEngine = {
-  async start({ modules }) {
+  /** `memMb`: the cap the standby instance is made with (the edge's is its own, smaller one). */
+  async start({ modules, memMb }) {
     const wasmModule = modules[WASM_FILE];
     if (!wasmModule) throw new Error(`QuickJS needs ${WASM_FILE}`);
-    const standby = await instantiate(wasmModule, STANDBY_CAP_MIB);
+    const standby = await instantiate(wasmModule, memMb ? heapCap(memMb) : STANDBY_CAP_MIB);
     const ready = freshContext(standby.module);
     const policy = runnerPolicy(modules);
     return {
