@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod oauth;
 pub mod packages;
 pub mod session;
+pub mod tenant_life;
 pub mod tenants;
 pub mod upstreams;
 pub mod workspace;
