@@ -6,13 +6,14 @@
 // another tenant's data is untouched. Every route's refusals with their status and error name.
 
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { readdirSync, existsSync } from "node:fs";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { describe, test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
-import { BASE, createTenant, devVars, mintRunToken, relayCapsule } from "./lib/relay.mjs";
+import { BASE, ROOT, createTenant, devVars, mintRunToken, relayCapsule } from "./lib/relay.mjs";
 
 const ADMIN = { authorization: `Bearer ${devVars.ADMIN_TOKEN}` };
 const admin = (method, route, body, headers = ADMIN) =>
@@ -279,4 +280,33 @@ test("a deleted tenant: counts per kind, its keys and tokens refused, nothing of
   const read = await client.callTool({ name: "read", arguments: { path: "/tmp/big.txt" } });
   assert.ok(!read.isError && JSON.stringify(read).includes(kept.tenant.id));
   await client.close();
+});
+
+test("scripts/tenant.sh: an operator's whole round, and a refusal's exit", async () => {
+  const script = (...args) => {
+    try {
+      const out = execFileSync("bash", ["scripts/tenant.sh", ...args], { cwd: ROOT, encoding: "utf8", stdio: "pipe", env: { ...process.env, RELAY: BASE, ADMIN_TOKEN: devVars.ADMIN_TOKEN } });
+      return { code: 0, out };
+    } catch (e) {
+      return { code: e.status, out: `${e.stdout}${e.stderr}` };
+    }
+  };
+  const created = JSON.parse(script("create", "by-script").out);
+  const id = created.tenant.id;
+  assert.ok(script("list").out.split("\n").filter(Boolean).map(JSON.parse).some((t) => t.id === id && t.name === "by-script"));
+  const rotated = JSON.parse(script("rotate", id, "0").out);
+  assert.equal((await keyStatus(created.key)).status, 401, "a grace of 0 ends at once");
+  assert.equal((await keyStatus(rotated.key)).status, 200);
+  const client = await connectClient(rotated.key);
+  await client.callTool({ name: "write", arguments: { path: "/tmp/s.txt", content: "s" } });
+  await client.close();
+  assert.match(script("audit", id, "--verify").out, /^default: ok: 1 records/);
+  assert.equal(JSON.parse(script("revoke", id, rotated.keyId).out).keys.find((k) => k.id === rotated.keyId).state, "revoked");
+  assert.equal((await keyStatus(rotated.key)).status, 401);
+  const { deleted } = JSON.parse(script("delete", id).out);
+  assert.equal(deleted.relaySessions, 1);
+  assert.equal(deleted.keys, 2);
+  const gone = script("show", id);
+  assert.equal(gone.code, 1);
+  assert.match(gone.out, /HTTP 404 .*NotFound/);
 });
