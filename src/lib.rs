@@ -10,7 +10,7 @@
 //! of guest code's fetches through the Worker; `files` the files a run publishes from `/out`
 //! and their signed download URLs; `body` how long a request's body may take to arrive; `text`
 //! which characters of a name a person would not see; `deploy` what a dry run of a deploy
-//! must show (bindings, bundle size).
+//! must show (bindings, bundle size); `retention` what the scheduled cleanup deletes.
 
 pub mod audit;
 pub mod auth;
@@ -30,6 +30,7 @@ pub mod policy;
 pub mod protocol;
 pub mod range;
 pub mod relay_session;
+pub mod retention;
 pub mod run;
 pub mod search;
 pub mod stores;

@@ -14,7 +14,10 @@ use platform::bindings::{self, LOG_LEVEL};
 use platform::now_ms;
 use relay_core::log::{self, Level, LogLine};
 use std::sync::OnceLock;
-use worker::{event, js_sys, wasm_bindgen::JsValue, web_sys, Context, Env, Method, Request, Response, Result};
+use worker::{
+    event, js_sys, wasm_bindgen::JsValue, web_sys, Context, Env, Method, Request, Response, Result, ScheduleContext,
+    ScheduledEvent,
+};
 
 #[event(start)]
 fn start() {
@@ -34,6 +37,12 @@ async fn fetch(raw: web_sys::Request, env: Env, _ctx: Context) -> Result<Respons
     let line = LogLine::request(now_ms(), route, response.status_code(), now_ms() - started, who.take());
     write_log(&env, &line);
     Ok(response)
+}
+
+/// The Cron Trigger (wrangler.toml `[triggers]`): the retention sweep, as of its scheduled time.
+#[event(scheduled)]
+async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+    edge::retention::run(&env, event.schedule() as u64).await;
 }
 
 /// The request as workers-rs wraps it, without the `cf` object its conversion reads eagerly:

@@ -10,6 +10,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod oauth;
 pub mod packages;
+pub mod retention;
 pub mod session;
 pub mod tenant_life;
 pub mod tenants;
