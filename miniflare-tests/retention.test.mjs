@@ -6,29 +6,15 @@
 // log line is read from the server's log.
 
 import assert from "node:assert/strict";
-import { readFileSync, readdirSync, existsSync } from "node:fs";
-import path from "node:path";
-import { DatabaseSync } from "node:sqlite";
+import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, createTenant, mintRunToken } from "./lib/relay.mjs";
+import { storedKeys } from "./lib/local-state.mjs";
 
 const HOUR = 3_600_000;
 
-/** Every object key in the local server's R2 that `test` admits. */
-function r2Keys(test) {
-  const state = path.join(path.dirname(process.env.RELAY_SERVER_LOG), "v3/r2");
-  const found = [];
-  for (const dir of existsSync(state) ? readdirSync(state) : []) {
-    for (const file of readdirSync(path.join(state, dir)).filter((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite")) {
-      const db = new DatabaseSync(path.join(state, dir, file), { readOnly: true });
-      const table = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_mf_objects'").get();
-      if (table) found.push(...db.prepare("SELECT key FROM _mf_objects").all().map((r) => r.key).filter(test));
-      db.close();
-    }
-  }
-  return found;
-}
+const r2Keys = (test) => storedKeys("r2", test);
 
 /** Fires the Cron Trigger as of `time` (ms); resolves with the sweep's log line. */
 async function sweep(time) {

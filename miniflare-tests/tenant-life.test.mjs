@@ -8,12 +8,13 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { readdirSync, existsSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { describe, test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, ROOT, createTenant, devVars, mintRunToken, relayCapsule } from "./lib/relay.mjs";
+import { storedKeys } from "./lib/local-state.mjs";
 
 const ADMIN = { authorization: `Bearer ${devVars.ADMIN_TOKEN}` };
 const admin = (method, route, body, headers = ADMIN) =>
@@ -35,21 +36,7 @@ async function refusal(res, status, name) {
   return body.error?.message ?? body.message;
 }
 
-/** Every key (or object key) in the local server's store `kind` (`kv` or `r2`) matching `test`. */
-function stored(kind, test) {
-  const state = path.join(path.dirname(process.env.RELAY_SERVER_LOG), "v3", kind);
-  const found = [];
-  for (const dir of existsSync(state) ? readdirSync(state) : []) {
-    for (const file of readdirSync(path.join(state, dir)).filter((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite")) {
-      const db = new DatabaseSync(path.join(state, dir, file), { readOnly: true });
-      const table = kind === "kv" ? "_mf_entries" : "_mf_objects";
-      const exists = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?").get(table);
-      if (exists) found.push(...db.prepare(`SELECT key FROM ${table}`).all().map((r) => r.key).filter(test));
-      db.close();
-    }
-  }
-  return found;
-}
+const stored = storedKeys;
 
 /** How many relay sessions' stores (the DOs' SQLite files) hold a workspace file. */
 function relaySessionsWithFiles() {
