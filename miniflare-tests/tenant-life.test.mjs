@@ -301,3 +301,20 @@ test("scripts/tenant.sh: an operator's whole round, and a refusal's exit", async
   assert.equal(gone.code, 1);
   assert.match(gone.out, /HTTP 404 .*NotFound/);
 });
+
+test("a tenant made again under its id keeps the keys it had, and its deletion finds them all", async () => {
+  const id = `again-${randomBytes(4).toString("hex")}`;
+  const first = `rk_${randomBytes(32).toString("base64url")}`;
+  const made = await admin("POST", "/admin/tenants", { id, key: first, name: "again" });
+  assert.equal(made.status, 201, await made.clone().text());
+  const rotated = await (await admin("POST", `/admin/tenants/${id}/keys`, { graceSeconds: 0 })).json();
+  assert.equal((await keyStatus(first)).status, 401);
+  assert.equal((await admin("POST", "/admin/tenants", { id, key: first, name: "again" })).status, 201);
+  assert.equal((await keyStatus(first)).status, 200, "its key, given again, is active again");
+  assert.equal((await keyStatus(rotated.key)).status, 200, "the key it had stays");
+  const { keys } = await (await admin("GET", `/admin/tenants/${id}/keys`)).json();
+  assert.deepEqual(keys.map((k) => k.state), ["active", "active"]);
+  const { deleted } = await (await admin("DELETE", `/admin/tenants/${id}`)).json();
+  assert.equal(deleted.keys, 2);
+  assert.deepEqual(stored("kv", (k) => [first, rotated.key].some((key) => k === `tenant:${sha256(key)}`)), []);
+});

@@ -80,6 +80,23 @@ fn keys_from_before_rings_are_admitted_until_rotated_or_revoked() {
 }
 
 #[test]
+fn a_tenant_made_again_keeps_its_keys_and_its_key_is_active_again() {
+    let mut ring = KeyRing::new(entry(1, 0));
+    ring.rotate(entry(2, 5), 5, 0);
+    let again = ring.clone().admit(entry(1, 9));
+    assert_eq!(again.keys.len(), 2);
+    assert_eq!((again.keys[0].created_at_ms, again.keys[0].state), (0, KeyState::Active), "the same entry, active");
+    assert_eq!(again.admits(&hash(1), 10), Ok(()));
+    assert_eq!(again.admits(&hash(2), 10), Ok(()));
+    let other = ring.admit(entry(3, 9));
+    assert_eq!(other.keys.len(), 3);
+    assert_eq!(other.admits(&hash(1), 10), Err(KeyRefused::Retired { at_ms: 5 }), "the others as they were");
+    // A tenant from before rings, made again: its unlisted keys stay admitted.
+    let legacy = KeyRing::legacy().admit(entry(4, 0));
+    assert_eq!((legacy.admits(&hash(9), 0), legacy.admits(&hash(4), 0)), (Ok(()), Ok(())));
+}
+
+#[test]
 fn revoke_all_refuses_every_key() {
     let mut ring = KeyRing::legacy();
     ring.rotate(entry(1, 0), 0, 1_000_000);

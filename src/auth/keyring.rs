@@ -143,6 +143,17 @@ impl KeyRing {
         KeyRing { keys: Vec::new(), unlisted: Some(KeyState::Active) }
     }
 
+    /// The ring with `entry`'s key active: a tenant created again with a key (`POST
+    /// /admin/tenants` naming its id) keeps its other keys as they were, and a key it had is
+    /// active again under its old id.
+    pub fn admit(mut self, entry: KeyEntry) -> KeyRing {
+        match self.keys.iter_mut().find(|k| k.hash == entry.hash) {
+            Some(known) => known.state = KeyState::Active,
+            None => self.keys.push(entry),
+        }
+        self
+    }
+
     /// Whether the key whose sha256 is `hash` is admitted at `now_ms`.
     pub fn admits(&self, hash: &str, now_ms: u64) -> Result<(), KeyRefused> {
         match self.keys.iter().find(|k| k.hash == hash) {

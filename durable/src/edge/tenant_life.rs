@@ -47,7 +47,11 @@ pub async fn list(req: Request, env: &Env) -> Result<Response> {
     };
     let mut tenants = Vec::new();
     for name in page.keys.iter().map(|k| &k.name) {
-        let Some(tenant) = kv.get(name).json::<Tenant>().await? else { continue };
+        let tenant = match kv.get(name).json::<Tenant>().await {
+            Ok(Some(tenant)) => tenant,
+            Ok(None) => continue,
+            Err(e) => return Ok(storage_unavailable("KV", &e)),
+        };
         let keys = match ring(env, &tenant.id).await {
             Ok(ring) => ring.view(now_ms()),
             Err(e) => return Ok(storage_unavailable("KV", &e)),

@@ -159,11 +159,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         return Ok(refuse(ErrorName::ValidationError, e.to_string()));
     }
     let kv = kv(env)?;
-    let saved = match save(&kv, &key, &tenant).await {
-        Ok(()) => save_ring(&kv, &tenant.id, &KeyRing::new(key_entry(&key))).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = saved {
+    if let Err(e) = save_new(&kv, &key, &tenant).await {
         return Ok(storage_unavailable("KV", &e));
     }
     remember(&tenant);
@@ -228,6 +224,18 @@ pub async fn admin_body(req: &mut Request, env: &Env) -> Result<std::result::Res
 /// Puts `tenant` into this isolate's cache under its id, so the next request here sees it.
 pub fn remember(tenant: &Tenant) {
     TENANTS.with(|cache| cache.borrow_mut().put(&keys::tenant_by_id(&tenant.id), tenant.clone(), now_ms()));
+}
+
+/// Stores a tenant `POST` made, its key and its key ring. A tenant made again (its id given)
+/// keeps the keys it had, so none is left out of its ring (a deletion finds its keys there).
+async fn save_new(kv: &KvStore, key: &str, tenant: &Tenant) -> std::result::Result<(), KvError> {
+    let existed = kv.get(&keys::tenant_by_id(&tenant.id)).text().await?.is_some();
+    let ring = match existed {
+        true => stored_ring(kv, &tenant.id).await?.admit(key_entry(key)),
+        false => KeyRing::new(key_entry(key)),
+    };
+    save(kv, key, tenant).await?;
+    save_ring(kv, &tenant.id, &ring).await
 }
 
 /// Stores the tenant under its key's hash and under its id (how a tab's token finds it, and the
