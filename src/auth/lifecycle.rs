@@ -16,8 +16,9 @@ use serde::Serialize;
 use super::keyring::KeyRing;
 use crate::keys;
 
-/// The kinds a deletion counts, in the order it deletes them: keys first, so the tenant cannot
-/// act while the rest goes, and its record last, so a deletion cut short can be sent again.
+/// The kinds a deletion counts. It revokes every key before anything goes, so the tenant cannot
+/// act meanwhile; deletes its relay sessions' storage, its OAuth records and its R2 objects;
+/// then its KV records, its record by id last, so a deletion cut short can be sent again.
 pub const KINDS: [&str; 11] = [
     "keys",
     "relaySessions",
