@@ -1,5 +1,6 @@
-//! Tenant auth against `KV_CONFIG` (records cached in the isolate for
-//! `auth::cache::TENANT_CACHE_MS`), and the admin routes (guarded by the `ADMIN_TOKEN` secret):
+//! Tenant auth against `KV_CONFIG` (records and key rings, `auth::keyring`, cached in the isolate
+//! for `auth::cache::TENANT_CACHE_MS`; a key is admitted only as its tenant's ring says), and
+//! the admin routes (guarded by the `ADMIN_TOKEN` secret):
 //! `POST /admin/tenants` creates a tenant and its API key, `GET`/`PATCH /admin/tenants/<id>`
 //! show and change its name and defaults (the rules are `relay_core::auth::admin`).
 
@@ -96,7 +97,7 @@ fn remember_ring(id: &str, ring: &KeyRing) {
     RINGS.with(|cache| cache.borrow_mut().put(&keys::tenant_keys(id), ring.clone(), now_ms()));
 }
 
-/// A new key of tenant `id`, its ring entry and the key itself (shown once). The key's record
+/// A new key of `tenant`, its ring entry and the key itself (shown once). The key's record
 /// (`tenant:<hash>`) is stored; the ring is the caller's to store.
 pub async fn new_key(kv: &KvStore, tenant: &Tenant) -> std::result::Result<(KeyEntry, String), KvError> {
     let key = mint_api_key(&random());
@@ -214,7 +215,7 @@ pub async fn stored(env: &Env, id: &str) -> Result<std::result::Result<Tenant, R
 }
 
 /// An admin request's body, or the answer to send instead (401/404 without the admin token, 413).
-pub async fn admin_body(req: &mut Request, env: &Env) -> Result<std::result::Result<Vec<u8>, Response>> {
+async fn admin_body(req: &mut Request, env: &Env) -> Result<std::result::Result<Vec<u8>, Response>> {
     if let Some(refusal) = admin_refusal(req, env)? {
         return Ok(Err(refusal));
     }
@@ -222,7 +223,7 @@ pub async fn admin_body(req: &mut Request, env: &Env) -> Result<std::result::Res
 }
 
 /// Puts `tenant` into this isolate's cache under its id, so the next request here sees it.
-pub fn remember(tenant: &Tenant) {
+fn remember(tenant: &Tenant) {
     TENANTS.with(|cache| cache.borrow_mut().put(&keys::tenant_by_id(&tenant.id), tenant.clone(), now_ms()));
 }
 
@@ -245,7 +246,7 @@ async fn save(kv: &KvStore, key: &str, tenant: &Tenant) -> std::result::Result<(
     put(kv, &keys::tenant_by_key(key), tenant).await
 }
 
-pub async fn put(kv: &KvStore, kv_key: &str, tenant: &Tenant) -> std::result::Result<(), KvError> {
+async fn put(kv: &KvStore, kv_key: &str, tenant: &Tenant) -> std::result::Result<(), KvError> {
     kv.put(kv_key, tenant)?.execute().await
 }
 
