@@ -118,12 +118,11 @@ impl SessionDO {
             }
         }
     }
-}
 
-impl SessionDO {
     /// Deletes all of this relay session's storage (SQLite and all: runs, audit, workspace
-    /// index, inline bodies) and its alarm; this instance then serves nothing, and is not
-    /// listed under its tenant again. Tabs still open are left to find their streams closed.
+    /// index, inline bodies) and its alarm; this instance then answers every request 404, and
+    /// is not listed under its tenant again. A tab's stream already open stays open, carrying
+    /// nothing but heartbeats, until the tab goes or the instance does.
     async fn erase(&self) -> Result<Response> {
         self.erased.set(true);
         let storage = self.state.storage();
