@@ -90,6 +90,8 @@ describe("refusals", () => {
       assert.match(message, /graceSeconds/, JSON.stringify(body));
     }
     assert.match(await refusal(await admin("DELETE", `/admin/tenants/${tenant.id}/keys/k_nope`), 404, "NotFound"), /no key "k_nope"/);
+    const big = JSON.stringify({ graceSeconds: 1, pad: "x".repeat(5_000) });
+    assert.match(await refusal(await admin("POST", `/admin/tenants/${tenant.id}/keys`, big), 413, "PayloadTooLarge"), /4096|4 KiB/);
     const { keys } = await (await admin("GET", `/admin/tenants/${tenant.id}/keys`)).json();
     assert.equal(keys.length, 1, "a refused rotation made no key");
     assert.equal((await keyStatus(key)).status, 200);
