@@ -199,8 +199,8 @@ async function bundleRunners() {
 }
 
 // The edge executor's runner (durable/js/edge-runner.js), which the Worker's main module
-// (durable/js/entry.mjs) imports and hands to each run's dynamic Worker: one ES module (as text)
-// beside QuickJS's wasm and policy.wasm (as bytes), in dist/edge/, never served.
+// (durable/js/entry.mjs) imports and hands to each run's dynamic Worker: one ES module, as text,
+// in dist/edge/, never served (QuickJS's wasm and policy.wasm come from the page's assets).
 const EDGE_OUT = path.join(ROOT, "dist", "edge");
 
 async function buildEdgeRunner() {
@@ -217,9 +217,6 @@ async function buildEdgeRunner() {
     alias: ALIASES,
     logLevel: "warning",
   });
-  const quickjs = path.dirname(requireFromRoot.resolve(`${RUNTIMES[0].pkg}/package.json`));
-  await copyIfChanged(path.join(quickjs, RUNTIMES[0].files["emscripten-module.wasm"]), path.join(EDGE_OUT, "quickjs.bin"));
-  await copyIfChanged(path.join(OUT, POLICY_WASM), path.join(EDGE_OUT, "policy.bin"));
 }
 
 function outputNames({ metafile }) {

@@ -7,9 +7,11 @@
 // - EdgeExecutor.run(jobJson): called by the relay session's DO (ctx.exports, from Rust) for a
 //   run the run machine sent to the edge. Loads a fresh dynamic Worker for it (never reused:
 //   LOADER.load, not get), with no network (globalOutbound: null), the runner bundle
-//   (durable/js/edge-runner.js, built by scripts/build-assets.mjs) and QuickJS and policy.wasm
-//   as wasm modules (a dynamic worker may not compile wasm at run time), and one binding: HOST.
-//   Returns its NDJSON event stream.
+//   (durable/js/edge-runner.js, built by scripts/build-assets.mjs into dist/edge/) and QuickJS
+//   and policy.wasm as wasm modules (a dynamic worker may not compile wasm at run time), and
+//   one binding: HOST. Returns its NDJSON event stream. The two wasm files are the page's own
+//   static assets, the QuickJS runtime's files in runtimes.json, read once per isolate from the
+//   ASSETS binding: bundled into the Worker they would add 456 KiB gzipped to it.
 // - EdgeHost: HOST, an entrypoint scoped to that run by its props (the run token), which the
 //   guest's isolate cannot read. Its fetch lets through only the routes a tab's run uses with its
 //   run token (/egress, /mcps-rpc, /workspace/bodies/*, /workspace/commit), sets the token,
@@ -18,8 +20,6 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import Worker, { SessionDO } from "../build/index.js";
 import RUNNER from "../../dist/edge/runner.txt";
-import QUICKJS from "../../dist/edge/quickjs.bin";
-import POLICY from "../../dist/edge/policy.bin";
 
 export { SessionDO };
 export default Worker;
@@ -28,8 +28,33 @@ const COMPATIBILITY_DATE = "2026-11-01";
 // Production's wall behind the runner's own limits (its work budget): CPU time of the isolate.
 const CPU_MS_GRACE = 1000;
 
+// The runtime whose files the edge runs, and the two of them it needs, by their runtimes.json names.
+const RUNTIME = "quickjs@";
+const WASM_FILES = ["emscripten-module.wasm", "policy.wasm"];
+let wasmFiles = null; // Promise<[quickjs, policy]> of this isolate, once read
+
+/** QuickJS's and policy.wasm's bytes, from the page's assets (a failed read is not kept). */
+function runtimeWasm(assets) {
+  const read = async (path) => {
+    const res = await assets.fetch(new URL(path, "https://assets.invalid/"));
+    if (!res.ok) throw new Error(`the asset ${path} answered ${res.status}: is the page built?`);
+    return res;
+  };
+  wasmFiles ??= (async () => {
+    const runtimes = await (await read("runtimes.json")).json();
+    const [, runtime] = Object.entries(runtimes).find(([id]) => id.startsWith(RUNTIME)) ?? [];
+    if (!runtime) throw new Error(`runtimes.json lists no ${RUNTIME} runtime`);
+    return Promise.all(WASM_FILES.map(async (name) => (await read(runtime.files[name].url)).arrayBuffer()));
+  })().catch((err) => {
+    wasmFiles = null;
+    throw err;
+  });
+  return wasmFiles;
+}
+
 export class EdgeExecutor extends WorkerEntrypoint {
   async run(jobJson) {
+    const [QUICKJS, POLICY] = await runtimeWasm(this.env.ASSETS);
     const job = JSON.parse(jobJson);
     const runToken = job.announced.runToken;
     // The isolate holds no credential: HOST adds the run token, and it needs no other.
