@@ -13,7 +13,7 @@ import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { describe, test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
-import { BASE, ROOT, createTenant, devVars, mintRunToken, relayCapsule } from "./lib/relay.mjs";
+import { BASE, ROOT, attach, createTenant, devVars, mintRunToken, relayCapsule } from "./lib/relay.mjs";
 import { storedKeys } from "./lib/local-state.mjs";
 
 const ADMIN = { authorization: `Bearer ${devVars.ADMIN_TOKEN}` };
@@ -227,6 +227,9 @@ test("a deleted tenant: counts per kind, its keys and tokens refused, nothing of
   assert.ok(stored("kv", mine).length >= 5, `its KV records are there first: ${stored("kv", mine)}`);
   assert.equal(stored("r2", mine).length, 3, `its R2 objects are there first: ${stored("r2", mine)}`);
 
+  // Tokens signed before the deletion: a tab's attach token and a run's token.
+  const { attachToken } = await attach(doomed.key, "default");
+  const runToken = mintRunToken({ tenant: id, run: "r_after", capsule: "0".repeat(64) });
   const holding = relaySessionsWithFiles();
   // Other files of the suite leave OAuth records of their own: count the change.
   const grants = () => stored("kv", (k) => k.startsWith("oauth:grant:")).length;
@@ -263,6 +266,12 @@ test("a deleted tenant: counts per kind, its keys and tokens refused, nothing of
   assert.deepEqual(stored("r2", mine), [], "no R2 object of it");
   assert.equal(relaySessionsWithFiles(), holding - 1, "its relay session's storage is erased, the other's kept");
   assert.equal((await admin("DELETE", `/admin/tenants/${id}`)).status, 404, "deleted once");
+  // Tokens signed before it bring nothing back: no relay session answers them, nothing is stored.
+  const workspace = await fetch(`${BASE}/session/default/workspace`, { headers: { authorization: `Bearer ${attachToken}` } });
+  assert.match(await refusal(workspace, 401, "Unauthorized"), /no longer exists/);
+  const upload = await fetch(`${BASE}/files/r_after/out/again.txt`, { method: "PUT", headers: { authorization: `Bearer ${runToken}` }, body: "again" });
+  assert.match(await refusal(upload, 401, "Unauthorized"), /no longer exists/);
+  assert.deepEqual(stored("r2", mine), [], "still no R2 object of it");
 
   // The other tenant keeps everything.
   assert.equal((await keyStatus(kept.key)).status, 200);

@@ -40,4 +40,9 @@ impl<T: Clone> RecordCache<T> {
         }
         self.entries.insert(kv_key.to_owned(), (now_ms, record));
     }
+
+    /// Drops the record under `kv_key` (its tenant was deleted here: this isolate sees it at once).
+    pub fn forget(&mut self, kv_key: &str) {
+        self.entries.remove(kv_key);
+    }
 }

@@ -4,7 +4,7 @@
 //! their I/O over KV, R2 and the relay sessions' DOs.
 
 use super::http::read_capped;
-use super::tenants::{admin_refusal, new_key, ring, save_ring, stored, stored_ring};
+use super::tenants::{admin_refusal, forget, new_key, ring, save_ring, stored, stored_ring};
 use crate::platform::bindings::{kv, public_origin};
 use crate::platform::http::{json, refuse, storage_unavailable};
 use crate::platform::kv::{list as kv_list, relay_sessions};
@@ -194,7 +194,10 @@ pub async fn delete(req: Request, env: &Env, id: &str) -> Result<Response> {
         delete_records(env, &kv, id, &ring, &mut deleted).await
     };
     match steps.await {
-        Ok(()) => Ok(json(200, &json!({ "tenant": id, "deleted": deleted }))),
+        Ok(()) => {
+            forget(id);
+            Ok(json(200, &json!({ "tenant": id, "deleted": deleted })))
+        }
         Err(Step::Store(store, why)) => Ok(refuse(
             ErrorName::StorageUnavailable,
             format!("deleting tenant {id:?}: {store} failed ({why}); send the DELETE again to finish"),

@@ -137,11 +137,27 @@ pub async fn authenticated_body(
     Ok(read_capped(req, limit).await?.map(|body| (tenant, body)))
 }
 
-/// The record of the tenant with id `id` (a tab's token names only the id). A tenant created
-/// before records were kept by id gets the default settings.
-pub async fn by_id(env: &Env, id: &str) -> Result<Tenant> {
-    let stored = cached(env, &keys::tenant_by_id(id)).await?;
-    Ok(stored.unwrap_or_else(|| Tenant { id: id.to_owned(), name: id.to_owned(), defaults: Default::default() }))
+/// The record of the tenant with id `id`, if there is one.
+pub async fn by_id(env: &Env, id: &str) -> Result<Option<Tenant>> {
+    Ok(cached(env, &keys::tenant_by_id(id)).await?)
+}
+
+/// The tenant a signed token names (a tab's attach token or a run's token names only its id), or
+/// a 401 if it has no record: its operator deleted it after the token was signed, and a token
+/// must not bring a deleted tenant's relay session back, empty.
+pub async fn token_tenant(env: &Env, id: &str) -> Result<std::result::Result<Tenant, Response>> {
+    Ok(by_id(env, id).await?.ok_or_else(|| {
+        let why = format!(
+            "tenant {id} no longer exists (its operator deleted it), so tokens signed for it are refused: ask the operator for a tenant and key"
+        );
+        refuse(ErrorName::Unauthorized, why)
+    }))
+}
+
+/// Drops tenant `id`'s record from this isolate's cache (it was just deleted); other isolates
+/// see it gone within `auth::cache::TENANT_CACHE_MS`.
+pub fn forget(id: &str) {
+    TENANTS.with(|cache| cache.borrow_mut().forget(&keys::tenant_by_id(id)));
 }
 
 /// `POST /admin/tenants`: `{name, defaults?}` -> `{tenant, key}`. The key is shown only here.
