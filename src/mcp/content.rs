@@ -13,6 +13,7 @@ pub const PROMPT_NAME: &str = "use-relay";
 pub const SESSION_URI: &str = "relay://session";
 pub const AUDIT_URI: &str = "relay://audit";
 pub const WORKSPACE_URI: &str = "relay://workspace";
+pub const CONTEXTS_URI: &str = "relay://contexts";
 /// How many of the latest audit records `relay://audit` shows.
 pub const AUDIT_SHOWN: usize = 100;
 
@@ -165,6 +166,17 @@ pub fn workspace_resource() -> Value {
         "name": "relay-workspace",
         "title": "Relay session workspace",
         "description": "The relay session's files: its version, its root hash (as the audit records it before and after each run) and every file with its size and sha256. Recompute the root with `relay-capsule workspace-root`.",
+        "mimeType": "application/json",
+    })
+}
+
+/// The `resources/list` entry of the contexts.
+pub fn contexts_resource() -> Value {
+    json!({
+        "uri": CONTEXTS_URI,
+        "name": "relay-contexts",
+        "title": "Relay session contexts",
+        "description": "The live contexts of this relay session (run_js/run_py with `context`): name, runtime, the tab holding it, age, time since its last run, runs, memory; and the tenant's limit and idle expiry.",
         "mimeType": "application/json",
     })
 }

@@ -18,6 +18,7 @@ use super::logging::LogLevel;
 use super::tasks::TaskRecord;
 use super::tools::{Tool, ToolCall};
 use crate::error::ErrorName;
+use crate::run::contexts::Report;
 
 /// The most run output, in serialized JSON bytes, that one message carries in each place it
 /// appears: `structuredContent.stdout` and `.stderr` together, the text content, and the data
@@ -97,12 +98,16 @@ pub struct ToolResult {
     pub denied: u64,
     /// File changes the run made that the tab could not store: the workspace may lack them.
     pub file_errors: u64,
+    /// In a context: the runs its interpreter served before this one.
+    pub context_runs: u64,
     /// Files left in `/out`: objects with at least `path` (see the run tools' outputSchema).
     pub files: Vec<Value>,
     /// Images left in `/out`, as `(mimeType, base64 data)`, shown to the model as image content
     /// while they fit [`IMAGE_BUDGET`] together.
     pub images: Vec<(String, String)>,
     pub error: Option<(ErrorName, String)>,
+    /// What became of the run's context, if it named one.
+    pub context: Option<Report>,
 }
 
 /// The JSON-RPC response to a run: a text summary for the model, `structuredContent` per the
@@ -120,7 +125,8 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
         "stdout": kept.stdout,
         "stderr": kept.stderr,
         "usage": { "wallMs": result.wall_ms, "memPeakMb": result.mem_peak_mb,
-                   "fetches": result.fetches, "denied": result.denied, "fileErrors": result.file_errors },
+                   "fetches": result.fetches, "denied": result.denied, "fileErrors": result.file_errors,
+                   "contextRuns": result.context_runs },
         "files": result.files,
     });
     let truncated = kept.truncated(&result);
@@ -130,10 +136,17 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
     if let Some((name, message)) = &error {
         structured["error"] = error_object(*name, message);
     }
+    if let Some(context) = &result.context {
+        structured["context"] = context.to_json();
+    }
     if result.file_errors > 0 {
         structured["notStored"] = json!({ "changes": result.file_errors, "message": not_stored(result.file_errors) });
     }
-    let mut content = vec![text(&summary(&result, &kept, error.as_ref()))];
+    let mut summary = summary(&result, &kept, error.as_ref());
+    if let Some(note) = result.context.as_ref().and_then(Report::note) {
+        summary = format!("{note}\n{summary}");
+    }
+    let mut content = vec![text(&summary)];
     content.extend(images_within(&result.images, IMAGE_BUDGET));
     let body = json!({ "content": content, "structuredContent": structured, "isError": is_error });
     envelope(call, body)

@@ -74,6 +74,9 @@ pub struct Usage {
     /// File changes the run made that the tab could not store (its storage failed, or the
     /// workspace refused the change): the guest was not told, so the result says it.
     pub file_errors: u64,
+    /// For a run in a context: how many runs the context's interpreter had served in the tab
+    /// before this one (0: the tab started it for this run). See `run::contexts`.
+    pub context_runs: u64,
 }
 
 /// A file a run left in `/out`, as the tab reports it after uploading it.
