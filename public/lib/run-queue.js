@@ -161,7 +161,7 @@ export class RunQueue {
     const { policy } = capsule.manifest;
     const outWrites = new Set(); // paths under /out this run wrote
     const writer = this.sync.writer(announced.runToken);
-    const outcome = await this.runner.run(job(runId, capsule, this.workspace), {
+    const outcome = await this.runner.run(job(announced, capsule, this.workspace), {
       signal,
       onFile: (op) => this.applyFileOp(op, policy.filesystem, outWrites, writer).then(() => this.noteDoing(undefined, 1)),
       onFetch: (request) =>
@@ -225,12 +225,14 @@ export class RunQueue {
 
 /**
  * What the runner gets from a checked capsule: stdin travels in the manifest's entry; the
- * workspace as it is now, and the filesystem policy the runner applies to guest writes.
+ * workspace as it is now, and the filesystem policy the runner applies to guest writes; the
+ * context the run names (the relay's order: {name, fresh, idleMs}), if any.
  */
-function job(runId, { manifest, files, limits }, workspace) {
+function job({ runId, context }, { manifest, files, limits }, workspace) {
   const { path, argv = [], env = {}, cwd = "/", stdin = "" } = manifest.entry;
   return {
     runId,
+    ...(context && { context }),
     language: manifest.language,
     runtimeId: manifest.runtime.id,
     files,

@@ -14,7 +14,13 @@
 //
 // job: {runId, language:"js"|"py", runtimeId, files:{relative path: Uint8Array},
 //       entry:{path, argv, env, cwd, stdin}, limits:{timeoutMs, memMb, stdoutBytes},
-//       workspace?:{absolute path: Uint8Array}, filesystem?:{readonly, writable}}
+//       workspace?:{absolute path: Uint8Array}, filesystem?:{readonly, writable},
+//       context?:{name, fresh, idleMs}}
+//
+// A job in a context runs in that context's worker (lib/sandbox.js takeContext), which is kept
+// when the run ends without an error (whatever its exit code) and killed, ending the context,
+// when it ends with one: the relay's book follows the same rule (relay_core::run::contexts).
+// usage.contextRuns says how many runs the worker had served before (0: it started here).
 
 import { failure, outputLimitFailure, relayError } from "./errors.js";
 import { OutputSink } from "./output-sink.js";
@@ -143,11 +149,21 @@ export class RunnerHost {
       const loadMs = Math.min(LOAD_TIMEOUT_MS, job.limits.timeoutMs);
       this.arm(loadMs, (ms) => failure("Timeout", `loading runtime ${job.runtimeId} took longer than ${ms} ms, the run's own time limit (policy.limits.timeoutMs); it goes on loading: call again`));
       // The page's path rule (policy.wasm) judges the run's file changes: loaded once per page.
-      Promise.all([this.sandbox.take(job.runtimeId, job.runId, () => this.current === run), loadPolicy()]).then(
+      Promise.all([this.worker(run), loadPolicy()]).then(
         ([port, policy]) => this.start(run, port, onStart, policy),
         (err) => this.current === run && this.stop(failure("Internal", err.message)),
       );
     });
+  }
+
+  /** The port of the worker `run` runs in: a fresh one, or its context's. */
+  async worker(run) {
+    const { runtimeId, runId, context } = run.job;
+    const wanted = () => this.current === run;
+    if (!context) return this.sandbox.take(runtimeId, runId, wanted);
+    const { port, runs } = await this.sandbox.takeContext(runtimeId, context, runId, wanted);
+    run.counts.contextRuns = runs;
+    return port;
   }
 
   /** Hands the job to its worker; the run's own time limit starts now. */
@@ -253,8 +269,13 @@ export class RunnerHost {
     this.current = null;
     clearTimeout(run.timer);
     run.cleanup();
-    run.port?.close();
-    this.sandbox.kill(run.job.runId);
+    if (run.job.context && run.port && !outcome.error) {
+      run.port.onmessage = null; // what the context's worker says between runs is never read
+      this.sandbox.release(run.job.runId);
+    } else {
+      run.port?.close();
+      this.sandbox.kill(run.job.runId);
+    }
     const wallMs = run.startedAt === null ? 0 : Math.round(performance.now() - run.startedAt);
     // The workspace changes heard before the end are stored before the outcome is told.
     Promise.allSettled(run.storing).then(() => {

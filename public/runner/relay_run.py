@@ -11,6 +11,10 @@ Blocking on a JavaScript promise (`run_sync`: driving a top-level await from a p
 `asyncio.run`, urllib) needs WebAssembly stack switching (JSPI). A browser without it (WebKit)
 calls `relay_run` with `can_block=False`: an entry that awaits at top level is then handed back
 as an awaitable of its exit code, and urllib raises a URLError saying to use pyfetch.
+
+A run in a context (config "context") is the exception: its worker serves the context's later
+runs too, which share its `__main__` (variables, imports, definitions), as cells of a notebook
+do. Each still gets its own argv, cwd, stdin and write policy.
 """
 
 import ast
@@ -33,6 +37,13 @@ from pyodide.ffi import can_run_sync, run_sync
 # Any of these in open()'s flags can change the file.
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
+# The current run's write guard (pyodide.js), which the one audit hook asks: an audit hook
+# cannot be removed, so a context's later runs swap the guard, not the hook.
+_guard = None
+_hooked = False
+# A context's __main__, kept from one of its runs to the next.
+_context_main = None
+
 
 def relay_run(config_json, guard=None, can_block=True):
     """Runs the entry described by config_json ({entry, argv, env, cwd, stdin});
@@ -41,16 +52,17 @@ def relay_run(config_json, guard=None, can_block=True):
     The capsule's wheels are installed already (pyodide.js)."""
     config = json.loads(config_json)
     entry = config["entry"]
+    keep = bool(config.get("context"))
     try:
         _prepare(config, guard)
-        outcome = _run_entry(entry, can_block)
+        outcome = _run_entry(entry, can_block, keep)
     except BaseException:
-        _finish()
+        _finish(keep)
         raise
     if isinstance(outcome, int):
-        _finish()
+        _finish(keep)
         return outcome
-    return _finishing(outcome)
+    return _finishing(outcome, keep)
 
 
 def _prepare(config, guard):
@@ -58,28 +70,33 @@ def _prepare(config, guard):
     entry = config["entry"]
     sys.argv = [entry, *config["argv"]]
     # Like `python entry.py`: the entry's directory first.
-    sys.path.insert(0, os.path.dirname(entry))
+    if sys.path[:1] != [os.path.dirname(entry)]:
+        sys.path.insert(0, os.path.dirname(entry))
     # site-packages changed under the interpreter's import caches (from the snapshot).
     importlib.invalidate_caches()
     os.environ.update(config["env"])
     os.makedirs(config["cwd"], exist_ok=True)
     os.chdir(config["cwd"])
     sys.stdin = io.TextIOWrapper(io.BytesIO(config["stdin"].encode()), encoding="utf-8")
-    if guard is not None:
-        sys.addaudithook(_write_guard(guard))
+    global _guard, _hooked
+    _guard = guard
+    if guard is not None and not _hooked:
+        sys.addaudithook(_write_guard())
+        _hooked = True
 
 
-def _finish():
-    _close_leftovers()
+def _finish(keep=False):
+    if not keep:
+        _close_leftovers()
     sys.stdout.flush()
     sys.stderr.flush()
 
 
-async def _finishing(outcome):
+async def _finishing(outcome, keep):
     try:
         return await outcome
     finally:
-        _finish()
+        _finish(keep)
 
 
 def relay_warm():
@@ -97,11 +114,11 @@ def relay_warm():
         os.remove(warm)
 
 
-def _run_entry(entry, can_block):
+def _run_entry(entry, can_block, keep=False):
     """The entry's exit code; or, when it awaits at top level and this call cannot block, an
     awaitable of it."""
     try:
-        main = _exec_main(entry)
+        main = _exec_main(entry, keep)
         if main is None:
             return 0
         if not can_block:
@@ -129,13 +146,17 @@ def _ended(error, entry):
     return 1
 
 
-def _exec_main(entry):
-    """Runs the entry as a fresh __main__ module, as `python entry.py` does. A top-level await
-    makes the compiled code a coroutine, which is returned (None otherwise)."""
+def _exec_main(entry, keep=False):
+    """Runs the entry as a fresh __main__ module, as `python entry.py` does (in a context, in
+    the context's __main__: `keep`). A top-level await makes the compiled code a coroutine,
+    which is returned (None otherwise)."""
+    global _context_main
     with open(entry, "rb") as file:
         source = file.read()
     code = compile(source, entry, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-    main = types.ModuleType("__main__")
+    main = _context_main if keep and _context_main is not None else types.ModuleType("__main__")
+    if keep:
+        _context_main = main
     main.__file__ = entry
     main.__cached__ = None
     main.__builtins__ = __builtins__
@@ -240,13 +261,14 @@ def _close_leftovers():
         main.__dict__.clear()
 
 
-def _write_guard(guard):
-    """An audit hook refusing, before they happen, the writes the run's policy forbids, with a
-    PermissionError whose message starts "PolicyDenied:" and says what is writable. The
-    filesystem beneath refuses them too (python-files.js), with a bare errno."""
+def _write_guard():
+    """An audit hook refusing, before they happen, the writes the current run's policy forbids
+    (its guard, `_guard`), with a PermissionError whose message starts "PolicyDenied:" and says
+    what is writable. The filesystem beneath refuses them too (python-files.js), with a bare errno."""
 
     def check(path):
-        if isinstance(path, int):
+        guard = _guard
+        if isinstance(path, int) or guard is None:
             return  # an open file descriptor: checked when it was opened
         target = os.path.realpath(os.fsdecode(path))
         denied = guard.deniedWrite(target)
@@ -260,7 +282,8 @@ def _write_guard(guard):
     def on_symlink(target, link, dir_fd):
         link = os.path.abspath(os.fsdecode(link))
         points_to = os.path.normpath(os.path.join(os.path.dirname(link), os.fsdecode(target)))
-        if guard.inWorkspace(link) or guard.inWorkspace(points_to):
+        guard = _guard
+        if guard is not None and (guard.inWorkspace(link) or guard.inWorkspace(points_to)):
             _refuse(errno.EPERM, f"symlinks in or into the workspace (/tmp, /out, /host, /mcps) are not allowed: {link} -> {points_to}", link)
 
     # A path relative to a directory descriptor (dir_fd, as shutil.rmtree uses) is left to the

@@ -173,6 +173,8 @@ pub struct Contexts {
     live: BTreeMap<Key, Live>,
     /// Why a context ended, for the next run that names it (at most [`LOST_KEPT`]).
     lost: BTreeMap<Key, String>,
+    /// The limit the latest claim was held to.
+    limit: usize,
 }
 
 impl Contexts {
@@ -186,6 +188,7 @@ impl Contexts {
         now_ms: u64,
     ) -> Result<Claim, String> {
         self.expire(settings.idle_ms, now_ms);
+        self.limit = settings.max_per_session as usize;
         let key = (runtime.to_owned(), ask.name.clone());
         let was_live = self.live.contains_key(&key);
         if ask.reset || !was_live {
@@ -194,9 +197,9 @@ impl Contexts {
                 return Err(self.limit_message(runtime, ask, settings));
             }
         }
-        let lost = if ask.reset { None } else { self.lost.remove(&key) };
+        // A reason is told only to a run that starts the context afresh because of it.
+        let lost = self.lost.remove(&key).filter(|_| !ask.reset && !was_live);
         if ask.reset {
-            self.lost.remove(&key);
             self.live.remove(&key);
         }
         self.live.entry(key.clone()).or_insert_with(|| Live::new(now_ms, 0)).in_flight += 1;
@@ -263,9 +266,17 @@ impl Contexts {
             self.note_lost(claim.key.clone(), format!("a run in it ended with {name}: {message}"));
             return report;
         }
+        // The interpreter is in the tab now: whatever the book noted of a loss is past.
+        self.lost.remove(&claim.key);
+        if !self.live.contains_key(&claim.key) && self.live.len() >= self.limit {
+            // Killed under this queued run, whose start took it up again, while others took
+            // its place: it is not kept (the tab's interpreter is dropped when next named).
+            report.kept = false;
+            return report;
+        }
         // A context killed meanwhile (by an earlier run of it) lives again: this run started it.
         let live = self.live.entry(claim.key.clone()).or_insert_with(|| Live::new(now_ms, 1));
-        if started {
+        if started && !claim.fresh {
             live.created_ms = now_ms;
             live.runs = 0;
         }
