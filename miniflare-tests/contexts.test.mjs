@@ -183,6 +183,6 @@ describe("a context's end", () => {
     const next = await runPy("print('here' in globals())", { context: "py-tab" });
     assert.equal(next.structuredContent.stdout, "False\n", shown(next));
     assert.equal(next.structuredContent.context.fresh, true);
-    assert.match(next.structuredContent.context.lost, /tab/);
+    assert.match(next.structuredContent.context.lost, /its tab \S+ went away/);
   });
 });
