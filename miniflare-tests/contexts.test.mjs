@@ -18,6 +18,9 @@ let tenant;
 before(async () => {
   attached = await attachedExecutor("contexts");
   ({ client, executor, tenant } = attached);
+  // Both runtimes loaded first: a cold Pyodide on a loaded machine can outlast the client's
+  // 60 s request timeout, and that is not what these tests are about.
+  await waitForLine(executor.lines, /^Runtimes ready/, 180_000);
 });
 
 after(() => attached?.close());

@@ -21,7 +21,7 @@ fn stderr(seq: u64, data: &str) -> TabEvent {
 }
 
 fn exit(seq: u64, exit_code: i32) -> TabEvent {
-    event(seq, EventBody::Exit { exit_code, usage: Usage::default(), error: None, files: vec![] })
+    event(seq, EventBody::Exit { exit_code, usage: Usage::default(), error: None, files: vec![], displays: vec![] })
 }
 
 fn progress() -> EventBody {
@@ -75,6 +75,7 @@ fn a_batch_of_every_event_type_parses() {
                     usage: Usage { wall_ms: 7, mem_peak_mb: 9, ..Usage::default() },
                     error: Some(run_error("Timeout", "slow")),
                     files: vec![],
+                    displays: vec![],
                 }
             ),
             exit(6, 0),
@@ -219,9 +220,12 @@ fn in_order_events_are_new_and_build_the_log() {
     assert_eq!(log.apply(&stdout(3, "b")), Applied::New);
     assert_eq!(log.exit, None);
     let usage = Usage { wall_ms: 12, mem_peak_mb: 3, ..Usage::default() };
-    assert_eq!(log.apply(&event(4, EventBody::Exit { exit_code: 0, usage, error: None, files: vec![] })), Applied::New);
+    assert_eq!(
+        log.apply(&event(4, EventBody::Exit { exit_code: 0, usage, error: None, files: vec![], displays: vec![] })),
+        Applied::New
+    );
     assert_eq!((log.stdout.as_str(), log.stderr.as_str()), ("ab", "e"));
-    assert_eq!(log.exit, Some(Exit { exit_code: 0, usage, error: None, files: vec![] }));
+    assert_eq!(log.exit, Some(Exit { exit_code: 0, usage, error: None, files: vec![], displays: vec![] }));
     assert_eq!(log.dropped_bytes, 0);
 }
 
@@ -294,6 +298,7 @@ fn an_exit_keeps_its_own_error_and_non_zero_code() {
         usage: Usage::default(),
         error: Some(run_error("Timeout", "slow")),
         files: vec![],
+        displays: vec![],
     };
     log.apply(&event(1, body));
     assert_eq!(
@@ -303,6 +308,7 @@ fn an_exit_keeps_its_own_error_and_non_zero_code() {
             usage: Usage::default(),
             error: Some(run_error("Timeout", "slow")),
             files: vec![],
+            displays: vec![],
         })
     );
 }
@@ -312,7 +318,13 @@ fn an_exit_error_with_code_zero_becomes_one() {
     let mut log = RunLog::new(1024);
     log.apply(&event(
         0,
-        EventBody::Exit { exit_code: 0, usage: Usage::default(), error: Some(run_error("X", "y")), files: vec![] },
+        EventBody::Exit {
+            exit_code: 0,
+            usage: Usage::default(),
+            error: Some(run_error("X", "y")),
+            files: vec![],
+            displays: vec![],
+        },
     ));
     assert_eq!(log.exit.unwrap().exit_code, 1);
 }
@@ -344,7 +356,10 @@ fn output_exactly_at_the_cap_is_not_an_error() {
     log.apply(&stdout(2, ""));
     log.apply(&exit(3, 0));
     assert_eq!(log.dropped_bytes, 0);
-    assert_eq!(log.exit.unwrap(), Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![] });
+    assert_eq!(
+        log.exit.unwrap(),
+        Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![], displays: vec![] }
+    );
 }
 
 #[test]
@@ -406,6 +421,7 @@ fn fail_ends_a_running_run_only() {
         usage: Usage::default(),
         error: Some(run_error("Timeout", "run exceeded 60000 ms")),
         files: vec![],
+        displays: vec![],
     };
     assert_eq!(log.exit, Some(failed.clone()));
     // The tab's own exit arriving afterwards is too late; a retry of what was seen is a duplicate.
@@ -417,7 +433,10 @@ fn fail_ends_a_running_run_only() {
     let mut ended = RunLog::new(1024);
     ended.apply(&exit(0, 0));
     ended.fail("Timeout", "late".into(), 124);
-    assert_eq!(ended.exit, Some(Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![] }));
+    assert_eq!(
+        ended.exit,
+        Some(Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![], displays: vec![] })
+    );
 }
 
 // ---- property: exactly once, in order, whatever the tab's retries ----
@@ -531,7 +550,7 @@ proptest! {
             prop_assert_eq!(exit.error.map(|e| e.name), Some("OutputLimitExceeded".to_string()));
             prop_assert_eq!(exit.exit_code, if exit_code == 0 { 1 } else { exit_code });
         } else {
-            prop_assert_eq!(exit, Exit { exit_code, usage: Usage::default(), error: None, files: vec![] });
+            prop_assert_eq!(exit, Exit { exit_code, usage: Usage::default(), error: None, files: vec![], displays: vec![] });
         }
     }
 }

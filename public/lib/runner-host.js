@@ -49,6 +49,11 @@ const MAX_MEM_MB = 1 << 20;
 // well within; a change waiting costs the page well under 1 KiB besides its bytes.
 const MAX_FILE_OPS_IN_FLIGHT = 1 << 16;
 const MAX_FILE_BYTES_IN_FLIGHT = 2 * WORKSPACE_LIMIT_BYTES;
+// What display() may show: these types only, this many per run, this many bytes in all.
+const DISPLAY_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml", "text/html", "text/markdown", "application/json", "text/plain"]);
+const BINARY_DISPLAY = /^image\/(png|jpeg|gif|webp)$/;
+const MAX_DISPLAYS = 64;
+const MAX_DISPLAY_BYTES = 16 * 1024 * 1024;
 // Guest fetches at once; more are answered with an error straight away.
 const MAX_FETCHES_IN_FLIGHT = 16;
 // Bounds on a fetch request's parts, before the caller's network policy looks at it.
@@ -112,11 +117,12 @@ export class RunnerHost {
    * `handlers.onFetch({url, method, headers: [[name, value]], body?: Uint8Array})
    *   -> Promise<{status, statusText?, url?, headers?, body?} | {error: {name, message}}>`
    * fetches for the guest, or refuses (error.name "PolicyDenied"); without it every fetch is denied.
+   * `handlers.onDisplay({mimeType, data: string | Uint8Array})`: guest code called display().
    * `handlers.onDenied({what: "fetch" | "write", target, reason})`: the run's policy refused
    * guest code a fetch (the caller's refusal) or a write (the runner's), for the audit.
    * @returns {Promise<{exitCode, usage:{wallMs, memPeakMb, fetches, denied, fileErrors}, error?:{name, message}}>}
    */
-  run(job, { onLoading = () => {}, onStart = () => {}, onOutput = () => {}, onFile, onFetch = denyFetch, onDenied = () => {}, signal } = {}) {
+  run(job, { onLoading = () => {}, onStart = () => {}, onOutput = () => {}, onFile, onFetch = denyFetch, onDenied = () => {}, onDisplay = () => {}, signal } = {}) {
     if (this.current) throw new Error("RunnerHost runs one job at a time");
     if (signal?.aborted) return Promise.resolve(cancelledOutcome());
     return new Promise((resolve) => {
@@ -131,6 +137,8 @@ export class RunnerHost {
         onFile: onFile ?? (() => Promise.resolve()),
         onFetch,
         onDenied,
+        onDisplay,
+        displayed: { count: 0, bytes: 0 },
         storing: new Set(), // onFile promises not settled yet
         storingBytes: 0,
         fetching: new Set(), // ids of fetches not answered yet
@@ -188,6 +196,7 @@ export class RunnerHost {
     if (type === "file") return this.onFileMessage(run, message);
     if (type === "fetch") return this.onFetchMessage(run, message);
     if (type === "denied") return this.onDeniedMessage(run, message);
+    if (type === "display") return this.onDisplayMessage(run, message);
     if (type === "exit" && Number.isInteger(message.exitCode)) return this.stop(exitOutcome(message));
     this.stop(crashedOutcome(`it sent a message the page does not accept (${JSON.stringify(type)})`));
   }
@@ -244,6 +253,22 @@ export class RunnerHost {
       .then(() => run.onFetch({ url, method, headers, ...(body && { body }) }))
       .then(fetchReply, (err) => ({ error: { name: String(err?.name ?? "Error"), message: String(err?.message ?? err) } }))
       .then(answer);
+  }
+
+  /** A display(): its type one the relay shows, its data of the right kind, within the bounds. */
+  onDisplayMessage(run, { mimeType, data }) {
+    const binary = BINARY_DISPLAY.test(mimeType);
+    if (!DISPLAY_TYPES.has(mimeType) || (binary ? !(data instanceof Uint8Array) : typeof data !== "string")) {
+      const what = typeof mimeType === "string" ? mimeType.slice(0, 80) : typeof mimeType;
+      return run.sink.write("stderr", `display: ${what} cannot be shown (bytes must be a PNG, JPEG, GIF or WebP image; text one of ${[...DISPLAY_TYPES].filter((t) => !BINARY_DISPLAY.test(t)).join(", ")})\n`);
+    }
+    const bytes = binary ? data.byteLength : data.length * 3;
+    run.displayed.count++;
+    run.displayed.bytes += bytes;
+    if (run.displayed.count > MAX_DISPLAYS || run.displayed.bytes > MAX_DISPLAY_BYTES) {
+      return this.stop(failure("OutputLimitExceeded", `display() was called past its limits (${MAX_DISPLAYS} displays, ${MAX_DISPLAY_BYTES} bytes per run); write big results to /out instead`));
+    }
+    run.onDisplay({ mimeType, data });
   }
 
   /** A write the runner refused by the run's policy (the guest got PolicyDenied already). */

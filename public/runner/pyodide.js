@@ -156,9 +156,11 @@ async function runCapsule(pyodide, relayRun, { job, sink, relay, rule }) {
   const { entry } = job;
   const config = { entry: entry.path, argv: entry.argv, env: entry.env, cwd: entry.cwd, stdin: entry.stdin, context: Boolean(job.context) };
   // What relay_run.py's audit hook asks before a write: the same rule as above.
+  // And where display() goes (bytes come as a PyProxy of a buffer: copied out here).
   const guard = {
     deniedWrite: (path) => rule.denied(path) ?? undefined,
     inWorkspace: (path) => inWorkspace(path),
+    display: (mime, data) => relay.display(mime || undefined, typeof data === "string" ? data : bytesOfProxy(data)),
   };
   return { exitCode: await callRelayRun(pyodide, relayRun, JSON.stringify(config), guard), unwrapped };
 }
@@ -218,4 +220,13 @@ function streamWriter(sink, stream) {
     }
     return bytes.length;
   };
+}
+
+/** A copy of the bytes of a Python bytes-like object handed to JavaScript. */
+function bytesOfProxy(proxy) {
+  try {
+    return proxy.toJs ? new Uint8Array(proxy.toJs()) : new Uint8Array(proxy);
+  } finally {
+    proxy.destroy?.();
+  }
 }

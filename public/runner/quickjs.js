@@ -80,7 +80,7 @@ async function instantiate(wasmModule, capMiB) {
 }
 
 // The functions the prelude's `host` object has; each calls the QuickJsRun method of its name.
-const HOST_FUNCTIONS = ["write", "exit", "setTimer", "clearTimer", "fs", "utf8Encode", "utf8Decode", "fetch"];
+const HOST_FUNCTIONS = ["write", "exit", "setTimer", "clearTimer", "fs", "utf8Encode", "utf8Decode", "fetch", "display"];
 
 /**
  * A runtime and context no guest has touched, with the prelude installed (guest-prelude.js):
@@ -215,6 +215,13 @@ class QuickJsRun {
     const request = JSON.parse(ctx.getString(requestJson));
     if (ctx.typeof(body) !== "undefined") request.body = this.bytesOf(body);
     this.startFetch(request, callback.dup());
+  }
+
+  /** display(): a MIME type ("" for bytes, which the relay sniffs) and a string or bytes. */
+  display(mime, data) {
+    const ctx = this.context;
+    const payload = ctx.typeof(data) === "string" ? ctx.getString(data) : this.bytesOf(data);
+    this.relay.display(ctx.getString(mime) || undefined, payload);
   }
 
   addTimer(callback, ms, repeat) {

@@ -105,6 +105,7 @@ def relay_warm():
     exists yet; nothing here is left for it."""
     urllib.request.install_opener(urllib.request.build_opener(_FetchHandler))
     builtins.mcps = Mcps()
+    builtins.display = display
     warm = "/tmp/.relay-warm.py"
     with open(warm, "w"):
         pass
@@ -216,6 +217,70 @@ class _FetchHandler(urllib.request.BaseHandler):
         return result
 
     https_open = http_open
+
+
+# Richest first, as a notebook picks among a mime bundle's types.
+_DISPLAY_ORDER = ("image/png", "image/jpeg", "image/svg+xml", "text/html", "text/markdown", "application/json", "text/plain")
+_REPRS = {"image/png": "_repr_png_", "image/jpeg": "_repr_jpeg_", "image/svg+xml": "_repr_svg_", "text/html": "_repr_html_",
+          "text/markdown": "_repr_markdown_", "application/json": "_repr_json_"}
+
+
+def display(*objs, raw=False):
+    """Shows each object in the call's result, as IPython's display() does: the richest of its
+    _repr_png_/_repr_jpeg_/_repr_svg_/_repr_html_/_repr_markdown_/_repr_json_ (or
+    _repr_mimebundle_); bytes of a PNG, JPEG, GIF or WebP image as that image; a str as text;
+    anything JSON can hold as JSON (a list of records or a dict of columns becomes a table);
+    else its repr. With raw=True each object is a mime bundle ({"text/html": "<b>hi</b>"})."""
+    for obj in objs:
+        if isinstance(obj, (bytes, bytearray, memoryview)):
+            _show("", bytes(obj))
+            continue
+        bundle = obj if raw else _mime_bundle(obj)
+        mime = next((m for m in _DISPLAY_ORDER if bundle.get(m) is not None), None)
+        if mime is None:
+            raise TypeError(f"display: nothing to show (a mime bundle needs one of {', '.join(_DISPLAY_ORDER)})")
+        data = bundle[mime]
+        if mime in ("image/png", "image/jpeg") and isinstance(data, str):
+            data = __import__("base64").b64decode(data)  # IPython's reprs may give base64 text
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            _show("", bytes(data))
+        elif mime == "application/json" and not isinstance(data, str):
+            _show(mime, json.dumps(data, default=str))
+        else:
+            _show(mime, str(data))
+
+
+def _mime_bundle(obj):
+    if isinstance(obj, str):
+        return {"text/plain": obj}
+    bundle = {}
+    make = getattr(obj, "_repr_mimebundle_", None)
+    if callable(make):
+        made = make()
+        bundle.update(made[0] if isinstance(made, tuple) else made or {})
+    for mime, method in _REPRS.items():
+        shown = getattr(obj, method, None)
+        if callable(shown) and mime not in bundle:
+            value = shown()
+            if value is not None:
+                bundle[mime] = value[0] if isinstance(value, tuple) else value
+    if bundle:
+        return bundle
+    try:
+        return {"application/json": json.dumps(obj)}
+    except (TypeError, ValueError):
+        return {"text/plain": repr(obj)}
+
+
+def _show(mime, data):
+    guard = _guard
+    if guard is None:
+        raise RuntimeError("display() works only while a run is running")
+    if isinstance(data, bytes):
+        from pyodide.ffi import to_js
+
+        data = to_js(data)
+    guard.display(mime, data)
 
 
 class McpsError(RuntimeError):

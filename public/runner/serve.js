@@ -24,6 +24,7 @@
 //         for writing is closed); a rename is a remove then a write
 //     {type:"file", op:"remove", path}                    a workspace file was deleted
 //     {type:"fetch", id, request: {url, method, headers: [[name, value]], body?: Uint8Array}}
+//     {type:"display", mimeType, data: string | Uint8Array}   display(): see run-relay.js
 // page -> worker:
 //     {type:"fetched", id, response: {status, statusText, url, headers: [[name, value]], body: ArrayBuffer}}
 //     {type:"fetched", id, error: {name, message}}        name "PolicyDenied" for a denial

@@ -11,6 +11,7 @@
 use serde_json::{json, Map, Value};
 
 use super::content;
+use super::display::display_content;
 use super::era::Era;
 use super::http::HttpResponse;
 use super::jsonrpc::{notification, response_envelope, RpcError, QUEUE_FULL};
@@ -18,6 +19,7 @@ use super::logging::LogLevel;
 use super::tasks::TaskRecord;
 use super::tools::{Tool, ToolCall};
 use crate::error::ErrorName;
+use crate::run::backchannel::Display;
 use crate::run::contexts::Report;
 
 /// The most run output, in serialized JSON bytes, that one message carries in each place it
@@ -28,8 +30,8 @@ use crate::run::contexts::Report;
 pub const OUTPUT_BUDGET: usize = 384 * 1024;
 /// The most serialized bytes of an error message a result repeats (structured, then text).
 const ERROR_MESSAGE_BUDGET: usize = 16 * 1024;
-/// The most base64 image data a run result carries (beside twice [`OUTPUT_BUDGET`]); an image
-/// past it is only listed in `files`, with its download URL.
+/// The most base64 image data (and `display()` data) a run result carries (beside twice
+/// [`OUTPUT_BUDGET`]); an image past it is only listed in `files`, with its download URL.
 pub const IMAGE_BUDGET: usize = 128 * 1024;
 // A budget below one escaped char (6 bytes) would cut nothing and split forever.
 const _: () = assert!(OUTPUT_BUDGET >= 6 && ERROR_MESSAGE_BUDGET >= 6);
@@ -108,6 +110,9 @@ pub struct ToolResult {
     pub error: Option<(ErrorName, String)>,
     /// What became of the run's context, if it named one.
     pub context: Option<Report>,
+    /// What the run's code showed with `display()`, and its run id (their resources' URIs).
+    pub displays: Vec<Display>,
+    pub run: String,
 }
 
 /// The JSON-RPC response to a run: a text summary for the model, `structuredContent` per the
@@ -147,7 +152,13 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
         summary = format!("{note}\n{summary}");
     }
     let mut content = vec![text(&summary)];
-    content.extend(images_within(&result.images, IMAGE_BUDGET));
+    // Displays first: the code asked for them; /out images get what they leave of the budget.
+    let (shown, displays, left) = display_content(&result.run, &result.displays, &result.files, IMAGE_BUDGET);
+    if !displays.is_empty() {
+        structured["displays"] = Value::Array(displays);
+    }
+    content.extend(shown);
+    content.extend(images_within(&result.images, left));
     let body = json!({ "content": content, "structuredContent": structured, "isError": is_error });
     envelope(call, body)
 }

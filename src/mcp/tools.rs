@@ -278,6 +278,11 @@ impl Tool {
                                         "reset": { "type": "boolean" }, "lost": { "type": "string" } },
                         "required": ["name", "runtime", "fresh", "kept"],
                     },
+                    "displays": {
+                        "type": "array",
+                        "description": "What the code showed with display(), in order (each also a content block: image, embedded resource for HTML and Markdown, text for JSON, tables and plain text): its mimeType, and for JSON its value, or for a list of records or a dict of columns its table {columns, rows}; path and url when it was too large and went to /out; leftOut when the result had no room for it.",
+                        "items": { "type": "object", "properties": { "mimeType": { "type": "string" } }, "required": ["mimeType"] },
+                    },
                     "notStored": {
                         "type": "object",
                         "description": "Present when file changes the run made (writes or removals) could not be stored by the executor tab: the workspace may lack them, and the result is isError whatever exitCode says.",
@@ -344,7 +349,12 @@ const RUN_COMMON: &str = "Each run starts in a fresh interpreter unless it names
     workspace (/tmp, /out, /host) persists between runs and is shared with read, write and search. Returns \
     exitCode, stdout, stderr, usage {wallMs, memPeakMb, fetches, denied} and files (what the run \
     wrote to /out, each with size, sha256 and a download URL valid for an hour; images also come \
-    back as image content); isError is set when the exit code is not 0 or the run failed with ValidationError, \
+    back as image content). `display(value)` (a builtin in JS and Python, following IPython: an object's \
+    _repr_png_/_repr_svg_/_repr_html_/_repr_markdown_/_repr_json_, a mime bundle with raw=True, raw PNG/JPEG \
+    bytes) shows it in the result: images as image content, HTML and Markdown as embedded resources, a list \
+    of records or a dict of columns as a Markdown table with its rows in structuredContent.displays, other \
+    JSON as text; each up to 96 KiB inline, larger ones are written to /out and listed with their URL. \
+    isError is set when the exit code is not 0 or the run failed with ValidationError, \
     PolicyDenied, Timeout, OutputLimitExceeded, NoExecutorAttached, Cancelled, RuntimeCrashed (the \
     code ran the browser out of memory) or Internal. A \
     fetch or write the policy refuses raises PolicyDenied inside the program, naming what to \

@@ -184,6 +184,8 @@ impl Call {
             images: images.collect(),
             error: exit.error.as_ref().map(|e| named_error(e, caller)),
             context,
+            displays: exit.displays.clone(),
+            run: run.clone(),
         };
         mcp::tool_result(call, result)
     }
@@ -351,7 +353,7 @@ impl<P: Platform + 'static> RelaySession<P> {
         };
         let roots = self.store().audit_workspace(run, before.as_deref().ok(), after.as_deref().ok());
         self.persisted("audit", roots);
-        let exit = Exit { exit_code, usage, error, files: Vec::new() };
+        let exit = Exit { exit_code, usage, error, files: Vec::new(), displays: Vec::new() };
         let outcome = Outcome { exit, stdout: String::new(), stderr: String::new(), by_relay: true, context: None };
         self.audited("a file tool", self.store().audit_finished(run, &outcome, ended));
         match answer {
