@@ -26,6 +26,11 @@ fn ok_on(tab: &str, runs_before: u64) -> RunEnd<'_> {
     RunEnd { tab: Some(tab), error: None, runs_before, by_relay: false, mem_peak_mb: 12 }
 }
 
+/// A run that ended with error `name` on `tab` (none: it never reached one), as the relay ended it.
+fn failed<'a>(tab: Option<&'a str>, name: &'a str, message: &'a str) -> RunEnd<'a> {
+    RunEnd { tab, error: Some((name, message)), runs_before: 0, by_relay: true, mem_peak_mb: 0 }
+}
+
 #[test]
 fn names_follow_the_rule() {
     for good in ["a", "A1", "data.v2", "my_ctx-3", "0", &"x".repeat(64)] {
@@ -102,13 +107,7 @@ fn an_error_ends_the_context_and_the_next_run_is_told_once() {
     let first = book.claim(JS, &ask("t"), &s, 0).unwrap();
     book.ended(&first, &ok_on("t1", 0), 10);
     let looping = book.claim(JS, &ask("t"), &s, 20).unwrap();
-    let end = RunEnd {
-        tab: Some("t1"),
-        error: Some(("Timeout", "the run exceeded 1500 ms")),
-        runs_before: 1,
-        by_relay: true,
-        mem_peak_mb: 0,
-    };
+    let end = failed(Some("t1"), "Timeout", "the run exceeded 1500 ms");
     let report = book.ended(&looping, &end, 1_600);
     assert!(!report.kept);
     assert!(report.note().unwrap().contains("next run in it starts afresh"));
@@ -175,8 +174,7 @@ fn a_tab_that_no_longer_holds_the_context_is_believed() {
 fn a_run_that_never_reached_a_tab_leaves_the_context_as_it_was() {
     let mut book = Contexts::default();
     let s = settings(1, 60_000);
-    let never =
-        RunEnd { tab: None, error: Some(("Cancelled", "in line")), runs_before: 0, by_relay: true, mem_peak_mb: 0 };
+    let never = failed(None, "Cancelled", "in line");
     let claim = book.claim(PY, &ask("a"), &s, 0).unwrap();
     assert!(book.ended(&claim, &never, 10).kept);
     assert!(book.is_empty(), "a context that never ran holds no place");
@@ -191,12 +189,8 @@ fn settled(claim: &Claim, book: &mut Contexts, event: u8, now: u64) {
     let end = match event % 4 {
         0 => ok_on("t1", 1),
         1 => ok_on("t1", 0),
-        2 => {
-            RunEnd { tab: Some("t1"), error: Some(("Timeout", "slow")), runs_before: 1, by_relay: true, mem_peak_mb: 0 }
-        }
-        _ => {
-            RunEnd { tab: None, error: Some(("Cancelled", "in line")), runs_before: 0, by_relay: true, mem_peak_mb: 0 }
-        }
+        2 => failed(Some("t1"), "Timeout", "slow"),
+        _ => failed(None, "Cancelled", "in line"),
     };
     book.ended(claim, &end, now);
 }

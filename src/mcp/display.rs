@@ -117,10 +117,13 @@ fn text(body: &str) -> Value {
     json!({ "type": "text", "text": body })
 }
 
+/// A table: its columns and its rows.
+pub type Table = (Vec<String>, Vec<Map<String, Value>>);
+
 /// A table, if `value` is one: a non-empty list of records (objects), or a dict of columns
 /// (an object of arrays all of one non-zero length). Columns in the order of their names (the
 /// JSON was parsed into sorted maps), each record's own first.
-pub fn table_of(value: &Value) -> Option<(Vec<String>, Vec<Map<String, Value>>)> {
+pub fn table_of(value: &Value) -> Option<Table> {
     match value {
         Value::Array(records) if !records.is_empty() && records.iter().all(Value::is_object) => {
             let rows: Vec<Map<String, Value>> = records.iter().filter_map(|r| r.as_object().cloned()).collect();
