@@ -189,3 +189,31 @@ describe("a context's end", () => {
     assert.match(next.structuredContent.context.lost, /its tab \S+ went away/);
   });
 });
+
+describe("a context's code cannot reach outside it", () => {
+  test("what it patches and what it leaves running stay in its own worker", async () => {
+    const code = [
+      "import asyncio, builtins",
+      "builtins.print = lambda *a, **k: None",
+      "def late():",
+      "    open('/tmp/late.txt', 'w').write('late')",
+      "asyncio.get_event_loop().call_later(0.3, late)",
+    ].join("\n");
+    const attack = await runPy(code, { context: "py-attack" });
+    assert.equal(attack.structuredContent.exitCode, 0, shown(attack));
+    // (A JavaScript run lasts while it has timers, as a Node program does: nothing lingers.)
+    await runJs("globalThis.console.log = () => {}; Object.prototype.polluted = 1", { context: "js-attack" });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+
+    // Runs without a context print, and the late write reached no workspace.
+    const py = await runPy("import os\nprint('visible', os.path.exists('/tmp/late.txt'))");
+    assert.equal(py.structuredContent.stdout, "visible False\n", shown(py));
+    const js = await runJs("console.log('visible', ({}).polluted)");
+    assert.equal(js.structuredContent.stdout, "visible undefined\n", shown(js));
+    const read = await client.callTool({ name: "read", arguments: { path: "/tmp/late.txt" } });
+    assert.equal(read.isError, true, shown(read));
+    // Nor does the context's own next run see it: its workspace is the relay session's.
+    const again = await runPy("import os, sys\nsys.stdout.write(str(os.path.exists('/tmp/late.txt')))", { context: "py-attack" });
+    assert.equal(again.structuredContent.stdout, "False", shown(again));
+  });
+});
