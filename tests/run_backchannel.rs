@@ -139,18 +139,18 @@ fn unknown_fields_are_refused() {
     }
 }
 
-/// An exit whose usage, error and one file carry every field `exit_fields` lists (the page's
+/// An exit whose usage, error, one file and one display carry every field `exit_fields` lists (the page's
 /// exit events are built from that list), each with a value of its type.
 fn exit_with_every_listed_field(extra: Option<(&str, &str)>) -> serde_json::Value {
     let fields = exit_fields();
     let sample = |name: &str| match name {
         "uploaded" => json!(true),
         "image" => json!({"mimeType": "image/png", "data": "AA=="}),
-        "path" | "sha256" | "name" | "message" => json!("x"),
+        "path" | "sha256" | "name" | "message" | "mimeType" | "text" | "data" => json!("x"),
         _ => json!(1),
     };
     let mut groups = serde_json::Map::new();
-    for group in ["usage", "error", "file"] {
+    for group in ["usage", "error", "file", "display"] {
         let mut value: serde_json::Map<_, _> = fields[group]
             .as_array()
             .unwrap()
@@ -164,19 +164,20 @@ fn exit_with_every_listed_field(extra: Option<(&str, &str)>) -> serde_json::Valu
         groups.insert(group.to_owned(), value.into());
     }
     json!({"runId": "r_1", "seq": 0, "type": "exit", "exitCode": 1,
-           "usage": groups["usage"], "error": groups["error"], "files": [groups["file"]]})
+           "usage": groups["usage"], "error": groups["error"], "files": [groups["file"]], "displays": [groups["display"]]})
 }
 
 #[test]
 fn exit_fields_lists_exactly_what_an_exit_may_carry() {
     let events = parse_batch(line(exit_with_every_listed_field(None)).as_bytes()).unwrap();
-    let EventBody::Exit { usage, error, files, .. } = &events[0].body else { panic!("not an exit") };
-    assert_eq!(*usage, Usage { wall_ms: 1, mem_peak_mb: 1, fetches: 1, denied: 1, file_errors: 1, context_runs: 0 });
+    let EventBody::Exit { usage, error, files, displays, .. } = &events[0].body else { panic!("not an exit") };
+    assert_eq!(*usage, Usage { wall_ms: 1, mem_peak_mb: 1, fetches: 1, denied: 1, file_errors: 1, context_runs: 1 });
+    assert_eq!((displays[0].mime_type.as_str(), displays[0].text.as_deref()), ("x", Some("x")));
     assert_eq!(error.as_ref().map(|e| e.name.as_str()), Some("x"));
     assert!(files[0].uploaded && files[0].image.is_some());
     // What the page's own outcomes hold besides (a file's url) is refused: sent, it would cost
     // the whole batch.
-    for (group, field) in [("usage", "cpuMs"), ("file", "url"), ("error", "stack")] {
+    for (group, field) in [("usage", "cpuMs"), ("file", "url"), ("error", "stack"), ("display", "url")] {
         let err = parse_batch(line(exit_with_every_listed_field(Some((group, field)))).as_bytes()).expect_err(field);
         assert!(err.contains(&format!("unknown field `{field}`")), "{group}.{field}: {err}");
     }
