@@ -51,6 +51,13 @@ describe("state survives between the runs of one context", () => {
     assert.equal(second.structuredContent.stdout, "42 82 [41]\n", shown(second));
     assert.deepEqual(second.structuredContent.context, { name: "py-a", runtime: "pyodide@314", fresh: false, kept: true });
     assert.equal(second.structuredContent.usage.contextRuns, 1);
+
+    // A cell's last expression is shown, as a notebook shows it; a trailing `;` hides it.
+    const cell = await runPy("y = x * 2\n{'y': y}", { context: "py-a" });
+    assert.deepEqual(cell.structuredContent.displays, [{ mimeType: "application/json", value: { y: 82 } }], shown(cell));
+    assert.equal(cell.content.at(-1).text, '{"y": 82}');
+    const hidden = await runPy("y;", { context: "py-a" });
+    assert.equal(hidden.structuredContent.displays, undefined, shown(hidden));
   });
 
   test("JavaScript: top-level declarations of a script, and globalThis from a module", async () => {
@@ -60,13 +67,15 @@ describe("state survives between the runs of one context", () => {
     const second = await runJs("console.log(y * z, triple(z))", { context: "js-a" });
     assert.equal(second.structuredContent.stdout, "10 6\n", shown(second));
     assert.equal(second.structuredContent.context.fresh, false);
+    const cell = await runJs("[y, z].map(triple)", { context: "js-a" });
+    assert.deepEqual(cell.structuredContent.displays, [{ mimeType: "application/json", value: [15, 6] }], shown(cell));
 
     // A module (top-level await): its own declarations stay its own, globalThis carries over.
     const module = await runJs("await Promise.resolve();\nglobalThis.fromModule = y + 1;\nconsole.log('module')", { context: "js-a" });
     assert.equal(module.structuredContent.stdout, "module\n", shown(module));
     const third = await runJs("console.log(fromModule)", { context: "js-a" });
     assert.equal(third.structuredContent.stdout, "6\n", shown(third));
-    assert.equal(third.structuredContent.usage.contextRuns, 3);
+    assert.equal(third.structuredContent.usage.contextRuns, 4);
   });
 
   test("the workspace a context's run sees is the relay session's, as it is now", async () => {

@@ -46,7 +46,7 @@
  *   fs(op, argsJson, data?) -> result (see quickjs.js; throws an Error named by its Node code),
  *   utf8Encode(string) -> ArrayBuffer, utf8Decode(ArrayBuffer) -> string,
  *   fetch(requestJson, body, callback(errorJson, responseJson, body))
- * @returns {formatError, configure}: formatError(value) -> string, used by the worker to print
+ * @returns {formatError, configure, display}: formatError(value) -> string, used by the worker to print
  *   uncaught errors; configure(configJson) gives process the run's {entry, argv, env, cwd,
  *   stdin}. The worker calls the prelude while it waits as a standby, and configure when its
  *   run starts, before any guest code.
@@ -339,6 +339,8 @@ export function guestPrelude(host) {
   const DISPLAY_ORDER = ["image/png", "image/jpeg", "image/svg+xml", "text/html", "text/markdown", "application/json", "text/plain"];
   const REPRS = { _repr_png_: "image/png", _repr_jpeg_: "image/jpeg", _repr_svg_: "image/svg+xml", _repr_html_: "text/html", _repr_markdown_: "text/markdown", _repr_json_: "application/json" };
 
+  // Also what a context's script shows of its completion value (quickjs.js), as a notebook
+  // shows a cell's last expression.
   function display(value, { raw = false } = {}) {
     if (value instanceof ArrayBuffer || ArrayBuffer.isView(value)) {
       const bytes = value instanceof ArrayBuffer ? value : value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength);
@@ -372,5 +374,5 @@ export function guestPrelude(host) {
     process.env = { ...config.env };
   }
 
-  return { formatError, configure };
+  return { formatError, configure, display };
 }

@@ -97,9 +97,9 @@ function freshContext(module) {
     context.newFunction(name, (...args) => holder.run[name](...args)).consume((fn) => context.setProp(host, name, fn));
   }
   const installed = context.unwrapResult(context.callFunction(prelude, context.undefined, host));
-  const [formatError, configure] = ["formatError", "configure"].map((name) => context.getProp(installed, name));
+  const [formatError, configure, display] = ["formatError", "configure", "display"].map((name) => context.getProp(installed, name));
   for (const handle of [prelude, host, installed]) handle.dispose();
-  return { runtime, context, holder, formatError, configure };
+  return { runtime, context, holder, formatError, configure, display };
 }
 
 class QuickJsRun {
@@ -108,7 +108,7 @@ class QuickJsRun {
    * @param rule the run's WriteRule: which of its writes the page stores
    * @param kept the runtime and context outlive the run (a context's: see the top)
    */
-  constructor({ runtime, context, holder, formatError, configure }, job, sink, relay, rule, kept = false) {
+  constructor({ runtime, context, holder, formatError, configure, display }, job, sink, relay, rule, kept = false) {
     this.job = job;
     this.kept = kept;
     this.sink = sink;
@@ -129,6 +129,7 @@ class QuickJsRun {
     this.runtime = runtime;
     this.context = context;
     this.formatError = formatError;
+    this.displayValue = display; // the prelude's display(), for a script's completion value
     holder.run = this; // the prelude's host functions now call this run's
     this.configure(configure);
     // QuickJS's own accounting stops most runaway allocations with a clean "out of memory"
@@ -154,9 +155,10 @@ class QuickJsRun {
       this.sink.write("stderr", `${source.error.message}\n`);
       return this.finish(1);
     }
-    const evaluated = this.context.evalCode(source, entry.path, { type: this.kept && this.compilesAsScript(source) ? "global" : "module" });
+    this.script = this.kept && this.compilesAsScript(source);
+    const evaluated = this.context.evalCode(source, entry.path, { type: this.script ? "global" : "module" });
     if (evaluated.error) return this.fail(evaluated.error);
-    this.main = evaluated.value; // the module's evaluation promise
+    this.main = evaluated.value; // the module's evaluation promise; a script's completion value
     this.settle();
   }
 
@@ -300,10 +302,22 @@ class QuickJsRun {
     if (state.type === "fulfilled") {
       // A module without top-level await may evaluate to a plain value: then it is this.main.
       if (!state.notAPromise) state.value.dispose();
+      if (this.script) return this.showCompletion();
       return this.finish(0);
     }
     this.sink.write("stderr", "Warning: Detected unsettled top-level await\n");
     this.finish(EXIT_UNSETTLED_AWAIT);
+  }
+
+  /** A context's script ends by showing its completion value (not undefined or null) as display() would. */
+  showCompletion() {
+    const ctx = this.context;
+    if (!ctx.sameValue(this.main, ctx.undefined) && !ctx.sameValue(this.main, ctx.null)) {
+      const shown = ctx.callFunction(this.displayValue, ctx.undefined, this.main);
+      if (shown.error) return this.fail(shown.error);
+      shown.value.dispose();
+    }
+    this.finish(0);
   }
 
   /** An exception escaped the program: print it like Node does and exit 1. */
@@ -333,7 +347,7 @@ class QuickJsRun {
     this.resolve({ exitCode: this.exitCode ?? exitCode });
     // Freeing the runtime walks the guest's whole heap: it waits until the exit is posted.
     // A context's stays for its next run.
-    const handles = this.kept ? [this.main] : [this.main, this.formatError, this.context, this.runtime];
+    const handles = this.kept ? [this.main] : [this.main, this.formatError, this.displayValue, this.context, this.runtime];
     setTimeout(() => {
       for (const handle of handles) handle?.dispose();
     });

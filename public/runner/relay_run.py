@@ -14,7 +14,8 @@ as an awaitable of its exit code, and urllib raises a URLError saying to use pyf
 
 A run in a context (config "context") is the exception: its worker serves the context's later
 runs too, which share its `__main__` (variables, imports, definitions), as cells of a notebook
-do. Each still gets its own argv, cwd, stdin and write policy.
+do, and the value of its last expression is shown (display) as a cell's is. Each still gets its
+own argv, cwd, stdin and write policy.
 """
 
 import ast
@@ -121,21 +122,45 @@ def _run_entry(entry, can_block, keep=False):
     try:
         main = _exec_main(entry, keep)
         if main is None:
-            return 0
+            return _show_cell_value(keep)
         if not can_block:
-            return _awaited(main, entry)
+            return _awaited(main, entry, keep)
         _drive(main)
-        return 0
+        return _show_cell_value(keep)
     except BaseException as error:
         return _ended(error, entry)
 
 
-async def _awaited(main, entry):
+async def _awaited(main, entry, keep):
     try:
         await main
-        return 0
+        return _show_cell_value(keep)
     except BaseException as error:
         return _ended(error, entry)
+
+
+# Where a context's run leaves the value of its last expression (see _cell).
+_CELL_VALUE = "_relay_cell_value"
+
+
+def _cell(source, entry):
+    """A context's run as a notebook cell: its last statement, if an expression not ended by
+    `;`, is kept in _CELL_VALUE, to be shown as Jupyter shows it (display)."""
+    tree = compile(source, entry, "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr) and not source.rstrip().endswith(b";"):
+        kept = ast.Assign(targets=[ast.Name(_CELL_VALUE, ast.Store())], value=last.value)
+        tree.body[-1] = ast.fix_missing_locations(ast.copy_location(kept, last))
+    return tree
+
+
+def _show_cell_value(keep):
+    """Shows what a context's cell left in _CELL_VALUE (not None); the exit code, 0."""
+    if keep and _context_main is not None:
+        value = _context_main.__dict__.pop(_CELL_VALUE, None)
+        if value is not None:
+            display(value)
+    return 0
 
 
 def _ended(error, entry):
@@ -154,7 +179,7 @@ def _exec_main(entry, keep=False):
     global _context_main
     with open(entry, "rb") as file:
         source = file.read()
-    code = compile(source, entry, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    code = compile(_cell(source, entry) if keep else source, entry, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
     main = _context_main if keep and _context_main is not None else types.ModuleType("__main__")
     if keep:
         _context_main = main

@@ -103,7 +103,7 @@ fn guide(cx: &Context) -> String {
          `context`: runs of the same context and language share one interpreter, so variables, \
          imports and definitions survive (Python: everything at top level; JavaScript: top-level \
          declarations of code without import/export or top-level await, else what it puts on \
-         globalThis). A context shares nothing with runs outside it. `reset: true` starts it \
+         globalThis); a run's last expression is shown, as in a notebook. A context shares nothing with runs outside it. `reset: true` starts it \
          afresh; it ends on its own after an idle time, with the tab, or when a run in it ends \
          with an error, and the next call's structuredContent.context says why (`lost`). Few are \
          allowed per relay session (relay://contexts lists them): reuse names.\n\

@@ -366,7 +366,7 @@ const CONTEXT_DESCRIPTION: &str = "Run in the named context: a long-lived interp
     relay session and language, kept in the attached tab, so variables, imports and definitions survive \
     into the next call naming it (in Python everything at top level; in JavaScript top-level \
     declarations when the code has no import/export and no top-level await, else only what it puts on \
-    globalThis). Runs of one context go one at a time, in order. A context shares its state only with \
+    globalThis), and a run's last expression is shown as display() shows it, as in a notebook. Runs of one context go one at a time, in order. A context shares its state only with \
     later runs of the same context: never with runs without one, another context, the page or the \
     network; each run is still checked and counted as any other. It ends after an idle time (tenant \
     setting, default 15 minutes), with `reset: true`, when a run in it ends with an error (Timeout, \
