@@ -26,6 +26,9 @@ cargo build --quiet --bin relay-capsule
 step "build"
 bash scripts/build.sh
 
+step "deploy check: wrangler deploy --dry-run (offline), its bindings and the bundle's size"
+bash scripts/deploy-check.sh
+
 step "miniflare-tests: the built Worker under wrangler dev, then the cross-engine subset"
 # The suite one file at a time; then the three engines' files in parallel, with nothing else.
 bash scripts/with-server.sh bash -ec '

@@ -9,7 +9,17 @@ use crate::oauth::token_hash;
 
 /// KV: the tenant holding `api_key`.
 pub fn tenant_by_key(api_key: &str) -> String {
-    format!("tenant:{}", key_hash(api_key))
+    tenant_by_key_hash(&key_hash(api_key))
+}
+
+/// KV: the tenant holding the key whose sha256 is `hash` (`tenant:` alone: every key's record).
+pub fn tenant_by_key_hash(hash: &str) -> String {
+    format!("tenant:{hash}")
+}
+
+/// KV: a tenant's API keys and their states (`auth::keyring::KeyRing`).
+pub fn tenant_keys(id: &str) -> String {
+    format!("tenant-keys:{id}")
 }
 
 /// KV: the tenant with id `id` (its current record; the one `PATCH` changes).
@@ -27,6 +37,11 @@ pub fn relay_session(tenant_id: &str, session: &str) -> String {
     format!("relay-session:{tenant_id}:{session}")
 }
 
+/// KV: the prefixes of OAuth grants, tokens and codes (a deletion scans them for a tenant's).
+pub const OAUTH_GRANT_PREFIX: &str = "oauth:grant:";
+pub const OAUTH_TOKEN_PREFIX: &str = "oauth:token:";
+pub const OAUTH_CODE_PREFIX: &str = "oauth:code:";
+
 /// KV: an OAuth client.
 pub fn oauth_client(client_id: &str) -> String {
     format!("oauth:client:{client_id}")
@@ -34,17 +49,17 @@ pub fn oauth_client(client_id: &str) -> String {
 
 /// KV: an OAuth grant.
 pub fn oauth_grant(grant_id: &str) -> String {
-    format!("oauth:grant:{grant_id}")
+    format!("{OAUTH_GRANT_PREFIX}{grant_id}")
 }
 
 /// KV: an OAuth authorization code, by its hash.
 pub fn oauth_code(code: &str) -> String {
-    format!("oauth:code:{}", token_hash(code))
+    format!("{OAUTH_CODE_PREFIX}{}", token_hash(code))
 }
 
 /// KV: an OAuth access or refresh token, by its hash.
 pub fn oauth_token(token: &str) -> String {
-    format!("oauth:token:{}", token_hash(token))
+    format!("{OAUTH_TOKEN_PREFIX}{}", token_hash(token))
 }
 
 /// R2: a layer zip, by its sha256, shared by every capsule that has it.
@@ -71,4 +86,15 @@ pub fn out_file(tenant: &str, run: &str, path: &str) -> String {
 /// sessions; `relay_session::workspace` says which are inline in SQLite instead).
 pub fn workspace_body(tenant: &str, sha256: &str) -> String {
     format!("workspace/{tenant}/{sha256}")
+}
+
+/// R2: the prefixes of everything a tenant owns there (layers are shared, never a tenant's):
+/// its capsules, its build records, its `/out` files, its workspace bodies. Each ends in `/`.
+pub fn tenant_prefixes(tenant: &str) -> [(&'static str, String); 4] {
+    [
+        ("capsules", format!("capsules/{tenant}/")),
+        ("builds", format!("builds/{tenant}/")),
+        ("outFiles", format!("files/{tenant}/")),
+        ("workspaceBodies", workspace_body(tenant, "")),
+    ]
 }

@@ -9,12 +9,14 @@
 //! Worker tells the Session DO with each request and what the DO tells a tab; `range` HTTP Range answers; `egress` the rules
 //! of guest code's fetches through the Worker; `files` the files a run publishes from `/out`
 //! and their signed download URLs; `body` how long a request's body may take to arrive; `text`
-//! which characters of a name a person would not see.
+//! which characters of a name a person would not see; `deploy` what a dry run of a deploy
+//! must show (bindings, bundle size); `retention` what the scheduled cleanup deletes.
 
 pub mod audit;
 pub mod auth;
 pub mod body;
 pub mod capsule;
+pub mod deploy;
 pub mod egress;
 pub mod error;
 pub mod files;
@@ -28,6 +30,7 @@ pub mod policy;
 pub mod protocol;
 pub mod range;
 pub mod relay_session;
+pub mod retention;
 pub mod run;
 pub mod search;
 pub mod stores;

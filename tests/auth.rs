@@ -679,3 +679,15 @@ fn a_cached_tenant_is_used_for_ten_seconds_then_read_again() {
     }
     assert!(cache.get("tenant-id:0", 2_000).is_none(), "full: started over");
 }
+
+#[test]
+fn a_forgotten_tenant_is_gone_from_the_cache_at_once_and_no_other() {
+    use relay_core::auth::cache::TenantCache;
+    let tenant = Tenant { id: "t_1".into(), name: "one".into(), defaults: Default::default() };
+    let mut cache = TenantCache::default();
+    cache.put("tenant-id:t_1", tenant.clone(), 1_000);
+    cache.put("tenant-id:t_10", tenant.clone(), 1_000);
+    cache.forget("tenant-id:t_1");
+    assert!(cache.get("tenant-id:t_1", 1_001).is_none(), "a deleted tenant is not served from the cache");
+    assert_eq!(cache.get("tenant-id:t_10", 1_001), Some(tenant));
+}

@@ -46,6 +46,8 @@ fn every_request() -> Vec<SessionRequest> {
         ReserveOutFile { run: "r_1".into(), path: "/out/a b&c=%2F.txt".into() },
         ReleaseOutFile { run: "r_1".into(), path: "/out/é".into() },
         Metrics,
+        Audit,
+        Erase,
         WorkspaceIndex { since: None, run: None },
         WorkspaceIndex { since: Some(7), run: Some("r_1".into()) },
         WorkspaceBody { sha256: "ab".repeat(32) },
@@ -74,6 +76,9 @@ fn an_unknown_route_or_a_missing_parameter_is_refused_naming_it() {
     assert!(missing.message.contains("`cap`"), "{}", missing.message);
     let since = SessionRequest::decode(Envelope { method: "GET".into(), ..envelope("/workspace?since=x") });
     assert!(since.unwrap_err().message.contains("since must be a workspace version"));
+    // Erasing a relay session's storage is a POST: a GET of the path never erases.
+    let erase = SessionRequest::decode(Envelope { method: "GET".into(), ..envelope("/erase") }).unwrap_err();
+    assert_eq!(erase.name, ErrorName::NotFound);
     let socket = Envelope { method: "GET".into(), ..envelope("/results") };
     assert_eq!(SessionRequest::decode(socket).unwrap_err().name, ErrorName::ValidationError, "a socket names its tab");
 }

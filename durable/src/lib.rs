@@ -14,7 +14,10 @@ use platform::bindings::{self, LOG_LEVEL};
 use platform::now_ms;
 use relay_core::log::{self, Level, LogLine};
 use std::sync::OnceLock;
-use worker::{event, js_sys, wasm_bindgen::JsValue, web_sys, Context, Env, Method, Request, Response, Result};
+use worker::{
+    event, js_sys, wasm_bindgen::JsValue, web_sys, Context, Env, Method, Request, Response, Result, ScheduleContext,
+    ScheduledEvent,
+};
 
 #[event(start)]
 fn start() {
@@ -34,6 +37,12 @@ async fn fetch(raw: web_sys::Request, env: Env, _ctx: Context) -> Result<Respons
     let line = LogLine::request(now_ms(), route, response.status_code(), now_ms() - started, who.take());
     write_log(&env, &line);
     Ok(response)
+}
+
+/// The Cron Trigger (wrangler.toml `[triggers]`): the retention sweep, as of its scheduled time.
+#[event(scheduled)]
+async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+    edge::retention::run(&env, event.schedule() as u64).await;
 }
 
 /// The request as workers-rs wraps it, without the `cf` object its conversion reads eagerly:
@@ -68,7 +77,10 @@ fn log_threshold(env: &Env) -> Level {
 
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
 async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
-    use edge::{capsules, egress, files, http, mcp, metrics, oauth, packages, session, tenants, upstreams, workspace};
+    use edge::{
+        capsules, egress, files, http, mcp, metrics, oauth, packages, session, tenant_life, tenants, upstreams,
+        workspace,
+    };
     use session::{TabRoute, TabSocket};
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -118,6 +130,12 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
             files::get(&req, env, tenant, run, path).await
         }
         (Method::Post, ["admin", "tenants"]) => tenants::create(req, env).await,
+        (Method::Get, ["admin", "tenants"]) => tenant_life::list(req, env).await,
+        (Method::Delete, ["admin", "tenants", id]) => tenant_life::delete(req, env, id).await,
+        (Method::Get, ["admin", "tenants", id, "keys"]) => tenant_life::keys(req, env, id).await,
+        (Method::Post, ["admin", "tenants", id, "keys"]) => tenant_life::rotate(req, env, id).await,
+        (Method::Delete, ["admin", "tenants", id, "keys", key]) => tenant_life::revoke(req, env, id, key).await,
+        (Method::Get, ["admin", "tenants", id, "audit"]) => tenant_life::audit(req, env, id).await,
         (Method::Get, ["admin", "tenants", id]) => tenants::show(req, env, id).await,
         (Method::Patch, ["admin", "tenants", id]) => tenants::patch(req, env, id).await,
         (Method::Get, ["admin", "metrics"]) => metrics::tenant(req, env).await,

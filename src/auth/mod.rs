@@ -4,6 +4,8 @@
 
 pub mod admin;
 pub mod cache;
+pub mod keyring;
+pub mod lifecycle;
 pub mod run_token;
 pub mod tenant;
 pub mod token;

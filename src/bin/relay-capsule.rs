@@ -19,6 +19,8 @@
 //!                               NDJSON of `{path, sha256, size}`); stdout: its root hash (docs/ARCHITECTURE.md)
 //! relay-capsule default-limits  stdout: the run limits a manifest without its own gets (policy::Limits)
 //! relay-capsule exit-fields     stdout: the fields a tab's exit event may carry (run::backchannel)
+//! relay-capsule deploy-check [max gzip KiB]  stdin: `wrangler deploy --dry-run`'s output; stdout: the
+//!                               bundle's sizes (exit 1 naming each missing binding or the size past the bound)
 //! ```
 
 use relay_core::audit;
@@ -50,9 +52,11 @@ fn main() -> ExitCode {
         ["audit-verify"] => audit_verify(),
         ["workspace-root"] => workspace_root(),
         ["default-limits"] => serde_json::to_vec(&Limits::default()).map_err(|e| e.to_string()),
+        ["deploy-check"] => deploy_check(None),
+        ["deploy-check", max] => deploy_check(Some(max)),
         ["exit-fields"] => Ok(relay_core::run::backchannel::exit_fields().to_string().into_bytes()),
         _ => Err("usage: relay-capsule sign <seed> | verify <jwks.json> | run-token <seed> <tenant> <session> <run> \
-             <capsule hash> <ttl s> | upload-grant <seed> <tenant> <session> <run> <sha256> <size> <age s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | workspace-root | default-limits | exit-fields | tab-commands"
+             <capsule hash> <ttl s> | upload-grant <seed> <tenant> <session> <run> <sha256> <size> <age s> | download-url <seed> <tenant> <run> <path> <exp> | keygen | error-names | audit-verify | workspace-root | default-limits | exit-fields | tab-commands | deploy-check [max gzip KiB]"
             .into()),
     };
     match result {
@@ -79,6 +83,21 @@ fn audit_verify() -> Result<Vec<u8>, String> {
 fn workspace_root() -> Result<Vec<u8>, String> {
     let text = String::from_utf8(stdin()?).map_err(|_| "the listing is not UTF-8".to_string())?;
     Ok(format!("{}\n", relay_core::workspace::root_of_listing(&text)?).into_bytes())
+}
+
+/// Judges a dry run's output (`relay_core::deploy`) against the bound, `max` KiB gzipped if given.
+fn deploy_check(max: Option<&str>) -> Result<Vec<u8>, String> {
+    use relay_core::deploy;
+    let max = match max {
+        Some(max) => max.parse::<f64>().map_err(|_| format!("max gzip KiB {max:?} is not a number"))?,
+        None => deploy::BUNDLE_MAX_GZIP_KIB,
+    };
+    let output = String::from_utf8_lossy(&stdin()?).into_owned();
+    let run = deploy::parse(&output)?;
+    let sizes =
+        format!("bundle: {:.2} KiB raw, {:.2} KiB gzipped (bound {max} KiB gzipped)", run.raw_kib, run.gzip_kib);
+    deploy::check(&run, max).map_err(|problems| format!("{sizes}\n{}", problems.join("\n")))?;
+    Ok(format!("{sizes}; bindings: {} present\n", deploy::BINDINGS.len()).into_bytes())
 }
 
 fn stdin() -> Result<Vec<u8>, String> {

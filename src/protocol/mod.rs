@@ -86,6 +86,11 @@ pub enum SessionRequest {
     WorkspaceCommit { run: String, cap: String, changes: Vec<u8> },
     /// The relay session's metrics.
     Metrics,
+    /// The relay session's whole audit chain (`audit::RETENTION` records at most), for an
+    /// operator's export.
+    Audit,
+    /// Deletes all of the relay session's storage: its tenant is being deleted.
+    Erase,
 }
 
 /// A [`SessionRequest`] on the wire: what the Worker's request to the DO holds (the caller
@@ -116,6 +121,8 @@ mod path {
     pub const FILES_RESERVE: &str = "/files/reserve";
     pub const FILES_RELEASE: &str = "/files/release";
     pub const METRICS: &str = "/metrics";
+    pub const AUDIT: &str = "/audit";
+    pub const ERASE: &str = "/erase";
     pub const WORKSPACE: &str = "/workspace";
     pub const WORKSPACE_BODY: &str = "/workspace/body";
     pub const WORKSPACE_COMMIT: &str = "/workspace/commit";
@@ -160,6 +167,8 @@ impl SessionRequest {
                 post(path::FILES_RELEASE, &[("run", &run), ("path", &path)], vec![], vec![])
             }
             Metrics => get(path::METRICS, Vec::new()),
+            Audit => get(path::AUDIT, Vec::new()),
+            Erase => post(path::ERASE, &[], Vec::new(), Vec::new()),
             WorkspaceIndex { since, run } => {
                 let since = since.map(|v| v.to_string());
                 let query: Vec<(&str, &str)> = [("since", since.as_deref()), ("run", run.as_deref())]
@@ -220,6 +229,8 @@ impl SessionRequest {
             (path::FILES_RESERVE, _) => out_file(&param, |run, path| ReserveOutFile { run, path })?,
             (path::FILES_RELEASE, _) => out_file(&param, |run, path| ReleaseOutFile { run, path })?,
             (path::METRICS, _) => Metrics,
+            (path::AUDIT, _) => Audit,
+            (path::ERASE, "POST") => Erase,
             (path::WORKSPACE, _) => {
                 let since = params.iter().find(|(k, _)| k == "since").map(|(_, v)| v.parse::<u64>());
                 let since = since.transpose().map_err(|_| {

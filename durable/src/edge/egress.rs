@@ -8,7 +8,7 @@
 //! API, and Cloudflare's edge does not connect to private ranges, so such a fetch fails (502).
 
 use super::http::read_capped;
-use super::tenants::by_id;
+use super::tenants::token_tenant;
 use super::Who;
 use crate::platform::bindings::public_origin;
 use crate::platform::http::{error, refuse};
@@ -63,7 +63,10 @@ pub async fn to_run_session(
         Ok(body) => body,
         Err(too_large) => return Ok(too_large),
     };
-    let tenant = by_id(env, &claims.sub).await?;
+    let tenant = match token_tenant(env, &claims.sub).await? {
+        Ok(tenant) => tenant,
+        Err(refusal) => return Ok(refusal),
+    };
     let caller = Caller { tenant, session: claims.sid.clone(), origin: public_origin(env, &req.url()?)? };
     stub::send(env, &caller, request(&claims, body)).await
 }

@@ -7,7 +7,7 @@
 //! and no scripts), and no other page can frame one.
 
 use super::http::read_capped;
-use super::tenants::by_id;
+use super::tenants::token_tenant;
 use super::Who;
 use crate::platform::bindings::{bucket, public_origin};
 use crate::platform::http::{json, refuse, storage_unavailable};
@@ -48,7 +48,10 @@ async fn publish(req: &mut Request, env: &Env, run: &str, encoded_path: &[&str],
         Ok(path) => path,
         Err(refusal) => return Ok(path_refused(&refusal)),
     };
-    let tenant = by_id(env, &claims.sub).await?;
+    let tenant = match token_tenant(env, &claims.sub).await? {
+        Ok(tenant) => tenant,
+        Err(refusal) => return Ok(refusal),
+    };
     let max = tenant.defaults.out_file_max_bytes;
     let bucket = bucket(env)?;
     let caller = Caller { tenant, session: claims.sid.clone(), origin: public_origin(env, &req.url()?)? };

@@ -29,7 +29,12 @@ pub async fn tenant(req: Request, env: &Env) -> Result<Response> {
         Ok(sessions) => sessions,
         Err(e) => return Ok(storage_unavailable("KV", &e)),
     };
-    let tenant = by_id(env, &tenant_id).await?;
+    let Some(tenant) = by_id(env, &tenant_id).await? else {
+        return Ok(refuse(
+            ErrorName::NotFound,
+            format!("there is no tenant {tenant_id:?}; GET /admin/tenants lists them"),
+        ));
+    };
     let mut merged = Snapshot::default();
     for session in sessions {
         let caller = Caller { tenant: tenant.clone(), session: session.clone(), origin: public_origin(env, &url)? };

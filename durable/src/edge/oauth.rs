@@ -430,5 +430,8 @@ pub async fn access(env: &Env, token: &str, origin: &str) -> Result<std::result:
     let Some(grant) = get::<Grant>(&kv, &keys::oauth_grant(&record.grant_id)).await? else {
         return Ok(Err("the grant behind this token was revoked: authorize again".into()));
     };
-    Ok(Ok((by_id(env, &grant.tenant).await?, grant.session)))
+    match by_id(env, &grant.tenant).await? {
+        Some(tenant) => Ok(Ok((tenant, grant.session))),
+        None => Ok(Err("the tenant behind this token was deleted by its operator".into())),
+    }
 }

@@ -10,7 +10,7 @@
 
 use super::egress::to_run_session;
 use super::http::read_capped;
-use super::tenants::by_id;
+use super::tenants::token_tenant;
 use super::Who;
 use crate::platform::http::{json, refuse};
 use crate::platform::r2::put_layer;
@@ -83,7 +83,11 @@ pub async fn upload(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
     if let Some(why) = mismatch(&grant, &body) {
         return Ok(refuse(ErrorName::ValidationError, why));
     }
-    let caller = Caller { tenant: by_id(env, &grant.sub).await?, session: grant.sid.clone(), origin: String::new() };
+    let tenant = match token_tenant(env, &grant.sub).await? {
+        Ok(tenant) => tenant,
+        Err(refusal) => return Ok(refusal),
+    };
+    let caller = Caller { tenant, session: grant.sid.clone(), origin: String::new() };
     let spent = stub::send(env, &caller, SessionRequest::BuildSpend(grant.clone())).await?;
     if spent.status_code() != 204 {
         return Ok(spent);
@@ -125,7 +129,10 @@ pub async fn registry(req: Request, env: &Env, who: &Who) -> Result<Response> {
         Err(response) => return Ok(response),
     };
     who.is(&claims.sub, &claims.sid);
-    let sources = by_id(env, &claims.sub).await?.defaults.packages;
+    let sources = match token_tenant(env, &claims.sub).await? {
+        Ok(tenant) => tenant.defaults.packages,
+        Err(refusal) => return Ok(refusal),
+    };
     let mut url = req.url()?.query_pairs().find(|(k, _)| k == "url").map(|(_, v)| v.into_owned()).unwrap_or_default();
     let accept = req.headers().get("accept")?.unwrap_or_else(|| "*/*".into());
     let deadline = Deadline(now_ms() + ANSWER_DEADLINE_MS);

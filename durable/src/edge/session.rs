@@ -7,7 +7,7 @@
 //! access logs and trace stores keep.
 
 use super::http::read_capped;
-use super::tenants::{authenticated_body, by_id};
+use super::tenants::{authenticated_body, token_tenant};
 use super::Who;
 use crate::platform::bindings::public_origin;
 use crate::platform::http::{json, refuse};
@@ -160,7 +160,10 @@ pub async fn tab_socket(req: Request, env: &Env, session: &str, who: &Who, socke
         return Ok(refuse(ErrorName::ValidationError, "?tab= must name this tab (the tabId of its hello)"));
     };
     who.is(&claims.sub, session);
-    let tenant = by_id(env, &claims.sub).await?;
+    let tenant = match token_tenant(env, &claims.sub).await? {
+        Ok(tenant) => tenant,
+        Err(refusal) => return Ok(refusal),
+    };
     let caller = Caller { tenant, session: session.to_owned(), origin: public_origin(env, &url)? };
     stub::send(env, &caller, socket.request(tab, claims.exp)).await
 }
@@ -232,7 +235,10 @@ pub async fn to_tab_session(
         None => Vec::new(),
     };
     who.is(&claims.sub, session);
-    let tenant = by_id(env, &claims.sub).await?;
+    let tenant = match token_tenant(env, &claims.sub).await? {
+        Ok(tenant) => tenant,
+        Err(refusal) => return Ok(refusal),
+    };
     let caller = Caller { tenant, session: session.to_owned(), origin: public_origin(env, &req.url()?)? };
     let tab = req.headers().get(TAB_HEADER)?;
     stub::send(env, &caller, request(tab, body)).await

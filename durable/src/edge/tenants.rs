@@ -1,5 +1,6 @@
-//! Tenant auth against `KV_CONFIG` (records cached in the isolate for
-//! `auth::cache::TENANT_CACHE_MS`), and the admin routes (guarded by the `ADMIN_TOKEN` secret):
+//! Tenant auth against `KV_CONFIG` (records and key rings, `auth::keyring`, cached in the isolate
+//! for `auth::cache::TENANT_CACHE_MS`; a key is admitted only as its tenant's ring says), and
+//! the admin routes (guarded by the `ADMIN_TOKEN` secret):
 //! `POST /admin/tenants` creates a tenant and its API key, `GET`/`PATCH /admin/tenants/<id>`
 //! show and change its name and defaults (the rules are `relay_core::auth::admin`).
 
@@ -7,7 +8,8 @@ use super::http::{read_capped, unauthorized};
 use crate::platform::bindings::{kv, public_origin, ADMIN_TOKEN};
 use crate::platform::http::{json, refuse, storage_unavailable, with_header};
 use crate::platform::{now_ms, random};
-use relay_core::auth::cache::TenantCache;
+use relay_core::auth::cache::{RecordCache, TenantCache};
+use relay_core::auth::keyring::{key_id, KeyEntry, KeyRing, KeyState};
 use relay_core::auth::{self, admin, bearer, check_key_shape, mint_api_key, Tenant};
 use relay_core::error::ErrorName;
 use relay_core::keys;
@@ -31,8 +33,16 @@ pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Resul
     if let Err(e) = check_key_shape(key) {
         return Ok(Err(unauthorized(&e.to_string())));
     }
-    match current(env, &keys::tenant_by_key(key)).await {
-        Ok(tenant) => Ok(tenant.ok_or_else(|| unauthorized("unknown API key"))),
+    let admitted = match current(env, &keys::tenant_by_key(key)).await {
+        Ok(Some(tenant)) => ring(env, &tenant.id).await.map(|ring| (tenant, ring)),
+        Ok(None) => return Ok(Err(unauthorized("unknown API key"))),
+        Err(e) => Err(e),
+    };
+    match admitted {
+        Ok((tenant, ring)) => Ok(match ring.admits(&auth::key_hash(key), now_ms()) {
+            Ok(()) => Ok(tenant),
+            Err(refused) => Err(unauthorized(&refused.to_string())),
+        }),
         // We wrote the record: one that does not parse is our fault (500), not KV's.
         Err(KvError::Serialization(e)) => Err(e.into()),
         Err(e) => Ok(Err(storage_unavailable("KV", &e))),
@@ -50,6 +60,54 @@ async fn current(env: &Env, kv_key: &str) -> std::result::Result<Option<Tenant>,
 
 thread_local! {
     static TENANTS: RefCell<TenantCache> = RefCell::new(TenantCache::default());
+    static RINGS: RefCell<RecordCache<KeyRing>> = RefCell::new(RecordCache::default());
+}
+
+/// Tenant `id`'s key ring: from this isolate's cache, else from KV; a tenant made before rings
+/// has the legacy ring (its keys unlisted and active).
+pub async fn ring(env: &Env, id: &str) -> std::result::Result<KeyRing, KvError> {
+    let kv_key = keys::tenant_keys(id);
+    if let Some(ring) = RINGS.with(|cache| cache.borrow().get(&kv_key, now_ms())) {
+        return Ok(ring);
+    }
+    let ring = stored_ring(&kv(env).map_err(|e| KvError::InvalidKvStore(e.to_string()))?, id).await?;
+    remember_ring(id, &ring);
+    Ok(ring)
+}
+
+/// Tenant `id`'s key ring as stored (the legacy ring when there is none), parsed from its text
+/// as `save_ring` writes it.
+pub async fn stored_ring(kv: &KvStore, id: &str) -> std::result::Result<KeyRing, KvError> {
+    match kv.get(&keys::tenant_keys(id)).text().await? {
+        Some(text) => serde_json::from_str(&text).map_err(KvError::Serialization),
+        None => Ok(KeyRing::legacy()),
+    }
+}
+
+/// Stores tenant `id`'s key ring, and uses it in this isolate at once (others within
+/// `auth::cache::TENANT_CACHE_MS`).
+pub async fn save_ring(kv: &KvStore, id: &str, ring: &KeyRing) -> std::result::Result<(), KvError> {
+    // As JSON text: the JS-value route would write the flattened states as empty objects.
+    kv.put(&keys::tenant_keys(id), serde_json::to_string(ring).map_err(KvError::Serialization)?)?.execute().await?;
+    remember_ring(id, ring);
+    Ok(())
+}
+
+fn remember_ring(id: &str, ring: &KeyRing) {
+    RINGS.with(|cache| cache.borrow_mut().put(&keys::tenant_keys(id), ring.clone(), now_ms()));
+}
+
+/// A new key of `tenant`, its ring entry and the key itself (shown once). The key's record
+/// (`tenant:<hash>`) is stored; the ring is the caller's to store.
+pub async fn new_key(kv: &KvStore, tenant: &Tenant) -> std::result::Result<(KeyEntry, String), KvError> {
+    let key = mint_api_key(&random());
+    put(kv, &keys::tenant_by_key(&key), tenant).await?;
+    Ok((key_entry(&key), key))
+}
+
+/// The ring entry of a key made now.
+fn key_entry(key: &str) -> KeyEntry {
+    KeyEntry { id: key_id(&random()), hash: auth::key_hash(key), created_at_ms: now_ms(), state: KeyState::Active }
 }
 
 /// The tenant record under `kv_key`: from this isolate's cache (`auth::cache`), else from KV.
@@ -79,11 +137,27 @@ pub async fn authenticated_body(
     Ok(read_capped(req, limit).await?.map(|body| (tenant, body)))
 }
 
-/// The record of the tenant with id `id` (a tab's token names only the id). A tenant created
-/// before records were kept by id gets the default settings.
-pub async fn by_id(env: &Env, id: &str) -> Result<Tenant> {
-    let stored = cached(env, &keys::tenant_by_id(id)).await?;
-    Ok(stored.unwrap_or_else(|| Tenant { id: id.to_owned(), name: id.to_owned(), defaults: Default::default() }))
+/// The record of the tenant with id `id`, if there is one.
+pub async fn by_id(env: &Env, id: &str) -> Result<Option<Tenant>> {
+    Ok(cached(env, &keys::tenant_by_id(id)).await?)
+}
+
+/// The tenant a signed token names (a tab's attach token or a run's token names only its id), or
+/// a 401 if it has no record: its operator deleted it after the token was signed, and a token
+/// must not bring a deleted tenant's relay session back, empty.
+pub async fn token_tenant(env: &Env, id: &str) -> Result<std::result::Result<Tenant, Response>> {
+    Ok(by_id(env, id).await?.ok_or_else(|| {
+        let why = format!(
+            "tenant {id} no longer exists (its operator deleted it), so tokens signed for it are refused: ask the operator for a tenant and key"
+        );
+        refuse(ErrorName::Unauthorized, why)
+    }))
+}
+
+/// Drops tenant `id`'s record from this isolate's cache (it was just deleted); other isolates
+/// see it gone within `auth::cache::TENANT_CACHE_MS`.
+pub fn forget(id: &str) {
+    TENANTS.with(|cache| cache.borrow_mut().forget(&keys::tenant_by_id(id)));
 }
 
 /// `POST /admin/tenants`: `{name, defaults?}` -> `{tenant, key}`. The key is shown only here.
@@ -101,7 +175,8 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     if let Err(e) = check_key_shape(&key) {
         return Ok(refuse(ErrorName::ValidationError, e.to_string()));
     }
-    if let Err(e) = save(&kv(env)?, &key, &tenant).await {
+    let kv = kv(env)?;
+    if let Err(e) = save_new(&kv, &key, &tenant).await {
         return Ok(storage_unavailable("KV", &e));
     }
     remember(&tenant);
@@ -166,6 +241,18 @@ async fn admin_body(req: &mut Request, env: &Env) -> Result<std::result::Result<
 /// Puts `tenant` into this isolate's cache under its id, so the next request here sees it.
 fn remember(tenant: &Tenant) {
     TENANTS.with(|cache| cache.borrow_mut().put(&keys::tenant_by_id(&tenant.id), tenant.clone(), now_ms()));
+}
+
+/// Stores a tenant `POST` made, its key and its key ring. A tenant made again (its id given)
+/// keeps the keys it had, so none is left out of its ring (a deletion finds its keys there).
+async fn save_new(kv: &KvStore, key: &str, tenant: &Tenant) -> std::result::Result<(), KvError> {
+    let existed = kv.get(&keys::tenant_by_id(&tenant.id)).text().await?.is_some();
+    let ring = match existed {
+        true => stored_ring(kv, &tenant.id).await?.admit(key_entry(key)),
+        false => KeyRing::new(key_entry(key)),
+    };
+    save(kv, key, tenant).await?;
+    save_ring(kv, &tenant.id, &ring).await
 }
 
 /// Stores the tenant under its key's hash and under its id (how a tab's token finds it, and the

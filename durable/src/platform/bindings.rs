@@ -2,16 +2,11 @@
 
 use worker::{Env, Result};
 
+/// R2, KV, the page's assets, the OAuth registration limiter: named in the core's table, which
+/// the deploy check holds wrangler.toml to (`relay_core::deploy::BINDINGS`).
+pub use relay_core::deploy::{ASSETS, KV_CONFIG, OAUTH_REGISTER, R2_CAPSULES};
 /// The relay sessions' Durable Objects (named by `protocol::object_name`).
 pub use relay_core::protocol::SESSIONS_BINDING as SESSIONS;
-/// R2: capsules, layers, build records, `/out` files (`relay_core::keys`).
-pub const R2_CAPSULES: &str = "R2_CAPSULES";
-/// KV: tenants, upstream servers, relay sessions, OAuth (`relay_core::keys`).
-pub const KV_CONFIG: &str = "KV_CONFIG";
-/// The page's static assets.
-pub const ASSETS: &str = "ASSETS";
-/// The rate limiter of OAuth client registration.
-pub const OAUTH_REGISTER: &str = "OAUTH_REGISTER";
 /// Secret: the Ed25519 seed that signs capsules and tokens.
 pub const CAPSULE_SIGNING_KEY: &str = "CAPSULE_SIGNING_KEY";
 /// Secret: the admin routes' bearer token.

@@ -45,16 +45,21 @@ pub async fn register_relay_session(env: &Env, tenant_id: &str, session: &str) -
 /// The names of the tenant's relay sessions that have served a request.
 pub async fn relay_sessions(env: &Env, tenant_id: &str) -> std::result::Result<Vec<String>, KvError> {
     let prefix = keys::relay_session(tenant_id, "");
+    Ok(list(env, &prefix).await?.into_iter().filter_map(|k| k.strip_prefix(&prefix).map(str::to_owned)).collect())
+}
+
+/// Every KV key starting with `prefix`, page by page.
+pub async fn list(env: &Env, prefix: &str) -> std::result::Result<Vec<String>, KvError> {
     let kv = kv(env).map_err(|e| KvError::InvalidKvStore(e.to_string()))?;
     let mut names = Vec::new();
     let mut cursor = None;
     loop {
-        let mut list = kv.list().prefix(prefix.clone());
+        let mut list = kv.list().prefix(prefix.to_owned());
         if let Some(cursor) = cursor.take() {
             list = list.cursor(cursor);
         }
         let page = list.execute().await?;
-        names.extend(page.keys.into_iter().filter_map(|k| k.name.strip_prefix(&prefix).map(str::to_owned)));
+        names.extend(page.keys.into_iter().map(|k| k.name));
         if page.list_complete {
             return Ok(names);
         }

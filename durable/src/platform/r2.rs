@@ -79,3 +79,24 @@ pub async fn capsule_policy(env: &Env, tenant_id: &str, hash: &str) -> worker::R
     POLICIES.with(|cache| cache.borrow_mut().insert(tenant_id, hash, policy.clone()));
     Ok(Ok(policy))
 }
+
+/// Deletes every object whose key starts with `prefix`, a page (up to 1,000) at a time;
+/// returns how many there were.
+pub async fn delete_prefix(env: &Env, prefix: &str) -> Result<u64, StorageError> {
+    let bucket = R2(env.clone()).bucket()?;
+    let (mut deleted, mut first) = (0, None);
+    loop {
+        let page = bucket.list().prefix(prefix).execute().await.map_err(failed)?;
+        let keys: Vec<String> = page.objects().iter().map(|object| object.key()).collect();
+        if keys.is_empty() {
+            return Ok(deleted);
+        }
+        // A page that starts where the last one did was not deleted: stop rather than loop.
+        if first.as_ref() == keys.first() {
+            return Err(failed(format!("deleting under {prefix}: {} was listed again", keys[0])));
+        }
+        first = keys.first().cloned();
+        deleted += keys.len() as u64;
+        bucket.delete_multiple(keys).await.map_err(failed)?;
+    }
+}

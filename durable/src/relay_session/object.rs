@@ -27,6 +27,8 @@ pub struct SessionDO {
     unmigrated: Option<String>,
     /// Whether this instance has served a request yet (see `register`).
     served: Cell<bool>,
+    /// Whether its storage was erased (its tenant deleted): it serves nothing more.
+    erased: Cell<bool>,
 }
 
 impl DurableObject for SessionDO {
@@ -37,7 +39,7 @@ impl DurableObject for SessionDO {
             worker::console_error!("relay session storage: {e}");
             e.to_string()
         });
-        SessionDO { shared: Rc::new(shared), state, unmigrated, served: Cell::new(false) }
+        SessionDO { shared: Rc::new(shared), state, unmigrated, served: Cell::new(false), erased: Cell::new(false) }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -45,13 +47,17 @@ impl DurableObject for SessionDO {
             let message = format!("this relay session's storage could not be brought up to date ({why}); retry later");
             return Ok(refuse(ErrorName::StorageUnavailable, message));
         }
+        if self.erased.get() {
+            return Ok(refuse(ErrorName::NotFound, "this relay session was erased with its tenant"));
+        }
         let (caller, request) = match stub::receive(req).await? {
             Ok(received) => received,
             Err(refusal) => return Ok(error(refusal)),
         };
         let shared = self.shared.clone();
         shared.configure(&caller.tenant.defaults.queue);
-        if !self.served.replace(true) {
+        // An erasure must not list the relay session under its tenant again.
+        if request != SessionRequest::Erase && !self.served.replace(true) {
             register(&shared, &caller).await;
         }
         self.dispatch(shared, caller, request).await
@@ -99,6 +105,8 @@ impl SessionDO {
             ReserveOutFile { run, path } => Ok(out_files::reserve(&shared, &run, &path)),
             ReleaseOutFile { run, path } => Ok(out_files::release(&shared, &run, &path)),
             Metrics => Ok(metrics(&shared)),
+            Audit => Ok(audit(&shared)),
+            Erase => self.erase().await,
             WorkspaceIndex { since, run } => Ok(workspace::index(&shared, &caller, since, run.as_deref())),
             WorkspaceBody { sha256 } => workspace::body(&shared, &caller, &sha256).await,
             WorkspacePutBody { run, sha256, body } => {
@@ -109,6 +117,26 @@ impl SessionDO {
                 Ok(workspace::commit(&shared, &caller, &run, &cap, &changes).await)
             }
         }
+    }
+
+    /// Deletes all of this relay session's storage (SQLite and all: runs, audit, workspace
+    /// index, inline bodies) and its alarm; this instance then answers every request 404, and
+    /// is not listed under its tenant again. A tab's stream already open stays open, carrying
+    /// nothing but heartbeats, until the tab goes or the instance does.
+    async fn erase(&self) -> Result<Response> {
+        self.erased.set(true);
+        let storage = self.state.storage();
+        storage.delete_alarm().await?;
+        storage.delete_all().await?;
+        Ok(json(200, &serde_json::json!({ "erased": true })))
+    }
+}
+
+/// The relay session's whole audit chain, oldest first (`relay://audit`'s shape).
+fn audit(shared: &Shared) -> Response {
+    match shared.store().audit_records(relay_core::audit::RETENTION as usize) {
+        Ok(records) => json(200, &relay_core::audit::audit_json(&records)),
+        Err(e) => storage_unavailable("the relay session's SQLite", &e),
     }
 }
 

@@ -1,0 +1,47 @@
+// The retention sweep over 10,000 `/out` files (README "Operating"): uploads them through
+// `PUT /files` (32 a run, the most a run may publish; 16 uploads at once), then fires the Cron
+// Trigger as of now (a sweep that scans and keeps all) and as of four hours on (one that
+// deletes all), and prints each sweep's own duration from its log line. `bash bench/run.sh
+// retention` (RELAY_LOG_LEVEL=log: the sweep's line is an info line).
+
+import { readFileSync } from "node:fs";
+import { BASE, createTenant, mintRunToken } from "../miniflare-tests/lib/relay.mjs";
+
+const FILES = Number(process.env.RETENTION_FILES ?? 10_000);
+const PER_RUN = 32;
+const AT_ONCE = 16;
+
+const { tenant, key } = await createTenant("retention-bench");
+const made = await fetch(`${BASE}/capsules`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ language: "js", code: "1" }) });
+const { hash } = await made.json();
+const tokens = [];
+for (let run = 0; run * PER_RUN < FILES; run++) tokens.push(mintRunToken({ tenant: tenant.id, run: `r_${run}`, capsule: hash }));
+
+const started = performance.now();
+let next = 0;
+async function uploader() {
+  for (let i = next++; i < FILES; i = next++) {
+    const run = Math.floor(i / PER_RUN);
+    const res = await fetch(`${BASE}/files/r_${run}/out/f${i}.txt`, { method: "PUT", headers: { authorization: `Bearer ${tokens[run]}` }, body: `${i}` });
+    if (res.status !== 201) throw new Error(`upload ${i}: ${res.status} ${await res.text()}`);
+  }
+}
+await Promise.all(Array.from({ length: AT_ONCE }, uploader));
+console.log(`uploaded ${FILES} files in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+
+async function sweep(time) {
+  const lines = () => readFileSync(process.env.RELAY_SERVER_LOG, "utf8").split("\n").filter((l) => l.startsWith("{") && l.includes('"kind":"retention"'));
+  const before = lines().length;
+  const t0 = performance.now();
+  const res = await fetch(`${BASE}/cdn-cgi/handler/scheduled?cron=17+*+*+*+*&time=${time}`);
+  const wall = performance.now() - t0;
+  if (res.status !== 200) throw new Error(`scheduled: ${res.status}`);
+  while (lines().length === before) await new Promise((r) => setTimeout(r, 100));
+  const line = JSON.parse(lines().at(-1));
+  return { scanned: line.scanned, deleted: line.deleted, durationMs: line.durationMs, wallMs: Math.round(wall) };
+}
+
+const now = Date.now();
+console.log("sweep keeping all:", JSON.stringify(await sweep(now)));
+console.log("sweep deleting all:", JSON.stringify(await sweep(now + 4 * 3_600_000)));
+console.log("sweep of an empty prefix:", JSON.stringify(await sweep(now + 4 * 3_600_000)));
