@@ -5,6 +5,7 @@
 use crate::capsule::jws::b64url;
 use crate::packages::PackageSources;
 use crate::policy::Policy;
+use crate::run::contexts::ContextSettings;
 use crate::workspace::WorkspaceSettings;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -36,6 +37,8 @@ pub struct TenantDefaults {
     pub packages: PackageSources,
     /// Each relay session's workspace: its cap.
     pub workspace: WorkspaceSettings,
+    /// Each relay session's contexts (`run_js`/`run_py` with `context`): how many, how long idle.
+    pub contexts: ContextSettings,
 }
 
 /// [`TenantDefaults::out_file_max_bytes`] unless the tenant sets it: 10 MiB.
@@ -50,6 +53,7 @@ impl Default for TenantDefaults {
             out_file_max_bytes: OUT_FILE_MAX_BYTES,
             packages: PackageSources::default(),
             workspace: WorkspaceSettings::default(),
+            contexts: ContextSettings::default(),
         }
     }
 }

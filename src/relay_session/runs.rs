@@ -30,9 +30,10 @@ use crate::files::download_url;
 use crate::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
 use crate::mcp::tasks::{TaskRecord, TaskStatus};
 use crate::mcp::{self, Era, HttpResponse, LogLevel, Tool, ToolCall, ToolResult};
-use crate::protocol::{Caller, CapsuleCommand, TabCommand};
+use crate::protocol::{Caller, CapsuleCommand, ContextOrder, TabCommand};
 use crate::run::args::{capsule_spec, deps_request};
 use crate::run::backchannel::{EventBody, Exit, OutFile, RunError, Usage};
+use crate::run::contexts::{ask_of, Ask};
 use crate::run::file_op::{file_op, FileOp};
 use crate::run::machine::{Cancel, Input, Outcome};
 use crate::upstream::seal::SealingKey;
@@ -68,6 +69,9 @@ impl Work {
             return Ok(file_op(call.tool.name(), &call.arguments, &policy.filesystem)
                 .map(Work::File)
                 .map_err(|e| tool_error(e.name, &e.message)));
+        }
+        if let Err(why) = context_ask(call) {
+            return Ok(Err(tool_error(ErrorName::ValidationError, &why)));
         }
         let signer = signer()?;
         let asked = capsule_spec(call.tool.name(), &call.arguments, policy)
@@ -118,6 +122,11 @@ impl Job {
     }
 }
 
+/// The context a run's call names, if any (its arguments checked: see `run::contexts`).
+fn context_ask(call: &ToolCall) -> Result<Option<Ask>, String> {
+    call.arguments.as_object().map_or(Ok(None), ask_of)
+}
+
 /// What a run's answer is made of: the call, who made it, the run and its job.
 #[derive(Clone)]
 pub struct Call {
@@ -153,7 +162,7 @@ impl Call {
     /// The JSON-RPC response for the run, which ended at `now_ms` as `outcome` says.
     pub fn conclude(&self, outcome: Outcome, now_ms: u64) -> Value {
         let Call { tool_call: call, caller, run, job } = self;
-        let Outcome { exit, stdout, stderr, .. } = outcome;
+        let Outcome { exit, stdout, stderr, context, .. } = outcome;
         let signer = match job.as_ref() {
             Job::Capsule { signer, .. } => &**signer,
             Job::Packaged(job) => &job.signer,
@@ -170,9 +179,13 @@ impl Call {
             fetches: exit.usage.fetches,
             denied: exit.usage.denied,
             file_errors: exit.usage.file_errors,
+            context_runs: exit.usage.context_runs,
             files,
             images: images.collect(),
             error: exit.error.as_ref().map(|e| named_error(e, caller)),
+            context,
+            displays: exit.displays.clone(),
+            run: run.clone(),
         };
         mcp::tool_result(call, result)
     }
@@ -299,7 +312,12 @@ impl<P: Platform + 'static> RelaySession<P> {
     /// and the call's redacted arguments.
     pub fn admit_call(&self, call: &Call, delivery: Box<dyn Delivery<P::Frames>>) -> Result<(), Unadmitted> {
         let Call { tool_call, caller, run, job } = call;
-        with_queued(tool_call, caller, run, &job.audit_name(), |queued| self.admit(queued, job.limits(), delivery))
+        let settings = &caller.tenant.defaults.contexts;
+        let context =
+            context_ask(tool_call).ok().flatten().map(|ask| self.claim_context(job.runtime(), &ask, settings));
+        with_queued(tool_call, caller, run, &job.audit_name(), |queued| {
+            self.admit(queued, job.limits(), context, delivery)
+        })
     }
 
     /// A file tool answered by the relay session itself from its workspace, with or without a
@@ -335,8 +353,8 @@ impl<P: Platform + 'static> RelaySession<P> {
         };
         let roots = self.store().audit_workspace(run, before.as_deref().ok(), after.as_deref().ok());
         self.persisted("audit", roots);
-        let exit = Exit { exit_code, usage, error, files: Vec::new() };
-        let outcome = Outcome { exit, stdout: String::new(), stderr: String::new(), by_relay: true };
+        let exit = Exit { exit_code, usage, error, files: Vec::new(), displays: Vec::new() };
+        let outcome = Outcome { exit, stdout: String::new(), stderr: String::new(), by_relay: true, context: None };
         self.audited("a file tool", self.store().audit_finished(run, &outcome, ended));
         match answer {
             Ok(value) => Ok(mcp::file_result(tool_call, value)),
@@ -414,8 +432,15 @@ pub async fn prepare<P: Platform + 'static>(session: &Rc<RelaySession<P>>, calle
 
 impl<P: Platform> RelaySession<P> {
     /// The `capsule` command for run `run`, signed now.
+    /// A run in a context carries its order (`run::contexts`).
     pub fn capsule_command(&self, signer: &Signer, caller: &Caller, run: &str, capsule: &Capsule) -> TabCommand {
-        TabCommand::Capsule(CapsuleCommand::new(signer, caller, run, capsule, self.now_ms() / 1000))
+        let mut command = CapsuleCommand::new(signer, caller, run, capsule, self.now_ms() / 1000);
+        command.context = self.context_of(run).map(|claim| ContextOrder {
+            name: claim.key.1,
+            fresh: claim.fresh,
+            idle_ms: caller.tenant.defaults.contexts.idle_ms,
+        });
+        TabCommand::Capsule(command)
     }
 }
 

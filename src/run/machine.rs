@@ -21,6 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use serde_json::{json, Value};
 
 use super::backchannel::{Applied, EventBody, Exit, RunLog, TabEvent, DENIALS_AUDITED};
+use super::contexts::Report;
 use super::lease::TabLease;
 use super::queue::{Admission, RunQueue};
 use crate::auth::QueueSettings;
@@ -116,6 +117,8 @@ pub struct Outcome {
     /// The relay ended the run (a deadline, a cancel, a lost tab): its error message is the
     /// relay's own words. Otherwise the tab reported the end, and the message may quote the run.
     pub by_relay: bool,
+    /// What became of the run's context, if it named one (the relay session's book adds it).
+    pub context: Option<Report>,
 }
 
 /// The answer to a backchannel batch: each event applied, skipped as a duplicate, or refused.
@@ -607,7 +610,7 @@ impl RunMachine {
         entry.assigned = None;
         let Some(exit) = entry.log.exit.clone() else { return };
         let (stdout, stderr) = (std::mem::take(&mut entry.log.stdout), std::mem::take(&mut entry.log.stderr));
-        let outcome = Outcome { exit, stdout, stderr, by_relay };
+        let outcome = Outcome { exit, stdout, stderr, by_relay, context: None };
         out.push(Output::Finish { run: run.to_owned(), outcome, answer: entry.answer });
         self.finished.push_back(run.to_owned());
         while self.finished.len() > FINISHED_KEPT {
