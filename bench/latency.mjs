@@ -4,7 +4,9 @@
 // run_py `print(1)`, the file tools read, write and search (no runtime: one hop to the tab and
 // back), a run_js doing one allowed fetch (through the Worker's /egress to a loopback server),
 // their ratios to the floor, and Pyodide's time to ready (cold and after a reload) and first run.
-// Every run gets a fresh sandboxed worker, loaded ahead as a standby once the page is idle:
+// Runs in a warm context (`context`: one interpreter kept between calls) are measured back to
+// back too: no worker to take, which is how an agent gets warm speed back to back.
+// Every other run gets a fresh sandboxed worker, loaded ahead as a standby once the page is idle:
 // calls back to back wait for it when loading takes longer than a call (Pyodide), so
 // the runs are also measured with a pause between calls (BENCH_PAUSE_MS), as an agent that
 // reads each result before its next call makes them, and so is the floor, for what the pause
@@ -113,6 +115,8 @@ const results = [
   ["run_js", await measure("run_js console.log(1)", runJs)],
   ["run_js, new code", await measure("run_js, new code each call", () => checked(client, "run_js", `console.log(1) // ${++calls}`))],
   ["run_py", await measure("run_py print(1)", runPy)],
+  ["run_js in a context", await measure("run_js in a warm context", () => checked(client, "run_js", "console.log(1)", { context: "bench" }))],
+  ["run_py in a context", await measure("run_py in a warm context", () => checked(client, "run_py", "print(1)", { context: "bench" }))],
   [`run_js, ${PAUSE_MS} ms apart`, await measure(`run_js, ${PAUSE_MS} ms apart`, runJs, paused)],
   [`run_py, ${PAUSE_MS} ms apart`, await measure(`run_py, ${PAUSE_MS} ms apart`, runPy, paused)],
   // What the pause alone costs: the floor's own call after the same idle time.

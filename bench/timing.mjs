@@ -40,8 +40,8 @@ export async function timed(fn) {
   return performance.now() - t0;
 }
 
-/** Calls tool `name` (run_js or run_py) with `code`, which must print exactly "1". */
-export async function checked(client, name, code) {
-  const result = await client.callTool({ name, arguments: { code } });
+/** Calls tool `name` (run_js or run_py) with `code` (and `extra` arguments), which must print exactly "1". */
+export async function checked(client, name, code, extra = {}) {
+  const result = await client.callTool({ name, arguments: { code, ...extra } });
   if (result.structuredContent?.stdout !== "1\n") throw new Error(`${name} gave ${JSON.stringify(result)}`);
 }

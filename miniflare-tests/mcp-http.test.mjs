@@ -309,8 +309,8 @@ describe("2026-07-28: stateless requests", () => {
     assert.deepEqual(first.tools.map((t) => t.name), TOOL_NAMES);
     const tools = Object.fromEntries(first.tools.map((t) => [t.name, t]));
     const props = (name) => Object.keys(tools[name].inputSchema.properties).sort();
-    assert.deepEqual(props("run_js"), ["args", "code", "cwd", "env", "executor", "npm", "policy", "stdin"]);
-    assert.deepEqual(props("run_py"), ["args", "code", "cwd", "env", "executor", "pip", "policy", "stdin"]);
+    assert.deepEqual(props("run_js"), ["args", "code", "context", "cwd", "env", "executor", "npm", "policy", "reset", "stdin"]);
+    assert.deepEqual(props("run_py"), ["args", "code", "context", "cwd", "env", "executor", "pip", "policy", "reset", "stdin"]);
     assert.deepEqual(props("read"), ["encoding", "maxBytes", "offset", "path"]);
     assert.deepEqual(props("write"), ["content", "encoding", "mode", "path"]);
     assert.deepEqual(props("search"), ["caseSensitive", "filePattern", "maxResults", "paths", "pattern"]);
@@ -324,7 +324,7 @@ describe("2026-07-28: stateless requests", () => {
       assert.ok(tool.outputSchema.properties.error, `${tool.name}: failures fit the output schema`);
       assert.ok(tool.description.length > 40, tool.name);
     }
-    assert.deepEqual(Object.keys(tools.run_js.outputSchema.properties).sort(), ["error", "executor", "exitCode", "files", "notStored", "stderr", "stdout", "truncated", "usage"]);
+    assert.deepEqual(Object.keys(tools.run_js.outputSchema.properties).sort(), ["context", "displays", "error", "executor", "exitCode", "files", "notStored", "stderr", "stdout", "truncated", "usage"]);
     for (const name of ["read", "search"]) assert.equal(tools[name].annotations.readOnlyHint, true, name);
     for (const name of ["run_js", "run_py"]) {
       assert.equal(tools[name].annotations.openWorldHint, true, name);
@@ -334,7 +334,7 @@ describe("2026-07-28: stateless requests", () => {
 
   test("resources and prompts: relay://session and use-relay, with caching hints", async () => {
     const resources = (await modernCall(key, "resources/list")).message.result;
-    assert.deepEqual(resources.resources.map((r) => r.uri), ["relay://session", "relay://audit", "relay://workspace"]);
+    assert.deepEqual(resources.resources.map((r) => r.uri), ["relay://session", "relay://audit", "relay://workspace", "relay://contexts"]);
     assert.equal(resources.cacheScope, "public");
     const templates = (await modernCall(key, "resources/templates/list")).message.result;
     assert.deepEqual(templates.resourceTemplates, []);

@@ -54,8 +54,13 @@ fn finished(out: &[Output]) -> Option<(String, i32, Option<&'static str>, String
 
 /// The edge's exit event for `run`, after `ms` of running.
 fn edge_exit(run: &str, seq: u64, ms: u64) -> Input {
-    let exit =
-        EventBody::Exit { exit_code: 0, usage: Usage { wall_ms: ms, ..Usage::default() }, error: None, files: vec![] };
+    let exit = EventBody::Exit {
+        exit_code: 0,
+        usage: Usage { wall_ms: ms, ..Usage::default() },
+        error: None,
+        files: vec![],
+        displays: vec![],
+    };
     Input::Heard { tab: Some(EDGE.into()), events: vec![TabEvent { run_id: run.into(), seq, body: exit }] }
 }
 
@@ -200,7 +205,13 @@ fn a_tab_attached_takes_tab_or_edge_runs_and_edge_runs_stay_at_the_edge() {
             events: vec![TabEvent {
                 run_id: "r1".into(),
                 seq: 0,
-                body: EventBody::Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![] },
+                body: EventBody::Exit {
+                    exit_code: 0,
+                    usage: Usage::default(),
+                    error: None,
+                    files: vec![],
+                    displays: vec![],
+                },
             }],
         },
     );

@@ -97,7 +97,7 @@ fn result_of_read(uri: &str) -> Value {
 #[test]
 fn resources_list_and_templates() {
     let result = result(&Server::new().reply(&modern("resources/list", json!({}))));
-    assert_eq!(result["resources"].as_array().unwrap().len(), 3);
+    assert_eq!(result["resources"].as_array().unwrap().len(), 4);
     assert_eq!(result["resources"][0]["uri"], "relay://session");
     assert_eq!(result["resources"][0]["mimeType"], "application/json");
     assert_eq!(result["resources"][1]["uri"], "relay://audit");
@@ -106,6 +106,10 @@ fn resources_list_and_templates() {
     let read = result_of_read("relay://workspace");
     let listing: Value = serde_json::from_str(read["contents"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(listing["files"], json!([]), "what the relay session supplies");
+    assert_eq!(result["resources"][3]["uri"], "relay://contexts");
+    let read = result_of_read("relay://contexts");
+    let contexts: Value = serde_json::from_str(read["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(contexts, json!({ "contexts": [] }), "what the relay session supplies");
     let templates = result_of("resources/templates/list");
     assert_eq!(templates["resourceTemplates"], json!([]));
 }

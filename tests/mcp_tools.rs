@@ -46,7 +46,7 @@ fn tools_are_listed_in_a_fixed_order() {
 /// The properties of each tool's arguments, and which are required: what clients call with.
 #[test]
 fn input_schemas_have_each_tools_properties() {
-    let run_common = ["code", "stdin", "args", "env", "cwd", "policy", "executor"];
+    let run_common = ["code", "stdin", "args", "env", "cwd", "context", "reset", "policy", "executor"];
     let cases: [(&str, Vec<&str>, &[&str]); 5] = [
         ("run_js", [&run_common[..], &["npm"]].concat(), &["code"]),
         ("run_py", [&run_common[..], &["pip"]].concat(), &["code"]),
@@ -171,7 +171,7 @@ fn output_schemas_describe_structured_content() {
     assert_eq!(keys(&usage["properties"]), set(&reported));
     let shown = tool_result(&a_call(Era::Modern, false, None), ToolResult::default());
     assert_eq!(keys(&shown["result"]["structuredContent"]["usage"]), set(&reported));
-    assert_eq!(set(&reported), set(&["wallMs", "memPeakMb", "fetches", "denied", "fileErrors"]));
+    assert_eq!(set(&reported), set(&["wallMs", "memPeakMb", "fetches", "denied", "fileErrors", "contextRuns"]));
 }
 
 /// A client that caches compiled validators by `$id` (the TypeScript SDK's Ajv) compiles each
@@ -386,7 +386,7 @@ fn tool_result_shape() {
     assert_eq!(
         result["structuredContent"],
         json!({"exitCode": 0, "stdout": "hello\n", "stderr": "warn\n",
-               "usage": {"wallMs": 812, "memPeakMb": 74, "fetches": 0, "denied": 0, "fileErrors": 0},
+               "usage": {"wallMs": 812, "memPeakMb": 74, "fetches": 0, "denied": 0, "fileErrors": 0, "contextRuns": 0},
                "files": [{"path": "/out/a.png", "size": 3, "url": "https://x/a.png"}]})
     );
     let text = result["content"][0]["text"].as_str().unwrap();

@@ -39,8 +39,8 @@ fn queued<'a>(run_id: &'a str, args: &'a Value, request_id: &'a Value) -> Queued
 fn outcome(exit_code: i32, error: Option<(&str, &str)>, stdout: &str, by_relay: bool) -> Outcome {
     let error = error.map(|(name, message)| RunError { name: name.into(), message: message.into() });
     let usage = Usage { wall_ms: 40, ..Usage::default() };
-    let exit = Exit { exit_code, usage, error, files: Vec::new() };
-    Outcome { exit, stdout: stdout.into(), stderr: String::new(), by_relay, executor: Some("tab") }
+    let exit = Exit { exit_code, usage, error, files: Vec::new(), displays: Vec::new() };
+    Outcome { exit, stdout: stdout.into(), stderr: String::new(), by_relay, context: None, executor: Some("tab") }
 }
 
 /// Runs migrations `1..=n` the way `migrate` does, so a test can stop half way.

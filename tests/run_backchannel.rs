@@ -21,7 +21,7 @@ fn stderr(seq: u64, data: &str) -> TabEvent {
 }
 
 fn exit(seq: u64, exit_code: i32) -> TabEvent {
-    event(seq, EventBody::Exit { exit_code, usage: Usage::default(), error: None, files: vec![] })
+    event(seq, EventBody::Exit { exit_code, usage: Usage::default(), error: None, files: vec![], displays: vec![] })
 }
 
 fn progress() -> EventBody {
@@ -75,6 +75,7 @@ fn a_batch_of_every_event_type_parses() {
                     usage: Usage { wall_ms: 7, mem_peak_mb: 9, ..Usage::default() },
                     error: Some(run_error("Timeout", "slow")),
                     files: vec![],
+                    displays: vec![],
                 }
             ),
             exit(6, 0),
@@ -138,18 +139,18 @@ fn unknown_fields_are_refused() {
     }
 }
 
-/// An exit whose usage, error and one file carry every field `exit_fields` lists (the page's
+/// An exit whose usage, error, one file and one display carry every field `exit_fields` lists (the page's
 /// exit events are built from that list), each with a value of its type.
 fn exit_with_every_listed_field(extra: Option<(&str, &str)>) -> serde_json::Value {
     let fields = exit_fields();
     let sample = |name: &str| match name {
         "uploaded" => json!(true),
         "image" => json!({"mimeType": "image/png", "data": "AA=="}),
-        "path" | "sha256" | "name" | "message" => json!("x"),
+        "path" | "sha256" | "name" | "message" | "mimeType" | "text" | "data" => json!("x"),
         _ => json!(1),
     };
     let mut groups = serde_json::Map::new();
-    for group in ["usage", "error", "file"] {
+    for group in ["usage", "error", "file", "display"] {
         let mut value: serde_json::Map<_, _> = fields[group]
             .as_array()
             .unwrap()
@@ -163,19 +164,20 @@ fn exit_with_every_listed_field(extra: Option<(&str, &str)>) -> serde_json::Valu
         groups.insert(group.to_owned(), value.into());
     }
     json!({"runId": "r_1", "seq": 0, "type": "exit", "exitCode": 1,
-           "usage": groups["usage"], "error": groups["error"], "files": [groups["file"]]})
+           "usage": groups["usage"], "error": groups["error"], "files": [groups["file"]], "displays": [groups["display"]]})
 }
 
 #[test]
 fn exit_fields_lists_exactly_what_an_exit_may_carry() {
     let events = parse_batch(line(exit_with_every_listed_field(None)).as_bytes()).unwrap();
-    let EventBody::Exit { usage, error, files, .. } = &events[0].body else { panic!("not an exit") };
-    assert_eq!(*usage, Usage { wall_ms: 1, mem_peak_mb: 1, fetches: 1, denied: 1, file_errors: 1 });
+    let EventBody::Exit { usage, error, files, displays, .. } = &events[0].body else { panic!("not an exit") };
+    assert_eq!(*usage, Usage { wall_ms: 1, mem_peak_mb: 1, fetches: 1, denied: 1, file_errors: 1, context_runs: 1 });
+    assert_eq!((displays[0].mime_type.as_str(), displays[0].text.as_deref()), ("x", Some("x")));
     assert_eq!(error.as_ref().map(|e| e.name.as_str()), Some("x"));
     assert!(files[0].uploaded && files[0].image.is_some());
     // What the page's own outcomes hold besides (a file's url) is refused: sent, it would cost
     // the whole batch.
-    for (group, field) in [("usage", "cpuMs"), ("file", "url"), ("error", "stack")] {
+    for (group, field) in [("usage", "cpuMs"), ("file", "url"), ("error", "stack"), ("display", "url")] {
         let err = parse_batch(line(exit_with_every_listed_field(Some((group, field)))).as_bytes()).expect_err(field);
         assert!(err.contains(&format!("unknown field `{field}`")), "{group}.{field}: {err}");
     }
@@ -219,9 +221,12 @@ fn in_order_events_are_new_and_build_the_log() {
     assert_eq!(log.apply(&stdout(3, "b")), Applied::New);
     assert_eq!(log.exit, None);
     let usage = Usage { wall_ms: 12, mem_peak_mb: 3, ..Usage::default() };
-    assert_eq!(log.apply(&event(4, EventBody::Exit { exit_code: 0, usage, error: None, files: vec![] })), Applied::New);
+    assert_eq!(
+        log.apply(&event(4, EventBody::Exit { exit_code: 0, usage, error: None, files: vec![], displays: vec![] })),
+        Applied::New
+    );
     assert_eq!((log.stdout.as_str(), log.stderr.as_str()), ("ab", "e"));
-    assert_eq!(log.exit, Some(Exit { exit_code: 0, usage, error: None, files: vec![] }));
+    assert_eq!(log.exit, Some(Exit { exit_code: 0, usage, error: None, files: vec![], displays: vec![] }));
     assert_eq!(log.dropped_bytes, 0);
 }
 
@@ -294,6 +299,7 @@ fn an_exit_keeps_its_own_error_and_non_zero_code() {
         usage: Usage::default(),
         error: Some(run_error("Timeout", "slow")),
         files: vec![],
+        displays: vec![],
     };
     log.apply(&event(1, body));
     assert_eq!(
@@ -303,6 +309,7 @@ fn an_exit_keeps_its_own_error_and_non_zero_code() {
             usage: Usage::default(),
             error: Some(run_error("Timeout", "slow")),
             files: vec![],
+            displays: vec![],
         })
     );
 }
@@ -312,7 +319,13 @@ fn an_exit_error_with_code_zero_becomes_one() {
     let mut log = RunLog::new(1024);
     log.apply(&event(
         0,
-        EventBody::Exit { exit_code: 0, usage: Usage::default(), error: Some(run_error("X", "y")), files: vec![] },
+        EventBody::Exit {
+            exit_code: 0,
+            usage: Usage::default(),
+            error: Some(run_error("X", "y")),
+            files: vec![],
+            displays: vec![],
+        },
     ));
     assert_eq!(log.exit.unwrap().exit_code, 1);
 }
@@ -344,7 +357,10 @@ fn output_exactly_at_the_cap_is_not_an_error() {
     log.apply(&stdout(2, ""));
     log.apply(&exit(3, 0));
     assert_eq!(log.dropped_bytes, 0);
-    assert_eq!(log.exit.unwrap(), Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![] });
+    assert_eq!(
+        log.exit.unwrap(),
+        Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![], displays: vec![] }
+    );
 }
 
 #[test]
@@ -406,6 +422,7 @@ fn fail_ends_a_running_run_only() {
         usage: Usage::default(),
         error: Some(run_error("Timeout", "run exceeded 60000 ms")),
         files: vec![],
+        displays: vec![],
     };
     assert_eq!(log.exit, Some(failed.clone()));
     // The tab's own exit arriving afterwards is too late; a retry of what was seen is a duplicate.
@@ -417,7 +434,10 @@ fn fail_ends_a_running_run_only() {
     let mut ended = RunLog::new(1024);
     ended.apply(&exit(0, 0));
     ended.fail("Timeout", "late".into(), 124);
-    assert_eq!(ended.exit, Some(Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![] }));
+    assert_eq!(
+        ended.exit,
+        Some(Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![], displays: vec![] })
+    );
 }
 
 // ---- property: exactly once, in order, whatever the tab's retries ----
@@ -531,7 +551,7 @@ proptest! {
             prop_assert_eq!(exit.error.map(|e| e.name), Some("OutputLimitExceeded".to_string()));
             prop_assert_eq!(exit.exit_code, if exit_code == 0 { 1 } else { exit_code });
         } else {
-            prop_assert_eq!(exit, Exit { exit_code, usage: Usage::default(), error: None, files: vec![] });
+            prop_assert_eq!(exit, Exit { exit_code, usage: Usage::default(), error: None, files: vec![], displays: vec![] });
         }
     }
 }

@@ -53,6 +53,7 @@ fn exit(code: i32) -> EventBody {
         usage: Usage { wall_ms: 5, mem_peak_mb: 1, ..Usage::default() },
         error: None,
         files: vec![],
+        displays: vec![],
     }
 }
 

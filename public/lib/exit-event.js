@@ -12,13 +12,14 @@ function only(names, value) {
   return Object.fromEntries(names.filter((name) => value[name] !== undefined).map((name) => [name, value[name]]));
 }
 
-/** The exit event of a run that ended with `outcome`: `{exitCode, usage, error?, files?}`. */
-export function exitEvent({ exitCode, usage = {}, error, files }) {
+/** The exit event of a run that ended with `outcome`: `{exitCode, usage, error?, files?, displays?}`. */
+export function exitEvent({ exitCode, usage = {}, error, files, displays }) {
   return {
     type: "exit",
     exitCode,
     usage: only(EXIT_FIELDS.usage, usage),
     ...(files && { files: files.map((file) => only(EXIT_FIELDS.file, file)) }),
+    ...(displays?.length && { displays: displays.map((display) => only(EXIT_FIELDS.display, display)) }),
     ...(error && { error: only(EXIT_FIELDS.error, error) }),
   };
 }

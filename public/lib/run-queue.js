@@ -11,6 +11,7 @@
 // results delivered, the sandbox is told to load the standby workers runs took
 // (RunnerHost.refill).
 
+import { toBase64 } from "./bytes.js";
 import { loadCapsule, runnerJob } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
@@ -21,6 +22,16 @@ import { runtimeName } from "./status.js";
 
 // A waiting run hears of the stored file changes of the run ahead at most this often.
 const QUEUED_NOTE_EVERY_MS = 5_000;
+// A display() up to this size rides in the result; a larger one is written to /out (as an
+// image in /out is inlined up to the same size: out-files.js).
+const INLINE_DISPLAY_BYTES = 96 * 1024;
+// All of a run's inline displays together (as sent: base64 for images), so its exit event stays
+// well under the 1 MiB an event may have; the rest go to /out too.
+const INLINE_DISPLAYS_TOTAL = 512 * 1024;
+const DISPLAY_EXTENSIONS = {
+  "image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp", "image/svg+xml": "svg",
+  "text/html": "html", "text/markdown": "md", "application/json": "json", "text/plain": "txt",
+};
 
 export class RunQueue {
   /**
@@ -160,8 +171,9 @@ export class RunQueue {
     const echo = this.status.echo();
     const { policy } = capsule.manifest;
     const outWrites = new Set(); // paths under /out this run wrote
+    const displays = []; // what display() showed, in order
     const writer = this.sync.writer(announced.runToken);
-    const outcome = await this.runner.run(runnerJob(runId, capsule, this.workspace.snapshot(), this.workspace.limitBytes), {
+    const outcome = await this.runner.run(job(announced, capsule, this.workspace), {
       signal,
       onFile: (op) => this.applyFileOp(op, policy.filesystem, outWrites, writer).then(() => this.noteDoing(undefined, 1)),
       onFetch: (request) =>
@@ -169,6 +181,7 @@ export class RunQueue {
           ? mcpsRpc({ runToken: announced.runToken, request })
           : guardedFetch({ policy: this.policy, network: policy.network, runToken: announced.runToken, request }),
       onDenied: (denial) => report({ type: "denied", ...denial }),
+      onDisplay: (display) => displays.push(display),
       onLoading: (runtimeId) => {
         this.noteDoing(`loading the ${runtimeName(runtimeId)} runtime`);
         this.status.log(`Loading ${runtimeName(runtimeId)} runtime from this server...`);
@@ -188,13 +201,43 @@ export class RunQueue {
     echo.end();
     const { fileErrors } = outcome.usage;
     if (fileErrors) this.status.error(`run ${runId}: ${fileErrors} file change(s) could not be stored`);
+    const shown = await this.storeDisplays(runId, displays, policy.filesystem, outWrites, writer);
     this.noteDoing("sending its file changes to the relay session");
     const { refused, failure: lost } = await writer.done();
     for (const { path, name, message } of refused) this.status.error(`run ${runId}: the relay session refused ${path}: ${name}: ${message}`);
     if (lost) this.status.error(`run ${runId}: file changes did not reach the relay session: ${lost.message}`);
     if (outWrites.size) this.noteDoing("uploading its /out files");
     const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken });
-    this.complete(report, view, { ...outcome, files });
+    this.complete(report, view, { ...outcome, files, displays: shown });
+  }
+
+  /**
+   * The run's displays as its exit reports them: each small one inline (text, or an image's
+   * base64), each larger one written to /out as `display-<run>-<n>.<ext>` under the run's
+   * policy and named by its path (its file is then uploaded and listed like any in /out).
+   */
+  async storeDisplays(runId, displays, filesystem, outWrites, writer) {
+    const encoder = new TextEncoder();
+    const shown = [];
+    let room = INLINE_DISPLAYS_TOTAL;
+    for (const [n, { mimeType, data }] of displays.entries()) {
+      const bytes = typeof data === "string" ? encoder.encode(data) : data;
+      const sent = typeof data === "string" ? bytes.byteLength : Math.ceil(bytes.byteLength / 3) * 4;
+      if (bytes.byteLength <= INLINE_DISPLAY_BYTES && sent <= room) {
+        room -= sent;
+        shown.push(typeof data === "string" ? { mimeType, text: data } : { mimeType, data: toBase64(data) });
+        continue;
+      }
+      const path = `/out/display-${runId}-${n}.${DISPLAY_EXTENSIONS[mimeType]}`;
+      try {
+        await this.applyFileOp({ op: "write", path, data: bytes }, filesystem, outWrites, writer);
+        shown.push({ mimeType, path });
+      } catch (err) {
+        const text = `[display ${n}: ${mimeType}, ${bytes.byteLength} bytes, too large to show inline and not written to /out: ${err.message}]`;
+        shown.push({ mimeType: "text/plain", text });
+      }
+    }
+    return shown;
   }
 
   /**
@@ -214,13 +257,18 @@ export class RunQueue {
     writer.push(verdict.path, data);
   }
 
-  complete(report, view, { exitCode, usage, error, files = [] }) {
-    report(exitEvent({ exitCode, usage, error, files }));
+  complete(report, view, { exitCode, usage, error, files = [], displays = [] }) {
+    report(exitEvent({ exitCode, usage, error, files, displays }));
     const runtime = formatSeconds(usage.wallMs);
     this.status.log(`Execution completed (exitCode: ${exitCode}, runtime: ${runtime})`);
     if (error) this.status.error(`${error.name}: ${error.message}`);
     view.finish({ exitCode, usage, error, files });
   }
+}
+
+/** The runner's job (lib/capsule.js) with the context the run names (the relay's order: {name, fresh, idleMs}), if any. */
+function job({ runId, context }, capsule, workspace) {
+  return { ...runnerJob(runId, capsule, workspace.snapshot(), workspace.limitBytes), ...(context && { context }) };
 }
 
 function capsuleFailure(hash, err) {

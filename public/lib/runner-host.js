@@ -14,7 +14,13 @@
 //
 // job: {runId, language:"js"|"py", runtimeId, files:{relative path: Uint8Array},
 //       entry:{path, argv, env, cwd, stdin}, limits:{timeoutMs, memMb, stdoutBytes},
-//       workspace?:{absolute path: Uint8Array}, filesystem?:{readonly, writable}}
+//       workspace?:{absolute path: Uint8Array}, filesystem?:{readonly, writable},
+//       context?:{name, fresh, idleMs}}
+//
+// A job in a context runs in that context's worker (lib/sandbox.js takeContext), which is kept
+// when the run ends without an error (whatever its exit code) and killed, ending the context,
+// when it ends with one: the relay's book follows the same rule (relay_core::run::contexts).
+// usage.contextRuns says how many runs the worker had served before (0: it started here).
 
 import { failure, outputLimitFailure, relayError } from "./errors.js";
 import { OutputSink } from "./output-sink.js";
@@ -43,6 +49,11 @@ const MAX_MEM_MB = 1 << 20;
 // well within; a change waiting costs the page well under 1 KiB besides its bytes.
 const MAX_FILE_OPS_IN_FLIGHT = 1 << 16;
 const MAX_FILE_BYTES_IN_FLIGHT = 2 * WORKSPACE_LIMIT_BYTES;
+// What display() may show: these types only, this many per run, this many bytes in all.
+const DISPLAY_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml", "text/html", "text/markdown", "application/json", "text/plain"]);
+const BINARY_DISPLAY = /^image\/(png|jpeg|gif|webp)$/;
+const MAX_DISPLAYS = 64;
+const MAX_DISPLAY_BYTES = 16 * 1024 * 1024;
 // Guest fetches at once; more are answered with an error straight away.
 const MAX_FETCHES_IN_FLIGHT = 16;
 // Bounds on a fetch request's parts, before the caller's network policy looks at it.
@@ -106,11 +117,12 @@ export class RunnerHost {
    * `handlers.onFetch({url, method, headers: [[name, value]], body?: Uint8Array})
    *   -> Promise<{status, statusText?, url?, headers?, body?} | {error: {name, message}}>`
    * fetches for the guest, or refuses (error.name "PolicyDenied"); without it every fetch is denied.
+   * `handlers.onDisplay({mimeType, data: string | Uint8Array})`: guest code called display().
    * `handlers.onDenied({what: "fetch" | "write", target, reason})`: the run's policy refused
    * guest code a fetch (the caller's refusal) or a write (the runner's), for the audit.
    * @returns {Promise<{exitCode, usage:{wallMs, memPeakMb, fetches, denied, fileErrors}, error?:{name, message}}>}
    */
-  run(job, { onLoading = () => {}, onStart = () => {}, onOutput = () => {}, onFile, onFetch = denyFetch, onDenied = () => {}, signal } = {}) {
+  run(job, { onLoading = () => {}, onStart = () => {}, onOutput = () => {}, onFile, onFetch = denyFetch, onDenied = () => {}, onDisplay = () => {}, signal } = {}) {
     if (this.current) throw new Error("RunnerHost runs one job at a time");
     if (signal?.aborted) return Promise.resolve(cancelledOutcome());
     return new Promise((resolve) => {
@@ -125,6 +137,8 @@ export class RunnerHost {
         onFile: onFile ?? (() => Promise.resolve()),
         onFetch,
         onDenied,
+        onDisplay,
+        displayed: { count: 0, bytes: 0 },
         storing: new Set(), // onFile promises not settled yet
         storingBytes: 0,
         fetching: new Set(), // ids of fetches not answered yet
@@ -143,11 +157,21 @@ export class RunnerHost {
       const loadMs = Math.min(LOAD_TIMEOUT_MS, job.limits.timeoutMs);
       this.arm(loadMs, (ms) => failure("Timeout", `loading runtime ${job.runtimeId} took longer than ${ms} ms, the run's own time limit (policy.limits.timeoutMs); it goes on loading: call again`));
       // The page's path rule (policy.wasm) judges the run's file changes: loaded once per page.
-      Promise.all([this.sandbox.take(job.runtimeId, job.runId, () => this.current === run), loadPolicy()]).then(
+      Promise.all([this.worker(run), loadPolicy()]).then(
         ([port, policy]) => this.start(run, port, onStart, policy),
         (err) => this.current === run && this.stop(failure("Internal", err.message)),
       );
     });
+  }
+
+  /** The port of the worker `run` runs in: a fresh one, or its context's. */
+  async worker(run) {
+    const { runtimeId, runId, context } = run.job;
+    const wanted = () => this.current === run;
+    if (!context) return this.sandbox.take(runtimeId, runId, wanted);
+    const { port, runs } = await this.sandbox.takeContext(runtimeId, context, runId, wanted);
+    run.counts.contextRuns = runs;
+    return port;
   }
 
   /** Hands the job to its worker; the run's own time limit starts now. */
@@ -172,6 +196,7 @@ export class RunnerHost {
     if (type === "file") return this.onFileMessage(run, message);
     if (type === "fetch") return this.onFetchMessage(run, message);
     if (type === "denied") return this.onDeniedMessage(run, message);
+    if (type === "display") return this.onDisplayMessage(run, message);
     if (type === "exit" && Number.isInteger(message.exitCode)) return this.stop(exitOutcome(message));
     this.stop(crashedOutcome(`it sent a message the page does not accept (${JSON.stringify(type)})`));
   }
@@ -230,6 +255,22 @@ export class RunnerHost {
       .then(answer);
   }
 
+  /** A display(): its type one the relay shows, its data of the right kind, within the bounds. */
+  onDisplayMessage(run, { mimeType, data }) {
+    const binary = BINARY_DISPLAY.test(mimeType);
+    if (!DISPLAY_TYPES.has(mimeType) || (binary ? !(data instanceof Uint8Array) : typeof data !== "string")) {
+      const what = typeof mimeType === "string" ? mimeType.slice(0, 80) : typeof mimeType;
+      return run.sink.write("stderr", `display: ${what} cannot be shown (bytes must be a PNG, JPEG, GIF or WebP image; text one of ${[...DISPLAY_TYPES].filter((t) => !BINARY_DISPLAY.test(t)).join(", ")})\n`);
+    }
+    const bytes = binary ? data.byteLength : data.length * 3;
+    run.displayed.count++;
+    run.displayed.bytes += bytes;
+    if (run.displayed.count > MAX_DISPLAYS || run.displayed.bytes > MAX_DISPLAY_BYTES) {
+      return this.stop(failure("OutputLimitExceeded", `display() was called past its limits (${MAX_DISPLAYS} displays, ${MAX_DISPLAY_BYTES} bytes per run); write big results to /out instead`));
+    }
+    run.onDisplay({ mimeType, data });
+  }
+
   /** A write the runner refused by the run's policy (the guest got PolicyDenied already). */
   onDeniedMessage(run, { what, target, reason }) {
     if (what !== "write" || typeof target !== "string" || typeof reason !== "string") {
@@ -253,8 +294,13 @@ export class RunnerHost {
     this.current = null;
     clearTimeout(run.timer);
     run.cleanup();
-    run.port?.close();
-    this.sandbox.kill(run.job.runId);
+    if (run.job.context && run.port && !outcome.error) {
+      run.port.onmessage = null; // what the context's worker says between runs is never read
+      this.sandbox.release(run.job.runId);
+    } else {
+      run.port?.close();
+      this.sandbox.kill(run.job.runId);
+    }
     const wallMs = run.startedAt === null ? 0 : Math.round(performance.now() - run.startedAt);
     // The workspace changes heard before the end are stored before the outcome is told.
     Promise.allSettled(run.storing).then(() => {

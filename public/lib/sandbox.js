@@ -17,6 +17,13 @@
 // start again on the new one. A frame that never says hello (it failed to load, or died
 // first) is replaced the same way after HELLO_WITHIN_MS. The pings tick from the page's worker
 // clock (lib/clock.js), so a tab in the background notices as soon.
+//
+// Contexts (run::contexts in the core): a run in a context takes its worker as any run the
+// first time, and the page keeps that worker's port under the context's key; the run is
+// `release`d, not killed, when it ends well, and the context's later runs `enter` the same
+// worker and post to the same port. A kill ends the context; so do the frame's death, a
+// worker that dies between runs (`lost`), and an idle time the relay gives (checked on the
+// page's clock, a little after the relay's own expiry, so the relay always decides first).
 
 import { every } from "./clock.js";
 import { namedError } from "./errors.js";
@@ -30,6 +37,8 @@ const FRAME_SILENCE_MS = 3_000;
 // How long a new frame may take to say hello: a small document with one inline script, which
 // loads in well under a second; the margin is for a page that is itself still starting up.
 const HELLO_WITHIN_MS = 10_000;
+// A context unused for its idle time (the relay's) plus this is ended here.
+const CONTEXT_IDLE_MARGIN_MS = 5_000;
 
 /** What a take or load waiting on a frame that died is rejected with: it starts again. */
 class FrameGone extends Error {}
@@ -45,7 +54,10 @@ export class Sandbox {
     this.onCrash = () => {};
     window.addEventListener("message", (event) => this.onMessage(event));
     this.open();
-    every(PING_EVERY_MS, () => this.checkFrame());
+    every(PING_EVERY_MS, () => {
+      this.checkFrame();
+      this.expireContexts();
+    });
   }
 
   /** A new frame, with nothing loaded; messages to it wait until it says hello. */
@@ -62,6 +74,8 @@ export class Sandbox {
     this.waiting = new Map(); // key -> {resolve, reject}
     this.offers = new Map(); // runtimeId -> {id, port, killed}: ready workers the frame offered
     this.killsSent = 0;
+    // key -> {port, runs, idleMs, usedAt, runId}: the contexts whose workers this frame holds
+    this.contexts = new Map();
     this.frame.src = this.frameUrl;
     document.body.append(this.frame);
   }
@@ -100,10 +114,10 @@ export class Sandbox {
    * worker is asked for once `wanted()` says the run is over (the frame would stop the worker
    * of whichever run holds one then). A frame that dies meanwhile is replaced and asked again.
    */
-  async take(runtimeId, runId, wanted = () => true) {
+  async take(runtimeId, runId, wanted = () => true, context = undefined) {
     for (;;) {
       try {
-        const port = await this.takeFromFrame(runtimeId, runId, wanted);
+        const port = await this.takeFromFrame(runtimeId, runId, wanted, context);
         this.holder = runId;
         return port;
       } catch (err) {
@@ -112,27 +126,80 @@ export class Sandbox {
     }
   }
 
-  async takeFromFrame(runtimeId, runId, wanted) {
+  async takeFromFrame(runtimeId, runId, wanted, context) {
     await this.prepare(runtimeId);
     if (!wanted()) throw new Error(`run ${runId} ended before it had a worker`);
     const offer = this.offers.get(runtimeId);
     this.offers.delete(runtimeId);
     // Current only if the frame had handled every kill sent: no guest can be alive beside it.
     if (offer?.killed === this.killsSent) {
-      this.post({ type: "took", runtimeId, id: offer.id, runId });
+      this.post({ type: "took", runtimeId, id: offer.id, runId, context });
       return offer.port;
     }
     if (offer) {
       offer.port.close();
       this.post({ type: "discard", runtimeId, id: offer.id });
     }
-    const { port } = await this.ask(`taken:${runId}`, { type: "take", runtimeId, runId });
+    const { port } = await this.ask(`taken:${runId}`, { type: "take", runtimeId, runId, context });
     return port;
   }
 
-  /** Ends run `runId`: its worker is terminated. */
+  /**
+   * A worker for run `runId` in context `name` of `runtimeId` (`fresh`: end the one held
+   * first): `{port, runs}`, runs being how many runs the context's worker served before.
+   */
+  async takeContext(runtimeId, { name, fresh, idleMs }, runId, wanted = () => true) {
+    const key = `${runtimeId}/${name}`;
+    if (fresh) this.dropContext(key);
+    const held = this.contexts.get(key);
+    if (held) {
+      this.post({ type: "enter", runId, context: key });
+      Object.assign(held, { runId, idleMs });
+      this.holder = runId;
+      return { port: held.port, runs: held.runs };
+    }
+    const port = await this.take(runtimeId, runId, wanted, key);
+    this.contexts.set(key, { port, runs: 0, idleMs, usedAt: performance.now(), runId });
+    return { port, runs: 0 };
+  }
+
+  /** Run `runId`, in a context, ended well: its worker is kept for the context's next run. */
+  release(runId) {
+    if (this.holder === runId) this.holder = null;
+    for (const context of this.contexts.values()) {
+      if (context.runId !== runId) continue;
+      context.runs++;
+      context.usedAt = performance.now();
+      context.runId = null;
+    }
+    this.post({ type: "release", runId });
+  }
+
+  dropContext(key) {
+    const context = this.contexts.get(key);
+    if (!context) return;
+    this.contexts.delete(key);
+    context.port.close();
+    this.post({ type: "drop", context: key });
+  }
+
+  /** Ends the contexts no run used for their idle time (and a margin: the relay decides first). */
+  expireContexts() {
+    const now = performance.now();
+    for (const [key, { runId, usedAt, idleMs }] of this.contexts) {
+      if (runId === null && now - usedAt > idleMs + CONTEXT_IDLE_MARGIN_MS) this.dropContext(key);
+    }
+  }
+
+  /** Ends run `runId`: its worker is terminated (and with it the context it ran in, if any). */
   kill(runId) {
     if (this.holder === runId) this.holder = null;
+    for (const [key, context] of this.contexts) {
+      if (context.runId === runId) {
+        this.contexts.delete(key);
+        context.port.close();
+      }
+    }
     this.killsSent++;
     this.post({ type: "kill", runId });
   }
@@ -171,6 +238,8 @@ export class Sandbox {
         return this.settle(`taken:${data.runId}`, null, { port: ports[0] });
       case "standby":
         return this.keepOffer(data, ports[0]);
+      case "lost":
+        return this.contexts.delete(data.context);
       case "crashed":
         if (this.waiting.has(`taken:${data.runId}`)) return this.settle(`taken:${data.runId}`, new Error(data.message));
         return this.onCrash(data.runId, new Error(String(data.message)));
@@ -219,6 +288,7 @@ export class Sandbox {
     const { frame, waiting, offers, holder } = this;
     frame.remove();
     for (const offer of offers.values()) offer.port.close();
+    for (const context of this.contexts.values()) context.port.close();
     this.holder = null;
     this.open();
     const message = `${why} and was replaced`;

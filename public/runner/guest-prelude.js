@@ -33,6 +33,12 @@
 //     /mcps/<server>.d.ts describe them); the raw form is fetch("/mcps-rpc", {method: "POST",
 //     body: JSON.stringify({mcp, tool, params})}). A refusal rejects with an Error named as the
 //     relay named it ("PolicyDenied", "ValidationError", "UpstreamFailed").
+//   display(value, {raw}) shows a value in the call's result, as IPython's display() does: bytes
+//     (Uint8Array, ArrayBuffer) of a PNG, JPEG, GIF or WebP image as that image; an object with
+//     _repr_png_/_repr_jpeg_/_repr_svg_/_repr_html_/_repr_markdown_/_repr_json_ (or
+//     _repr_mimebundle_) by the richest of them; a string as text; anything else as JSON (a list
+//     of records or an object of columns becomes a table). With {raw: true} the value is a mime
+//     bundle ({"text/html": "<b>hi</b>"}) shown by its richest type.
 
 /**
  * @param host functions the worker provides: write(fd, text), exit(code),
@@ -40,7 +46,7 @@
  *   fs(op, argsJson, data?) -> result (see quickjs.js; throws an Error named by its Node code),
  *   utf8Encode(string) -> ArrayBuffer, utf8Decode(ArrayBuffer) -> string,
  *   fetch(requestJson, body, callback(errorJson, responseJson, body))
- * @returns {formatError, configure}: formatError(value) -> string, used by the worker to print
+ * @returns {formatError, configure, display}: formatError(value) -> string, used by the worker to print
  *   uncaught errors; configure(configJson) gives process the run's {entry, argv, env, cwd,
  *   stdin}. The worker calls the prelude while it waits as a standby, and configure when its
  *   run starts, before any guest code.
@@ -316,6 +322,7 @@ export function guestPrelude(host) {
       });
 
     const guestFetch = globalThis.fetch;
+    globalThis.display = display;
     globalThis.mcps = Object.freeze({
       async call(server, tool, params = {}) {
         const body = JSON.stringify({ mcp: server, tool, params });
@@ -328,11 +335,44 @@ export function guestPrelude(host) {
     });
   }
 
+  // Richest first, as a notebook picks among a mime bundle's types.
+  const DISPLAY_ORDER = ["image/png", "image/jpeg", "image/svg+xml", "text/html", "text/markdown", "application/json", "text/plain"];
+  const REPRS = { _repr_png_: "image/png", _repr_jpeg_: "image/jpeg", _repr_svg_: "image/svg+xml", _repr_html_: "text/html", _repr_markdown_: "text/markdown", _repr_json_: "application/json" };
+
+  // Also what a context's script shows of its completion value (quickjs.js), as a notebook
+  // shows a cell's last expression.
+  function display(value, { raw = false } = {}) {
+    if (value instanceof ArrayBuffer || ArrayBuffer.isView(value)) {
+      const bytes = value instanceof ArrayBuffer ? value : value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength);
+      return host.display("", bytes);
+    }
+    const bundle = raw ? value : mimeBundle(value);
+    const mime = DISPLAY_ORDER.find((type) => bundle?.[type] !== undefined && bundle[type] !== null);
+    if (!mime) throw new TypeError(`display: nothing to show (a mime bundle needs one of ${DISPLAY_ORDER.join(", ")})`);
+    const data = bundle[mime];
+    if (data instanceof ArrayBuffer || ArrayBuffer.isView(data)) return display(data);
+    host.display(mime, mime === "application/json" && typeof data !== "string" ? JSON.stringify(data) : String(data));
+  }
+
+  function mimeBundle(value) {
+    if (typeof value === "string") return { "text/plain": value };
+    const bundle = {};
+    if (value !== null && typeof value === "object") {
+      if (typeof value._repr_mimebundle_ === "function") Object.assign(bundle, value._repr_mimebundle_());
+      for (const [method, mime] of Object.entries(REPRS)) {
+        if (typeof value[method] === "function") bundle[mime] ??= value[method]();
+      }
+      if (Object.keys(bundle).length) return bundle;
+    }
+    const json = JSON.stringify(value);
+    return json === undefined ? { "text/plain": String(value) } : { "application/json": json };
+  }
+
   function configure(configJson) {
     config = JSON.parse(configJson);
     process.argv = ["quickjs", config.entry, ...config.argv];
     process.env = { ...config.env };
   }
 
-  return { formatError, configure };
+  return { formatError, configure, display };
 }

@@ -17,7 +17,7 @@ import { loadPyodide } from "pyodide/pyodide.mjs";
 import { outputLimitFailure } from "../lib/errors.js";
 import createPyodideModule from "pyodide/pyodide.asm.mjs";
 import { inWorkspace } from "../lib/workspace-rules.js";
-import { loadWorkspace, writeThrough } from "./python-files.js";
+import { clearWorkspace, loadWorkspace, writeThrough } from "./python-files.js";
 import { WriteRule, runnerPolicy } from "./write-rule.js";
 import relayRunSource from "./relay_run.py";
 import { MCPS_RPC } from "../lib/egress.js";
@@ -49,10 +49,16 @@ export const pyodideEngine = {
     pyodide.runPython("relay_warm()");
     const relayRun = pyodide.globals.get("relay_run");
     const policy = runnerPolicy(assets.modules);
+    let unwrap = null; // a context's last run's write-through, undone before its next run
     return {
       async run(job, sink, relay) {
         const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
-        const exitCode = await runCapsule(pyodide, relayRun, { job, sink, relay, rule });
+        if (unwrap) {
+          unwrap();
+          clearWorkspace(pyodide.FS);
+        }
+        const { exitCode, unwrapped } = await runCapsule(pyodide, relayRun, { job, sink, relay, rule });
+        if (job.context) unwrap = unwrapped;
         // The interpreter's whole wasm heap: it only grows, so this is the run's peak.
         return { exitCode, memPeakMb: pyodide._module.HEAPU8.buffer.byteLength / MiB };
       },
@@ -137,23 +143,26 @@ async function guestFetch(input, init) {
   return response;
 }
 
+/** Runs the capsule: `{exitCode, unwrapped}`, unwrapped() undoing its write-through. */
 async function runCapsule(pyodide, relayRun, { job, sink, relay, rule }) {
   writeFiles(pyodide.FS, job.files);
   // Before the workspace and its write-through: installing unpacks each wheel through /tmp.
   await installWheels(pyodide, job.files);
   loadWorkspace(pyodide.FS, job.workspace);
-  writeThrough(pyodide.FS, { rule, relay, workspace: job.workspace, warn: (text) => sink.write("stderr", text) });
+  const unwrapped = writeThrough(pyodide.FS, { rule, relay, workspace: job.workspace, warn: (text) => sink.write("stderr", text) });
   activeRelay = relay;
   pyodide.setStdout({ write: streamWriter(sink, "stdout") });
   pyodide.setStderr({ write: streamWriter(sink, "stderr") });
   const { entry } = job;
-  const config = { entry: entry.path, argv: entry.argv, env: entry.env, cwd: entry.cwd, stdin: entry.stdin };
+  const config = { entry: entry.path, argv: entry.argv, env: entry.env, cwd: entry.cwd, stdin: entry.stdin, context: Boolean(job.context) };
   // What relay_run.py's audit hook asks before a write: the same rule as above.
+  // And where display() goes (bytes come as a PyProxy of a buffer: copied out here).
   const guard = {
     deniedWrite: (path) => rule.denied(path) ?? undefined,
     inWorkspace: (path) => inWorkspace(path),
+    display: (mime, data) => relay.display(mime || undefined, typeof data === "string" ? data : bytesOfProxy(data)),
   };
-  return callRelayRun(pyodide, relayRun, JSON.stringify(config), guard);
+  return { exitCode: await callRelayRun(pyodide, relayRun, JSON.stringify(config), guard), unwrapped };
 }
 
 /**
@@ -211,4 +220,13 @@ function streamWriter(sink, stream) {
     }
     return bytes.length;
   };
+}
+
+/** A copy of the bytes of a Python bytes-like object handed to JavaScript. */
+function bytesOfProxy(proxy) {
+  try {
+    return proxy.toJs ? new Uint8Array(proxy.toJs()) : new Uint8Array(proxy);
+  } finally {
+    proxy.destroy?.();
+  }
 }

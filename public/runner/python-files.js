@@ -35,8 +35,26 @@ export function loadWorkspace(FS, workspace = {}) {
 }
 
 /**
+ * Empties the workspace roots (the files of a context's last run), before the next run's
+ * snapshot is written: the workspace may have changed since, by other runs and tools.
+ */
+export function clearWorkspace(FS) {
+  for (const root of WORKSPACE_ROOTS) {
+    for (const name of FS.readdir(root)) if (name !== "." && name !== "..") removeTree(FS, `${root}/${name}`);
+  }
+}
+
+function removeTree(FS, path) {
+  const stat = FS.lstat(path);
+  if (!FS.isDir(stat.mode)) return FS.unlink(path);
+  for (const name of FS.readdir(path)) if (name !== "." && name !== "..") removeTree(FS, `${path}/${name}`);
+  FS.rmdir(path);
+}
+
+/**
  * Wraps FS's operations for this run: policy checks under the roots and write-through.
  * @param rule the run's WriteRule; relay a RunRelay; warn(text) writes to stderr
+ * @returns a function that puts FS's own operations back (before a context's next run)
  */
 export function writeThrough(FS, { rule, relay, workspace = {}, warn }) {
   const sizes = new Map(Object.entries(workspace).map(([path, bytes]) => [path, bytes.byteLength]));
@@ -129,6 +147,7 @@ export function writeThrough(FS, { rule, relay, workspace = {}, warn }) {
     if (inWorkspace(link) || inWorkspace(pointsTo)) throw new FS.ErrnoError(EPERM);
     return original.symlink(target, linkpath);
   };
+  return () => Object.assign(FS, original);
 }
 
 /** `path` itself if it is a file, else every file below it. */

@@ -8,6 +8,12 @@
 // Guest code lives inside the QuickJS interpreter and reaches the worker only through the host
 // functions the prelude is given (HOST_FUNCTIONS): output, exit, timers, files (guest-files.js:
 // the workspace, written through to the page) and fetch (answered by the page).
+//
+// A run in a context (job.context) keeps its runtime and context for the context's next run.
+// Its entry is evaluated as a global script when it compiles as one (no import/export, no
+// top-level await), so its top-level declarations stay in the global scope for the next run
+// (as in a second <script>: a let/const cannot be declared again); else as a module, where
+// only what it puts on globalThis (and the modules it imported) carries over.
 
 import { newQuickJSWASMModuleFromVariant, newVariant } from "quickjs-emscripten";
 import RELEASE_SYNC from "@jitl/quickjs-wasmfile-release-sync";
@@ -43,13 +49,23 @@ export const quickJsEngine = {
     const standby = await instantiate(wasmModule, memMb ? heapCap(memMb) : STANDBY_CAP_MIB);
     const ready = freshContext(standby.module);
     const policy = runnerPolicy(modules);
+    let context = null; // a context's interpreter, made by its first run: {fresh, memory}
     return {
       async run(job, sink, relay, guard) {
         const capMiB = heapCap(job.limits.memMb);
+        if (job.context) {
+          if (!context) {
+            const own = capMiB === standby.capMiB ? standby : await instantiate(wasmModule, capMiB);
+            context = { fresh: own === standby ? ready : freshContext(own.module), memory: own.memory };
+          }
+          const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
+          const outcome = await new QuickJsRun(context.fresh, job, sink, relay, rule, true).result;
+          return { ...outcome, memPeakMb: context.memory.buffer.byteLength / MiB };
+        }
         const own = capMiB === standby.capMiB ? null : await instantiate(wasmModule, capMiB);
         const { memory } = own ?? standby;
         const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
-        const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay, rule, guard).result;
+        const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay, rule, false, guard).result;
         return { ...outcome, memPeakMb: memory.buffer.byteLength / MiB };
       },
     };
@@ -68,7 +84,7 @@ async function instantiate(wasmModule, capMiB) {
 }
 
 // The functions the prelude's `host` object has; each calls the QuickJsRun method of its name.
-const HOST_FUNCTIONS = ["write", "exit", "setTimer", "clearTimer", "fs", "utf8Encode", "utf8Decode", "fetch"];
+const HOST_FUNCTIONS = ["write", "exit", "setTimer", "clearTimer", "fs", "utf8Encode", "utf8Decode", "fetch", "display"];
 
 /**
  * A runtime and context no guest has touched, with the prelude installed (guest-prelude.js):
@@ -85,21 +101,23 @@ function freshContext(module) {
     context.newFunction(name, (...args) => holder.run[name](...args)).consume((fn) => context.setProp(host, name, fn));
   }
   const installed = context.unwrapResult(context.callFunction(prelude, context.undefined, host));
-  const [formatError, configure] = ["formatError", "configure"].map((name) => context.getProp(installed, name));
+  const [formatError, configure, display] = ["formatError", "configure", "display"].map((name) => context.getProp(installed, name));
   for (const handle of [prelude, host, installed]) handle.dispose();
-  return { runtime, context, holder, formatError, configure };
+  return { runtime, context, holder, formatError, configure, display };
 }
 
 class QuickJsRun {
   /**
    * @param fresh freshContext()'s: this run's own runtime, context and installed prelude
    * @param rule the run's WriteRule: which of its writes the page stores
+   * @param kept the runtime and context outlive the run (a context's: see the top)
    * @param guard at the edge only (durable/js/edge-runner.js): `tick()` is called with every
    *   interrupt-handler call and says when to stop, `error` why, and `onStop` is called when it
    *   stops a guest that only waits
    */
-  constructor({ runtime, context, holder, formatError, configure }, job, sink, relay, rule, guard) {
+  constructor({ runtime, context, holder, formatError, configure, display }, job, sink, relay, rule, kept = false, guard = undefined) {
     this.job = job;
+    this.kept = kept;
     this.guard = guard;
     this.sink = sink;
     this.relay = relay;
@@ -119,6 +137,7 @@ class QuickJsRun {
     this.runtime = runtime;
     this.context = context;
     this.formatError = formatError;
+    this.displayValue = display; // the prelude's display(), for a script's completion value
     holder.run = this; // the prelude's host functions now call this run's
     this.configure(configure);
     // QuickJS's own accounting stops most runaway allocations with a clean "out of memory"
@@ -146,10 +165,18 @@ class QuickJsRun {
       this.sink.write("stderr", `${source.error.message}\n`);
       return this.finish(1);
     }
-    const evaluated = this.context.evalCode(source, entry.path, { type: "module" });
+    this.script = this.kept && this.compilesAsScript(source);
+    const evaluated = this.context.evalCode(source, entry.path, { type: this.script ? "global" : "module" });
     if (evaluated.error) return this.fail(evaluated.error);
-    this.main = evaluated.value; // the module's evaluation promise
+    this.main = evaluated.value; // the module's evaluation promise; a script's completion value
     this.settle();
+  }
+
+  /** Whether `source` is a script (no import/export, no top-level await): compiled, not run. */
+  compilesAsScript(source) {
+    const compiled = this.context.evalCode(source, this.job.entry.path, { type: "global", compileOnly: true });
+    (compiled.error ?? compiled.value).dispose();
+    return !compiled.error;
   }
 
   /** Gives process this run's entry, argv, env, cwd and stdin (guest-prelude.js's configure). */
@@ -159,7 +186,8 @@ class QuickJsRun {
     const config = JSON.stringify({ entry: entry.path, argv: entry.argv, env: entry.env, cwd: entry.cwd, stdin: entry.stdin });
     const configHandle = ctx.newString(config);
     ctx.unwrapResult(ctx.callFunction(configure, ctx.undefined, configHandle)).dispose();
-    for (const handle of [configure, configHandle]) handle.dispose();
+    configHandle.dispose();
+    if (!this.kept) configure.dispose();
   }
 
   // The prelude's host functions (HOST_FUNCTIONS), called with QuickJS handles.
@@ -199,6 +227,13 @@ class QuickJsRun {
     const request = JSON.parse(ctx.getString(requestJson));
     if (ctx.typeof(body) !== "undefined") request.body = this.bytesOf(body);
     this.startFetch(request, callback.dup());
+  }
+
+  /** display(): a MIME type ("" for bytes, which the relay sniffs) and a string or bytes. */
+  display(mime, data) {
+    const ctx = this.context;
+    const payload = ctx.typeof(data) === "string" ? ctx.getString(data) : this.bytesOf(data);
+    this.relay.display(ctx.getString(mime) || undefined, payload);
   }
 
   addTimer(callback, ms, repeat) {
@@ -283,10 +318,22 @@ class QuickJsRun {
     if (state.type === "fulfilled") {
       // A module without top-level await may evaluate to a plain value: then it is this.main.
       if (!state.notAPromise) state.value.dispose();
+      if (this.script) return this.showCompletion();
       return this.finish(0);
     }
     this.sink.write("stderr", "Warning: Detected unsettled top-level await\n");
     this.finish(EXIT_UNSETTLED_AWAIT);
+  }
+
+  /** A context's script ends by showing its completion value (not undefined or null) as display() would. */
+  showCompletion() {
+    const ctx = this.context;
+    if (!ctx.sameValue(this.main, ctx.undefined) && !ctx.sameValue(this.main, ctx.null)) {
+      const shown = ctx.callFunction(this.displayValue, ctx.undefined, this.main);
+      if (shown.error) return this.fail(shown.error);
+      shown.value.dispose();
+    }
+    this.finish(0);
   }
 
   /** An exception escaped the program: print it like Node does and exit 1. */
@@ -316,8 +363,10 @@ class QuickJsRun {
     const stoppedBy = this.guard?.error;
     this.resolve(stoppedBy ? failure(stoppedBy.name, stoppedBy.message) : { exitCode: this.exitCode ?? exitCode });
     // Freeing the runtime walks the guest's whole heap: it waits until the exit is posted.
+    // A context's stays for its next run.
+    const handles = this.kept ? [this.main] : [this.main, this.formatError, this.displayValue, this.context, this.runtime];
     setTimeout(() => {
-      for (const handle of [this.main, this.formatError, this.context, this.runtime]) handle?.dispose();
+      for (const handle of handles) handle?.dispose();
     });
   }
 

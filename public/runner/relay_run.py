@@ -11,6 +11,11 @@ Blocking on a JavaScript promise (`run_sync`: driving a top-level await from a p
 `asyncio.run`, urllib) needs WebAssembly stack switching (JSPI). A browser without it (WebKit)
 calls `relay_run` with `can_block=False`: an entry that awaits at top level is then handed back
 as an awaitable of its exit code, and urllib raises a URLError saying to use pyfetch.
+
+A run in a context (config "context") is the exception: its worker serves the context's later
+runs too, which share its `__main__` (variables, imports, definitions), as cells of a notebook
+do, and the value of its last expression is shown (display) as a cell's is. Each still gets its
+own argv, cwd, stdin and write policy.
 """
 
 import ast
@@ -33,6 +38,13 @@ from pyodide.ffi import can_run_sync, run_sync
 # Any of these in open()'s flags can change the file.
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
+# The current run's write guard (pyodide.js), which the one audit hook asks: an audit hook
+# cannot be removed, so a context's later runs swap the guard, not the hook.
+_guard = None
+_hooked = False
+# A context's __main__, kept from one of its runs to the next.
+_context_main = None
+
 
 def relay_run(config_json, guard=None, can_block=True):
     """Runs the entry described by config_json ({entry, argv, env, cwd, stdin});
@@ -41,16 +53,17 @@ def relay_run(config_json, guard=None, can_block=True):
     The capsule's wheels are installed already (pyodide.js)."""
     config = json.loads(config_json)
     entry = config["entry"]
+    keep = bool(config.get("context"))
     try:
         _prepare(config, guard)
-        outcome = _run_entry(entry, can_block)
+        outcome = _run_entry(entry, can_block, keep)
     except BaseException:
-        _finish()
+        _finish(keep)
         raise
     if isinstance(outcome, int):
-        _finish()
+        _finish(keep)
         return outcome
-    return _finishing(outcome)
+    return _finishing(outcome, keep)
 
 
 def _prepare(config, guard):
@@ -58,28 +71,33 @@ def _prepare(config, guard):
     entry = config["entry"]
     sys.argv = [entry, *config["argv"]]
     # Like `python entry.py`: the entry's directory first.
-    sys.path.insert(0, os.path.dirname(entry))
+    if sys.path[:1] != [os.path.dirname(entry)]:
+        sys.path.insert(0, os.path.dirname(entry))
     # site-packages changed under the interpreter's import caches (from the snapshot).
     importlib.invalidate_caches()
     os.environ.update(config["env"])
     os.makedirs(config["cwd"], exist_ok=True)
     os.chdir(config["cwd"])
     sys.stdin = io.TextIOWrapper(io.BytesIO(config["stdin"].encode()), encoding="utf-8")
-    if guard is not None:
-        sys.addaudithook(_write_guard(guard))
+    global _guard, _hooked
+    _guard = guard
+    if guard is not None and not _hooked:
+        sys.addaudithook(_write_guard())
+        _hooked = True
 
 
-def _finish():
-    _close_leftovers()
+def _finish(keep=False):
+    if not keep:
+        _close_leftovers()
     sys.stdout.flush()
     sys.stderr.flush()
 
 
-async def _finishing(outcome):
+async def _finishing(outcome, keep):
     try:
         return await outcome
     finally:
-        _finish()
+        _finish(keep)
 
 
 def relay_warm():
@@ -88,6 +106,7 @@ def relay_warm():
     exists yet; nothing here is left for it."""
     urllib.request.install_opener(urllib.request.build_opener(_FetchHandler))
     builtins.mcps = Mcps()
+    builtins.display = display
     warm = "/tmp/.relay-warm.py"
     with open(warm, "w"):
         pass
@@ -97,27 +116,51 @@ def relay_warm():
         os.remove(warm)
 
 
-def _run_entry(entry, can_block):
+def _run_entry(entry, can_block, keep=False):
     """The entry's exit code; or, when it awaits at top level and this call cannot block, an
     awaitable of it."""
     try:
-        main = _exec_main(entry)
+        main = _exec_main(entry, keep)
         if main is None:
-            return 0
+            return _show_cell_value(keep)
         if not can_block:
-            return _awaited(main, entry)
+            return _awaited(main, entry, keep)
         _drive(main)
-        return 0
+        return _show_cell_value(keep)
     except BaseException as error:
         return _ended(error, entry)
 
 
-async def _awaited(main, entry):
+async def _awaited(main, entry, keep):
     try:
         await main
-        return 0
+        return _show_cell_value(keep)
     except BaseException as error:
         return _ended(error, entry)
+
+
+# Where a context's run leaves the value of its last expression (see _cell).
+_CELL_VALUE = "_relay_cell_value"
+
+
+def _cell(source, entry):
+    """A context's run as a notebook cell: its last statement, if an expression not ended by
+    `;`, is kept in _CELL_VALUE, to be shown as Jupyter shows it (display)."""
+    tree = compile(source, entry, "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr) and not source.rstrip().endswith(b";"):
+        kept = ast.Assign(targets=[ast.Name(_CELL_VALUE, ast.Store())], value=last.value)
+        tree.body[-1] = ast.fix_missing_locations(ast.copy_location(kept, last))
+    return tree
+
+
+def _show_cell_value(keep):
+    """Shows what a context's cell left in _CELL_VALUE (not None); the exit code, 0."""
+    if keep and _context_main is not None:
+        value = _context_main.__dict__.pop(_CELL_VALUE, None)
+        if value is not None:
+            display(value)
+    return 0
 
 
 def _ended(error, entry):
@@ -129,13 +172,17 @@ def _ended(error, entry):
     return 1
 
 
-def _exec_main(entry):
-    """Runs the entry as a fresh __main__ module, as `python entry.py` does. A top-level await
-    makes the compiled code a coroutine, which is returned (None otherwise)."""
+def _exec_main(entry, keep=False):
+    """Runs the entry as a fresh __main__ module, as `python entry.py` does (in a context, in
+    the context's __main__: `keep`). A top-level await makes the compiled code a coroutine,
+    which is returned (None otherwise)."""
+    global _context_main
     with open(entry, "rb") as file:
         source = file.read()
-    code = compile(source, entry, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-    main = types.ModuleType("__main__")
+    code = compile(_cell(source, entry) if keep else source, entry, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    main = _context_main if keep and _context_main is not None else types.ModuleType("__main__")
+    if keep:
+        _context_main = main
     main.__file__ = entry
     main.__cached__ = None
     main.__builtins__ = __builtins__
@@ -197,6 +244,70 @@ class _FetchHandler(urllib.request.BaseHandler):
     https_open = http_open
 
 
+# Richest first, as a notebook picks among a mime bundle's types.
+_DISPLAY_ORDER = ("image/png", "image/jpeg", "image/svg+xml", "text/html", "text/markdown", "application/json", "text/plain")
+_REPRS = {"image/png": "_repr_png_", "image/jpeg": "_repr_jpeg_", "image/svg+xml": "_repr_svg_", "text/html": "_repr_html_",
+          "text/markdown": "_repr_markdown_", "application/json": "_repr_json_"}
+
+
+def display(*objs, raw=False):
+    """Shows each object in the call's result, as IPython's display() does: the richest of its
+    _repr_png_/_repr_jpeg_/_repr_svg_/_repr_html_/_repr_markdown_/_repr_json_ (or
+    _repr_mimebundle_); bytes of a PNG, JPEG, GIF or WebP image as that image; a str as text;
+    anything JSON can hold as JSON (a list of records or a dict of columns becomes a table);
+    else its repr. With raw=True each object is a mime bundle ({"text/html": "<b>hi</b>"})."""
+    for obj in objs:
+        if isinstance(obj, (bytes, bytearray, memoryview)):
+            _show("", bytes(obj))
+            continue
+        bundle = obj if raw else _mime_bundle(obj)
+        mime = next((m for m in _DISPLAY_ORDER if bundle.get(m) is not None), None)
+        if mime is None:
+            raise TypeError(f"display: nothing to show (a mime bundle needs one of {', '.join(_DISPLAY_ORDER)})")
+        data = bundle[mime]
+        if mime in ("image/png", "image/jpeg") and isinstance(data, str):
+            data = __import__("base64").b64decode(data)  # IPython's reprs may give base64 text
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            _show("", bytes(data))
+        elif mime == "application/json" and not isinstance(data, str):
+            _show(mime, json.dumps(data, default=str))
+        else:
+            _show(mime, str(data))
+
+
+def _mime_bundle(obj):
+    if isinstance(obj, str):
+        return {"text/plain": obj}
+    bundle = {}
+    make = getattr(obj, "_repr_mimebundle_", None)
+    if callable(make):
+        made = make()
+        bundle.update(made[0] if isinstance(made, tuple) else made or {})
+    for mime, method in _REPRS.items():
+        shown = getattr(obj, method, None)
+        if callable(shown) and mime not in bundle:
+            value = shown()
+            if value is not None:
+                bundle[mime] = value[0] if isinstance(value, tuple) else value
+    if bundle:
+        return bundle
+    try:
+        return {"application/json": json.dumps(obj)}
+    except (TypeError, ValueError):
+        return {"text/plain": repr(obj)}
+
+
+def _show(mime, data):
+    guard = _guard
+    if guard is None:
+        raise RuntimeError("display() works only while a run is running")
+    if isinstance(data, bytes):
+        from pyodide.ffi import to_js
+
+        data = to_js(data)
+    guard.display(mime, data)
+
+
 class McpsError(RuntimeError):
     """A call of an upstream MCP server the relay refused or could not complete; its message
     starts with the error's name ("PolicyDenied: ...", "UpstreamFailed: ...")."""
@@ -240,13 +351,14 @@ def _close_leftovers():
         main.__dict__.clear()
 
 
-def _write_guard(guard):
-    """An audit hook refusing, before they happen, the writes the run's policy forbids, with a
-    PermissionError whose message starts "PolicyDenied:" and says what is writable. The
-    filesystem beneath refuses them too (python-files.js), with a bare errno."""
+def _write_guard():
+    """An audit hook refusing, before they happen, the writes the current run's policy forbids
+    (its guard, `_guard`), with a PermissionError whose message starts "PolicyDenied:" and says
+    what is writable. The filesystem beneath refuses them too (python-files.js), with a bare errno."""
 
     def check(path):
-        if isinstance(path, int):
+        guard = _guard
+        if isinstance(path, int) or guard is None:
             return  # an open file descriptor: checked when it was opened
         target = os.path.realpath(os.fsdecode(path))
         denied = guard.deniedWrite(target)
@@ -260,7 +372,8 @@ def _write_guard(guard):
     def on_symlink(target, link, dir_fd):
         link = os.path.abspath(os.fsdecode(link))
         points_to = os.path.normpath(os.path.join(os.path.dirname(link), os.fsdecode(target)))
-        if guard.inWorkspace(link) or guard.inWorkspace(points_to):
+        guard = _guard
+        if guard is not None and (guard.inWorkspace(link) or guard.inWorkspace(points_to)):
             _refuse(errno.EPERM, f"symlinks in or into the workspace (/tmp, /out, /host, /mcps) are not allowed: {link} -> {points_to}", link)
 
     # A path relative to a directory descriptor (dir_fd, as shutil.rmtree uses) is left to the

@@ -25,6 +25,16 @@ export class RunRelay {
     this.send({ type: "denied", what, target, reason });
   }
 
+  /**
+   * The guest displayed `data` (a string of `mimeType`, or bytes): bytes are sent as the image
+   * their first bytes say they are (PNG, JPEG, GIF, WebP), else as application/octet-stream,
+   * which the page refuses to show.
+   */
+  display(mimeType, data) {
+    const type = typeof data === "string" ? mimeType : sniffImage(data) ?? "application/octet-stream";
+    this.send({ type: "display", mimeType: type, data });
+  }
+
   /** How many fetches wait for the page's answer. */
   get fetching() {
     return this.pending.size;
@@ -51,4 +61,14 @@ export class RunRelay {
     if (error) waiter.reject(Object.assign(new Error(String(error.message)), { name: String(error.name) }));
     else waiter.resolve(response);
   }
+}
+
+/** The image type `bytes` begin like, if any. */
+function sniffImage(bytes) {
+  const starts = (...magic) => magic.every((byte, i) => byte === null || bytes[i] === byte);
+  if (starts(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a)) return "image/png";
+  if (starts(0xff, 0xd8, 0xff)) return "image/jpeg";
+  if (starts(0x47, 0x49, 0x46, 0x38)) return "image/gif";
+  if (starts(0x52, 0x49, 0x46, 0x46, null, null, null, null, 0x57, 0x45, 0x42, 0x50)) return "image/webp";
+  return undefined;
 }

@@ -9,11 +9,14 @@
 //
 // frame -> worker (once):     {mode: "bootstrap"|"standby", modules, files: {name: Blob}, snapshot?: Blob} + [port]
 // worker -> frame (on port):  {type:"ready", snapshot?} | {type:"failed", message}
-// page -> worker (once):      {type:"run", job}
+// page -> worker (once; for a context's worker, once per run, each after the last's exit):
+//                             {type:"run", job}
 //     job: {language, runtimeId, files: {relative path: Uint8Array}, entry, limits,
 //           workspace: {absolute path: Uint8Array}   the relay session's files (lib/workspace.js)
 //           workspaceLimit?: bytes                  the tenant's cap on them (64 MiB unless given)
 //           filesystem: {readonly: [...], writable: [...]}}   the run's policy
+//           context?: {name, fresh, idleMs}          the run is one of a context's: the worker
+//                                                    keeps its interpreter for the next
 // worker -> page, while the run lives:
 //     {type:"stdout"|"stderr", data}
 //     {type:"file", op:"write", path, data: Uint8Array}   a workspace file's whole new contents,
@@ -21,6 +24,7 @@
 //         for writing is closed); a rename is a remove then a write
 //     {type:"file", op:"remove", path}                    a workspace file was deleted
 //     {type:"fetch", id, request: {url, method, headers: [[name, value]], body?: Uint8Array}}
+//     {type:"display", mimeType, data: string | Uint8Array}   display(): see run-relay.js
 // page -> worker:
 //     {type:"fetched", id, response: {status, statusText, url, headers: [[name, value]], body: ArrayBuffer}}
 //     {type:"fetched", id, error: {name, message}}        name "PolicyDenied" for a denial
@@ -51,13 +55,18 @@ async function boot(engine, { mode, modules, files, snapshot }, port, send) {
     return;
   }
   const instance = await engine.start(assets);
-  const relay = new RunRelay(send);
-  let started = false;
+  let relay = null; // the current run's: its fetches
+  let running = false;
+  let kept = true; // only a context's worker takes another run, and only after an exit
   port.onmessage = ({ data }) => {
-    if (data?.type === "run" && !started) {
-      started = true; // one run, then this worker is done
-      runJob(instance, data.job, send, relay).then(send);
-    } else if (data?.type === "fetched" && started) {
+    if (data?.type === "run" && !running && kept) {
+      running = true;
+      kept = Boolean(data.job?.context);
+      relay = new RunRelay(send);
+      runJob(instance, data.job, send, relay)
+        .then(send)
+        .finally(() => (running = false));
+    } else if (data?.type === "fetched" && relay) {
       relay.answer(data);
     }
   };

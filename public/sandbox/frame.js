@@ -30,6 +30,10 @@
 //                  {type:"discard", runtimeId, id}                          offer `id` is stale: terminate it
 //                  {type:"kill", runId}                                     the run is over: terminate its worker
 //                  {type:"refill"}                                          the page is idle: load the standbys taken
+//                  {type:"take"|"took", ..., context}                       the run starts context `context` (see below)
+//                  {type:"enter", runId, context}                           the run runs in context `context`'s worker
+//                  {type:"release", runId}                                  the run in a context ended well: keep its worker
+//                  {type:"drop", context}                                   end context `context`: terminate its worker
 //                  {type:"ping", id}                                        are you alive? (lib/sandbox.js)
 //   frame -> page  {type:"hello"}                                           the frame is listening
 //                  {type:"prepared", runtimeId, snapshot?} | {type:"failed", runtimeId, message}
@@ -37,8 +41,18 @@
 //                  {type:"standby", runtimeId, id, killed} + [port]        an offer (see above)
 //                  {type:"crashed", runId, message}                         the run's worker died of an error
 //                  {type:"pong", id}                                        the answer to ping `id`
+//                  {type:"lost", context, message}                          context `context`'s worker died between its runs
 // The frame never reads what a worker says after it is ready: the page talks to it over the
 // port and judges every message itself (lib/runner-host.js).
+//
+// Contexts (an agent's `context`, run::contexts in the core) are the one exception to "a
+// worker serves one run": a run that starts a context takes a worker as any run does, and
+// when it ends well the page `release`s it instead of killing it; the worker is kept under the
+// context's key (runtime id and name) and later runs of that context `enter` it. It stays in
+// this frame, with this frame's walls, and the page still judges each of its runs. A kill of a
+// run in a context (a timeout, a cancel, a crash) ends the context with it. A context's worker
+// is alive beside other runs: that is what an agent asked for by naming one, and it shares
+// nothing with them (no port, no memory, no storage).
 
 // Only ever the sandboxed frame of a relay page: framed, and in an opaque origin (the Worker
 // serves this file with `Content-Security-Policy: sandbox allow-scripts`; this is a second check).
@@ -52,6 +66,7 @@ let takes = 0; // how many takes were asked for: only the latest may end up runn
 let taking = 0; // takes still waiting for their worker
 let killed = 0; // kill messages handled, whether or not their run still had a worker
 let offers = 0; // offer ids handed out
+const contexts = new Map(); // context key -> the worker a context's runs share
 
 window.addEventListener("message", ({ source, data }) => {
   if (source !== window.parent || !data) return;
@@ -73,7 +88,7 @@ const HANDLERS = {
     }
   },
 
-  async take({ runtimeId, runId }) {
+  async take({ runtimeId, runId, context }) {
     const take = ++takes;
     stopRunning();
     const runtime = runtimes.get(runtimeId);
@@ -92,18 +107,37 @@ const HANDLERS = {
       standby.worker.terminate();
       return reply({ type: "crashed", runId, message: "a later run took the sandbox first" });
     }
-    startRunning(runId, runtime, standby.worker);
+    startRunning(runId, runtime, standby.worker, context);
     reply({ type: "taken", runId }, [standby.port]);
   },
 
-  async took({ runtimeId, id, runId }) {
+  async took({ runtimeId, id, runId, context }) {
     const runtime = runtimes.get(runtimeId);
     const offer = runtime?.offer;
     if (offer?.id !== id) return reply({ type: "crashed", runId, message: `standby ${id} of ${runtimeId} is gone` });
     runtime.offer = null;
     stopRunning(); // never one here (offers are made while none runs, and used before the next run)
-    startRunning(runId, runtime, offer.worker);
+    startRunning(runId, runtime, offer.worker, context);
     if (offer.crashed) reply({ type: "crashed", runId, message: offer.crashed });
+  },
+
+  async enter({ runId, context }) {
+    stopRunning();
+    const worker = contexts.get(context);
+    if (!worker) return reply({ type: "crashed", runId, message: `context ${context} is not in this sandbox` });
+    running = { runId, worker, context };
+  },
+
+  async release({ runId }) {
+    if (running?.runId === runId && running.context) running = null;
+    offerStandbys();
+  },
+
+  async drop({ context }) {
+    if (running?.context === context) running = null;
+    contexts.get(context)?.terminate();
+    contexts.delete(context);
+    offerStandbys();
   },
 
   async discard({ runtimeId, id }) {
@@ -131,17 +165,36 @@ const HANDLERS = {
   },
 };
 
-/** `worker` is run `runId`'s now: an error in it is that run's crash. */
-function startRunning(runId, runtime, worker) {
-  running = { runId, runtime, worker };
+/**
+ * `worker` is run `runId`'s now: an error in it is that run's crash (or, for a context's
+ * worker between its runs, the context's loss). A run that starts a context keeps it there.
+ */
+function startRunning(runId, runtime, worker, context) {
+  running = { runId, runtime, worker, context };
+  if (context) {
+    contexts.get(context)?.terminate();
+    contexts.set(context, worker);
+  }
   worker.onerror = (event) => {
     event.preventDefault();
-    if (running?.worker === worker) reply({ type: "crashed", runId, message: event.message ?? "error" });
+    const message = event.message ?? "error";
+    if (running?.worker === worker) return reply({ type: "crashed", runId: running.runId, message });
+    if (context && contexts.get(context) === worker) {
+      contexts.delete(context);
+      worker.terminate();
+      reply({ type: "lost", context, message });
+    }
   };
 }
 
+/** Ends the running worker: a context's, released or not, goes with its context. */
 function stopRunning() {
-  running?.worker.terminate();
+  if (!running) return;
+  if (running.context) {
+    // Entered but never released: the page is starting another run, so this one was killed.
+    if (contexts.get(running.context) === running.worker) contexts.delete(running.context);
+  }
+  running.worker.terminate();
   running = null;
 }
 

@@ -5,6 +5,7 @@
 use crate::capsule::jws::b64url;
 use crate::packages::PackageSources;
 use crate::policy::Policy;
+use crate::run::contexts::ContextSettings;
 use crate::run::executor::{EdgeBudget, Executor};
 use crate::workspace::WorkspaceSettings;
 use serde::{Deserialize, Serialize};
@@ -42,6 +43,8 @@ pub struct TenantDefaults {
     /// The edge budget its operator grants; none: its runs go to tabs only, whatever `executor` says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edge: Option<EdgeBudget>,
+    /// Each relay session's contexts (`run_js`/`run_py` with `context`): how many, how long idle.
+    pub contexts: ContextSettings,
 }
 
 /// [`TenantDefaults::out_file_max_bytes`] unless the tenant sets it: 10 MiB.
@@ -58,6 +61,7 @@ impl Default for TenantDefaults {
             workspace: WorkspaceSettings::default(),
             executor: Executor::Tab,
             edge: None,
+            contexts: ContextSettings::default(),
         }
     }
 }

@@ -13,6 +13,7 @@ pub const PROMPT_NAME: &str = "use-relay";
 pub const SESSION_URI: &str = "relay://session";
 pub const AUDIT_URI: &str = "relay://audit";
 pub const WORKSPACE_URI: &str = "relay://workspace";
+pub const CONTEXTS_URI: &str = "relay://contexts";
 /// How many of the latest audit records `relay://audit` shows.
 pub const AUDIT_SHOWN: usize = 100;
 
@@ -98,6 +99,14 @@ fn guide(cx: &Context) -> String {
          Pyodide's distribution (numpy, pandas) where its CDN or a mirror is reachable.\n\
          - Every run starts in a fresh interpreter; pass data in with stdin, args or env, never \
          secrets.\n\
+         - To keep state between calls (load data once, then ask questions of it), name a \
+         `context`: runs of the same context and language share one interpreter, so variables, \
+         imports and definitions survive (Python: everything at top level; JavaScript: top-level \
+         declarations of code without import/export or top-level await, else what it puts on \
+         globalThis); a run's last expression is shown, as in a notebook. A context shares nothing with runs outside it. `reset: true` starts it \
+         afresh; it ends on its own after an idle time, with the tab, or when a run in it ends \
+         with an error, and the next call's structuredContent.context says why (`lost`). Few are \
+         allowed per relay session (relay://contexts lists them): reuse names.\n\
          - Print what you need, and print summaries of bulky data: output is capped.\n\
          - `policy` can only narrow the tenant's rules and limits (deny wins), e.g. \
          `policy.limits.timeoutMs`.\n\
@@ -111,7 +120,12 @@ fn guide(cx: &Context) -> String {
          and search (regular expression, filePattern glob, maxResults) need no runtime: use them \
          to inspect and prepare files.\n\
          - What a run writes to /out comes back in the result's files with a download URL that \
-         works for an hour; a PNG, JPEG, GIF, WebP or SVG up to 96 KiB also comes back as an image.\n\n\
+         works for an hour; a PNG, JPEG, GIF, WebP or SVG up to 96 KiB also comes back as an image.\n\
+         - To show a result rather than print it, call `display(value)` (JS and Python, as in \
+         IPython): a chart's PNG bytes or a figure with _repr_png_ arrive as an image, HTML \
+         (_repr_html_, or `display({{\"text/html\": html}}, raw=True)`) and Markdown as embedded \
+         resources, a list of records or a dict of columns as a table (Markdown, rows in \
+         structuredContent.displays). Up to 96 KiB each inline; larger ones go to /out.\n\n\
          ## Network\n\
          - fetch reaches only the hosts in policy.network.allowedDomains (the tenant's default, \
          which a call can narrow but never widen: to allow a host, ask the user to have the \
@@ -165,6 +179,17 @@ pub fn workspace_resource() -> Value {
         "name": "relay-workspace",
         "title": "Relay session workspace",
         "description": "The relay session's files: its version, its root hash (as the audit records it before and after each run) and every file with its size and sha256. Recompute the root with `relay-capsule workspace-root`.",
+        "mimeType": "application/json",
+    })
+}
+
+/// The `resources/list` entry of the contexts.
+pub fn contexts_resource() -> Value {
+    json!({
+        "uri": CONTEXTS_URI,
+        "name": "relay-contexts",
+        "title": "Relay session contexts",
+        "description": "The live contexts of this relay session (run_js/run_py with `context`): name, runtime, the tab holding it, age, time since its last run, runs, memory; and the tenant's limit and idle expiry.",
         "mimeType": "application/json",
     })
 }

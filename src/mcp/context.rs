@@ -22,6 +22,8 @@ pub struct RelayView {
     pub clients: Value,
     /// What the tab that runs next said of its runtimes, if it has reported yet.
     pub next_tab: Option<Readiness>,
+    /// The live contexts, as `relay://contexts` shows them (`run::contexts`).
+    pub contexts: Value,
 }
 
 /// What `handle` needs from its caller besides the request.

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::content::{self, AUDIT_SHOWN, AUDIT_URI, PROMPT_NAME, SESSION_URI, WORKSPACE_URI};
+use super::content::{self, AUDIT_SHOWN, AUDIT_URI, CONTEXTS_URI, PROMPT_NAME, SESSION_URI, WORKSPACE_URI};
 use super::context::Context;
 use super::era::{Era, SUPPORTED_VERSIONS};
 use super::jsonrpc::{RpcError, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY};
@@ -48,7 +48,12 @@ pub fn dispatch(req: &Req, cx: &Context) -> Result<Answer, RpcError> {
         (_, "tools/list") => list(req.params, "tools", tools::list()),
         (_, "tools/call") => call_tool(req),
         (_, "resources/list") => {
-            let resources = [content::session_resource(), content::audit_resource(), content::workspace_resource()];
+            let resources = [
+                content::session_resource(),
+                content::audit_resource(),
+                content::workspace_resource(),
+                content::contexts_resource(),
+            ];
             list(req.params, "resources", json!(resources))
         }
         (_, "resources/templates/list") => list(req.params, "resourceTemplates", json!([])),
@@ -183,6 +188,7 @@ fn read_resource(req: &Req, cx: &Context) -> Result<Answer, RpcError> {
         SESSION_URI => content::session_json(&cx.relay, &cx.page_url),
         AUDIT_URI => audit::audit_json(&(cx.audit_records)(AUDIT_SHOWN)),
         WORKSPACE_URI => (cx.workspace)(),
+        CONTEXTS_URI => cx.relay.contexts.clone(),
         _ => return Err(resource_not_found(req.era, uri)),
     };
     let text = serde_json::to_string_pretty(&body).unwrap_or_default();

@@ -48,6 +48,7 @@
 
 mod content;
 mod context;
+pub mod display;
 pub mod era;
 pub mod http;
 pub mod jsonrpc;

@@ -11,6 +11,7 @@
 use serde_json::{json, Map, Value};
 
 use super::content;
+use super::display::display_content;
 use super::era::Era;
 use super::http::HttpResponse;
 use super::jsonrpc::{notification, response_envelope, RpcError, QUEUE_FULL};
@@ -18,6 +19,8 @@ use super::logging::LogLevel;
 use super::tasks::TaskRecord;
 use super::tools::{Tool, ToolCall};
 use crate::error::ErrorName;
+use crate::run::backchannel::Display;
+use crate::run::contexts::Report;
 
 /// The most run output, in serialized JSON bytes, that one message carries in each place it
 /// appears: `structuredContent.stdout` and `.stderr` together, the text content, and the data
@@ -27,8 +30,8 @@ use crate::error::ErrorName;
 pub const OUTPUT_BUDGET: usize = 384 * 1024;
 /// The most serialized bytes of an error message a result repeats (structured, then text).
 const ERROR_MESSAGE_BUDGET: usize = 16 * 1024;
-/// The most base64 image data a run result carries (beside twice [`OUTPUT_BUDGET`]); an image
-/// past it is only listed in `files`, with its download URL.
+/// The most base64 image data (and `display()` data) a run result carries (beside twice
+/// [`OUTPUT_BUDGET`]); an image past it is only listed in `files`, with its download URL.
 pub const IMAGE_BUDGET: usize = 128 * 1024;
 // A budget below one escaped char (6 bytes) would cut nothing and split forever.
 const _: () = assert!(OUTPUT_BUDGET >= 6 && ERROR_MESSAGE_BUDGET >= 6);
@@ -97,6 +100,8 @@ pub struct ToolResult {
     pub denied: u64,
     /// File changes the run made that the tab could not store: the workspace may lack them.
     pub file_errors: u64,
+    /// In a context: the runs its interpreter served before this one.
+    pub context_runs: u64,
     /// Files left in `/out`: objects with at least `path` (see the run tools' outputSchema).
     pub files: Vec<Value>,
     /// Images left in `/out`, as `(mimeType, base64 data)`, shown to the model as image content
@@ -105,6 +110,11 @@ pub struct ToolResult {
     pub error: Option<(ErrorName, String)>,
     /// Where the run executed (`tab` or `edge`), if it was sent anywhere.
     pub executor: Option<&'static str>,
+    /// What became of the run's context, if it named one.
+    pub context: Option<Report>,
+    /// What the run's code showed with `display()`, and its run id (their resources' URIs).
+    pub displays: Vec<Display>,
+    pub run: String,
 }
 
 /// The JSON-RPC response to a run: a text summary for the model, `structuredContent` per the
@@ -122,7 +132,8 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
         "stdout": kept.stdout,
         "stderr": kept.stderr,
         "usage": { "wallMs": result.wall_ms, "memPeakMb": result.mem_peak_mb,
-                   "fetches": result.fetches, "denied": result.denied, "fileErrors": result.file_errors },
+                   "fetches": result.fetches, "denied": result.denied, "fileErrors": result.file_errors,
+                   "contextRuns": result.context_runs },
         "files": result.files,
     });
     if let Some(executor) = result.executor {
@@ -135,11 +146,24 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
     if let Some((name, message)) = &error {
         structured["error"] = error_object(*name, message);
     }
+    if let Some(context) = &result.context {
+        structured["context"] = context.to_json();
+    }
     if result.file_errors > 0 {
         structured["notStored"] = json!({ "changes": result.file_errors, "message": not_stored(result.file_errors) });
     }
-    let mut content = vec![text(&summary(&result, &kept, error.as_ref()))];
-    content.extend(images_within(&result.images, IMAGE_BUDGET));
+    let mut summary = summary(&result, &kept, error.as_ref());
+    if let Some(note) = result.context.as_ref().and_then(Report::note) {
+        summary = format!("{note}\n{summary}");
+    }
+    let mut content = vec![text(&summary)];
+    // Displays first: the code asked for them; /out images get what they leave of the budget.
+    let (shown, displays, left) = display_content(&result.run, &result.displays, &result.files, IMAGE_BUDGET);
+    if !displays.is_empty() {
+        structured["displays"] = Value::Array(displays);
+    }
+    content.extend(shown);
+    content.extend(images_within(&result.images, left));
     let body = json!({ "content": content, "structuredContent": structured, "isError": is_error });
     envelope(call, body)
 }

@@ -255,7 +255,8 @@ impl Tool {
                                         "memPeakMb": { "type": "integer", "minimum": 0 },
                                         "fetches": { "type": "integer", "minimum": 0, "description": "Requests made through fetch." },
                                         "denied": { "type": "integer", "minimum": 0, "description": "Fetches and workspace writes the policy refused (each is on the audit chain, the first 16 of a run)." },
-                                        "fileErrors": { "type": "integer", "minimum": 0, "description": "File changes the run made that the executor tab could not store (see notStored)." } },
+                                        "fileErrors": { "type": "integer", "minimum": 0, "description": "File changes the run made that the executor tab could not store (see notStored)." },
+                                        "contextRuns": { "type": "integer", "minimum": 0, "description": "In a context: the runs its interpreter had served before this one (0: it started with this run)." } },
                         "required": ["wallMs", "memPeakMb"],
                     },
                     "files": {
@@ -270,6 +271,19 @@ impl Tool {
                         },
                     },
                     "executor": { "type": "string", "enum": ["tab", "edge"], "description": "Where the run executed: the attached browser tab, or the edge executor on the server." },
+                    "context": {
+                        "type": "object",
+                        "description": "Present when the call named a context: fresh (this run started its interpreter), kept (it lives on for the next run), reset, and lost (why the interpreter the call expected was gone).",
+                        "properties": { "name": { "type": "string" }, "runtime": { "type": "string" },
+                                        "fresh": { "type": "boolean" }, "kept": { "type": "boolean" },
+                                        "reset": { "type": "boolean" }, "lost": { "type": "string" } },
+                        "required": ["name", "runtime", "fresh", "kept"],
+                    },
+                    "displays": {
+                        "type": "array",
+                        "description": "What the code showed with display(), in order (each also a content block: image, embedded resource for HTML and Markdown, text for JSON, tables and plain text): its mimeType, and for JSON its value, or for a list of records or a dict of columns its table {columns, rows}; path and url when it was too large and went to /out; leftOut when the result had no room for it.",
+                        "items": { "type": "object", "properties": { "mimeType": { "type": "string" } }, "required": ["mimeType"] },
+                    },
                     "notStored": {
                         "type": "object",
                         "description": "Present when file changes the run made (writes or removals) could not be stored by the executor tab: the workspace may lack them, and the result is isError whatever exitCode says.",
@@ -332,11 +346,16 @@ const WORKSPACE: &str = "/tmp and /out are writable, /host is the tab's own pers
     across runs, reloads and timeouts, and run_js, run_py, read, write and search all see the \
     same files";
 
-const RUN_COMMON: &str = "Each run starts in a fresh interpreter; the workspace (/tmp, /out, \
-    /host) persists between runs and is shared with read, write and search. Returns \
+const RUN_COMMON: &str = "Each run starts in a fresh interpreter unless it names a `context`; the \
+    workspace (/tmp, /out, /host) persists between runs and is shared with read, write and search. Returns \
     exitCode, stdout, stderr, usage {wallMs, memPeakMb, fetches, denied} and files (what the run \
     wrote to /out, each with size, sha256 and a download URL valid for an hour; images also come \
-    back as image content); isError is set when the exit code is not 0 or the run failed with ValidationError, \
+    back as image content). `display(value)` (a builtin in JS and Python, following IPython: an object's \
+    _repr_png_/_repr_svg_/_repr_html_/_repr_markdown_/_repr_json_, a mime bundle with raw=True, raw PNG/JPEG \
+    bytes) shows it in the result: images as image content, HTML and Markdown as embedded resources, a list \
+    of records or a dict of columns as a Markdown table with its rows in structuredContent.displays, other \
+    JSON as text; each up to 96 KiB inline, larger ones are written to /out and listed with their URL. \
+    isError is set when the exit code is not 0 or the run failed with ValidationError, \
     PolicyDenied, Timeout, OutputLimitExceeded, NoExecutorAttached, Cancelled, RuntimeCrashed (the \
     code ran the browser out of memory) or Internal. A \
     fetch or write the policy refuses raises PolicyDenied inside the program, naming what to \
@@ -345,7 +364,21 @@ const RUN_COMMON: &str = "Each run starts in a fresh interpreter; the workspace 
     it, JavaScript with no tab runs at the edge instead (structuredContent.executor says where; \
     EdgeBudgetExceeded when its budget is spent). On NoExecutorAttached ask the user to open the relay page.";
 
-/// run_js / run_py: `{code, stdin, args, env, cwd, npm|pip, policy}`.
+/// The `context` argument: what it keeps, what it shares, how it ends.
+const CONTEXT_DESCRIPTION: &str = "Run in the named context: a long-lived interpreter of this \
+    relay session and language, kept in the attached tab, so variables, imports and definitions survive \
+    into the next call naming it (in Python everything at top level; in JavaScript top-level \
+    declarations when the code has no import/export and no top-level await, else only what it puts on \
+    globalThis), and a run's last expression is shown as display() shows it, as in a notebook. Runs of one context go one at a time, in order. A context shares its state only with \
+    later runs of the same context: never with runs without one, another context, the page or the \
+    network; each run is still checked and counted as any other. It ends after an idle time (tenant \
+    setting, default 15 minutes), with `reset: true`, when a run in it ends with an error (Timeout, \
+    RuntimeCrashed, OutputLimitExceeded, Cancelled: the next run starts afresh and its result says \
+    why, in structuredContent.context) or with its tab. A relay session holds a few (tenant setting, \
+    default 4); relay://contexts lists them. Name: 1 to 64 characters of A-Z a-z 0-9 _ - . starting \
+    with a letter or a digit. Needs a browser tab: there is no context without one.";
+
+/// run_js / run_py: `{code, stdin, args, env, cwd, context, reset, npm|pip, policy}`.
 fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
     let mut properties = json!({
         "code": { "type": "string", "description": code },
@@ -355,6 +388,9 @@ fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
         "env": { "type": "object", "additionalProperties": { "type": "string" }, "default": {},
                  "description": "Environment variables. Never put secrets here: capsules are stored by content hash." },
         "cwd": { "type": "string", "default": "/", "description": "Working directory in the VFS." },
+        "context": { "type": "string", "description": CONTEXT_DESCRIPTION },
+        "reset": { "type": "boolean", "default": false,
+                   "description": "With `context`: throw the context's interpreter away and start it afresh for this run." },
         "policy": policy_schema(),
         "executor": { "type": "string", "enum": ["tab", "tab-or-edge", "edge"],
                       "description": "Where the code may run, within the tenant's defaults.executor (a call may only narrow it): a browser tab, a tab when one is attached or coming back else the edge (a fresh sandbox on the server, JavaScript only), or the edge only." },

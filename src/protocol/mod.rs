@@ -14,7 +14,9 @@ mod caller;
 mod tab;
 
 pub use caller::{own_page_origin, public_origin, Caller, CALLER_HEADER};
-pub use tab::{table_json as tab_commands_json, BuildCommand, CapsuleCommand, CommandName, TabCommand, TabsCommand};
+pub use tab::{
+    table_json as tab_commands_json, BuildCommand, CapsuleCommand, CommandName, ContextOrder, TabCommand, TabsCommand,
+};
 
 use crate::error::{ErrorName, HttpError};
 use crate::mcp::HttpRequest;

@@ -88,6 +88,19 @@ pub struct CapsuleCommand {
     pub run_token: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inline: Option<Value>,
+    /// The context the run names: the tab runs it in that context's interpreter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextOrder>,
+}
+
+/// What the tab is told of a run's context (`run::contexts`): its name, whether to throw away
+/// an interpreter it holds under that name first, and how long an unused one may be kept.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextOrder {
+    pub name: String,
+    pub fresh: bool,
+    pub idle_ms: u64,
 }
 
 impl CapsuleCommand {
@@ -110,6 +123,7 @@ impl CapsuleCommand {
             token: claims.sign_for_capsule_files(signer),
             run_token: run_claims.sign(signer),
             inline: inline_files(capsule),
+            context: None,
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::auth::QueueSettings;
 use crate::packages::PendingBuild;
 use crate::protocol::{TabCommand, TabsCommand};
 use crate::run::backchannel::EventBody;
+use crate::run::contexts::{Ask, Claim, ContextSettings, Contexts, RunEnd};
 use crate::run::executor::{EdgeBudget, Executor, EDGE};
 use crate::run::machine::{Cancel, Command, Input, Outcome, Output, RunMachine};
 use crate::run::readiness::Readiness;
@@ -73,6 +74,10 @@ struct RunIo<F> {
     runtime: Option<String>,
     /// Identifies the MCP request, for `notifications/cancelled` ([`request_key`]).
     request_key: String,
+    /// The context the run names, as its admission claimed it.
+    context: Option<Claim>,
+    /// The tab it was sent to.
+    tab: Option<String>,
 }
 
 /// The run machine and the runs in hand.
@@ -83,6 +88,8 @@ pub struct Desk<F> {
     kept_answers: RefCell<VecDeque<(String, Value)>>,
     /// Runs whose deps layer a tab is building, by run id (see `builds.rs`).
     builds: RefCell<HashMap<String, PendingBuild>>,
+    /// The relay session's contexts (`run::contexts`).
+    contexts: RefCell<Contexts>,
 }
 
 impl<F> Default for Desk<F> {
@@ -92,6 +99,7 @@ impl<F> Default for Desk<F> {
             runs: RefCell::default(),
             kept_answers: RefCell::default(),
             builds: RefCell::default(),
+            contexts: RefCell::default(),
         }
     }
 }
@@ -103,6 +111,8 @@ pub enum Unadmitted {
     QueueFull(u32),
     /// Its audit row could not be written: the 503 to send (no run goes unaudited).
     Storage(StorageError),
+    /// The context it names cannot be had (the limit): the ValidationError's message.
+    Context(String),
 }
 
 /// Identifies an MCP request across eras: legacy session id (if any) and JSON-RPC id.
@@ -131,6 +141,7 @@ impl<P: Platform> RelaySession<P> {
         let tabs = self.view().0;
         if tabs != tabs_before {
             self.announce_tabs(&tabs);
+            self.desk.contexts.borrow_mut().tabs_now(&tabs);
         }
         answers
     }
@@ -194,6 +205,9 @@ impl<P: Platform> RelaySession<P> {
             return Some(Input::TabGone { tab });
         }
         if let Command::Capsule { run } = command {
+            if let Some(io) = self.desk.runs.borrow_mut().get_mut(run) {
+                io.tab = Some(tab.clone());
+            }
             self.platform.tabs().copy_to_socket(&tab, &frame);
             self.note_warming_up(&tab, run);
         }
@@ -214,12 +228,15 @@ impl<P: Platform> RelaySession<P> {
 
     /// Audits a run that ended and hands its end to its delivery; the run is then forgotten
     /// here, but for an answer no one took.
-    fn finish(&self, run: &str, outcome: Outcome, answer: bool) {
+    fn finish(&self, run: &str, mut outcome: Outcome, answer: bool) {
         self.persisted("audit", self.store().audit_workspace_after(run));
         let sealed = self.store().audit_finished(run, &outcome, self.now_ms());
         self.audited("a run's end", sealed);
         self.desk.builds.borrow_mut().remove(run);
         let Some(mut io) = self.desk.runs.borrow_mut().remove(run) else { return };
+        if let Some(claim) = &io.context {
+            outcome.context = Some(self.context_ended(claim, io.tab.as_deref(), &outcome));
+        }
         if let Some(answer) = io.delivery.finish(outcome, answer, self.now_ms()) {
             let mut kept_answers = self.desk.kept_answers.borrow_mut();
             kept_answers.push_back((run.to_owned(), answer));
@@ -227,6 +244,29 @@ impl<P: Platform> RelaySession<P> {
                 kept_answers.pop_front();
             }
         }
+    }
+
+    /// What a run of context `claim` that ended as `outcome` on `tab` leaves of it.
+    fn context_ended(&self, claim: &Claim, tab: Option<&str>, outcome: &Outcome) -> crate::run::contexts::Report {
+        let exit = &outcome.exit;
+        let end = RunEnd {
+            tab,
+            error: exit.error.as_ref().map(|e| (e.name.as_str(), e.message.as_str())),
+            runs_before: exit.usage.context_runs,
+            by_relay: outcome.by_relay,
+            mem_peak_mb: exit.usage.mem_peak_mb,
+        };
+        self.desk.contexts.borrow_mut().ended(claim, &end, self.now_ms())
+    }
+
+    /// `relay://contexts`: the live contexts.
+    pub fn contexts_view(&self, settings: &ContextSettings) -> Value {
+        self.desk.contexts.borrow_mut().view(settings, self.now_ms())
+    }
+
+    /// The context run `run` names, as its admission claimed it: what its tab command says.
+    pub fn context_of(&self, run: &str) -> Option<Claim> {
+        self.desk.runs.borrow().get(run).and_then(|io| io.context.clone())
     }
 
     /// Heartbeats every tab (a failed write is how a closed tab is noticed, when the runtime
@@ -289,26 +329,54 @@ impl<P: Platform> RelaySession<P> {
     /// calls reached this relay session. The audit row comes first: the machine may end the
     /// run within this very input (no tab and no attach wait), and its end updates the row.
     /// `limits`: the run's timeout and output cap.
+    /// `context`: the context the run names, claimed first (`Err(message)`: refused, the limit).
     pub fn admit(
         &self,
         queued: &Queued,
         (timeout_ms, output_cap): (u64, u64),
         (executor, workspace_max): (Executor, u64),
+        context: Option<Result<Claim, String>>,
         delivery: Box<dyn Delivery<P::Frames>>,
     ) -> Result<(), Unadmitted> {
-        self.store().audit_queued(queued, self.now_ms()).map_err(Unadmitted::Storage)?;
+        let context = match context.transpose() {
+            Ok(context) => context,
+            Err(message) => return Err(Unadmitted::Context(message)),
+        };
+        let unclaim = |context: &Option<Claim>| {
+            let never_sent = RunEnd { tab: None, error: None, runs_before: 0, by_relay: true, mem_peak_mb: 0 };
+            context.iter().for_each(|claim| drop(self.desk.contexts.borrow_mut().ended(claim, &never_sent, 0)));
+        };
+        if let Err(e) = self.store().audit_queued(queued, self.now_ms()) {
+            unclaim(&context);
+            return Err(Unadmitted::Storage(e));
+        }
         let request_key = request_key(queued.mcp_session, queued.request_id);
         let tenant = queued.tenant.to_owned();
-        let io = RunIo { delivery, command: None, runtime: None, request_key, tenant, workspace_max };
+        let io = RunIo {
+            delivery,
+            command: None,
+            runtime: None,
+            request_key,
+            context: context.clone(),
+            tab: None,
+            tenant,
+            workspace_max,
+        };
         self.desk.runs.borrow_mut().insert(queued.run_id.to_owned(), io);
         let admit = Input::Admit { run: queued.run_id.to_owned(), timeout_ms, output_cap, executor };
         let admission = self.feed(admit);
         if let Some(Output::Refused { max, .. }) = admission.first() {
             self.desk.runs.borrow_mut().remove(queued.run_id);
+            unclaim(&context);
             self.persisted("runs", self.store().forget_run(queued.run_id));
             return Err(Unadmitted::QueueFull(*max));
         }
         Ok(())
+    }
+
+    /// Claims context `ask` of `runtime` for a run being admitted (see `run::contexts`).
+    pub fn claim_context(&self, runtime: &str, ask: &Ask, settings: &ContextSettings) -> Result<Claim, String> {
+        self.desk.contexts.borrow_mut().claim(runtime, ask, settings, self.now_ms())
     }
 
     /// Whether the run has not ended yet.

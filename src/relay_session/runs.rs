@@ -30,9 +30,10 @@ use crate::files::download_url;
 use crate::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
 use crate::mcp::tasks::{TaskRecord, TaskStatus};
 use crate::mcp::{self, Era, HttpResponse, LogLevel, Tool, ToolCall, ToolResult};
-use crate::protocol::{Caller, CapsuleCommand, TabCommand};
+use crate::protocol::{Caller, CapsuleCommand, ContextOrder, TabCommand};
 use crate::run::args::{capsule_spec, deps_request};
 use crate::run::backchannel::{EventBody, Exit, OutFile, RunError, Usage};
+use crate::run::contexts::{ask_of, Ask};
 use crate::run::executor::Executor;
 use crate::run::file_op::{file_op, FileOp};
 use crate::run::machine::{Cancel, Input, Outcome};
@@ -70,7 +71,7 @@ impl Work {
                 .map(Work::File)
                 .map_err(|e| tool_error(e.name, &e.message)));
         }
-        if let Err(why) = executor_of(call, caller) {
+        if let Err(why) = context_ask(call).map(|_| ()).and_then(|()| executor_of(call, caller).map(|_| ())) {
             return Ok(Err(tool_error(ErrorName::ValidationError, &why)));
         }
         let signer = signer()?;
@@ -122,6 +123,11 @@ impl Job {
     }
 }
 
+/// The context a run's call names, if any (its arguments checked: see `run::contexts`).
+fn context_ask(call: &ToolCall) -> Result<Option<Ask>, String> {
+    call.arguments.as_object().map_or(Ok(None), ask_of)
+}
+
 /// What a run's answer is made of: the call, who made it, the run and its job.
 #[derive(Clone)]
 pub struct Call {
@@ -157,7 +163,7 @@ impl Call {
     /// The JSON-RPC response for the run, which ended at `now_ms` as `outcome` says.
     pub fn conclude(&self, outcome: Outcome, now_ms: u64) -> Value {
         let Call { tool_call: call, caller, run, job } = self;
-        let Outcome { exit, stdout, stderr, executor, .. } = outcome;
+        let Outcome { exit, stdout, stderr, context, executor, .. } = outcome;
         let signer = match job.as_ref() {
             Job::Capsule { signer, .. } => &**signer,
             Job::Packaged(job) => &job.signer,
@@ -174,9 +180,13 @@ impl Call {
             fetches: exit.usage.fetches,
             denied: exit.usage.denied,
             file_errors: exit.usage.file_errors,
+            context_runs: exit.usage.context_runs,
             files,
             images: images.collect(),
             error: exit.error.as_ref().map(|e| named_error(e, caller, call.tool)),
+            context,
+            displays: exit.displays.clone(),
+            run: run.clone(),
             executor,
         };
         mcp::tool_result(call, result)
@@ -207,12 +217,20 @@ pub fn executor_of(call: &ToolCall, caller: &Caller) -> Result<Executor, String>
     let defaults = &caller.tenant.defaults;
     let asked = call.arguments.get("executor").and_then(Value::as_str).and_then(Executor::parse);
     let executor = defaults.executor.for_call(defaults.edge.is_some(), asked)?;
+    // A context lives in a tab's runner worker: a run in one goes to a tab.
+    let in_context = call.arguments.get("context").is_some_and(|context| !context.is_null());
     match (call.tool, executor) {
         (Tool::RunPy, Executor::Edge) => Err(PYTHON_NEEDS_A_TAB.into()),
+        (_, Executor::Edge) if in_context => Err(CONTEXT_NEEDS_A_TAB.into()),
         (Tool::RunPy, _) => Ok(Executor::Tab),
+        (_, _) if in_context => Ok(Executor::Tab),
         (_, executor) => Ok(executor),
     }
 }
+
+/// Why a run in a context never runs at the edge.
+const CONTEXT_NEEDS_A_TAB: &str =
+    "a context lives in a browser tab: a run in one cannot go to the edge executor (leave out context, or executor)";
 
 /// Why Python never runs at the edge (Pyodide is not measured there yet: docs/ARCHITECTURE.md
 /// "The edge executor").
@@ -326,9 +344,13 @@ impl<P: Platform + 'static> RelaySession<P> {
     /// and the call's redacted arguments.
     pub fn admit_call(&self, call: &Call, delivery: Box<dyn Delivery<P::Frames>>) -> Result<(), Unadmitted> {
         let Call { tool_call, caller, run, job } = call;
+        let settings = &caller.tenant.defaults.contexts;
+        let context =
+            context_ask(tool_call).ok().flatten().map(|ask| self.claim_context(job.runtime(), &ask, settings));
         let executor = executor_of(tool_call, caller).unwrap_or_default();
+        let placement = (executor, caller.tenant.defaults.workspace.max_bytes);
         with_queued(tool_call, caller, run, &job.audit_name(), |queued| {
-            self.admit(queued, job.limits(), (executor, caller.tenant.defaults.workspace.max_bytes), delivery)
+            self.admit(queued, job.limits(), placement, context, delivery)
         })
     }
 
@@ -365,8 +387,15 @@ impl<P: Platform + 'static> RelaySession<P> {
         };
         let roots = self.store().audit_workspace(run, before.as_deref().ok(), after.as_deref().ok());
         self.persisted("audit", roots);
-        let exit = Exit { exit_code, usage, error, files: Vec::new() };
-        let outcome = Outcome { exit, stdout: String::new(), stderr: String::new(), by_relay: true, executor: None };
+        let exit = Exit { exit_code, usage, error, files: Vec::new(), displays: Vec::new() };
+        let outcome = Outcome {
+            exit,
+            stdout: String::new(),
+            stderr: String::new(),
+            by_relay: true,
+            context: None,
+            executor: None,
+        };
         self.audited("a file tool", self.store().audit_finished(run, &outcome, ended));
         match answer {
             Ok(value) => Ok(mcp::file_result(tool_call, value)),
@@ -443,8 +472,15 @@ pub async fn prepare<P: Platform + 'static>(session: &Rc<RelaySession<P>>, calle
 
 impl<P: Platform> RelaySession<P> {
     /// The `capsule` command for run `run`, signed now.
+    /// A run in a context carries its order (`run::contexts`).
     pub fn capsule_command(&self, signer: &Signer, caller: &Caller, run: &str, capsule: &Capsule) -> TabCommand {
-        TabCommand::Capsule(CapsuleCommand::new(signer, caller, run, capsule, self.now_ms() / 1000))
+        let mut command = CapsuleCommand::new(signer, caller, run, capsule, self.now_ms() / 1000);
+        command.context = self.context_of(run).map(|claim| ContextOrder {
+            name: claim.key.1,
+            fresh: claim.fresh,
+            idle_ms: caller.tenant.defaults.contexts.idle_ms,
+        });
+        TabCommand::Capsule(command)
     }
 }
 

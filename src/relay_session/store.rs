@@ -185,7 +185,7 @@ impl<'a, S: Sql> Store<'a, S> {
     /// Records how a run ended, with hashes of its output, and seals its record onto the chain
     /// (returned, for the run's log line).
     pub fn audit_finished(&self, run_id: &str, outcome: &Outcome, now_ms: u64) -> Result<Option<AuditRecord>> {
-        let Outcome { exit, stdout, stderr, by_relay, executor } = outcome;
+        let Outcome { exit, stdout, stderr, by_relay, executor, .. } = outcome;
         // Only the relay's own words: a message the tab reported may quote the run's output.
         let message = exit.error.as_ref().filter(|_| *by_relay).map(|e| e.message.chars().take(MAX_ERROR_MESSAGE));
         let message: Option<String> = message.map(Iterator::collect);

@@ -46,6 +46,9 @@ pub enum EventBody {
         /// Files the run left in `/out` (uploaded by the tab under the run).
         #[serde(default)]
         files: Vec<OutFile>,
+        /// What the run's code showed with `display()`, in order.
+        #[serde(default)]
+        displays: Vec<Display>,
     },
     Error(RunError),
     /// Guest code tried something the run's policy refused: `what` (`fetch`, `write`) of
@@ -74,6 +77,9 @@ pub struct Usage {
     /// File changes the run made that the tab could not store (its storage failed, or the
     /// workspace refused the change): the guest was not told, so the result says it.
     pub file_errors: u64,
+    /// For a run in a context: how many runs the context's interpreter had served in the tab
+    /// before this one (0: the tab started it for this run). See `run::contexts`.
+    pub context_runs: u64,
 }
 
 /// A file a run left in `/out`, as the tab reports it after uploading it.
@@ -96,6 +102,18 @@ pub struct InlineImage {
     pub data: String,
 }
 
+/// One `display()` of a run, as its tab reports it (lib/run-queue.js): a MIME type and either
+/// its text (text types, JSON), its bytes in base64 (images), or, when it was too large to
+/// ride in the result, the `/out` path the tab wrote it to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Display {
+    pub mime_type: String,
+    pub text: Option<String>,
+    pub data: Option<String>,
+    pub path: Option<String>,
+}
+
 /// The fields an `exit` event's `usage`, `error` and each of its `files` may carry, by their
 /// JSON names: the page builds its exit events from this list (`relay-capsule exit-fields`, at
 /// build time), so it never sends a field [`parse_batch`] refuses, which would lose the whole
@@ -109,10 +127,17 @@ pub fn exit_fields() -> Value {
         image: Some(InlineImage { mime_type: String::new(), data: String::new() }),
     };
     let error = RunError { name: String::new(), message: String::new() };
+    let display = Display {
+        mime_type: String::new(),
+        text: Some(String::new()),
+        data: Some(String::new()),
+        path: Some(String::new()),
+    };
     serde_json::json!({
         "usage": field_names(&Usage::default()),
         "error": field_names(&error),
         "file": field_names(&file),
+        "display": field_names(&display),
     })
 }
 
@@ -187,6 +212,7 @@ pub struct Exit {
     pub usage: Usage,
     pub error: Option<RunError>,
     pub files: Vec<OutFile>,
+    pub displays: Vec<Display>,
 }
 
 /// Everything a run has produced so far, capped at the policy's output limit.
@@ -237,10 +263,11 @@ impl RunLog {
             EventBody::Progress { .. } => {}
             EventBody::Denied { .. } => self.denials += 1,
             EventBody::Error(error) => self.error = Some(error.clone()),
-            EventBody::Exit { exit_code, usage, error, files } => {
+            EventBody::Exit { exit_code, usage, error, files, displays } => {
                 let error = error.clone().or_else(|| self.error.clone()).or_else(|| self.cap_error());
                 let exit_code = if error.is_some() && *exit_code == 0 { 1 } else { *exit_code };
-                self.exit = Some(Exit { exit_code, usage: *usage, error, files: files.clone() });
+                let (files, displays) = (files.clone(), displays.clone());
+                self.exit = Some(Exit { exit_code, usage: *usage, error, files, displays });
             }
         }
         Applied::New
@@ -274,7 +301,8 @@ impl RunLog {
     pub fn fail(&mut self, name: &str, message: String, exit_code: i32) {
         if self.exit.is_none() {
             let error = Some(RunError { name: name.into(), message });
-            self.exit = Some(Exit { exit_code, usage: Usage::default(), error, files: Vec::new() });
+            self.exit =
+                Some(Exit { exit_code, usage: Usage::default(), error, files: Vec::new(), displays: Vec::new() });
         }
     }
 }

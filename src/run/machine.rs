@@ -21,6 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use serde_json::{json, Value};
 
 use super::backchannel::{Applied, EventBody, Exit, RunLog, TabEvent, DENIALS_AUDITED};
+use super::contexts::Report;
 use super::executor::{EdgeBudget, EdgeMeter, Executor, EDGE, EDGE_LOAD_MS};
 use super::lease::{TabLease, TAB_LEASE_MS};
 use super::queue::{Admission, RunQueue};
@@ -120,6 +121,8 @@ pub struct Outcome {
     /// The relay ended the run (a deadline, a cancel, a lost tab): its error message is the
     /// relay's own words. Otherwise the tab reported the end, and the message may quote the run.
     pub by_relay: bool,
+    /// What became of the run's context, if it named one (the relay session's book adds it).
+    pub context: Option<Report>,
     /// Where it was sent last (`tab` or `edge`), if it was sent at all.
     pub executor: Option<&'static str>,
 }
@@ -685,7 +688,7 @@ impl RunMachine {
             self.meter.charge(exit.usage.wall_ms);
         }
         let (stdout, stderr) = (std::mem::take(&mut entry.log.stdout), std::mem::take(&mut entry.log.stderr));
-        let outcome = Outcome { exit, stdout, stderr, by_relay, executor: entry.sent_to };
+        let outcome = Outcome { exit, stdout, stderr, by_relay, context: None, executor: entry.sent_to };
         out.push(Output::Finish { run: run.to_owned(), outcome, answer: entry.answer });
         self.finished.push_back(run.to_owned());
         while self.finished.len() > FINISHED_KEPT {

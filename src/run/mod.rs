@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod backchannel;
+pub mod contexts;
 pub mod executor;
 pub mod file_op;
 pub mod lease;

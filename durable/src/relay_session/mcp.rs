@@ -67,6 +67,7 @@ fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
         queue_depth,
         recent_runs: shared.store().recent_runs(10),
         clients: shared.caches.clients(),
+        contexts: shared.contexts_view(&caller.tenant.defaults.contexts),
     }
 }
 

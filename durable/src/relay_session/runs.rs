@@ -109,6 +109,9 @@ fn refused(call: &Call, unadmitted: Unadmitted) -> Response {
     match unadmitted {
         Unadmitted::QueueFull(max) => http::to_response(call.queue_full(max)),
         Unadmitted::Storage(e) => storage_unavailable("the relay session's SQLite", &e),
+        Unadmitted::Context(why) => {
+            http::json(200, &mcp::tool_error(&call.tool_call, ErrorName::ValidationError, &why))
+        }
     }
 }
 
