@@ -103,7 +103,7 @@ fn a_packaged_run_never_built_fails_at_the_edge_saying_a_tab_must_build_it() {
 }
 
 #[test]
-fn python_stays_on_tabs_and_a_call_cannot_send_it_to_the_edge() {
+fn python_and_runs_in_a_context_stay_on_tabs_and_a_call_cannot_send_them_to_the_edge() {
     let caller = edge_caller();
     let py = tool_call(Tool::RunPy, json!({ "code": "print(1)" }), Era::Modern, None);
     assert_eq!(executor_of(&py, &caller), Ok(Executor::Tab));
@@ -111,4 +111,10 @@ fn python_stays_on_tabs_and_a_call_cannot_send_it_to_the_edge() {
     assert!(executor_of(&to_edge, &caller).unwrap_err().contains("Python needs a browser tab"));
     let js = tool_call(Tool::RunJs, json!({ "code": "1", "executor": "tab" }), Era::Modern, None);
     assert_eq!(executor_of(&js, &caller), Ok(Executor::Tab));
+    // A context lives in a tab: a run in one goes there, and may not ask for the edge.
+    let in_context = tool_call(Tool::RunJs, json!({ "code": "1", "context": "nb" }), Era::Modern, None);
+    assert_eq!(executor_of(&in_context, &caller), Ok(Executor::Tab));
+    let context_at_edge =
+        tool_call(Tool::RunJs, json!({ "code": "1", "context": "nb", "executor": "edge" }), Era::Modern, None);
+    assert!(executor_of(&context_at_edge, &caller).unwrap_err().contains("a context lives in a browser tab"));
 }
