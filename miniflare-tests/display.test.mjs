@@ -116,3 +116,20 @@ test("what display() cannot show is said on stderr, and the run goes on", async 
   assert.equal(result.structuredContent.stdout, "after\n", shown(result));
   assert.match(result.structuredContent.stderr, /display: application\/octet-stream cannot be shown/);
 });
+
+test("two charts of 90 KiB: the first inline, the second past the result's budget goes to /out, not lost", async () => {
+  const code = `
+import base64
+png = base64.b64decode(${JSON.stringify(PNG)})
+display(png + bytes(90 * 1024))
+display(png + bytes(90 * 1024) + b"2")`;
+  const result = await call("run_py", code);
+  assert.equal(result.isError, false, shown(result));
+  const [first, second] = result.structuredContent.displays;
+  assert.ok(!first.leftOut && !first.path, shown(result));
+  assert.equal(result.content.filter((c) => c.type === "image").length, 1, "the first inline");
+  assert.ok(!second.leftOut, `the second was left out of the result: ${shown(result)}`);
+  assert.match(second.path, /^\/out\/display-r_\w+-1\.png$/);
+  const fetched = await fetch(second.url);
+  assert.equal((await fetched.arrayBuffer()).byteLength, 90 * 1024 + 71);
+});

@@ -271,6 +271,8 @@ test("a deleted tenant: counts per kind, its keys and tokens refused, nothing of
   assert.match(await refusal(workspace, 401, "Unauthorized"), /no longer exists/);
   const upload = await fetch(`${BASE}/files/r_after/out/again.txt`, { method: "PUT", headers: { authorization: `Bearer ${runToken}` }, body: "again" });
   assert.match(await refusal(upload, 401, "Unauthorized"), /no longer exists/);
+  const egress = await fetch(`${BASE}/egress`, { method: "POST", headers: { authorization: `Bearer ${runToken}` }, body: "{}" });
+  assert.match(await refusal(egress, 401, "Unauthorized"), /no longer exists/);
   assert.deepEqual(stored("r2", mine), [], "still no R2 object of it");
 
   // The other tenant keeps everything.

@@ -90,6 +90,20 @@ fn past_the_budget_a_display_is_named_not_carried() {
 }
 
 #[test]
+fn json_past_the_budget_is_carried_neither_as_text_nor_in_structured_content() {
+    let value = json!({ "blob": "y".repeat(600) }).to_string();
+    let records = json!([{ "a": "z".repeat(600) }]).to_string();
+    let displays = [shown("application/json", Some(&value), None), shown("application/json", Some(&records), None)];
+    let (content, structured, _) = display_content("r", &displays, &[], 500);
+    for (i, entry) in structured.iter().enumerate() {
+        assert!(content[i]["text"].as_str().unwrap().contains("left out"), "{}", content[i]);
+        assert_eq!(entry["leftOut"], true);
+        assert!(entry.get("value").is_none() && entry.get("table").is_none(), "display {i} still carried: {entry}");
+        assert!(entry.to_string().len() < 100, "{entry}");
+    }
+}
+
+#[test]
 fn a_display_written_to_out_is_named_with_its_url() {
     let moved =
         Display { mime_type: "image/png".into(), text: None, data: None, path: Some("/out/display-r-0.png".into()) };

@@ -25,13 +25,24 @@ const QUEUED_NOTE_EVERY_MS = 5_000;
 // A display() up to this size rides in the result; a larger one is written to /out (as an
 // image in /out is inlined up to the same size: out-files.js).
 const INLINE_DISPLAY_BYTES = 96 * 1024;
-// All of a run's inline displays together (as sent: base64 for images), so its exit event stays
-// well under the 1 MiB an event may have; the rest go to /out too.
-const INLINE_DISPLAYS_TOTAL = 512 * 1024;
+// All of a run's inline displays together, counted as the relay counts them against the
+// result's budget (src/mcp/results.rs IMAGE_BUDGET, 128 KiB: displayCost); the rest go to /out
+// too, rather than be left out of the result.
+const INLINE_DISPLAYS_TOTAL = 128 * 1024;
 const DISPLAY_EXTENSIONS = {
   "image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp", "image/svg+xml": "svg",
   "text/html": "html", "text/markdown": "md", "application/json": "json", "text/plain": "txt",
 };
+
+/**
+ * What a display costs against the relay's budget (src/mcp/display.rs `inline`): images as
+ * base64, an SVG too (it arrives as text), JSON twice (as text and in structuredContent).
+ */
+function displayCost(mimeType, bytes, isText) {
+  const base64 = Math.ceil(bytes.byteLength / 3) * 4;
+  if (!isText || mimeType === "image/svg+xml") return base64;
+  return mimeType === "application/json" ? 2 * bytes.byteLength : bytes.byteLength;
+}
 
 export class RunQueue {
   /**
@@ -222,7 +233,7 @@ export class RunQueue {
     let room = INLINE_DISPLAYS_TOTAL;
     for (const [n, { mimeType, data }] of displays.entries()) {
       const bytes = typeof data === "string" ? encoder.encode(data) : data;
-      const sent = typeof data === "string" ? bytes.byteLength : Math.ceil(bytes.byteLength / 3) * 4;
+      const sent = displayCost(mimeType, bytes, typeof data === "string");
       if (bytes.byteLength <= INLINE_DISPLAY_BYTES && sent <= room) {
         room -= sent;
         shown.push(typeof data === "string" ? { mimeType, text: data } : { mimeType, data: toBase64(data) });

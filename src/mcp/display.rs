@@ -50,6 +50,12 @@ pub fn display_content(
                         Some(block)
                     }
                     Some(_) => {
+                        // What is left out is left out of structuredContent too: only the
+                        // budget bounds a result's size.
+                        if let Some(kept) = entry.as_object_mut() {
+                            kept.remove("value");
+                            kept.remove("table");
+                        }
                         entry["leftOut"] = json!(true);
                         Some(text(&format!(
                             "[display {i}: {mime} left out: the displays of one result carry at most {budget} bytes; write it to /out instead]"

@@ -31,6 +31,9 @@ pub async fn handle(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
         Err(response) => return Ok(response),
     };
     who.is(&claims.sub, &claims.sid);
+    if let Err(refusal) = token_tenant(env, &claims.sub).await? {
+        return Ok(refusal);
+    }
     let policy = match capsule_policy(env, &claims.sub, &claims.cap).await? {
         Ok(policy) => policy.network,
         Err(response) => return Ok(response),

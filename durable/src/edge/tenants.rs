@@ -9,7 +9,7 @@ use crate::platform::bindings::{kv, public_origin, ADMIN_TOKEN};
 use crate::platform::http::{json, refuse, storage_unavailable, with_header};
 use crate::platform::{now_ms, random};
 use relay_core::auth::cache::{RecordCache, TenantCache};
-use relay_core::auth::keyring::{key_id, KeyEntry, KeyRing, KeyState};
+use relay_core::auth::keyring::{key_id, KeyEntry, KeyRefused, KeyRing, KeyState};
 use relay_core::auth::{self, admin, bearer, check_key_shape, mint_api_key, Tenant};
 use relay_core::error::ErrorName;
 use relay_core::keys;
@@ -33,13 +33,14 @@ pub async fn authenticate(req: &Request, env: &Env) -> Result<std::result::Resul
     if let Err(e) = check_key_shape(key) {
         return Ok(Err(unauthorized(&e.to_string())));
     }
+    let hash = auth::key_hash(key);
     let admitted = match current(env, &keys::tenant_by_key(key)).await {
-        Ok(Some(tenant)) => ring(env, &tenant.id).await.map(|ring| (tenant, ring)),
+        Ok(Some(tenant)) => admitting_ring(env, &tenant.id, &hash).await.map(|ring| (tenant, ring)),
         Ok(None) => return Ok(Err(unauthorized("unknown API key"))),
         Err(e) => Err(e),
     };
     match admitted {
-        Ok((tenant, ring)) => Ok(match ring.admits(&auth::key_hash(key), now_ms()) {
+        Ok((tenant, ring)) => Ok(match ring.admits(&hash, now_ms()) {
             Ok(()) => Ok(tenant),
             Err(refused) => Err(unauthorized(&refused.to_string())),
         }),
@@ -73,6 +74,19 @@ pub async fn ring(env: &Env, id: &str) -> std::result::Result<KeyRing, KvError> 
     let ring = stored_ring(&kv(env).map_err(|e| KvError::InvalidKvStore(e.to_string()))?, id).await?;
     remember_ring(id, &ring);
     Ok(ring)
+}
+
+/// Tenant `id`'s key ring to judge key `hash` by: the cached one, unless it does not list the
+/// key (a key made since, by a rotation in another isolate): then the stored one, as an unknown
+/// key record is read again rather than cached.
+async fn admitting_ring(env: &Env, id: &str, hash: &str) -> std::result::Result<KeyRing, KvError> {
+    let cached = ring(env, id).await?;
+    if !matches!(cached.admits(hash, now_ms()), Err(KeyRefused::Unknown)) {
+        return Ok(cached);
+    }
+    let stored = stored_ring(&kv(env).map_err(|e| KvError::InvalidKvStore(e.to_string()))?, id).await?;
+    remember_ring(id, &stored);
+    Ok(stored)
 }
 
 /// Tenant `id`'s key ring as stored (the legacy ring when there is none), parsed from its text
