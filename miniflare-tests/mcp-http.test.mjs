@@ -130,6 +130,8 @@ describe("tenants and auth", () => {
     seed(); // what scripts/dev.sh does on every start
     const { tenant: dev } = await (await fetch(`${BASE}/admin/tenants/dev`, { headers: admin })).json();
     assert.deepEqual(dev.defaults.policy.network.allowedDomains, ["example.com"]);
+    assert.equal(dev.defaults.executor, "tab-or-edge", "a local user sees runs at the edge when no tab is open");
+    assert.ok(dev.defaults.edge.runsPerMinute > 0 && dev.defaults.edge.cpuMsPerDay > 0);
     const discover = await post(modernHeaders(devVars.DEV_API_KEY, modernBody("server/discover")), modernBody("server/discover"));
     assert.equal(discover.status, 200, "the key in .dev.vars is the dev tenant's");
   });
@@ -307,8 +309,8 @@ describe("2026-07-28: stateless requests", () => {
     assert.deepEqual(first.tools.map((t) => t.name), TOOL_NAMES);
     const tools = Object.fromEntries(first.tools.map((t) => [t.name, t]));
     const props = (name) => Object.keys(tools[name].inputSchema.properties).sort();
-    assert.deepEqual(props("run_js"), ["args", "code", "context", "cwd", "env", "npm", "policy", "reset", "stdin"]);
-    assert.deepEqual(props("run_py"), ["args", "code", "context", "cwd", "env", "pip", "policy", "reset", "stdin"]);
+    assert.deepEqual(props("run_js"), ["args", "code", "context", "cwd", "env", "executor", "npm", "policy", "reset", "stdin"]);
+    assert.deepEqual(props("run_py"), ["args", "code", "context", "cwd", "env", "executor", "pip", "policy", "reset", "stdin"]);
     assert.deepEqual(props("read"), ["encoding", "maxBytes", "offset", "path"]);
     assert.deepEqual(props("write"), ["content", "encoding", "mode", "path"]);
     assert.deepEqual(props("search"), ["caseSensitive", "filePattern", "maxResults", "paths", "pattern"]);
@@ -322,7 +324,7 @@ describe("2026-07-28: stateless requests", () => {
       assert.ok(tool.outputSchema.properties.error, `${tool.name}: failures fit the output schema`);
       assert.ok(tool.description.length > 40, tool.name);
     }
-    assert.deepEqual(Object.keys(tools.run_js.outputSchema.properties).sort(), ["context", "displays", "error", "exitCode", "files", "notStored", "stderr", "stdout", "truncated", "usage"]);
+    assert.deepEqual(Object.keys(tools.run_js.outputSchema.properties).sort(), ["context", "displays", "error", "executor", "exitCode", "files", "notStored", "stderr", "stdout", "truncated", "usage"]);
     for (const name of ["read", "search"]) assert.equal(tools[name].annotations.readOnlyHint, true, name);
     for (const name of ["run_js", "run_py"]) {
       assert.equal(tools[name].annotations.openWorldHint, true, name);

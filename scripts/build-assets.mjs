@@ -85,6 +85,7 @@ export async function buildAssets({ log = console.log } = {}) {
   await generateFromCore();
   const outputs = [await buildPolicyWasm(), await vendorEsbuildWasm(), ...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
   await buildTestPage();
+  await buildEdgeRunner();
   const runtimes = {};
   for (const runtime of RUNTIMES) {
     const { id, files } = await vendorRuntime(runtime);
@@ -195,6 +196,27 @@ async function bundleRunners() {
     logLevel: "error",
     metafile: true,
   }));
+}
+
+// The edge executor's runner (durable/js/edge-runner.js), which the Worker's main module
+// (durable/js/entry.mjs) imports and hands to each run's dynamic Worker: one ES module, as text,
+// in dist/edge/, never served (QuickJS's wasm and policy.wasm come from the page's assets).
+const EDGE_OUT = path.join(ROOT, "dist", "edge");
+
+async function buildEdgeRunner() {
+  await mkdir(EDGE_OUT, { recursive: true });
+  await esbuild.build({
+    absWorkingDir: ROOT,
+    entryPoints: [path.join(ROOT, "durable", "js", "edge-runner.js")],
+    outfile: path.join(EDGE_OUT, "runner.txt"),
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    external: ["./quickjs.wasm", "./policy.wasm", ...NODE_ONLY],
+    alias: ALIASES,
+    logLevel: "warning",
+  });
 }
 
 function outputNames({ metafile }) {

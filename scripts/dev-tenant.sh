@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Seeds the `dev` tenant of the relay at URL (default http://127.0.0.1:8787) with the key in
 # .dev.vars (DEV_API_KEY). A dev tenant that exists already keeps its name and defaults (as
-# PATCH /admin/tenants/dev left them), so restarting scripts/dev.sh does not undo them. Only a
+# PATCH /admin/tenants/dev left them), so restarting scripts/dev.sh does not undo them; one with
+# no edge budget is given one (tab-or-edge, 60 runs a minute, 10 minutes a day). Only a
 # 404 for the dev tenant means there is none yet: any other failure (an unreachable relay, a
 # 503, a wrong ADMIN_TOKEN) stops here, seeding nothing, so no existing defaults are replaced.
 # Usage: scripts/dev-tenant.sh [URL]
@@ -28,9 +29,12 @@ case "$status" in
     exit 1
     ;;
 esac
+# A dev tenant without an edge budget gets one, and runs at the edge when no tab is there
+# (tab-or-edge: README "Where runs go"), so a local user sees both executors.
 seed=$(node -e '
   const [existing, key] = process.argv.slice(1);
-  const { name = "dev", defaults } = JSON.parse(existing).tenant ?? {};
+  let { name = "dev", defaults } = JSON.parse(existing).tenant ?? {};
+  if (!defaults?.edge) defaults = { ...defaults, executor: "tab-or-edge", edge: { cpuMsPerDay: 600000, runsPerMinute: 60 } };
   process.stdout.write(JSON.stringify({ id: "dev", key, name, defaults }));
 ' "$existing" "$(var DEV_API_KEY)")
 curl -sS --fail-with-body -o /dev/null -X POST "$URL/admin/tenants" -H "$admin" -H 'content-type: application/json' -d "$seed"

@@ -60,6 +60,10 @@ pub struct AuditRecord {
     pub workspace_before: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_after: Option<String>,
+    /// Where the run executed (`tab` or `edge`); absent for runs never sent anywhere and in
+    /// records made before the edge executor, so those verify as they were sealed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
     pub prev: String,
     pub chain: String,
 }
@@ -114,6 +118,7 @@ impl Scope {
             args: redact_args(&args),
             workspace_before: None,
             workspace_after: None,
+            executor: None,
             prev: String::new(),
             chain: String::new(),
         }

@@ -14,19 +14,24 @@ pub const KV_CONFIG: &str = "KV_CONFIG";
 pub const ASSETS: &str = "ASSETS";
 /// The rate limiter of OAuth client registration.
 pub const OAUTH_REGISTER: &str = "OAUTH_REGISTER";
+/// The Worker Loader the edge executor makes each run's dynamic Worker with (read by
+/// `durable/js/entry.mjs`).
+pub const LOADER: &str = "LOADER";
 
 /// Every binding the Worker reads, with the kind wrangler lists it as in a dry run's table.
-pub const BINDINGS: [(&str, &str); 5] = [
+pub const BINDINGS: [(&str, &str); 6] = [
     (SESSIONS_BINDING, "Durable Object"),
     (KV_CONFIG, "KV Namespace"),
     (R2_CAPSULES, "R2 Bucket"),
     (OAUTH_REGISTER, "Rate Limit"),
     (ASSETS, "Assets"),
+    (LOADER, "Worker Loader"),
 ];
 
 /// The largest gzipped bundle (the Worker's script and wasm, as wrangler counts it) a deploy
 /// may ship: 1.5 MiB. It was 1,146 KiB on 2026-11-25 (1,031 KiB when issue 31 was filed), 1,187
-/// KiB with the tenant routes and retention, so this leaves about 350 KiB for growth while
+/// KiB with the tenant routes and retention, 1,244 KiB with the edge executor's runner (its wasm
+/// files are read from the page's assets, not bundled: they would have added 456 KiB), so this leaves about 350 KiB for growth while
 /// catching a heavy new dependency at once; and it
 /// stays at half of the 3 MiB Cloudflare's free plan accepts (the paid plan takes 10 MiB), so a
 /// deploy is never first refused by Cloudflare.

@@ -28,6 +28,8 @@ pub enum ErrorName {
     /// The browser process running the code died under it, almost always because the code ran
     /// the runtime out of memory in a way no limit catches first (the tab restarts its sandbox).
     RuntimeCrashed,
+    /// The tenant's edge budget (runs a minute, CPU ms a day) is spent.
+    EdgeBudgetExceeded,
     Internal,
     /// No such route, object or record.
     NotFound,
@@ -63,7 +65,7 @@ pub enum ErrorName {
 
 impl ErrorName {
     /// The names a tool result may carry.
-    pub const TOOL: [ErrorName; 10] = [
+    pub const TOOL: [ErrorName; 11] = [
         ErrorName::ValidationError,
         ErrorName::PolicyDenied,
         ErrorName::Timeout,
@@ -73,6 +75,7 @@ impl ErrorName {
         ErrorName::Cancelled,
         ErrorName::UpstreamFailed,
         ErrorName::RuntimeCrashed,
+        ErrorName::EdgeBudgetExceeded,
         ErrorName::Internal,
     ];
 
@@ -96,7 +99,7 @@ impl ErrorName {
     ];
 
     /// Every name: the tools' and the HTTP routes'.
-    pub const ALL: [ErrorName; 25] = joined(ErrorName::TOOL, ErrorName::HTTP);
+    pub const ALL: [ErrorName; 26] = joined(ErrorName::TOOL, ErrorName::HTTP);
 
     /// Whether a tool result may carry this name (see [`ErrorName::TOOL`]).
     pub fn in_tool_results(self) -> bool {
@@ -114,6 +117,7 @@ impl ErrorName {
             ErrorName::Cancelled => "Cancelled",
             ErrorName::UpstreamFailed => "UpstreamFailed",
             ErrorName::RuntimeCrashed => "RuntimeCrashed",
+            ErrorName::EdgeBudgetExceeded => "EdgeBudgetExceeded",
             ErrorName::Internal => "Internal",
             ErrorName::NotFound => "NotFound",
             ErrorName::Unauthorized => "Unauthorized",
@@ -172,7 +176,7 @@ impl ErrorName {
             ErrorName::RequestTimeout => 408,
             ErrorName::RangeNotSatisfiable => 416,
             ErrorName::UpgradeRequired => 426,
-            ErrorName::TooManyRequests | ErrorName::QueueFull => 429,
+            ErrorName::TooManyRequests | ErrorName::QueueFull | ErrorName::EdgeBudgetExceeded => 429,
             ErrorName::StorageUnavailable => 503,
         }
     }
@@ -189,6 +193,7 @@ impl ErrorName {
             ErrorName::Cancelled => "the run was stopped before it finished: its request was cancelled, or it waited in the queue longer than the tenant allows. Call again if the result is still needed.",
             ErrorName::UpstreamFailed => "a site the code fetched, or an upstream MCP server it called, failed or did not answer; the message quotes what it said. Retry later, or call something else.",
             ErrorName::RuntimeCrashed => "the browser process running the code died, almost always because the code used too much memory in a way no limit stops first (Python filling the browser's JavaScript heap through Pyodide's FFI, say). The tab restarted its sandbox and serves the next call; the same code will crash it again. Use less memory per call (work in pieces), then call again.",
+            ErrorName::EdgeBudgetExceeded => "no tab was attached and the tenant's edge budget (runs a minute or CPU ms a day, defaults.edge) is spent; the message says which and when it comes back. Ask the user to open the relay page so runs go to a tab, or the relay's operator to raise the budget.",
             ErrorName::Internal => "a fault in relay itself, not in your code. Retry once; if it happens again, tell the user the message.",
             ErrorName::NotFound => "nothing is at that address; the message names what is missing. Check the path (README lists the endpoints) or create the thing first.",
             ErrorName::Unauthorized => "the credential is missing, malformed, expired or unknown; the message says which. Send a valid one in `Authorization: Bearer`.",
@@ -213,8 +218,8 @@ impl ErrorName {
 pub const STORAGE_RETRY_AFTER_S: u64 = 5;
 
 /// `tool` then `http`, as one list (a `const` array cannot be concatenated otherwise).
-const fn joined(tool: [ErrorName; 10], http: [ErrorName; 15]) -> [ErrorName; 25] {
-    let mut all = [ErrorName::Internal; 25];
+const fn joined(tool: [ErrorName; 11], http: [ErrorName; 15]) -> [ErrorName; 26] {
+    let mut all = [ErrorName::Internal; 26];
     let mut i = 0;
     while i < all.len() {
         all[i] = if i < tool.len() { tool[i] } else { http[i - tool.len()] };

@@ -52,6 +52,10 @@ pub struct Snapshot {
     pub denials: BTreeMap<String, u64>,
     /// `server|outcome` -> upstream MCP calls (outcome: `ok` or an error name).
     pub upstream_calls: BTreeMap<String, u64>,
+    /// Executor (`tab`, `edge`) -> runs it executed, and their milliseconds (wall time, which
+    /// bounds CPU time: what an edge run costs).
+    pub executor_runs: BTreeMap<String, u64>,
+    pub executor_ms: BTreeMap<String, u64>,
     pub build_ms: Histogram,
     pub queue_wait_ms: Histogram,
     pub run_ms: Histogram,
@@ -80,6 +84,7 @@ pub struct RunEnd<'a> {
     pub queue_wait_ms: u64,
     pub run_ms: u64,
     pub output_bytes: u64,
+    pub executor: Option<&'a str>,
 }
 
 impl Snapshot {
@@ -94,6 +99,10 @@ impl Snapshot {
         self.queue_wait_ms.observe(&MS_BUCKETS, end.queue_wait_ms);
         self.run_ms.observe(&MS_BUCKETS, end.run_ms);
         self.output_bytes.observe(&BYTE_BUCKETS, end.output_bytes);
+        if let Some(executor) = end.executor {
+            *self.executor_runs.entry(executor.to_owned()).or_default() += 1;
+            *self.executor_ms.entry(executor.to_owned()).or_default() += end.run_ms;
+        }
     }
 
     pub fn observe_denial(&mut self, kind: &str) {
@@ -114,6 +123,8 @@ impl Snapshot {
             (&mut self.runs, &other.runs),
             (&mut self.denials, &other.denials),
             (&mut self.upstream_calls, &other.upstream_calls),
+            (&mut self.executor_runs, &other.executor_runs),
+            (&mut self.executor_ms, &other.executor_ms),
             (&mut self.storage_failures, &other.storage_failures),
         ] {
             for (key, n) in theirs {
@@ -155,6 +166,22 @@ impl Snapshot {
             &tenant_label,
             &self.upstream_calls,
             ["server", "outcome"],
+        );
+        counter(
+            &mut out,
+            "relay_executor_runs_total",
+            "Runs that were sent to an executor, by executor (tab or edge).",
+            &tenant_label,
+            &self.executor_runs,
+            ["executor", ""],
+        );
+        counter(
+            &mut out,
+            "relay_executor_run_ms_total",
+            "Milliseconds of runs by executor (tab or edge): what edge runs cost.",
+            &tenant_label,
+            &self.executor_ms,
+            ["executor", ""],
         );
         counter(
             &mut out,

@@ -30,6 +30,7 @@ fn fields(i: u64) -> AuditRecord {
         args: redact_args(&json!({ "code": format!("print({i})"), "args": ["a", "b"] })),
         workspace_before: None,
         workspace_after: None,
+        executor: None,
     }
 }
 

@@ -79,6 +79,7 @@ pub fn audit_records(n: usize) -> Vec<AuditRecord> {
             args: json!({}),
             workspace_before: None,
             workspace_after: None,
+            executor: None,
         };
         let head = records.last().map(|r| ChainHead { seq: r.seq, chain: r.chain.clone() });
         records.push(seal(fields, head.as_ref()));

@@ -46,7 +46,7 @@ fn tools_are_listed_in_a_fixed_order() {
 /// The properties of each tool's arguments, and which are required: what clients call with.
 #[test]
 fn input_schemas_have_each_tools_properties() {
-    let run_common = ["code", "stdin", "args", "env", "cwd", "context", "reset", "policy"];
+    let run_common = ["code", "stdin", "args", "env", "cwd", "context", "reset", "policy", "executor"];
     let cases: [(&str, Vec<&str>, &[&str]); 5] = [
         ("run_js", [&run_common[..], &["npm"]].concat(), &["code"]),
         ("run_py", [&run_common[..], &["pip"]].concat(), &["code"]),
@@ -523,6 +523,7 @@ fn error_names_and_statuses() {
         (ErrorName::Cancelled, "Cancelled", 499),
         (ErrorName::UpstreamFailed, "UpstreamFailed", 502),
         (ErrorName::RuntimeCrashed, "RuntimeCrashed", 500),
+        (ErrorName::EdgeBudgetExceeded, "EdgeBudgetExceeded", 429),
         (ErrorName::Internal, "Internal", 500),
     ];
     assert_eq!(ErrorName::TOOL.len(), expected.len());

@@ -26,6 +26,7 @@ fn record(kind: Kind, tool: &str) -> AuditRecord {
         args: json!({ "code": { "bytes": 3, "sha256": "c" }, "env": { "TOKEN": "***" } }),
         workspace_before: None,
         workspace_after: None,
+        executor: None,
         prev: "0".repeat(64),
         chain: "d".repeat(64),
     }
@@ -114,7 +115,7 @@ fn routes_are_patterns_with_no_id_token_or_query_in_them() {
 }
 
 fn run(tool: &'static str, exit_code: i32, error_name: Option<&'static str>, ms: u64, bytes: u64) -> RunEnd<'static> {
-    RunEnd { tool, exit_code, error_name, queue_wait_ms: 3, run_ms: ms, output_bytes: bytes }
+    RunEnd { tool, exit_code, error_name, queue_wait_ms: 3, run_ms: ms, output_bytes: bytes, executor: None }
 }
 
 #[test]

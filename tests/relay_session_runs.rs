@@ -35,7 +35,7 @@ fn js(code: &str) -> Value {
 fn failing_session() -> Rc<RelaySession<TestPlatform<Failing>>> {
     let session = Rc::new(RelaySession::new(TestPlatform::over(Failing::new(Sqlite::new(), &[]))));
     session.open().unwrap();
-    session.configure(&QueueSettings::default());
+    session.configure(&QueueSettings::default(), None);
     session
 }
 
@@ -113,7 +113,7 @@ fn a_run_is_audited_when_admitted_and_sealed_onto_the_chain_when_it_ends_with_it
 #[test]
 fn a_full_queue_admits_nothing_and_leaves_no_row_behind() {
     let session = session();
-    session.configure(&QueueSettings { max_queued: 1, ..QueueSettings::default() });
+    session.configure(&QueueSettings { max_queued: 1, ..QueueSettings::default() }, None);
     let first = call_of(&session, "r_1", tool_call(Tool::RunJs, js("1"), Era::Modern, None));
     session.admit_call(&first, Box::new(Answer::streamed(first.clone(), Stream::default()))).unwrap();
     assert_eq!(session.queue_full(), Some(1));
@@ -131,11 +131,11 @@ fn a_full_queue_admits_nothing_and_leaves_no_row_behind() {
 #[test]
 fn the_queue_settings_of_each_request_reach_a_live_relay_session() {
     let session = session();
-    session.configure(&QueueSettings::default());
+    session.configure(&QueueSettings::default(), None);
     let first = call_of(&session, "r_1", tool_call(Tool::RunJs, js("1"), Era::Modern, None));
     session.admit_call(&first, Box::new(Answer::streamed(first.clone(), Stream::default()))).unwrap();
     assert_eq!(session.queue_full(), None, "the default queue has room");
-    session.configure(&QueueSettings { max_queued: 1, ..QueueSettings::default() });
+    session.configure(&QueueSettings { max_queued: 1, ..QueueSettings::default() }, None);
     assert!(session.has_run("r_1"), "the run admitted keeps its place");
     assert_eq!(session.queue_full(), Some(1));
 }

@@ -9,6 +9,7 @@ use proptest::prelude::*;
 use relay_core::auth::QueueSettings;
 use relay_core::error::ErrorName;
 use relay_core::run::backchannel::{EventBody, TabEvent, Usage, DENIALS_AUDITED};
+use relay_core::run::executor::Executor;
 use relay_core::run::lease::TAB_LEASE_MS;
 use relay_core::run::machine::{
     Cancel, Command, Input, Output, RunMachine, FINISHED_KEPT, LOAD_BUDGET_MS, PROGRESS_EVERY_MS, TIMEOUT_GRACE_MS,
@@ -23,7 +24,7 @@ fn session() -> RunMachine {
 }
 
 fn admit(run: &str) -> Input {
-    Input::Admit { run: run.into(), timeout_ms: TIMEOUT, output_cap: CAP }
+    Input::Admit { run: run.into(), timeout_ms: TIMEOUT, output_cap: CAP, executor: Executor::Tab }
 }
 
 fn ready(run: &str) -> Input {
@@ -527,7 +528,15 @@ fn before_executing_a_run_also_has_the_load_budget() {
 #[test]
 fn a_run_waiting_past_the_queue_limit_is_cancelled_without_ever_starting() {
     let mut s = session();
-    s.handle(0, Input::Admit { run: "a".into(), timeout_ms: 10 * SETTINGS.max_wait_ms, output_cap: CAP });
+    s.handle(
+        0,
+        Input::Admit {
+            run: "a".into(),
+            timeout_ms: 10 * SETTINGS.max_wait_ms,
+            output_cap: CAP,
+            executor: Executor::Tab,
+        },
+    );
     s.handle(0, ready("a"));
     assert!(s.handle(0, tab("t1")).contains(&sent("t1", "a")));
     s.handle(0, heard(vec![ev("a", 0, progress("received")), ev("a", 1, progress("execute"))]));
@@ -827,7 +836,7 @@ fn check(ops: Vec<Op>, max_queued: u32, renew_while_draining: bool) -> Result<()
         let input = match op {
             Op::Admit => {
                 runs += 1;
-                Input::Admit { run: format!("r{runs}"), timeout_ms: 1_000, output_cap: 64 }
+                Input::Admit { run: format!("r{runs}"), timeout_ms: 1_000, output_cap: 64, executor: Executor::Tab }
             }
             Op::Ready(n) if runs > 0 => Input::Ready { run: format!("r{}", n % runs + 1) },
             Op::Attach => {

@@ -49,6 +49,26 @@ export async function loadCapsule(announced, keyRing, { signal } = {}) {
   return { manifest, files, limits: { ...DEFAULT_LIMITS, ...manifest.policy?.limits } };
 }
 
+/**
+ * What the runner gets from a checked capsule: stdin travels in the manifest's entry; the
+ * workspace as it is now (path -> bytes, the cap `workspaceLimit`), and the filesystem policy
+ * the runner applies to guest writes. The page and the edge executor both make it here.
+ */
+export function runnerJob(runId, { manifest, files, limits }, workspace, workspaceLimit) {
+  const { path, argv = [], env = {}, cwd = "/", stdin = "" } = manifest.entry;
+  return {
+    runId,
+    language: manifest.language,
+    runtimeId: manifest.runtime.id,
+    files,
+    entry: { path, argv, env, cwd, stdin },
+    limits,
+    workspace,
+    workspaceLimit,
+    filesystem: manifest.policy.filesystem,
+  };
+}
+
 // A deps layer (built by a tab, reused across capsules) holds packages only: it can never
 // replace the call's own code.
 const DEPS_DIRS = ["node_modules/", "wheels/"];

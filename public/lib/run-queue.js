@@ -12,7 +12,7 @@
 // (RunnerHost.refill).
 
 import { toBase64 } from "./bytes.js";
-import { loadCapsule } from "./capsule.js";
+import { loadCapsule, runnerJob } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
 import { exitEvent } from "./exit-event.js";
@@ -277,25 +277,9 @@ export class RunQueue {
   }
 }
 
-/**
- * What the runner gets from a checked capsule: stdin travels in the manifest's entry; the
- * workspace as it is now, and the filesystem policy the runner applies to guest writes; the
- * context the run names (the relay's order: {name, fresh, idleMs}), if any.
- */
-function job({ runId, context }, { manifest, files, limits }, workspace) {
-  const { path, argv = [], env = {}, cwd = "/", stdin = "" } = manifest.entry;
-  return {
-    runId,
-    ...(context && { context }),
-    language: manifest.language,
-    runtimeId: manifest.runtime.id,
-    files,
-    entry: { path, argv, env, cwd, stdin },
-    limits,
-    workspace: workspace.snapshot(),
-    workspaceLimit: workspace.limitBytes,
-    filesystem: manifest.policy.filesystem,
-  };
+/** The runner's job (lib/capsule.js) with the context the run names (the relay's order: {name, fresh, idleMs}), if any. */
+function job({ runId, context }, capsule, workspace) {
+  return { ...runnerJob(runId, capsule, workspace.snapshot(), workspace.limitBytes), ...(context && { context }) };
 }
 
 function capsuleFailure(hash, err) {

@@ -142,7 +142,8 @@ export class WorkspaceSync {
 }
 
 /** A run's changes on their way to the relay session, committed in the order the run made them. */
-class RunWriter {
+/** A run's changes on their way to the relay session (the edge executor's runner writes through one too). */
+export class RunWriter {
   constructor(sync, runToken) {
     this.sync = sync;
     this.headers = { authorization: `Bearer ${runToken}` };

@@ -18,6 +18,7 @@
 import { newQuickJSWASMModuleFromVariant, newVariant } from "quickjs-emscripten";
 import RELEASE_SYNC from "@jitl/quickjs-wasmfile-release-sync";
 import DEFAULT_LIMITS from "relay-default-limits";
+import { failure } from "../lib/errors.js";
 import { GuestFiles } from "./guest-files.js";
 import { guestPrelude } from "./guest-prelude.js";
 import { WriteRule, runnerPolicy } from "./write-rule.js";
@@ -29,6 +30,8 @@ const WASM_FILE = "emscripten-module.wasm";
 // The module's own minimum heap (emscripten INITIAL_MEMORY) and the wasm32 ceiling.
 const INITIAL_HEAP_MIB = 16;
 const MAX_HEAP_MIB = 2048;
+// Promise jobs a guarded run (the edge's) executes before it yields to the host's event loop.
+const JOB_SLICE = 10_000;
 // Node's exit code when the program ends while its top-level await can never settle.
 const EXIT_UNSETTLED_AWAIT = 13;
 // The modules a capsule imports from the runtime itself, by the name of their exports in the prelude.
@@ -39,15 +42,16 @@ const BUILTIN_MODULES = { fs: "fs", "node:fs": "fs", "fs/promises": "fs/promises
 const STANDBY_CAP_MIB = heapCap(DEFAULT_LIMITS.memMb);
 
 export const quickJsEngine = {
-  async start({ modules }) {
+  /** `memMb`: the cap the standby instance is made with (the edge's is its own, smaller one). */
+  async start({ modules, memMb }) {
     const wasmModule = modules[WASM_FILE];
     if (!wasmModule) throw new Error(`QuickJS needs ${WASM_FILE}`);
-    const standby = await instantiate(wasmModule, STANDBY_CAP_MIB);
+    const standby = await instantiate(wasmModule, memMb ? heapCap(memMb) : STANDBY_CAP_MIB);
     const ready = freshContext(standby.module);
     const policy = runnerPolicy(modules);
     let context = null; // a context's interpreter, made by its first run: {fresh, memory}
     return {
-      async run(job, sink, relay) {
+      async run(job, sink, relay, guard) {
         const capMiB = heapCap(job.limits.memMb);
         if (job.context) {
           if (!context) {
@@ -61,7 +65,7 @@ export const quickJsEngine = {
         const own = capMiB === standby.capMiB ? null : await instantiate(wasmModule, capMiB);
         const { memory } = own ?? standby;
         const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
-        const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay, rule).result;
+        const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay, rule, false, guard).result;
         return { ...outcome, memPeakMb: memory.buffer.byteLength / MiB };
       },
     };
@@ -107,10 +111,14 @@ class QuickJsRun {
    * @param fresh freshContext()'s: this run's own runtime, context and installed prelude
    * @param rule the run's WriteRule: which of its writes the page stores
    * @param kept the runtime and context outlive the run (a context's: see the top)
+   * @param guard at the edge only (durable/js/edge-runner.js): `tick()` is called with every
+   *   interrupt-handler call and says when to stop, `error` why, and `onStop` is called when it
+   *   stops a guest that only waits
    */
-  constructor({ runtime, context, holder, formatError, configure, display }, job, sink, relay, rule, kept = false) {
+  constructor({ runtime, context, holder, formatError, configure, display }, job, sink, relay, rule, kept = false, guard = undefined) {
     this.job = job;
     this.kept = kept;
+    this.guard = guard;
     this.sink = sink;
     this.relay = relay;
     this.files = new GuestFiles({ capsule: job.files, workspace: job.workspace, rule, relay });
@@ -135,8 +143,10 @@ class QuickJsRun {
     // QuickJS's own accounting stops most runaway allocations with a clean "out of memory"
     // error; the capped wasm memory (instantiate) is the backstop.
     this.runtime.setMemoryLimit(job.limits.memMb * MiB);
-    // Called regularly while guest code runs: stops it right after process.exit() or the output cap.
-    this.runtime.setInterruptHandler(() => this.stopped());
+    // Called regularly while guest code runs: stops it right after process.exit() or the output
+    // cap, and at the edge once its guard says so (the calls count its work).
+    this.runtime.setInterruptHandler(() => Boolean(this.guard?.tick()) || this.stopped());
+    if (guard) guard.onStop = () => this.finish(1);
     this.runtime.setModuleLoader(
       (name) => this.moduleSource(name),
       (base, requested) => resolveModule(base, requested, job.files),
@@ -145,7 +155,7 @@ class QuickJsRun {
   }
 
   stopped() {
-    return this.exitCode !== undefined || this.sink.exceeded;
+    return this.exitCode !== undefined || this.sink.exceeded || Boolean(this.guard?.error);
   }
 
   start() {
@@ -293,9 +303,15 @@ class QuickJsRun {
   /** Runs pending promise jobs, then ends the run if nothing can happen any more. */
   settle() {
     if (this.done) return;
-    const jobs = this.runtime.executePendingJobs(-1);
+    const jobs = this.runtime.executePendingJobs(this.guard ? JOB_SLICE : -1);
     if (jobs.error) return this.fail(jobs.error);
     if (this.stopped()) return this.finish(1);
+    if (this.guard && jobs.value >= JOB_SLICE) {
+      // At the edge a program that only chains promises never lets the host run: after each
+      // slice of jobs the run yields, so its guard's timer (and the isolate's other work) can.
+      setTimeout(() => this.settle());
+      return;
+    }
     const state = this.context.getPromiseState(this.main);
     if (state.type === "rejected") return this.fail(state.error);
     if (this.timers.size > 0 || this.fetches.size > 0) return; // a timer or a fetch will call settle() again
@@ -344,7 +360,8 @@ class QuickJsRun {
     for (const id of [...this.timers.keys()]) this.dropTimer(id);
     for (const callback of this.fetches.values()) callback.dispose();
     this.fetches.clear();
-    this.resolve({ exitCode: this.exitCode ?? exitCode });
+    const stoppedBy = this.guard?.error;
+    this.resolve(stoppedBy ? failure(stoppedBy.name, stoppedBy.message) : { exitCode: this.exitCode ?? exitCode });
     // Freeing the runtime walks the guest's whole heap: it waits until the exit is posted.
     // A context's stays for its next run.
     const handles = this.kept ? [this.main] : [this.main, this.formatError, this.displayValue, this.context, this.runtime];

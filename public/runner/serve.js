@@ -63,7 +63,9 @@ async function boot(engine, { mode, modules, files, snapshot }, port, send) {
       running = true;
       kept = Boolean(data.job?.context);
       relay = new RunRelay(send);
-      run(instance, data.job, send, relay).finally(() => (running = false));
+      runJob(instance, data.job, send, relay)
+        .then(send)
+        .finally(() => (running = false));
     } else if (data?.type === "fetched" && relay) {
       relay.answer(data);
     }
@@ -77,14 +79,19 @@ async function bytesOf(blobs) {
   return Object.fromEntries(entries);
 }
 
-async function run(instance, job, send, relay) {
+/**
+ * Runs `job` on an engine's instance, its output capped, and returns its `exit` message. The
+ * edge executor (durable/js/edge-runner.js) calls it too, with a `guard` that stops the guest
+ * (time counted as work, the relay session going away); the page stops a worker by killing it.
+ */
+export async function runJob(instance, job, send, relay, guard) {
   const sink = new OutputSink(job.limits.stdoutBytes, send, { overshoot: true });
   let outcome;
   try {
-    outcome = await instance.run(job, sink, relay);
+    outcome = await instance.run(job, sink, relay, guard);
   } catch (err) {
     outcome = failure("Internal", `the runtime failed: ${err.message}`);
   }
   const { exitCode, error } = sink.exceeded ? outputLimitFailure(job.limits.stdoutBytes) : outcome;
-  send({ type: "exit", exitCode, memPeakMb: Math.round(outcome.memPeakMb ?? 0), ...(error && { error }) });
+  return { type: "exit", exitCode, memPeakMb: Math.round(outcome.memPeakMb ?? 0), ...(error && { error }) };
 }

@@ -93,6 +93,7 @@ impl TenantDefaults {
         self.packages.validate()?;
         bounded("outFileMaxBytes", self.out_file_max_bytes, 1, MAX_OUT_FILE_BYTES)?;
         bounded("workspace.maxBytes", self.workspace.max_bytes, MIN_WORKSPACE_BYTES, workspace::MAX_MAX_BYTES)?;
+        self.edge.as_ref().map_or(Ok(()), |edge| edge.validate())?;
         bounded("contexts.maxPerSession", self.contexts.max_per_session, 1, contexts::MAX_CONTEXTS)?;
         bounded("contexts.idleMs", self.contexts.idle_ms, contexts::MIN_IDLE_MS, contexts::MAX_IDLE_MS)?;
         self.queue.validate().map_err(|why| format!("queue.{why}"))

@@ -6,6 +6,7 @@ use crate::capsule::jws::b64url;
 use crate::packages::PackageSources;
 use crate::policy::Policy;
 use crate::run::contexts::ContextSettings;
+use crate::run::executor::{EdgeBudget, Executor};
 use crate::workspace::WorkspaceSettings;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -37,6 +38,11 @@ pub struct TenantDefaults {
     pub packages: PackageSources,
     /// Each relay session's workspace: its cap.
     pub workspace: WorkspaceSettings,
+    /// Which executors take its runs (`tab`, `tab-or-edge`, `edge`); a call may narrow it.
+    pub executor: Executor,
+    /// The edge budget its operator grants; none: its runs go to tabs only, whatever `executor` says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edge: Option<EdgeBudget>,
     /// Each relay session's contexts (`run_js`/`run_py` with `context`): how many, how long idle.
     pub contexts: ContextSettings,
 }
@@ -53,6 +59,8 @@ impl Default for TenantDefaults {
             out_file_max_bytes: OUT_FILE_MAX_BYTES,
             packages: PackageSources::default(),
             workspace: WorkspaceSettings::default(),
+            executor: Executor::Tab,
+            edge: None,
             contexts: ContextSettings::default(),
         }
     }

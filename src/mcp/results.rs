@@ -108,6 +108,8 @@ pub struct ToolResult {
     /// while they fit [`IMAGE_BUDGET`] together.
     pub images: Vec<(String, String)>,
     pub error: Option<(ErrorName, String)>,
+    /// Where the run executed (`tab` or `edge`), if it was sent anywhere.
+    pub executor: Option<&'static str>,
     /// What became of the run's context, if it named one.
     pub context: Option<Report>,
     /// What the run's code showed with `display()`, and its run id (their resources' URIs).
@@ -134,6 +136,9 @@ pub fn tool_result(call: &ToolCall, result: ToolResult) -> Value {
                    "contextRuns": result.context_runs },
         "files": result.files,
     });
+    if let Some(executor) = result.executor {
+        structured["executor"] = json!(executor);
+    }
     let truncated = kept.truncated(&result);
     if !truncated.is_empty() {
         structured["truncated"] = Value::Object(truncated);

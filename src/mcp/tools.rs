@@ -270,6 +270,7 @@ impl Tool {
                             "required": ["path"],
                         },
                     },
+                    "executor": { "type": "string", "enum": ["tab", "edge"], "description": "Where the run executed: the attached browser tab, or the edge executor on the server." },
                     "context": {
                         "type": "object",
                         "description": "Present when the call named a context: fresh (this run started its interpreter), kept (it lives on for the next run), reset, and lost (why the interpreter the call expected was gone).",
@@ -359,7 +360,9 @@ const RUN_COMMON: &str = "Each run starts in a fresh interpreter unless it names
     code ran the browser out of memory) or Internal. A \
     fetch or write the policy refuses raises PolicyDenied inside the program, naming what to \
     allow. `await mcps.call(server, tool, params)` (JS and Python) calls a tool of the tenant's \
-    upstream MCP servers (see /mcps/index.json); their credentials stay on the server. A browser tab must be attached: on NoExecutorAttached ask the user to open the relay page.";
+    upstream MCP servers (see /mcps/index.json); their credentials stay on the server. A browser tab runs the code; where the tenant allows \
+    it, JavaScript with no tab runs at the edge instead (structuredContent.executor says where; \
+    EdgeBudgetExceeded when its budget is spent). On NoExecutorAttached ask the user to open the relay page.";
 
 /// The `context` argument: what it keeps, what it shares, how it ends.
 const CONTEXT_DESCRIPTION: &str = "Run in the named context: a long-lived interpreter of this \
@@ -389,6 +392,8 @@ fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
         "reset": { "type": "boolean", "default": false,
                    "description": "With `context`: throw the context's interpreter away and start it afresh for this run." },
         "policy": policy_schema(),
+        "executor": { "type": "string", "enum": ["tab", "tab-or-edge", "edge"],
+                      "description": "Where the code may run, within the tenant's defaults.executor (a call may only narrow it): a browser tab, a tab when one is attached or coming back else the edge (a fresh sandbox on the server, JavaScript only), or the edge only." },
     });
     properties[deps_name] = deps;
     object(properties, &["code"])

@@ -54,18 +54,18 @@ impl<P: Platform> RelaySession<P> {
     /// The command for a packaged run's tab: the capsule, when this tenant built the same
     /// request before and its layer is still there, else a `build` command. A failure is the
     /// reason to end the run with.
-    pub async fn prepare_packaged(&self, caller: &Caller, run: &str, job: &Packaged) -> Result<Vec<u8>, String> {
+    pub async fn prepare_packaged(&self, caller: &Caller, run: &str, job: &Packaged) -> Result<TabCommand, String> {
         let reusable = stores::reusable_build(self.platform.blobs(), &caller.tenant.id, &job.key, self.now_ms()).await;
         if let Some(record) = reusable {
             let spec = CapsuleSpec { deps: Deps::Uploaded(record.layer), ..job.spec.clone() };
             let capsule = build_capsule(spec, &job.signer).map_err(|e| e.to_string())?;
             self.store_capsule(caller, &capsule).await?;
             self.persisted("runs", self.store().audit_capsule(run, &capsule.hash));
-            return Ok(self.capsule_command(&job.signer, caller, run, &capsule).frame());
+            return Ok(self.capsule_command(&job.signer, caller, run, &capsule));
         }
         self.start_build(run, PendingBuild::new(job.key.clone(), job.request.clone(), job.spec.clone()));
         let now_s = self.now_ms() / 1000;
-        Ok(TabCommand::Build(BuildCommand::new(&job.signer, caller, run, &job.spec, &job.request, now_s)).frame())
+        Ok(TabCommand::Build(BuildCommand::new(&job.signer, caller, run, &job.spec, &job.request, now_s)))
     }
 
     /// A build's presign: upload grants for the layers the tab built, `{layers: [{id, sha256,
@@ -133,8 +133,8 @@ impl<P: Platform> RelaySession<P> {
         self.end_build(run);
         self.persisted("runs", self.store().audit_capsule(run, &capsule.hash));
         let command = self.capsule_command(signer, caller, run, &capsule);
-        self.set_command(run, command.frame(), &capsule.manifest.runtime.id);
         let mut answer = command.data();
+        self.set_command(run, command, &capsule.manifest.runtime.id);
         answer["capsuleUrl"] = answer["manifestUrl"].clone();
         Ok(answer)
     }

@@ -17,6 +17,7 @@ use crate::packages::PendingBuild;
 use crate::protocol::{TabCommand, TabsCommand};
 use crate::run::backchannel::EventBody;
 use crate::run::contexts::{Ask, Claim, ContextSettings, Contexts, RunEnd};
+use crate::run::executor::{EdgeBudget, Executor, EDGE};
 use crate::run::machine::{Cancel, Command, Input, Outcome, Output, RunMachine};
 use crate::run::readiness::Readiness;
 
@@ -64,8 +65,11 @@ pub trait Tabs {
 /// What the relay session keeps of a run besides the machine's view of it.
 struct RunIo<F> {
     delivery: Box<dyn Delivery<F>>,
-    /// The command for a tab (`capsule` or `file`), once the run is prepared.
-    command: Option<Vec<u8>>,
+    /// The command for a tab (`capsule` or `build`), once the run is prepared, and its frame.
+    command: Option<(TabCommand, Vec<u8>)>,
+    /// The tenant whose run it is and its workspace cap (what the edge executor needs).
+    tenant: String,
+    workspace_max: u64,
     /// The runtime a capsule runs on (none for a file tool).
     runtime: Option<String>,
     /// Identifies the MCP request, for `notifications/cancelled` ([`request_key`]).
@@ -119,12 +123,11 @@ pub fn request_key(session_id: Option<&str>, id: &Value) -> String {
 impl<P: Platform> RelaySession<P> {
     /// Gives the run machine the tenant's queue settings as this request carries them: makes
     /// it on the first request, and later ones update it (a `PATCH` applies at once).
-    pub fn configure(&self, settings: &QueueSettings) {
+    pub fn configure(&self, settings: &QueueSettings, edge_budget: Option<EdgeBudget>) {
         let mut machine = self.desk.machine.borrow_mut();
-        match machine.as_mut() {
-            Some(machine) => machine.configure(settings),
-            None => *machine = Some(RunMachine::new(settings.clone())),
-        }
+        let machine = machine.get_or_insert_with(|| RunMachine::new(settings.clone()));
+        machine.configure(settings);
+        machine.set_edge_budget(edge_budget);
     }
 
     /// Applies `input` to the run machine (see `configure`), performs its outputs, and returns
@@ -190,6 +193,13 @@ impl<P: Platform> RelaySession<P> {
     /// run's client hears if the tab still loads its runtime. A tab that cannot be written to
     /// is gone (the input returned).
     fn send(&self, tab: String, command: &Command) -> Option<Input> {
+        if tab == EDGE {
+            match command {
+                Command::Capsule { run } => self.platform.start_edge(run),
+                Command::Cancel { run } => self.platform.cancel_edge(run),
+            }
+            return None;
+        }
         let frame = self.command_frame(command);
         if !self.platform.tabs().write(&tab, frame.clone()) {
             return Some(Input::TabGone { tab });
@@ -297,7 +307,8 @@ impl<P: Platform> RelaySession<P> {
     fn command_frame(&self, command: &Command) -> Vec<u8> {
         match command {
             Command::Capsule { run } => {
-                self.desk.runs.borrow().get(run).and_then(|io| io.command.clone()).unwrap_or_default()
+                let runs = self.desk.runs.borrow();
+                runs.get(run).and_then(|io| io.command.as_ref()).map(|(_, frame)| frame.clone()).unwrap_or_default()
             }
             Command::Cancel { run } => TabCommand::Cancel { run_id: run.clone() }.frame(),
         }
@@ -323,6 +334,7 @@ impl<P: Platform> RelaySession<P> {
         &self,
         queued: &Queued,
         (timeout_ms, output_cap): (u64, u64),
+        (executor, workspace_max): (Executor, u64),
         context: Option<Result<Claim, String>>,
         delivery: Box<dyn Delivery<P::Frames>>,
     ) -> Result<(), Unadmitted> {
@@ -339,9 +351,20 @@ impl<P: Platform> RelaySession<P> {
             return Err(Unadmitted::Storage(e));
         }
         let request_key = request_key(queued.mcp_session, queued.request_id);
-        let io = RunIo { delivery, command: None, runtime: None, request_key, context: context.clone(), tab: None };
+        let tenant = queued.tenant.to_owned();
+        let io = RunIo {
+            delivery,
+            command: None,
+            runtime: None,
+            request_key,
+            context: context.clone(),
+            tab: None,
+            tenant,
+            workspace_max,
+        };
         self.desk.runs.borrow_mut().insert(queued.run_id.to_owned(), io);
-        let admission = self.feed(Input::Admit { run: queued.run_id.to_owned(), timeout_ms, output_cap });
+        let admit = Input::Admit { run: queued.run_id.to_owned(), timeout_ms, output_cap, executor };
+        let admission = self.feed(admit);
         if let Some(Output::Refused { max, .. }) = admission.first() {
             self.desk.runs.borrow_mut().remove(queued.run_id);
             unclaim(&context);
@@ -374,11 +397,19 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// The command for the run's tab, set once the run is prepared, and the runtime it runs on.
-    pub fn set_command(&self, run: &str, frame: Vec<u8>, runtime: &str) {
+    pub fn set_command(&self, run: &str, command: TabCommand, runtime: &str) {
         if let Some(io) = self.desk.runs.borrow_mut().get_mut(run) {
-            io.command = Some(frame);
+            let frame = command.frame();
+            io.command = Some((command, frame));
             io.runtime = Some(runtime.to_owned());
         }
+    }
+
+    /// What the edge executor needs of run `run`: its command, its tenant and the workspace cap.
+    pub(super) fn edge_start(&self, run: &str) -> Option<(TabCommand, String, u64)> {
+        let runs = self.desk.runs.borrow();
+        let io = runs.get(run)?;
+        Some((io.command.as_ref()?.0.clone(), io.tenant.clone(), io.workspace_max))
     }
 
     /// `notifications/cancelled`: cancels the run of that request, if there is one; its

@@ -6,6 +6,7 @@
 //!
 //! - [`desk`]: the runs desk, the run machine and what is kept of each run beside it; the one
 //!   place the machine is fed and its outputs performed (tab commands, deliveries, the audit).
+//! - [`edge`]: a run at the edge executor: the job its isolate starts with, its events fed back.
 //! - [`runs`]: a `tools/call` from its job to its answer; tasks; legacy resumption.
 //! - [`builds`]: storing capsules, a packaged run's build from presign to finalize.
 //! - [`upstreams`]: calls to the tenant's upstream MCP servers and their audit; the `/mcps` tree.
@@ -19,6 +20,7 @@
 pub mod builds;
 pub mod caches;
 pub mod desk;
+pub mod edge;
 pub mod runs;
 pub mod sql;
 pub mod store;
@@ -74,6 +76,11 @@ pub trait Platform {
         timeout_ms: u64,
         body_max: u64,
     ) -> Result<Received, String>;
+    /// Starts run `run` at the edge executor, without waiting for it: the run's job comes from
+    /// [`RelaySession::edge_job`], its events go to [`RelaySession::edge_events`].
+    fn start_edge(&self, run: &str);
+    /// Stops run `run` at the edge, if it is there.
+    fn cancel_edge(&self, run: &str);
 }
 
 /// One relay session: its platform, the runs desk, the caches, and the writes to its storage

@@ -34,6 +34,7 @@ use crate::protocol::{Caller, CapsuleCommand, ContextOrder, TabCommand};
 use crate::run::args::{capsule_spec, deps_request};
 use crate::run::backchannel::{EventBody, Exit, OutFile, RunError, Usage};
 use crate::run::contexts::{ask_of, Ask};
+use crate::run::executor::Executor;
 use crate::run::file_op::{file_op, FileOp};
 use crate::run::machine::{Cancel, Input, Outcome};
 use crate::upstream::seal::SealingKey;
@@ -70,7 +71,7 @@ impl Work {
                 .map(Work::File)
                 .map_err(|e| tool_error(e.name, &e.message)));
         }
-        if let Err(why) = context_ask(call) {
+        if let Err(why) = context_ask(call).map(|_| ()).and_then(|()| executor_of(call, caller).map(|_| ())) {
             return Ok(Err(tool_error(ErrorName::ValidationError, &why)));
         }
         let signer = signer()?;
@@ -162,7 +163,7 @@ impl Call {
     /// The JSON-RPC response for the run, which ended at `now_ms` as `outcome` says.
     pub fn conclude(&self, outcome: Outcome, now_ms: u64) -> Value {
         let Call { tool_call: call, caller, run, job } = self;
-        let Outcome { exit, stdout, stderr, context, .. } = outcome;
+        let Outcome { exit, stdout, stderr, context, executor, .. } = outcome;
         let signer = match job.as_ref() {
             Job::Capsule { signer, .. } => &**signer,
             Job::Packaged(job) => &job.signer,
@@ -182,10 +183,11 @@ impl Call {
             context_runs: exit.usage.context_runs,
             files,
             images: images.collect(),
-            error: exit.error.as_ref().map(|e| named_error(e, caller)),
+            error: exit.error.as_ref().map(|e| named_error(e, caller, call.tool)),
             context,
             displays: exit.displays.clone(),
             run: run.clone(),
+            executor,
         };
         mcp::tool_result(call, result)
     }
@@ -208,9 +210,39 @@ fn listed_file(file: &OutFile, signer: &Signer, caller: &Caller, run: &str, now_
     listed
 }
 
-/// The error name of a run's error; NoExecutorAttached says which page to open.
-fn named_error(error: &RunError, caller: &Caller) -> (ErrorName, String) {
+/// Where the run of `call` may execute: the tenant's `defaults.executor` (as `tab` without an
+/// edge budget) narrowed by the call's `executor` argument. The edge runs JavaScript only, so
+/// Python goes to a tab.
+pub fn executor_of(call: &ToolCall, caller: &Caller) -> Result<Executor, String> {
+    let defaults = &caller.tenant.defaults;
+    let asked = call.arguments.get("executor").and_then(Value::as_str).and_then(Executor::parse);
+    let executor = defaults.executor.for_call(defaults.edge.is_some(), asked)?;
+    // A context lives in a tab's runner worker: a run in one goes to a tab.
+    let in_context = call.arguments.get("context").is_some_and(|context| !context.is_null());
+    match (call.tool, executor) {
+        (Tool::RunPy, Executor::Edge) => Err(PYTHON_NEEDS_A_TAB.into()),
+        (_, Executor::Edge) if in_context => Err(CONTEXT_NEEDS_A_TAB.into()),
+        (Tool::RunPy, _) => Ok(Executor::Tab),
+        (_, _) if in_context => Ok(Executor::Tab),
+        (_, executor) => Ok(executor),
+    }
+}
+
+/// Why a run in a context never runs at the edge.
+const CONTEXT_NEEDS_A_TAB: &str =
+    "a context lives in a browser tab: a run in one cannot go to the edge executor (leave out context, or executor)";
+
+/// Why Python never runs at the edge (Pyodide is not measured there yet: docs/ARCHITECTURE.md
+/// "The edge executor").
+const PYTHON_NEEDS_A_TAB: &str = "Python needs a browser tab: the edge executor runs JavaScript (run_js) only";
+
+/// The error name of a run's error; NoExecutorAttached says which page to open (and, for
+/// Python where the tenant runs JavaScript at the edge, that Python needs a tab).
+fn named_error(error: &RunError, caller: &Caller, tool: Tool) -> (ErrorName, String) {
     match tool_error_name(&error.name) {
+        Some(ErrorName::NoExecutorAttached) if tool == Tool::RunPy && caller.tenant.defaults.edge.is_some() => {
+            (ErrorName::NoExecutorAttached, format!("{PYTHON_NEEDS_A_TAB}; {}", caller.no_executor_message()))
+        }
         Some(ErrorName::NoExecutorAttached) => (ErrorName::NoExecutorAttached, caller.no_executor_message()),
         Some(name) => (name, error.message.clone()),
         None => (ErrorName::Internal, format!("{}: {}", error.name, error.message)),
@@ -315,8 +347,10 @@ impl<P: Platform + 'static> RelaySession<P> {
         let settings = &caller.tenant.defaults.contexts;
         let context =
             context_ask(tool_call).ok().flatten().map(|ask| self.claim_context(job.runtime(), &ask, settings));
+        let executor = executor_of(tool_call, caller).unwrap_or_default();
+        let placement = (executor, caller.tenant.defaults.workspace.max_bytes);
         with_queued(tool_call, caller, run, &job.audit_name(), |queued| {
-            self.admit(queued, job.limits(), context, delivery)
+            self.admit(queued, job.limits(), placement, context, delivery)
         })
     }
 
@@ -354,7 +388,14 @@ impl<P: Platform + 'static> RelaySession<P> {
         let roots = self.store().audit_workspace(run, before.as_deref().ok(), after.as_deref().ok());
         self.persisted("audit", roots);
         let exit = Exit { exit_code, usage, error, files: Vec::new(), displays: Vec::new() };
-        let outcome = Outcome { exit, stdout: String::new(), stderr: String::new(), by_relay: true, context: None };
+        let outcome = Outcome {
+            exit,
+            stdout: String::new(),
+            stderr: String::new(),
+            by_relay: true,
+            context: None,
+            executor: None,
+        };
         self.audited("a file tool", self.store().audit_finished(run, &outcome, ended));
         match answer {
             Ok(value) => Ok(mcp::file_result(tool_call, value)),
@@ -415,10 +456,9 @@ fn answer_from_audit(ended: &Ended) -> Value {
 pub async fn prepare<P: Platform + 'static>(session: &Rc<RelaySession<P>>, caller: &Caller, run: &str, job: &Job) {
     let mut preparing = Preparing { session: session.clone(), run: run.to_owned(), done: false };
     let command = match job {
-        Job::Capsule { capsule, signer } => session
-            .store_capsule(caller, capsule)
-            .await
-            .map(|()| session.capsule_command(signer, caller, run, capsule).frame()),
+        Job::Capsule { capsule, signer } => {
+            session.store_capsule(caller, capsule).await.map(|()| session.capsule_command(signer, caller, run, capsule))
+        }
         Job::Packaged(job) => session.prepare_packaged(caller, run, job).await,
     };
     let command = match command {

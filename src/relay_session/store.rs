@@ -26,6 +26,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0005_metrics.sql"),
     include_str!("../../migrations/0006_out_files.sql"),
     include_str!("../../migrations/0007_workspace.sql"),
+    include_str!("../../migrations/0008_run_executor.sql"),
 ];
 /// How long a run's published paths are counted: longer than any run token lives.
 const OUT_FILES_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
@@ -184,7 +185,7 @@ impl<'a, S: Sql> Store<'a, S> {
     /// Records how a run ended, with hashes of its output, and seals its record onto the chain
     /// (returned, for the run's log line).
     pub fn audit_finished(&self, run_id: &str, outcome: &Outcome, now_ms: u64) -> Result<Option<AuditRecord>> {
-        let Outcome { exit, stdout, stderr, by_relay, .. } = outcome;
+        let Outcome { exit, stdout, stderr, by_relay, executor, .. } = outcome;
         // Only the relay's own words: a message the tab reported may quote the run's output.
         let message = exit.error.as_ref().filter(|_| *by_relay).map(|e| e.message.chars().take(MAX_ERROR_MESSAGE));
         let message: Option<String> = message.map(Iterator::collect);
@@ -198,10 +199,11 @@ impl<'a, S: Sql> Store<'a, S> {
             sha256_hex(stdout.as_bytes()).into(),
             (stderr.len() as u64).into(),
             sha256_hex(stderr.as_bytes()).into(),
+            executor.unwrap_or_default().into(),
             run_id.into(),
         ];
         self.sql.exec(
-            "UPDATE runs SET finished_ms = ?, exit_code = ?, error_name = NULLIF(?, ''), error_message = NULLIF(?, ''), wall_ms = ?, stdout_bytes = ?, stdout_sha256 = ?, stderr_bytes = ?, stderr_sha256 = ? WHERE run_id = ?",
+            "UPDATE runs SET finished_ms = ?, exit_code = ?, error_name = NULLIF(?, ''), error_message = NULLIF(?, ''), wall_ms = ?, stdout_bytes = ?, stdout_sha256 = ?, stderr_bytes = ?, stderr_sha256 = ?, executor = NULLIF(?, '') WHERE run_id = ?",
             &args,
         )?;
         self.append_audit(run_id)
@@ -231,7 +233,7 @@ impl<'a, S: Sql> Store<'a, S> {
     /// Seals the finished run `run_id` onto the chain and counts it in the metrics.
     fn append_audit(&self, run_id: &str) -> Result<Option<AuditRecord>> {
         let Some(run) = self.first::<FinishedRun>(
-            "SELECT tool, queued_ms, finished_ms, exit_code, error_name, wall_ms, stdout_bytes, stdout_sha256, stderr_bytes, stderr_sha256, tenant, relay_session, args, workspace_before, workspace_after FROM runs WHERE run_id = ?",
+            "SELECT tool, queued_ms, finished_ms, exit_code, error_name, wall_ms, stdout_bytes, stdout_sha256, stderr_bytes, stderr_sha256, tenant, relay_session, args, workspace_before, workspace_after, executor FROM runs WHERE run_id = ?",
             &[run_id.into()],
         )?
         else {
@@ -249,6 +251,7 @@ impl<'a, S: Sql> Store<'a, S> {
                 queue_wait_ms,
                 run_ms: record.duration_ms,
                 output_bytes: record.stdout_bytes + record.stderr_bytes,
+                executor: record.executor.as_deref(),
             })
         })?;
         self.append_record(record).map(Some)
@@ -372,6 +375,7 @@ struct FinishedRun {
     args: Option<String>,
     workspace_before: Option<String>,
     workspace_after: Option<String>,
+    executor: Option<String>,
 }
 
 impl FinishedRun {
@@ -398,6 +402,7 @@ impl FinishedRun {
             args: self.args.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or(Value::Null),
             workspace_before: self.workspace_before,
             workspace_after: self.workspace_after,
+            executor: self.executor,
         }
     }
 }

@@ -22,7 +22,8 @@ use serde_json::{json, Value};
 
 use super::backchannel::{Applied, EventBody, Exit, RunLog, TabEvent, DENIALS_AUDITED};
 use super::contexts::Report;
-use super::lease::TabLease;
+use super::executor::{EdgeBudget, EdgeMeter, Executor, EDGE, EDGE_LOAD_MS};
+use super::lease::{TabLease, TAB_LEASE_MS};
 use super::queue::{Admission, RunQueue};
 use crate::auth::QueueSettings;
 use crate::error::ErrorName;
@@ -48,8 +49,9 @@ pub const PROGRESS_EVERY_MS: u64 = 2_000;
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
-    /// A `tools/call` for a run: takes its place in line (`Admitted` or `Refused`).
-    Admit { run: String, timeout_ms: u64, output_cap: u64 },
+    /// A `tools/call` for a run: takes its place in line (`Admitted` or `Refused`), to run on
+    /// the executors `executor` names.
+    Admit { run: String, timeout_ms: u64, output_cap: u64, executor: Executor },
     /// The run's capsule is stored: it may be sent when its turn comes.
     Ready { run: String },
     /// A tab opened its command stream.
@@ -78,6 +80,8 @@ pub enum Cancel {
     ClientGone,
     /// The run could not be prepared (its capsule was not stored).
     Unprepared(String),
+    /// Its executor could not run it (the edge's job, isolate or stream failed), with why.
+    Failed(ErrorName, String),
 }
 
 /// What the DO must do.
@@ -119,6 +123,8 @@ pub struct Outcome {
     pub by_relay: bool,
     /// What became of the run's context, if it named one (the relay session's book adds it).
     pub context: Option<Report>,
+    /// Where it was sent last (`tab` or `edge`), if it was sent at all.
+    pub executor: Option<&'static str>,
 }
 
 /// The answer to a backchannel batch: each event applied, skipped as a duplicate, or refused.
@@ -226,6 +232,12 @@ struct Run {
     assigned: Option<Assignment>,
     /// Since when the run has been waiting with no tab attached.
     no_tab_since: Option<u64>,
+    /// The executors it may go to.
+    executor: Executor,
+    /// It may go to the edge now (a `tab-or-edge` run that waited for a tab long enough).
+    edge_now: bool,
+    /// Where it was last sent: `tab` or `edge`.
+    sent_to: Option<&'static str>,
     /// False once the client cancelled its request: it gets no answer.
     answer: bool,
 }
@@ -247,6 +259,11 @@ pub struct RunMachine {
     runs: HashMap<String, Run>,
     /// Ended runs, oldest first, kept for late batches until `FINISHED_KEPT` have ended since.
     finished: VecDeque<String>,
+    /// When the last tab went away: until a lease time later, one may be coming back.
+    tab_left_ms: Option<u64>,
+    /// The tenant's edge budget (none: nothing goes to the edge) and what was spent of it.
+    edge_budget: Option<EdgeBudget>,
+    meter: EdgeMeter,
 }
 
 impl RunMachine {
@@ -258,7 +275,20 @@ impl RunMachine {
             tabs: Vec::new(),
             runs: HashMap::new(),
             finished: VecDeque::new(),
+            tab_left_ms: None,
+            edge_budget: None,
+            meter: EdgeMeter::default(),
         }
+    }
+
+    /// Takes the tenant's edge budget as it is now (none: no run goes to the edge).
+    pub fn set_edge_budget(&mut self, budget: Option<EdgeBudget>) {
+        self.edge_budget = budget;
+    }
+
+    /// Milliseconds of edge runs spent today, for the metrics.
+    pub fn edge_spent_ms(&self) -> u64 {
+        self.meter.spent_ms()
     }
 
     /// Takes the tenant's queue settings as they are now (a `PATCH` of its `queue` applies at
@@ -276,7 +306,9 @@ impl RunMachine {
     pub fn handle(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
         match input {
-            Input::Admit { run, timeout_ms, output_cap } => self.admit(now_ms, run, timeout_ms, output_cap, &mut out),
+            Input::Admit { run, timeout_ms, output_cap, executor } => {
+                self.admit(now_ms, run, (timeout_ms, output_cap), executor, &mut out)
+            }
             Input::Ready { run } => self.queue.mark_ready(&run),
             Input::TabAttached { tab } => self.tabs.push(Tab { id: tab, lease: TabLease::new(now_ms) }),
             Input::TabGone { tab } => self.tab_gone(now_ms, &tab, &mut out),
@@ -309,12 +341,13 @@ impl RunMachine {
             .values()
             .filter(|run| !run.ended())
             .flat_map(|run| {
-                let assigned = run
-                    .assigned
-                    .as_ref()
-                    .map(|a| self.lease_of(&a.tab).map_or(0, |lease| lease.expires_at_ms()).min(a.deadline_ms));
+                let assigned = run.assigned.as_ref().map(|a| match a.tab.as_str() {
+                    EDGE => a.deadline_ms,
+                    tab => self.lease_of(tab).map_or(0, |lease| lease.expires_at_ms()).min(a.deadline_ms),
+                });
                 let attach_wait = run.no_tab_since.map(|since| since.saturating_add(attach));
-                [assigned, attach_wait]
+                let tab_gone = self.tab_left_ms.filter(|_| run.executor == Executor::TabOrEdge && !run.edge_now);
+                [assigned, attach_wait, tab_gone.map(|left| left.saturating_add(TAB_LEASE_MS))]
             })
             .flatten()
             .chain(self.queue.oldest_waiting_since().map(|since| since.saturating_add(wait).saturating_add(1)))
@@ -343,15 +376,24 @@ impl RunMachine {
         self.runs.get(run).map(|r| (r.assigned.is_some(), r.log.stdout.as_str(), r.log.stderr.as_str()))
     }
 
-    fn admit(&mut self, now_ms: u64, run: String, timeout_ms: u64, output_cap: u64, out: &mut Vec<Output>) {
+    fn admit(&mut self, now_ms: u64, run: String, limits: (u64, u64), executor: Executor, out: &mut Vec<Output>) {
+        let (timeout_ms, output_cap) = limits;
         if self.runs.contains_key(&run) {
             return; // run ids are unique: a repeat is ignored
         }
         match self.queue.reserve(&run, now_ms) {
             Admission::Full { max } => out.push(Output::Refused { run, max }),
             Admission::Queued => {
-                let entry =
-                    Run { log: RunLog::new(output_cap), timeout_ms, assigned: None, no_tab_since: None, answer: true };
+                let entry = Run {
+                    log: RunLog::new(output_cap),
+                    timeout_ms,
+                    assigned: None,
+                    no_tab_since: None,
+                    executor,
+                    edge_now: executor == Executor::Edge,
+                    sent_to: None,
+                    answer: true,
+                };
                 self.runs.insert(run.clone(), entry);
                 out.push(Output::Admitted { run });
             }
@@ -360,6 +402,9 @@ impl RunMachine {
 
     fn tab_gone(&mut self, now_ms: u64, tab: &str, out: &mut Vec<Output>) {
         self.tabs.retain(|t| t.id != tab);
+        if self.tabs.is_empty() {
+            self.tab_left_ms = Some(now_ms);
+        }
         if let Some(run) = self.running_on(tab) {
             self.lost(now_ms, &run, out);
         }
@@ -535,6 +580,7 @@ impl RunMachine {
             }
             Cancel::ClientGone => (ErrorName::Cancelled, "the client closed the request".to_owned()),
             Cancel::Unprepared(why) => (ErrorName::Internal, format!("the run could not be prepared: {why}")),
+            Cancel::Failed(name, message) => (name, message),
         };
         self.end(run, name, message, out);
     }
@@ -542,7 +588,9 @@ impl RunMachine {
     /// Moves the line on: expired runs end, runs waiting too long for a tab end, and the next
     /// ready run goes to the newest tab.
     fn pump(&mut self, now_ms: u64, out: &mut Vec<Output>) {
-        let step = self.queue.step(now_ms, !self.tabs.is_empty());
+        self.check_attach_wait(now_ms, out);
+        let target = self.queue.next().and_then(|run| self.target(run));
+        let step = self.queue.step(now_ms, target.is_some());
         for run in step.expired {
             let waited = self.settings.max_wait_ms as f64 / 1000.0;
             let message = format!(
@@ -550,19 +598,39 @@ impl RunMachine {
             );
             self.end(&run, ErrorName::Cancelled, message, out);
         }
-        self.check_attach_wait(now_ms, out);
-        if let (Some(run), Some(tab)) = (step.started, self.tabs.last().map(|t| t.id.clone())) {
-            self.send(now_ms, &run, tab, out);
+        if let (Some(run), Some(target)) = (step.started, target) {
+            self.send(now_ms, &run, target, out);
         }
     }
 
+    /// Where run `run` goes if it starts now: the newest tab, unless it runs only at the edge;
+    /// the edge when it may go there now; else nowhere yet.
+    fn target(&self, run: &str) -> Option<String> {
+        let run = self.runs.get(run)?;
+        let tab = self.tabs.last().map(|t| t.id.clone()).filter(|_| run.executor != Executor::Edge);
+        tab.or_else(|| run.edge_now.then(|| EDGE.to_owned()))
+    }
+
+    /// Whether a tab of this relay session may be coming back: one went away within a lease.
+    fn tab_may_return(&self, now_ms: u64) -> bool {
+        self.tab_left_ms.is_some_and(|left| now_ms < left.saturating_add(TAB_LEASE_MS))
+    }
+
+    /// Runs waiting with no tab attached: a `tab` run waits the attach wait, then ends
+    /// `NoExecutorAttached`; a `tab-or-edge` run goes to the edge once the wait is over or no
+    /// tab may be coming back (`tab_may_return`), whichever comes first.
     fn check_attach_wait(&mut self, now_ms: u64, out: &mut Vec<Output>) {
         let no_tab = self.tabs.is_empty();
         let attach_wait = self.settings.attach_wait_ms;
+        let may_return = self.tab_may_return(now_ms);
         let mut gave_up = Vec::new();
-        for (id, run) in self.runs.iter_mut().filter(|(_, run)| !run.ended() && run.assigned.is_none()) {
+        let waiting = self.runs.iter_mut().filter(|(_, run)| !run.ended() && run.assigned.is_none() && !run.edge_now);
+        for (id, run) in waiting {
             run.no_tab_since = if no_tab { run.no_tab_since.or(Some(now_ms)) } else { None };
-            if run.no_tab_since.is_some_and(|since| now_ms >= since.saturating_add(attach_wait)) {
+            let waited = run.no_tab_since.is_some_and(|since| now_ms >= since.saturating_add(attach_wait));
+            if run.executor == Executor::TabOrEdge {
+                run.edge_now = no_tab && (waited || !may_return);
+            } else if waited {
                 gave_up.push(id.clone());
             }
         }
@@ -574,8 +642,15 @@ impl RunMachine {
     }
 
     fn send(&mut self, now_ms: u64, run: &str, tab: String, out: &mut Vec<Output>) {
+        if tab == EDGE {
+            if let Err(why) = self.edge_budget.as_ref().map_or(Ok(()), |budget| self.meter.start(budget, now_ms)) {
+                return self.end(run, ErrorName::EdgeBudgetExceeded, why, out);
+            }
+        }
         let Some(entry) = self.runs.get_mut(run) else { return };
-        let deadline_ms = now_ms.saturating_add(LOAD_BUDGET_MS + TIMEOUT_GRACE_MS).saturating_add(entry.timeout_ms);
+        let load_ms = if tab == EDGE { EDGE_LOAD_MS } else { LOAD_BUDGET_MS };
+        let deadline_ms = now_ms.saturating_add(load_ms + TIMEOUT_GRACE_MS).saturating_add(entry.timeout_ms);
+        entry.sent_to = Some(if tab == EDGE { EDGE } else { "tab" });
         let assigned = Assignment {
             tab: tab.clone(),
             acknowledged: false,
@@ -607,10 +682,13 @@ impl RunMachine {
     fn finish(&mut self, run: &str, by_relay: bool, out: &mut Vec<Output>) {
         self.queue.remove(run);
         let Some(entry) = self.runs.get_mut(run) else { return };
-        entry.assigned = None;
+        let at_edge = entry.assigned.take().is_some_and(|a| a.tab == EDGE);
         let Some(exit) = entry.log.exit.clone() else { return };
+        if at_edge {
+            self.meter.charge(exit.usage.wall_ms);
+        }
         let (stdout, stderr) = (std::mem::take(&mut entry.log.stdout), std::mem::take(&mut entry.log.stderr));
-        let outcome = Outcome { exit, stdout, stderr, by_relay, context: None };
+        let outcome = Outcome { exit, stdout, stderr, by_relay, context: None, executor: entry.sent_to };
         out.push(Output::Finish { run: run.to_owned(), outcome, answer: entry.answer });
         self.finished.push_back(run.to_owned());
         while self.finished.len() > FINISHED_KEPT {

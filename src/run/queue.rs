@@ -80,6 +80,13 @@ impl RunQueue {
         }
     }
 
+    /// The run that starts at the next `step` if an executor is ready: the head of the line,
+    /// when it is ready and nothing runs.
+    pub fn next(&self) -> Option<&str> {
+        let head = self.waiting.front().filter(|w| w.ready && self.running.is_none());
+        head.map(|w| w.run_id.as_str())
+    }
+
     /// Drops expired runs and, when the executor is free and `executor_ready`, starts the next
     /// (if it is ready: the runs behind it wait their turn).
     pub fn step(&mut self, now_ms: u64, executor_ready: bool) -> Step {

@@ -186,6 +186,8 @@ pub struct TestPlatform<S: Sql> {
     pub upstreams: RefCell<HashMap<String, ScriptedUpstream>>,
     /// `(url, body)` of every POST made to an upstream.
     pub posts: RefCell<Vec<(String, String)>>,
+    /// The edge executor as the relay session drove it: `start <run>` and `cancel <run>`.
+    pub edge: RefCell<Vec<String>>,
 }
 
 impl<S: Sql> TestPlatform<S> {
@@ -200,6 +202,7 @@ impl<S: Sql> TestPlatform<S> {
             log: RefCell::default(),
             errors: RefCell::default(),
             upstreams: RefCell::default(),
+            edge: RefCell::default(),
             posts: RefCell::default(),
         }
     }
@@ -222,7 +225,7 @@ pub fn session() -> Session {
 /// [`session`] with the default queue settings and `tabs` attached (the last gets the next run).
 pub fn with_tabs(tabs: &[&str]) -> Session {
     let session = session();
-    session.configure(&QueueSettings::default());
+    session.configure(&QueueSettings::default(), None);
     for tab in tabs {
         session.platform.tabs.attach(tab);
         session.feed(Input::TabAttached { tab: (*tab).into() });
@@ -312,6 +315,14 @@ impl<S: Sql> Platform for TestPlatform<S> {
 
     fn log(&self, line: &str) {
         self.log.borrow_mut().push(line.to_owned());
+    }
+
+    fn start_edge(&self, run: &str) {
+        self.edge.borrow_mut().push(format!("start {run}"));
+    }
+
+    fn cancel_edge(&self, run: &str) {
+        self.edge.borrow_mut().push(format!("cancel {run}"));
     }
 
     fn log_error(&self, line: &str) {

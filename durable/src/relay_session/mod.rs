@@ -5,6 +5,7 @@
 //! tabs -> leases.
 
 mod builds;
+mod edge;
 mod leases;
 mod mcp;
 mod object;

@@ -4,6 +4,7 @@
 //! lease sockets. A relay session whose SQLite could not be migrated serves nothing: every
 //! request is answered 503 `StorageUnavailable` until an instance migrates it.
 
+use super::edge::EdgeRuns;
 use super::leases::{Leases, LEASE_TAG};
 use super::shared::{DoPlatform, Shared};
 use super::{builds, mcp, out_files, tabs, upstreams, workspace};
@@ -34,12 +35,16 @@ pub struct SessionDO {
 impl DurableObject for SessionDO {
     fn new(state: State, env: Env) -> Self {
         let sql = DoSql(state.storage().sql());
-        let shared = Shared::new(DoPlatform::new(env, sql, Leases::new(&state)));
+        // The Worker's own entrypoints (the edge executor's among them: durable/js/entry.mjs).
+        let exports = worker::js_sys::Reflect::get(state.as_raw(), &"exports".into()).unwrap_or_default();
+        let shared = Shared::new(DoPlatform::new(env, sql, Leases::new(&state), EdgeRuns::new(exports)));
         let unmigrated = shared.open().err().map(|e| {
             worker::console_error!("relay session storage: {e}");
             e.to_string()
         });
-        SessionDO { shared: Rc::new(shared), state, unmigrated, served: Cell::new(false), erased: Cell::new(false) }
+        let shared = Rc::new(shared);
+        shared.platform.edge.set_home(&shared);
+        SessionDO { shared, state, unmigrated, served: Cell::new(false), erased: Cell::new(false) }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -55,7 +60,7 @@ impl DurableObject for SessionDO {
             Err(refusal) => return Ok(error(refusal)),
         };
         let shared = self.shared.clone();
-        shared.configure(&caller.tenant.defaults.queue);
+        shared.configure(&caller.tenant.defaults.queue, caller.tenant.defaults.edge);
         // An erasure must not list the relay session under its tenant again.
         if request != SessionRequest::Erase && !self.served.replace(true) {
             register(&shared, &caller).await;

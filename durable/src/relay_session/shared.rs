@@ -3,6 +3,7 @@
 //! and `fetch` for upstream servers), and the [`ticker`] every open stream carries. The
 //! decisions are the core's (`relay_core::relay_session`); this is their I/O.
 
+use super::edge::EdgeRuns;
 use super::leases::Leases;
 use crate::platform::kv::Kv;
 use crate::platform::r2::R2;
@@ -43,12 +44,14 @@ pub struct DoPlatform {
     r2: R2,
     kv: Kv,
     pub roster: Roster,
+    /// The runs at the edge executor.
+    pub edge: EdgeRuns,
 }
 
 impl DoPlatform {
-    pub fn new(env: Env, sql: DoSql, leases: Leases) -> Self {
+    pub fn new(env: Env, sql: DoSql, leases: Leases, edge: EdgeRuns) -> Self {
         let (r2, kv) = (R2(env.clone()), Kv(env.clone()));
-        DoPlatform { env, sql, r2, kv, roster: Roster::new(leases) }
+        DoPlatform { env, sql, r2, kv, roster: Roster::new(leases), edge }
     }
 }
 
@@ -100,6 +103,14 @@ impl Platform for DoPlatform {
         body_max: u64,
     ) -> std::result::Result<Received, String> {
         upstream::post(url, headers, post, timeout_ms, body_max).await
+    }
+
+    fn start_edge(&self, run: &str) {
+        self.edge.start(run);
+    }
+
+    fn cancel_edge(&self, run: &str) {
+        self.edge.cancel(run);
     }
 }
 

@@ -1,0 +1,222 @@
+// The edge executor's runner (issue 27): the main module of the fresh dynamic Worker each edge
+// run gets (entry.mjs loads it, with globalOutbound null: no fetch, no connect). It runs the
+// page's own code, not a copy: the capsule is checked by lib/capsule.js (signature, layer
+// hashes, unzip) as a tab checks it, QuickJS runs it through runner/quickjs.js and the guest
+// prelude, serve.js's runJob caps its output. Around the run it does what the page's RunQueue
+// and RunnerHost do, over this isolate's single `fetch`, which goes to env.HOST: the host
+// entrypoint scoped to this run (entry.mjs's EdgeHost), which adds the run's token (this
+// isolate never holds it) and lets through only the run token's routes. So guest fetches go
+// through lib/egress.js (the policy checked here, then by /egress, redirects re-checked there),
+// `mcps.call` through /mcps-rpc, and workspace writes through lib/workspace-sync.js's
+// RunWriter to /workspace/commit, all checked by the Worker as a tab's are.
+//
+// Limits, enforced here because wrangler dev enforces none on dynamic workers (a busy loop
+// freezes all of workerd): time by a work budget QuickJS's interrupt handler counts down
+// (the clock stands still during CPU work in production; it is read too, for where it moves)
+// and a timer for a guest that only waits; memory by QuickJS's memory limit (at most EDGE_MEM_MB); output by the tab's
+// cap. Production's limits.cpuMs on this isolate is a second wall.
+//
+// POST /run {job} -> NDJSON events, one a line, as a tab's backchannel carries them
+// ({runId, seq, type, ...}: progress, stdout, stderr, denied, exit). A reader that goes away
+// (the relay session cancelled the run) stops the guest.
+
+import quickjsWasm from "./quickjs.wasm";
+import policyWasm from "./policy.wasm";
+import { fromBase64 } from "../../public/lib/bytes.js";
+import { loadCapsule, runnerJob } from "../../public/lib/capsule.js";
+import { MCPS_RPC, guardedFetch, mcpsRpc } from "../../public/lib/egress.js";
+import { failure } from "../../public/lib/errors.js";
+import { exitEvent } from "../../public/lib/exit-event.js";
+import { KeyRing } from "../../public/lib/jws.js";
+import { RunWriter } from "../../public/lib/workspace-sync.js";
+import { quickJsEngine } from "../../public/runner/quickjs.js";
+import { RunRelay } from "../../public/runner/run-relay.js";
+import { runJob } from "../../public/runner/serve.js";
+import { runnerPolicy } from "../../public/runner/write-rule.js";
+
+const MODULES = { "emscripten-module.wasm": quickjsWasm, "policy.wasm": policyWasm };
+// QuickJS's heap at the edge: the isolate has 128 MB in production, the workspace copy and the
+// runner's own memory beside it.
+const EDGE_MEM_MB = 64;
+// Interrupt-handler calls a millisecond of guest work is worth (QuickJS calls it every 10,000
+// branches and calls or so); measured under wrangler dev here, see docs/BENCHMARKS.md.
+const TICKS_PER_MS = 4;
+const encoder = new TextEncoder();
+// Output waiting to be sent as one event, at most (characters).
+const OUTPUT_CHUNK = 16 * 1024;
+// The page's code resolves paths against its location; here every path is a host route.
+const ORIGIN = "https://relay.invalid";
+globalThis.location = new URL(`${ORIGIN}/`);
+
+export default {
+  async fetch(request, env, ctx) {
+    const job = await request.json();
+    // The isolate's one way out: the host entrypoint of this run (see the header).
+    globalThis.fetch = (input, init) => env.HOST.fetch(new Request(new URL(input, ORIGIN), init));
+    const events = new EventStream(job.announced.runId);
+    ctx.waitUntil(execute(job, events).catch((err) => events.end(failure("Internal", `the edge runner failed: ${err.message}`))));
+    return new Response(events.readable, { headers: { "content-type": "application/x-ndjson" } });
+  },
+};
+
+/** The run's events as NDJSON, numbered as a tab numbers them. */
+class EventStream {
+  constructor(runId) {
+    const { readable, writable } = new TransformStream();
+    this.readable = readable;
+    this.writer = writable.getWriter();
+    this.runId = runId;
+    this.seq = 0;
+    this.guard = null; // stopped when no one reads any more
+    this.writer.closed.catch(() => this.guard?.stop("Cancelled", "the relay session stopped the run"));
+  }
+
+  /**
+   * Output is merged into one event per stream while it comes back to back, sent once
+   * OUTPUT_CHUNK bytes wait or another event comes (a flood of short lines would otherwise be
+   * an event each for the relay session to apply and forward); a timer sends what waits while
+   * the guest waits.
+   */
+  output(type, data) {
+    if (this.waiting?.type !== type) this.flush();
+    this.waiting ??= { type, data: "" };
+    this.waiting.data += data;
+    if (this.waiting.data.length >= OUTPUT_CHUNK) this.flush();
+    else this.timer ??= setTimeout(() => this.flush());
+  }
+
+  flush() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    const waiting = this.waiting;
+    this.waiting = null;
+    if (waiting) this.send(waiting);
+  }
+
+  emit(event) {
+    this.flush();
+    this.send(event);
+  }
+
+  send(event) {
+    const line = JSON.stringify({ runId: this.runId, seq: this.seq++, ...event });
+    this.writer.write(encoder.encode(`${line}\n`)).catch(() => {});
+  }
+
+  end(outcome, usage = { wallMs: 0, memPeakMb: 0 }) {
+    this.emit(exitEvent({ ...outcome, usage }));
+    this.writer.close().catch(() => {});
+  }
+}
+
+/**
+ * What stops a run at the edge: a work budget the interrupt handler counts down, the wall
+ * timer, or the relay session going away. `error` is set once, and the run ends with it.
+ */
+class Guard {
+  constructor(timeoutMs, ticksPerMs = TICKS_PER_MS) {
+    this.left = timeoutMs * ticksPerMs;
+    this.error = null;
+    this.onStop = () => {};
+    this.timedOut = { name: "Timeout", message: `the run did not finish within its ${timeoutMs} ms timeout (policy.limits.timeoutMs); it was stopped` };
+    this.timer = setTimeout(() => this.stop(this.timedOut.name, this.timedOut.message), timeoutMs);
+    this.deadline = Date.now() + timeoutMs;
+  }
+
+  /**
+   * One interrupt-handler call of guest work: true once the run must stop. Called inside
+   * QuickJS, so it only marks the run stopped: the interrupted guest unwinds and the run ends.
+   */
+  tick() {
+    // The clock as well, where it moves during CPU work (wrangler dev): a loop whose body is
+    // heavy between two calls (figures in docs/BENCHMARKS.md) stops at its timeout, not a few
+    // times later. In production the clock stands still while the guest computes, so the
+    // count alone holds there, with limits.cpuMs behind it.
+    if ((--this.left <= 0 || Date.now() >= this.deadline) && !this.error) {
+      clearTimeout(this.timer);
+      this.error = this.timedOut;
+    }
+    return this.error !== null;
+  }
+
+  /** Stops the run from outside QuickJS (a timer, the stream): it ends at once. */
+  stop(name, message) {
+    if (this.error) return;
+    clearTimeout(this.timer);
+    this.error = { name, message };
+    this.onStop();
+  }
+}
+
+async function execute(job, events) {
+  const started = Date.now();
+  const { announced } = job;
+  let capsule;
+  try {
+    capsule = await loadCapsule(announced, new KeyRing(async () => job.keys));
+  } catch (err) {
+    const name = err.name === "ValidationError" ? "ValidationError" : "Internal";
+    return events.end(failure(name, `capsule ${announced.hash} refused: ${err.message}`));
+  }
+  const workspace = Object.fromEntries(Object.entries(job.workspace).map(([path, data]) => [path, fromBase64(data)]));
+  const runnerJobOf = runnerJob(announced.runId, capsule, workspace, job.workspaceLimit);
+  runnerJobOf.limits = { ...runnerJobOf.limits, memMb: Math.min(runnerJobOf.limits.memMb, EDGE_MEM_MB) };
+  const guard = new Guard(runnerJobOf.limits.timeoutMs);
+  events.guard = guard;
+  const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(MODULES), events);
+  events.emit({ type: "progress", phase: "execute" });
+  // Made at the edge's cap, so the run takes this instance and does not make a second one.
+  const instance = await quickJsEngine.start({ modules: MODULES, memMb: runnerJobOf.limits.memMb });
+  const exit = await runJob(instance, runnerJobOf, (message) => host.hear(message), host.relay, guard);
+  const { refused, failure: lost } = await host.writer.done();
+  const usage = { wallMs: Date.now() - started, memPeakMb: exit.memPeakMb, ...host.counts, fileErrors: refused.length + (lost ? 1 : 0) };
+  events.end({ exitCode: exit.exitCode, error: exit.error }, usage);
+}
+
+/** What the page does for a run, at the edge: output to the events, writes and fetches to the Worker. */
+class EdgeHost {
+  constructor(policy, checks, events) {
+    this.policy = policy;
+    this.checks = checks;
+    this.events = events;
+    this.relay = new RunRelay((message) => this.hear(message));
+    // The run token is the host entrypoint's to add: "" here.
+    this.writer = new RunWriter({ hashes: new Map(), version: null }, "");
+    this.counts = { fetches: 0, denied: 0 };
+  }
+
+  /** A message of the runner (serve.js's protocol). */
+  hear(message) {
+    switch (message.type) {
+      case "stdout":
+      case "stderr":
+        return this.events.output(message.type, message.data);
+      case "denied":
+        this.counts.denied++;
+        return this.events.emit({ type: "denied", what: message.what, target: message.target, reason: message.reason });
+      case "file":
+        return this.file(message);
+      case "fetch":
+        return this.fetch(message);
+    }
+  }
+
+  /** A workspace change, checked by the run's policy as the page checks it, then committed. */
+  file({ op, path, data }) {
+    const verdict = this.checks.checkPath(this.policy.filesystem, path, "write");
+    if (verdict.allow) this.writer.push(verdict.path, op === "remove" ? null : data);
+  }
+
+  async fetch({ id, request }) {
+    this.counts.fetches++;
+    const network = this.policy.network;
+    const reply = await (request.url === MCPS_RPC
+      ? mcpsRpc({ runToken: "", request })
+      : guardedFetch({ policy: this.checks, network, runToken: "", request }));
+    if (reply.error?.name === "PolicyDenied") {
+      this.counts.denied++;
+      this.events.emit({ type: "denied", what: "fetch", target: request.url, reason: reply.error.message });
+    }
+    this.relay.answer(reply.error ? { id, error: reply.error } : { id, response: reply });
+  }
+}

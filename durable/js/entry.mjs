@@ -1,0 +1,96 @@
+// The Worker's main module (wrangler.toml `main`): worker-build's module (the Rust Worker, its
+// fetch handler and the SessionDO) as it is, plus the two entrypoints of the edge executor
+// (issue 27), which workers-rs cannot export: a class extending WorkerEntrypoint has to be an
+// export of the main module, and worker-build exports only the Rust ones. Both are thin; every
+// rule they reach is the Rust core's.
+//
+// - EdgeExecutor.run(jobJson): called by the relay session's DO (ctx.exports, from Rust) for a
+//   run the run machine sent to the edge. Loads a fresh dynamic Worker for it (never reused:
+//   LOADER.load, not get), with no network (globalOutbound: null), the runner bundle
+//   (durable/js/edge-runner.js, built by scripts/build-assets.mjs into dist/edge/) and QuickJS
+//   and policy.wasm as wasm modules (a dynamic worker may not compile wasm at run time), and
+//   one binding: HOST. Returns its NDJSON event stream. The two wasm files are the page's own
+//   static assets, the QuickJS runtime's files in runtimes.json, read once per isolate from the
+//   ASSETS binding: bundled into the Worker they would add 456 KiB gzipped to it.
+// - EdgeHost: HOST, an entrypoint scoped to that run by its props (the run token), which the
+//   guest's isolate cannot read. Its fetch lets through only the routes a tab's run uses with its
+//   run token (/egress, /mcps-rpc, /workspace/bodies/*, /workspace/commit), sets the token,
+//   and hands the request to the Worker's own fetch handler, so it is checked exactly as a tab's.
+
+import { WorkerEntrypoint } from "cloudflare:workers";
+import Worker, { SessionDO } from "../build/index.js";
+import RUNNER from "../../dist/edge/runner.txt";
+
+export { SessionDO };
+export default Worker;
+
+const COMPATIBILITY_DATE = "2026-11-01";
+// Production's wall behind the runner's own limits (its work budget): CPU time of the isolate.
+const CPU_MS_GRACE = 1000;
+
+// The runtime whose files the edge runs, and the two of them it needs, by their runtimes.json names.
+const RUNTIME = "quickjs@";
+const WASM_FILES = ["emscripten-module.wasm", "policy.wasm"];
+let wasmFiles = null; // Promise<[quickjs, policy]> of this isolate, once read
+
+/** QuickJS's and policy.wasm's bytes, from the page's assets (a failed read is not kept). */
+function runtimeWasm(assets) {
+  const read = async (path) => {
+    const res = await assets.fetch(new URL(path, "https://assets.invalid/"));
+    if (!res.ok) throw new Error(`the asset ${path} answered ${res.status}: is the page built?`);
+    return res;
+  };
+  wasmFiles ??= (async () => {
+    const runtimes = await (await read("runtimes.json")).json();
+    const [, runtime] = Object.entries(runtimes).find(([id]) => id.startsWith(RUNTIME)) ?? [];
+    if (!runtime) throw new Error(`runtimes.json lists no ${RUNTIME} runtime`);
+    return Promise.all(WASM_FILES.map(async (name) => (await read(runtime.files[name].url)).arrayBuffer()));
+  })().catch((err) => {
+    wasmFiles = null;
+    throw err;
+  });
+  return wasmFiles;
+}
+
+export class EdgeExecutor extends WorkerEntrypoint {
+  async run(jobJson) {
+    const [QUICKJS, POLICY] = await runtimeWasm(this.env.ASSETS);
+    const job = JSON.parse(jobJson);
+    const runToken = job.announced.runToken;
+    // The isolate holds no credential: HOST adds the run token, and it needs no other.
+    delete job.announced.runToken;
+    delete job.announced.token;
+    const { timeoutMs = 60_000 } = JSON.parse(job.announced.inline.manifest).policy?.limits ?? {};
+    const worker = this.env.LOADER.load({
+      compatibilityDate: COMPATIBILITY_DATE,
+      mainModule: "runner.js",
+      modules: { "runner.js": { js: RUNNER }, "quickjs.wasm": { wasm: QUICKJS }, "policy.wasm": { wasm: POLICY } },
+      globalOutbound: null,
+      env: { HOST: this.ctx.exports.EdgeHost({ props: { runToken } }) },
+      limits: { cpuMs: timeoutMs + CPU_MS_GRACE },
+    });
+    return worker.getEntrypoint().fetch("https://edge.invalid/run", { method: "POST", body: JSON.stringify(job) });
+  }
+}
+
+// The routes a run may reach with its token, by method and path.
+const RUN_ROUTES = [
+  ["POST", /^\/egress$/],
+  ["POST", /^\/mcps-rpc$/],
+  ["PUT", /^\/workspace\/bodies\/[0-9a-f]{64}$/],
+  ["POST", /^\/workspace\/commit$/],
+];
+
+export class EdgeHost extends WorkerEntrypoint {
+  async fetch(request) {
+    const url = new URL(request.url);
+    if (!RUN_ROUTES.some(([method, path]) => request.method === method && path.test(url.pathname))) {
+      const message = `a run at the edge reaches only its own routes, not ${request.method} ${url.pathname}`;
+      return Response.json({ error: { name: "Forbidden", message } }, { status: 403 });
+    }
+    const headers = new Headers(request.headers);
+    headers.set("authorization", `Bearer ${this.ctx.props.runToken}`);
+    const forwarded = new Request(new URL(url.pathname + url.search, "https://relay.internal"), { method: request.method, headers, body: request.body });
+    return Worker.prototype.fetch.call(this, forwarded);
+  }
+}

@@ -1,0 +1,103 @@
+//! The edge executor's I/O (issue 27): a run the run machine sent to the edge goes to the
+//! Worker's `EdgeExecutor` entrypoint (`durable/js/entry.mjs`, reached through this DO's
+//! `ctx.exports`), which runs it in a fresh dynamic Worker and answers with its NDJSON events;
+//! each batch of complete lines is fed to the machine as a tab's batch is
+//! (`RelaySession::edge_events`). What the run starts with, and every decision, is the core's
+//! (`relay_core::relay_session::edge`).
+
+use super::shared::Shared;
+use crate::platform::signer::key_set;
+use futures::channel::oneshot;
+use futures::future::{self, Either};
+use futures::StreamExt;
+use relay_core::error::ErrorName;
+use relay_core::relay_session::edge::Refusal;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+use worker::js_sys::{Array, Function, Promise, Reflect};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::{spawn_local, JsFuture};
+use worker::{web_sys, Response};
+
+/// The runs at the edge of one relay session.
+pub struct EdgeRuns {
+    /// The relay session they feed, set once the DO holds it (this lives inside it).
+    home: RefCell<Weak<Shared>>,
+    /// This DO's `ctx.exports`: the Worker's own entrypoints, `EdgeExecutor` among them.
+    exports: JsValue,
+    /// Each run at the edge: dropping its sender stops reading its events, which stops it.
+    running: RefCell<HashMap<String, oneshot::Sender<()>>>,
+}
+
+impl EdgeRuns {
+    pub fn new(exports: JsValue) -> Self {
+        EdgeRuns { home: RefCell::default(), exports, running: RefCell::default() }
+    }
+
+    pub fn set_home(&self, shared: &Rc<Shared>) {
+        *self.home.borrow_mut() = Rc::downgrade(shared);
+    }
+
+    /// Starts run `run` at the edge; its events come back as it runs.
+    pub fn start(&self, run: &str) {
+        let Some(shared) = self.home.borrow().upgrade() else { return };
+        let (stop, stopped) = oneshot::channel();
+        self.running.borrow_mut().insert(run.to_owned(), stop);
+        let run = run.to_owned();
+        spawn_local(async move {
+            if let Err(refusal) = execute(&shared, &run, stopped).await {
+                shared.edge_failed(&run, refusal);
+            }
+            shared.platform.edge.running.borrow_mut().remove(&run);
+        });
+    }
+
+    /// Stops run `run` at the edge, if it is there.
+    pub fn cancel(&self, run: &str) {
+        self.running.borrow_mut().remove(run);
+    }
+}
+
+/// Runs `run` at the edge until its stream ends or it is stopped; why not, if it failed.
+async fn execute(shared: &Rc<Shared>, run: &str, stopped: oneshot::Receiver<()>) -> Result<(), Refusal> {
+    let mut job = shared.edge_job(run).await?;
+    job["keys"] = key_set(&shared.platform.env).map_err(internal)?.to_jwks();
+    let response = call_executor(&shared.platform.edge.exports, &job.to_string()).map_err(js_internal)?;
+    let response: web_sys::Response = JsFuture::from(response).await.map_err(js_internal)?.unchecked_into();
+    let mut events = Response::from(response).stream().map_err(internal)?;
+    let (mut pending, mut stopped) = (Vec::new(), stopped);
+    loop {
+        let chunk = match future::select(events.next(), &mut stopped).await {
+            Either::Left((chunk, _)) => chunk,
+            Either::Right(_) => return Ok(()), // stopped: dropping the stream cancels it
+        };
+        let Some(chunk) = chunk else { break };
+        pending.extend(chunk.map_err(internal)?);
+        if let Some(end) = pending.iter().rposition(|&b| b == b'\n') {
+            let lines: Vec<u8> = pending.drain(..=end).collect();
+            if let Err(why) = shared.edge_events(&lines) {
+                worker::console_error!("relay session: events of edge run {run} refused: {why}");
+            }
+        }
+    }
+    // A run whose events ended before its exit (its isolate died) ends here; one that exited
+    // is not touched (a run ends once).
+    Err((ErrorName::Internal, "the edge executor stopped before the run ended; run the tool again".to_owned()))
+}
+
+/// `ctx.exports.EdgeExecutor.run(job)`: an RPC method is called with `Reflect::apply` (its
+/// stub's `call` would name a remote method `call`).
+fn call_executor(exports: &JsValue, job: &str) -> Result<Promise, JsValue> {
+    let executor = Reflect::get(exports, &"EdgeExecutor".into())?;
+    let run: Function = Reflect::get(&executor, &"run".into())?.unchecked_into();
+    Ok(Reflect::apply(&run, &executor, &Array::of1(&job.into()))?.unchecked_into())
+}
+
+fn internal(e: impl std::fmt::Display) -> Refusal {
+    (ErrorName::Internal, format!("the edge executor failed: {e}; run the tool again"))
+}
+
+fn js_internal(e: JsValue) -> Refusal {
+    internal(e.as_string().or_else(|| Reflect::get(&e, &"message".into()).ok()?.as_string()).unwrap_or_default())
+}

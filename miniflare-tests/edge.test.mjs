@@ -1,0 +1,310 @@
+// Runs with no tab (issue 27): the edge executor, a fresh dynamic Worker per run running the
+// page's QuickJS runner, through the official SDK client and raw HTTP. Output, exit codes,
+// stdin/args/env; the relay session's workspace (a run's writes seen by `read`, a `write` seen
+// by a run); guarded fetch allowed (a loopback server the policy allows) and denied; mcps.call
+// to a test upstream; where runs go (a tab attaching takes the next runs; one that left is
+// waited for; a tenant on `tab` still gets NoExecutorAttached; Python needs a tab; a spent
+// budget is EdgeBudgetExceeded; a deps layer a tab built runs at the edge, a new build does not); the limits the runner enforces itself, each ending with its
+// error while /healthz answers (short timeouts: a busy guest holds all of wrangler dev's
+// workerd); and what a guest cannot reach from there. Figures are printed, never asserted.
+
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { after, before, describe, test } from "node:test";
+import { launchBrowser, openExecutor } from "./lib/browser.mjs";
+import { connectClient } from "./lib/mcp-client.mjs";
+import { modernCall } from "./lib/mcp-http.mjs";
+import { BASE, createTenant, devVars } from "./lib/relay.mjs";
+import { startPackageSources } from "./lib/package-sources.mjs";
+import { startModernUpstream } from "./lib/upstream-servers.mjs";
+
+const SECRET = "edge-upstream-secret-5f1c";
+const BUDGET = { cpuMsPerDay: 3_600_000, runsPerMinute: 600 };
+const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
+
+let target; // a loopback server the policy allows
+let port;
+let upstream;
+let tenant;
+let key;
+let client;
+
+before(async () => {
+  target = createServer((req, res) => {
+    if (req.url === "/hello") return res.writeHead(200, { "content-type": "text/plain" }).end("hello from the target");
+    if (req.url === "/to-evil") return res.writeHead(302, { location: "https://evil.example/steal" }).end();
+    res.writeHead(404).end();
+  });
+  await new Promise((resolve) => target.listen(0, resolve));
+  port = target.address().port;
+  upstream = await startModernUpstream(SECRET);
+  const network = { allowedDomains: [`localhost:${port}`], blockPrivateRanges: false, denyIpLiterals: false };
+  ({ key, tenant } = await createTenant("edge", { executor: "tab-or-edge", edge: BUDGET, policy: { network }, queue: { attachWaitMs: 1000 } }));
+  const put = await fetch(`${BASE}/admin/tenants/${tenant.id}/upstreams/modern`, {
+    method: "PUT",
+    headers: admin,
+    body: JSON.stringify({ url: upstream.url, headers: { "x-api-key": SECRET } }),
+  });
+  assert.equal(put.status, 200, await put.text());
+  client = await connectClient(key);
+});
+
+after(async () => {
+  await client?.close();
+  await upstream?.close();
+  target?.close();
+});
+
+const runJs = (code, extra = {}, c = client) => c.callTool({ name: "run_js", arguments: { code, ...extra } }, undefined, { timeout: 120_000 });
+
+/** Runs `code` and returns its structuredContent, failing unless it ran at the edge. */
+async function atEdge(code, extra) {
+  const { structuredContent: out } = await runJs(code, extra);
+  assert.equal(out.executor, "edge", JSON.stringify(out));
+  return out;
+}
+
+/** Times `GET /healthz` while `work` runs: every answer's status and latency. */
+async function healthzDuring(work) {
+  const answers = [];
+  let running = true;
+  const probe = (async () => {
+    while (running) {
+      const started = Date.now();
+      const res = await fetch(`${BASE}/healthz`);
+      answers.push({ status: res.status, ms: Date.now() - started });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  const result = await work();
+  running = false;
+  await probe;
+  const res = await fetch(`${BASE}/healthz`);
+  answers.push({ status: res.status, ms: 0 });
+  return { result, answers };
+}
+
+describe("run_js with no tab runs at the edge", () => {
+  test("output, exit codes, stdin, args and env", async () => {
+    const started = Date.now();
+    const out = await atEdge(
+      `console.log("out", process.argv.slice(2).join(","), process.env.GREETING, process.stdin.read().trim());
+       console.error("err line");
+       process.exit(3);`,
+      { args: ["a", "b"], env: { GREETING: "hi" }, stdin: "from stdin\n" },
+    );
+    console.log(`# an edge run_js answered in ${Date.now() - started} ms (wallMs ${out.usage.wallMs})`);
+    assert.equal(out.stdout, "out a,b hi from stdin\n");
+    assert.equal(out.stderr, "err line\n");
+    assert.equal(out.exitCode, 3);
+    const thrown = await atEdge(`throw new TypeError("bad thing")`);
+    assert.equal(thrown.exitCode, 1);
+    assert.match(thrown.stderr, /Uncaught TypeError: bad thing/);
+  });
+
+  test("the result says where it ran, in its outputSchema too, and raw HTTP gets the same", async () => {
+    const { tools } = await client.listTools();
+    const runJsTool = tools.find((t) => t.name === "run_js");
+    assert.deepEqual(runJsTool.outputSchema.properties.executor.enum, ["tab", "edge"]);
+    assert.deepEqual(runJsTool.inputSchema.properties.executor.enum, ["tab", "tab-or-edge", "edge"]);
+    const { message } = await modernCall(key, "tools/call", { name: "run_js", arguments: { code: "console.log(6*7)" } });
+    assert.equal(message.result.structuredContent.executor, "edge");
+    assert.equal(message.result.structuredContent.stdout, "42\n");
+  });
+
+  test("fs works on the relay session's workspace: a run's writes are read back, a write is seen by a run", async () => {
+    const wrote = await atEdge(`import fs from "fs";
+      fs.mkdirSync("/tmp/edge", { recursive: true });
+      fs.writeFileSync("/tmp/edge/small.txt", "small at the edge");
+      fs.writeFileSync("/tmp/edge/big.bin", "x".repeat(20000));
+      fs.writeFileSync("/tmp/edge/gone.txt", "soon gone");
+      fs.unlinkSync("/tmp/edge/gone.txt");
+      console.log(fs.readdirSync("/tmp/edge").join(","));`);
+    assert.equal(wrote.stdout, "big.bin,small.txt\n");
+    const read = await client.callTool({ name: "read", arguments: { path: "/tmp/edge/small.txt" } });
+    assert.equal(read.structuredContent.content, "small at the edge");
+    const big = await client.callTool({ name: "read", arguments: { path: "/tmp/edge/big.bin" } });
+    assert.equal(big.structuredContent.size, 20000, "a body over 4 KiB went to R2 through the run's routes");
+    const gone = await client.callTool({ name: "read", arguments: { path: "/tmp/edge/gone.txt" } });
+    assert.equal(gone.isError, true);
+    await client.callTool({ name: "write", arguments: { path: "/tmp/edge/from-write.txt", content: "written by the write tool" } });
+    const seen = await atEdge(`import fs from "fs"; console.log(fs.readFileSync("/tmp/edge/from-write.txt", "utf8"))`);
+    assert.equal(seen.stdout, "written by the write tool\n");
+  });
+
+  test("a write the policy refuses fails in the program, and is audited as denied", async () => {
+    const out = await atEdge(`import fs from "fs";
+      try { fs.writeFileSync("/host/nope.txt", "x"); } catch (e) { console.log(e.code, e.message.slice(0, 40)); }`);
+    assert.match(out.stdout, /^EACCES /);
+    assert.equal(out.usage.denied, 1);
+  });
+
+  test("guarded fetch: an allowed host through /egress, a denied one and a redirect off the list are PolicyDenied", async () => {
+    const out = await atEdge(`
+      const r = await fetch("http://localhost:${port}/hello");
+      console.log(r.status, await r.text());
+      for (const url of ["https://example.com/", "http://localhost:${port}/to-evil"]) {
+        try { await fetch(url); console.log("fetched", url); } catch (e) { console.log(e.name, e.message); }
+      }`);
+    const [ok, denied, redirected] = out.stdout.trim().split("\n");
+    assert.equal(ok, "200 hello from the target");
+    assert.match(denied, /^PolicyDenied .*example\.com.*allowedDomains/);
+    assert.match(redirected, /PolicyDenied|evil\.example/);
+    assert.doesNotMatch(out.stdout, /^fetched/m);
+    assert.equal(out.usage.fetches, 3);
+  });
+
+  test("mcps.call reaches the tenant's upstream server; its credential stays with the Worker", async () => {
+    const out = await atEdge(`console.log(JSON.stringify(await mcps.call("modern", "shout", { text: "from the edge" })))`);
+    assert.match(out.stdout, /FROM THE EDGE/);
+    assert.doesNotMatch(JSON.stringify(out), new RegExp(SECRET));
+  });
+
+  test("the audit records where each run executed", async () => {
+    const { message } = await modernCall(key, "resources/read", { uri: "relay://audit" });
+    const audit = JSON.parse(message.result.contents[0].text);
+    const runs = (Array.isArray(audit) ? audit : audit.records).filter((r) => r.tool === "run_js");
+    assert.ok(runs.length > 0, message.result.contents[0].text.slice(0, 300));
+    assert.ok(runs.every((r) => r.executor === "edge"), JSON.stringify(runs.map((r) => r.executor)));
+    const metrics = await (await fetch(`${BASE}/admin/metrics?tenant=${tenant.id}`, { headers: admin })).text();
+    assert.match(metrics, /relay_executor_runs_total\{tenant="[^"]+",executor="edge"\} [1-9]/);
+  });
+});
+
+describe("limits the runner enforces itself, while /healthz answers", () => {
+  const limits = (timeoutMs) => ({ policy: { limits: { timeoutMs } } });
+
+  for (const [what, code] of [
+    ["while(true){}", "while (true) {}"],
+    ["a busy loop with a body", "let i = 0; while (true) { i = (i * 31 + 7) % 1000003; }"],
+    ["a never-ending async loop", "while (true) await null;"],
+    ["a timer that never stops", "setInterval(() => {}, 1);"],
+  ]) {
+    test(`${what} ends with Timeout`, async () => {
+      const { result, answers } = await healthzDuring(() => atEdge(code, limits(2000)));
+      assert.equal(result.error?.name, "Timeout", JSON.stringify(result));
+      assert.equal(result.exitCode, 124);
+      assert.ok(answers.every((a) => a.status === 200), JSON.stringify(answers));
+      const worst = Math.max(...answers.map((a) => a.ms));
+      console.log(`# ${what}: stopped after ${result.usage.wallMs} ms of a 2000 ms timeout; /healthz answered ${answers.length} times, the slowest in ${worst} ms`);
+    });
+  }
+
+  test("a 1 GiB allocation and a growing heap end with QuickJS's out-of-memory error", async () => {
+    const { result, answers } = await healthzDuring(() => atEdge("const a = new Uint8Array(1 << 30); console.log(a.length)"));
+    assert.equal(result.exitCode, 1);
+    assert.match(result.stderr, /out of memory/);
+    const grown = await atEdge(`const a = []; while (true) a.push("x".repeat(1000));`, limits(10_000));
+    assert.match(grown.stderr, /out of memory/, JSON.stringify(grown));
+    assert.ok(answers.every((a) => a.status === 200));
+    console.log(`# memory: the heap stopped at ${grown.usage.memPeakMb} MiB`);
+  });
+
+  test("an output flood ends with OutputLimitExceeded at the cap", async () => {
+    const { result } = await healthzDuring(() => atEdge(`for (let i = 0; ; i++) console.log("flood", i);`, { policy: { limits: { stdoutBytes: 65536, timeoutMs: 20_000 } } }));
+    assert.equal(result.error?.name, "OutputLimitExceeded", JSON.stringify(result).slice(0, 500));
+    assert.ok(result.stdout.length <= 65536 + 100);
+    console.log(`# output flood: stopped after ${result.usage.wallMs} ms`);
+  });
+
+  test("after all that the edge still runs the next call", async () => {
+    assert.equal((await atEdge("console.log('still here')")).stdout, "still here\n");
+  });
+});
+
+describe("nothing to reach from the edge", () => {
+  test("no network, no bindings, no secrets, only its own relay session's files", async () => {
+    const out = await atEdge(`
+      const seen = [];
+      seen.push(typeof HOST, typeof env, typeof LOADER, typeof globalThis.fetch, typeof WebAssembly, typeof require);
+      seen.push(Object.keys(process.env).join("|") || "(no env)");
+      for (const url of ["/admin/tenants/dev", "/session", "http://127.0.0.1:${new URL(BASE).port}/healthz", "https://relay.invalid/egress"]) {
+        try { await fetch(url); seen.push("REACHED " + url); } catch (e) { seen.push(e.name); }
+      }
+      console.log(seen.join(" "));`);
+    assert.doesNotMatch(out.stdout, /REACHED/);
+    assert.match(out.stdout, /^undefined undefined undefined function undefined undefined \(no env\)/);
+    for (const secret of [devVars.ADMIN_TOKEN, devVars.CAPSULE_SIGNING_KEY, key]) assert.ok(!JSON.stringify(out).includes(secret));
+    // Another relay session of the tenant, and another tenant, see none of these files.
+    const other = await connectClient(key, "other-session");
+    const otherOut = (await runJs(`import fs from "fs"; console.log(fs.existsSync("/tmp/edge/small.txt"))`, {}, other)).structuredContent;
+    assert.equal(otherOut.executor, "edge");
+    assert.equal(otherOut.stdout, "false\n");
+    await other.close();
+    const stranger = await createTenant("edge-stranger", { executor: "edge", edge: BUDGET });
+    const strangerClient = await connectClient(stranger.key);
+    const theirs = (await runJs(`import fs from "fs"; console.log(fs.existsSync("/tmp/edge/small.txt"))`, {}, strangerClient)).structuredContent;
+    assert.equal(theirs.stdout, "false\n");
+    await strangerClient.close();
+  });
+});
+
+describe("where runs go", () => {
+  test("a tenant on tab (no edge budget) still gets NoExecutorAttached; Python needs a tab", async () => {
+    const onTab = await createTenant("edge-none", { queue: { attachWaitMs: 300 } });
+    const c = await connectClient(onTab.key);
+    const res = await runJs("console.log(1)", {}, c);
+    assert.equal(res.structuredContent.error.name, "NoExecutorAttached");
+    const wider = await runJs("console.log(1)", { executor: "edge" }, c);
+    assert.equal(wider.structuredContent.error.name, "ValidationError");
+    assert.match(wider.structuredContent.error.message, /defaults\.edge/);
+    await c.close();
+    const py = await client.callTool({ name: "run_py", arguments: { code: "print(1)" } });
+    assert.equal(py.structuredContent.error.name, "NoExecutorAttached");
+    assert.match(py.structuredContent.error.message, /Python needs a browser tab.*open http/);
+  });
+
+  test("a tenant over its edge budget gets EdgeBudgetExceeded naming the budget", async () => {
+    const small = await createTenant("edge-small", { executor: "edge", edge: { cpuMsPerDay: 3_600_000, runsPerMinute: 1 } });
+    const c = await connectClient(small.key);
+    assert.equal((await runJs("console.log(1)", {}, c)).structuredContent.exitCode, 0);
+    const refused = (await runJs("console.log(2)", {}, c)).structuredContent;
+    assert.equal(refused.error.name, "EdgeBudgetExceeded");
+    assert.match(refused.error.message, /1 runs a minute \(defaults\.edge\.runsPerMinute\).*PATCH \/admin\/tenants/);
+    await c.close();
+  });
+
+  test("a deps layer a tab built earlier runs at the edge; a new build with no tab is DepsResolutionFailed", async () => {
+    const registry = await startPackageSources();
+    const browser = await launchBrowser();
+    try {
+      const pkg = await createTenant("edge-packages", { executor: "tab-or-edge", edge: BUDGET, packages: registry.sources });
+      const c = await connectClient(pkg.key);
+      const code = `import chunk from "lodash/chunk"; import _ from "lodash"; console.log(JSON.stringify(chunk([1, 2, 3], 2)), _.VERSION)`;
+      const npm = { dependencies: { lodash: "^4.17.0" } };
+      const tab = await openExecutor(browser, pkg.key);
+      const built = (await runJs(code, { npm }, c)).structuredContent;
+      assert.equal(built.executor, "tab");
+      assert.equal(built.stdout, "[[1,2],[3]] 4.17.21\n", JSON.stringify(built));
+      await tab.context.close();
+      const reused = (await runJs(code, { npm, executor: "edge" }, c)).structuredContent;
+      assert.equal(reused.executor, "edge");
+      assert.equal(reused.stdout, "[[1,2],[3]] 4.17.21\n", JSON.stringify(reused));
+      const fresh = (await runJs("import isOdd from 'is-odd'; console.log(isOdd(3))", { npm: { dependencies: { "is-odd": "^3.0.0" } }, executor: "edge" }, c)).structuredContent;
+      assert.equal(fresh.error?.name, "DepsResolutionFailed", JSON.stringify(fresh));
+      assert.match(fresh.error.message, /builds run in a browser tab/);
+      await c.close();
+    } finally {
+      await browser.close();
+      await registry.close();
+    }
+  });
+
+  test("a tab attaching takes the next runs; once it leaves, runs wait the attach wait for it, then go to the edge", async () => {
+    const browser = await launchBrowser();
+    try {
+      const executor = await openExecutor(browser, key);
+      const onTab = (await runJs("console.log('where')")).structuredContent;
+      assert.equal(onTab.executor, "tab");
+      const narrowed = (await runJs("console.log('edge only')", { executor: "edge" })).structuredContent;
+      assert.equal(narrowed.executor, "edge", "a call may narrow tab-or-edge to edge");
+      await executor.context.close();
+      const started = Date.now();
+      const after = (await runJs("console.log('back at the edge')")).structuredContent;
+      assert.equal(after.executor, "edge", JSON.stringify(after));
+      console.log(`# with the tab just gone the run went to the edge after ${Date.now() - started} ms (attach wait 1000 ms)`);
+    } finally {
+      await browser.close();
+    }
+  });
+});

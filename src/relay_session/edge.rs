@@ -1,0 +1,104 @@
+//! A run the machine sent to the edge executor (issue 27): what its fresh isolate starts with,
+//! and its events fed back to the machine exactly as a tab's are (`Input::Heard` from the tab
+//! id [`EDGE`]). The isolate gets the run's `capsule` command as a tab does, every layer inline
+//! (it has no network: `globalOutbound` is null), so it checks the capsule's signature and
+//! layer hashes with the page's own code; and the workspace as the run starts, whose root is
+//! recorded for the audit as a tab's sync records it. Its writes come back through the run
+//! token's routes (`/workspace/bodies`, `/workspace/commit`), as a tab's do.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+use super::{Platform, RelaySession};
+use crate::error::ErrorName;
+use crate::keys;
+use crate::protocol::{CapsuleCommand, TabCommand};
+use crate::run::backchannel::parse_batch;
+use crate::run::executor::EDGE;
+use crate::run::machine::{Cancel, Input, Output};
+use crate::stores::Blobs;
+
+/// Why an edge run could not start: the error to end it with.
+pub type Refusal = (ErrorName, String);
+
+impl<P: Platform> RelaySession<P> {
+    /// What run `run`'s isolate starts with: `{announced, workspace: {path: base64},
+    /// workspaceLimit}` (`announced`: the capsule command with every layer inline).
+    pub async fn edge_job(&self, run: &str) -> Result<Value, Refusal> {
+        let (command, tenant, workspace_limit) = self.edge_start(run).ok_or_else(|| {
+            (ErrorName::Internal, "the run was no longer in hand when the edge executor took it".to_owned())
+        })?;
+        let announced = match command {
+            TabCommand::Capsule(capsule) => self.inlined(capsule, &tenant).await?,
+            TabCommand::Build(_) => return Err((ErrorName::DepsResolutionFailed, NO_EDGE_BUILD.to_owned())),
+            _ => return Err((ErrorName::Internal, "the run has no capsule for the edge".to_owned())),
+        };
+        let workspace = self.edge_workspace(run, &tenant).await?;
+        Ok(json!({ "announced": announced, "workspace": workspace, "workspaceLimit": workspace_limit }))
+    }
+
+    /// The capsule command with its manifest and every layer inline, read from R2 where the
+    /// command left them out (too large for a tab's SSE event).
+    async fn inlined(&self, command: CapsuleCommand, tenant: &str) -> Result<Value, Refusal> {
+        let inline = command.inline.clone().unwrap_or_else(|| json!({}));
+        let manifest = match inline["manifest"].as_str() {
+            Some(manifest) => manifest.to_owned(),
+            None => String::from_utf8(self.blob(&keys::manifest(tenant, &command.hash)).await?).unwrap_or_default(),
+        };
+        let parsed: Value = serde_json::from_str(&manifest).unwrap_or_default();
+        let mut layers = inline["layers"].as_object().cloned().unwrap_or_default();
+        for layer in parsed["fsLayers"].as_array().into_iter().flatten() {
+            let (Some(path), Some(sha256)) = (layer["path"].as_str(), layer["sha256"].as_str()) else { continue };
+            if !layers.contains_key(path) {
+                layers.insert(path.to_owned(), Value::String(BASE64.encode(self.blob(&keys::layer(sha256)).await?)));
+            }
+        }
+        let mut announced = serde_json::to_value(&command).expect("a capsule command serializes");
+        announced["inline"] = json!({ "manifest": manifest, "layers": Value::Object(layers) });
+        Ok(announced)
+    }
+
+    async fn blob(&self, key: &str) -> Result<Vec<u8>, Refusal> {
+        match self.platform.blobs().get(key).await {
+            Ok(Some(bytes)) => Ok(bytes),
+            Ok(None) => Err((ErrorName::Internal, format!("{key} is not in storage; run the tool again"))),
+            Err(e) => Err((ErrorName::Internal, format!("R2 failed reading {key}: {e}; run the tool again"))),
+        }
+    }
+
+    /// The workspace as run `run` starts (path -> base64), its root recorded as the run's
+    /// workspace before it.
+    async fn edge_workspace(&self, run: &str, tenant: &str) -> Result<Map<String, Value>, Refusal> {
+        let failed = |e: String| (ErrorName::Internal, format!("the workspace could not be read: {e}; run again"));
+        let listing = self.store().workspace_listing().map_err(|e| failed(e.to_string()))?;
+        self.persisted("audit", self.store().audit_workspace(run, Some(&listing.root), None));
+        let mut files = Map::new();
+        for file in listing.files {
+            let bytes = self.body_bytes(tenant, &file.sha256).await.map_err(|e| failed(e.to_string()))?;
+            files.insert(file.path, Value::String(BASE64.encode(bytes)));
+        }
+        Ok(files)
+    }
+
+    /// A batch of the edge run's events (NDJSON lines as a tab sends them), fed to the machine.
+    /// A batch the machine refuses (the run ended meanwhile) changes nothing: the edge stops
+    /// when the stream it writes to is dropped.
+    pub fn edge_events(&self, batch: &[u8]) -> Result<(), String> {
+        let events = parse_batch(batch)?;
+        let outputs = self.feed(Input::Heard { tab: Some(EDGE.to_owned()), events });
+        match outputs.into_iter().find_map(|o| if let Output::Reply(reply) = o { Some(reply) } else { None }) {
+            Some(reply) if reply.status() != 200 => Err(reply.to_json().to_string()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The edge could not run run `run` (its job, its isolate or its stream failed): it ends
+    /// with `name` and `message`, unless it has ended.
+    pub fn edge_failed(&self, run: &str, (name, message): Refusal) {
+        self.feed(Input::Cancel { run: run.to_owned(), why: Cancel::Failed(name, message) });
+    }
+}
+
+/// Why a packaged run whose deps layer was never built cannot run at the edge.
+const NO_EDGE_BUILD: &str = "this call's dependencies were never built, and builds run in a browser tab: open the relay page once and call again (later identical calls reuse the build, at the edge too)";

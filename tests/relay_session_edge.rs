@@ -1,0 +1,120 @@
+//! A run at the edge executor in the relay session (`relay_session::edge`), on the test
+//! platform: a `tab-or-edge` tenant's run with no tab is started at the edge; its job carries
+//! the capsule with every layer inline and the workspace as the run starts (its root recorded
+//! for the audit); its events end it as a tab's would, with `executor: edge` in its answer and
+//! audit record; a never-built packaged run fails DepsResolutionFailed; Python stays on tabs.
+
+#[allow(dead_code)]
+#[path = "support/platform.rs"]
+mod platform;
+#[allow(dead_code)]
+mod support;
+
+use std::rc::Rc;
+
+use base64::Engine;
+use platform::{run, session, signer, tool_call, Session, Stream};
+use relay_core::auth::QueueSettings;
+use relay_core::mcp::{Era, Tool};
+use relay_core::protocol::Caller;
+use relay_core::relay_session::runs::{executor_of, prepare, Answer, Call, FileCall, Work};
+use relay_core::relay_session::Sql;
+use relay_core::run::executor::{EdgeBudget, Executor};
+use relay_core::upstream::seal::SealingKey;
+use serde_json::{json, Value};
+
+const BUDGET: EdgeBudget = EdgeBudget { cpu_ms_per_day: 60_000, runs_per_minute: 10 };
+
+fn edge_caller() -> Caller {
+    let mut caller = platform::caller();
+    caller.tenant.defaults.executor = Executor::TabOrEdge;
+    caller.tenant.defaults.edge = Some(BUDGET);
+    caller
+}
+
+fn edge_session() -> Session {
+    let session = session();
+    session.configure(&QueueSettings::default(), Some(BUDGET));
+    session
+}
+
+/// Admits and prepares `arguments` as run `run` of `tool` by the edge tenant: its stream.
+fn start(session: &Session, run_id: &str, tool: Tool, arguments: Value) -> (Call, Stream) {
+    let tool_call = tool_call(tool, arguments, Era::Modern, None);
+    let caller = edge_caller();
+    let Work::Run(job) = Work::of(session, &caller, &tool_call, || Ok::<_, ()>(signer())).unwrap().unwrap() else {
+        panic!("a run")
+    };
+    let call = Call { tool_call, caller, run: run_id.into(), job: Rc::new(job) };
+    let stream = Stream::default();
+    session.admit_call(&call, Box::new(Answer::streamed(call.clone(), stream.clone()))).expect("admitted");
+    run(prepare(session, &call.caller, &call.run, &call.job));
+    (call, stream)
+}
+
+#[test]
+fn a_run_with_no_tab_goes_to_the_edge_with_its_capsule_and_workspace_and_ends_by_its_events() {
+    let session = edge_session();
+    let write = tool_call(Tool::Write, json!({ "path": "/tmp/a.txt", "content": "hello" }), Era::Modern, None);
+    let Work::File(op) = Work::of(&session, &edge_caller(), &write, || Ok::<_, ()>(signer())).unwrap().unwrap() else {
+        panic!("a file tool")
+    };
+    let file = FileCall { tool_call: write, caller: edge_caller(), run: "w_1".into(), op };
+    run(session.answer_file(&file, &SealingKey::of(&signer()))).expect("written");
+    let (_, stream) = start(&session, "r_1", Tool::RunJs, json!({ "code": "console.log(1)" }));
+    assert_eq!(*session.platform.edge.borrow(), ["start r_1"]);
+
+    let job = run(session.edge_job("r_1")).expect("a job");
+    let inline = &job["announced"]["inline"];
+    let manifest: Value = serde_json::from_str(inline["manifest"].as_str().unwrap()).unwrap();
+    for layer in manifest["fsLayers"].as_array().unwrap() {
+        assert!(inline["layers"][layer["path"].as_str().unwrap()].is_string(), "every layer inline: {layer}");
+    }
+    let a = base64::engine::general_purpose::STANDARD.decode(job["workspace"]["/tmp/a.txt"].as_str().unwrap()).unwrap();
+    assert_eq!(a, b"hello");
+    let before: Vec<Value> =
+        session.platform.sql.rows("SELECT workspace_before FROM runs WHERE run_id = 'r_1'", &[]).unwrap();
+    assert!(before[0]["workspace_before"].is_string(), "the run's root before it is recorded");
+
+    let lines = [
+        json!({ "runId": "r_1", "seq": 0, "type": "stdout", "data": "1\n" }),
+        json!({ "runId": "r_1", "seq": 1, "type": "exit", "exitCode": 0, "usage": { "wallMs": 9 } }),
+    ];
+    let batch: Vec<String> = lines.iter().map(Value::to_string).collect();
+    session.edge_events(batch.join("\n").as_bytes()).expect("applied");
+    let answer = stream.messages().into_iter().find(|m| m.get("result").is_some()).expect("answered");
+    assert_eq!(answer["result"]["structuredContent"]["executor"], "edge");
+    assert_eq!(answer["result"]["structuredContent"]["stdout"], "1\n");
+    let audit = session.store().audit_records(10).unwrap();
+    assert_eq!(audit.last().unwrap().executor.as_deref(), Some("edge"));
+}
+
+#[test]
+fn a_packaged_run_never_built_fails_at_the_edge_saying_a_tab_must_build_it() {
+    let session = edge_session();
+    let args = json!({ "code": "import _ from 'lodash'", "npm": { "dependencies": { "lodash": "^4.17.0" } } });
+    let (_, stream) = start(&session, "r_2", Tool::RunJs, args);
+    let (name, message) = run(session.edge_job("r_2")).unwrap_err();
+    assert_eq!(name.as_str(), "DepsResolutionFailed");
+    assert!(message.contains("tab"), "{message}");
+    session.edge_failed("r_2", (name, message));
+    let answer = stream.messages().into_iter().find(|m| m.get("result").is_some()).expect("answered");
+    assert_eq!(answer["result"]["structuredContent"]["error"]["name"], "DepsResolutionFailed");
+}
+
+#[test]
+fn python_and_runs_in_a_context_stay_on_tabs_and_a_call_cannot_send_them_to_the_edge() {
+    let caller = edge_caller();
+    let py = tool_call(Tool::RunPy, json!({ "code": "print(1)" }), Era::Modern, None);
+    assert_eq!(executor_of(&py, &caller), Ok(Executor::Tab));
+    let to_edge = tool_call(Tool::RunPy, json!({ "code": "print(1)", "executor": "edge" }), Era::Modern, None);
+    assert!(executor_of(&to_edge, &caller).unwrap_err().contains("Python needs a browser tab"));
+    let js = tool_call(Tool::RunJs, json!({ "code": "1", "executor": "tab" }), Era::Modern, None);
+    assert_eq!(executor_of(&js, &caller), Ok(Executor::Tab));
+    // A context lives in a tab: a run in one goes there, and may not ask for the edge.
+    let in_context = tool_call(Tool::RunJs, json!({ "code": "1", "context": "nb" }), Era::Modern, None);
+    assert_eq!(executor_of(&in_context, &caller), Ok(Executor::Tab));
+    let context_at_edge =
+        tool_call(Tool::RunJs, json!({ "code": "1", "context": "nb", "executor": "edge" }), Era::Modern, None);
+    assert!(executor_of(&context_at_edge, &caller).unwrap_err().contains("a context lives in a browser tab"));
+}
