@@ -5,37 +5,45 @@
 //! (`RelaySession::edge_events`). What the run starts with, and every decision, is the core's
 //! (`relay_core::relay_session::edge`).
 
-use super::shared::Shared;
 use crate::platform::signer::key_set;
 use futures::channel::oneshot;
 use futures::future::{self, Either};
 use futures::StreamExt;
 use relay_core::error::ErrorName;
 use relay_core::relay_session::edge::Refusal;
+use relay_core::relay_session::{Platform, RelaySession};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 use worker::js_sys::{Array, Function, Promise, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::{spawn_local, JsFuture};
-use worker::{web_sys, Response};
+use worker::{web_sys, Env, Response};
+
+/// A platform whose relay session runs at the edge: it holds that session's [`EdgeRuns`] and
+/// the Worker's env (for the signing keys). The DO's platform (`shared.rs`) is the one; the
+/// trait keeps this file from naming it.
+pub trait EdgePlatform: Platform + Sized + 'static {
+    fn edge_runs(&self) -> &EdgeRuns<Self>;
+    fn env(&self) -> &Env;
+}
 
 /// The runs at the edge of one relay session.
-pub struct EdgeRuns {
+pub struct EdgeRuns<P: Platform> {
     /// The relay session they feed, set once the DO holds it (this lives inside it).
-    home: RefCell<Weak<Shared>>,
+    home: RefCell<Weak<RelaySession<P>>>,
     /// This DO's `ctx.exports`: the Worker's own entrypoints, `EdgeExecutor` among them.
     exports: JsValue,
     /// Each run at the edge: dropping its sender stops reading its events, which stops it.
     running: RefCell<HashMap<String, oneshot::Sender<()>>>,
 }
 
-impl EdgeRuns {
+impl<P: EdgePlatform> EdgeRuns<P> {
     pub fn new(exports: JsValue) -> Self {
-        EdgeRuns { home: RefCell::default(), exports, running: RefCell::default() }
+        EdgeRuns { home: RefCell::new(Weak::new()), exports, running: RefCell::default() }
     }
 
-    pub fn set_home(&self, shared: &Rc<Shared>) {
+    pub fn set_home(&self, shared: &Rc<RelaySession<P>>) {
         *self.home.borrow_mut() = Rc::downgrade(shared);
     }
 
@@ -49,7 +57,7 @@ impl EdgeRuns {
             if let Err(refusal) = execute(&shared, &run, stopped).await {
                 shared.edge_failed(&run, refusal);
             }
-            shared.platform.edge.running.borrow_mut().remove(&run);
+            shared.platform.edge_runs().running.borrow_mut().remove(&run);
         });
     }
 
@@ -60,10 +68,14 @@ impl EdgeRuns {
 }
 
 /// Runs `run` at the edge until its stream ends or it is stopped; why not, if it failed.
-async fn execute(shared: &Rc<Shared>, run: &str, stopped: oneshot::Receiver<()>) -> Result<(), Refusal> {
+async fn execute<P: EdgePlatform>(
+    shared: &Rc<RelaySession<P>>,
+    run: &str,
+    stopped: oneshot::Receiver<()>,
+) -> Result<(), Refusal> {
     let mut job = shared.edge_job(run).await?;
-    job["keys"] = key_set(&shared.platform.env).map_err(internal)?.to_jwks();
-    let response = call_executor(&shared.platform.edge.exports, &job.to_string()).map_err(js_internal)?;
+    job["keys"] = key_set(shared.platform.env()).map_err(internal)?.to_jwks();
+    let response = call_executor(&shared.platform.edge_runs().exports, &job.to_string()).map_err(js_internal)?;
     let response: web_sys::Response = JsFuture::from(response).await.map_err(js_internal)?.unchecked_into();
     let mut events = Response::from(response).stream().map_err(internal)?;
     let (mut pending, mut stopped) = (Vec::new(), stopped);

@@ -3,7 +3,7 @@
 //! and `fetch` for upstream servers), and the [`ticker`] every open stream carries. The
 //! decisions are the core's (`relay_core::relay_session`); this is their I/O.
 
-use super::edge::EdgeRuns;
+use super::edge::{EdgePlatform, EdgeRuns};
 use super::leases::Leases;
 use crate::platform::kv::Kv;
 use crate::platform::r2::R2;
@@ -45,13 +45,23 @@ pub struct DoPlatform {
     kv: Kv,
     pub roster: Roster,
     /// The runs at the edge executor.
-    pub edge: EdgeRuns,
+    pub edge: EdgeRuns<DoPlatform>,
 }
 
 impl DoPlatform {
-    pub fn new(env: Env, sql: DoSql, leases: Leases, edge: EdgeRuns) -> Self {
+    pub fn new(env: Env, sql: DoSql, leases: Leases, edge: EdgeRuns<DoPlatform>) -> Self {
         let (r2, kv) = (R2(env.clone()), Kv(env.clone()));
         DoPlatform { env, sql, r2, kv, roster: Roster::new(leases), edge }
+    }
+}
+
+impl EdgePlatform for DoPlatform {
+    fn edge_runs(&self) -> &EdgeRuns<Self> {
+        &self.edge
+    }
+
+    fn env(&self) -> &Env {
+        &self.env
     }
 }
 
