@@ -106,27 +106,32 @@ pub struct EdgeMeter {
 }
 
 impl EdgeMeter {
-    /// Takes a run's start from `budget` at `now_ms`, or says which part of it is spent, who
-    /// can raise it, and when it comes back.
-    pub fn start(&mut self, budget: &EdgeBudget, now_ms: u64) -> Result<(), String> {
-        self.roll(now_ms);
-        if self.spent_ms >= budget.cpu_ms_per_day {
+    /// Whether `budget` has room for a start at `now_ms` (changes nothing), or which part of it
+    /// is spent, who can raise it, and when it comes back.
+    pub fn check(&self, budget: &EdgeBudget, now_ms: u64) -> Result<(), String> {
+        let spent_ms = if now_ms / DAY_MS == self.day { self.spent_ms } else { 0 };
+        if spent_ms >= budget.cpu_ms_per_day {
             let back_s = (DAY_MS - now_ms % DAY_MS).div_ceil(1000);
             return Err(format!(
-                "this tenant's edge budget for today is spent: {} of {} ms (defaults.edge.cpuMsPerDay), back at 00:00 UTC in {back_s} s. {RAISE}",
-                self.spent_ms, budget.cpu_ms_per_day
+                "this tenant's edge budget for today is spent: {spent_ms} of {} ms (defaults.edge.cpuMsPerDay), back at 00:00 UTC in {back_s} s. {RAISE}",
+                budget.cpu_ms_per_day
             ));
         }
-        if self.starts.len() >= budget.runs_per_minute as usize {
-            let back_s =
-                (self.starts.front().map_or(0, |first| first + MINUTE_MS).saturating_sub(now_ms)).div_ceil(1000);
+        let mut recent = self.starts.iter().filter(|&&at| at + MINUTE_MS > now_ms);
+        if recent.clone().count() >= budget.runs_per_minute as usize {
+            let back_s = recent.next().map_or(0, |first| first + MINUTE_MS).saturating_sub(now_ms).div_ceil(1000);
             return Err(format!(
                 "this tenant's edge budget of {} runs a minute (defaults.edge.runsPerMinute) is spent; retry in {back_s} s. {RAISE}",
                 budget.runs_per_minute
             ));
         }
-        self.starts.push_back(now_ms);
         Ok(())
+    }
+
+    /// A run started at the edge at `now_ms` (its budget checked).
+    pub fn record_start(&mut self, now_ms: u64) {
+        self.roll(now_ms);
+        self.starts.push_back(now_ms);
     }
 
     /// A run at the edge ended after `ms` milliseconds: they count to the day it started.
