@@ -17,6 +17,14 @@ pub const EDGE: &str = "edge";
 /// its own timeout counts.
 pub const EDGE_LOAD_MS: u64 = 30_000;
 
+/// The most bytes of workspace an edge run starts with. Each edge run gets the whole workspace
+/// inline, about three times over (base64 in a map, its JSON, parsed again in the isolate),
+/// in the Durable Object's memory and the isolate's, both capped at 128 MB: at the workspace's
+/// 64 MiB default cap that resets the Durable Object and drops every run and tab of the relay
+/// session. Past this bound an edge run is refused, saying so. (Bodies read lazily by the
+/// isolate, as a tab reads them, would lift it: not done yet.)
+pub const EDGE_WORKSPACE_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
 const MINUTE_MS: u64 = 60_000;
 const DAY_MS: u64 = 86_400_000;
 
