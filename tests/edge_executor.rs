@@ -52,8 +52,13 @@ fn finished(out: &[Output]) -> Option<(String, i32, Option<&'static str>, String
     })
 }
 
-/// The edge's exit event for `run`, after `ms` of running.
+/// The edge's exit event for `run`, reporting `ms` of running.
 fn edge_exit(run: &str, seq: u64, ms: u64) -> Input {
+    exit_from(EDGE, run, seq, ms)
+}
+
+/// `tab`'s exit event for `run`, reporting `ms` of running.
+fn exit_from(tab: &str, run: &str, seq: u64, ms: u64) -> Input {
     let exit = EventBody::Exit {
         exit_code: 0,
         usage: Usage { wall_ms: ms, ..Usage::default() },
@@ -61,7 +66,15 @@ fn edge_exit(run: &str, seq: u64, ms: u64) -> Input {
         files: vec![],
         displays: vec![],
     };
-    Input::Heard { tab: Some(EDGE.into()), events: vec![TabEvent { run_id: run.into(), seq, body: exit }] }
+    Input::Heard { tab: Some(tab.into()), events: vec![TabEvent { run_id: run.into(), seq, body: exit }] }
+}
+
+/// Three edge runs at the start of the day: `BUDGET`'s runs a minute are spent.
+fn spend_the_minute(m: &mut RunMachine) {
+    for (i, run) in ["r1", "r2", "r3"].iter().enumerate() {
+        assert_eq!(sent_to(&queue(m, i as u64, run, Executor::Edge)), Some(EDGE.into()));
+        m.handle(i as u64, edge_exit(run, 0, 1));
+    }
 }
 
 /// Takes a start from `budget` at `now`, as the run machine does: checked, then recorded.
@@ -237,10 +250,7 @@ fn a_tenant_on_tab_still_gets_no_executor_attached() {
 #[test]
 fn a_spent_budget_refuses_the_run_with_edge_budget_exceeded() {
     let mut m = machine();
-    for (i, run) in ["r1", "r2", "r3"].iter().enumerate() {
-        assert_eq!(sent_to(&queue(&mut m, i as u64, run, Executor::Edge)), Some(EDGE.into()));
-        m.handle(i as u64, edge_exit(run, 0, 1));
-    }
+    spend_the_minute(&mut m);
     let out = queue(&mut m, 10, "r4", Executor::Edge);
     assert_eq!(sent_to(&out), None);
     let (name, code, executor, message) = finished(&out).expect("refused at once");
@@ -298,10 +308,7 @@ fn an_edge_run_is_charged_the_relays_time_from_sending_to_its_end_however_it_end
 #[test]
 fn after_a_budget_refusal_the_runs_behind_start_at_once() {
     let mut m = machine();
-    for (i, run) in ["r1", "r2", "r3"].iter().enumerate() {
-        assert_eq!(sent_to(&queue(&mut m, i as u64, run, Executor::Edge)), Some(EDGE.into()));
-        m.handle(i as u64, edge_exit(run, 0, 1));
-    }
+    spend_the_minute(&mut m);
     // Two more edge runs and a tab run, ready in one input: the edge runs are refused and
     // the tab run starts, all at once (not at the next input, or the queue's expiry).
     m.handle(10, Input::TabAttached { tab: "t1".into() });
@@ -337,10 +344,7 @@ fn a_head_that_expires_does_not_hand_its_executor_to_the_run_behind() {
     queue(&mut m, 1_000, "r1", Executor::Edge);
     m.handle(max_wait, Input::TabSeen { tab: "t1".into(), at_ms: max_wait }); // t1 keeps its lease
     queue(&mut m, max_wait, "r2", Executor::Tab);
-    let exit = EventBody::Exit { exit_code: 0, usage: Usage::default(), error: None, files: vec![], displays: vec![] };
-    let done =
-        Input::Heard { tab: Some("t1".into()), events: vec![TabEvent { run_id: "r0".into(), seq: 0, body: exit }] };
-    let out = m.handle(1_000 + max_wait + 1, done);
+    let out = m.handle(1_000 + max_wait + 1, exit_from("t1", "r0", 0, 0));
     let ends: Vec<(&str, String)> = out
         .iter()
         .filter_map(|o| match o {
