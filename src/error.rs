@@ -28,7 +28,8 @@ pub enum ErrorName {
     /// The browser process running the code died under it, almost always because the code ran
     /// the runtime out of memory in a way no limit catches first (the tab restarts its sandbox).
     RuntimeCrashed,
-    /// The tenant's edge budget (runs a minute, CPU ms a day) is spent.
+    /// The tenant's edge budget (runs a minute, CPU ms a day) is spent, or it has none, or a run
+    /// is too large for the edge (its workspace past `EDGE_WORKSPACE_MAX_BYTES`).
     EdgeBudgetExceeded,
     Internal,
     /// No such route, object or record.

@@ -52,8 +52,13 @@ fn finished(out: &[Output]) -> Option<(String, i32, Option<&'static str>, String
     })
 }
 
-/// The edge's exit event for `run`, after `ms` of running.
+/// The edge's exit event for `run`, reporting `ms` of running.
 fn edge_exit(run: &str, seq: u64, ms: u64) -> Input {
+    exit_from(EDGE, run, seq, ms)
+}
+
+/// `tab`'s exit event for `run`, reporting `ms` of running.
+fn exit_from(tab: &str, run: &str, seq: u64, ms: u64) -> Input {
     let exit = EventBody::Exit {
         exit_code: 0,
         usage: Usage { wall_ms: ms, ..Usage::default() },
@@ -61,7 +66,22 @@ fn edge_exit(run: &str, seq: u64, ms: u64) -> Input {
         files: vec![],
         displays: vec![],
     };
-    Input::Heard { tab: Some(EDGE.into()), events: vec![TabEvent { run_id: run.into(), seq, body: exit }] }
+    Input::Heard { tab: Some(tab.into()), events: vec![TabEvent { run_id: run.into(), seq, body: exit }] }
+}
+
+/// Three edge runs at the start of the day: `BUDGET`'s runs a minute are spent.
+fn spend_the_minute(m: &mut RunMachine) {
+    for (i, run) in ["r1", "r2", "r3"].iter().enumerate() {
+        assert_eq!(sent_to(&queue(m, i as u64, run, Executor::Edge)), Some(EDGE.into()));
+        m.handle(i as u64, edge_exit(run, 0, 1));
+    }
+}
+
+/// Takes a start from `budget` at `now`, as the run machine does: checked, then recorded.
+fn start(meter: &mut EdgeMeter, budget: &EdgeBudget, now: u64) -> Result<(), String> {
+    meter.check(budget, now)?;
+    meter.record_start(now);
+    Ok(())
 }
 
 #[test]
@@ -102,17 +122,17 @@ fn the_budget_counts_runs_a_minute_and_ms_a_day_and_says_who_can_raise_it() {
     let mut meter = EdgeMeter::default();
     let t0 = 10 * DAY + 1_000;
     for i in 0..3 {
-        meter.start(&BUDGET, t0 + i).expect("within 3 a minute");
+        start(&mut meter, &BUDGET, t0 + i).expect("within 3 a minute");
     }
-    let refused = meter.start(&BUDGET, t0 + 10).unwrap_err();
+    let refused = start(&mut meter, &BUDGET, t0 + 10).unwrap_err();
     assert!(refused.contains("3 runs a minute") && refused.contains("runsPerMinute"), "{refused}");
     assert!(refused.contains("PATCH /admin/tenants") && refused.contains("retry in 60 s"), "{refused}");
-    meter.start(&BUDGET, t0 + 60_000).expect("the first start left the window");
+    start(&mut meter, &BUDGET, t0 + 60_000).expect("the first start left the window");
     meter.charge(10_000);
-    let spent = meter.start(&BUDGET, t0 + 120_000).unwrap_err();
+    let spent = start(&mut meter, &BUDGET, t0 + 120_000).unwrap_err();
     assert!(spent.contains("10000 of 10000 ms") && spent.contains("cpuMsPerDay"), "{spent}");
     assert!(spent.contains("00:00 UTC"), "{spent}");
-    meter.start(&BUDGET, 11 * DAY).expect("a new UTC day has a new budget");
+    start(&mut meter, &BUDGET, 11 * DAY).expect("a new UTC day has a new budget");
     assert_eq!(meter.spent_ms(), 0);
 }
 
@@ -137,7 +157,7 @@ proptest! {
         let (mut meter, mut now, mut taken) = (EdgeMeter::default(), DAY, Vec::new());
         for gap in gaps {
             now += gap;
-            if meter.start(&budget, now).is_ok() {
+            if start(&mut meter, &budget, now).is_ok() {
                 taken.push(now);
             }
         }
@@ -154,7 +174,7 @@ fn tab_or_edge_with_no_tab_ever_goes_to_the_edge_at_once() {
     assert_eq!(sent_to(&queue(&mut m, 1_000, "r1", Executor::TabOrEdge)), Some(EDGE.into()));
     let end = m.handle(1_050, edge_exit("r1", 0, 40));
     assert_eq!(finished(&end), Some((String::new(), 0, Some("edge"), String::new())));
-    assert_eq!(m.edge_spent_ms(), 40, "the run's ms are charged to the budget");
+    assert_eq!(m.edge_spent_ms(), 50, "the run's ms from sending to its end are charged to the budget");
 }
 
 #[test]
@@ -230,10 +250,7 @@ fn a_tenant_on_tab_still_gets_no_executor_attached() {
 #[test]
 fn a_spent_budget_refuses_the_run_with_edge_budget_exceeded() {
     let mut m = machine();
-    for (i, run) in ["r1", "r2", "r3"].iter().enumerate() {
-        assert_eq!(sent_to(&queue(&mut m, i as u64, run, Executor::Edge)), Some(EDGE.into()));
-        m.handle(i as u64, edge_exit(run, 0, 1));
-    }
+    spend_the_minute(&mut m);
     let out = queue(&mut m, 10, "r4", Executor::Edge);
     assert_eq!(sent_to(&out), None);
     let (name, code, executor, message) = finished(&out).expect("refused at once");
@@ -246,10 +263,99 @@ fn a_spent_budget_refuses_the_run_with_edge_budget_exceeded() {
 fn with_no_budget_nothing_goes_to_the_edge() {
     let mut m = RunMachine::new(SETTINGS);
     m.set_edge_budget(None);
-    // The relay session gets `tab` for such a tenant (for_call); an `edge` run would still
-    // not be refused by a budget it does not have: the budget only counts.
+    // The relay session gets `tab` for such a tenant (for_call); runs admitted for the edge
+    // before an admin removed the budget never go there unmetered: they end, saying why.
     assert_eq!(Executor::Edge.for_call(false, None), Ok(Executor::Tab));
     assert_eq!(sent_to(&queue(&mut m, 0, "r1", Executor::Tab)), None);
+    m.handle(ATTACH_WAIT, Input::Tick); // r1 ends NoExecutorAttached
+    for (run, executor) in [("r2", Executor::Edge), ("r3", Executor::TabOrEdge)] {
+        let out = queue(&mut m, ATTACH_WAIT + 1, run, executor);
+        assert_eq!(sent_to(&out), None, "{executor:?}");
+        let (name, _, where_, message) = finished(&out).expect("ended at once");
+        assert_eq!((name.as_str(), where_), ("EdgeBudgetExceeded", None), "{executor:?}");
+        assert!(message.contains("no edge budget") && message.contains("defaults.edge"), "{message}");
+    }
+    assert_eq!(m.edge_spent_ms(), 0);
+}
+
+#[test]
+fn an_edge_run_is_charged_the_relays_time_from_sending_to_its_end_however_it_ends() {
+    // The isolate's clock stands still while it computes: it may report 0 ms for a CPU-bound
+    // run. The relay's own clock counts, for every way an edge run ends.
+    let mut m = RunMachine::new(SETTINGS);
+    m.set_edge_budget(Some(EdgeBudget { cpu_ms_per_day: DAY, runs_per_minute: 100 }));
+    queue(&mut m, 1_000, "r1", Executor::Edge);
+    m.handle(6_000, edge_exit("r1", 0, 0));
+    assert_eq!(m.edge_spent_ms(), 5_000, "its exit, reporting 0 ms");
+    queue(&mut m, 10_000, "r2", Executor::Edge);
+    m.handle(12_000, Input::Cancel { run: "r2".into(), why: Cancel::ByClient });
+    assert_eq!(m.edge_spent_ms(), 7_000, "a client's cancel");
+    queue(&mut m, 20_000, "r3", Executor::Edge);
+    let deadline = m.next_wake().expect("its deadline");
+    let end = m.handle(deadline, Input::Tick);
+    assert_eq!(finished(&end).expect("timed out").0, "Timeout");
+    assert_eq!(m.edge_spent_ms(), 7_000 + deadline - 20_000, "the relay's timeout");
+    queue(&mut m, deadline, "r4", Executor::Edge);
+    let failed = Cancel::Failed(ErrorName::Internal, "the isolate was killed".into());
+    m.handle(deadline + 300, Input::Cancel { run: "r4".into(), why: failed });
+    assert_eq!(m.edge_spent_ms(), 7_300 + deadline - 20_000, "an isolate that died");
+    queue(&mut m, deadline + 400, "r5", Executor::TabOrEdge);
+    m.handle(deadline + 400, Input::TabAttached { tab: "t1".into() });
+    m.handle(deadline + 900, Input::Cancel { run: "r5".into(), why: Cancel::ClientGone });
+    assert_eq!(m.edge_spent_ms(), 7_800 + deadline - 20_000, "a run at the edge while a tab came");
+}
+
+#[test]
+fn after_a_budget_refusal_the_runs_behind_start_at_once() {
+    let mut m = machine();
+    spend_the_minute(&mut m);
+    // Two more edge runs and a tab run, ready in one input: the edge runs are refused and
+    // the tab run starts, all at once (not at the next input, or the queue's expiry).
+    m.handle(10, Input::TabAttached { tab: "t1".into() });
+    for run in ["r4", "r5"] {
+        m.handle(10, admit(run, Executor::Edge));
+    }
+    m.handle(10, admit("r6", Executor::TabOrEdge));
+    m.handle(10, Input::Ready { run: "r6".into() });
+    m.handle(10, Input::Ready { run: "r5".into() });
+    let out = m.handle(10, Input::Ready { run: "r4".into() });
+    let refused: Vec<&str> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Finish { run, outcome, .. } => {
+                assert_eq!(outcome.exit.error.as_ref().unwrap().name, "EdgeBudgetExceeded");
+                Some(run.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused, ["r4", "r5"]);
+    assert_eq!(sent_to(&out), Some("t1".into()), "the run behind went to the tab in the same input");
+}
+
+#[test]
+fn a_head_that_expires_does_not_hand_its_executor_to_the_run_behind() {
+    // r1 (edge only) waits behind a tab's run until it expires; the tab run r2 behind it must
+    // go to the tab, not to the edge r1 would have gone to.
+    let max_wait = SETTINGS.max_wait_ms;
+    let mut m = machine();
+    m.handle(0, Input::TabAttached { tab: "t1".into() });
+    assert_eq!(sent_to(&queue(&mut m, 0, "r0", Executor::Tab)), Some("t1".into()));
+    queue(&mut m, 1_000, "r1", Executor::Edge);
+    m.handle(max_wait, Input::TabSeen { tab: "t1".into(), at_ms: max_wait }); // t1 keeps its lease
+    queue(&mut m, max_wait, "r2", Executor::Tab);
+    let out = m.handle(1_000 + max_wait + 1, exit_from("t1", "r0", 0, 0));
+    let ends: Vec<(&str, String)> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Finish { run, outcome, .. } => {
+                Some((run.as_str(), outcome.exit.error.as_ref().map(|e| e.name.clone()).unwrap_or_default()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, [("r0", String::new()), ("r1", "Cancelled".into())]);
+    assert_eq!(sent_to(&out), Some("t1".into()), "r2 runs only on tabs");
 }
 
 #[test]

@@ -15,6 +15,7 @@ use std::rc::Rc;
 use base64::Engine;
 use platform::{run, session, signer, tool_call, Session, Stream};
 use relay_core::auth::QueueSettings;
+use relay_core::error::ErrorName;
 use relay_core::mcp::{Era, Tool};
 use relay_core::protocol::Caller;
 use relay_core::relay_session::runs::{executor_of, prepare, Answer, Call, FileCall, Work};
@@ -117,4 +118,35 @@ fn python_and_runs_in_a_context_stay_on_tabs_and_a_call_cannot_send_them_to_the_
     let context_at_edge =
         tool_call(Tool::RunJs, json!({ "code": "1", "context": "nb", "executor": "edge" }), Era::Modern, None);
     assert!(executor_of(&context_at_edge, &caller).unwrap_err().contains("a context lives in a browser tab"));
+}
+
+#[test]
+fn a_workspace_past_the_edge_bound_refuses_the_edge_run_saying_what_to_do() {
+    use relay_core::run::executor::EDGE_WORKSPACE_MAX_BYTES;
+    let session = edge_session();
+    let half = "x".repeat(EDGE_WORKSPACE_MAX_BYTES as usize / 2);
+    for (i, path) in ["/tmp/a", "/tmp/b", "/tmp/c"].iter().enumerate() {
+        let write = tool_call(Tool::Write, json!({ "path": path, "content": half }), Era::Modern, None);
+        let Work::File(op) = Work::of(&session, &edge_caller(), &write, || Ok::<_, ()>(signer())).unwrap().unwrap()
+        else {
+            panic!("a file tool")
+        };
+        let file = FileCall { tool_call: write, caller: edge_caller(), run: format!("w_{i}"), op };
+        run(session.answer_file(&file, &SealingKey::of(&signer()))).expect("written");
+        let (_, stream) = start(&session, &format!("r_{i}"), Tool::RunJs, json!({ "code": "1" }));
+        let job = run(session.edge_job(&format!("r_{i}")));
+        if i < 2 {
+            // Up to the bound (two halves make it exactly): the run gets its workspace.
+            assert!(job.is_ok(), "{i}: {:?}", job.err());
+            session.edge_failed(&format!("r_{i}"), (ErrorName::Cancelled, "done".into()));
+            continue;
+        }
+        let Err((name, message)) = job else { panic!("a workspace past the bound went to the edge") };
+        assert_eq!(name, ErrorName::EdgeBudgetExceeded);
+        assert!(message.contains("16 MiB") && message.contains("delete files"), "{message}");
+        assert!(message.contains("executor \"tab\""), "{message}");
+        session.edge_failed("r_2", (name, message));
+        let answer = stream.messages().into_iter().find(|m| m.get("result").is_some()).expect("answered");
+        assert_eq!(answer["result"]["structuredContent"]["error"]["name"], "EdgeBudgetExceeded");
+    }
 }

@@ -15,7 +15,7 @@ use crate::error::ErrorName;
 use crate::keys;
 use crate::protocol::{CapsuleCommand, TabCommand};
 use crate::run::backchannel::parse_batch;
-use crate::run::executor::EDGE;
+use crate::run::executor::{EDGE, EDGE_WORKSPACE_MAX_BYTES};
 use crate::run::machine::{Cancel, Input, Output};
 use crate::stores::Blobs;
 
@@ -72,6 +72,10 @@ impl<P: Platform> RelaySession<P> {
     async fn edge_workspace(&self, run: &str, tenant: &str) -> Result<Map<String, Value>, Refusal> {
         let failed = |e: String| (ErrorName::Internal, format!("the workspace could not be read: {e}; run again"));
         let listing = self.store().workspace_listing().map_err(|e| failed(e.to_string()))?;
+        let bytes: u64 = listing.files.iter().map(|file| file.size).sum();
+        if bytes > EDGE_WORKSPACE_MAX_BYTES {
+            return Err((ErrorName::EdgeBudgetExceeded, too_big_for_the_edge(bytes)));
+        }
         self.persisted("audit", self.store().audit_workspace(run, Some(&listing.root), None));
         let mut files = Map::new();
         for file in listing.files {
@@ -98,6 +102,18 @@ impl<P: Platform> RelaySession<P> {
     pub fn edge_failed(&self, run: &str, (name, message): Refusal) {
         self.feed(Input::Cancel { run: run.to_owned(), why: Cancel::Failed(name, message) });
     }
+}
+
+/// Why a run whose workspace holds `bytes`, past [`EDGE_WORKSPACE_MAX_BYTES`], cannot run at
+/// the edge, and the ways around it.
+fn too_big_for_the_edge(bytes: u64) -> String {
+    format!(
+        "the workspace holds {bytes} bytes, more than a run at the edge can start with ({} MiB, {EDGE_WORKSPACE_MAX_BYTES} bytes): \
+         delete files under /tmp or /out you no longer need (fs.rmSync in JavaScript, os.remove in Python, in a \
+         run on a tab) and call again; or run it on a browser tab: open the relay page and call with executor \"tab\" (a tenant whose defaults.executor is \
+         \"edge\" needs its admin to change it)",
+        EDGE_WORKSPACE_MAX_BYTES / (1024 * 1024)
+    )
 }
 
 /// Why a packaged run whose deps layer was never built cannot run at the edge.

@@ -17,6 +17,14 @@ pub const EDGE: &str = "edge";
 /// its own timeout counts.
 pub const EDGE_LOAD_MS: u64 = 30_000;
 
+/// The most bytes of workspace an edge run starts with. Each edge run gets the whole workspace
+/// inline, about three times over (base64 in a map, its JSON, parsed again in the isolate),
+/// in the Durable Object's memory and the isolate's, both capped at 128 MB: at the workspace's
+/// 64 MiB default cap that resets the Durable Object and drops every run and tab of the relay
+/// session. Past this bound an edge run is refused, saying so. (Bodies read lazily by the
+/// isolate, as a tab reads them, would lift it: not done yet.)
+pub const EDGE_WORKSPACE_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
 const MINUTE_MS: u64 = 60_000;
 const DAY_MS: u64 = 86_400_000;
 
@@ -106,27 +114,32 @@ pub struct EdgeMeter {
 }
 
 impl EdgeMeter {
-    /// Takes a run's start from `budget` at `now_ms`, or says which part of it is spent, who
-    /// can raise it, and when it comes back.
-    pub fn start(&mut self, budget: &EdgeBudget, now_ms: u64) -> Result<(), String> {
-        self.roll(now_ms);
-        if self.spent_ms >= budget.cpu_ms_per_day {
+    /// Whether `budget` has room for a start at `now_ms` (changes nothing), or which part of it
+    /// is spent, who can raise it, and when it comes back.
+    pub fn check(&self, budget: &EdgeBudget, now_ms: u64) -> Result<(), String> {
+        let spent_ms = if now_ms / DAY_MS == self.day { self.spent_ms } else { 0 };
+        if spent_ms >= budget.cpu_ms_per_day {
             let back_s = (DAY_MS - now_ms % DAY_MS).div_ceil(1000);
             return Err(format!(
-                "this tenant's edge budget for today is spent: {} of {} ms (defaults.edge.cpuMsPerDay), back at 00:00 UTC in {back_s} s. {RAISE}",
-                self.spent_ms, budget.cpu_ms_per_day
+                "this tenant's edge budget for today is spent: {spent_ms} of {} ms (defaults.edge.cpuMsPerDay), back at 00:00 UTC in {back_s} s. {RAISE}",
+                budget.cpu_ms_per_day
             ));
         }
-        if self.starts.len() >= budget.runs_per_minute as usize {
-            let back_s =
-                (self.starts.front().map_or(0, |first| first + MINUTE_MS).saturating_sub(now_ms)).div_ceil(1000);
+        let mut recent = self.starts.iter().filter(|&&at| at + MINUTE_MS > now_ms);
+        if recent.clone().count() >= budget.runs_per_minute as usize {
+            let back_s = recent.next().map_or(0, |first| first + MINUTE_MS).saturating_sub(now_ms).div_ceil(1000);
             return Err(format!(
                 "this tenant's edge budget of {} runs a minute (defaults.edge.runsPerMinute) is spent; retry in {back_s} s. {RAISE}",
                 budget.runs_per_minute
             ));
         }
-        self.starts.push_back(now_ms);
         Ok(())
+    }
+
+    /// A run started at the edge at `now_ms` (its budget checked).
+    pub fn record_start(&mut self, now_ms: u64) {
+        self.roll(now_ms);
+        self.starts.push_back(now_ms);
     }
 
     /// A run at the edge ended after `ms` milliseconds: they count to the day it started.

@@ -71,6 +71,10 @@ pub enum Input {
     Cancel { run: String, why: Cancel },
 }
 
+/// Why a run bound for the edge ends when its tenant has no edge budget (an admin removed
+/// `defaults.edge` while it waited): the edge is never used unmetered.
+const NO_BUDGET: &str = "this tenant has no edge budget now (defaults.edge was removed), so the run cannot go to the edge. The relay's operator can set one (PATCH /admin/tenants/<id> with defaults.edge); or open the relay page in a browser and run the tool again.";
+
 /// Why a run is cancelled.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cancel {
@@ -326,7 +330,7 @@ impl RunMachine {
                 self.check_running(now_ms, &mut out);
                 self.progress_beat(now_ms, &mut out);
             }
-            Input::Cancel { run, why } => self.cancel(&run, why, &mut out),
+            Input::Cancel { run, why } => self.cancel(now_ms, &run, why, &mut out),
         }
         self.expire_tabs(now_ms, &mut out);
         self.pump(now_ms, &mut out);
@@ -437,7 +441,7 @@ impl RunMachine {
         let Some(assigned) = entry.assigned.take() else { return };
         if assigned.acknowledged {
             let message = "the executor tab went away mid-run (closed, reloaded or offline); run the tool again";
-            self.end(run, ErrorName::Internal, message.into(), out);
+            self.end(now_ms, run, ErrorName::Internal, message.into(), out);
         } else {
             self.queue.requeue_front(run, now_ms);
         }
@@ -467,7 +471,7 @@ impl RunMachine {
                     continue;
                 }
                 Ok(Applied::Gap { expected }) => {
-                    self.results_lost(&event.run_id, expected, out);
+                    self.results_lost(now_ms, &event.run_id, expected, out);
                     EventRefusal::Gap { expected }
                 }
                 Ok(Applied::Finished) => EventRefusal::Ended,
@@ -521,7 +525,7 @@ impl RunMachine {
             out.push(Output::Forward { run: event.run_id.clone(), body });
         }
         if run.ended() {
-            self.finish(&event.run_id, false, out);
+            self.finish(now_ms, &event.run_id, false, out);
         }
         Ok(Applied::New)
     }
@@ -529,14 +533,14 @@ impl RunMachine {
     /// Events of a run went missing between its tab and here (the tab gives up on a batch after
     /// its retries, and never resends): its output is incomplete, so the run ends, and its tab
     /// is told to stop.
-    fn results_lost(&mut self, run: &str, expected: u64, out: &mut Vec<Output>) {
+    fn results_lost(&mut self, now_ms: u64, run: &str, expected: u64, out: &mut Vec<Output>) {
         if let Some(assigned) = self.runs.get(run).and_then(|entry| entry.assigned.as_ref()) {
             out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.to_owned() } });
         }
         let message = format!(
             "the tab's results for this run were lost on the way here (from event {expected} on); run the tool again"
         );
-        self.end(run, ErrorName::Internal, message, out);
+        self.end(now_ms, run, ErrorName::Internal, message, out);
     }
 
     /// The running run's deadline. (Its tab's lease is checked for every input: see
@@ -547,7 +551,7 @@ impl RunMachine {
         let Some(assigned) = entry.assigned.as_ref().filter(|a| now_ms >= a.deadline_ms) else { return };
         out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
         let message = timeout_message(assigned, entry.timeout_ms);
-        self.end(&run, ErrorName::Timeout, message, out);
+        self.end(now_ms, &run, ErrorName::Timeout, message, out);
     }
 
     /// A progress beat for the running run whose client heard nothing of it for
@@ -565,7 +569,7 @@ impl RunMachine {
         out.push(Output::Forward { run, body: beat });
     }
 
-    fn cancel(&mut self, run: &str, why: Cancel, out: &mut Vec<Output>) {
+    fn cancel(&mut self, now_ms: u64, run: &str, why: Cancel, out: &mut Vec<Output>) {
         let Some(entry) = self.runs.get_mut(run) else { return };
         if entry.ended() {
             return;
@@ -582,33 +586,50 @@ impl RunMachine {
             Cancel::Unprepared(why) => (ErrorName::Internal, format!("the run could not be prepared: {why}")),
             Cancel::Failed(name, message) => (name, message),
         };
-        self.end(run, name, message, out);
+        self.end(now_ms, run, name, message, out);
     }
 
     /// Moves the line on: expired runs end, runs waiting too long for a tab end, and the next
-    /// ready run goes to the newest tab.
+    /// ready run goes where `target` says. A head the edge refuses ends at once, and the line
+    /// moves on to the run behind it (else it would wait for the next input).
     fn pump(&mut self, now_ms: u64, out: &mut Vec<Output>) {
         self.check_attach_wait(now_ms, out);
-        let target = self.queue.next().and_then(|run| self.target(run));
-        let step = self.queue.step(now_ms, target.is_some());
-        for run in step.expired {
-            let waited = self.settings.max_wait_ms as f64 / 1000.0;
-            let message = format!(
-                "the run waited in the queue for over {waited} s (the tenant's queue.maxWaitMs) and was cancelled"
-            );
-            self.end(&run, ErrorName::Cancelled, message, out);
-        }
-        if let (Some(run), Some(target)) = (step.started, target) {
-            self.send(now_ms, &run, target, out);
+        loop {
+            // Expired runs leave first: the target is the head's that actually starts.
+            for run in self.queue.expire(now_ms) {
+                let waited = self.settings.max_wait_ms as f64 / 1000.0;
+                let message = format!(
+                    "the run waited in the queue for over {waited} s (the tenant's queue.maxWaitMs) and was cancelled"
+                );
+                self.end(now_ms, &run, ErrorName::Cancelled, message, out);
+            }
+            let Some(head) = self.queue.next().map(str::to_owned) else { return };
+            match self.target(now_ms, &head) {
+                None => return,
+                Some(Err(why)) => self.end(now_ms, &head, ErrorName::EdgeBudgetExceeded, why, out),
+                Some(Ok(target)) => {
+                    if let Some(run) = self.queue.step(now_ms, true).started {
+                        self.send(now_ms, &run, target, out);
+                    }
+                    return;
+                }
+            }
         }
     }
 
     /// Where run `run` goes if it starts now: the newest tab, unless it runs only at the edge;
-    /// the edge when it may go there now; else nowhere yet.
-    fn target(&self, run: &str) -> Option<String> {
+    /// the edge when it may go there now and the tenant's edge budget has room (`Err`: why it
+    /// has none, or no budget at all); else nowhere yet.
+    fn target(&self, now_ms: u64, run: &str) -> Option<Result<String, String>> {
         let run = self.runs.get(run)?;
         let tab = self.tabs.last().map(|t| t.id.clone()).filter(|_| run.executor != Executor::Edge);
-        tab.or_else(|| run.edge_now.then(|| EDGE.to_owned()))
+        if let Some(tab) = tab {
+            return Some(Ok(tab));
+        }
+        run.edge_now.then(|| {
+            let budget = self.edge_budget.as_ref().ok_or_else(|| NO_BUDGET.to_owned())?;
+            self.meter.check(budget, now_ms).map(|()| EDGE.to_owned())
+        })
     }
 
     /// Whether a tab of this relay session may be coming back: one went away within a lease.
@@ -637,15 +658,13 @@ impl RunMachine {
         gave_up.sort(); // HashMap order is arbitrary; outputs are not
         for run in gave_up {
             let message = format!("no browser tab attached within {attach_wait} ms");
-            self.end(&run, ErrorName::NoExecutorAttached, message, out);
+            self.end(now_ms, &run, ErrorName::NoExecutorAttached, message, out);
         }
     }
 
     fn send(&mut self, now_ms: u64, run: &str, tab: String, out: &mut Vec<Output>) {
         if tab == EDGE {
-            if let Err(why) = self.edge_budget.as_ref().map_or(Ok(()), |budget| self.meter.start(budget, now_ms)) {
-                return self.end(run, ErrorName::EdgeBudgetExceeded, why, out);
-            }
+            self.meter.record_start(now_ms); // `target` checked the budget
         }
         let Some(entry) = self.runs.get_mut(run) else { return };
         let load_ms = if tab == EDGE { EDGE_LOAD_MS } else { LOAD_BUDGET_MS };
@@ -668,25 +687,27 @@ impl RunMachine {
     }
 
     /// Ends a run from the server's side, unless it has ended.
-    fn end(&mut self, run: &str, name: ErrorName, message: String, out: &mut Vec<Output>) {
+    fn end(&mut self, now_ms: u64, run: &str, name: ErrorName, message: String, out: &mut Vec<Output>) {
         let Some(entry) = self.runs.get_mut(run) else { return };
         if entry.ended() {
             return;
         }
         entry.log.fail(name.as_str(), message, name.exit_code());
-        self.finish(run, true, out);
+        self.finish(now_ms, run, true, out);
     }
 
     /// The run has ended (its log has its exit): free the line and report it, once. Its output
     /// goes with the report: the log the machine keeps for late batches needs only the exit.
-    fn finish(&mut self, run: &str, by_relay: bool, out: &mut Vec<Output>) {
+    /// A run at the edge is charged here, however it ended, the time from its sending to now on
+    /// the relay's clock: the isolate's own clock stands still while it computes, so what it
+    /// reports of a CPU-bound run is about nothing.
+    fn finish(&mut self, now_ms: u64, run: &str, by_relay: bool, out: &mut Vec<Output>) {
         self.queue.remove(run);
         let Some(entry) = self.runs.get_mut(run) else { return };
-        let at_edge = entry.assigned.take().is_some_and(|a| a.tab == EDGE);
-        let Some(exit) = entry.log.exit.clone() else { return };
-        if at_edge {
-            self.meter.charge(exit.usage.wall_ms);
+        if let Some(edge) = entry.assigned.take().filter(|a| a.tab == EDGE) {
+            self.meter.charge(now_ms.saturating_sub(edge.sent_ms));
         }
+        let Some(exit) = entry.log.exit.clone() else { return };
         let (stdout, stderr) = (std::mem::take(&mut entry.log.stdout), std::mem::take(&mut entry.log.stderr));
         let outcome = Outcome { exit, stdout, stderr, by_relay, context: None, executor: entry.sent_to };
         out.push(Output::Finish { run: run.to_owned(), outcome, answer: entry.answer });

@@ -101,7 +101,8 @@ impl RunQueue {
         Step { started, expired }
     }
 
-    fn expire(&mut self, now_ms: u64) -> Vec<String> {
+    /// Drops the runs that waited longer than the limit: their ids.
+    pub fn expire(&mut self, now_ms: u64) -> Vec<String> {
         let max_wait = self.max_wait_ms;
         let (old, fresh): (Vec<_>, Vec<_>) =
             self.waiting.drain(..).partition(|w| now_ms.saturating_sub(w.since_ms) > max_wait);
