@@ -58,8 +58,8 @@ after(async () => {
 const runJs = (code, extra = {}, c = client) => c.callTool({ name: "run_js", arguments: { code, ...extra } }, undefined, { timeout: 120_000 });
 
 /** Runs `code` and returns its structuredContent, failing unless it ran at the edge. */
-async function atEdge(code, extra) {
-  const { structuredContent: out } = await runJs(code, extra);
+async function atEdge(code, extra, c = client) {
+  const { structuredContent: out } = await runJs(code, extra, c);
   assert.equal(out.executor, "edge", JSON.stringify(out));
   return out;
 }
@@ -205,6 +205,30 @@ describe("limits the runner enforces itself, while /healthz answers", () => {
     assert.equal(result.error?.name, "OutputLimitExceeded", JSON.stringify(result).slice(0, 500));
     assert.ok(result.stdout.length <= 65536 + 100);
     console.log(`# output flood: stopped after ${result.usage.wallMs} ms`);
+  });
+
+  // What the runner holds outside QuickJS's heap for a busy guest (before: workerd grew until
+  // it aborted at ~1.4 GB, taking the whole server with it). Each in a relay session of its own:
+  // the big files they leave would make the next runs' jobs too big to send to the edge.
+  test("a loop rewriting a big file, or failing denied writes of long paths, holds one copy and 16 events: it ends at its timeout", async () => {
+    const own = await connectClient(key, "edge-rewrite");
+    const rewrite = await atEdge(`import fs from "fs"; const b = new Uint8Array(6 << 20); for (;;) fs.writeFileSync("/tmp/rewritten.bin", b);`, limits(3000), own);
+    await own.close();
+    assert.equal(rewrite.error?.name, "Timeout", JSON.stringify(rewrite));
+    const denials = await atEdge(`import fs from "fs"; for (;;) try { fs.writeFileSync("/host/" + "a".repeat(1e6), ""); } catch {}`, limits(3000));
+    assert.equal(denials.error?.name, "Timeout", JSON.stringify(denials).slice(0, 500));
+    assert.ok(denials.usage.denied > 16, JSON.stringify(denials.usage));
+    console.log(`# held: ${denials.usage.denied} denied writes of 1 MB paths in ${denials.usage.wallMs} ms, ${rewrite.usage.wallMs} ms of 6 MiB rewrites`);
+  });
+
+  test("big files written faster than they are sent, past 16 MiB held, end the run as out of memory", async () => {
+    const own = await connectClient(key, "edge-many-files");
+    const files = await atEdge(`import fs from "fs"; const b = new Uint8Array(6 << 20); for (let i = 0; ; i++) fs.writeFileSync("/tmp/many-" + i + ".bin", b);`, limits(10_000), own);
+    await own.close();
+    assert.equal(files.error?.name, "RuntimeCrashed", JSON.stringify(files));
+    assert.match(files.error.message, /out of memory: .* more than 16 MiB/);
+    assert.equal(files.exitCode, 137);
+    console.log(`# held: many files stopped after ${files.usage.wallMs} ms`);
   });
 
   test("after all that the edge still runs the next call", async () => {
