@@ -5,8 +5,10 @@
 // to a test upstream; where runs go (a tab attaching takes the next runs; one that left is
 // waited for; a tenant on `tab` still gets NoExecutorAttached; Python needs a tab; a spent
 // budget is EdgeBudgetExceeded; a deps layer a tab built runs at the edge, a new build does not); the limits the runner enforces itself, each ending with its
-// error while /healthz answers (short timeouts: a busy guest holds all of wrangler dev's
-// workerd); and what a guest cannot reach from there. Figures are printed, never asserted.
+// error and the server answering again within the run's timeout and a generous margin (short
+// timeouts: a busy guest freezes all of wrangler dev's workerd), what the runner holds outside
+// QuickJS's heap bounded; and what a guest cannot reach from there (HOST's routes are tested in
+// edge-run.test.mjs). Figures are printed; only those bounds are asserted.
 
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -58,13 +60,20 @@ after(async () => {
 const runJs = (code, extra = {}, c = client) => c.callTool({ name: "run_js", arguments: { code, ...extra } }, undefined, { timeout: 120_000 });
 
 /** Runs `code` and returns its structuredContent, failing unless it ran at the edge. */
-async function atEdge(code, extra) {
-  const { structuredContent: out } = await runJs(code, extra);
+async function atEdge(code, extra, c = client) {
+  const { structuredContent: out } = await runJs(code, extra, c);
   assert.equal(out.executor, "edge", JSON.stringify(out));
   return out;
 }
 
-/** Times `GET /healthz` while `work` runs: every answer's status and latency. */
+// How much later than a run's timeout the server may answer again, on a loaded machine.
+const MARGIN_MS = 15_000;
+
+/**
+ * Times `GET /healthz` while `work` runs: every answer's status and latency. wrangler dev's
+ * workerd is frozen while a guest computes and answers every probe afterwards, so this proves
+ * only that the server came back, and by the slowest probe, how soon.
+ */
 async function healthzDuring(work) {
   const answers = [];
   let running = true;
@@ -171,7 +180,7 @@ describe("run_js with no tab runs at the edge", () => {
   });
 });
 
-describe("limits the runner enforces itself, while /healthz answers", () => {
+describe("limits the runner enforces itself; the server answers again within the run's timeout", () => {
   const limits = (timeoutMs) => ({ policy: { limits: { timeoutMs } } });
 
   for (const [what, code] of [
@@ -180,24 +189,27 @@ describe("limits the runner enforces itself, while /healthz answers", () => {
     ["a never-ending async loop", "while (true) await null;"],
     ["a timer that never stops", "setInterval(() => {}, 1);"],
   ]) {
-    test(`${what} ends with Timeout`, async () => {
+    test(`${what} ends with Timeout, the server back within it`, async () => {
       const { result, answers } = await healthzDuring(() => atEdge(code, limits(2000)));
       assert.equal(result.error?.name, "Timeout", JSON.stringify(result));
       assert.equal(result.exitCode, 124);
       assert.ok(answers.every((a) => a.status === 200), JSON.stringify(answers));
       const worst = Math.max(...answers.map((a) => a.ms));
+      assert.ok(worst < 2000 + MARGIN_MS, JSON.stringify(answers));
       console.log(`# ${what}: stopped after ${result.usage.wallMs} ms of a 2000 ms timeout; /healthz answered ${answers.length} times, the slowest in ${worst} ms`);
     });
   }
 
-  test("a 1 GiB allocation and a growing heap end with QuickJS's out-of-memory error", async () => {
+  test("a 1 GiB allocation and a growing heap end with QuickJS's out-of-memory error, the server back within the timeout", async () => {
     const { result, answers } = await healthzDuring(() => atEdge("const a = new Uint8Array(1 << 30); console.log(a.length)"));
     assert.equal(result.exitCode, 1);
     assert.match(result.stderr, /out of memory/);
     const grown = await atEdge(`const a = []; while (true) a.push("x".repeat(1000));`, limits(10_000));
     assert.match(grown.stderr, /out of memory/, JSON.stringify(grown));
     assert.ok(answers.every((a) => a.status === 200));
-    console.log(`# memory: the heap stopped at ${grown.usage.memPeakMb} MiB`);
+    const worst = Math.max(...answers.map((a) => a.ms));
+    assert.ok(worst < 60_000 + MARGIN_MS, JSON.stringify(answers));
+    console.log(`# memory: the heap stopped at ${grown.usage.memPeakMb} MiB; /healthz's slowest answer took ${worst} ms`);
   });
 
   test("an output flood ends with OutputLimitExceeded at the cap", async () => {
@@ -205,6 +217,32 @@ describe("limits the runner enforces itself, while /healthz answers", () => {
     assert.equal(result.error?.name, "OutputLimitExceeded", JSON.stringify(result).slice(0, 500));
     assert.ok(result.stdout.length <= 65536 + 100);
     console.log(`# output flood: stopped after ${result.usage.wallMs} ms`);
+  });
+
+  // What the runner holds outside QuickJS's heap for a busy guest (before: workerd grew until
+  // it aborted at ~1.4 GB, taking the whole server with it). Each in a relay session of its own:
+  // the big files they leave would make the next runs' jobs too big to send to the edge.
+  test("a loop rewriting a big file, or failing denied writes of long paths, holds one copy and 16 events: it ends at its timeout", async () => {
+    const own = await connectClient(key, "edge-rewrite");
+    const rewrite = await atEdge(`import fs from "fs"; const b = new Uint8Array(6 << 20); for (;;) fs.writeFileSync("/tmp/rewritten.bin", b);`, limits(3000), own);
+    await own.close();
+    assert.equal(rewrite.error?.name, "Timeout", JSON.stringify(rewrite));
+    // Every write waited to be sent after the stop before (68 s of a 3 s timeout, here).
+    assert.ok(rewrite.usage.wallMs < 3000 + MARGIN_MS, JSON.stringify(rewrite.usage));
+    const denials = await atEdge(`import fs from "fs"; for (;;) try { fs.writeFileSync("/host/" + "a".repeat(1e6), ""); } catch {}`, limits(3000));
+    assert.equal(denials.error?.name, "Timeout", JSON.stringify(denials).slice(0, 500));
+    assert.ok(denials.usage.denied > 16, JSON.stringify(denials.usage));
+    console.log(`# held: ${denials.usage.denied} denied writes of 1 MB paths in ${denials.usage.wallMs} ms, ${rewrite.usage.wallMs} ms of 6 MiB rewrites`);
+  });
+
+  test("big files written faster than they are sent, past 16 MiB held, end the run as out of memory", async () => {
+    const own = await connectClient(key, "edge-many-files");
+    const files = await atEdge(`import fs from "fs"; const b = new Uint8Array(6 << 20); for (let i = 0; ; i++) fs.writeFileSync("/tmp/many-" + i + ".bin", b);`, limits(10_000), own);
+    await own.close();
+    assert.equal(files.error?.name, "RuntimeCrashed", JSON.stringify(files));
+    assert.match(files.error.message, /out of memory: .* more than 16 MiB/);
+    assert.equal(files.exitCode, 137);
+    console.log(`# held: many files stopped after ${files.usage.wallMs} ms`);
   });
 
   test("after all that the edge still runs the next call", async () => {

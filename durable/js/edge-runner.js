@@ -13,8 +13,10 @@
 // Limits, enforced here because wrangler dev enforces none on dynamic workers (a busy loop
 // freezes all of workerd): time by a work budget QuickJS's interrupt handler counts down
 // (the clock stands still during CPU work in production; it is read too, for where it moves)
-// and a timer for a guest that only waits; memory by QuickJS's memory limit (at most EDGE_MEM_MB); output by the tab's
-// cap. Production's limits.cpuMs on this isolate is a second wall.
+// and a timer for a guest that only waits; memory by QuickJS's memory limit (at most EDGE_MEM_MB)
+// and, for what the runner holds for the run outside QuickJS's heap (writes not yet committed,
+// events not yet sent, fetches in flight), HELD_MAX_BYTES; output by the tab's cap.
+// Production's limits.cpuMs on this isolate is a second wall.
 //
 // POST /run {job} -> NDJSON events, one a line, as a tab's backchannel carries them
 // ({runId, seq, type, ...}: progress, stdout, stderr, denied, exit). A reader that goes away
@@ -38,6 +40,14 @@ const MODULES = { "emscripten-module.wasm": quickjsWasm, "policy.wasm": policyWa
 // QuickJS's heap at the edge: the isolate has 128 MB in production, the workspace copy and the
 // runner's own memory beside it.
 const EDGE_MEM_MB = 64;
+// What the runner may hold for a run outside QuickJS's heap, where no memory limit counts it
+// (a loop rewriting a big file, denied writes of long paths, fetches never awaited, while the
+// guest keeps the isolate busy): past it the run ends as a tab's that ran out of memory.
+const HELD_MAX_BYTES = 16 << 20;
+// relay-core's DENIALS_AUDITED: the denials of a run sent as events; the rest are only counted.
+const DENIALS_AUDITED = 16;
+// A denied event's target, at most (characters).
+const DENIED_TARGET_CHARS = 1024;
 // Interrupt-handler calls a millisecond of guest work is worth (QuickJS calls it every 10,000
 // branches and calls or so); measured under wrangler dev here, see docs/BENCHMARKS.md.
 const TICKS_PER_MS = 4;
@@ -67,6 +77,7 @@ class EventStream {
     this.writer = writable.getWriter();
     this.runId = runId;
     this.seq = 0;
+    this.unsentBytes = 0; // written to the stream and not yet taken by its reader
     this.guard = null; // stopped when no one reads any more
     this.writer.closed.catch(() => this.guard?.stop("Cancelled", "the relay session stopped the run"));
   }
@@ -99,8 +110,12 @@ class EventStream {
   }
 
   send(event) {
-    const line = JSON.stringify({ runId: this.runId, seq: this.seq++, ...event });
-    this.writer.write(encoder.encode(`${line}\n`)).catch(() => {});
+    const bytes = encoder.encode(`${JSON.stringify({ runId: this.runId, seq: this.seq++, ...event })}\n`);
+    this.unsentBytes += bytes.length;
+    this.writer
+      .write(bytes)
+      .catch(() => {})
+      .finally(() => (this.unsentBytes -= bytes.length));
   }
 
   end(outcome, usage = { wallMs: 0, memPeakMb: 0 }) {
@@ -139,6 +154,17 @@ class Guard {
     return this.error !== null;
   }
 
+  /**
+   * Stops the run from a call the guest made (it is inside QuickJS): a busy guest stops at the
+   * interrupt handler's next call, one that waits once the host's current work is done.
+   */
+  stopSoon(name, message) {
+    if (this.error) return;
+    clearTimeout(this.timer);
+    this.error = { name, message };
+    setTimeout(() => this.onStop());
+  }
+
   /** Stops the run from outside QuickJS (a timer, the stream): it ends at once. */
   stop(name, message) {
     if (this.error) return;
@@ -163,7 +189,7 @@ async function execute(job, events) {
   runnerJobOf.limits = { ...runnerJobOf.limits, memMb: Math.min(runnerJobOf.limits.memMb, EDGE_MEM_MB) };
   const guard = new Guard(runnerJobOf.limits.timeoutMs);
   events.guard = guard;
-  const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(MODULES), events);
+  const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(MODULES), events, guard);
   events.emit({ type: "progress", phase: "execute" });
   // Made at the edge's cap, so the run takes this instance and does not make a second one.
   const instance = await quickJsEngine.start({ modules: MODULES, memMb: runnerJobOf.limits.memMb });
@@ -175,10 +201,12 @@ async function execute(job, events) {
 
 /** What the page does for a run, at the edge: output to the events, writes and fetches to the Worker. */
 class EdgeHost {
-  constructor(policy, checks, events) {
+  constructor(policy, checks, events, guard) {
     this.policy = policy;
     this.checks = checks;
     this.events = events;
+    this.guard = guard;
+    this.fetchBytes = 0; // the requests of the fetches in flight
     this.relay = new RunRelay((message) => this.hear(message));
     // The run token is the host entrypoint's to add: "" here.
     this.writer = new RunWriter({ hashes: new Map(), version: null }, "");
@@ -190,15 +218,35 @@ class EdgeHost {
     switch (message.type) {
       case "stdout":
       case "stderr":
-        return this.events.output(message.type, message.data);
+        this.events.output(message.type, message.data);
+        break;
       case "denied":
-        this.counts.denied++;
-        return this.events.emit({ type: "denied", what: message.what, target: message.target, reason: message.reason });
+        this.denied(message.what, message.target, message.reason);
+        break;
       case "file":
-        return this.file(message);
+        this.file(message);
+        break;
       case "fetch":
-        return this.fetch(message);
+        this.fetch(message);
+        break;
     }
+    this.holdAtMost();
+  }
+
+  /** Stops the run once it makes the runner hold more than HELD_MAX_BYTES outside QuickJS. */
+  holdAtMost() {
+    const held = this.writer.heldBytes + this.events.unsentBytes + this.fetchBytes;
+    if (held <= HELD_MAX_BYTES) return;
+    const what = `${this.writer.heldBytes} bytes of files written, ${this.events.unsentBytes} of events, ${this.fetchBytes} of fetches`;
+    const message = `out of memory: the run made the runner hold more than ${HELD_MAX_BYTES >> 20} MiB outside its JavaScript heap (${what}, none yet sent); it was stopped. Write a file once rather than again and again, await each fetch, stop at a refused write; or run it in a tab`;
+    this.guard.stopSoon("RuntimeCrashed", message);
+  }
+
+  /** Refused guest code `what` of `target`: the first DENIALS_AUDITED are events, all are counted. */
+  denied(what, target, reason) {
+    if (++this.counts.denied > DENIALS_AUDITED) return;
+    const shown = target.length > DENIED_TARGET_CHARS ? `${target.slice(0, DENIED_TARGET_CHARS)}…` : target;
+    this.events.emit({ type: "denied", what, target: shown, reason });
   }
 
   /** A workspace change, checked by the run's policy as the page checks it, then committed. */
@@ -210,13 +258,13 @@ class EdgeHost {
   async fetch({ id, request }) {
     this.counts.fetches++;
     const network = this.policy.network;
+    const held = request.url.length + (request.body?.byteLength ?? 0);
+    this.fetchBytes += held;
     const reply = await (request.url === MCPS_RPC
       ? mcpsRpc({ runToken: "", request })
-      : guardedFetch({ policy: this.checks, network, runToken: "", request }));
-    if (reply.error?.name === "PolicyDenied") {
-      this.counts.denied++;
-      this.events.emit({ type: "denied", what: "fetch", target: request.url, reason: reply.error.message });
-    }
+      : guardedFetch({ policy: this.checks, network, runToken: "", request })
+    ).finally(() => (this.fetchBytes -= held));
+    if (reply.error?.name === "PolicyDenied") this.denied("fetch", request.url, reply.error.message);
     this.relay.answer(reply.error ? { id, error: reply.error } : { id, response: reply });
   }
 }

@@ -9,7 +9,8 @@
 //   LOADER.load, not get), with no network (globalOutbound: null), the runner bundle
 //   (durable/js/edge-runner.js, built by scripts/build-assets.mjs into dist/edge/) and QuickJS
 //   and policy.wasm as wasm modules (a dynamic worker may not compile wasm at run time), and
-//   one binding: HOST. Returns its NDJSON event stream. The two wasm files are the page's own
+//   one binding: HOST. Returns its NDJSON event stream, ended with an exit event of its own if
+//   the isolate dies before it sends one (edge-run.mjs). The two wasm files are the page's own
 //   static assets, the QuickJS runtime's files in runtimes.json, read once per isolate from the
 //   ASSETS binding: bundled into the Worker they would add 456 KiB gzipped to it.
 // - EdgeHost: HOST, an entrypoint scoped to that run by its props (the run token), which the
@@ -20,6 +21,7 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import Worker, { SessionDO } from "../build/index.js";
 import RUNNER from "../../dist/edge/runner.txt";
+import { endingWithExit, isRunRoute } from "./edge-run.mjs";
 
 export { SessionDO };
 export default Worker;
@@ -69,22 +71,17 @@ export class EdgeExecutor extends WorkerEntrypoint {
       env: { HOST: this.ctx.exports.EdgeHost({ props: { runToken } }) },
       limits: { cpuMs: timeoutMs + CPU_MS_GRACE },
     });
-    return worker.getEntrypoint().fetch("https://edge.invalid/run", { method: "POST", body: JSON.stringify(job) });
+    const started = Date.now();
+    const response = await worker.getEntrypoint().fetch("https://edge.invalid/run", { method: "POST", body: JSON.stringify(job) });
+    const events = endingWithExit(response.body, { runId: job.announced.runId, started, timeoutMs });
+    return new Response(events, { headers: response.headers });
   }
 }
-
-// The routes a run may reach with its token, by method and path.
-const RUN_ROUTES = [
-  ["POST", /^\/egress$/],
-  ["POST", /^\/mcps-rpc$/],
-  ["PUT", /^\/workspace\/bodies\/[0-9a-f]{64}$/],
-  ["POST", /^\/workspace\/commit$/],
-];
 
 export class EdgeHost extends WorkerEntrypoint {
   async fetch(request) {
     const url = new URL(request.url);
-    if (!RUN_ROUTES.some(([method, path]) => request.method === method && path.test(url.pathname))) {
+    if (!isRunRoute(request.method, url.pathname)) {
       const message = `a run at the edge reaches only its own routes, not ${request.method} ${url.pathname}`;
       return Response.json({ error: { name: "Forbidden", message } }, { status: 403 });
     }

@@ -141,13 +141,17 @@ export class WorkspaceSync {
   }
 }
 
-/** A run's changes on their way to the relay session, committed in the order the run made them. */
-/** A run's changes on their way to the relay session (the edge executor's runner writes through one too). */
+/**
+ * A run's changes on their way to the relay session (the edge executor's runner writes through
+ * one too), committed in the order of each path's last change: a path changed again before its
+ * change was sent keeps only the latest, so a loop rewriting one file holds one copy of it.
+ */
 export class RunWriter {
   constructor(sync, runToken) {
     this.sync = sync;
     this.headers = { authorization: `Bearer ${runToken}` };
-    this.waiting = []; // {path, bytes: Uint8Array | null (removed)}
+    this.waiting = new Map(); // path -> its latest unsent change: Uint8Array, or null (removed)
+    this.heldBytes = 0; // bytes of the changes not yet committed, waiting or being sent
     this.draining = null;
     this.refused = []; // {path, name, message}
     this.failure = null;
@@ -155,18 +159,34 @@ export class RunWriter {
 
   /** A change the run made (already stored in this tab). */
   push(path, bytes) {
-    this.waiting.push({ path, bytes });
+    this.heldBytes += (bytes?.length ?? 0) - (this.waiting.get(path)?.length ?? 0);
+    this.waiting.delete(path); // so it goes after the changes made before this one
+    this.waiting.set(path, bytes);
     this.draining ??= this.drain();
   }
 
   async drain() {
     try {
-      while (this.waiting.length && !this.failure) await this.commit(this.waiting.splice(0, MAX_COMMIT_CHANGES));
+      while (this.waiting.size && !this.failure) {
+        const batch = this.take(MAX_COMMIT_CHANGES);
+        await this.commit(batch).finally(() => (this.heldBytes -= batch.reduce((sum, { bytes }) => sum + (bytes?.length ?? 0), 0)));
+      }
     } catch (err) {
       this.failure = err;
     } finally {
       this.draining = null;
     }
+  }
+
+  /** The first `count` waiting changes, no longer waiting. */
+  take(count) {
+    const batch = [];
+    for (const [path, bytes] of this.waiting) {
+      if (batch.length === count) break;
+      batch.push({ path, bytes });
+      this.waiting.delete(path);
+    }
+    return batch;
   }
 
   /** Settles once every change is committed or refused: {refused, failure}. */

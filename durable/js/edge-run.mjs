@@ -1,0 +1,64 @@
+// The two rules of entry.mjs's edge entrypoints that need no workerd, in a module of their own
+// so Node tests them (miniflare-tests/edge-run.test.mjs): which routes a run's HOST lets through,
+// and the exit event a run gets when its isolate dies before it sends one.
+
+// The routes a run may reach with its token, by method and path.
+const RUN_ROUTES = [
+  ["POST", /^\/egress$/],
+  ["POST", /^\/mcps-rpc$/],
+  ["PUT", /^\/workspace\/bodies\/[0-9a-f]{64}$/],
+  ["POST", /^\/workspace\/commit$/],
+];
+
+/** Whether a run at the edge may reach `method` `pathname` (a parsed URL's) with its token. */
+export function isRunRoute(method, pathname) {
+  return RUN_ROUTES.some(([allowed, path]) => method === allowed && path.test(pathname));
+}
+
+// relay-core's exit codes of the two names (ErrorName::exit_code): this module is bundled by
+// wrangler, without the page's generated error table.
+const EXIT_CODES = { Timeout: 124, RuntimeCrashed: 137 };
+
+/**
+ * The runner's NDJSON `events`, ending with an exit event even when the runner's isolate dies
+ * first (production's limits.cpuMs or its 128 MB, which the runner's own limits should reach
+ * first but may not): the stream errors or ends with no exit, and the run would end Internal.
+ * The exit says Timeout once the run's `timeoutMs` has passed since `started`, else
+ * RuntimeCrashed, as a tab's run whose worker died.
+ */
+export function endingWithExit(events, { runId, started, timeoutMs }) {
+  const reader = events.getReader();
+  const decoder = new TextDecoder();
+  let partial = "";
+  let seq = -1;
+  let exited = false;
+  const note = (bytes) => {
+    const lines = (partial + decoder.decode(bytes, { stream: true })).split("\n");
+    partial = lines.pop();
+    for (const line of lines.filter(Boolean)) {
+      const event = JSON.parse(line);
+      seq = Math.max(seq, event.seq);
+      exited ||= event.type === "exit";
+    }
+  };
+  return new ReadableStream({
+    async pull(controller) {
+      const read = await reader.read().catch(() => ({ done: true }));
+      if (!read.done) {
+        note(read.value);
+        return controller.enqueue(read.value);
+      }
+      if (!exited) controller.enqueue(new TextEncoder().encode(`${JSON.stringify(lostExit(runId, seq + 1, Date.now() - started, timeoutMs))}\n`));
+      controller.close();
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+}
+
+function lostExit(runId, seq, wallMs, timeoutMs) {
+  const [name, message] =
+    wallMs >= timeoutMs
+      ? ["Timeout", `the run did not finish within its ${timeoutMs} ms timeout (policy.limits.timeoutMs); the edge stopped it`]
+      : ["RuntimeCrashed", `the edge isolate running the code died after ${wallMs} ms, most likely of its CPU time or its 128 MB of memory. Use less memory or CPU per call (work in pieces), or run it in a tab`];
+  return { runId, seq, type: "exit", exitCode: EXIT_CODES[name], usage: { wallMs, memPeakMb: 0 }, error: { name, message } };
+}

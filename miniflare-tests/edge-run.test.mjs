@@ -1,0 +1,81 @@
+// The edge entrypoints' rules that need no workerd (durable/js/edge-run.mjs), in Node: the routes
+// a run's HOST lets through (the guest cannot reach HOST itself: QuickJS has no binding), and
+// the exit event a run gets when its isolate dies first (production's limits.cpuMs and 128 MB,
+// which wrangler dev does not enforce on a dynamic worker).
+
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { endingWithExit, isRunRoute } from "../durable/js/edge-run.mjs";
+
+describe("a run's HOST reaches only its run token's routes", () => {
+  test("the four routes, by method and path, and nothing else", () => {
+    const body = "a".repeat(64);
+    for (const [method, path] of [["POST", "/egress"], ["POST", "/mcps-rpc"], ["PUT", `/workspace/bodies/${body}`], ["POST", "/workspace/commit"]]) {
+      assert.ok(isRunRoute(method, path), `${method} ${path}`);
+    }
+    for (const [method, path] of [
+      ["GET", "/egress"],
+      ["POST", "/egress/x"],
+      ["POST", "/admin/tenants"],
+      ["GET", "/session"],
+      ["POST", "/mcp"],
+      ["GET", `/workspace/bodies/${body}`],
+      ["PUT", `/workspace/bodies/${body.toUpperCase()}`],
+      ["PUT", "/workspace/bodies/abc"],
+      ["POST", "/workspace/commit/"],
+      ["POST", "/workspace/upload"],
+      ["POST", "/session/default/workspace/commit"],
+    ]) {
+      assert.equal(isRunRoute(method, path), false, `${method} ${path}`);
+    }
+  });
+});
+
+const lines = (...events) => events.map((e) => `${JSON.stringify(e)}\n`).join("");
+/** A stream of `text` in chunks of 7 bytes (lines split across chunks), then `end`: "close" or an error. */
+function stream(text, end) {
+  const bytes = new TextEncoder().encode(text);
+  let at = 0;
+  return new ReadableStream({
+    pull(controller) {
+      if (at < bytes.length) return controller.enqueue(bytes.slice(at, (at += 7)));
+      end === "close" ? controller.close() : controller.error(end);
+    },
+  });
+}
+const read = async (events) => (await new Response(events).text()).trim().split("\n").map((line) => JSON.parse(line));
+
+describe("a run whose isolate dies still ends with an exit event", () => {
+  const output = { runId: "r_1", seq: 0, type: "stdout", data: "a line\nand {\"type\":\"exit\"}" };
+
+  test("a stream that errors before its exit ends RuntimeCrashed, numbered next", async () => {
+    const got = await read(endingWithExit(stream(lines(output), new Error("isolate died")), { runId: "r_1", started: Date.now(), timeoutMs: 60_000 }));
+    assert.deepEqual(got[0], output);
+    assert.equal(got.length, 2);
+    assert.equal(got[1].type, "exit");
+    assert.equal(got[1].seq, 1);
+    assert.equal(got[1].exitCode, 137);
+    assert.equal(got[1].error.name, "RuntimeCrashed");
+    assert.match(got[1].error.message, /died after \d+ ms.*Use less memory or CPU/);
+  });
+
+  test("one that ends with no exit after its timeout ends Timeout", async () => {
+    const got = await read(endingWithExit(stream(lines(output), "close"), { runId: "r_1", started: Date.now() - 2000, timeoutMs: 1000 }));
+    assert.equal(got.at(-1).error.name, "Timeout");
+    assert.equal(got.at(-1).exitCode, 124);
+    assert.ok(got.at(-1).usage.wallMs >= 2000);
+  });
+
+  test("one that sent its exit is passed on as it is", async () => {
+    const exit = { runId: "r_1", seq: 1, type: "exit", exitCode: 0, usage: { wallMs: 5, memPeakMb: 1 } };
+    const got = await read(endingWithExit(stream(lines(output, exit), "close"), { runId: "r_1", started: 0, timeoutMs: 1 }));
+    assert.deepEqual(got, [output, exit]);
+  });
+
+  test("cancelling it cancels the runner's stream (the relay session stopped the run)", async () => {
+    let cancelled = null;
+    const source = new ReadableStream({ pull() {}, cancel: (reason) => void (cancelled = reason) });
+    await endingWithExit(source, { runId: "r_1", started: Date.now(), timeoutMs: 1000 }).cancel("stopped");
+    assert.equal(cancelled, "stopped");
+  });
+});
