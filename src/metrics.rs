@@ -70,6 +70,57 @@ pub struct Snapshot {
     /// hold them, and filled in when metrics are asked for.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub storage_failures: BTreeMap<String, u64>,
+    /// [`Wake`] kind -> times the relay session's Durable Object was woken to run code since
+    /// its instance started (what an idle tab costs: see docs/COST.md), counted in memory and
+    /// filled in when metrics are asked for.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub wakeups: BTreeMap<String, u64>,
+}
+
+/// Why a relay session's Durable Object ran code: each is billed wall-clock duration (and a
+/// request or a WebSocket message, 20 messages to a request) unless it would have been
+/// running anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// A request from the Worker (a call, a tab's attach, batch POST, lease POST, metrics...).
+    Request,
+    /// A message on a hibernatable socket that the runtime did not answer itself (a results
+    /// batch); lease pings are auto-responses and wake nothing.
+    SocketMessage,
+    /// The DO's alarm: the run machine's next deadline.
+    Alarm,
+    /// A ticker on an open response stream fired.
+    Tick,
+}
+
+impl Wake {
+    pub const ALL: [Wake; 4] = [Wake::Request, Wake::SocketMessage, Wake::Alarm, Wake::Tick];
+
+    /// Its label in `relay_do_wakeups_total{kind}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Wake::Request => "request",
+            Wake::SocketMessage => "socket_message",
+            Wake::Alarm => "alarm",
+            Wake::Tick => "tick",
+        }
+    }
+}
+
+/// The wake-ups of one instance of a relay session's DO, by kind.
+#[derive(Debug, Default)]
+pub struct Wakeups(std::cell::RefCell<BTreeMap<String, u64>>);
+
+impl Wakeups {
+    pub fn count(&self, wake: Wake) {
+        *self.0.borrow_mut().entry(wake.as_str().to_owned()).or_default() += 1;
+    }
+
+    /// Every kind, zeros included (so a flat counter shows as 0, not as missing).
+    pub fn snapshot(&self) -> BTreeMap<String, u64> {
+        let counted = self.0.borrow();
+        Wake::ALL.iter().map(|w| (w.as_str().to_owned(), counted.get(w.as_str()).copied().unwrap_or(0))).collect()
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -126,6 +177,7 @@ impl Snapshot {
             (&mut self.executor_runs, &other.executor_runs),
             (&mut self.executor_ms, &other.executor_ms),
             (&mut self.storage_failures, &other.storage_failures),
+            (&mut self.wakeups, &other.wakeups),
         ] {
             for (key, n) in theirs {
                 *mine.entry(key.clone()).or_default() += n;
@@ -190,6 +242,14 @@ impl Snapshot {
             &tenant_label,
             &self.storage_failures,
             ["what", ""],
+        );
+        counter(
+            &mut out,
+            "relay_do_wakeups_total",
+            "Times a relay session's Durable Object ran code since its instance started, by kind (request, socket_message, alarm, tick).",
+            &tenant_label,
+            &self.wakeups,
+            ["kind", ""],
         );
         histogram(
             &mut out,

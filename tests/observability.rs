@@ -4,7 +4,7 @@
 
 use relay_core::audit::{AuditRecord, Kind};
 use relay_core::log::{route, Level, LogLine};
-use relay_core::metrics::{escape, RunEnd, Snapshot, BYTE_BUCKETS, MS_BUCKETS};
+use relay_core::metrics::{escape, RunEnd, Snapshot, Wake, Wakeups, BYTE_BUCKETS, MS_BUCKETS};
 use serde_json::{json, Value};
 
 fn record(kind: Kind, tool: &str) -> AuditRecord {
@@ -189,6 +189,28 @@ fn the_prometheus_text_is_well_formed_with_cumulative_buckets() {
     assert!(text.contains("relay_run_ms_bucket{tenant=\"t_1\",le=\"+Inf\"} 3\n"));
     assert!(text.contains("relay_run_ms_count{tenant=\"t_1\"} 3\n"));
     assert!(text.contains("# TYPE relay_build_ms histogram\n"));
+}
+
+#[test]
+fn wakeups_are_counted_by_kind_merged_and_rendered_with_zeros() {
+    let counted = Wakeups::default();
+    for wake in [Wake::Request, Wake::Alarm, Wake::Alarm, Wake::SocketMessage] {
+        counted.count(wake);
+    }
+    let mut a = Snapshot { wakeups: counted.snapshot(), ..Snapshot::default() };
+    assert_eq!(a.wakeups["tick"], 0, "a kind never counted shows as 0: {:?}", a.wakeups);
+    a.merge(&a.clone());
+    assert_eq!((a.wakeups["request"], a.wakeups["alarm"], a.wakeups["socket_message"]), (2, 4, 2));
+    let text = a.prometheus("t_1");
+    assert!(text.contains(
+        "# TYPE relay_do_wakeups_total counter
+"
+    ));
+    assert!(text.contains("relay_do_wakeups_total{tenant=\"t_1\",kind=\"alarm\"} 4\n"), "{text}");
+    assert!(text.contains("relay_do_wakeups_total{tenant=\"t_1\",kind=\"tick\"} 0\n"), "{text}");
+    assert!(text.lines().filter(|l| !l.starts_with('#')).all(is_sample()), "{text}");
+    let stored = serde_json::to_value(Snapshot::default()).unwrap();
+    assert!(stored.get("wakeups").is_none(), "a stored snapshot keeps its shape: {stored}");
 }
 
 /// Whether a line is `name{labels} value` with properly quoted label values.

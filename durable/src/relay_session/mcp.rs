@@ -7,6 +7,7 @@ use crate::platform::http::{self, sse_headers};
 use crate::platform::{now_ms, random, sleep};
 use futures::StreamExt;
 use relay_core::mcp::{self, Context, Dispatch, HttpRequest, HttpResponse, RelayView};
+use relay_core::metrics::Wake;
 use relay_core::protocol::Caller;
 use relay_core::relay_session::{McpSessions, Platform, Tabs};
 use relay_core::run::machine::{Cancel, Input};
@@ -42,7 +43,7 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
         Dispatch::OpenStream { session_id, last_event_id: Some(event_id) } => {
             runs::resume(shared, &session_id, &event_id)
         }
-        Dispatch::OpenStream { .. } => keepalive_stream(),
+        Dispatch::OpenStream { .. } => keepalive_stream(shared),
         Dispatch::Call(call) => runs::respond(shared, caller, call).await,
         Dispatch::CancelRun { run_id, reply } => {
             shared.feed(Input::Cancel { run: run_id, why: Cancel::ByClient });
@@ -72,12 +73,16 @@ fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
 }
 
 /// The legacy server-to-client stream: we send nothing unprompted, so it carries keep-alives
-/// until the client closes it.
-fn keepalive_stream() -> Result<Response> {
+/// until the client closes it (each one a `Tick` wake-up: it keeps the DO awake).
+fn keepalive_stream(shared: Rc<Shared>) -> Result<Response> {
     let first = futures::stream::once(async { Ok::<_, worker::Error>(mcp::SSE_KEEPALIVE.as_bytes().to_vec()) });
-    let ticks = futures::stream::unfold((), |()| async {
-        let _ = sleep(KEEPALIVE_MS).await;
-        Some((Ok(mcp::SSE_KEEPALIVE.as_bytes().to_vec()), ()))
+    let ticks = futures::stream::unfold((), move |()| {
+        let shared = shared.clone();
+        async move {
+            let _ = sleep(KEEPALIVE_MS).await;
+            shared.platform.wakeups.count(Wake::Tick);
+            Some((Ok(mcp::SSE_KEEPALIVE.as_bytes().to_vec()), ()))
+        }
     });
     let headers: Headers = sse_headers();
     Ok(Response::from_stream(first.chain(ticks))?.with_headers(headers))

@@ -12,6 +12,7 @@ use crate::platform::http::{error, json, refuse, storage_unavailable};
 use crate::platform::sql::DoSql;
 use crate::platform::{kv, stub, wasm_memory_bytes};
 use relay_core::error::ErrorName;
+use relay_core::metrics::Wake;
 use relay_core::protocol::{Caller, SessionRequest};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -48,6 +49,7 @@ impl DurableObject for SessionDO {
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
+        self.shared.platform.wakeups.count(Wake::Request);
         if let Some(why) = &self.unmigrated {
             let message = format!("this relay session's storage could not be brought up to date ({why}); retry later");
             return Ok(refuse(ErrorName::StorageUnavailable, message));
@@ -69,6 +71,7 @@ impl DurableObject for SessionDO {
     }
 
     async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        self.shared.platform.wakeups.count(Wake::SocketMessage);
         if self.state.get_tags(&ws).iter().any(|tag| tag == LEASE_TAG) {
             return tabs::lease_message(&ws);
         }
@@ -146,10 +149,13 @@ fn audit(shared: &Shared) -> Response {
 }
 
 /// The relay session's metrics, with what only this instance knows (its wasm memory, the
-/// writes to its storage that failed).
+/// writes to its storage that failed, its wake-ups).
 fn metrics(shared: &Shared) -> Response {
     match shared.metrics(wasm_memory_bytes()) {
-        Ok(snapshot) => json(200, &serde_json::to_value(snapshot).expect("metrics serialize")),
+        Ok(snapshot) => {
+            let snapshot = relay_core::metrics::Snapshot { wakeups: shared.platform.wakeups.snapshot(), ..snapshot };
+            json(200, &serde_json::to_value(snapshot).expect("metrics serialize"))
+        }
         Err(e) => storage_unavailable("the relay session's SQLite", &e),
     }
 }

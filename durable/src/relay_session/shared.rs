@@ -12,6 +12,7 @@ use crate::platform::upstream;
 use crate::platform::{fill_random, now_ms, sleep};
 use futures::channel::mpsc::UnboundedSender;
 use futures::{future, Stream, StreamExt};
+use relay_core::metrics::{Wake, Wakeups};
 use relay_core::relay_session::{self, Platform, RelaySession, Tabs};
 use relay_core::run::readiness::Readiness;
 use relay_core::upstream::client::{Post, Received};
@@ -46,12 +47,14 @@ pub struct DoPlatform {
     pub roster: Roster,
     /// The runs at the edge executor.
     pub edge: EdgeRuns<DoPlatform>,
+    /// Why this instance ran code (`relay_do_wakeups_total`).
+    pub wakeups: Wakeups,
 }
 
 impl DoPlatform {
     pub fn new(env: Env, sql: DoSql, leases: Leases, edge: EdgeRuns<DoPlatform>) -> Self {
         let (r2, kv) = (R2(env.clone()), Kv(env.clone()));
-        DoPlatform { env, sql, r2, kv, roster: Roster::new(leases), edge }
+        DoPlatform { env, sql, r2, kv, roster: Roster::new(leases), edge, wakeups: Wakeups::default() }
     }
 }
 
@@ -223,6 +226,7 @@ pub fn ticker(
             if !alive(&shared) {
                 return None;
             }
+            shared.platform.wakeups.count(Wake::Tick);
             shared.tick();
             Some((keepalive.map(|frame| Ok(frame.as_bytes().to_vec())), ()))
         }
