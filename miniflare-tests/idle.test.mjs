@@ -1,8 +1,10 @@
 // What an idle tab costs (issue 32): a real executor page attached and left alone for a minute
 // (RELAY_IDLE_MS to change it). The relay session's DO counts why it ran code
 // (`relay_do_wakeups_total{kind}`, `wakeups` in the JSON of /admin/metrics); over the idle
-// minute it may run only for the metrics requests that read the counter (the lease socket's
-// pings are answered by the runtime, and nothing else is due). Then a run starts on that tab at
+// minute it may run only for requests: the metrics request that reads the counter and the
+// page's own reads of relay://session (the Worker holds the tab's SSE stream and writes its
+// keep-alives, the lease socket's pings are answered by the runtime, and no deadline is due:
+// no tick, no alarm, no socket message). Then a run starts on that tab at
 // once, and a tab whose browser quits while idle, unheard of since, is gone at the next call
 // after its lease (10 s): nothing needs to wake the DO to find that out.
 
@@ -11,6 +13,7 @@ import { after, before, test } from "node:test";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { startDeafProxy } from "./lib/deaf-proxy.mjs";
 import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
+import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
 
 const IDLE_MS = Number(process.env.RELAY_IDLE_MS ?? 60_000);
@@ -29,7 +32,6 @@ let client;
 before(async () => {
   ({ key, tenant } = await createTenant("idle"));
   browser = await launchBrowser();
-  client = await connectClient(key);
 });
 
 after(async () => {
@@ -37,16 +39,23 @@ after(async () => {
   await browser?.close();
 });
 
-/** The relay sessions' wake-ups by kind, summed over the tenant's relay sessions. */
-async function wakeups() {
-  const res = await fetch(`${BASE}/admin/metrics?tenant=${tenant.id}`, {
+/** Tenant `id`'s metrics (JSON), merged over its relay sessions. */
+async function metrics(id) {
+  const res = await fetch(`${BASE}/admin/metrics?tenant=${id}`, {
     headers: { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, accept: "application/json" },
   });
   assert.equal(res.status, 200);
-  return (await res.json()).wakeups;
+  return res.json();
 }
 
-const runJs = (code) => client.callTool({ name: "run_js", arguments: { code } });
+/** The relay session's wake-ups by kind. */
+const wakeups = async () => (await metrics(tenant.id)).wakeups;
+
+/** A run_js call over 2026-07-28 HTTP (stateless: no stream is left open between calls). */
+async function runJs(code) {
+  const { message } = await modernCall(key, "tools/call", { name: "run_js", arguments: { code } });
+  return message.result;
+}
 
 test("an attached tab left idle wakes its relay session no more than the bound, and a run starts on it at once after", async () => {
   const tab = await openExecutor(browser, key);
@@ -55,14 +64,15 @@ test("an attached tab left idle wakes its relay session no more than the bound, 
     assert.equal(warm.structuredContent.stdout, "warm\n", JSON.stringify(warm.structuredContent));
     // Its runtimes loaded (their readiness reported), so the tab has nothing left to say.
     await tab.page.waitForFunction(() => document.getElementById("runtimes").dataset.ready === "true", null, { timeout: 120_000 });
-    // Only the tab stays: the client's legacy GET stream would keep the DO awake on its own
-    // (counted as ticks). Then the run's own wake-ups (its stream's ticks, the tab's batches) settle.
-    await client.close();
+    // The run's own wake-ups (the ticks that keep the DO awake while a run is in hand, the
+    // tab's batches) settle first.
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const start = await wakeups();
     await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
     const end = await wakeups();
-    client = await connectClient(key);
+    const sent = Date.now();
+    const again = await runJs("console.log('after the idle minute')");
+    console.log(`# run_js after the idle minute answered in ${Date.now() - sent} ms`);
     const perMinute = Object.fromEntries(
       Object.keys(end).map((kind) => [kind, Math.round(((end[kind] - (start[kind] ?? 0)) * 60_000) / IDLE_MS)]),
     );
@@ -71,9 +81,6 @@ test("an attached tab left idle wakes its relay session no more than the bound, 
       const woke = end[kind] - (start[kind] ?? 0);
       assert.ok(woke <= bound, `${kind}: ${woke} wake-ups in ${IDLE_MS} ms idle, bound ${bound}`);
     }
-    const sent = Date.now();
-    const again = await runJs("console.log('after the idle minute')");
-    console.log(`# run_js after the idle minute answered in ${Date.now() - sent} ms`);
     assert.equal(again.structuredContent.stdout, "after the idle minute\n", JSON.stringify(again.structuredContent));
     assert.equal(again.structuredContent.executor, "tab");
   } finally {
@@ -82,6 +89,7 @@ test("an attached tab left idle wakes its relay session no more than the bound, 
 });
 
 test("a tab whose browser quits while idle is gone at the next call after its lease, with nothing ticking", async () => {
+  client = await connectClient(key);
   const deaf = await startDeafProxy(BASE);
   const own = await launchBrowser();
   try {
@@ -106,4 +114,19 @@ test("a tab whose browser quits while idle is gone at the next call after its le
     await own.close();
     await deaf.close();
   }
+});
+
+test("a deadline with nothing open to tick the machine is kept by the DO itself", async () => {
+  // A task waits for a tab that never comes: its attach wait is the only deadline, and no
+  // stream is open (the task's handle is answered at once). The run must end at that deadline,
+  // not at the next request: the metrics read after it does not tick the machine.
+  const lonely = await createTenant("alarm", { queue: { attachWaitMs: 1000 } });
+  const declaring = { "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } } };
+  const { message } = await modernCall(lonely.key, "tools/call", { name: "run_js", arguments: { code: "1" }, _meta: declaring });
+  assert.equal(message.result.resultType, "task", JSON.stringify(message));
+  await new Promise((resolve) => setTimeout(resolve, 4_000));
+  const { runs, wakeups: woke } = await metrics(lonely.tenant.id);
+  console.log(`# a task's attach wait, kept with nothing open: runs ${JSON.stringify(runs)}, wake-ups ${JSON.stringify(woke)}`);
+  assert.equal(runs["js|NoExecutorAttached"], 1, "the run ended at its deadline");
+  assert.ok(woke.alarm + woke.tick >= 1, "woken by its alarm, or kept awake while the run was in hand");
 });

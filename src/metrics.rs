@@ -70,9 +70,8 @@ pub struct Snapshot {
     /// hold them, and filled in when metrics are asked for.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub storage_failures: BTreeMap<String, u64>,
-    /// [`Wake`] kind -> times the relay session's Durable Object was woken to run code since
-    /// its instance started (what an idle tab costs: see docs/COST.md), counted in memory and
-    /// filled in when metrics are asked for.
+    /// [`Wake`] kind -> times the relay session's Durable Object ran code (what an idle tab
+    /// costs: see docs/COST.md), kept in its own table and filled in when metrics are asked for.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub wakeups: BTreeMap<String, u64>,
 }
@@ -84,8 +83,8 @@ pub struct Snapshot {
 pub enum Wake {
     /// A request from the Worker (a call, a tab's attach, batch POST, lease POST, metrics...).
     Request,
-    /// A message on a hibernatable socket that the runtime did not answer itself (a results
-    /// batch); lease pings are auto-responses and wake nothing.
+    /// A message (a results batch), close or error on a hibernatable socket; lease pings are
+    /// answered by the runtime itself and wake nothing.
     SocketMessage,
     /// The DO's alarm: the run machine's next deadline.
     Alarm,
@@ -104,22 +103,6 @@ impl Wake {
             Wake::Alarm => "alarm",
             Wake::Tick => "tick",
         }
-    }
-}
-
-/// The wake-ups of one instance of a relay session's DO, by kind.
-#[derive(Debug, Default)]
-pub struct Wakeups(std::cell::RefCell<BTreeMap<String, u64>>);
-
-impl Wakeups {
-    pub fn count(&self, wake: Wake) {
-        *self.0.borrow_mut().entry(wake.as_str().to_owned()).or_default() += 1;
-    }
-
-    /// Every kind, zeros included (so a flat counter shows as 0, not as missing).
-    pub fn snapshot(&self) -> BTreeMap<String, u64> {
-        let counted = self.0.borrow();
-        Wake::ALL.iter().map(|w| (w.as_str().to_owned(), counted.get(w.as_str()).copied().unwrap_or(0))).collect()
     }
 }
 
@@ -246,7 +229,7 @@ impl Snapshot {
         counter(
             &mut out,
             "relay_do_wakeups_total",
-            "Times a relay session's Durable Object ran code since its instance started, by kind (request, socket_message, alarm, tick).",
+            "Times a relay session's Durable Object ran code, by kind (request, socket_message, alarm, tick).",
             &tenant_label,
             &self.wakeups,
             ["kind", ""],

@@ -19,6 +19,7 @@ use relay_core::auth::QueueSettings;
 use relay_core::capsule::jws::Signer;
 use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
 use relay_core::mcp::{Era, Tool};
+use relay_core::metrics::Wake;
 use relay_core::relay_session::desk::{Unadmitted, ANSWERS_KEPT};
 use relay_core::relay_session::runs::{prepare, start_task, Answer, CancelOnDrop, Job, Resumed, Work};
 use relay_core::relay_session::{RelaySession, Sql};
@@ -307,6 +308,26 @@ fn a_restart_closes_the_runs_it_cut_off_and_a_resuming_client_hears_why() {
     assert!(restarted.platform.log.borrow().iter().any(|line| line.contains("\"r_1\"")));
     let Resumed::Answer(answer) = restarted.resume("mcp_1", "r_1", Stream::default()).unwrap() else { panic!() };
     assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("the relay restarted"));
+}
+
+#[test]
+fn the_do_s_wakeups_are_counted_by_kind_across_its_instances() {
+    // A DO that hibernates is a new instance at each wake: the count lives in its SQLite.
+    let session = with_tabs(&["tab_1"]);
+    for wake in [Wake::Request, Wake::Alarm, Wake::Alarm] {
+        session.woke(wake);
+    }
+    let platform = Rc::try_unwrap(session).ok().expect("one owner").platform;
+    let woken = RelaySession::new(TestPlatform::over(platform.sql));
+    woken.open().unwrap();
+    woken.woke(Wake::SocketMessage);
+    let wakeups = woken.metrics(0).unwrap().wakeups;
+    let expected = [("alarm", 2), ("request", 1), ("socket_message", 1), ("tick", 0)];
+    assert_eq!(
+        wakeups,
+        expected.into_iter().map(|(k, n)| (k.to_owned(), n)).collect(),
+        "every kind, 0 when never counted"
+    );
 }
 
 #[test]

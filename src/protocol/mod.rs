@@ -43,7 +43,8 @@ pub const TOKEN_EXPIRY_HEADER: &str = "x-relay-token-expiry";
 pub enum SessionRequest {
     /// `/mcp`: the client's request as it came (its method, headers and body).
     Mcp(HttpRequest),
-    /// A tab opens its command stream.
+    /// A tab opens its command stream: a WebSocket from the Worker, which holds the tab's SSE
+    /// stream and writes on it what the DO sends.
     Events,
     /// A batch of a tab's events (NDJSON, judged by `run::backchannel`).
     Result { tab: Option<String>, batch: Vec<u8> },
@@ -146,7 +147,7 @@ impl SessionRequest {
                 headers: request.headers,
                 body: request.body,
             },
-            Events => get(path::EVENTS, Vec::new()),
+            Events => get(path::EVENTS, vec![("upgrade".into(), "websocket".into())]),
             Result { tab, batch } => post(path::RESULT, &[], tab_header(tab), batch),
             ResultsSocket { tab, token_expiry_s } => get(path::RESULTS, socket_headers(tab, token_expiry_s)),
             LeaseSocket { tab, token_expiry_s } => get(path::LEASE, socket_headers(tab, token_expiry_s)),

@@ -39,7 +39,7 @@ use std::collections::BTreeMap;
 
 use crate::audit::AuditRecord;
 use crate::log::LogLine;
-use crate::metrics::Snapshot;
+use crate::metrics::{Snapshot, Wake};
 use crate::stores::{Blobs, Records};
 use crate::upstream::client::{Post, Received};
 
@@ -152,9 +152,22 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// The relay session's metrics, with what only this instance knows: its wasm memory
-    /// (`wasm_memory_bytes`), the writes to its storage that failed.
+    /// (`wasm_memory_bytes`), the writes to its storage that failed; and its DO's wake-ups,
+    /// every kind listed (0 when never counted).
     pub fn metrics(&self, wasm_memory_bytes: u64) -> Result<Snapshot, StorageError> {
         let stored = self.store().metrics()?;
-        Ok(Snapshot { wasm_memory_bytes, storage_failures: self.failures.borrow().clone(), ..stored })
+        let counted = self.store().wakeups()?;
+        let wakeups = Wake::ALL.iter().map(|w| (w.as_str().to_owned(), counted.get(w.as_str()).copied().unwrap_or(0)));
+        Ok(Snapshot {
+            wasm_memory_bytes,
+            storage_failures: self.failures.borrow().clone(),
+            wakeups: wakeups.collect(),
+            ..stored
+        })
+    }
+
+    /// Its DO ran code, for `wake` (counted in its SQLite, across instances).
+    pub fn woke(&self, wake: Wake) {
+        self.persisted("wakeups", self.store().count_wakeup(wake.as_str()));
     }
 }

@@ -6,6 +6,7 @@
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 use super::sql::{Sql, SqlValue};
 use crate::audit::{self, AuditRecord, ChainHead, Kind, Scope};
@@ -27,6 +28,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0006_out_files.sql"),
     include_str!("../../migrations/0007_workspace.sql"),
     include_str!("../../migrations/0008_run_executor.sql"),
+    include_str!("../../migrations/0009_wakeups.sql"),
 ];
 /// How long a run's published paths are counted: longer than any run token lives.
 const OUT_FILES_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
@@ -266,6 +268,22 @@ impl<'a, S: Sql> Store<'a, S> {
     }
 
     /// The relay session's metrics so far.
+    /// One more wake-up of the DO of kind `kind` (`metrics::Wake`).
+    pub fn count_wakeup(&self, kind: &str) -> Result<()> {
+        let query = "INSERT INTO wakeups (kind, n) VALUES (?, 1) ON CONFLICT (kind) DO UPDATE SET n = n + 1";
+        self.sql.exec(query, &[kind.into()])
+    }
+
+    /// The wake-ups counted so far, by kind.
+    pub fn wakeups(&self) -> Result<BTreeMap<String, u64>> {
+        #[derive(Deserialize)]
+        struct Row {
+            kind: String,
+            n: u64,
+        }
+        Ok(self.sql.rows::<Row>("SELECT kind, n FROM wakeups", &[])?.into_iter().map(|r| (r.kind, r.n)).collect())
+    }
+
     pub fn metrics(&self) -> Result<Snapshot> {
         Ok(self
             .documents("SELECT snapshot AS doc FROM metrics WHERE id = 1", &[])?

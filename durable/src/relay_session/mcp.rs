@@ -80,7 +80,7 @@ fn keepalive_stream(shared: Rc<Shared>) -> Result<Response> {
         let shared = shared.clone();
         async move {
             let _ = sleep(KEEPALIVE_MS).await;
-            shared.platform.wakeups.count(Wake::Tick);
+            shared.woke(Wake::Tick);
             Some((Ok(mcp::SSE_KEEPALIVE.as_bytes().to_vec()), ()))
         }
     });

@@ -1,7 +1,8 @@
 //! The relay session in the Durable Object: the core's `RelaySession` over [`DoPlatform`]
 //! (its SQLite, R2 and KV, the [`Roster`] of tabs, the runtime's clock, randomness and log,
-//! and `fetch` for upstream servers), and the [`ticker`] every open stream carries. The
-//! decisions are the core's (`relay_core::relay_session`); this is their I/O.
+//! and `fetch` for upstream servers), the DO's [`Alarm`], which wakes it for the run machine's
+//! deadlines, and the [`ticker`] a call's open stream carries. The decisions are the core's
+//! (`relay_core::relay_session`); this is their I/O.
 
 use super::edge::{EdgePlatform, EdgeRuns};
 use super::leases::Leases;
@@ -12,17 +13,17 @@ use crate::platform::upstream;
 use crate::platform::{fill_random, now_ms, sleep};
 use futures::channel::mpsc::UnboundedSender;
 use futures::{future, Stream, StreamExt};
-use relay_core::metrics::{Wake, Wakeups};
+use relay_core::metrics::Wake;
 use relay_core::relay_session::{self, Platform, RelaySession, Tabs};
 use relay_core::run::readiness::Readiness;
 use relay_core::upstream::client::{Post, Received};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use worker::{Env, Result, WebSocket};
+use worker::{Env, Result, ScheduledTime, State, Storage, WebSocket};
 
-/// How often an open stream ticks the machine (and heartbeats the tabs) at the least. A closed
-/// tab or client is noticed when a write to it fails, so this bounds how long that takes.
+/// How often a call's open stream ticks the machine at the least (and writes its keep-alive).
+/// A closed client is noticed when a write to it fails, so this bounds how long that takes.
 const TICK_MS: u64 = 2_000;
 
 /// The relay session, shared by the DO and the streams it returns (which outlive a `&self`).
@@ -47,15 +48,77 @@ pub struct DoPlatform {
     pub roster: Roster,
     /// The runs at the edge executor.
     pub edge: EdgeRuns<DoPlatform>,
-    /// Why this instance ran code (`relay_do_wakeups_total`).
-    pub wakeups: Wakeups,
+    /// The DO's alarm, kept at the run machine's next deadline.
+    pub alarm: Alarm,
+    /// Whether a ticker keeps this instance awake (`schedule`).
+    vigil: Cell<bool>,
 }
 
 impl DoPlatform {
-    pub fn new(env: Env, sql: DoSql, leases: Leases, edge: EdgeRuns<DoPlatform>) -> Self {
+    pub fn new(state: &State, env: Env, sql: DoSql, edge: EdgeRuns<DoPlatform>) -> Self {
         let (r2, kv) = (R2(env.clone()), Kv(env.clone()));
-        DoPlatform { env, sql, r2, kv, roster: Roster::new(leases), edge, wakeups: Wakeups::default() }
+        let (roster, alarm) = (Roster::new(Leases::new(state)), Alarm::new(state));
+        DoPlatform { env, sql, r2, kv, roster, edge, alarm, vigil: Cell::new(false) }
     }
+}
+
+/// The DO's alarm: what wakes it for the run machine's deadlines (queue expiry, attach waits,
+/// run timeouts, task expiry, the leases of tabs that hold runs), so that no open stream has to
+/// stay awake to tick it.
+pub struct Alarm {
+    storage: Storage,
+    /// When this instance last set it for (None: not set, or fired).
+    at: Cell<Option<u64>>,
+}
+
+impl Alarm {
+    fn new(state: &State) -> Self {
+        Alarm { storage: state.storage(), at: Cell::new(None) }
+    }
+
+    /// Moves the alarm to `wake` (epoch ms; None deletes it) unless it is already there. The
+    /// storage call is made before the first await, so calls take effect in the order their
+    /// `wake`s were read: the last one set is the machine's latest answer.
+    async fn follow(&self, wake: Option<u64>) {
+        if self.at.replace(wake) == wake {
+            return;
+        }
+        let done = match wake {
+            Some(ms) => {
+                let date = worker::js_sys::Date::new(&(ms as f64).into());
+                self.storage.set_alarm(ScheduledTime::new(date)).await
+            }
+            None => self.storage.delete_alarm().await,
+        };
+        if let Err(e) = done {
+            // Forgotten, so the next call tries again; meanwhile an open stream's ticker or
+            // the next request still ticks the machine.
+            self.at.set(None);
+            worker::console_error!("setting the relay session's alarm: {e}");
+        }
+    }
+
+    /// The alarm fired: none is set until the next `follow`.
+    pub fn fired(&self) {
+        self.at.set(None);
+    }
+}
+
+/// Sets the DO's alarm for the machine's next deadline, after anything that may have moved it;
+/// and while the machine has runs in hand (it has a next deadline), keeps this instance awake
+/// with a ticker: their state lives in this instance's memory, which a DO that hibernates
+/// loses. With no run in hand nothing is kept awake, and an idle tab costs nothing.
+pub async fn schedule(shared: &Rc<Shared>) {
+    let wake = shared.next_wake();
+    if wake.is_some() && !shared.platform.vigil.replace(true) {
+        let vigil = ticker(shared.clone(), |s| s.next_wake().is_some(), None);
+        let kept = shared.clone();
+        worker::wasm_bindgen_futures::spawn_local(async move {
+            vigil.for_each(|_| future::ready(())).await;
+            kept.platform.vigil.set(false);
+        });
+    }
+    shared.platform.alarm.follow(wake).await;
 }
 
 impl EdgePlatform for DoPlatform {
@@ -127,10 +190,11 @@ impl Platform for DoPlatform {
     }
 }
 
-/// The tabs attached to the relay session: their command streams, what each last said of its
-/// runtimes, their results sockets and their lease sockets.
+/// The tabs attached to the relay session: their command sockets (to the Worker, which holds
+/// each tab's SSE stream), what each last said of its runtimes, their results sockets and their
+/// lease sockets.
 pub struct Roster {
-    streams: RefCell<HashMap<String, UnboundedSender<Result<Vec<u8>>>>>,
+    streams: RefCell<HashMap<String, WebSocket>>,
     readiness: RefCell<HashMap<String, Readiness>>,
     /// Each tab's results socket, if it opened one: a run's command goes on it too.
     sockets: RefCell<HashMap<String, WebSocket>>,
@@ -143,12 +207,21 @@ impl Roster {
         Roster { streams: RefCell::default(), readiness: RefCell::default(), sockets: RefCell::default(), leases }
     }
 
-    pub fn add_tab(&self, tab: &str, stream: UnboundedSender<Result<Vec<u8>>>) {
+    pub fn add_tab(&self, tab: &str, stream: WebSocket) {
         self.streams.borrow_mut().insert(tab.to_owned(), stream);
     }
 
     pub fn has_tab(&self, tab: &str) -> bool {
         self.streams.borrow().contains_key(tab)
+    }
+
+    /// Drops `tab` if `stream` is its command socket (which closed): whether it did.
+    pub fn forget_stream(&self, tab: &str, stream: &WebSocket) -> bool {
+        let current = self.streams.borrow().get(tab) == Some(stream);
+        if current {
+            self.drop_tab(tab);
+        }
+        current
     }
 
     /// `tab`'s results socket, in place of any earlier one.
@@ -167,6 +240,11 @@ impl Roster {
     }
 }
 
+/// Sends `frame` (text: an SSE event or comment) on `socket`: whether it went.
+fn send(socket: &WebSocket, frame: &[u8]) -> bool {
+    socket.send_with_str(String::from_utf8_lossy(frame)).is_ok()
+}
+
 impl Tabs for Roster {
     fn ids(&self) -> Vec<String> {
         self.streams.borrow().keys().cloned().collect()
@@ -174,7 +252,7 @@ impl Tabs for Roster {
 
     fn write(&self, tab: &str, frame: Vec<u8>) -> bool {
         let mut streams = self.streams.borrow_mut();
-        let written = streams.get(tab).is_some_and(|stream| stream.unbounded_send(Ok(frame)).is_ok());
+        let written = streams.get(tab).is_some_and(|stream| send(stream, &frame));
         if !written {
             streams.remove(tab);
         }
@@ -183,16 +261,19 @@ impl Tabs for Roster {
 
     fn copy_to_socket(&self, tab: &str, frame: &[u8]) {
         let mut sockets = self.sockets.borrow_mut();
-        let sent = sockets.get(tab).is_some_and(|socket| socket.send_with_str(String::from_utf8_lossy(frame)).is_ok());
+        let sent = sockets.get(tab).is_some_and(|socket| send(socket, frame));
         if !sent {
             sockets.remove(tab);
         }
     }
 
-    /// Also closes its lease socket (it said it is going away, or the machine dropped it), so
-    /// its lease worker knows.
+    /// Also closes its command socket (so the Worker ends its stream, and the page attaches
+    /// again) and its lease socket (so its lease worker knows): it said it is going away, or
+    /// the machine dropped it.
     fn drop_tab(&self, tab: &str) {
-        self.streams.borrow_mut().remove(tab);
+        if let Some(stream) = self.streams.borrow_mut().remove(tab) {
+            let _ = stream.close(Some(4410), Some("this tab was dropped: attach again"));
+        }
         self.readiness.borrow_mut().remove(tab);
         self.sockets.borrow_mut().remove(tab);
         self.leases.close(tab);
@@ -208,9 +289,9 @@ impl Tabs for Roster {
 }
 
 /// Ticks the machine (and heartbeats the tabs) while `alive`, every `TICK_MS` or at the
-/// machine's next deadline if sooner, yielding `keepalive` after each tick if given. Every
-/// open response stream (a call's, a resumed one, a tab's) carries one, so deadlines keep
-/// running as long as anyone is connected; none is needed when no one is.
+/// machine's next deadline if sooner, yielding `keepalive` after each tick if given. A call's
+/// open stream (or a resumed one) carries one while its run is in hand, for its keep-alives
+/// and to notice a closed client; the deadlines would be kept without it (the DO's alarm).
 pub fn ticker(
     shared: Rc<Shared>,
     alive: impl Fn(&Shared) -> bool + 'static,
@@ -226,8 +307,9 @@ pub fn ticker(
             if !alive(&shared) {
                 return None;
             }
-            shared.platform.wakeups.count(Wake::Tick);
+            shared.woke(Wake::Tick);
             shared.tick();
+            schedule(&shared).await;
             Some((keepalive.map(|frame| Ok(frame.as_bytes().to_vec())), ()))
         }
     })
