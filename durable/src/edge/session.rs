@@ -13,7 +13,7 @@ use super::Who;
 use crate::platform::bindings::public_origin;
 use crate::platform::http::{json, refuse, sse_headers};
 use crate::platform::signer::{signer, token_keys};
-use crate::platform::{now_ms, random, stub};
+use crate::platform::{now_ms, random, sleep, stub};
 use futures::channel::mpsc::{self, UnboundedSender};
 use futures::future::{self, Either};
 use futures::StreamExt;
@@ -25,9 +25,8 @@ use relay_core::protocol::{Caller, SessionRequest, TAB_HEADER};
 use relay_core::relay_session::desk::HEARTBEAT;
 use relay_core::run::backchannel::MAX_BATCH_BYTES;
 use serde_json::{json, Value};
-use std::time::Duration;
 use worker::wasm_bindgen_futures::spawn_local;
-use worker::{Delay, Env, Request, Response, Result, WebSocket, WebsocketEvent};
+use worker::{Env, Request, Response, Result, WebSocket, WebsocketEvent};
 
 /// Body limit of `POST /session`: `{"session": NAME}` and nothing more.
 const ATTACH_BODY_MAX: usize = 4 * 1024;
@@ -241,8 +240,7 @@ pub async fn events(req: Request, env: &Env, session: &str, who: &Who) -> Result
 async fn relay_frames(socket: WebSocket, stream: UnboundedSender<Result<Vec<u8>>>) {
     let Ok(mut events) = socket.events() else { return };
     loop {
-        let quiet = Delay::from(Duration::from_millis(KEEPALIVE_MS));
-        let frame = match future::select(events.next(), quiet).await {
+        let frame = match future::select(events.next(), sleep(KEEPALIVE_MS)).await {
             Either::Left((Some(Ok(WebsocketEvent::Message(message))), _)) => message.text().map(String::into_bytes),
             Either::Left(_) => break, // closed, or failed
             Either::Right(_) => Some(HEARTBEAT.to_vec()),
