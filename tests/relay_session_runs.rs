@@ -317,12 +317,18 @@ fn the_do_s_wakeups_are_counted_by_kind_across_its_instances() {
     for wake in [Wake::Request, Wake::Alarm, Wake::Alarm] {
         session.woke(wake);
     }
+    assert_eq!(session.metrics(0).unwrap().wakeups["alarm"], 2, "counted before they are written");
+    session.flush_wakeups();
+    session.woke(Wake::Tick); // never written: lost with its instance
     let platform = Rc::try_unwrap(session).ok().expect("one owner").platform;
     let woken = RelaySession::new(TestPlatform::over(platform.sql));
     woken.open().unwrap();
     woken.woke(Wake::SocketMessage);
+    woken.flush_wakeups();
+    woken.woke(Wake::SocketMessage);
+    woken.flush_wakeups();
     let wakeups = woken.metrics(0).unwrap().wakeups;
-    let expected = [("alarm", 2), ("request", 1), ("socket_message", 1), ("tick", 0)];
+    let expected = [("alarm", 2), ("request", 1), ("socket_message", 2), ("tick", 0)];
     assert_eq!(
         wakeups,
         expected.into_iter().map(|(k, n)| (k.to_owned(), n)).collect(),

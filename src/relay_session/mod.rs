@@ -92,11 +92,14 @@ pub struct RelaySession<P: Platform> {
     /// Writes to the SQLite that failed since this instance started, by what (the metrics
     /// report them: the storage that failed cannot hold them).
     failures: RefCell<BTreeMap<String, u64>>,
+    /// Wake-ups counted since they were last written (`woke`, `flush_wakeups`).
+    wakeups: RefCell<BTreeMap<&'static str, u64>>,
 }
 
 impl<P: Platform> RelaySession<P> {
     pub fn new(platform: P) -> Self {
-        RelaySession { platform, desk: Desk::default(), caches: Caches::default(), failures: RefCell::default() }
+        let (failures, wakeups) = (RefCell::default(), RefCell::default());
+        RelaySession { platform, desk: Desk::default(), caches: Caches::default(), failures, wakeups }
     }
 
     /// The relay session's store.
@@ -157,7 +160,9 @@ impl<P: Platform> RelaySession<P> {
     pub fn metrics(&self, wasm_memory_bytes: u64) -> Result<Snapshot, StorageError> {
         let stored = self.store().metrics()?;
         let counted = self.store().wakeups()?;
-        let wakeups = Wake::ALL.iter().map(|w| (w.as_str().to_owned(), counted.get(w.as_str()).copied().unwrap_or(0)));
+        let pending = self.wakeups.borrow();
+        let count = |kind: &str| counted.get(kind).copied().unwrap_or(0) + pending.get(kind).copied().unwrap_or(0);
+        let wakeups = Wake::ALL.iter().map(|w| (w.as_str().to_owned(), count(w.as_str())));
         Ok(Snapshot {
             wasm_memory_bytes,
             storage_failures: self.failures.borrow().clone(),
@@ -166,8 +171,19 @@ impl<P: Platform> RelaySession<P> {
         })
     }
 
-    /// Its DO ran code, for `wake` (counted in its SQLite, across instances).
+    /// Its DO ran code, for `wake`: counted in memory until `flush_wakeups` writes it.
     pub fn woke(&self, wake: Wake) {
-        self.persisted("wakeups", self.store().count_wakeup(wake.as_str()));
+        *self.wakeups.borrow_mut().entry(wake.as_str()).or_default() += 1;
+    }
+
+    /// Writes the wake-ups counted in memory to the SQLite, where they outlive the instance (a
+    /// DO that hibernates is a new instance at each wake). The DO calls it when no run is in
+    /// hand, after its answer has gone: a write holds the DO's next messages until it is
+    /// committed, which in a run's path would delay the run.
+    pub fn flush_wakeups(&self) {
+        let pending = std::mem::take(&mut *self.wakeups.borrow_mut());
+        for (kind, n) in pending {
+            self.persisted("wakeups", self.store().count_wakeups(kind, n));
+        }
     }
 }

@@ -268,10 +268,10 @@ impl<'a, S: Sql> Store<'a, S> {
     }
 
     /// The relay session's metrics so far.
-    /// One more wake-up of the DO of kind `kind` (`metrics::Wake`).
-    pub fn count_wakeup(&self, kind: &str) -> Result<()> {
-        let query = "INSERT INTO wakeups (kind, n) VALUES (?, 1) ON CONFLICT (kind) DO UPDATE SET n = n + 1";
-        self.sql.exec(query, &[kind.into()])
+    /// `n` more wake-ups of the DO of kind `kind` (`metrics::Wake`).
+    pub fn count_wakeups(&self, kind: &str, n: u64) -> Result<()> {
+        let query = "INSERT INTO wakeups (kind, n) VALUES (?, ?) ON CONFLICT (kind) DO UPDATE SET n = n + excluded.n";
+        self.sql.exec(query, &[kind.into(), n.into()])
     }
 
     /// The wake-ups counted so far, by kind.

@@ -76,7 +76,7 @@ impl DurableObject for SessionDO {
         }
         let response = self.dispatch(shared.clone(), caller, request).await;
         if self.serving() {
-            schedule(&shared).await;
+            schedule(&shared);
         }
         response
     }
@@ -94,7 +94,7 @@ impl DurableObject for SessionDO {
             return Ok(()); // the Worker sends nothing on a tab's command socket
         }
         let answered = tabs::socket_batch(&self.shared, &self.state, &ws, message);
-        schedule(&self.shared).await;
+        schedule(&self.shared);
         answered
     }
 
@@ -105,7 +105,7 @@ impl DurableObject for SessionDO {
         if self.serving() {
             self.shared.woke(Wake::Alarm);
             self.shared.tick();
-            schedule(&self.shared).await;
+            schedule(&self.shared);
         }
         Response::empty()
     }
@@ -136,7 +136,7 @@ impl SessionDO {
         self.shared.woke(Wake::SocketMessage);
         if self.state.get_tags(ws).iter().any(|tag| tag == EVENTS_TAG) {
             tabs::stream_closed(&self.shared, &self.state, ws);
-            schedule(&self.shared).await;
+            schedule(&self.shared);
         }
         Ok(())
     }

@@ -20,6 +20,7 @@ use relay_core::upstream::client::{Post, Received};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use worker::wasm_bindgen_futures::spawn_local;
 use worker::{Env, Result, ScheduledTime, State, Storage, WebSocket};
 
 /// How often a call's open stream ticks the machine at the least (and writes its keep-alive).
@@ -52,13 +53,16 @@ pub struct DoPlatform {
     pub alarm: Alarm,
     /// Whether a ticker keeps this instance awake (`schedule`).
     vigil: Cell<bool>,
+    /// Whether the wake-ups counted in memory are about to be written (`flush_soon`).
+    flushing: Cell<bool>,
 }
 
 impl DoPlatform {
     pub fn new(state: &State, env: Env, sql: DoSql, edge: EdgeRuns<DoPlatform>) -> Self {
         let (r2, kv) = (R2(env.clone()), Kv(env.clone()));
         let (roster, alarm) = (Roster::new(Leases::new(state)), Alarm::new(state));
-        DoPlatform { env, sql, r2, kv, roster, edge, alarm, vigil: Cell::new(false) }
+        let (vigil, flushing) = (Cell::new(false), Cell::new(false));
+        DoPlatform { env, sql, r2, kv, roster, edge, alarm, vigil, flushing }
     }
 }
 
@@ -107,18 +111,41 @@ impl Alarm {
 /// Sets the DO's alarm for the machine's next deadline, after anything that may have moved it;
 /// and while the machine has runs in hand (it has a next deadline), keeps this instance awake
 /// with a ticker: their state lives in this instance's memory, which a DO that hibernates
-/// loses. With no run in hand nothing is kept awake, and an idle tab costs nothing.
-pub async fn schedule(shared: &Rc<Shared>) {
+/// loses. With no run in hand nothing is kept awake, and an idle tab costs nothing (the
+/// wake-ups counted are written then: `flush_soon`). The alarm
+/// is written in a task of its own: a response awaiting it waited ~30 ms more under `wrangler
+/// dev` (docs/BENCHMARKS.md); tasks start in the order they were spawned, so the last `wake`
+/// read is the one set.
+pub fn schedule(shared: &Rc<Shared>) {
     let wake = shared.next_wake();
     if wake.is_some() && !shared.platform.vigil.replace(true) {
         let vigil = ticker(shared.clone(), |s| s.next_wake().is_some(), None);
         let kept = shared.clone();
-        worker::wasm_bindgen_futures::spawn_local(async move {
+        spawn_local(async move {
             vigil.for_each(|_| future::ready(())).await;
             kept.platform.vigil.set(false);
         });
     }
-    shared.platform.alarm.follow(wake).await;
+    if wake.is_none() {
+        flush_soon(shared);
+    }
+    let kept = shared.clone();
+    spawn_local(async move { kept.platform.alarm.follow(wake).await });
+}
+
+/// Writes the wake-ups counted in memory once the current answer has gone (after a 0 ms
+/// timer), one write for all counted meanwhile; only with no run in hand (`schedule`), so that
+/// no run's messages wait for the write's commit.
+fn flush_soon(shared: &Rc<Shared>) {
+    if shared.platform.flushing.replace(true) {
+        return;
+    }
+    let kept = shared.clone();
+    spawn_local(async move {
+        let _ = sleep(0).await;
+        kept.platform.flushing.set(false);
+        kept.flush_wakeups();
+    });
 }
 
 impl EdgePlatform for DoPlatform {
@@ -309,7 +336,7 @@ pub fn ticker(
             }
             shared.woke(Wake::Tick);
             shared.tick();
-            schedule(&shared).await;
+            schedule(&shared);
             Some((keepalive.map(|frame| Ok(frame.as_bytes().to_vec())), ()))
         }
     })

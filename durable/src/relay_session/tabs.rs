@@ -37,13 +37,21 @@ pub fn attach(shared: &Shared, state: &State, caller: &Caller) -> Result<Respons
 
 /// A new instance of the DO (it slept, hibernated, with tabs attached; or it was evicted): the
 /// tabs whose command sockets the runtime kept are attached again, each with its results
-/// socket, and their leases read from their lease sockets at the next input. What a tab said
-/// of its runtimes is not kept across (it shows as unknown until the tab says it again).
+/// socket, if their lease sockets pinged within the lease; the others went while the DO slept
+/// (attaching them would lease them afresh): their sockets are closed, so a page still there
+/// attaches anew. What a tab said of its runtimes is not kept across (unknown until it says it
+/// again).
 pub fn reattach(shared: &Shared, state: &State) {
+    let pinged: std::collections::HashMap<String, u64> = shared.platform.roster.seen().into_iter().collect();
+    let now = now_ms();
     for socket in state.get_websockets_with_tag(EVENTS_TAG) {
-        if let (Some(tab), _) = socket_tags(&state.get_tags(&socket)) {
+        let tags = state.get_tags(&socket);
+        let Some(tab) = socket_tags(&tags).0 else { continue };
+        if pinged.get(tab).is_some_and(|&at| now.saturating_sub(at) < TAB_LEASE_MS) {
             shared.platform.roster.add_tab(tab, socket.clone());
             shared.feed(Input::TabAttached { tab: tab.to_owned() });
+        } else {
+            let _ = socket.close(Some(4410), Some("this tab's lease lapsed: attach again"));
         }
     }
     for socket in state.get_websockets() {
