@@ -96,6 +96,7 @@ impl TenantDefaults {
         self.edge.as_ref().map_or(Ok(()), |edge| edge.validate())?;
         bounded("contexts.maxPerSession", self.contexts.max_per_session, 1, contexts::MAX_CONTEXTS)?;
         bounded("contexts.idleMs", self.contexts.idle_ms, contexts::MIN_IDLE_MS, contexts::MAX_IDLE_MS)?;
+        self.quotas.validate()?;
         self.queue.validate().map_err(|why| format!("queue.{why}"))
     }
 }
