@@ -234,6 +234,7 @@ impl<P: Platform> RelaySession<P> {
         self.audited("a run's end", sealed);
         self.desk.builds.borrow_mut().remove(run);
         let Some(mut io) = self.desk.runs.borrow_mut().remove(run) else { return };
+        self.platform.run_ended(&io.tenant, run);
         if let Some(claim) = &io.context {
             outcome.context = Some(self.context_ended(claim, io.tab.as_deref(), &outcome));
         }

@@ -81,6 +81,9 @@ pub trait Platform {
     fn start_edge(&self, run: &str);
     /// Stops run `run` at the edge, if it is there.
     fn cancel_edge(&self, run: &str);
+    /// Run `run` of tenant `tenant` ended: its slot of the tenant's runs in flight comes back
+    /// (`quota`), without waiting for the ledger to hear it.
+    fn run_ended(&self, tenant: &str, run: &str);
 }
 
 /// One relay session: its platform, the runs desk, the caches, and the writes to its storage
