@@ -57,6 +57,18 @@ impl Default for Quotas {
 }
 
 impl Quotas {
+    /// Refuses a quota in an admin's JSON (`defaults.quotas`) that is no whole number, naming
+    /// it: read as the record's types, it would fail with a message that names no field.
+    pub fn check_json(quotas: &Value) -> Result<(), String> {
+        let Some(fields) = quotas.as_object() else {
+            return Err("defaults.quotas must be an object of quotas (README \"Quotas\")".into());
+        };
+        match fields.iter().find(|(_, value)| !value.is_null() && !value.is_u64()) {
+            Some((name, value)) => Err(format!("defaults.quotas.{name} is {value}; it must be a whole number")),
+            None => Ok(()),
+        }
+    }
+
     /// The bounds of each quota; the error names the first one out of them.
     pub fn validate(&self) -> Result<(), String> {
         bounded("quotas.callsPerMinute", self.calls_per_minute, 1, 60_000)?;

@@ -134,8 +134,10 @@ fn quotas_are_validated_in_the_tenant_record() {
         (json!({"egressRequestsPerDay": 0}), "defaults.quotas.egressRequestsPerDay"),
         (json!({"egressBytesPerDay": 0}), "defaults.quotas.egressBytesPerDay"),
         (json!({"callsPerMinuteX": 1}), "defaults.quotas.callsPerMinuteX"),
-        (json!({"runsInFlight": -1}), "tenant:"),
-        (json!({"runsInFlight": "3"}), "tenant:"),
+        (json!({"runsInFlight": -1}), "defaults.quotas.runsInFlight is -1; it must be a whole number"),
+        (json!({"runsInFlight": "3"}), "defaults.quotas.runsInFlight is \"3\""),
+        (json!({"runsInFlight": 2.5}), "defaults.quotas.runsInFlight is 2.5"),
+        (json!([1]), "defaults.quotas must be an object"),
     ] {
         let why = tenant(bad.clone()).unwrap_err();
         assert!(why.contains(field), "{bad}: {why}");
