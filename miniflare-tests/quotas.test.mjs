@@ -154,6 +154,26 @@ describe("quotas per tenant", () => {
     assert.equal((await usageOf(key)).runsInFlight.used, 0);
   });
 
+  test("edge CPU a day is the tenant's: time spent in one relay session is refused in another, and shown in relay://usage", async () => {
+    const { key } = await createTenant("edge-day", { executor: "edge", edge: { cpuMsPerDay: 1, runsPerMinute: 600 } });
+    const first = await call(key, "run_js", { code: "console.log(1)" }, "one");
+    assert.equal(first.message.result.structuredContent.executor, "edge", JSON.stringify(first.message));
+    // The run's end reaches the ledger without the client waiting for it.
+    let usage;
+    for (let i = 0; i < 50; i++) {
+      usage = await usageOf(key);
+      if (usage.edgeCpuMsPerDay.used > 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    console.log(`# edge ms charged for the first run: ${usage.edgeCpuMsPerDay.used}`);
+    assert.equal(usage.edgeCpuMsPerDay.limit, 1);
+    assert.ok(usage.edgeCpuMsPerDay.used >= 1, JSON.stringify(usage));
+    const other = await call(key, "run_js", { code: "console.log(2)" }, "two");
+    const out = other.message.result.structuredContent;
+    assert.equal(out.error?.name, "EdgeBudgetExceeded", JSON.stringify(out));
+    assert.match(out.error.message, new RegExp(`${usage.edgeCpuMsPerDay.used} of 1 ms \\(defaults\\.edge\\.cpuMsPerDay\\)`));
+  });
+
   test("egress: requests and bytes a day through /egress", async () => {
     const network = { allowedDomains: [`localhost:${port}`], blockPrivateRanges: false, denyIpLiterals: false };
     const { key, tenant } = await createTenant("egress-quota", { policy: { network }, quotas: { egressRequestsPerDay: 2 } });

@@ -15,6 +15,10 @@
 //!   frees its slot then.
 //! - `egressRequestsPerDay`, `egressBytesPerDay`: guest fetches through `/egress` and their
 //!   bytes (request and response bodies) per UTC day.
+//!
+//! The ledger also adds up the tenant's edge time per UTC day (`defaults.edge.cpuMsPerDay`,
+//! whose check stays the run machine's, `run::executor`): each run's end brings its edge
+//! milliseconds, and every call charged is answered with the day's total.
 
 use std::collections::BTreeMap;
 
@@ -93,12 +97,16 @@ pub struct RunLease {
 pub enum Charge {
     /// A `tools/call` to relay session `session`; a run takes a slot too.
     Call { session: String, run: Option<RunLease> },
-    /// Run `run` ended: its slot comes back.
-    RunEnded { run: String },
+    /// Run `run` ended after `edge_ms` at the edge: its slot comes back, its edge time counts.
+    RunEnded {
+        run: String,
+        #[serde(default)]
+        edge_ms: u64,
+    },
     /// `requests` egress requests and `bytes` bytes; only a charge of requests is refused.
     Egress { requests: u64, bytes: u64 },
-    /// What is used, charging nothing.
-    Usage,
+    /// What is used, charging nothing; with the tenant's edge budget (CPU ms a day), if any.
+    Usage { edge_cpu_ms_per_day: Option<u64> },
 }
 
 /// The request a ledger's Durable Object takes: the tenant's quotas as the caller read them
@@ -151,9 +159,16 @@ impl Refusal {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "answer")]
 pub enum LedgerAnswer {
-    Charged,
-    Refused { refusal: Refusal },
-    Usage { usage: Value },
+    /// Charged; the tenant's edge milliseconds today, across its relay sessions.
+    Charged {
+        edge_spent_ms: u64,
+    },
+    Refused {
+        refusal: Refusal,
+    },
+    Usage {
+        usage: Value,
+    },
 }
 
 /// One tenant's counts. Bounded: at most its quotas' worth of relay sessions and runs (the
@@ -170,6 +185,8 @@ pub struct Ledger {
     day: u64,
     egress_requests: u64,
     egress_bytes: u64,
+    /// Milliseconds of runs at the edge today.
+    edge_ms: u64,
 }
 
 impl Ledger {
@@ -178,15 +195,18 @@ impl Ledger {
         self.roll(now_ms);
         let refused = match charge {
             Charge::Call { session, run } => self.call(quotas, session, run.as_ref(), now_ms),
-            Charge::RunEnded { run } => {
+            Charge::RunEnded { run, edge_ms } => {
                 self.runs.remove(run);
+                self.edge_ms = self.edge_ms.saturating_add(*edge_ms);
                 Ok(())
             }
             Charge::Egress { requests, bytes } => self.egress(quotas, *requests, *bytes, now_ms),
-            Charge::Usage => return LedgerAnswer::Usage { usage: self.usage(quotas, now_ms) },
+            Charge::Usage { edge_cpu_ms_per_day } => {
+                return LedgerAnswer::Usage { usage: self.usage(quotas, *edge_cpu_ms_per_day, now_ms) }
+            }
         };
         match refused {
-            Ok(()) => LedgerAnswer::Charged,
+            Ok(()) => LedgerAnswer::Charged { edge_spent_ms: self.edge_ms },
             Err(refusal) => LedgerAnswer::Refused { refusal },
         }
     }
@@ -232,27 +252,20 @@ impl Ledger {
     }
 
     /// What `relay://usage` and the operator's view show: each quota's value, what is used and
-    /// when its window starts again.
-    pub fn usage(&self, quotas: &Quotas, now_ms: u64) -> Value {
+    /// when its window starts again; the edge's day, with its budget (none: the tenant has none).
+    pub fn usage(&self, quotas: &Quotas, edge_cpu_ms_per_day: Option<u64>, now_ms: u64) -> Value {
         let minute_s = (MINUTE_MS - now_ms % MINUTE_MS).div_ceil(1000);
         let day_s = (DAY_MS - now_ms % DAY_MS).div_ceil(1000);
-        let (minute_calls, day_requests, day_bytes) =
-            if now_ms / MINUTE_MS == self.minute && now_ms / DAY_MS == self.day {
-                (self.calls, self.egress_requests, self.egress_bytes)
-            } else {
-                let mut rolled = self.clone();
-                rolled.roll(now_ms);
-                (rolled.calls, rolled.egress_requests, rolled.egress_bytes)
-            };
-        let live: Vec<&String> =
-            self.sessions.iter().filter(|(_, &at)| at + SESSION_IDLE_MS > now_ms).map(|(s, _)| s).collect();
-        let runs = self.runs.values().filter(|&&until| until > now_ms).count();
+        let mut rolled = self.clone();
+        rolled.roll(now_ms);
+        let live: Vec<&String> = rolled.sessions.keys().collect();
         json!({
-            "callsPerMinute": { "limit": quotas.calls_per_minute, "used": minute_calls, "resetsInS": minute_s },
+            "callsPerMinute": { "limit": quotas.calls_per_minute, "used": rolled.calls, "resetsInS": minute_s },
             "relaySessions": { "limit": quotas.relay_sessions, "used": live.len(), "live": live },
-            "runsInFlight": { "limit": quotas.runs_in_flight, "used": runs },
-            "egressRequestsPerDay": { "limit": quotas.egress_requests_per_day, "used": day_requests, "resetsInS": day_s },
-            "egressBytesPerDay": { "limit": quotas.egress_bytes_per_day, "used": day_bytes, "resetsInS": day_s },
+            "runsInFlight": { "limit": quotas.runs_in_flight, "used": rolled.runs.len() },
+            "egressRequestsPerDay": { "limit": quotas.egress_requests_per_day, "used": rolled.egress_requests, "resetsInS": day_s },
+            "egressBytesPerDay": { "limit": quotas.egress_bytes_per_day, "used": rolled.egress_bytes, "resetsInS": day_s },
+            "edgeCpuMsPerDay": { "limit": edge_cpu_ms_per_day, "used": rolled.edge_ms, "resetsInS": day_s },
         })
     }
 
@@ -262,7 +275,7 @@ impl Ledger {
             (self.minute, self.calls) = (now_ms / MINUTE_MS, 0);
         }
         if now_ms / DAY_MS != self.day {
-            (self.day, self.egress_requests, self.egress_bytes) = (now_ms / DAY_MS, 0, 0);
+            (self.day, self.egress_requests, self.egress_bytes, self.edge_ms) = (now_ms / DAY_MS, 0, 0, 0);
         }
         self.sessions.retain(|_, at| *at + SESSION_IDLE_MS > now_ms);
         self.runs.retain(|_, until| *until > now_ms);

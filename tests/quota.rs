@@ -28,13 +28,13 @@ fn ask(store: &MemoryLedger, quotas: Quotas, charge: Charge, now_ms: u64) -> Led
 fn refused(answer: LedgerAnswer) -> Option<(String, u64, u64, u64)> {
     match answer {
         LedgerAnswer::Refused { refusal } => Some((refusal.quota, refusal.limit, refusal.used, refusal.retry_after_s)),
-        LedgerAnswer::Charged => None,
+        LedgerAnswer::Charged { .. } => None,
         LedgerAnswer::Usage { .. } => panic!("a charge answered usage"),
     }
 }
 
 fn usage(store: &MemoryLedger, quotas: Quotas, now_ms: u64) -> serde_json::Value {
-    match ask(store, quotas, Charge::Usage, now_ms) {
+    match ask(store, quotas, Charge::Usage { edge_cpu_ms_per_day: Some(5_000) }, now_ms) {
         LedgerAnswer::Usage { usage } => usage,
         other => panic!("usage answered {other:?}"),
     }
@@ -79,7 +79,7 @@ fn a_run_holds_its_slot_until_it_ends_or_its_lease_lapses() {
     let third = refused(ask(&store, q, call("a", Some(("r3", T0))), T0 + 10));
     assert_eq!(third, Some(("runsInFlight".into(), 2, 2, 5)));
     assert_eq!(usage(&store, q, T0 + 10)["runsInFlight"], json!({"limit": 2, "used": 2}));
-    ask(&store, q, Charge::RunEnded { run: "r1".into() }, T0 + 20);
+    ask(&store, q, Charge::RunEnded { run: "r1".into(), edge_ms: 0 }, T0 + 20);
     assert_eq!(refused(ask(&store, q, call("a", Some(("r3", T0 + 20))), T0 + 20)), None);
     // A lost end: r2's lease (no waits, no timeout: the edge start and margin) lapses.
     let lapse = run_lease("r2", T0, 0, 0).until_ms;
@@ -105,6 +105,21 @@ fn egress_counts_requests_and_bytes_per_utc_day() {
         refused(ask(&store, q, egress(1, 0), T0 + DAY_MS + 1)),
         Some(("egressRequestsPerDay".into(), 2, 2, DAY_MS / 1000))
     );
+}
+
+#[test]
+fn edge_time_adds_up_across_relay_sessions_per_utc_day_and_comes_back_with_every_charge() {
+    let store = MemoryLedger::default();
+    let q = Quotas::default();
+    let late = T0 + DAY_MS - 1_000;
+    ask(&store, q, call("a", Some(("r1", late))), late);
+    ask(&store, q, call("b", Some(("r2", late))), late);
+    ask(&store, q, Charge::RunEnded { run: "r1".into(), edge_ms: 300 }, late);
+    ask(&store, q, Charge::RunEnded { run: "r2".into(), edge_ms: 200 }, late);
+    assert_eq!(ask(&store, q, call("c", None), late), LedgerAnswer::Charged { edge_spent_ms: 500 });
+    assert_eq!(usage(&store, q, late)["edgeCpuMsPerDay"], json!({"limit": 5_000, "used": 500, "resetsInS": 1}));
+    // A new UTC day starts from nothing.
+    assert_eq!(ask(&store, q, call("c", None), T0 + DAY_MS), LedgerAnswer::Charged { edge_spent_ms: 0 });
 }
 
 #[test]
@@ -163,7 +178,7 @@ proptest! {
             let charge = match kind {
                 0 => call(&format!("s{session}"), None),
                 1 => call(&format!("s{session}"), Some((&run_id, now))),
-                2 => Charge::RunEnded { run: format!("r{}", i.saturating_sub(session + 1)) },
+                2 => Charge::RunEnded { run: format!("r{}", i.saturating_sub(session + 1)), edge_ms: dt },
                 _ => Charge::Egress { requests: 1, bytes: 10 },
             };
             match ask(&store, q, charge.clone(), now) {
@@ -171,7 +186,7 @@ proptest! {
                     prop_assert!((1..=DAY_MS / 1000).contains(&refusal.retry_after_s), "{refusal:?}");
                     prop_assert!(refusal.used >= refusal.limit, "{refusal:?}");
                 }
-                LedgerAnswer::Charged if matches!(charge, Charge::Call { .. }) => {
+                LedgerAnswer::Charged { .. } if matches!(charge, Charge::Call { .. }) => {
                     *charged_in_minute.entry(now / 60_000).or_default() += 1;
                 }
                 _ => {}

@@ -188,8 +188,8 @@ pub struct TestPlatform<S: Sql> {
     pub posts: RefCell<Vec<(String, String)>>,
     /// The edge executor as the relay session drove it: `start <run>` and `cancel <run>`.
     pub edge: RefCell<Vec<String>>,
-    /// `(tenant, run)` of every run whose end was told to the tenant's ledger.
-    pub ended: RefCell<Vec<(String, String)>>,
+    /// `(tenant, run, edge_ms)` of every run whose end was told to the tenant's ledger.
+    pub ended: RefCell<Vec<(String, String, u64)>>,
 }
 
 impl<S: Sql> TestPlatform<S> {
@@ -328,8 +328,8 @@ impl<S: Sql> Platform for TestPlatform<S> {
         self.edge.borrow_mut().push(format!("cancel {run}"));
     }
 
-    fn run_ended(&self, tenant: &str, run: &str) {
-        self.ended.borrow_mut().push((tenant.to_owned(), run.to_owned()));
+    fn run_ended(&self, tenant: &str, run: &str, edge_ms: u64) {
+        self.ended.borrow_mut().push((tenant.to_owned(), run.to_owned(), edge_ms));
     }
 
     fn log_error(&self, line: &str) {

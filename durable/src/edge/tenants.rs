@@ -219,7 +219,8 @@ pub async fn usage(req: Request, env: &Env, id: &str) -> Result<Response> {
         Ok(tenant) => tenant,
         Err(refusal) => return Ok(refusal),
     };
-    Ok(match ledger::charge(env, &tenant, Charge::Usage).await? {
+    let edge_cpu_ms_per_day = tenant.defaults.edge.map(|edge| edge.cpu_ms_per_day);
+    Ok(match ledger::charge(env, &tenant, Charge::Usage { edge_cpu_ms_per_day }).await? {
         Ok(LedgerAnswer::Usage { usage }) => json(200, &json!({ "tenant": id, "usage": usage })),
         Ok(other) => return Err(worker::Error::RustError(format!("the ledger answered a usage with {other:?}"))),
         Err(unavailable) => error(unavailable),

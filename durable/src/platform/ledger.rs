@@ -22,11 +22,13 @@ pub async fn charge(
     send(env, &tenant.id, tenant.defaults.quotas, charge).await
 }
 
-/// Run `run` of tenant `tenant_id` ended: its slot comes back. Never refused; a failure only
-/// leaves the slot to its lease.
-pub async fn run_ended(env: &Env, tenant_id: &str, run: &str) {
+/// Run `run` of tenant `tenant_id` ended after `edge_ms` at the edge: its slot comes back and
+/// its edge time counts to the tenant's day. Never refused; a failure only leaves the slot to
+/// its lease (and the edge time uncounted).
+pub async fn run_ended(env: &Env, tenant_id: &str, run: &str, edge_ms: u64) {
     // The quotas play no part in an end.
-    if let Err(e) = send(env, tenant_id, Quotas::default(), Charge::RunEnded { run: run.to_owned() }).await {
+    let ended = Charge::RunEnded { run: run.to_owned(), edge_ms };
+    if let Err(e) = send(env, tenant_id, Quotas::default(), ended).await {
         worker::console_error!("the ledger of tenant {tenant_id} did not hear that run {run} ended: {e}");
     }
 }

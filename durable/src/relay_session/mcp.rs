@@ -23,7 +23,7 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
     // prompt say of the tabs is current even when no stream is open to tick the machine.
     shared.feed(Input::Tick);
     let usage = match mcp::reads_usage(&request) {
-        true => match ledger::charge(&shared.platform.env, &caller.tenant, Charge::Usage).await? {
+        true => match ledger::charge(&shared.platform.env, &caller.tenant, usage_charge(&caller)).await? {
             Ok(LedgerAnswer::Usage { usage }) => usage,
             Ok(_) => Value::Null,
             Err(unavailable) => return Ok(http::error(unavailable)),
@@ -63,6 +63,11 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
             Ok(http::to_response(HttpResponse::accepted()))
         }
     }
+}
+
+/// Asks the ledger for what `relay://usage` shows, with the tenant's edge budget, if any.
+fn usage_charge(caller: &Caller) -> Charge {
+    Charge::Usage { edge_cpu_ms_per_day: caller.tenant.defaults.edge.map(|edge| edge.cpu_ms_per_day) }
 }
 
 /// What `relay://session` shows: tabs, queue, recent runs.

@@ -45,7 +45,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     let work = match Work::of(&shared, &caller, &call, || signer(&shared.platform.env))? {
         Ok(work) => work,
         Err(tool_error) => {
-            shared.platform.run_ended(&caller.tenant.id, &run);
+            shared.platform.run_ended(&caller.tenant.id, &run, 0);
             return Ok(http::json(200, &tool_error));
         }
     };
@@ -124,14 +124,18 @@ async fn charge(shared: &Shared, caller: &Caller, call: &ToolCall, run: Option<&
     let charge = Charge::Call { session: caller.session.clone(), run: lease };
     Ok(match ledger::charge(&shared.platform.env, &caller.tenant, charge).await? {
         Ok(LedgerAnswer::Refused { refusal }) => Some(http::to_response(mcp::quota_exceeded(&call.id, &refusal))),
-        Ok(_) => None,
+        Ok(LedgerAnswer::Charged { edge_spent_ms }) => {
+            shared.edge_spent_by_tenant(edge_spent_ms);
+            None
+        }
+        Ok(LedgerAnswer::Usage { .. }) => None,
         Err(unavailable) => Some(http::error(unavailable)),
     })
 }
 
 /// The answer to a call that was not admitted; the slot its run took comes back.
 fn refused(shared: &Shared, call: &Call, unadmitted: Unadmitted) -> Response {
-    shared.platform.run_ended(&call.caller.tenant.id, &call.run);
+    shared.platform.run_ended(&call.caller.tenant.id, &call.run, 0);
     match unadmitted {
         Unadmitted::QueueFull(max) => http::to_response(call.queue_full(max)),
         Unadmitted::Storage(e) => storage_unavailable("the relay session's SQLite", &e),

@@ -125,9 +125,9 @@ impl Platform for DoPlatform {
         self.edge.cancel(run);
     }
 
-    fn run_ended(&self, tenant: &str, run: &str) {
+    fn run_ended(&self, tenant: &str, run: &str, edge_ms: u64) {
         let (env, tenant, run) = (self.env.clone(), tenant.to_owned(), run.to_owned());
-        spawn_local(async move { ledger::run_ended(&env, &tenant, &run).await });
+        spawn_local(async move { ledger::run_ended(&env, &tenant, &run, edge_ms).await });
     }
 }
 
