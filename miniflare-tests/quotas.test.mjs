@@ -68,7 +68,7 @@ describe("quotas per tenant", () => {
   test("bad quota values are refused 400 naming the field, by POST and PATCH", async () => {
     for (const [quotas, field] of [
       [{ callsPerMinute: 0 }, "defaults.quotas.callsPerMinute"],
-      [{ runsInFlight: 1001 }, "defaults.quotas.runsInFlight"],
+      [{ runsInFlight: 10001 }, "defaults.quotas.runsInFlight"],
       [{ relaySessions: -1 }, "defaults.quotas.relaySessions is -1"],
       [{ egressBytesPerDay: "1" }, "defaults.quotas.egressBytesPerDay is \"1\""],
       [{ callsPerMinutes: 5 }, "defaults.quotas.callsPerMinutes"],
@@ -86,7 +86,7 @@ describe("quotas per tenant", () => {
     assert.match(body.error.message, /defaults\.quotas\.egressRequestsPerDay is 0; it must be between 1 and 10000000/);
     const shown = await (await fetch(`${BASE}/admin/tenants/${tenant.id}`, { headers: admin })).json();
     assert.deepEqual(shown.tenant.defaults.quotas, {
-      callsPerMinute: 600, relaySessions: 20, runsInFlight: 20, egressRequestsPerDay: 10000, egressBytesPerDay: 1073741824,
+      callsPerMinute: 1200, relaySessions: 100, runsInFlight: 200, egressRequestsPerDay: 10000, egressBytesPerDay: 1073741824,
     });
   });
 

@@ -37,7 +37,9 @@ pub const RUN_LEASE_MARGIN_MS: u64 = 60_000;
 /// The longest a refused run is told to wait: a slot comes back whenever any run ends.
 const RUN_RETRY_AFTER_S: u64 = 5;
 
-/// A tenant's quotas; every field optional in the tenant record (its default below).
+/// A tenant's quotas; every field optional in the tenant record (its default below). The
+/// defaults leave room for what one relay session may hold anyway (a queue of 100 and the run
+/// ahead of it), so a tenant that sets nothing sees no change but a ceiling across sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Quotas {
@@ -51,9 +53,9 @@ pub struct Quotas {
 impl Default for Quotas {
     fn default() -> Self {
         Quotas {
-            calls_per_minute: 600,
-            relay_sessions: 20,
-            runs_in_flight: 20,
+            calls_per_minute: 1_200,
+            relay_sessions: 100,
+            runs_in_flight: 200,
             egress_requests_per_day: 10_000,
             egress_bytes_per_day: 1 << 30,
         }
@@ -76,8 +78,8 @@ impl Quotas {
     /// The bounds of each quota; the error names the first one out of them.
     pub fn validate(&self) -> Result<(), String> {
         bounded("quotas.callsPerMinute", self.calls_per_minute, 1, 60_000)?;
-        bounded("quotas.relaySessions", self.relay_sessions, 1, 1_000)?;
-        bounded("quotas.runsInFlight", self.runs_in_flight, 1, 1_000)?;
+        bounded("quotas.relaySessions", self.relay_sessions, 1, 10_000)?;
+        bounded("quotas.runsInFlight", self.runs_in_flight, 1, 10_000)?;
         bounded("quotas.egressRequestsPerDay", self.egress_requests_per_day, 1, 10_000_000)?;
         bounded("quotas.egressBytesPerDay", self.egress_bytes_per_day, 1, 1 << 40)
     }

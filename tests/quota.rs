@@ -144,7 +144,7 @@ fn quotas_are_validated_in_the_tenant_record() {
     assert_eq!(tenant(json!({"runsInFlight": 3})).unwrap().defaults.quotas.runs_in_flight, 3);
     for (bad, field) in [
         (json!({"callsPerMinute": 0}), "defaults.quotas.callsPerMinute"),
-        (json!({"relaySessions": 1001}), "defaults.quotas.relaySessions"),
+        (json!({"relaySessions": 10_001}), "defaults.quotas.relaySessions"),
         (json!({"runsInFlight": 0}), "defaults.quotas.runsInFlight"),
         (json!({"egressRequestsPerDay": 0}), "defaults.quotas.egressRequestsPerDay"),
         (json!({"egressBytesPerDay": 0}), "defaults.quotas.egressBytesPerDay"),
