@@ -28,8 +28,10 @@ pub async fn charge(
 pub async fn run_ended(env: &Env, tenant_id: &str, run: &str, edge_ms: u64) {
     // The quotas play no part in an end.
     let ended = Charge::RunEnded { run: run.to_owned(), edge_ms };
-    if let Err(e) = send(env, tenant_id, Quotas::default(), ended).await {
-        worker::console_error!("the ledger of tenant {tenant_id} did not hear that run {run} ended: {e}");
+    if !matches!(send(env, tenant_id, Quotas::default(), ended).await, Ok(Ok(_))) {
+        worker::console_error!(
+            "the ledger of tenant {tenant_id} did not hear that run {run} ended: its lease frees it"
+        );
     }
 }
 
@@ -55,13 +57,15 @@ async fn send(
     let body = serde_json::to_string(&LedgerRequest { quotas, charge })?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));
-    let mut response =
-        stub(env, tenant_id)?.fetch_with_request(Request::new_with_init("https://ledger/", &init)?).await?;
-    if response.status_code() != 200 {
-        worker::console_error!("the ledger of tenant {tenant_id} answered {}", response.status_code());
-        return Ok(Err(HttpError::storage_unavailable("the tenant's ledger")));
-    }
-    Ok(Ok(response.json().await?))
+    let request = Request::new_with_init("https://ledger/", &init)?;
+    // A Durable Object that cannot be reached (being reset, overloaded) passes, like a store.
+    let why = match stub(env, tenant_id)?.fetch_with_request(request).await {
+        Ok(mut response) if response.status_code() == 200 => return Ok(Ok(response.json().await?)),
+        Ok(response) => format!("it answered {}", response.status_code()),
+        Err(e) => e.to_string(),
+    };
+    worker::console_error!("the ledger of tenant {tenant_id}: {why}");
+    Ok(Err(HttpError::storage_unavailable("the tenant's ledger")))
 }
 
 /// Erases tenant `tenant_id`'s ledger (its tenant is being deleted): whether it had one, or

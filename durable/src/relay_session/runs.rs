@@ -45,7 +45,9 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     let work = match Work::of(&shared, &caller, &call, || signer(&shared.platform.env))? {
         Ok(work) => work,
         Err(tool_error) => {
-            shared.platform.run_ended(&caller.tenant.id, &run, 0);
+            if queued {
+                shared.platform.run_ended(&caller.tenant.id, &run, 0);
+            }
             return Ok(http::json(200, &tool_error));
         }
     };
