@@ -188,6 +188,12 @@ describe("limits the runner enforces itself; the server answers again within the
     ["a busy loop with a body", "let i = 0; while (true) { i = (i * 31 + 7) % 1000003; }"],
     ["a never-ending async loop", "while (true) await null;"],
     ["a timer that never stops", "setInterval(() => {}, 1);"],
+    // QuickJS's Promise executor and async functions turn its uncatchable interrupt into a
+    // rejection: before the halt these two froze all of wrangler dev's workerd for good.
+    ["a loop of Promise executors that loop", "for (;;) new Promise(() => { for (;;) {} });"],
+    ["a loop calling an async function that loops", "async function f() { for (;;) {} }\nfor (;;) f();"],
+    ["a caught loop in a loop", "for (;;) try { for (;;) {} } catch {}"],
+    ["a finally that loops", "for (;;) { try { for (;;) {} } finally { for (;;) {} } }"],
   ]) {
     test(`${what} ends with Timeout, the server back within it`, async () => {
       const { result, answers } = await healthzDuring(() => atEdge(code, limits(2000)));
@@ -243,6 +249,23 @@ describe("limits the runner enforces itself; the server answers again within the
     assert.match(files.error.message, /out of memory: .* more than 16 MiB/);
     assert.equal(files.exitCode, 137);
     console.log(`# held: many files stopped after ${files.usage.wallMs} ms`);
+  });
+
+  // Before: the runner took every fetch a busy guest started (406 in one 2 s run of the first
+  // loop, 23 s to end), holding each request until the loop let go.
+  test("un-awaited fetches in a loop: 16 wait at once, the next throws TooManyRequests; 1 MiB bodies end at the 16 MiB held cap", async () => {
+    const url = `http://localhost:${port}/hello`;
+    const big = await atEdge(`const b = new Uint8Array(1 << 20); for (;;) fetch("${url}", { method: "POST", body: b });`, limits(2000));
+    assert.equal(big.error?.name, "RuntimeCrashed", JSON.stringify(big));
+    assert.match(big.error.message, /out of memory: .* more than 16 MiB .* of fetches/);
+    assert.ok(big.usage.fetches <= 16, JSON.stringify(big.usage));
+    const small = await atEdge(`for (;;) fetch("${url}");`, limits(2000));
+    assert.equal(small.error?.name, "Timeout", JSON.stringify(small));
+    assert.equal(small.usage.fetches, 16);
+    const settled = await atEdge(`const r = await Promise.allSettled(Array.from({ length: 20 }, () => fetch("${url}")));
+      console.log(r.map((x) => x.status[0]).join(""), r.find((x) => x.reason)?.reason.name);`);
+    assert.equal(settled.stdout, `${"f".repeat(16)}${"r".repeat(4)} TooManyRequests\n`);
+    console.log(`# fetch floods: 1 MiB bodies stopped after ${big.usage.wallMs} ms, bodiless ones at the ${small.usage.wallMs} ms timeout`);
   });
 
   test("after all that the edge still runs the next call", async () => {

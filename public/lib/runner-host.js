@@ -26,6 +26,7 @@ import { failure, outputLimitFailure, relayError } from "./errors.js";
 import { OutputSink } from "./output-sink.js";
 import { loadPolicy } from "./policy.js";
 import { runtimeIds } from "./runtime-files.js";
+import { MAX_FETCHES_IN_FLIGHT } from "../runner/run-relay.js";
 import { Sandbox } from "./sandbox.js";
 import { DEFAULT_FILESYSTEM, WORKSPACE_LIMIT_BYTES, writeRefusal } from "./workspace-rules.js";
 
@@ -54,8 +55,6 @@ const DISPLAY_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/we
 const BINARY_DISPLAY = /^image\/(png|jpeg|gif|webp)$/;
 const MAX_DISPLAYS = 64;
 const MAX_DISPLAY_BYTES = 16 * 1024 * 1024;
-// Guest fetches at once; more are answered with an error straight away.
-const MAX_FETCHES_IN_FLIGHT = 16;
 // Bounds on a fetch request's parts, before the caller's network policy looks at it.
 const MAX_URL_LENGTH = 8192;
 const MAX_HEADERS = 256;
