@@ -351,6 +351,29 @@ describe("where runs go", () => {
     }
   });
 
+  test("the page lists the relay session's edge runs, marked edge: those before it attached, then each as it ends", async () => {
+    const own = await createTenant("edge-page", { executor: "tab-or-edge", edge: BUDGET, queue: { attachWaitMs: 300 } });
+    const c = await connectClient(own.key);
+    assert.equal((await runJs("console.log('before the tab')", {}, c)).structuredContent.executor, "edge");
+    const browser = await launchBrowser();
+    try {
+      const { page } = await openExecutor(browser, own.key);
+      const listed = (count) => page.waitForFunction((n) => document.querySelectorAll('#runs li[data-executor="edge"]').length === n, count);
+      await listed(1);
+      const failed = (await runJs("console.error('at the edge'); process.exit(2)", { executor: "edge" }, c)).structuredContent;
+      assert.equal(failed.executor, "edge");
+      assert.equal((await runJs("console.log('on the tab')", {}, c)).structuredContent.executor, "tab");
+      await listed(2);
+      const items = await page.$$eval("#runs li", (lis) => lis.map((li) => ({ where: li.dataset.executor, status: li.dataset.status, text: li.textContent })));
+      assert.deepEqual(items.map((i) => i.where), ["tab", "edge", "edge"], JSON.stringify(items));
+      assert.match(items[1].text, /^run_jsJavaScriptedgefailed · exit 2 .*at the edge/, items[1].text);
+      assert.match(items[2].text, /^run_jsJavaScriptedgeok · exit 0 .*before the tab/, items[2].text);
+    } finally {
+      await browser.close();
+      await c.close();
+    }
+  });
+
   test("a tab attaching takes the next runs; once it leaves, runs wait the attach wait for it, then go to the edge", async () => {
     const browser = await launchBrowser();
     try {
