@@ -141,6 +141,30 @@ describe("run_js with no tab runs at the edge", () => {
     assert.equal(seen.stdout, "written by the write tool\n");
   });
 
+  test("files left in /out come back with download URLs, and display() shows rich results, as from a tab", async () => {
+    const { structuredContent: out, content } = await runJs(`import fs from "fs";
+      fs.writeFileSync("/out/edge-report.txt", "made at the edge");
+      display({ "text/html": "<b>edge</b>" }, { raw: true });
+      display([{ city: "Oslo", n: 1 }]);
+      display("y".repeat(200 * 1024));
+      display(new Uint8Array([1, 2, 3]));`);
+    assert.equal(out.executor, "edge", JSON.stringify(out));
+    assert.equal(out.exitCode, 0, JSON.stringify(out));
+    assert.match(out.stderr, /^display: application\/octet-stream cannot be shown/);
+    const [html, table, big] = out.displays;
+    assert.equal(html.mimeType, "text/html");
+    assert.deepEqual(table.table.rows, [{ city: "Oslo", n: 1 }]);
+    assert.match(big.path, /^\/out\/display-r_\w+-2\.txt$/);
+    assert.ok(content.some((c) => c.type === "resource" && c.resource.mimeType === "text/html"), JSON.stringify(content).slice(0, 500));
+    const report = out.files.find((f) => f.path === "/out/edge-report.txt");
+    assert.equal(report.size, 16);
+    for (const { url, size } of [report, out.files.find((f) => f.path === big.path)]) {
+      const fetched = await fetch(url);
+      assert.equal(fetched.status, 200, url);
+      assert.equal((await fetched.arrayBuffer()).byteLength, size);
+    }
+  });
+
   test("a write the policy refuses fails in the program, and is audited as denied", async () => {
     const out = await atEdge(`import fs from "fs";
       try { fs.writeFileSync("/host/nope.txt", "x"); } catch (e) { console.log(e.code, e.message.slice(0, 40)); }`);
@@ -266,6 +290,34 @@ describe("limits the runner enforces itself; the server answers again within the
       console.log(r.map((x) => x.status[0]).join(""), r.find((x) => x.reason)?.reason.name);`);
     assert.equal(settled.stdout, `${"f".repeat(16)}${"r".repeat(4)} TooManyRequests\n`);
     console.log(`# fetch floods: 1 MiB bodies stopped after ${big.usage.wallMs} ms, bodiless ones at the ${small.usage.wallMs} ms timeout`);
+  });
+
+  // The relay session drops the run's event stream on a cancel (cancel_edge): the isolate's
+  // guest stops with it. A guest computing in slices holds workerd a slice at a time, so
+  // /healthz answers a slice late while it runs, and at once after it stopped.
+  test("a run its client cancels stops computing: /healthz is answered at once again, long before the run's timeout", async () => {
+    const own = await connectClient(key, "edge-cancel");
+    const probes = async (n) => {
+      const ms = [];
+      for (let i = 0; i < n; i++) {
+        const started = Date.now();
+        assert.equal((await fetch(`${BASE}/healthz`)).status, 200);
+        ms.push(Date.now() - started);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return ms.sort((a, b) => a - b)[n >> 1];
+    };
+    const abort = new AbortController();
+    const code = "setInterval(() => { let x = 0; for (let i = 0; i < 3e6; i++) x += i; }, 0);";
+    const call = own.callTool({ name: "run_js", arguments: { code, ...limits(60_000) } }, undefined, { timeout: 120_000, signal: abort.signal });
+    const running = await probes(8);
+    abort.abort("enough");
+    await assert.rejects(call);
+    await new Promise((r) => setTimeout(r, 1000)); // the slice under way ends
+    const after = await probes(8);
+    await own.close();
+    console.log(`# cancel: /healthz p50 ${running} ms while the guest computed, ${after} ms after the cancel (timeout 60 s)`);
+    assert.ok(after * 4 < running, `p50 ${running} ms while running, ${after} ms after the cancel`);
   });
 
   test("after all that the edge still runs the next call", async () => {
