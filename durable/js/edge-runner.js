@@ -8,7 +8,9 @@
 // isolate never holds it) and lets through only the run token's routes. So guest fetches go
 // through lib/egress.js (the policy checked here, then by /egress, redirects re-checked there),
 // `mcps.call` through /mcps-rpc, and workspace writes through lib/workspace-sync.js's
-// RunWriter to /workspace/commit, all checked by the Worker as a tab's are.
+// RunWriter to /workspace/commit, all checked by the Worker as a tab's are. Once the run ends,
+// its display()s (lib/displays.js: checked and bounded as the page does) go inline or to /out,
+// and its /out files are uploaded (lib/out-files.js, PUT /files/<run>/out/...), as a tab's.
 //
 // Limits, enforced here because wrangler dev enforces none on dynamic workers (a busy loop
 // freezes all of workerd): time by a work budget QuickJS's interrupt handler counts down
@@ -26,11 +28,11 @@ import quickjsWasm from "./quickjs.wasm";
 import policyWasm from "./policy.wasm";
 import { fromBase64 } from "../../public/lib/bytes.js";
 import { loadCapsule, runnerJob } from "../../public/lib/capsule.js";
+import { Displays, storeDisplays } from "../../public/lib/displays.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "../../public/lib/egress.js";
 import { failure } from "../../public/lib/errors.js";
 import { exitEvent } from "../../public/lib/exit-event.js";
 import { KeyRing } from "../../public/lib/jws.js";
-import { Displays, storeDisplays } from "../../public/lib/displays.js";
 import { uploadOutFiles } from "../../public/lib/out-files.js";
 import { RunWriter } from "../../public/lib/workspace-sync.js";
 import { quickJsEngine } from "../../public/runner/quickjs.js";
