@@ -486,6 +486,21 @@ describe("standby workers offered ahead", () => {
     assert.equal(await holdsOffer(RUNTIMES.js), false, "the offer was used");
   });
 
+  test("an idle page keeps two QuickJS workers ready and one Pyodide worker; back to back, each run finds one", async () => {
+    const readyWorkers = (runtime, count, timeoutMs) =>
+      page.evaluate(([r, c, t]) => window.relayTest.readyWorkers(r, c, t), [runtime, count, timeoutMs]);
+    await run(job("js", "1"));
+    assert.equal(await readyWorkers(RUNTIMES.js, 2), 2, "QuickJS keeps two standbys: one offered, one in reserve");
+    // A stale offer sends the run to `take`, which finds the reserve: still a fresh worker.
+    assert.ok(await offerOf(RUNTIMES.js, { stale: true }));
+    const result = await run(job("js", "console.log(typeof globalThis.seen)"));
+    assert.equal(result.stdout, "undefined\n");
+    assert.equal(await readyWorkers(RUNTIMES.js, 2), 2, "refilled once idle");
+    await run(job("py", "print(1)"));
+    assert.equal(await readyWorkers(RUNTIMES.py, 1), 1);
+    assert.equal(await readyWorkers(RUNTIMES.py, 2, 1_500), 1, "Pyodide keeps one: each holds ~100 MB");
+  });
+
   test("an offer made before a kill it did not count is discarded: the run takes a worker the slow way", async () => {
     await run(job("js", "1"));
     assert.ok(await offerOf(RUNTIMES.js, { stale: true }));

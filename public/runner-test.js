@@ -71,6 +71,18 @@ window.relayTest = {
     return offer?.id ?? null;
   },
 
+  /**
+   * How many standby workers of `runtimeId` the frame holds ready (the offered one included),
+   * once its pongs have said `count` or after `timeoutMs`.
+   */
+  async readyWorkers(runtimeId, count, timeoutMs) {
+    runner.refill();
+    const sandbox = runner.sandbox;
+    const deadline = performance.now() + (timeoutMs ?? 10_000);
+    while (sandbox.ready[runtimeId] !== count && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    return sandbox.ready[runtimeId] ?? 0;
+  },
+
   /** Whether the sandbox holds an offer of `runtimeId`. */
   holdsOffer(runtimeId) {
     return runner.sandbox.offers.has(runtimeId);

@@ -19,11 +19,11 @@
 //   and hands the request to the Worker's own fetch handler, so it is checked exactly as a tab's.
 
 import { WorkerEntrypoint } from "cloudflare:workers";
-import Worker, { SessionDO } from "../build/index.js";
+import Worker, { LedgerDO, SessionDO } from "../build/index.js";
 import RUNNER from "../../dist/edge/runner.txt";
 import { endingWithExit, isRunRoute } from "./edge-run.mjs";
 
-export { SessionDO };
+export { LedgerDO, SessionDO };
 export default Worker;
 
 const COMPATIBILITY_DATE = "2026-11-01";

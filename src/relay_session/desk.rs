@@ -135,6 +135,13 @@ impl<P: Platform> RelaySession<P> {
         machine.set_edge_budget(edge_budget);
     }
 
+    /// The tenant's edge spend today, as its ledger said when it charged this call.
+    pub fn edge_spent_by_tenant(&self, spent_ms: u64) {
+        if let Some(machine) = self.desk.machine.borrow_mut().as_mut() {
+            machine.edge_spent_by_tenant(self.now_ms(), spent_ms);
+        }
+    }
+
     /// Applies `input` to the run machine (see `configure`), performs its outputs, and returns
     /// those meant for the caller: `Admitted`, `Refused`, `Reply`. The machine first hears when
     /// each tab last renewed its lease, so it judges every input on current leases. A tab found
@@ -239,6 +246,7 @@ impl<P: Platform> RelaySession<P> {
         self.audited("a run's end", sealed);
         self.desk.builds.borrow_mut().remove(run);
         let Some(mut io) = self.desk.runs.borrow_mut().remove(run) else { return };
+        self.platform.run_ended(&io.tenant, run, outcome.edge_ms);
         if let Some(claim) = &io.context {
             outcome.context = Some(self.context_ended(claim, io.tab.as_deref(), &outcome));
         }
