@@ -148,6 +148,23 @@ describe("JavaScript in QuickJS", () => {
     assert.equal(next.loaded, false, "the runtime stays loaded: the next run takes a fresh worker");
   });
 
+  // QuickJS's interrupt is uncatchable, but its Promise executor and async functions turn it
+  // into a rejection: before the halt a loop around them ran on after process.exit() until the
+  // page killed it at its timeout (Timeout, 124).
+  test("process.exit() in a Promise executor or an async function a loop calls again ends the run, not its timeout", async (t) => {
+    for (const code of [
+      "for (;;) new Promise(() => { try { process.exit(3); } catch {} for (;;) {} });",
+      "async function f() { try { process.exit(3); } catch {} for (;;) {} }\nfor (;;) f();",
+      "for (;;) { try { process.exit(3); } catch {} try { for (;;) {} } catch {} finally { for (;;) {} } }",
+    ]) {
+      const result = await run(job("js", code, { limits: { timeoutMs: 10_000 } }));
+      t.diagnostic(`${code.split("\n").pop()}: exit ${result.exitCode} after ${result.usage.wallMs} ms of 10000`);
+      assert.equal(result.error, undefined, `${code}: ${JSON.stringify(result.error)}`);
+      assert.equal(result.exitCode, 3, code);
+    }
+    assert.equal((await run(job("js", `console.log("alive")`))).stdout, "alive\n");
+  });
+
   test("cancel stops a running run", async () => {
     const result = await run(job("js", `while (true) {}`, { cancelAfterMs: 300 }));
     assert.equal(result.exitCode, 130);

@@ -14,7 +14,7 @@ use super::store::Queued;
 use super::{Platform, RelaySession, StorageError};
 use crate::auth::QueueSettings;
 use crate::packages::PendingBuild;
-use crate::protocol::{TabCommand, TabsCommand};
+use crate::protocol::{RanCommand, TabCommand, TabsCommand};
 use crate::run::backchannel::EventBody;
 use crate::run::contexts::{Ask, Claim, ContextSettings, Contexts, RunEnd};
 use crate::run::executor::{EdgeBudget, Executor, EDGE};
@@ -24,6 +24,8 @@ use crate::run::readiness::Readiness;
 /// Answers of legacy streamed calls, kept for a client that resumes its stream (it may have
 /// missed one that was sent); the oldest go first.
 pub const ANSWERS_KEPT: usize = 16;
+/// The edge runs a page attaching is told of (the newest), as many as its list shows.
+pub const EDGE_RUNS_KEPT: usize = 20;
 /// What a tab's stream gets when nothing else: a write that fails is how a closed tab is noticed.
 pub const HEARTBEAT: &[u8] = b": heartbeat\n\n";
 
@@ -90,6 +92,8 @@ pub struct Desk<F> {
     builds: RefCell<HashMap<String, PendingBuild>>,
     /// The relay session's contexts (`run::contexts`).
     contexts: RefCell<Contexts>,
+    /// The last runs at the edge, oldest first, for the pages' lists (in memory only).
+    edge_runs: RefCell<VecDeque<RanCommand>>,
 }
 
 impl<F> Default for Desk<F> {
@@ -100,6 +104,7 @@ impl<F> Default for Desk<F> {
             kept_answers: RefCell::default(),
             builds: RefCell::default(),
             contexts: RefCell::default(),
+            edge_runs: RefCell::default(),
         }
     }
 }
@@ -245,6 +250,9 @@ impl<P: Platform> RelaySession<P> {
         if let Some(claim) = &io.context {
             outcome.context = Some(self.context_ended(claim, io.tab.as_deref(), &outcome));
         }
+        if let (Some(EDGE), Some((TabCommand::Capsule(capsule), _))) = (outcome.executor, &io.command) {
+            self.tell_edge_run(RanCommand::new(run, capsule.language, &outcome, self.now_ms()));
+        }
         if let Some(answer) = io.delivery.finish(outcome, answer, self.now_ms()) {
             let mut kept_answers = self.desk.kept_answers.borrow_mut();
             kept_answers.push_back((run.to_owned(), answer));
@@ -252,6 +260,24 @@ impl<P: Platform> RelaySession<P> {
                 kept_answers.pop_front();
             }
         }
+    }
+
+    /// Tells every attached tab of a run that ended at the edge, and keeps it for tabs to come.
+    fn tell_edge_run(&self, ran: RanCommand) {
+        let frame = TabCommand::Ran(ran.clone()).frame();
+        for tab in self.platform.tabs().ids() {
+            self.platform.tabs().write(&tab, frame.clone());
+        }
+        let mut kept = self.desk.edge_runs.borrow_mut();
+        kept.push_back(ran);
+        if kept.len() > EDGE_RUNS_KEPT {
+            kept.pop_front();
+        }
+    }
+
+    /// The `ran` commands of the last runs at the edge, oldest first, for a tab attaching.
+    pub fn edge_run_frames(&self) -> Vec<Vec<u8>> {
+        self.desk.edge_runs.borrow().iter().map(|ran| TabCommand::Ran(ran.clone()).frame()).collect()
     }
 
     /// What a run of context `claim` that ended as `outcome` on `tab` leaves of it.
