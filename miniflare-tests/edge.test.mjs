@@ -13,7 +13,7 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
-import { launchBrowser, openExecutor } from "./lib/browser.mjs";
+import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
@@ -249,6 +249,13 @@ describe("limits the runner enforces itself; the server answers again within the
     console.log(`# output flood: stopped after ${result.usage.wallMs} ms`);
   });
 
+  test("refused displays count against the output cap: a loop of them ends OutputLimitExceeded, not at its timeout", async () => {
+    const result = await atEdge(`for (;;) display(new Uint8Array(1));`, { policy: { limits: { stdoutBytes: 1000, timeoutMs: 20_000 } } });
+    assert.equal(result.error?.name, "OutputLimitExceeded", JSON.stringify(result).slice(0, 500));
+    assert.ok(result.stderr.length <= 1000, `${result.stderr.length} characters of stderr`);
+    assert.ok(result.usage.wallMs < 20_000, `${result.usage.wallMs} ms`);
+  });
+
   // What the runner holds outside QuickJS's heap for a busy guest (before: workerd grew until
   // it aborted at ~1.4 GB, taking the whole server with it). Each in a relay session of its own:
   // the big files they leave would make the next runs' jobs too big to send to the edge.
@@ -409,7 +416,8 @@ describe("where runs go", () => {
     assert.equal((await runJs("console.log('before the tab')", {}, c)).structuredContent.executor, "edge");
     const browser = await launchBrowser();
     try {
-      const { page } = await openExecutor(browser, own.key);
+      const executor = await openExecutor(browser, own.key);
+      const { page } = executor;
       const listed = (count) => page.waitForFunction((n) => document.querySelectorAll('#runs li[data-executor="edge"]').length === n, count);
       await listed(1);
       const failed = (await runJs("console.error('at the edge'); process.exit(2)", { executor: "edge" }, c)).structuredContent;
@@ -420,6 +428,17 @@ describe("where runs go", () => {
       assert.deepEqual(items.map((i) => i.where), ["tab", "edge", "edge"], JSON.stringify(items));
       assert.match(items[1].text, /^run_jsJavaScriptedgefailed · exit 2 .*at the edge/, items[1].text);
       assert.match(items[2].text, /^run_jsJavaScriptedgeok · exit 0 .*before the tab/, items[2].text);
+      // 20 runs of the tab's own push the edge runs off its list; a reload attaches again and
+      // is told them again, older than every run listed: they stay off.
+      for (let i = 0; i < 20; i++) assert.equal((await runJs(`console.log(${i})`, {}, c)).structuredContent.executor, "tab");
+      const { lines } = executor;
+      const from = lines.length;
+      await page.reload();
+      await waitForLine(lines, /^Ready\. Waiting for execution requests/, 30_000, from);
+      assert.equal((await runJs("console.log('after the reload')", {}, c)).structuredContent.executor, "tab");
+      await page.waitForFunction(() => document.querySelector("#runs li")?.textContent.includes("after the reload"));
+      const after = await page.$$eval("#runs li", (lis) => lis.map((li) => li.dataset.executor));
+      assert.deepEqual(after, Array(20).fill("tab"), "the edge runs told again came back into a full list of newer runs");
     } finally {
       await browser.close();
       await c.close();

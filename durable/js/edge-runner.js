@@ -30,9 +30,10 @@ import { fromBase64 } from "../../public/lib/bytes.js";
 import { loadCapsule, runnerJob } from "../../public/lib/capsule.js";
 import { Displays, storeDisplays } from "../../public/lib/displays.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "../../public/lib/egress.js";
-import { failure } from "../../public/lib/errors.js";
+import { failure, outputLimitFailure } from "../../public/lib/errors.js";
 import { exitEvent } from "../../public/lib/exit-event.js";
 import { KeyRing } from "../../public/lib/jws.js";
+import { OutputSink } from "../../public/lib/output-sink.js";
 import { uploadOutFiles } from "../../public/lib/out-files.js";
 import { RunWriter } from "../../public/lib/workspace-sync.js";
 import { quickJsEngine } from "../../public/runner/quickjs.js";
@@ -193,7 +194,7 @@ async function execute(job, events) {
   runnerJobOf.limits = { ...runnerJobOf.limits, memMb: Math.min(runnerJobOf.limits.memMb, EDGE_MEM_MB) };
   const guard = new Guard(runnerJobOf.limits.timeoutMs);
   events.guard = guard;
-  const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(MODULES), events, guard);
+  const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(MODULES), events, guard, runnerJobOf.limits.stdoutBytes);
   events.emit({ type: "progress", phase: "execute" });
   // Made at the edge's cap, so the run takes this instance and does not make a second one.
   const instance = await quickJsEngine.start({ modules: MODULES, memMb: runnerJobOf.limits.memMb });
@@ -210,8 +211,11 @@ async function execute(job, events) {
 
 /** What the page does for a run, at the edge: output to the events, writes and fetches to the Worker. */
 class EdgeHost {
-  constructor(policy, checks, events, guard) {
+  constructor(policy, checks, events, guard, stdoutBytes) {
     this.policy = policy;
+    // Output counted again here, as the page counts it: the runner's own count covers the
+    // guest's writes, not the lines this host adds (a refused display's).
+    this.output = new OutputSink(stdoutBytes, ({ type, data }) => events.output(type, data));
     this.checks = checks;
     this.events = events;
     this.guard = guard;
@@ -230,7 +234,7 @@ class EdgeHost {
     switch (message.type) {
       case "stdout":
       case "stderr":
-        this.events.output(message.type, message.data);
+        this.write(message.type, message.data);
         break;
       case "denied":
         this.denied(message.what, message.target, message.reason);
@@ -264,10 +268,17 @@ class EdgeHost {
     this.events.emit({ type: "denied", what, target: shown, reason });
   }
 
+  /** Output to the events, within the run's cap: past it the run ends OutputLimitExceeded. */
+  write(stream, text) {
+    if (this.output.write(stream, text)) return;
+    const { error } = outputLimitFailure(this.output.limitBytes);
+    this.guard.stopSoon(error.name, error.message);
+  }
+
   /** A display(), checked and kept as the page does (lib/displays.js). */
   display(message) {
     const { refused, stop } = this.displays.add(message);
-    if (refused) this.events.output("stderr", refused);
+    if (refused) this.write("stderr", refused);
     if (stop) this.guard.stopSoon(stop.error.name, stop.error.message);
   }
 

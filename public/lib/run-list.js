@@ -78,15 +78,29 @@ export class RunList {
     this.save();
   }
 
-  /** Puts `run` at the top of the list (the oldest beyond RUNS_KEPT go); returns its item. */
+  /**
+   * Lists `run` by when it started, newest first (a tab's new run goes on top; an edge run told
+   * again on a reattach goes back where it was, or nowhere if the RUNS_KEPT listed are all
+   * newer); the oldest beyond RUNS_KEPT go. Returns its item.
+   */
   add(run) {
-    this.runs.unshift(run);
+    const newer = this.runs.findIndex((listed) => listed.startedAt <= run.startedAt);
+    const at = newer < 0 ? this.runs.length : newer;
+    this.runs.splice(at, 0, run);
     const dropped = this.runs.splice(RUNS_KEPT);
-    for (const old of dropped) this.listEl.querySelector(`[data-run-id="${CSS.escape(old.runId)}"]`)?.remove();
+    for (const old of dropped) this.itemOf(old)?.remove();
     const item = render(run);
-    this.listEl.prepend(item);
+    if (!dropped.includes(run)) {
+      const next = this.runs[at + 1] && this.itemOf(this.runs[at + 1]);
+      if (next) next.before(item);
+      else this.listEl.append(item);
+    }
     this.showEmpty();
     return item;
+  }
+
+  itemOf(run) {
+    return this.listEl.querySelector(`[data-run-id="${CSS.escape(run.runId)}"]`);
   }
 
   showEmpty() {

@@ -253,7 +253,11 @@ export class RunnerHost {
   /** A display(): its type one the relay shows, its data of the right kind, within the bounds. */
   onDisplayMessage(run, { mimeType, data }) {
     const { refused, stop } = run.displays.add({ mimeType, data });
-    if (refused) return run.sink.write("stderr", refused);
+    if (refused) {
+      // A refusal is output too: past the cap it ends the run as the guest's own output does.
+      if (!run.sink.write("stderr", refused)) this.stop(outputLimitFailure(run.sink.limitBytes));
+      return;
+    }
     if (stop) return this.stop(stop);
     run.onDisplay({ mimeType, data });
   }
