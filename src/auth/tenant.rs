@@ -5,6 +5,7 @@
 use crate::capsule::jws::b64url;
 use crate::packages::PackageSources;
 use crate::policy::Policy;
+use crate::retention::RetentionSettings;
 use crate::run::contexts::ContextSettings;
 use crate::run::executor::{EdgeBudget, Executor};
 use crate::workspace::WorkspaceSettings;
@@ -45,6 +46,8 @@ pub struct TenantDefaults {
     pub edge: Option<EdgeBudget>,
     /// Each relay session's contexts (`run_js`/`run_py` with `context`): how many, how long idle.
     pub contexts: ContextSettings,
+    /// How long its capsules and build records stay unused before the retention sweep deletes them.
+    pub retention: RetentionSettings,
 }
 
 /// [`TenantDefaults::out_file_max_bytes`] unless the tenant sets it: 10 MiB.
@@ -62,6 +65,7 @@ impl Default for TenantDefaults {
             executor: Executor::Tab,
             edge: None,
             contexts: ContextSettings::default(),
+            retention: RetentionSettings::default(),
         }
     }
 }

@@ -309,7 +309,7 @@ impl<P: Platform> RelaySession<P> {
         if size <= INLINE_MAX_BYTES {
             return self.store().put_workspace_body(sha256, size, Some(&bytes));
         }
-        self.platform.blobs().put(&keys::workspace_body(tenant, sha256), bytes, Some(sha256)).await?;
+        self.platform.blobs().put(&keys::workspace_body(tenant, sha256), bytes, Some(sha256), &[]).await?;
         self.store().put_workspace_body(sha256, size, None)
     }
 

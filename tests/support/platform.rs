@@ -17,7 +17,7 @@ use relay_core::relay_session::runs::{prepare, Answer, Call, Work};
 use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
 use relay_core::run::machine::Input;
 use relay_core::run::readiness::Readiness;
-use relay_core::stores::{Blobs, Records};
+use relay_core::stores::{Blobs, Head, Records};
 use relay_core::upstream::client::{Post, Received};
 use serde_json::{json, Value};
 
@@ -34,6 +34,12 @@ pub struct MemoryBlobs {
     pub objects: RefCell<BTreeMap<String, Vec<u8>>>,
     pub puts: Cell<usize>,
     pub failing: Cell<bool>,
+    /// When each object was last put, by the clock below (R2's `uploaded`).
+    pub uploaded: RefCell<HashMap<String, u64>>,
+    /// The layers each object names (R2 custom metadata `retention::LAYERS_META`).
+    pub layers: RefCell<HashMap<String, String>>,
+    /// R2's clock: what a put records as `uploaded` (tests move it beside the relay session's).
+    pub clock_ms: Cell<u64>,
 }
 
 impl MemoryBlobs {
@@ -51,18 +57,21 @@ impl Blobs for MemoryBlobs {
         Ok(self.objects.borrow().get(key).cloned())
     }
 
-    async fn size(&self, key: &str) -> Result<Option<u64>, StorageError> {
+    async fn head(&self, key: &str) -> Result<Option<Head>, StorageError> {
         self.check()?;
-        Ok(self.objects.borrow().get(key).map(|bytes| bytes.len() as u64))
+        let uploaded_ms = self.uploaded.borrow().get(key).copied().unwrap_or(0);
+        Ok(self.objects.borrow().get(key).map(|bytes| Head { size: bytes.len() as u64, uploaded_ms }))
     }
 
-    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>) -> Result<(), StorageError> {
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, layers: &[&str]) -> Result<(), StorageError> {
         self.check()?;
         if sha256.is_some_and(|digest| digest != sha256_hex(&bytes)) {
             return Err(StorageError(format!("{key}: the body does not have the sha256 given")));
         }
         self.puts.set(self.puts.get() + 1);
         self.objects.borrow_mut().insert(key.to_owned(), bytes);
+        self.uploaded.borrow_mut().insert(key.to_owned(), self.clock_ms.get());
+        self.layers.borrow_mut().insert(key.to_owned(), layers.join(","));
         Ok(())
     }
 }
@@ -192,12 +201,13 @@ pub struct TestPlatform<S: Sql> {
 
 impl<S: Sql> TestPlatform<S> {
     pub fn over(sql: S) -> Self {
+        let start = 1_800_000_000_000;
         TestPlatform {
             sql,
-            blobs: MemoryBlobs::default(),
+            blobs: MemoryBlobs { clock_ms: Cell::new(start), ..MemoryBlobs::default() },
             records: MemoryRecords::default(),
             tabs: TestTabs::default(),
-            clock: Cell::new(1_800_000_000_000),
+            clock: Cell::new(start),
             random: Cell::new(0),
             log: RefCell::default(),
             errors: RefCell::default(),
@@ -207,8 +217,10 @@ impl<S: Sql> TestPlatform<S> {
         }
     }
 
+    /// Moves the clock, R2's with it.
     pub fn advance(&self, ms: u64) {
         self.clock.set(self.clock.get() + ms);
+        self.blobs.clock_ms.set(self.clock.get());
     }
 }
 

@@ -1,44 +1,133 @@
-//! The scheduled cleanup (the Cron Trigger in wrangler.toml): deletes the `/out` files no
-//! download URL can reach any more (`relay_core::retention` decides), a page of R2's listing
-//! at a time, and logs one line with what it looked at and deleted, by tenant.
+//! The scheduled cleanup (the Cron Trigger in wrangler.toml), `relay_core::retention` deciding:
+//! the `/out` files no download URL can reach any more; then the capsules and build records
+//! their tenant's `retention.unusedDays` says are unused (R2's `uploaded`, which relay sessions
+//! renew while they use them), and the layers no capsule or build record left standing names.
+//! A page of R2's listing at a time; one log line for each kind, with what it looked at and
+//! deleted, by tenant.
 
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
+use super::tenants::by_id;
 use crate::platform::bindings::bucket;
 use crate::platform::now_ms;
-use relay_core::retention::{Sweep, OUT_PREFIX};
-use worker::{Env, Result};
+use relay_core::retention::{
+    stored_owner, RetentionSettings, StoredSweep, Sweep, BUILD_PREFIX, CAPSULE_PREFIX, LAYERS_META, LAYER_PREFIX,
+    OUT_PREFIX,
+};
+use worker::{Bucket, Env, Include, Object, Objects, Result};
 
-/// Sweeps the `/out` files as of `now_ms` (the trigger's scheduled time) and logs the count.
+/// Sweeps as of `scheduled_ms` (the trigger's scheduled time) and logs the counts.
 pub async fn run(env: &Env, scheduled_ms: u64) {
     let started = now_ms();
-    match sweep(env, scheduled_ms).await {
-        Ok(sweep) => worker::console_log!("{}", sweep.log_line(scheduled_ms, now_ms() - started)),
+    match sweep_out_files(env, scheduled_ms).await {
+        Ok(sweep) => log(&sweep, "out files", scheduled_ms, started),
         // Whatever was deleted stays deleted; the next trigger takes up the rest.
         Err(e) => worker::console_error!("retention: the sweep of /out files stopped: {e}"),
     }
+    let started = now_ms();
+    let mut stored = StoredSweep::default();
+    if let Err(e) = sweep_stored(env, scheduled_ms, &mut stored).await {
+        // Layers are judged only once every capsule and build record was: none is, now.
+        return worker::console_error!("retention: the sweep of capsules and build records stopped: {e}");
+    }
+    log(&stored.capsules, "capsules", scheduled_ms, started);
+    log(&stored.builds, "build records", scheduled_ms, started);
+    let started = now_ms();
+    if stored.unnamed() > 0 {
+        let unnamed = stored.unnamed();
+        worker::console_log!(
+            "retention: layers not swept: {unnamed} capsules or build records left standing do not name their layers (stored before they did; they name them once stored again)"
+        );
+        return;
+    }
+    match sweep_each(env, LAYER_PREFIX, |o| stored.judge_layer(&o.key(), uploaded(o), scheduled_ms)).await {
+        Ok(()) => log(&stored.layers, "layers", scheduled_ms, started),
+        Err(e) => worker::console_error!("retention: the sweep of layers stopped: {e}"),
+    }
 }
 
-async fn sweep(env: &Env, now_ms: u64) -> Result<Sweep> {
-    let bucket = bucket(env)?;
+fn log(sweep: &Sweep, what: &str, as_of_ms: u64, started: u64) {
+    worker::console_log!("{}", sweep.log_line(what, as_of_ms, now_ms() - started));
+}
+
+fn uploaded(object: &Object) -> u64 {
+    object.uploaded().as_millis()
+}
+
+async fn sweep_out_files(env: &Env, now_ms: u64) -> Result<Sweep> {
     let mut sweep = Sweep::default();
+    sweep_each(env, OUT_PREFIX, |o| sweep.judge(&o.key(), uploaded(o), now_ms)).await?;
+    Ok(sweep)
+}
+
+/// Capsules, then build records, each judged with its tenant's setting (read once a sweep,
+/// when a page first lists something of the tenant).
+async fn sweep_stored(env: &Env, now_ms: u64, stored: &mut StoredSweep) -> Result<()> {
+    let bucket = bucket(env)?;
+    let mut settings: HashMap<String, RetentionSettings> = HashMap::new();
+    for prefix in [CAPSULE_PREFIX, BUILD_PREFIX] {
+        let mut cursor = None;
+        loop {
+            let page = list(&bucket, prefix, true, cursor.take()).await?;
+            for object in page.objects() {
+                let Some(owner) = stored_owner(&object.key()).map(str::to_owned) else { continue };
+                if let Entry::Vacant(entry) = settings.entry(owner) {
+                    // A tenant with no record (deleted, its deletion cut short) keeps the default.
+                    let retention = by_id(env, entry.key()).await?.map(|t| t.defaults.retention);
+                    entry.insert(retention.unwrap_or_default());
+                }
+            }
+            let mut deleted = Vec::new();
+            for object in page.objects() {
+                let key = object.key();
+                let days = stored_owner(&key).and_then(|owner| settings.get(owner)).cloned().unwrap_or_default();
+                let meta = object.custom_metadata()?;
+                let layers = meta.get(LAYERS_META).map(String::as_str);
+                if stored.judge_stored(&key, uploaded(&object), layers, days.unused_days, now_ms) {
+                    deleted.push(key);
+                }
+            }
+            delete(&bucket, deleted).await?;
+            if !page.truncated() {
+                break;
+            }
+            cursor = page.cursor();
+        }
+    }
+    Ok(())
+}
+
+/// Lists every object under `prefix`, a page at a time, and deletes those `judge` says to.
+async fn sweep_each(env: &Env, prefix: &str, mut judge: impl FnMut(&Object) -> bool) -> Result<()> {
+    let bucket = bucket(env)?;
     let mut cursor = None;
     loop {
-        let mut list = bucket.list().prefix(OUT_PREFIX);
-        if let Some(cursor) = cursor.take() {
-            list = list.cursor(cursor);
-        }
-        let page = list.execute().await?;
-        let expired: Vec<String> = page
-            .objects()
-            .iter()
-            .filter(|object| sweep.judge(&object.key(), object.uploaded().as_millis(), now_ms))
-            .map(|object| object.key())
-            .collect();
-        if !expired.is_empty() {
-            bucket.delete_multiple(expired).await?;
-        }
+        let page = list(&bucket, prefix, false, cursor.take()).await?;
+        delete(&bucket, page.objects().iter().filter(|o| judge(o)).map(Object::key).collect()).await?;
         if !page.truncated() {
-            return Ok(sweep);
+            return Ok(());
         }
         cursor = page.cursor();
     }
+}
+
+/// A page (up to 1,000 objects) of the listing under `prefix`, from `cursor`, with each
+/// object's custom metadata when `metadata`.
+async fn list(bucket: &Bucket, prefix: &str, metadata: bool, cursor: Option<String>) -> Result<Objects> {
+    let mut list = bucket.list().prefix(prefix);
+    if metadata {
+        list = list.include(vec![Include::CustomMetadata]);
+    }
+    if let Some(cursor) = cursor {
+        list = list.cursor(cursor);
+    }
+    list.execute().await
+}
+
+async fn delete(bucket: &Bucket, keys: Vec<String>) -> Result<()> {
+    if !keys.is_empty() {
+        bucket.delete_multiple(keys).await?;
+    }
+    Ok(())
 }
