@@ -16,6 +16,11 @@
 //!   standing names them (R2 custom metadata [`LAYERS_META`], listed with them) and they were
 //!   stored more than [`LAYER_GRACE_MS`] ago (a build's layer is uploaded before the finalize
 //!   whose capsule names it); storing a layer renews one older than [`LAYER_REFRESH_MS`].
+//! - Workspace bodies (`workspace/<tenant>/<session>/<sha256>`, and the rows of the relay
+//!   session's `workspace_bodies`) are swept by their own relay session when the cron asks it
+//!   (`relay_session::body_sweep`): a body no index row names goes once both its upload and its
+//!   row's last storing are [`BODY_GRACE_MS`] old ([`body_expired`]), so a body uploaded
+//!   before the commit that names it is never lost.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -64,6 +69,31 @@ pub const LAYERS_META: &str = "layers";
 pub const CAPSULE_PREFIX: &str = "capsules/";
 pub const BUILD_PREFIX: &str = "builds/";
 pub const LAYER_PREFIX: &str = "layers/";
+
+/// How long a workspace body no file names stays after it was last stored: a run's longest
+/// life (a tab uploads a run's bodies before the commit at its end) and an hour more.
+pub const BODY_GRACE_MS: u64 = RUN_END_AFTER_UPLOAD_S * 1000 + OUT_GRACE_S * 1000;
+
+/// What a relay session knows of one workspace body when its sweep judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyFacts {
+    /// A file of the index names it.
+    pub named: bool,
+    /// A store of it is under way (its upload sent, its row not yet written).
+    pub uploading: bool,
+    /// When R2 says it was stored (`None`: it is not in R2, it is inline or elsewhere).
+    pub uploaded_ms: Option<u64>,
+    /// When its row was last stored (`None`: there is no row).
+    pub row_stored_ms: Option<u64>,
+}
+
+/// Whether a relay session may delete a workspace body at `as_of_ms`: nothing names it, no
+/// store of it is under way, and every time it was stored is [`BODY_GRACE_MS`] old.
+pub fn body_expired(facts: BodyFacts, as_of_ms: u64) -> bool {
+    let old = |at: Option<u64>| at.is_none_or(|at| as_of_ms.saturating_sub(at) >= BODY_GRACE_MS);
+    let anywhere = facts.uploaded_ms.is_some() || facts.row_stored_ms.is_some();
+    !facts.named && !facts.uploading && anywhere && old(facts.uploaded_ms) && old(facts.row_stored_ms)
+}
 
 /// The tenant's retention settings (`defaults.retention`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -122,7 +152,7 @@ pub fn out_file_tenant(r2_key: &str) -> Option<&str> {
 }
 
 /// What a sweep saw and did: objects looked at, deleted (in all and by tenant), kept.
-#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Sweep {
     pub scanned: u64,
@@ -153,6 +183,16 @@ impl Sweep {
                 self.kept += 1;
                 false
             }
+        }
+    }
+
+    /// Adds the counts of `other` (a relay session's sweep of its bodies) to these.
+    pub fn merge(&mut self, other: &Sweep) {
+        self.scanned += other.scanned;
+        self.deleted += other.deleted;
+        self.kept += other.kept;
+        for (tenant, n) in &other.deleted_by_tenant {
+            *self.deleted_by_tenant.entry(tenant.clone()).or_default() += n;
         }
     }
 

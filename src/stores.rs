@@ -46,6 +46,18 @@ pub trait Blobs {
     /// `retention::LAYERS_META`, which the retention sweep lists). Given `sha256` (hex), the
     /// store refuses bytes of another digest.
     async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, layers: &[&str]) -> Result<(), StorageError>;
+    /// A page of the objects under `prefix`, in key order, from `cursor` (the last page's).
+    async fn list(&self, prefix: &str, cursor: Option<String>) -> Result<Listing, StorageError>;
+    /// Deletes the objects `keys` (at most a page's); a key with no object is no error.
+    async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError>;
+}
+
+/// A page of a [`Blobs::list`]: each object's key and when it was stored, and where the next
+/// page starts, if there is one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub objects: Vec<(String, u64)>,
+    pub next: Option<String>,
 }
 
 /// A key-value store (KV), as the relay session reads it.

@@ -8,6 +8,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use futures::channel::oneshot;
+use futures::future::Shared;
+
 use relay_core::auth::{QueueSettings, Tenant, TenantDefaults};
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::capsule::jws::Signer;
@@ -17,7 +20,7 @@ use relay_core::relay_session::runs::{prepare, Answer, Call, Work};
 use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
 use relay_core::run::machine::Input;
 use relay_core::run::readiness::Readiness;
-use relay_core::stores::{Blobs, Head, Records};
+use relay_core::stores::{Blobs, Head, Listing, Records};
 use relay_core::upstream::client::{Post, Received};
 use serde_json::{json, Value};
 
@@ -40,9 +43,21 @@ pub struct MemoryBlobs {
     pub layers: RefCell<HashMap<String, String>>,
     /// R2's clock: what a put records as `uploaded` (tests move it beside the relay session's).
     pub clock_ms: Cell<u64>,
+    /// Every delete, its keys.
+    pub deletes: RefCell<Vec<Vec<String>>>,
+    /// While set, a put (its object already there) and a delete (its objects still there)
+    /// wait for it before they return: what R2's latency lets interleave.
+    pub hold: RefCell<Option<Shared<oneshot::Receiver<()>>>>,
 }
 
 impl MemoryBlobs {
+    async fn held(&self) {
+        let hold = self.hold.borrow().clone();
+        if let Some(hold) = hold {
+            let _ = hold.await;
+        }
+    }
+
     fn check(&self) -> Result<(), StorageError> {
         if self.failing.get() {
             return Err(StorageError("R2 is unavailable (a test said so)".into()));
@@ -72,9 +87,38 @@ impl Blobs for MemoryBlobs {
         self.objects.borrow_mut().insert(key.to_owned(), bytes);
         self.uploaded.borrow_mut().insert(key.to_owned(), self.clock_ms.get());
         self.layers.borrow_mut().insert(key.to_owned(), layers.join(","));
+        self.held().await;
+        Ok(())
+    }
+
+    /// Pages of [`LIST_PAGE`] objects, as R2's of 1,000, so that a test crosses pages.
+    async fn list(&self, prefix: &str, cursor: Option<String>) -> Result<Listing, StorageError> {
+        self.check()?;
+        let objects = self.objects.borrow();
+        let after = cursor.unwrap_or_default();
+        let mut keys = objects.keys().filter(|k| k.starts_with(prefix) && **k > after);
+        let page: Vec<(String, u64)> = keys
+            .by_ref()
+            .take(LIST_PAGE)
+            .map(|k| (k.clone(), self.uploaded.borrow().get(k).copied().unwrap_or(0)))
+            .collect();
+        let next = keys.next().and(page.last().map(|(k, _)| k.clone()));
+        Ok(Listing { objects: page, next })
+    }
+
+    async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {
+        self.check()?;
+        self.held().await;
+        self.deletes.borrow_mut().push(keys.clone());
+        for key in keys {
+            self.objects.borrow_mut().remove(&key);
+        }
         Ok(())
     }
 }
+
+/// How many objects a page of [`MemoryBlobs::list`] holds.
+pub const LIST_PAGE: usize = 3;
 
 /// KV in memory.
 #[derive(Default)]

@@ -1,16 +1,21 @@
 //! The scheduled cleanup (the Cron Trigger in wrangler.toml), `relay_core::retention` deciding:
 //! the `/out` files no download URL can reach any more; then the capsules and build records
 //! their tenant's `retention.unusedDays` says are unused (R2's `uploaded`, which relay sessions
-//! renew while they use them), and the layers no capsule or build record left standing names.
-//! A page of R2's listing at a time; one log line for each kind, with what it looked at and
-//! deleted, by tenant.
+//! renew while they use them), and the layers no capsule or build record left standing names;
+//! then each relay session listed in KV is asked to sweep its own workspace bodies
+//! (`relay_core::relay_session::body_sweep`: only it knows which its index names). A page of
+//! R2's listing at a time; one log line for each kind, with what it looked at and deleted, by
+//! tenant.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use super::tenants::by_id;
-use crate::platform::bindings::bucket;
-use crate::platform::now_ms;
+use crate::platform::bindings::{bucket, var};
+use crate::platform::{kv, now_ms, stub};
+use relay_core::auth::Tenant;
+use relay_core::keys;
+use relay_core::protocol::{Caller, SessionRequest};
 use relay_core::retention::{
     stored_owner, RetentionSettings, StoredSweep, Sweep, BUILD_PREFIX, CAPSULE_PREFIX, LAYERS_META, LAYER_PREFIX,
     OUT_PREFIX,
@@ -33,18 +38,56 @@ pub async fn run(env: &Env, scheduled_ms: u64) {
     }
     log(&stored.capsules, "capsules", scheduled_ms, started);
     log(&stored.builds, "build records", scheduled_ms, started);
+    sweep_layers(env, scheduled_ms, stored).await;
+    let started = now_ms();
+    match sweep_bodies(env, scheduled_ms).await {
+        Ok(sweep) => log(&sweep, "workspace bodies", scheduled_ms, started),
+        Err(e) => worker::console_error!("retention: the sweep of workspace bodies stopped: {e}"),
+    }
+}
+
+/// Layers, once every capsule and build record was judged and all name their layers.
+async fn sweep_layers(env: &Env, scheduled_ms: u64, mut stored: StoredSweep) {
     let started = now_ms();
     if stored.unnamed() > 0 {
         let unnamed = stored.unnamed();
-        worker::console_log!(
+        return worker::console_log!(
             "retention: layers not swept: {unnamed} capsules or build records left standing do not name their layers (stored before they did; they name them once stored again)"
         );
-        return;
     }
     match sweep_each(env, LAYER_PREFIX, |o| stored.judge_layer(&o.key(), uploaded(o), scheduled_ms)).await {
         Ok(()) => log(&stored.layers, "layers", scheduled_ms, started),
         Err(e) => worker::console_error!("retention: the sweep of layers stopped: {e}"),
     }
+}
+
+/// Asks each relay session listed in KV to sweep its workspace bodies; adds up their counts.
+/// A relay session whose tenant has no record is skipped (a deletion erased it); one that
+/// fails is logged, and the next trigger asks it again.
+async fn sweep_bodies(env: &Env, as_of_ms: u64) -> Result<Sweep> {
+    let listed =
+        kv::list(env, keys::RELAY_SESSION_PREFIX).await.map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let origin = var(env, "PUBLIC_URL").unwrap_or_default();
+    let mut tenants: HashMap<String, Option<Tenant>> = HashMap::new();
+    let mut sweep = Sweep::default();
+    for key in listed {
+        let Some((tenant_id, session)) = keys::listed_relay_session(&key) else { continue };
+        if let Entry::Vacant(entry) = tenants.entry(tenant_id.to_owned()) {
+            entry.insert(by_id(env, tenant_id).await?);
+        }
+        let Some(tenant) = tenants[tenant_id].clone() else { continue };
+        let caller = Caller { tenant, session: session.to_owned(), origin: origin.clone() };
+        let mut answer = stub::send(env, &caller, SessionRequest::SweepBodies { as_of_ms }).await?;
+        match answer.status_code() {
+            200 => sweep.merge(&answer.json::<Sweep>().await?),
+            status => worker::console_error!(
+                "retention: relay session {} did not sweep its bodies ({status}): {}",
+                caller.object_name(),
+                answer.text().await.unwrap_or_default()
+            ),
+        }
+    }
+    Ok(sweep)
 }
 
 fn log(sweep: &Sweep, what: &str, as_of_ms: u64, started: u64) {

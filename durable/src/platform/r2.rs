@@ -10,7 +10,7 @@ use relay_core::capsule::Capsule;
 use relay_core::error::HttpError;
 use relay_core::policy::Policy;
 use relay_core::retention::{layers_meta, LAYERS_META};
-use relay_core::stores::{self, Blobs, Head, PolicyCache, StorageError};
+use relay_core::stores::{self, Blobs, Head, Listing, PolicyCache, StorageError};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use worker::{Bucket, Env, Response};
@@ -56,6 +56,21 @@ impl Blobs for R2 {
             put = put.sha256(hex::decode(sha256).map_err(|e| failed(format!("layer hash {sha256}: {e}")))?);
         }
         put.execute().await.map(drop).map_err(failed)
+    }
+
+    async fn list(&self, prefix: &str, cursor: Option<String>) -> Result<Listing, StorageError> {
+        let bucket = self.bucket()?;
+        let mut list = bucket.list().prefix(prefix);
+        if let Some(cursor) = cursor {
+            list = list.cursor(cursor);
+        }
+        let page = list.execute().await.map_err(failed)?;
+        let objects = page.objects().iter().map(|o| (o.key(), o.uploaded().as_millis())).collect();
+        Ok(Listing { objects, next: page.truncated().then(|| page.cursor()).flatten() })
+    }
+
+    async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {
+        self.bucket()?.delete_multiple(keys).await.map_err(failed)
     }
 }
 
