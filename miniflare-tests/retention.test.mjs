@@ -3,20 +3,22 @@
 // scheduled time of the test's choosing (wrangler's `--test-scheduled` route, `/__scheduled`,
 // takes no time): a tenant's `/out` files stay while a URL of theirs can work (and the
 // grace after), then go; capsules go once unused for the tenant's `retention.unusedDays`, and
-// layers once nothing standing names them. Each sweep's log lines are read from the server's log.
+// layers once nothing standing names them; a relay session's workspace bodies no file names go
+// after their grace. Each sweep's log lines are read from the server's log.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
-import { BASE, createTenant, mintRunToken } from "./lib/relay.mjs";
+import { createHash } from "node:crypto";
+import { attach, BASE, createTenant, mintRunToken } from "./lib/relay.mjs";
 import { storedKeys } from "./lib/local-state.mjs";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 /** The kinds a sweep logs a line for, in its order. */
-const KINDS = ["out files", "capsules", "build records", "layers"];
+const KINDS = ["out files", "capsules", "build records", "layers", "workspace bodies"];
 
 const r2Keys = (test) => storedKeys("r2", test);
 
@@ -130,3 +132,50 @@ test("capsules unused for the tenant's days go with the layers nothing else name
     await browser.close();
   }
 });
+
+const sha256 = (text) => createHash("sha256").update(text).digest("hex");
+
+test("workspace bodies no file names go after their grace; a live file stays readable, a body uploaded for a commit stays its grace", async () => {
+  const { tenant, key } = await createTenant("retention-bodies");
+  const client = await connectClient(key);
+  try {
+    await bodiesGoAfterTheirGrace(tenant, key, client);
+  } finally {
+    await client.close();
+  }
+});
+
+async function bodiesGoAfterTheirGrace(tenant, key, client) {
+  const write = async (path, content) => {
+    const written = await client.callTool({ name: "write", arguments: { path, content, mode: "overwrite" } });
+    assert.ok(!written.isError, JSON.stringify(written));
+  };
+  const [live, replaced, pending] = ["live ", "replaced ", "pending "].map((word) => word.repeat(2_000)); // in R2, not inline
+  await write("/tmp/live.txt", live);
+  await write("/tmp/replaced.txt", replaced);
+  await write("/tmp/replaced.txt", "now small");
+  // A tab uploads a body ahead of the commit that will name it.
+  const { attachToken } = await attach(key, "default");
+  const put = await fetch(`${BASE}/session/default/workspace/bodies/${sha256(pending)}`, { method: "PUT", headers: { authorization: `Bearer ${attachToken}` }, body: pending });
+  assert.equal(put.status, 201, await put.text());
+  const stored = Date.now();
+  const bodies = () => r2Keys((k) => k.startsWith(`workspace/${tenant.id}/`)).sort();
+  const body = (content) => `workspace/${tenant.id}/default/${sha256(content)}`;
+  assert.deepEqual(bodies(), [live, replaced, pending].map(body).sort(), "each under its relay session's prefix");
+
+  // Two hours on, within the grace (a run's life and an hour): every body stays.
+  const within = await sweepAll(stored + 2 * HOUR);
+  assert.equal(within["workspace bodies"].deletedByTenant[tenant.id], undefined, JSON.stringify(within["workspace bodies"]));
+  assert.equal(bodies().length, 3);
+  // Three hours on: the replaced body and the upload no commit named are gone, the live file's stays.
+  const after = await sweepAll(stored + 3 * HOUR);
+  console.log(`sweep: ${JSON.stringify(after["workspace bodies"])}`);
+  assert.equal(after["workspace bodies"].deletedByTenant[tenant.id], 2);
+  assert.deepEqual(bodies(), [body(live)]);
+  const read = async (path) => (await client.callTool({ name: "read", arguments: { path, maxBytes: 100_000 } })).structuredContent;
+  assert.equal((await read("/tmp/live.txt")).content, live, "the live file reads whole");
+  assert.equal((await read("/tmp/replaced.txt")).content, "now small");
+  // Written again, a deleted body is stored again.
+  await write("/tmp/back.txt", replaced);
+  assert.equal((await read("/tmp/back.txt")).content, replaced);
+}
