@@ -30,15 +30,12 @@ pub async fn run(env: &Env, scheduled_ms: u64) {
         // Whatever was deleted stays deleted; the next trigger takes up the rest.
         Err(e) => worker::console_error!("retention: the sweep of /out files stopped: {e}"),
     }
-    let started = now_ms();
     let mut stored = StoredSweep::default();
-    if let Err(e) = sweep_stored(env, scheduled_ms, &mut stored).await {
+    match sweep_stored(env, scheduled_ms, &mut stored).await {
+        Ok(()) => sweep_layers(env, scheduled_ms, stored).await,
         // Layers are judged only once every capsule and build record was: none is, now.
-        return worker::console_error!("retention: the sweep of capsules and build records stopped: {e}");
+        Err(e) => worker::console_error!("retention: the sweep of capsules and build records stopped: {e}"),
     }
-    log(&stored.capsules, "capsules", scheduled_ms, started);
-    log(&stored.builds, "build records", scheduled_ms, started);
-    sweep_layers(env, scheduled_ms, stored).await;
     let started = now_ms();
     match sweep_bodies(env, scheduled_ms).await {
         Ok(sweep) => log(&sweep, "workspace bodies", scheduled_ms, started),
@@ -105,11 +102,12 @@ async fn sweep_out_files(env: &Env, now_ms: u64) -> Result<Sweep> {
 }
 
 /// Capsules, then build records, each judged with its tenant's setting (read once a sweep,
-/// when a page first lists something of the tenant).
-async fn sweep_stored(env: &Env, now_ms: u64, stored: &mut StoredSweep) -> Result<()> {
+/// when a page first lists something of the tenant); a log line for each.
+async fn sweep_stored(env: &Env, as_of_ms: u64, stored: &mut StoredSweep) -> Result<()> {
     let bucket = bucket(env)?;
     let mut settings: HashMap<String, RetentionSettings> = HashMap::new();
     for prefix in [CAPSULE_PREFIX, BUILD_PREFIX] {
+        let started = now_ms();
         let mut cursor = None;
         loop {
             let page = list(&bucket, prefix, true, cursor.take()).await?;
@@ -127,7 +125,7 @@ async fn sweep_stored(env: &Env, now_ms: u64, stored: &mut StoredSweep) -> Resul
                 let days = stored_owner(&key).and_then(|owner| settings.get(owner)).cloned().unwrap_or_default();
                 let meta = object.custom_metadata()?;
                 let layers = meta.get(LAYERS_META).map(String::as_str);
-                if stored.judge_stored(&key, uploaded(&object), layers, days.unused_days, now_ms) {
+                if stored.judge_stored(&key, uploaded(&object), layers, days.unused_days, as_of_ms) {
                     deleted.push(key);
                 }
             }
@@ -136,6 +134,10 @@ async fn sweep_stored(env: &Env, now_ms: u64, stored: &mut StoredSweep) -> Resul
                 break;
             }
             cursor = page.cursor();
+        }
+        match prefix {
+            CAPSULE_PREFIX => log(&stored.capsules, "capsules", as_of_ms, started),
+            _ => log(&stored.builds, "build records", as_of_ms, started),
         }
     }
     Ok(())

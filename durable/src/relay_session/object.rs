@@ -128,11 +128,14 @@ impl SessionDO {
     }
 
     /// Deletes all of this relay session's storage (SQLite and all: runs, audit, workspace
-    /// index, inline bodies) and its alarm; this instance then answers every request 404, and
-    /// is not listed under its tenant again. A tab's stream already open stays open, carrying
-    /// nothing but heartbeats, until the tab goes or the instance does.
+    /// index, inline bodies) and its alarm, and drops its tabs (their streams end, their sockets
+    /// close: a tab attaching again is refused, its tenant gone); this instance then answers
+    /// every request 404, and is not listed under its tenant again. The flag is this
+    /// instance's only: an instance woken later finds empty storage, and no route of the Worker
+    /// reaches it for a tenant with no record (keys revoked, tokens refused, the sweep skips it).
     async fn erase(&self) -> Result<Response> {
         self.erased.set(true);
+        self.shared.platform.roster.drop_all();
         let storage = self.state.storage();
         storage.delete_alarm().await?;
         storage.delete_all().await?;
