@@ -253,6 +253,7 @@ test("a deleted tenant: counts per kind, its keys and tokens refused, nothing of
     builds: 0,
     capsules: deleted.capsules,
     keys: 1,
+    ledger: 1,
     oauthCodes: 1,
     oauthGrants: 1,
     oauthTokens: 2,

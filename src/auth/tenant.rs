@@ -5,6 +5,7 @@
 use crate::capsule::jws::b64url;
 use crate::packages::PackageSources;
 use crate::policy::Policy;
+use crate::quota::Quotas;
 use crate::retention::RetentionSettings;
 use crate::run::contexts::ContextSettings;
 use crate::run::executor::{EdgeBudget, Executor};
@@ -48,6 +49,8 @@ pub struct TenantDefaults {
     pub contexts: ContextSettings,
     /// How long its capsules and build records stay unused before the retention sweep deletes them.
     pub retention: RetentionSettings,
+    /// What the tenant may use across its relay sessions (`relay_core::quota`).
+    pub quotas: Quotas,
 }
 
 /// [`TenantDefaults::out_file_max_bytes`] unless the tenant sets it: 10 MiB.
@@ -66,6 +69,7 @@ impl Default for TenantDefaults {
             edge: None,
             contexts: ContextSettings::default(),
             retention: RetentionSettings::default(),
+            quotas: Quotas::default(),
         }
     }
 }

@@ -15,7 +15,8 @@ mod tab;
 
 pub use caller::{own_page_origin, public_origin, Caller, CALLER_HEADER};
 pub use tab::{
-    table_json as tab_commands_json, BuildCommand, CapsuleCommand, CommandName, ContextOrder, TabCommand, TabsCommand,
+    table_json as tab_commands_json, BuildCommand, CapsuleCommand, CommandName, ContextOrder, RanCommand, TabCommand,
+    TabsCommand, RAN_OUTPUT_CHARS,
 };
 
 use crate::error::{ErrorName, HttpError};

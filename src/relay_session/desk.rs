@@ -14,7 +14,7 @@ use super::store::Queued;
 use super::{Platform, RelaySession, StorageError};
 use crate::auth::QueueSettings;
 use crate::packages::PendingBuild;
-use crate::protocol::{object_name, TabCommand, TabsCommand};
+use crate::protocol::{object_name, RanCommand, TabCommand, TabsCommand};
 use crate::run::backchannel::EventBody;
 use crate::run::contexts::{Ask, Claim, ContextSettings, Contexts, RunEnd};
 use crate::run::executor::{EdgeBudget, Executor, EDGE};
@@ -24,6 +24,8 @@ use crate::run::readiness::Readiness;
 /// Answers of legacy streamed calls, kept for a client that resumes its stream (it may have
 /// missed one that was sent); the oldest go first.
 pub const ANSWERS_KEPT: usize = 16;
+/// The edge runs a page attaching is told of (the newest), as many as its list shows.
+pub const EDGE_RUNS_KEPT: usize = 20;
 /// What a tab's stream gets when nothing else: a write that fails is how a closed tab is noticed.
 pub const HEARTBEAT: &[u8] = b": heartbeat\n\n";
 
@@ -92,6 +94,8 @@ pub struct Desk<F> {
     builds: RefCell<HashMap<String, PendingBuild>>,
     /// The relay session's contexts (`run::contexts`).
     contexts: RefCell<Contexts>,
+    /// The last runs at the edge, oldest first, for the pages' lists (in memory only).
+    edge_runs: RefCell<VecDeque<RanCommand>>,
 }
 
 impl<F> Default for Desk<F> {
@@ -102,6 +106,7 @@ impl<F> Default for Desk<F> {
             kept_answers: RefCell::default(),
             builds: RefCell::default(),
             contexts: RefCell::default(),
+            edge_runs: RefCell::default(),
         }
     }
 }
@@ -130,6 +135,13 @@ impl<P: Platform> RelaySession<P> {
         let machine = machine.get_or_insert_with(|| RunMachine::new(settings.clone()));
         machine.configure(settings);
         machine.set_edge_budget(edge_budget);
+    }
+
+    /// The tenant's edge spend today, as its ledger said when it charged this call.
+    pub fn edge_spent_by_tenant(&self, spent_ms: u64) {
+        if let Some(machine) = self.desk.machine.borrow_mut().as_mut() {
+            machine.edge_spent_by_tenant(self.now_ms(), spent_ms);
+        }
     }
 
     /// Applies `input` to the run machine (see `configure`), performs its outputs, and returns
@@ -236,8 +248,12 @@ impl<P: Platform> RelaySession<P> {
         self.audited("a run's end", sealed);
         self.desk.builds.borrow_mut().remove(run);
         let Some(mut io) = self.desk.runs.borrow_mut().remove(run) else { return };
+        self.platform.run_ended(&io.tenant, run, outcome.edge_ms);
         if let Some(claim) = &io.context {
             outcome.context = Some(self.context_ended(claim, io.tab.as_deref(), &outcome));
+        }
+        if let (Some(EDGE), Some((TabCommand::Capsule(capsule), _))) = (outcome.executor, &io.command) {
+            self.tell_edge_run(RanCommand::new(run, capsule.language, &outcome, self.now_ms()));
         }
         if let Some(answer) = io.delivery.finish(outcome, answer, self.now_ms()) {
             let mut kept_answers = self.desk.kept_answers.borrow_mut();
@@ -246,6 +262,24 @@ impl<P: Platform> RelaySession<P> {
                 kept_answers.pop_front();
             }
         }
+    }
+
+    /// Tells every attached tab of a run that ended at the edge, and keeps it for tabs to come.
+    fn tell_edge_run(&self, ran: RanCommand) {
+        let frame = TabCommand::Ran(ran.clone()).frame();
+        for tab in self.platform.tabs().ids() {
+            self.platform.tabs().write(&tab, frame.clone());
+        }
+        let mut kept = self.desk.edge_runs.borrow_mut();
+        kept.push_back(ran);
+        if kept.len() > EDGE_RUNS_KEPT {
+            kept.pop_front();
+        }
+    }
+
+    /// The `ran` commands of the last runs at the edge, oldest first, for a tab attaching.
+    pub fn edge_run_frames(&self) -> Vec<Vec<u8>> {
+        self.desk.edge_runs.borrow().iter().map(|ran| TabCommand::Ran(ran.clone()).frame()).collect()
     }
 
     /// What a run of context `claim` that ended as `outcome` on `tab` leaves of it.

@@ -84,6 +84,10 @@ pub trait Platform {
     fn start_edge(&self, run: &str);
     /// Stops run `run` at the edge, if it is there.
     fn cancel_edge(&self, run: &str);
+    /// Run `run` of tenant `tenant` ended after `edge_ms` at the edge (0: it did not run
+    /// there): its slot of the tenant's runs in flight comes back and its edge time is added
+    /// to the tenant's day (`quota`), without waiting for the ledger to hear it.
+    fn run_ended(&self, tenant: &str, run: &str, edge_ms: u64);
 }
 
 /// One relay session: its platform, the runs desk, the caches, and the writes to its storage

@@ -395,6 +395,7 @@ impl<P: Platform + 'static> RelaySession<P> {
             by_relay: true,
             context: None,
             executor: None,
+            edge_ms: 0,
         };
         self.audited("a file tool", self.store().audit_finished(run, &outcome, ended));
         match answer {

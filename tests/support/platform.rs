@@ -241,6 +241,8 @@ pub struct TestPlatform<S: Sql> {
     pub posts: RefCell<Vec<(String, String)>>,
     /// The edge executor as the relay session drove it: `start <run>` and `cancel <run>`.
     pub edge: RefCell<Vec<String>>,
+    /// `(tenant, run, edge_ms)` of every run whose end was told to the tenant's ledger.
+    pub ended: RefCell<Vec<(String, String, u64)>>,
 }
 
 impl<S: Sql> TestPlatform<S> {
@@ -257,6 +259,7 @@ impl<S: Sql> TestPlatform<S> {
             errors: RefCell::default(),
             upstreams: RefCell::default(),
             edge: RefCell::default(),
+            ended: RefCell::default(),
             posts: RefCell::default(),
         }
     }
@@ -379,6 +382,10 @@ impl<S: Sql> Platform for TestPlatform<S> {
 
     fn cancel_edge(&self, run: &str) {
         self.edge.borrow_mut().push(format!("cancel {run}"));
+    }
+
+    fn run_ended(&self, tenant: &str, run: &str, edge_ms: u64) {
+        self.ended.borrow_mut().push((tenant.to_owned(), run.to_owned(), edge_ms));
     }
 
     fn log_error(&self, line: &str) {

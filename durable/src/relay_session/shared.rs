@@ -6,6 +6,7 @@
 use super::edge::{EdgePlatform, EdgeRuns};
 use super::leases::Leases;
 use crate::platform::kv::Kv;
+use crate::platform::ledger;
 use crate::platform::r2::R2;
 use crate::platform::sql::DoSql;
 use crate::platform::upstream;
@@ -18,6 +19,7 @@ use relay_core::upstream::client::{Post, Received};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use worker::wasm_bindgen_futures::spawn_local;
 use worker::{Env, Result, WebSocket};
 
 /// How often an open stream ticks the machine (and heartbeats the tabs) at the least. A closed
@@ -121,6 +123,11 @@ impl Platform for DoPlatform {
 
     fn cancel_edge(&self, run: &str) {
         self.edge.cancel(run);
+    }
+
+    fn run_ended(&self, tenant: &str, run: &str, edge_ms: u64) {
+        let (env, tenant, run) = (self.env.clone(), tenant.to_owned(), run.to_owned());
+        spawn_local(async move { ledger::run_ended(&env, &tenant, &run, edge_ms).await });
     }
 }
 
