@@ -170,6 +170,9 @@ async fn list(bucket: &Bucket, prefix: &str, metadata: bool, cursor: Option<Stri
     list.execute().await
 }
 
+/// Deletes `keys` (one page's). The one place the Worker's sweep removes what a tenant stored:
+/// once the quota ledger counts stored bytes (README "Quotas", not done yet), the deleted
+/// objects' sizes (the listing has them) are credited to their tenants here.
 async fn delete(bucket: &Bucket, keys: Vec<String>) -> Result<()> {
     if !keys.is_empty() {
         bucket.delete_multiple(keys).await?;
