@@ -14,7 +14,7 @@ use super::store::Queued;
 use super::{Platform, RelaySession, StorageError};
 use crate::auth::QueueSettings;
 use crate::packages::PendingBuild;
-use crate::protocol::{RanCommand, TabCommand, TabsCommand};
+use crate::protocol::{object_name, RanCommand, TabCommand, TabsCommand};
 use crate::run::backchannel::EventBody;
 use crate::run::contexts::{Ask, Claim, ContextSettings, Contexts, RunEnd};
 use crate::run::executor::{EdgeBudget, Executor, EDGE};
@@ -69,8 +69,10 @@ struct RunIo<F> {
     delivery: Box<dyn Delivery<F>>,
     /// The command for a tab (`capsule` or `build`), once the run is prepared, and its frame.
     command: Option<(TabCommand, Vec<u8>)>,
-    /// The tenant whose run it is and its workspace cap (what the edge executor needs).
+    /// The tenant whose run it is, the relay session's name and its workspace cap (what the
+    /// edge executor needs).
     tenant: String,
+    session: String,
     workspace_max: u64,
     /// The runtime a capsule runs on (none for a file tool).
     runtime: Option<String>,
@@ -385,7 +387,7 @@ impl<P: Platform> RelaySession<P> {
             return Err(Unadmitted::Storage(e));
         }
         let request_key = request_key(queued.mcp_session, queued.request_id);
-        let tenant = queued.tenant.to_owned();
+        let (tenant, session) = (queued.tenant.to_owned(), queued.relay_session.to_owned());
         let io = RunIo {
             delivery,
             command: None,
@@ -394,6 +396,7 @@ impl<P: Platform> RelaySession<P> {
             context: context.clone(),
             tab: None,
             tenant,
+            session,
             workspace_max,
         };
         self.desk.runs.borrow_mut().insert(queued.run_id.to_owned(), io);
@@ -439,11 +442,13 @@ impl<P: Platform> RelaySession<P> {
         }
     }
 
-    /// What the edge executor needs of run `run`: its command, its tenant and the workspace cap.
-    pub(super) fn edge_start(&self, run: &str) -> Option<(TabCommand, String, u64)> {
+    /// What the edge executor needs of run `run`: its command, its tenant, its relay session's
+    /// object name and the workspace cap.
+    pub(super) fn edge_start(&self, run: &str) -> Option<(TabCommand, String, String, u64)> {
         let runs = self.desk.runs.borrow();
         let io = runs.get(run)?;
-        Some((io.command.as_ref()?.0.clone(), io.tenant.clone(), io.workspace_max))
+        let relay_session = object_name(&io.tenant, &io.session);
+        Some((io.command.as_ref()?.0.clone(), io.tenant.clone(), relay_session, io.workspace_max))
     }
 
     /// `notifications/cancelled`: cancels the run of that request, if there is one; its
