@@ -9,7 +9,7 @@
 import { attachTab, pageFacts, waitForAttached } from "../miniflare-tests/lib/engines.mjs";
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { createTenant } from "../miniflare-tests/lib/relay.mjs";
-import { checked, timeCalls, timed } from "./timing.mjs";
+import { BENCH_QUOTAS, checked, timeCalls, timed } from "./timing.mjs";
 
 const ENGINES = (process.env.BENCH_ENGINES ?? "chromium,firefox,webkit").split(",");
 const N = Number(process.env.BENCH_CALLS ?? 30);
@@ -19,7 +19,7 @@ const fmt = (ms) => `${ms.toFixed(0).padStart(6)} ms`;
 
 /** Opens the page in `engine` and prints its figures. */
 async function bench(engine) {
-  const { key } = await createTenant(`bench-${engine}`);
+  const { key } = await createTenant(`bench-${engine}`, { quotas: BENCH_QUOTAS });
   const client = await connectClient(key);
   const t0 = performance.now();
   const tab = await attachTab(engine, key);

@@ -18,7 +18,7 @@ import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { modernBody, modernCall, modernHeaders } from "../miniflare-tests/lib/mcp-http.mjs";
 import { BASE, ROOT, createTenant } from "../miniflare-tests/lib/relay.mjs";
 import { printListCost } from "./list-cost.mjs";
-import { percentiles, timeCalls, timeInTurns } from "./timing.mjs";
+import { BENCH_QUOTAS, percentiles, timeCalls, timeInTurns } from "./timing.mjs";
 
 const N = Number(process.env.BENCH_CALLS ?? 200);
 const WARMUP = 20;
@@ -82,7 +82,7 @@ async function firstListings(key, count) {
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");
 const loadBefore = load();
 const bare = await startBare();
-const { key } = await createTenant("bench-floor");
+const { key } = await createTenant("bench-floor", { quotas: BENCH_QUOTAS });
 const browser = await launchBrowser();
 await openExecutor(browser, key);
 const client = await connectClient(key);

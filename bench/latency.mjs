@@ -18,7 +18,7 @@ import { createServer } from "node:http";
 import { launchBrowser, openExecutor, waitForLine } from "../miniflare-tests/lib/browser.mjs";
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { createTenant } from "../miniflare-tests/lib/relay.mjs";
-import { checked, percentiles, timeCalls, timed } from "./timing.mjs";
+import { BENCH_QUOTAS, checked, percentiles, timeCalls, timed } from "./timing.mjs";
 
 const N = Number(process.env.BENCH_CALLS ?? 200);
 const WARMUP = 20;
@@ -43,7 +43,7 @@ async function expect(client, name, args, ok) {
 const target = createServer((req, res) => res.end("1"));
 await new Promise((resolve) => target.listen(0, resolve));
 const network = { allowedDomains: [`localhost:${target.address().port}`], blockPrivateRanges: false, denyIpLiterals: false };
-const { key } = await createTenant("bench", { policy: { network } });
+const { key } = await createTenant("bench", { policy: { network }, quotas: BENCH_QUOTAS });
 const browser = await launchBrowser();
 const client = await connectClient(key);
 

@@ -16,7 +16,7 @@ import { launchBrowser, openExecutor, waitForLine } from "../miniflare-tests/lib
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { startPackageSources } from "../miniflare-tests/lib/package-sources.mjs";
 import { createTenant } from "../miniflare-tests/lib/relay.mjs";
-import { percentiles, timeCalls } from "./timing.mjs";
+import { BENCH_QUOTAS, percentiles, timeCalls } from "./timing.mjs";
 
 const N = Number(process.env.BENCH_CALLS ?? 20);
 const CODE = 'import _ from "lodash"; console.log(_.chunk([1, 2, 3], 2).length);';
@@ -29,7 +29,7 @@ const line = (label, s, n) => console.log(`${label.padEnd(44)} p50 ${s.p50.toFix
 const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`;
 
 const registry = await startPackageSources();
-const { key } = await createTenant("bench-packages", { packages: registry.sources });
+const { key } = await createTenant("bench-packages", { packages: registry.sources, quotas: BENCH_QUOTAS });
 const browser = await launchBrowser();
 const { page, lines } = await openExecutor(browser, key);
 const client = await connectClient(key);

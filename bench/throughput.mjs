@@ -11,7 +11,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { launchBrowser, openExecutor } from "../miniflare-tests/lib/browser.mjs";
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { BASE, createTenant, devVars } from "../miniflare-tests/lib/relay.mjs";
-import { timeCalls } from "./timing.mjs";
+import { BENCH_QUOTAS, timeCalls } from "./timing.mjs";
 
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 8);
 const CALLS = Number(process.env.BENCH_CALLS ?? 50);
@@ -75,7 +75,7 @@ async function wasmMemory() {
 
 const mib = (m) => `workerd ${m.workerd.toFixed(0)} MiB (its wasm memory ${m.wasm.toFixed(1)} MiB), Chromium ${m.chromium.toFixed(0)} MiB, page JS heap ${m.pageHeap.toFixed(1)} MiB`;
 
-const { key, tenant } = await createTenant("bench-throughput");
+const { key, tenant } = await createTenant("bench-throughput", { quotas: BENCH_QUOTAS });
 const browser = await launchBrowser();
 const { page } = await openExecutor(browser, key);
 const single = await connectClient(key);

@@ -45,3 +45,9 @@ export async function checked(client, name, code, extra = {}) {
   const result = await client.callTool({ name, arguments: { code, ...extra } });
   if (result.structuredContent?.stdout !== "1\n") throw new Error(`${name} gave ${JSON.stringify(result)}`);
 }
+
+/**
+ * The quotas a bench's tenant gets (README "Quotas"): the largest, so that a fast machine
+ * measures calls and not the default's 1,200 `tools/call` a minute.
+ */
+export const BENCH_QUOTAS = { callsPerMinute: 60_000, relaySessions: 10_000, runsInFlight: 10_000, egressRequestsPerDay: 10_000_000 };

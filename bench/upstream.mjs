@@ -11,7 +11,7 @@ import { launchBrowser, openExecutor } from "../miniflare-tests/lib/browser.mjs"
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { BASE, createTenant, devVars } from "../miniflare-tests/lib/relay.mjs";
 import { startLegacyUpstream, startModernUpstream } from "../miniflare-tests/lib/upstream-servers.mjs";
-import { percentiles, timeCalls } from "./timing.mjs";
+import { BENCH_QUOTAS, percentiles, timeCalls } from "./timing.mjs";
 
 const N = Number(process.env.BENCH_CALLS ?? 100);
 const WARMUP = 10;
@@ -66,7 +66,7 @@ async function timeThroughRelay(client, server, tool) {
 }
 
 const [legacy, modern] = await Promise.all([startLegacyUpstream(SECRET), startModernUpstream(SECRET)]);
-const { key, tenant } = await createTenant("bench-upstream", { policy: { limits: { timeoutMs: 300_000 } } });
+const { key, tenant } = await createTenant("bench-upstream", { policy: { limits: { timeoutMs: 300_000 } }, quotas: BENCH_QUOTAS });
 const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
 for (const [name, url, headers] of [["modern", modern.url, { "x-api-key": SECRET }], ["legacy", legacy.url, { authorization: `Bearer ${SECRET}` }]]) {
   const res = await fetch(`${BASE}/admin/tenants/${tenant.id}/upstreams/${name}`, { method: "PUT", headers: admin, body: JSON.stringify({ url, headers }) });

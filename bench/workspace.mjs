@@ -8,7 +8,7 @@
 import { launchBrowser, openExecutor, waitForLine } from "../miniflare-tests/lib/browser.mjs";
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
 import { createTenant } from "../miniflare-tests/lib/relay.mjs";
-import { timeCalls } from "./timing.mjs";
+import { BENCH_QUOTAS, timeCalls } from "./timing.mjs";
 
 const N = Number(process.env.BENCH_CALLS ?? 50);
 const WARMUP = 5;
@@ -56,7 +56,7 @@ async function attach(browser, key, session, mib) {
   await tab.context.close();
 }
 
-const { key } = await createTenant("bench-workspace", { queue: { attachWaitMs: 500 } });
+const { key } = await createTenant("bench-workspace", { queue: { attachWaitMs: 500 }, quotas: BENCH_QUOTAS });
 const browser = await launchBrowser();
 try {
   const client = await connectClient(key);

@@ -46,7 +46,7 @@ before(async () => {
 describe("relay://audit", () => {
   test("lists the resource next to relay://session", async () => {
     const { message } = await modernCall(key, "resources/list", {});
-    assert.deepEqual(message.result.resources.map((r) => r.uri), ["relay://session", "relay://audit", "relay://workspace", "relay://contexts"]);
+    assert.deepEqual(message.result.resources.map((r) => r.uri), ["relay://session", "relay://audit", "relay://workspace", "relay://contexts", "relay://usage"]);
   });
 
   test("three calls are three chained records with their tool and error name", () => {

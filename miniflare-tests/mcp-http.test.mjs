@@ -334,7 +334,7 @@ describe("2026-07-28: stateless requests", () => {
 
   test("resources and prompts: relay://session and use-relay, with caching hints", async () => {
     const resources = (await modernCall(key, "resources/list")).message.result;
-    assert.deepEqual(resources.resources.map((r) => r.uri), ["relay://session", "relay://audit", "relay://workspace", "relay://contexts"]);
+    assert.deepEqual(resources.resources.map((r) => r.uri), ["relay://session", "relay://audit", "relay://workspace", "relay://contexts", "relay://usage"]);
     assert.equal(resources.cacheScope, "public");
     const templates = (await modernCall(key, "resources/templates/list")).message.result;
     assert.deepEqual(templates.resourceTemplates, []);

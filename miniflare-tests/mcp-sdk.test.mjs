@@ -57,7 +57,7 @@ test("lists the five tools, with output schemas and annotations", async () => {
 
 test("reads relay://session", async () => {
   const { resources } = await client.listResources();
-  assert.deepEqual(resources.map((r) => r.uri), ["relay://session", "relay://audit", "relay://workspace", "relay://contexts"]);
+  assert.deepEqual(resources.map((r) => r.uri), ["relay://session", "relay://audit", "relay://workspace", "relay://contexts", "relay://usage"]);
   const status = await readRelaySession(client);
   assert.equal(status.session, "default");
   assert.equal(status.executor.attached, false);

@@ -71,9 +71,21 @@ window.relayTest = {
     return offer?.id ?? null;
   },
 
-  /** Whether the sandbox holds an offer of `runtimeId`. */
-  holdsOffer(runtimeId) {
-    return runner.sandbox.offers.has(runtimeId);
+  /**
+   * How many standby workers of `runtimeId` the frame holds ready (the offered one included),
+   * once its pongs have said `count` or after `timeoutMs`.
+   */
+  async readyWorkers(runtimeId, count, timeoutMs) {
+    runner.refill();
+    const sandbox = runner.sandbox;
+    const deadline = performance.now() + (timeoutMs ?? 10_000);
+    while (sandbox.ready[runtimeId] !== count && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    return sandbox.ready[runtimeId] ?? 0;
+  },
+
+  /** Whether the sandbox holds offer `id` of `runtimeId`. */
+  holdsOffer(runtimeId, id) {
+    return runner.sandbox.offers.get(runtimeId)?.id === id;
   },
 
   /** Whether the sandbox frame listens (said hello) and whether a run's job is in a worker. */

@@ -14,13 +14,16 @@ pub const KV_CONFIG: &str = "KV_CONFIG";
 pub const ASSETS: &str = "ASSETS";
 /// The rate limiter of OAuth client registration.
 pub const OAUTH_REGISTER: &str = "OAUTH_REGISTER";
+/// The tenants' ledgers (`crate::quota`), one Durable Object per tenant.
+pub const LEDGERS: &str = "LEDGERS";
 /// The Worker Loader the edge executor makes each run's dynamic Worker with (read by
 /// `durable/js/entry.mjs`).
 pub const LOADER: &str = "LOADER";
 
 /// Every binding the Worker reads, with the kind wrangler lists it as in a dry run's table.
-pub const BINDINGS: [(&str, &str); 6] = [
+pub const BINDINGS: [(&str, &str); 7] = [
     (SESSIONS_BINDING, "Durable Object"),
+    (LEDGERS, "Durable Object"),
     (KV_CONFIG, "KV Namespace"),
     (R2_CAPSULES, "R2 Bucket"),
     (OAUTH_REGISTER, "Rate Limit"),

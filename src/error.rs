@@ -62,6 +62,10 @@ pub enum ErrorName {
     EventsRefused,
     /// KV, R2 or the relay session's SQLite failed; it passes.
     StorageUnavailable,
+    /// A tenant's quota (`defaults.quotas`: calls a minute, relay sessions, runs in flight,
+    /// egress a day) is reached; the message names it, its value, what was used and when it
+    /// comes back.
+    QuotaExceeded,
 }
 
 impl ErrorName {
@@ -81,7 +85,7 @@ impl ErrorName {
     ];
 
     /// The names only an HTTP route answers with.
-    const HTTP: [ErrorName; 15] = [
+    const HTTP: [ErrorName; 16] = [
         ErrorName::NotFound,
         ErrorName::Unauthorized,
         ErrorName::Forbidden,
@@ -97,10 +101,11 @@ impl ErrorName {
         ErrorName::UnknownRun,
         ErrorName::EventsRefused,
         ErrorName::StorageUnavailable,
+        ErrorName::QuotaExceeded,
     ];
 
     /// Every name: the tools' and the HTTP routes'.
-    pub const ALL: [ErrorName; 26] = joined(ErrorName::TOOL, ErrorName::HTTP);
+    pub const ALL: [ErrorName; 27] = joined(ErrorName::TOOL, ErrorName::HTTP);
 
     /// Whether a tool result may carry this name (see [`ErrorName::TOOL`]).
     pub fn in_tool_results(self) -> bool {
@@ -135,6 +140,7 @@ impl ErrorName {
             ErrorName::UnknownRun => "UnknownRun",
             ErrorName::EventsRefused => "EventsRefused",
             ErrorName::StorageUnavailable => "StorageUnavailable",
+            ErrorName::QuotaExceeded => "QuotaExceeded",
         }
     }
 
@@ -177,7 +183,10 @@ impl ErrorName {
             ErrorName::RequestTimeout => 408,
             ErrorName::RangeNotSatisfiable => 416,
             ErrorName::UpgradeRequired => 426,
-            ErrorName::TooManyRequests | ErrorName::QueueFull | ErrorName::EdgeBudgetExceeded => 429,
+            ErrorName::TooManyRequests
+            | ErrorName::QueueFull
+            | ErrorName::EdgeBudgetExceeded
+            | ErrorName::QuotaExceeded => 429,
             ErrorName::StorageUnavailable => 503,
         }
     }
@@ -211,6 +220,7 @@ impl ErrorName {
             ErrorName::UnknownRun => "the batch named runs this relay session does not know (they ended long ago, or the relay restarted). Stop those runs.",
             ErrorName::EventsRefused => "some events of the batch were refused; each says why. Stop the runs they name.",
             ErrorName::StorageUnavailable => "the relay's storage did not answer; it passes. Retry after the seconds Retry-After gives.",
+            ErrorName::QuotaExceeded => "one of the tenant's quotas (defaults.quotas) is reached; the message names it, its value and when it comes back. Retry after the seconds Retry-After gives, or ask the relay's operator to raise it.",
         }
     }
 }
@@ -219,8 +229,8 @@ impl ErrorName {
 pub const STORAGE_RETRY_AFTER_S: u64 = 5;
 
 /// `tool` then `http`, as one list (a `const` array cannot be concatenated otherwise).
-const fn joined(tool: [ErrorName; 11], http: [ErrorName; 15]) -> [ErrorName; 26] {
-    let mut all = [ErrorName::Internal; 26];
+const fn joined(tool: [ErrorName; 11], http: [ErrorName; 16]) -> [ErrorName; 27] {
+    let mut all = [ErrorName::Internal; 27];
     let mut i = 0;
     while i < all.len() {
         all[i] = if i < tool.len() { tool[i] } else { http[i - tool.len()] };

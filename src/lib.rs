@@ -10,7 +10,8 @@
 //! of guest code's fetches through the Worker; `files` the files a run publishes from `/out`
 //! and their signed download URLs; `body` how long a request's body may take to arrive; `text`
 //! which characters of a name a person would not see; `deploy` what a dry run of a deploy
-//! must show (bindings, bundle size); `retention` what the scheduled cleanup deletes.
+//! must show (bindings, bundle size); `retention` what the scheduled cleanup deletes; `quota` the
+//! tenant's quotas and the ledger that counts them.
 
 pub mod audit;
 pub mod auth;
@@ -28,6 +29,7 @@ pub mod oauth;
 pub mod packages;
 pub mod policy;
 pub mod protocol;
+pub mod quota;
 pub mod range;
 pub mod relay_session;
 pub mod retention;

@@ -185,6 +185,7 @@ pub fn route(method: &str, path: &str) -> &'static str {
         (_, ["admin", "tenants", _, "keys"]) => "/admin/tenants/:id/keys",
         (_, ["admin", "tenants", _, "keys", _]) => "DELETE /admin/tenants/:id/keys/:key",
         (_, ["admin", "tenants", _, "audit"]) => "GET /admin/tenants/:id/audit",
+        (_, ["admin", "tenants", _, "usage"]) => "GET /admin/tenants/:id/usage",
         (_, ["admin", "tenants", _]) => "/admin/tenants/:id",
         (_, [".well-known", ..]) => "GET /.well-known/*",
         (_, ["oauth", "register"]) => "POST /oauth/register",

@@ -259,6 +259,29 @@ fn a_spent_budget_refuses_the_run_with_edge_budget_exceeded() {
     assert_eq!(ErrorName::EdgeBudgetExceeded.http_status(), 429);
 }
 
+/// CPU ms a day are the tenant's: what its other relay sessions spent (its ledger's total, told
+/// with each call) counts here, and each run's edge time goes out with its end.
+#[test]
+fn the_tenants_edge_day_counts_across_its_relay_sessions() {
+    let mut m = machine();
+    let t0 = 10 * DAY;
+    assert_eq!(sent_to(&queue(&mut m, t0, "r1", Executor::Edge)), Some(EDGE.into()));
+    let end = m.handle(t0 + 250, edge_exit("r1", 0, 1));
+    let edge_ms =
+        end.iter().find_map(|o| if let Output::Finish { outcome, .. } = o { Some(outcome.edge_ms) } else { None });
+    assert_eq!(edge_ms, Some(250), "charged on the relay's clock, not the isolate's");
+    // Another relay session of the tenant spent the rest of the day.
+    m.edge_spent_by_tenant(t0 + 300, BUDGET.cpu_ms_per_day);
+    let (name, _, _, message) = finished(&queue(&mut m, t0 + 301, "r2", Executor::Edge)).expect("refused");
+    assert_eq!(name, "EdgeBudgetExceeded");
+    assert!(message.contains("10000 of 10000 ms"), "{message}");
+    // A total below this relay session's own never lowers it; a new UTC day has a new budget.
+    m.edge_spent_by_tenant(t0 + 302, 0);
+    assert_eq!(m.edge_spent_ms(), BUDGET.cpu_ms_per_day);
+    m.edge_spent_by_tenant(t0 + DAY, 0);
+    assert_eq!(sent_to(&queue(&mut m, t0 + DAY, "r3", Executor::Edge)), Some(EDGE.into()));
+}
+
 #[test]
 fn with_no_budget_nothing_goes_to_the_edge() {
     let mut m = RunMachine::new(SETTINGS);

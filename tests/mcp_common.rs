@@ -99,6 +99,7 @@ pub fn cx() -> Context<'static> {
             recent_runs: json!([{ "runId": "r_1", "exitCode": 0 }]),
             clients: json!([{ "name": "seen-before", "version": "1", "lastSeenMs": 1 }]),
             contexts: json!({ "contexts": [] }),
+            usage: json!({ "runsInFlight": { "limit": 20, "used": 1 } }),
             next_tab: Some(
                 Readiness::parse(br#"{"runtimes": {"quickjs@0.32": "ready", "pyodide@314": "loading"}}"#).unwrap(),
             ),

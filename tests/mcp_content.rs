@@ -97,7 +97,7 @@ fn result_of_read(uri: &str) -> Value {
 #[test]
 fn resources_list_and_templates() {
     let result = result(&Server::new().reply(&modern("resources/list", json!({}))));
-    assert_eq!(result["resources"].as_array().unwrap().len(), 4);
+    assert_eq!(result["resources"].as_array().unwrap().len(), 5);
     assert_eq!(result["resources"][0]["uri"], "relay://session");
     assert_eq!(result["resources"][0]["mimeType"], "application/json");
     assert_eq!(result["resources"][1]["uri"], "relay://audit");
@@ -110,6 +110,10 @@ fn resources_list_and_templates() {
     let read = result_of_read("relay://contexts");
     let contexts: Value = serde_json::from_str(read["contents"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(contexts, json!({ "contexts": [] }), "what the relay session supplies");
+    assert_eq!(result["resources"][4]["uri"], "relay://usage");
+    let read = result_of_read("relay://usage");
+    let usage: Value = serde_json::from_str(read["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(usage["runsInFlight"]["used"], 1, "what the tenant's ledger supplies");
     let templates = result_of("resources/templates/list");
     assert_eq!(templates["resourceTemplates"], json!([]));
 }
@@ -125,6 +129,23 @@ fn the_audit_resource_shows_the_chain_and_its_head() {
     assert_eq!(records.len(), 3);
     let head = relay_core::audit::verify(&records, None).unwrap();
     assert_eq!(audit["head"], json!({ "seq": head.seq, "chain": head.chain }));
+}
+
+/// The relay session fetches the tenant's usage from its ledger only for a request that reads
+/// `relay://usage`, as the parser sees it (not a string that merely contains it).
+#[test]
+fn only_a_read_of_relay_usage_asks_the_ledger() {
+    let request = |body: Value| relay_core::mcp::HttpRequest {
+        method: "POST".into(),
+        headers: vec![],
+        body: body.to_string().into_bytes(),
+    };
+    let read = |uri: &str| json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": uri}});
+    assert!(relay_core::mcp::reads_usage(&request(read("relay://usage"))));
+    assert!(!relay_core::mcp::reads_usage(&request(read("relay://session"))));
+    assert!(!relay_core::mcp::reads_usage(&request(read("relay://usage/x"))));
+    let listed = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"cursor": "relay://usage"}});
+    assert!(!relay_core::mcp::reads_usage(&request(listed)));
 }
 
 fn result_of(method: &str) -> Value {

@@ -98,6 +98,7 @@ fn routes_are_patterns_with_no_id_token_or_query_in_them() {
         ("POST", "/admin/tenants/t_1/keys", "/admin/tenants/:id/keys"),
         ("DELETE", "/admin/tenants/t_1/keys/k_0123456789abcdef", "DELETE /admin/tenants/:id/keys/:key"),
         ("GET", "/admin/tenants/t_1/audit", "GET /admin/tenants/:id/audit"),
+        ("GET", "/admin/tenants/t_1/usage", "GET /admin/tenants/:id/usage"),
         ("POST", "/mcp", "/mcp"),
         ("GET", "/session/my-session/workspace", "GET /session/:id/workspace"),
         ("GET", "/session/my-session/workspace/bodies/abcdef", "GET /session/:id/workspace/bodies/:sha256"),

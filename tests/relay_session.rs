@@ -40,7 +40,15 @@ fn outcome(exit_code: i32, error: Option<(&str, &str)>, stdout: &str, by_relay: 
     let error = error.map(|(name, message)| RunError { name: name.into(), message: message.into() });
     let usage = Usage { wall_ms: 40, ..Usage::default() };
     let exit = Exit { exit_code, usage, error, files: Vec::new(), displays: Vec::new() };
-    Outcome { exit, stdout: stdout.into(), stderr: String::new(), by_relay, context: None, executor: Some("tab") }
+    Outcome {
+        exit,
+        stdout: stdout.into(),
+        stderr: String::new(),
+        by_relay,
+        context: None,
+        executor: Some("tab"),
+        edge_ms: 0,
+    }
 }
 
 /// Runs migrations `1..=n` the way `migrate` does, so a test can stop half way.

@@ -99,6 +99,8 @@ fn a_run_is_audited_when_admitted_and_sealed_onto_the_chain_when_it_ends_with_it
     assert_eq!(messages.last(), Some(answers[0]), "nothing follows the answer");
     assert_eq!(answers[0]["result"]["structuredContent"]["stdout"], "1\n");
     assert!(!session.has_run("r_1"));
+    // Its slot of the tenant's runs in flight comes back.
+    assert_eq!(*session.platform.ended.borrow(), [("t_1".to_owned(), "r_1".to_owned(), 0)]);
     // Sealed: one tool_call record, its output hashed, its secret redacted, logged as a run.
     let records = session.store().audit_records(10).unwrap();
     assert_eq!(records.len(), 1);

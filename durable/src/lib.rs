@@ -6,6 +6,7 @@
 //! entry.
 
 mod edge;
+mod ledger;
 mod platform;
 mod relay_session;
 
@@ -136,6 +137,7 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Post, ["admin", "tenants", id, "keys"]) => tenant_life::rotate(req, env, id).await,
         (Method::Delete, ["admin", "tenants", id, "keys", key]) => tenant_life::revoke(req, env, id, key).await,
         (Method::Get, ["admin", "tenants", id, "audit"]) => tenant_life::audit(req, env, id).await,
+        (Method::Get, ["admin", "tenants", id, "usage"]) => tenants::usage(req, env, id).await,
         (Method::Get, ["admin", "tenants", id]) => tenants::show(req, env, id).await,
         (Method::Patch, ["admin", "tenants", id]) => tenants::patch(req, env, id).await,
         (Method::Get, ["admin", "metrics"]) => metrics::tenant(req, env).await,

@@ -70,6 +70,7 @@ export class Sandbox {
     this.openedAt = performance.now();
     this.unsent = []; // [message, transfer] posted before it did
     this.ping = null; // {id, sentAt}: the ping not answered yet
+    this.ready = {}; // runtimeId -> standby workers ready in the frame, as its last pong said
     this.prepared = memo((runtimeId) => this.load(runtimeId));
     this.waiting = new Map(); // key -> {resolve, reject}
     this.offers = new Map(); // runtimeId -> {id, port, killed}: ready workers the frame offered
@@ -229,6 +230,7 @@ export class Sandbox {
         return this.listen();
       case "pong":
         if (data.id === this.ping?.id) this.ping = null;
+        this.ready = data.ready ?? {};
         return;
       case "prepared":
         return this.settle(`prepared:${data.runtimeId}`, null, { snapshot: data.snapshot });

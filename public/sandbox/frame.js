@@ -10,7 +10,10 @@
 // A worker serves exactly one run. When a run takes a worker, the worker that ran before it is
 // terminated first, so no two guests are ever alive at once, and nothing a run leaves behind
 // (globals, timers, patched functions, interpreter state) is seen by the next. To keep that
-// cheap, each runtime keeps one standby worker loaded and waiting. One that was taken is
+// cheap, each runtime keeps standby workers loaded and waiting: QuickJS two, so that a call
+// sent back to back finds one ready while the next loads (one alone was still loading for
+// about half of them), Pyodide one (each holds ~100 MB, and back to back a second would only
+// move the wait: a Pyodide worker takes longer to load than a call). One that was taken is
 // replaced when the page says it is idle (`refill`: the run's results are delivered), not when
 // the run ends: on two cores, loading a worker (QuickJS ~20-40 ms, Pyodide ~300 ms of CPU)
 // beside a run's last requests held those requests up by as much.
@@ -40,7 +43,7 @@
 //                  {type:"taken", runId} + [port]                           the port reaches the worker's glue
 //                  {type:"standby", runtimeId, id, killed} + [port]        an offer (see above)
 //                  {type:"crashed", runId, message}                         the run's worker died of an error
-//                  {type:"pong", id}                                        the answer to ping `id`
+//                  {type:"pong", id, ready:{runtimeId: n}}                  the answer to ping `id`, with the standbys ready
 //                  {type:"lost", context, message}                          context `context`'s worker died between its runs
 // The frame never reads what a worker says after it is ready: the page talks to it over the
 // port and judges every message itself (lib/runner-host.js).
@@ -161,7 +164,8 @@ const HANDLERS = {
   // This thread runs no guest code and waits on nothing, so it answers at once while its
   // process lives; the page takes silence for the process's death.
   async ping({ id }) {
-    reply({ type: "pong", id });
+    const ready = Object.fromEntries([...runtimes].map(([runtimeId, runtime]) => [runtimeId, runtime.readyCount()]));
+    reply({ type: "pong", id, ready });
   },
 };
 
@@ -202,6 +206,7 @@ function stopRunning() {
 function offerStandbys() {
   if (running || taking) return;
   for (const runtime of runtimes.values()) {
+    if (runtime.offer) continue; // one offer at a time: the page holds one port per runtime
     const ready = runtime.takeReady();
     if (!ready) continue;
     const offer = { id: ++offers, worker: ready.worker, crashed: null };
@@ -243,7 +248,7 @@ class Runtime {
     runtime.refill();
     // Prepared means a run can start at once: the first standby is loaded (a failed one is
     // retried by the first run's take).
-    await runtime.standby?.catch(() => {});
+    await runtime.standbys[0]?.loading.catch(() => {});
     return { runtime, made };
   }
 
@@ -252,8 +257,8 @@ class Runtime {
     this.url = url;
     this.assets = assets;
     this.snapshot = undefined;
-    this.standby = null; // Promise<{worker, port}>: the frame's, loading or ready
-    this.ready = null; // what `standby` resolved to, until taken or offered
+    this.depth = id.startsWith("quickjs@") ? 2 : 1; // standbys kept, the offered one included
+    this.standbys = []; // [{loading: Promise<{worker, port}>, ready?}]: the frame's, oldest first
     this.offer = null; // {id, worker, crashed}: a ready standby whose port the page holds
   }
 
@@ -279,36 +284,44 @@ class Runtime {
     return { worker, port };
   }
 
-  /** The standby (loading one now if there is none); `refill` starts the next. */
+  /** A standby, ready ones first (loading one now if there is none); `refill` replaces it. */
   takeStandby() {
-    const standby = this.standby ?? this.spawn();
-    this.standby = null;
-    this.ready = null;
-    return standby;
+    const standby = this.standbys.find((s) => s.ready) ?? this.standbys[0];
+    if (!standby) return this.spawn();
+    this.standbys.splice(this.standbys.indexOf(standby), 1);
+    return standby.loading;
   }
 
-  /** The standby, if it is ready, to offer to the page; it is no longer the frame's to take. */
+  /** A ready standby to offer to the page, if there is one; it is no longer the frame's to take. */
   takeReady() {
-    const ready = this.ready;
-    if (ready) this.standby = this.ready = null;
-    return ready;
+    const standby = this.standbys.find((s) => s.ready);
+    if (!standby) return null;
+    this.standbys.splice(this.standbys.indexOf(standby), 1);
+    return standby.ready;
   }
 
-  /** Starts loading a standby, unless one is there or offered. A failed one is not kept. */
+  /** The ready standbys, the offered one included. */
+  readyCount() {
+    return this.standbys.filter((s) => s.ready).length + (this.offer ? 1 : 0);
+  }
+
+  /** Starts loading standbys until `depth` are kept, loading or ready. A failed one is not kept. */
   refill() {
-    if (this.standby || this.offer) return;
-    const standby = this.spawn();
-    this.standby = standby;
-    standby.then(
-      (ready) => {
-        if (this.standby !== standby) return;
-        this.ready = ready;
-        offerStandbys();
-      },
-      () => {
-        if (this.standby === standby) this.standby = null;
-      },
-    );
+    while (this.standbys.length + (this.offer ? 1 : 0) < this.depth) {
+      const standby = { loading: this.spawn(), ready: null };
+      this.standbys.push(standby);
+      const kept = () => this.standbys.includes(standby);
+      standby.loading.then(
+        (ready) => {
+          if (!kept()) return;
+          standby.ready = ready;
+          offerStandbys();
+        },
+        () => {
+          if (kept()) this.standbys.splice(this.standbys.indexOf(standby), 1);
+        },
+      );
+    }
   }
 
   /** Starts a worker in `mode`; `answer` settles with its first message on the port. */

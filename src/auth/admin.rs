@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::tenant::{session_name_ok, QueueSettings, Tenant, TenantDefaults, SESSION_NAME_RULE};
 use crate::policy::{bounded, MAX_TIMEOUT_MS};
+use crate::retention::{MAX_UNUSED_DAYS, MIN_UNUSED_DAYS};
 use crate::run::contexts;
 use crate::text::is_hidden;
 use crate::workspace;
@@ -77,6 +78,9 @@ pub fn new_tenant(body: &[u8], fresh_id: String) -> Result<(Tenant, Option<Strin
 /// A tenant from an admin's JSON (`{id, name, defaults?}`), validated, with no field it does
 /// not know: a typo (`allowedDomain`) must not silently leave a rule out.
 pub fn from_admin_json(value: Value) -> Result<Tenant, String> {
+    if let Some(quotas) = value.pointer("/defaults/quotas").filter(|quotas| !quotas.is_null()) {
+        crate::quota::Quotas::check_json(quotas)?;
+    }
     let tenant: Tenant = serde_json::from_value(value.clone()).map_err(|e| format!("tenant: {e}"))?;
     let known = serde_json::to_value(&tenant).expect("a tenant serializes");
     if let Some(field) = unknown_field(&value, &known, "") {
@@ -96,6 +100,8 @@ impl TenantDefaults {
         self.edge.as_ref().map_or(Ok(()), |edge| edge.validate())?;
         bounded("contexts.maxPerSession", self.contexts.max_per_session, 1, contexts::MAX_CONTEXTS)?;
         bounded("contexts.idleMs", self.contexts.idle_ms, contexts::MIN_IDLE_MS, contexts::MAX_IDLE_MS)?;
+        bounded("retention.unusedDays", self.retention.unused_days, MIN_UNUSED_DAYS, MAX_UNUSED_DAYS)?;
+        self.quotas.validate()?;
         self.queue.validate().map_err(|why| format!("queue.{why}"))
     }
 }

@@ -4,8 +4,8 @@
 //! servers, its relay sessions' listing: [`kv_keys`], `keys::relay_session(id, "")`), its OAuth grants (a
 //! grant names its tenant) with the codes and tokens of those grants, everything in R2 under
 //! its own prefixes (`keys::tenant_prefixes`: capsules, build records, `/out` files, workspace bodies),
-//! and the storage of each of its relay sessions (their Durable Objects' SQLite: runs, audit,
-//! workspace index). Layers (`layers/<sha256>`) are not its own: they are shared by hash among
+//! the storage of each of its relay sessions (their Durable Objects' SQLite: runs, audit,
+//! workspace index), and its ledger of quotas (`crate::quota`, its own Durable Object). Layers (`layers/<sha256>`) are not its own: they are shared by hash among
 //! every tenant whose capsules hold the same bytes, so a deletion leaves them (retention removes
 //! a layer nothing references).
 
@@ -19,9 +19,10 @@ use crate::keys;
 /// The kinds a deletion counts. It revokes every key before anything goes, so the tenant cannot
 /// act meanwhile; deletes its relay sessions' storage, its OAuth records and its R2 objects;
 /// then its KV records, its record by id last, so a deletion cut short can be sent again.
-pub const KINDS: [&str; 11] = [
+pub const KINDS: [&str; 12] = [
     "keys",
     "relaySessions",
+    "ledger",
     "oauthGrants",
     "oauthTokens",
     "oauthCodes",

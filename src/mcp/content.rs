@@ -14,6 +14,7 @@ pub const SESSION_URI: &str = "relay://session";
 pub const AUDIT_URI: &str = "relay://audit";
 pub const WORKSPACE_URI: &str = "relay://workspace";
 pub const CONTEXTS_URI: &str = "relay://contexts";
+pub const USAGE_URI: &str = "relay://usage";
 /// How many of the latest audit records `relay://audit` shows.
 pub const AUDIT_SHOWN: usize = 100;
 
@@ -190,6 +191,17 @@ pub fn contexts_resource() -> Value {
         "name": "relay-contexts",
         "title": "Relay session contexts",
         "description": "The live contexts of this relay session (run_js/run_py with `context`): name, runtime, the tab holding it, age, time since its last run, runs, memory; and the tenant's limit and idle expiry.",
+        "mimeType": "application/json",
+    })
+}
+
+/// The `resources/list` entry of the tenant's usage.
+pub fn usage_resource() -> Value {
+    json!({
+        "uri": USAGE_URI,
+        "name": "relay-usage",
+        "title": "Tenant quotas and usage",
+        "description": "The tenant's quotas (defaults.quotas) and what it used of each across its relay sessions: tools/call requests this minute, live relay sessions, runs in flight, egress requests and bytes today, and when each window starts again.",
         "mimeType": "application/json",
     })
 }

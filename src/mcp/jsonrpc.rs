@@ -20,6 +20,8 @@ pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// Ours: the relay session's queue is full (HTTP 429 says the rest). Outside -32000..-32019,
 /// which 2026-07-28 asks new implementations not to use.
 pub const QUEUE_FULL: i64 = -32050;
+/// A `tools/call` refused by one of the tenant's quotas (`relay_core::quota`).
+pub const QUOTA_EXCEEDED: i64 = -32051;
 
 /// One parsed POST body.
 #[derive(Debug)]

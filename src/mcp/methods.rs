@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::content::{self, AUDIT_SHOWN, AUDIT_URI, CONTEXTS_URI, PROMPT_NAME, SESSION_URI, WORKSPACE_URI};
+use super::content::{self, AUDIT_SHOWN, AUDIT_URI, CONTEXTS_URI, PROMPT_NAME, SESSION_URI, USAGE_URI, WORKSPACE_URI};
 use super::context::Context;
 use super::era::{Era, SUPPORTED_VERSIONS};
 use super::jsonrpc::{RpcError, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY};
@@ -53,6 +53,7 @@ pub fn dispatch(req: &Req, cx: &Context) -> Result<Answer, RpcError> {
                 content::audit_resource(),
                 content::workspace_resource(),
                 content::contexts_resource(),
+                content::usage_resource(),
             ];
             list(req.params, "resources", json!(resources))
         }
@@ -189,6 +190,7 @@ fn read_resource(req: &Req, cx: &Context) -> Result<Answer, RpcError> {
         AUDIT_URI => audit::audit_json(&(cx.audit_records)(AUDIT_SHOWN)),
         WORKSPACE_URI => (cx.workspace)(),
         CONTEXTS_URI => cx.relay.contexts.clone(),
+        USAGE_URI => cx.relay.usage.clone(),
         _ => return Err(resource_not_found(req.era, uri)),
     };
     let text = serde_json::to_string_pretty(&body).unwrap_or_default();

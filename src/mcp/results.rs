@@ -14,7 +14,7 @@ use super::content;
 use super::display::display_content;
 use super::era::Era;
 use super::http::HttpResponse;
-use super::jsonrpc::{notification, response_envelope, RpcError, QUEUE_FULL};
+use super::jsonrpc::{notification, response_envelope, RpcError, QUEUE_FULL, QUOTA_EXCEEDED};
 use super::logging::LogLevel;
 use super::tasks::TaskRecord;
 use super::tools::{Tool, ToolCall};
@@ -59,6 +59,13 @@ pub fn queue_full(id: &Value, max: u32, session: &str) -> HttpResponse {
     let data = json!({ "name": "QueueFull", "maxQueued": max, "retryAfterS": retry });
     let refused = RpcError::failed(QUEUE_FULL, message).with_status(429).with_data(data);
     refused.into_response(Some(id)).with_header("retry-after", &retry.to_string())
+}
+
+/// The answer to a `tools/call` refused by one of the tenant's quotas: 429 with `Retry-After`,
+/// as a full queue's, and a JSON-RPC error whose data names it (`QuotaExceeded`, the quota).
+pub fn quota_exceeded(id: &Value, refusal: &crate::quota::Refusal) -> HttpResponse {
+    let refused = RpcError::failed(QUOTA_EXCEEDED, refusal.message()).with_status(429).with_data(refusal.data());
+    refused.into_response(Some(id)).with_header("retry-after", &refusal.retry_after_s.to_string())
 }
 
 /// Completes a result for `era`: 2026-07-28 requires `resultType` on every result (`complete`

@@ -12,11 +12,13 @@
 //! - [`upstreams`]: calls to the tenant's upstream MCP servers and their audit; the `/mcps` tree.
 //! - [`workspace`]: the relay session's workspace: its index and bodies, commits, the file
 //!   tools answered from it; [`workspace_routes`] the routes of tabs and runs over it.
+//! - [`body_sweep`]: the retention sweep of its workspace bodies, when the cron asks.
 //! - [`caches`]: what one instance remembers to be faster, never to decide.
 //! - [`store`] over [`sql`]: the SQLite (migrations, the audit chain, metrics, tasks, `/out`
 //!   slots, legacy MCP sessions). Every write returns its error: a failed one is reported
 //!   ([`RelaySession::audited`], [`RelaySession::persisted`]), never dropped.
 
+pub mod body_sweep;
 pub mod builds;
 pub mod caches;
 pub mod desk;
@@ -29,6 +31,7 @@ pub mod workspace;
 pub mod workspace_routes;
 
 pub use crate::stores::StorageError;
+pub use body_sweep::BodyGuard;
 pub use caches::Caches;
 pub use desk::{Delivery, Desk, Frames, Tabs};
 pub use sql::{Sql, SqlValue};
@@ -81,6 +84,10 @@ pub trait Platform {
     fn start_edge(&self, run: &str);
     /// Stops run `run` at the edge, if it is there.
     fn cancel_edge(&self, run: &str);
+    /// Run `run` of tenant `tenant` ended after `edge_ms` at the edge (0: it did not run
+    /// there): its slot of the tenant's runs in flight comes back and its edge time is added
+    /// to the tenant's day (`quota`), without waiting for the ledger to hear it.
+    fn run_ended(&self, tenant: &str, run: &str, edge_ms: u64);
 }
 
 /// One relay session: its platform, the runs desk, the caches, and the writes to its storage
@@ -89,6 +96,8 @@ pub struct RelaySession<P: Platform> {
     pub platform: P,
     pub desk: Desk<P::Frames>,
     pub caches: Caches,
+    /// What its stores of workspace bodies and their retention sweep tell each other.
+    pub bodies: BodyGuard,
     /// Writes to the SQLite that failed since this instance started, by what (the metrics
     /// report them: the storage that failed cannot hold them).
     failures: RefCell<BTreeMap<String, u64>>,
@@ -98,8 +107,14 @@ pub struct RelaySession<P: Platform> {
 
 impl<P: Platform> RelaySession<P> {
     pub fn new(platform: P) -> Self {
-        let (failures, wakeups) = (RefCell::default(), RefCell::default());
-        RelaySession { platform, desk: Desk::default(), caches: Caches::default(), failures, wakeups }
+        RelaySession {
+            platform,
+            desk: Desk::default(),
+            caches: Caches::default(),
+            bodies: BodyGuard::default(),
+            failures: RefCell::default(),
+            wakeups: RefCell::default(),
+        }
     }
 
     /// The relay session's store.

@@ -28,7 +28,8 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0006_out_files.sql"),
     include_str!("../../migrations/0007_workspace.sql"),
     include_str!("../../migrations/0008_run_executor.sql"),
-    include_str!("../../migrations/0009_wakeups.sql"),
+    include_str!("../../migrations/0009_body_retention.sql"),
+    include_str!("../../migrations/0010_wakeups.sql"),
 ];
 /// How long a run's published paths are counted: longer than any run token lives.
 const OUT_FILES_KEPT_MS: u64 = 24 * 60 * 60 * 1000;

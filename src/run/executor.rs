@@ -3,7 +3,10 @@
 //! runs and a call may narrow it; the tenant's `defaults.edge` is the edge budget the operator
 //! grants (CPU ms a day, runs a minute), and a tenant without one runs on tabs only. The run
 //! machine asks [`EdgeMeter`] before it sends a run to the edge and charges it when the run
-//! ends. No clock here: every answer takes the time.
+//! ends. CPU ms a day are the tenant's, across its relay sessions: each run's edge time goes to
+//! the tenant's ledger (`quota`), which tells each relay session the day's total with every
+//! call it admits ([`EdgeMeter::seed`]); runs a minute are counted per relay session. No clock
+//! here: every answer takes the time.
 
 use std::collections::VecDeque;
 
@@ -77,7 +80,8 @@ impl Executor {
     }
 }
 
-/// The edge budget an operator grants a tenant (`defaults.edge`), counted per relay session.
+/// The edge budget an operator grants a tenant (`defaults.edge`): CPU ms a day across its relay
+/// sessions, runs a minute per relay session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EdgeBudget {
@@ -145,6 +149,13 @@ impl EdgeMeter {
     /// A run at the edge ended after `ms` milliseconds: they count to the day it started.
     pub fn charge(&mut self, ms: u64) {
         self.spent_ms = self.spent_ms.saturating_add(ms);
+    }
+
+    /// The tenant spent `tenant_ms` today as of `now_ms` (its ledger's count, this relay
+    /// session's runs among them, or not yet): the day's spend is at least that.
+    pub fn seed(&mut self, now_ms: u64, tenant_ms: u64) {
+        self.roll(now_ms);
+        self.spent_ms = self.spent_ms.max(tenant_ms);
     }
 
     /// Milliseconds spent today (as of the last start or charge).

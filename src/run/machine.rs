@@ -129,6 +129,9 @@ pub struct Outcome {
     pub context: Option<Report>,
     /// Where it was sent last (`tab` or `edge`), if it was sent at all.
     pub executor: Option<&'static str>,
+    /// The milliseconds it was charged at the edge (0: it never ran there), which the tenant's
+    /// ledger adds to its day (`quota`).
+    pub edge_ms: u64,
 }
 
 /// The answer to a backchannel batch: each event applied, skipped as a duplicate, or refused.
@@ -288,6 +291,12 @@ impl RunMachine {
     /// Takes the tenant's edge budget as it is now (none: no run goes to the edge).
     pub fn set_edge_budget(&mut self, budget: Option<EdgeBudget>) {
         self.edge_budget = budget;
+    }
+
+    /// The tenant's edge spend today across its relay sessions (as its ledger last said at
+    /// `now_ms`): this relay session's budget checks count it, when it is more than its own.
+    pub fn edge_spent_by_tenant(&mut self, now_ms: u64, spent_ms: u64) {
+        self.meter.seed(now_ms, spent_ms);
     }
 
     /// Milliseconds of edge runs spent today, for the metrics.
@@ -704,12 +713,12 @@ impl RunMachine {
     fn finish(&mut self, now_ms: u64, run: &str, by_relay: bool, out: &mut Vec<Output>) {
         self.queue.remove(run);
         let Some(entry) = self.runs.get_mut(run) else { return };
-        if let Some(edge) = entry.assigned.take().filter(|a| a.tab == EDGE) {
-            self.meter.charge(now_ms.saturating_sub(edge.sent_ms));
-        }
+        let edge_ms =
+            entry.assigned.take().filter(|a| a.tab == EDGE).map_or(0, |edge| now_ms.saturating_sub(edge.sent_ms));
+        self.meter.charge(edge_ms);
         let Some(exit) = entry.log.exit.clone() else { return };
         let (stdout, stderr) = (std::mem::take(&mut entry.log.stdout), std::mem::take(&mut entry.log.stderr));
-        let outcome = Outcome { exit, stdout, stderr, by_relay, context: None, executor: entry.sent_to };
+        let outcome = Outcome { exit, stdout, stderr, by_relay, context: None, executor: entry.sent_to, edge_ms };
         out.push(Output::Finish { run: run.to_owned(), outcome, answer: entry.answer });
         self.finished.push_back(run.to_owned());
         while self.finished.len() > FINISHED_KEPT {

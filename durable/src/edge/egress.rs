@@ -14,13 +14,14 @@ use crate::platform::bindings::public_origin;
 use crate::platform::http::{error, refuse};
 use crate::platform::r2::capsule_policy;
 use crate::platform::run_token::run_claims;
-use crate::platform::stub;
+use crate::platform::{ledger, stub};
 use futures::StreamExt;
 use relay_core::auth::RunClaims;
 use relay_core::egress::{self, Fetched, Hop, Outbound};
 use relay_core::error::ErrorName;
 use relay_core::policy::NetworkPolicy;
 use relay_core::protocol::{Caller, SessionRequest};
+use relay_core::quota::Charge;
 use worker::wasm_bindgen::JsCast;
 use worker::{js_sys, wasm_bindgen_futures, web_sys, Env, Headers, Request, Response, Result};
 
@@ -31,9 +32,10 @@ pub async fn handle(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
         Err(response) => return Ok(response),
     };
     who.is(&claims.sub, &claims.sid);
-    if let Err(refusal) = token_tenant(env, &claims.sub).await? {
-        return Ok(refusal);
-    }
+    let tenant = match token_tenant(env, &claims.sub).await? {
+        Ok(tenant) => tenant,
+        Err(refusal) => return Ok(refusal),
+    };
     let policy = match capsule_policy(env, &claims.sub, &claims.cap).await? {
         Ok(policy) => policy.network,
         Err(response) => return Ok(response),
@@ -42,10 +44,22 @@ pub async fn handle(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
         Ok(body) => body,
         Err(too_large) => return Ok(too_large),
     };
-    match egress::prepare(&envelope, &policy) {
-        Ok(first) => perform(first, &policy).await,
-        Err(refusal) => Ok(error(refusal)),
+    let first = match egress::prepare(&envelope, &policy) {
+        Ok(first) => first,
+        Err(refusal) => return Ok(error(refusal)),
+    };
+    // The tenant's egress quotas (`relay_core::quota`): the request and its body, then the
+    // response's body once read (counted, never refused: it was fetched).
+    let sent = Charge::Egress { requests: 1, bytes: envelope.len() as u64 };
+    if let Some(refused) = ledger::refusal(ledger::charge(env, &tenant, sent).await?) {
+        return Ok(refused);
     }
+    let (response, received) = perform(first, &policy).await?;
+    // A ledger that misses these bytes is logged (`ledger::send`); the fetch's answer still goes.
+    if received > 0 {
+        let _ = ledger::charge(env, &tenant, Charge::Egress { requests: 0, bytes: received }).await;
+    }
+    Ok(response)
 }
 
 /// A run's request (under its run token, body at most `body_max`) forwarded to its relay
@@ -74,13 +88,14 @@ pub async fn to_run_session(
     stub::send(env, &caller, request(&claims, body)).await
 }
 
-/// Sends `request`, following redirects hop by hop as the core decides.
-async fn perform(mut request: Outbound, policy: &NetworkPolicy) -> Result<Response> {
+/// Sends `request`, following redirects hop by hop as the core decides: the answer, and the
+/// bytes of the response body it carries.
+async fn perform(mut request: Outbound, policy: &NetworkPolicy) -> Result<(Response, u64)> {
     let mut redirects = 0;
     loop {
         let upstream = match send(&request).await {
             Ok(upstream) => upstream,
-            Err(e) => return Ok(upstream_failed(&request.url, &e)),
+            Err(e) => return Ok((upstream_failed(&request.url, &e), 0)),
         };
         let location = upstream.headers().get("location").ok().flatten();
         match egress::next_hop(&request, upstream.status(), location.as_deref(), redirects, policy) {
@@ -91,7 +106,7 @@ async fn perform(mut request: Outbound, policy: &NetworkPolicy) -> Result<Respon
             }
             Hop::Deny(why) => {
                 cancel_body(&upstream);
-                return Ok(refuse(ErrorName::PolicyDenied, why));
+                return Ok((refuse(ErrorName::PolicyDenied, why), 0));
             }
             Hop::Done => return answer(upstream, &request.url, redirects, policy.max_body_bytes).await,
         }
@@ -134,7 +149,12 @@ fn upstream_failed(url: &str, error_value: &worker::wasm_bindgen::JsValue) -> Re
 
 /// The route's answer: status 200, the upstream's body (read as a stream and refused once it
 /// passes `max_body_bytes`, without reading further) and its metadata in `x-relay-*` headers.
-async fn answer(upstream: web_sys::Response, url: &str, redirects: u32, max_body_bytes: u64) -> Result<Response> {
+async fn answer(
+    upstream: web_sys::Response,
+    url: &str,
+    redirects: u32,
+    max_body_bytes: u64,
+) -> Result<(Response, u64)> {
     let meta = Fetched {
         status: upstream.status(),
         status_text: upstream.status_text(),
@@ -145,7 +165,7 @@ async fn answer(upstream: web_sys::Response, url: &str, redirects: u32, max_body
     let declared = upstream.headers().get("content-length").ok().flatten().and_then(|l| l.parse::<u64>().ok());
     if declared.is_some_and(|length| length > max_body_bytes) {
         cancel_body(&upstream);
-        return Ok(refuse(ErrorName::PolicyDenied, egress::body_too_large(url, max_body_bytes)));
+        return Ok((refuse(ErrorName::PolicyDenied, egress::body_too_large(url, max_body_bytes)), 0));
     }
     let mut body = Vec::new();
     if let Some(stream) = upstream.body() {
@@ -153,14 +173,13 @@ async fn answer(upstream: web_sys::Response, url: &str, redirects: u32, max_body
         let mut chunks = worker::ByteStream::from(stream);
         while let Some(chunk) = chunks.next().await {
             let Ok(chunk) = chunk else {
-                return Ok(refuse(
-                    ErrorName::UpstreamFailed,
-                    egress::upstream_failed(url, "the response body broke off"),
-                ));
+                let why = egress::upstream_failed(url, "the response body broke off");
+                return Ok((refuse(ErrorName::UpstreamFailed, why), body.len() as u64));
             };
             body.extend_from_slice(&chunk);
             if body.len() as u64 > max_body_bytes {
-                return Ok(refuse(ErrorName::PolicyDenied, egress::body_too_large(url, max_body_bytes)));
+                let too_large = refuse(ErrorName::PolicyDenied, egress::body_too_large(url, max_body_bytes));
+                return Ok((too_large, body.len() as u64));
             }
         }
     }
@@ -171,5 +190,6 @@ async fn answer(upstream: web_sys::Response, url: &str, redirects: u32, max_body
     for (name, value) in meta.relay_headers() {
         headers.set(name, &value)?;
     }
-    Ok(Response::from_bytes(body)?.with_headers(headers))
+    let received = body.len() as u64;
+    Ok((Response::from_bytes(body)?.with_headers(headers), received))
 }

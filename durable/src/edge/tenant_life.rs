@@ -8,7 +8,7 @@ use super::tenants::{admin_refusal, forget, new_key, ring, save_ring, stored, st
 use crate::platform::bindings::{kv, public_origin};
 use crate::platform::http::{json, refuse, storage_unavailable};
 use crate::platform::kv::{list as kv_list, relay_sessions};
-use crate::platform::{now_ms, r2, stub};
+use crate::platform::{ledger, now_ms, r2, stub};
 use relay_core::auth::keyring::{rotation_grace_ms, KeyRing, KeyView};
 use relay_core::auth::lifecycle::{self, Deleted};
 use relay_core::auth::{session_name_ok, Tenant, SESSION_NAME_RULE};
@@ -186,6 +186,10 @@ pub async fn delete(req: Request, env: &Env, id: &str) -> Result<Response> {
     let origin = public_origin(env, &req.url()?)?;
     let steps = async {
         erase_relay_sessions(env, &kv, &tenant, &origin, &mut deleted).await?;
+        match ledger::erase(env, id).await? {
+            Ok(had) => deleted.add("ledger", u64::from(had)),
+            Err(status) => return Err(Step::Store("the tenant's ledger", format!("it answered {status}"))),
+        }
         delete_oauth(env, &kv, id, &mut deleted).await?;
         for (kind, prefix) in keys::tenant_prefixes(id) {
             let count = r2::delete_prefix(env, &prefix).await.map_err(|e| Step::Store("R2", e.to_string()))?;

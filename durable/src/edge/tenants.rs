@@ -6,13 +6,14 @@
 
 use super::http::{read_capped, unauthorized};
 use crate::platform::bindings::{kv, public_origin, ADMIN_TOKEN};
-use crate::platform::http::{json, refuse, storage_unavailable, with_header};
-use crate::platform::{now_ms, random};
+use crate::platform::http::{error, json, refuse, storage_unavailable, with_header};
+use crate::platform::{ledger, now_ms, random};
 use relay_core::auth::cache::{RecordCache, TenantCache};
 use relay_core::auth::keyring::{key_id, KeyEntry, KeyRefused, KeyRing, KeyState};
 use relay_core::auth::{self, admin, bearer, check_key_shape, mint_api_key, Tenant};
 use relay_core::error::ErrorName;
 use relay_core::keys;
+use relay_core::quota::{Charge, LedgerAnswer};
 use serde_json::json;
 use std::cell::RefCell;
 use worker::kv::{KvError, KvStore};
@@ -205,6 +206,24 @@ pub async fn show(req: Request, env: &Env, id: &str) -> Result<Response> {
     Ok(match stored(env, id).await? {
         Ok(tenant) => json(200, &json!({ "tenant": tenant })),
         Err(refusal) => refusal,
+    })
+}
+
+/// `GET /admin/tenants/<id>/usage`: the tenant's quotas and what it used of each, from its
+/// ledger (`relay_core::quota`) -> `{tenant, usage}`, the shape `relay://usage` shows the tenant.
+pub async fn usage(req: Request, env: &Env, id: &str) -> Result<Response> {
+    if let Some(refusal) = admin_refusal(&req, env)? {
+        return Ok(refusal);
+    }
+    let tenant = match stored(env, id).await? {
+        Ok(tenant) => tenant,
+        Err(refusal) => return Ok(refusal),
+    };
+    let edge_cpu_ms_per_day = tenant.defaults.edge.map(|edge| edge.cpu_ms_per_day);
+    Ok(match ledger::charge(env, &tenant, Charge::Usage { edge_cpu_ms_per_day }).await? {
+        Ok(LedgerAnswer::Usage { usage }) => json(200, &json!({ "tenant": id, "usage": usage })),
+        Ok(other) => return Err(worker::Error::RustError(format!("the ledger answered a usage with {other:?}"))),
+        Err(unavailable) => error(unavailable),
     })
 }
 

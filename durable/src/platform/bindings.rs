@@ -4,7 +4,7 @@ use worker::{Env, Result};
 
 /// R2, KV, the page's assets, the OAuth registration limiter: named in the core's table, which
 /// the deploy check holds wrangler.toml to (`relay_core::deploy::BINDINGS`).
-pub use relay_core::deploy::{ASSETS, KV_CONFIG, OAUTH_REGISTER, R2_CAPSULES};
+pub use relay_core::deploy::{ASSETS, KV_CONFIG, LEDGERS, OAUTH_REGISTER, R2_CAPSULES};
 /// The relay sessions' Durable Objects (named by `protocol::object_name`).
 pub use relay_core::protocol::SESSIONS_BINDING as SESSIONS;
 /// Secret: the Ed25519 seed that signs capsules and tokens.

@@ -2,13 +2,14 @@
 //! runtime's clock, randomness and timers (here), the bindings by name (`bindings`), the
 //! stores (`kv`, `r2`, `sql`: the core's `Records`, `Blobs` and `Sql`), the signer
 //! (`signer`), the run-token guard (`run_token`), the one place an error becomes a response
-//! (`http`), the typed hop to a relay session (`stub`), and a POST to an upstream MCP server
+//! (`http`), the typed hop to a relay session (`stub`) and to a tenant's ledger (`ledger`), and a POST to an upstream MCP server
 //! (`upstream`). `edge/` (the Worker's handlers) and `relay_session/` (the DO) both import
 //! from here and never from each other.
 
 pub mod bindings;
 pub mod http;
 pub mod kv;
+pub mod ledger;
 pub mod r2;
 pub mod run_token;
 pub mod signer;

@@ -4,13 +4,15 @@
 use super::runs;
 use super::shared::Shared;
 use crate::platform::http::{self, sse_headers};
-use crate::platform::{now_ms, random, sleep};
+use crate::platform::{ledger, now_ms, random, sleep};
 use futures::StreamExt;
 use relay_core::mcp::{self, Context, Dispatch, HttpRequest, HttpResponse, RelayView};
 use relay_core::metrics::Wake;
 use relay_core::protocol::Caller;
+use relay_core::quota::{Charge, LedgerAnswer};
 use relay_core::relay_session::{McpSessions, Platform, Tabs};
 use relay_core::run::machine::{Cancel, Input};
+use serde_json::Value;
 use std::rc::Rc;
 use worker::{Headers, Response, Result};
 
@@ -21,11 +23,19 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
     // Lapsed leases and passed deadlines are acted on first, so what `relay://session` and the
     // prompt say of the tabs is current even when no stream is open to tick the machine.
     shared.feed(Input::Tick);
+    let usage = match mcp::reads_usage(&request) {
+        true => match ledger::charge(&shared.platform.env, &caller.tenant, usage_charge(&caller)).await? {
+            Ok(LedgerAnswer::Usage { usage }) => usage,
+            Ok(_) => Value::Null,
+            Err(unavailable) => return Ok(http::error(unavailable)),
+        },
+        false => Value::Null,
+    };
     let new_session_id = || format!("mcp_{}", hex::encode(random::<16>()));
     let cx = Context {
         now_ms: now_ms(),
         new_session_id: &new_session_id,
-        relay: relay_view(&shared, &caller),
+        relay: RelayView { usage, ..relay_view(&shared, &caller) },
         audit_records: &|n| shared.persisted("audit", shared.store().audit_records(n)).unwrap_or_default(),
         workspace: &|| shared.workspace_listing(),
         page_url: caller.page_url(),
@@ -56,6 +66,11 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
     }
 }
 
+/// Asks the ledger for what `relay://usage` shows, with the tenant's edge budget, if any.
+fn usage_charge(caller: &Caller) -> Charge {
+    Charge::Usage { edge_cpu_ms_per_day: caller.tenant.defaults.edge.map(|edge| edge.cpu_ms_per_day) }
+}
+
 /// What `relay://session` shows: tabs, queue, recent runs.
 fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
     let (tab_ids, queue_depth) = shared.view();
@@ -69,6 +84,7 @@ fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
         recent_runs: shared.store().recent_runs(10),
         clients: shared.caches.clients(),
         contexts: shared.contexts_view(&caller.tenant.defaults.contexts),
+        usage: Value::Null,
     }
 }
 

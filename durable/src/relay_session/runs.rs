@@ -10,14 +10,17 @@
 use super::shared::{ticker, Shared, Sse};
 use crate::platform::http::{self, storage_unavailable};
 use crate::platform::signer::{sealing_key, signer};
+use crate::platform::{ledger, now_ms};
 use futures::channel::mpsc;
 use futures::stream::PollNext;
 use futures::{future, FutureExt, Stream, StreamExt};
 use relay_core::error::ErrorName;
 use relay_core::mcp::{self, Era, Tool, ToolCall};
 use relay_core::protocol::Caller;
+use relay_core::quota::{run_lease, Charge, LedgerAnswer};
 use relay_core::relay_session::desk::Unadmitted;
 use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, FileCall, Resumed, Work};
+use relay_core::relay_session::Platform;
 use std::rc::Rc;
 use worker::{Response, Result};
 
@@ -34,11 +37,20 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     if let Some(max) = shared.queue_full().filter(|_| queued) {
         return Ok(http::to_response(mcp::queue_full(&call.id, max, &caller.session)));
     }
+    let run = shared.random_id::<8>("r_");
+    // Charged before the capsule is built and signed, so a refused call costs next to nothing.
+    if let Some(refused) = charge(&shared, &caller, &call, queued.then_some(&run)).await? {
+        return Ok(refused);
+    }
     let work = match Work::of(&shared, &caller, &call, || signer(&shared.platform.env))? {
         Ok(work) => work,
-        Err(tool_error) => return Ok(http::json(200, &tool_error)),
+        Err(tool_error) => {
+            if queued {
+                shared.platform.run_ended(&caller.tenant.id, &run, 0);
+            }
+            return Ok(http::json(200, &tool_error));
+        }
     };
-    let run = shared.random_id::<8>("r_");
     let job = match work {
         Work::Run(job) => Rc::new(job),
         Work::File(op) => {
@@ -53,7 +65,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     if call.tool_call.task {
         return Ok(match start_task(&shared, call.clone()).await {
             Ok(created) => http::json(200, &created),
-            Err(unadmitted) => refused(&call, unadmitted),
+            Err(unadmitted) => refused(&shared, &call, unadmitted),
         });
     }
     if !call.tool_call.stream {
@@ -65,7 +77,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
         let _ = frames.unbounded_send(Ok(priming.into_bytes()));
     }
     if let Err(unadmitted) = shared.admit_call(&call, Box::new(Answer::streamed(call.clone(), Sse(frames)))) {
-        return Ok(refused(&call, unadmitted));
+        return Ok(refused(&shared, &call, unadmitted));
     }
     let cancel =
         (call.tool_call.era == Era::Modern).then(|| CancelOnDrop { session: shared.clone(), run: call.run.clone() });
@@ -90,7 +102,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
 async fn answer_body(shared: Rc<Shared>, call: Call) -> Result<Response> {
     let (delivery, answer) = Answer::body(call.clone());
     if let Err(unadmitted) = shared.admit_call(&call, Box::new(delivery)) {
-        return Ok(refused(&call, unadmitted));
+        return Ok(refused(&shared, &call, unadmitted));
     }
     let _cancel = CancelOnDrop { session: shared.clone(), run: call.run.clone() };
     prepare(&shared, &call.caller, &call.run, &call.job).await;
@@ -104,8 +116,28 @@ async fn answer_body(shared: Rc<Shared>, call: Call) -> Result<Response> {
     Ok(http::json(200, &answer))
 }
 
-/// The answer to a call that was not admitted.
-fn refused(call: &Call, unadmitted: Unadmitted) -> Response {
+/// Charges the call to its tenant's ledger (`relay_core::quota`): a call, its relay session
+/// live, and for a run a slot of the runs in flight leased to its latest possible end. The
+/// answer to send instead when a quota or the ledger refuses it.
+async fn charge(shared: &Shared, caller: &Caller, call: &ToolCall, run: Option<&String>) -> Result<Option<Response>> {
+    let defaults = &caller.tenant.defaults;
+    let waits_ms = defaults.queue.max_wait_ms + defaults.queue.attach_wait_ms;
+    let lease = run.map(|run| run_lease(run, now_ms(), waits_ms, defaults.policy.limits.timeout_ms));
+    let charge = Charge::Call { session: caller.session.clone(), run: lease };
+    Ok(match ledger::charge(&shared.platform.env, &caller.tenant, charge).await? {
+        Ok(LedgerAnswer::Refused { refusal }) => Some(http::to_response(mcp::quota_exceeded(&call.id, &refusal))),
+        Ok(LedgerAnswer::Charged { edge_spent_ms }) => {
+            shared.edge_spent_by_tenant(edge_spent_ms);
+            None
+        }
+        Ok(LedgerAnswer::Usage { .. }) => None,
+        Err(unavailable) => Some(http::error(unavailable)),
+    })
+}
+
+/// The answer to a call that was not admitted; the slot its run took comes back.
+fn refused(shared: &Shared, call: &Call, unadmitted: Unadmitted) -> Response {
+    shared.platform.run_ended(&call.caller.tenant.id, &call.run, 0);
     match unadmitted {
         Unadmitted::QueueFull(max) => http::to_response(call.queue_full(max)),
         Unadmitted::Storage(e) => storage_unavailable("the relay session's SQLite", &e),

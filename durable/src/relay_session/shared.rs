@@ -7,6 +7,7 @@
 use super::edge::{EdgePlatform, EdgeRuns};
 use super::leases::Leases;
 use crate::platform::kv::Kv;
+use crate::platform::ledger;
 use crate::platform::r2::R2;
 use crate::platform::sql::DoSql;
 use crate::platform::upstream;
@@ -215,6 +216,11 @@ impl Platform for DoPlatform {
     fn cancel_edge(&self, run: &str) {
         self.edge.cancel(run);
     }
+
+    fn run_ended(&self, tenant: &str, run: &str, edge_ms: u64) {
+        let (env, tenant, run) = (self.env.clone(), tenant.to_owned(), run.to_owned());
+        spawn_local(async move { ledger::run_ended(&env, &tenant, &run, edge_ms).await });
+    }
 }
 
 /// The tabs attached to the relay session: their command sockets (to the Worker, which holds
@@ -259,6 +265,18 @@ impl Roster {
     /// Forgets a results socket that closed, unless its tab has a newer one.
     pub fn forget_socket(&self, socket: &WebSocket) {
         self.sockets.borrow_mut().retain(|_, kept| kept != socket);
+    }
+
+    /// Drops every tab, closing its command stream and its sockets: the relay session was
+    /// erased with its tenant, and a tab left attached would hold its stream open on nothing.
+    pub fn drop_all(&self) {
+        let sockets: Vec<WebSocket> = self.sockets.borrow_mut().drain().map(|(_, socket)| socket).collect();
+        for socket in sockets {
+            let _ = socket.close(Some(4410), Some("this relay session's tenant was deleted"));
+        }
+        for tab in self.ids() {
+            self.drop_tab(&tab);
+        }
     }
 
     /// Keeps what an attached tab (the caller checked: `has_tab`) said of its runtimes.

@@ -30,6 +30,10 @@ pub fn attach(shared: &Shared, state: &State, caller: &Caller) -> Result<Respons
     let pair = WebSocketPair::new()?;
     state.accept_websocket_with_tags(&pair.server, &[EVENTS_TAG, tab.as_str()]);
     pair.server.send_with_str(String::from_utf8_lossy(&hello.frame()))?;
+    // The edge runs in hand, so the page lists them too.
+    for ran in shared.edge_run_frames() {
+        pair.server.send_with_str(String::from_utf8_lossy(&ran))?;
+    }
     shared.platform.roster.add_tab(&tab, pair.server);
     shared.feed(Input::TabAttached { tab });
     Response::from_websocket(pair.client)

@@ -1,0 +1,230 @@
+// A tenant's quotas (defaults.quotas, README "Quotas") under workerd, each on a test tenant of
+// its own with small quotas: calls a minute, live relay sessions, runs in flight (edge runs held
+// open by a loopback server, so no tab is needed), egress requests and bytes a day. Each one
+// reached answers 429 QuotaExceeded with Retry-After and a message naming the quota, its value
+// and what was used; a slot comes back (a run ending, the next minute, a PATCH raising it);
+// relay://usage and GET /admin/tenants/<id>/usage show what was done; bad values are 400; a
+// deleted tenant's ledger is erased with it.
+
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { createServer } from "node:http";
+import { after, before, describe, test } from "node:test";
+import { connectClient } from "./lib/mcp-client.mjs";
+import { modernCall } from "./lib/mcp-http.mjs";
+import { BASE, createTenant, devVars, mintRunToken, patchTenant } from "./lib/relay.mjs";
+
+const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
+const BUDGET = { cpuMsPerDay: 3_600_000, runsPerMinute: 600 };
+
+let server; // a loopback upstream: /hello answers, /gate answers when the test opens it
+let port;
+const gates = [];
+const openGates = () => gates.splice(0).forEach((res) => res.writeHead(200).end("opened"));
+
+before(async () => {
+  server = createServer((req, res) => {
+    if (req.url === "/gate") return gates.push(res);
+    res.writeHead(200, { "content-type": "text/plain" }).end("hello");
+  });
+  server.listen(0);
+  await once(server, "listening");
+  port = server.address().port;
+});
+
+after(() => {
+  openGates();
+  server.close();
+});
+
+/** A tool call of `name` over raw 2026-07-28 HTTP: `{status, res, message}`. */
+const call = (key, name, args, session) => modernCall(key, "tools/call", { name, arguments: args }, { session });
+const search = (key, session) => call(key, "search", { pattern: "x" }, session);
+
+/** What `relay://usage` says, through the official SDK client. */
+async function usageOf(key) {
+  const client = await connectClient(key);
+  try {
+    const { contents } = await client.readResource({ uri: "relay://usage" });
+    return JSON.parse(contents[0].text);
+  } finally {
+    await client.close();
+  }
+}
+
+/** Asserts a 429 QuotaExceeded naming `quota` with `limit` and `used`; returns its Retry-After (s). */
+function assertQuotaRefusal({ status, res, message }, quota, limit, used) {
+  assert.equal(status, 429, JSON.stringify(message));
+  const retry = Number(res.headers.get("retry-after"));
+  assert.ok(retry >= 1, `Retry-After ${res.headers.get("retry-after")}`);
+  const data = message.error.data;
+  assert.deepEqual(data, { name: "QuotaExceeded", quota: `defaults.quotas.${quota}`, limit, used, retryAfterS: retry });
+  assert.match(message.error.message, new RegExp(`defaults\\.quotas\\.${quota} is reached: ${used} of ${limit} `));
+  assert.match(message.error.message, /retry in \d+ s\. The relay's operator can raise it \(PATCH \/admin\/tenants\/<id> with defaults\.quotas\)/);
+  return retry;
+}
+
+describe("quotas per tenant", () => {
+  test("bad quota values are refused 400 naming the field, by POST and PATCH", async () => {
+    for (const [quotas, field] of [
+      [{ callsPerMinute: 0 }, "defaults.quotas.callsPerMinute"],
+      [{ runsInFlight: 10001 }, "defaults.quotas.runsInFlight"],
+      [{ relaySessions: -1 }, "defaults.quotas.relaySessions is -1"],
+      [{ egressBytesPerDay: "1" }, "defaults.quotas.egressBytesPerDay is \"1\""],
+      [{ callsPerMinutes: 5 }, "defaults.quotas.callsPerMinutes"],
+    ]) {
+      const res = await fetch(`${BASE}/admin/tenants`, { method: "POST", headers: admin, body: JSON.stringify({ name: "bad", defaults: { quotas } }) });
+      const body = await res.json();
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.equal(body.error.name, "ValidationError");
+      assert.ok(body.error.message.includes(field), body.error.message);
+    }
+    const { tenant } = await createTenant("patched");
+    const res = await patchTenant(tenant.id, { defaults: { quotas: { egressRequestsPerDay: 0 } } });
+    const body = await res.json();
+    assert.equal(res.status, 400);
+    assert.match(body.error.message, /defaults\.quotas\.egressRequestsPerDay is 0; it must be between 1 and 10000000/);
+    const shown = await (await fetch(`${BASE}/admin/tenants/${tenant.id}`, { headers: admin })).json();
+    assert.deepEqual(shown.tenant.defaults.quotas, {
+      callsPerMinute: 1200, relaySessions: 100, runsInFlight: 200, egressRequestsPerDay: 10000, egressBytesPerDay: 1073741824,
+    });
+  });
+
+  test("calls a minute: the 4th tools/call of 3 is refused until the next minute or a PATCH; other methods are not charged", async () => {
+    const { key, tenant } = await createTenant("calls", { quotas: { callsPerMinute: 3 } });
+    // Wait for a minute's start if this one is almost over, so the three calls share a window.
+    if (Date.now() % 60_000 > 45_000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 100));
+    for (let i = 0; i < 3; i++) assert.equal((await search(key)).status, 200);
+    assert.equal((await modernCall(key, "tools/list")).status, 200, "tools/list is not a call");
+    const refused = await search(key);
+    const retry = assertQuotaRefusal(refused, "callsPerMinute", 3, 3);
+    assert.ok(retry <= 60);
+    const usage = await usageOf(key);
+    assert.equal(usage.callsPerMinute.used, 3, JSON.stringify(usage));
+    assert.equal(usage.callsPerMinute.limit, 3);
+    // The SDK client sees the same refusal as a JSON-RPC error.
+    const client = await connectClient(key);
+    await assert.rejects(client.callTool({ name: "search", arguments: { pattern: "x" } }), /defaults\.quotas\.callsPerMinute is reached: 3 of 3/);
+    await client.close();
+    // A PATCH raising it takes effect at once.
+    assert.equal((await patchTenant(tenant.id, { defaults: { quotas: { callsPerMinute: 4 } } })).status, 200);
+    assert.equal((await search(key)).status, 200);
+    assertQuotaRefusal(await search(key), "callsPerMinute", 4, 4);
+    // The next minute, calls pass again.
+    const wait = Number((await search(key)).res.headers.get("retry-after"));
+    console.log(`# waiting ${wait} s for the next minute`);
+    await new Promise((r) => setTimeout(r, wait * 1000 + 200));
+    assert.equal((await search(key)).status, 200);
+  });
+
+  test("relay sessions: a tenant with 1 live relay session is refused a second, while the first stays usable", async () => {
+    const { key, tenant } = await createTenant("sessions", { quotas: { relaySessions: 1 } });
+    assert.equal((await search(key, "first")).status, 200);
+    const retry = assertQuotaRefusal(await search(key, "second"), "relaySessions", 1, 1);
+    assert.ok(retry > 500 && retry <= 600, `a relay session idles after 10 minutes: ${retry}`);
+    assert.equal((await search(key, "first")).status, 200);
+    const usage = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
+    assert.deepEqual(usage.usage.relaySessions, { limit: 1, used: 1, live: ["first"] });
+  });
+
+  test("runs in flight: a second run waits for the first to end, across relay sessions; its end frees the slot", async () => {
+    const network = { allowedDomains: [`localhost:${port}`], blockPrivateRanges: false, denyIpLiterals: false };
+    const { key } = await createTenant("in-flight", { executor: "edge", edge: BUDGET, policy: { network }, quotas: { runsInFlight: 1 } });
+    const held = call(key, "run_js", { code: `const r = await fetch("http://localhost:${port}/gate"); console.log(await r.text());` }, "one");
+    while (gates.length === 0) await new Promise((r) => setTimeout(r, 50));
+    assertQuotaRefusal(await call(key, "run_js", { code: "console.log(2)" }, "two"), "runsInFlight", 1, 1);
+    const usage = await usageOf(key);
+    assert.deepEqual(usage.runsInFlight, { limit: 1, used: 1 });
+    // A file tool takes no slot.
+    assert.equal((await call(key, "write", { path: "/tmp/a.txt", content: "a" }, "one")).status, 200);
+    openGates();
+    const first = await held;
+    assert.equal(first.message.result.structuredContent.stdout, "opened\n", JSON.stringify(first.message));
+    // The end reaches the ledger without the client waiting for it: poll briefly.
+    const started = Date.now();
+    let second;
+    for (let i = 0; i < 50; i++) {
+      second = await call(key, "run_js", { code: "console.log(2)" }, "two");
+      if (second.status === 200) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    console.log(`# the slot came back ${Date.now() - started} ms after the first run's answer`);
+    assert.equal(second.status, 200, JSON.stringify(second.message));
+    assert.equal(second.message.result.structuredContent.stdout, "2\n");
+    assert.equal((await usageOf(key)).runsInFlight.used, 0);
+  });
+
+  test("edge CPU a day is the tenant's: time spent in one relay session is refused in another, and shown in relay://usage", async () => {
+    const { key } = await createTenant("edge-day", { executor: "edge", edge: { cpuMsPerDay: 1, runsPerMinute: 600 } });
+    const first = await call(key, "run_js", { code: "console.log(1)" }, "one");
+    assert.equal(first.message.result.structuredContent.executor, "edge", JSON.stringify(first.message));
+    // The run's end reaches the ledger without the client waiting for it.
+    let usage;
+    for (let i = 0; i < 50; i++) {
+      usage = await usageOf(key);
+      if (usage.edgeCpuMsPerDay.used > 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    console.log(`# edge ms charged for the first run: ${usage.edgeCpuMsPerDay.used}`);
+    assert.equal(usage.edgeCpuMsPerDay.limit, 1);
+    assert.ok(usage.edgeCpuMsPerDay.used >= 1, JSON.stringify(usage));
+    const other = await call(key, "run_js", { code: "console.log(2)" }, "two");
+    const out = other.message.result.structuredContent;
+    assert.equal(out.error?.name, "EdgeBudgetExceeded", JSON.stringify(out));
+    assert.match(out.error.message, new RegExp(`${usage.edgeCpuMsPerDay.used} of 1 ms \\(defaults\\.edge\\.cpuMsPerDay\\)`));
+  });
+
+  test("egress: requests and bytes a day through /egress", async () => {
+    const network = { allowedDomains: [`localhost:${port}`], blockPrivateRanges: false, denyIpLiterals: false };
+    const { key, tenant } = await createTenant("egress-quota", { policy: { network }, quotas: { egressRequestsPerDay: 2 } });
+    const capsule = await createCapsule(key);
+    const egress = () => fetch(`${BASE}/egress`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${mintRunToken({ tenant: tenant.id, run: "r_q", capsule })}` },
+      body: JSON.stringify({ url: `http://localhost:${port}/hello`, method: "GET", headers: [] }),
+    });
+    for (let i = 0; i < 2; i++) assert.equal((await egress()).status, 200);
+    const refused = await egress();
+    const body = await refused.json();
+    assert.equal(refused.status, 429, JSON.stringify(body));
+    assert.equal(body.error.name, "QuotaExceeded");
+    assert.match(body.error.message, /defaults\.quotas\.egressRequestsPerDay is reached: 2 of 2 egress requests today \(UTC\); it comes back at 00:00 UTC/);
+    assert.ok(Number(refused.headers.get("retry-after")) <= 86_400);
+    const { usage } = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
+    assert.equal(usage.egressRequestsPerDay.used, 2);
+    const envelopeBytes = JSON.stringify({ url: `http://localhost:${port}/hello`, method: "GET", headers: [] }).length;
+    assert.equal(usage.egressBytesPerDay.used, 2 * (envelopeBytes + "hello".length), JSON.stringify(usage));
+    // Bytes: past the day's bytes, the next request is refused naming that quota.
+    assert.equal((await patchTenant(tenant.id, { defaults: { quotas: { egressRequestsPerDay: 100, egressBytesPerDay: 10 } } })).status, 200);
+    const overBytes = await egress();
+    assert.equal(overBytes.status, 429);
+    assert.match((await overBytes.json()).error.message, /defaults\.quotas\.egressBytesPerDay is reached: \d+ of 10 egress bytes today/);
+  });
+
+  test("the operator's view, and a deleted tenant's ledger erased with it", async () => {
+    const { key, tenant } = await createTenant("ledger-life");
+    assert.equal((await search(key)).status, 200);
+    assert.equal((await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`)).status, 401);
+    assert.equal((await fetch(`${BASE}/admin/tenants/t_nobody/usage`, { headers: admin })).status, 404);
+    const { usage } = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
+    assert.equal(usage.callsPerMinute.used, 1);
+    assert.deepEqual(usage.relaySessions.live, ["default"]);
+    const deleted = await (await fetch(`${BASE}/admin/tenants/${tenant.id}`, { method: "DELETE", headers: admin })).json();
+    assert.equal(deleted.deleted.ledger, 1, JSON.stringify(deleted));
+    // Made again under the same id, it starts from nothing.
+    await fetch(`${BASE}/admin/tenants`, { method: "POST", headers: admin, body: JSON.stringify({ id: tenant.id, name: "again" }) });
+    const again = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
+    assert.equal(again.usage.callsPerMinute.used, 0, JSON.stringify(again));
+    assert.deepEqual(again.usage.relaySessions.live, []);
+  });
+});
+
+async function createCapsule(key) {
+  const res = await fetch(`${BASE}/capsules`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ language: "js", code: "1" }),
+  });
+  assert.equal(res.status, 201, await res.clone().text());
+  return (await res.json()).hash;
+}

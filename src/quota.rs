@@ -1,0 +1,325 @@
+//! Quotas per tenant (`defaults.quotas`) and the ledger that counts them. One ledger per
+//! tenant lives in its own Durable Object (`durable/src/quota.rs`, named by the tenant's id);
+//! every rule is here, with the time passed in, so windows, leases and day boundaries are
+//! tested natively. What each quota counts:
+//!
+//! - `callsPerMinute`: `tools/call` requests to `/mcp`, per UTC minute (a fixed window: the
+//!   count starts again at each minute's first second). Other methods are not charged: they
+//!   cost the relay next to nothing, and most are answered without a Durable Object.
+//! - `relaySessions`: relay sessions live at once. A relay session is live from a `tools/call`
+//!   to it until [`SESSION_IDLE_MS`] pass without one: a call to a relay session that is not
+//!   live, when as many are, is refused.
+//! - `runsInFlight`: runs (`run_js`, `run_py`) admitted and not ended, across all the
+//!   tenant's relay sessions. Each holds a lease to its latest possible end (queue wait,
+//!   attach wait, timeout, edge start, a margin), so an end that never reaches the ledger
+//!   frees its slot then.
+//! - `egressRequestsPerDay`, `egressBytesPerDay`: guest fetches through `/egress` and their
+//!   bytes (request and response bodies) per UTC day.
+//!
+//! The ledger also adds up the tenant's edge time per UTC day (`defaults.edge.cpuMsPerDay`,
+//! whose check stays the run machine's, `run::executor`): each run's end brings its edge
+//! milliseconds, and every call charged is answered with the day's total.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::policy::bounded;
+use crate::stores::StorageError;
+
+const MINUTE_MS: u64 = 60_000;
+const DAY_MS: u64 = 86_400_000;
+/// How long a relay session stays live after its latest `tools/call`.
+pub const SESSION_IDLE_MS: u64 = 10 * MINUTE_MS;
+/// What a run's lease adds to its latest possible end, for the hops around it.
+pub const RUN_LEASE_MARGIN_MS: u64 = 60_000;
+/// The longest a refused run is told to wait: a slot comes back whenever any run ends.
+const RUN_RETRY_AFTER_S: u64 = 5;
+
+/// A tenant's quotas; every field optional in the tenant record (its default below). The
+/// defaults leave room for what one relay session may hold anyway (a queue of 100 and the run
+/// ahead of it), so a tenant that sets nothing sees no change but a ceiling across sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Quotas {
+    pub calls_per_minute: u64,
+    pub relay_sessions: u64,
+    pub runs_in_flight: u64,
+    pub egress_requests_per_day: u64,
+    pub egress_bytes_per_day: u64,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas {
+            calls_per_minute: 1_200,
+            relay_sessions: 100,
+            runs_in_flight: 200,
+            egress_requests_per_day: 10_000,
+            egress_bytes_per_day: 1 << 30,
+        }
+    }
+}
+
+impl Quotas {
+    /// Refuses a quota in an admin's JSON (`defaults.quotas`) that is no whole number, naming
+    /// it: read as the record's types, it would fail with a message that names no field.
+    pub fn check_json(quotas: &Value) -> Result<(), String> {
+        let Some(fields) = quotas.as_object() else {
+            return Err("defaults.quotas must be an object of quotas (README \"Quotas\")".into());
+        };
+        match fields.iter().find(|(_, value)| !value.is_null() && !value.is_u64()) {
+            Some((name, value)) => Err(format!("defaults.quotas.{name} is {value}; it must be a whole number")),
+            None => Ok(()),
+        }
+    }
+
+    /// The bounds of each quota; the error names the first one out of them.
+    pub fn validate(&self) -> Result<(), String> {
+        bounded("quotas.callsPerMinute", self.calls_per_minute, 1, 60_000)?;
+        bounded("quotas.relaySessions", self.relay_sessions, 1, 10_000)?;
+        bounded("quotas.runsInFlight", self.runs_in_flight, 1, 10_000)?;
+        bounded("quotas.egressRequestsPerDay", self.egress_requests_per_day, 1, 10_000_000)?;
+        bounded("quotas.egressBytesPerDay", self.egress_bytes_per_day, 1, 1 << 40)
+    }
+}
+
+/// A run's slot: its id and when its lease lapses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunLease {
+    pub run: String,
+    pub until_ms: u64,
+}
+
+/// What a ledger is asked to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "op")]
+pub enum Charge {
+    /// A `tools/call` to relay session `session`; a run takes a slot too.
+    Call { session: String, run: Option<RunLease> },
+    /// Run `run` ended after `edge_ms` at the edge: its slot comes back, its edge time counts.
+    RunEnded {
+        run: String,
+        #[serde(default)]
+        edge_ms: u64,
+    },
+    /// `requests` egress requests and `bytes` bytes; only a charge of requests is refused.
+    Egress { requests: u64, bytes: u64 },
+    /// What is used, charging nothing; with the tenant's edge budget (CPU ms a day), if any.
+    Usage { edge_cpu_ms_per_day: Option<u64> },
+}
+
+/// The request a ledger's Durable Object takes: the tenant's quotas as the caller read them
+/// (a PATCH applies with the next request) and the charge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerRequest {
+    pub quotas: Quotas,
+    pub charge: Charge,
+}
+
+/// A quota reached: which, its value, what was used, and in how many seconds it comes back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refusal {
+    pub quota: String,
+    pub limit: u64,
+    pub used: u64,
+    pub retry_after_s: u64,
+}
+
+impl Refusal {
+    fn new(quota: &str, limit: u64, used: u64, retry_after_ms: u64) -> Self {
+        Refusal { quota: quota.into(), limit, used, retry_after_s: retry_after_ms.div_ceil(1000).max(1) }
+    }
+
+    /// What a person reads: the quota's name and value, what was used, when it comes back,
+    /// and who raises it.
+    pub fn message(&self) -> String {
+        let (what, back) = match self.quota.as_str() {
+            "callsPerMinute" => ("calls this minute (UTC)", "at the next minute"),
+            "relaySessions" => ("relay sessions live (a tools/call in the last 10 minutes)", "when one idles"),
+            "runsInFlight" => ("runs in flight across its relay sessions", "when one ends"),
+            "egressRequestsPerDay" => ("egress requests today (UTC)", "at 00:00 UTC"),
+            _ => ("egress bytes today (UTC)", "at 00:00 UTC"),
+        };
+        format!(
+            "this tenant's quota defaults.quotas.{} is reached: {} of {} {what}; it comes back {back}, retry in {} s. The relay's operator can raise it (PATCH /admin/tenants/<id> with defaults.quotas).",
+            self.quota, self.used, self.limit, self.retry_after_s
+        )
+    }
+
+    /// The JSON-RPC error's / HTTP body's data.
+    pub fn data(&self) -> Value {
+        json!({ "name": "QuotaExceeded", "quota": format!("defaults.quotas.{}", self.quota), "limit": self.limit,
+                "used": self.used, "retryAfterS": self.retry_after_s })
+    }
+}
+
+/// What a ledger answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "answer")]
+pub enum LedgerAnswer {
+    /// Charged; the tenant's edge milliseconds today, across its relay sessions.
+    Charged {
+        edge_spent_ms: u64,
+    },
+    Refused {
+        refusal: Refusal,
+    },
+    Usage {
+        usage: Value,
+    },
+}
+
+/// One tenant's counts. Bounded: at most its quotas' worth of relay sessions and runs (the
+/// lapsed ones are dropped on every charge).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Ledger {
+    minute: u64,
+    calls: u64,
+    /// Each live relay session and its latest call.
+    sessions: BTreeMap<String, u64>,
+    /// Each run in flight and its lease's end.
+    runs: BTreeMap<String, u64>,
+    day: u64,
+    egress_requests: u64,
+    egress_bytes: u64,
+    /// Milliseconds of runs at the edge today.
+    edge_ms: u64,
+}
+
+impl Ledger {
+    /// Applies `charge` at `now_ms` against `quotas`: all of it, or (refused) none of it.
+    pub fn charge(&mut self, quotas: &Quotas, charge: &Charge, now_ms: u64) -> LedgerAnswer {
+        self.roll(now_ms);
+        let refused = match charge {
+            Charge::Call { session, run } => self.call(quotas, session, run.as_ref(), now_ms),
+            Charge::RunEnded { run, edge_ms } => {
+                self.runs.remove(run);
+                self.edge_ms = self.edge_ms.saturating_add(*edge_ms);
+                Ok(())
+            }
+            Charge::Egress { requests, bytes } => self.egress(quotas, *requests, *bytes, now_ms),
+            Charge::Usage { edge_cpu_ms_per_day } => {
+                return LedgerAnswer::Usage { usage: self.usage(quotas, *edge_cpu_ms_per_day, now_ms) }
+            }
+        };
+        match refused {
+            Ok(()) => LedgerAnswer::Charged { edge_spent_ms: self.edge_ms },
+            Err(refusal) => LedgerAnswer::Refused { refusal },
+        }
+    }
+
+    fn call(&mut self, quotas: &Quotas, session: &str, run: Option<&RunLease>, now_ms: u64) -> Result<(), Refusal> {
+        if self.calls >= quotas.calls_per_minute {
+            let back = MINUTE_MS - now_ms % MINUTE_MS;
+            return Err(Refusal::new("callsPerMinute", quotas.calls_per_minute, self.calls, back));
+        }
+        let live = self.sessions.len() as u64;
+        if !self.sessions.contains_key(session) && live >= quotas.relay_sessions {
+            let first_idle = self.sessions.values().min().map_or(0, |&at| at + SESSION_IDLE_MS);
+            return Err(Refusal::new("relaySessions", quotas.relay_sessions, live, first_idle.saturating_sub(now_ms)));
+        }
+        let in_flight = self.runs.len() as u64;
+        if run.is_some() && in_flight >= quotas.runs_in_flight {
+            let first_lapse = self.runs.values().min().map_or(0, |&until| until.saturating_sub(now_ms));
+            let back = first_lapse.min(RUN_RETRY_AFTER_S * 1000);
+            return Err(Refusal::new("runsInFlight", quotas.runs_in_flight, in_flight, back));
+        }
+        self.calls += 1;
+        self.sessions.insert(session.to_owned(), now_ms);
+        if let Some(lease) = run {
+            self.runs.insert(lease.run.clone(), lease.until_ms);
+        }
+        Ok(())
+    }
+
+    fn egress(&mut self, quotas: &Quotas, requests: u64, bytes: u64, now_ms: u64) -> Result<(), Refusal> {
+        if requests > 0 {
+            let back = DAY_MS - now_ms % DAY_MS;
+            if self.egress_requests >= quotas.egress_requests_per_day {
+                let limit = quotas.egress_requests_per_day;
+                return Err(Refusal::new("egressRequestsPerDay", limit, self.egress_requests, back));
+            }
+            if self.egress_bytes >= quotas.egress_bytes_per_day {
+                return Err(Refusal::new("egressBytesPerDay", quotas.egress_bytes_per_day, self.egress_bytes, back));
+            }
+        }
+        self.egress_requests += requests;
+        self.egress_bytes = self.egress_bytes.saturating_add(bytes);
+        Ok(())
+    }
+
+    /// What `relay://usage` and the operator's view show: each quota's value, what is used and
+    /// when its window starts again; the edge's day, with its budget (none: the tenant has none).
+    pub fn usage(&self, quotas: &Quotas, edge_cpu_ms_per_day: Option<u64>, now_ms: u64) -> Value {
+        let minute_s = (MINUTE_MS - now_ms % MINUTE_MS).div_ceil(1000);
+        let day_s = (DAY_MS - now_ms % DAY_MS).div_ceil(1000);
+        let mut rolled = self.clone();
+        rolled.roll(now_ms);
+        let live: Vec<&String> = rolled.sessions.keys().collect();
+        json!({
+            "callsPerMinute": { "limit": quotas.calls_per_minute, "used": rolled.calls, "resetsInS": minute_s },
+            "relaySessions": { "limit": quotas.relay_sessions, "used": live.len(), "live": live },
+            "runsInFlight": { "limit": quotas.runs_in_flight, "used": rolled.runs.len() },
+            "egressRequestsPerDay": { "limit": quotas.egress_requests_per_day, "used": rolled.egress_requests, "resetsInS": day_s },
+            "egressBytesPerDay": { "limit": quotas.egress_bytes_per_day, "used": rolled.egress_bytes, "resetsInS": day_s },
+            "edgeCpuMsPerDay": { "limit": edge_cpu_ms_per_day, "used": rolled.edge_ms, "resetsInS": day_s },
+        })
+    }
+
+    /// Starts the windows that passed again and drops idle relay sessions and lapsed leases.
+    fn roll(&mut self, now_ms: u64) {
+        if now_ms / MINUTE_MS != self.minute {
+            (self.minute, self.calls) = (now_ms / MINUTE_MS, 0);
+        }
+        if now_ms / DAY_MS != self.day {
+            (self.day, self.egress_requests, self.egress_bytes, self.edge_ms) = (now_ms / DAY_MS, 0, 0, 0);
+        }
+        self.sessions.retain(|_, at| *at + SESSION_IDLE_MS > now_ms);
+        self.runs.retain(|_, until| *until > now_ms);
+    }
+}
+
+/// Where a ledger is kept: the ledger's Durable Object's SQLite, or memory in native tests.
+pub trait LedgerStore {
+    fn load(&self) -> Result<Option<Ledger>, StorageError>;
+    fn save(&self, ledger: &Ledger) -> Result<(), StorageError>;
+}
+
+/// Answers `request` at `now_ms` from the ledger in `store`, saving it when it changed.
+pub fn answer(store: &impl LedgerStore, request: &LedgerRequest, now_ms: u64) -> Result<LedgerAnswer, StorageError> {
+    let before = store.load()?.unwrap_or_default();
+    let mut ledger = before.clone();
+    let answer = ledger.charge(&request.quotas, &request.charge, now_ms);
+    if ledger != before {
+        store.save(&ledger)?;
+    }
+    Ok(answer)
+}
+
+/// A ledger kept in memory, as JSON (so native tests go through its serialization too).
+#[derive(Default)]
+pub struct MemoryLedger(pub std::cell::RefCell<Option<String>>);
+
+impl LedgerStore for MemoryLedger {
+    fn load(&self) -> Result<Option<Ledger>, StorageError> {
+        let stored = self.0.borrow();
+        stored.as_deref().map(|json| serde_json::from_str(json).map_err(|e| StorageError(e.to_string()))).transpose()
+    }
+
+    fn save(&self, ledger: &Ledger) -> Result<(), StorageError> {
+        *self.0.borrow_mut() = Some(serde_json::to_string(ledger).expect("a ledger serializes"));
+        Ok(())
+    }
+}
+
+/// The lease of a run admitted at `now_ms` under a tenant's settings: it may wait in the queue
+/// and for a tab, start at the edge, and run to its timeout.
+pub fn run_lease(run: &str, now_ms: u64, waits_ms: u64, timeout_ms: u64) -> RunLease {
+    let until_ms = now_ms + waits_ms + timeout_ms + crate::run::executor::EDGE_LOAD_MS + RUN_LEASE_MARGIN_MS;
+    RunLease { run: run.to_owned(), until_ms }
+}

@@ -1,0 +1,200 @@
+//! The tenant's quotas (`relay_core::quota`): their bounds, and the ledger's windows, leases,
+//! UTC days and Retry-After, with random sequences of charges.
+
+use proptest::prelude::*;
+use relay_core::auth::admin::from_admin_json;
+use relay_core::quota::{
+    answer, run_lease, Charge, LedgerAnswer, LedgerRequest, MemoryLedger, Quotas, SESSION_IDLE_MS,
+};
+use serde_json::json;
+
+const DAY_MS: u64 = 86_400_000;
+/// 2026-11-26 00:00:00 UTC.
+const T0: u64 = 1_795_651_200_000;
+
+fn quotas(calls: u64, sessions: u64, runs: u64) -> Quotas {
+    Quotas { calls_per_minute: calls, relay_sessions: sessions, runs_in_flight: runs, ..Quotas::default() }
+}
+
+fn call(session: &str, run: Option<(&str, u64)>) -> Charge {
+    Charge::Call { session: session.into(), run: run.map(|(id, until)| run_lease(id, until, 0, 0)) }
+}
+
+fn ask(store: &MemoryLedger, quotas: Quotas, charge: Charge, now_ms: u64) -> LedgerAnswer {
+    answer(store, &LedgerRequest { quotas, charge }, now_ms).unwrap()
+}
+
+/// The refusal's quota, limit, used and retry-after, or None when charged.
+fn refused(answer: LedgerAnswer) -> Option<(String, u64, u64, u64)> {
+    match answer {
+        LedgerAnswer::Refused { refusal } => Some((refusal.quota, refusal.limit, refusal.used, refusal.retry_after_s)),
+        LedgerAnswer::Charged { .. } => None,
+        LedgerAnswer::Usage { .. } => panic!("a charge answered usage"),
+    }
+}
+
+fn usage(store: &MemoryLedger, quotas: Quotas, now_ms: u64) -> serde_json::Value {
+    match ask(store, quotas, Charge::Usage { edge_cpu_ms_per_day: Some(5_000) }, now_ms) {
+        LedgerAnswer::Usage { usage } => usage,
+        other => panic!("usage answered {other:?}"),
+    }
+}
+
+#[test]
+fn calls_per_minute_refuse_until_the_next_utc_minute() {
+    let store = MemoryLedger::default();
+    let q = quotas(3, 10, 10);
+    let at = T0 + 20_500; // 20.5 s into a minute
+    for _ in 0..3 {
+        assert_eq!(refused(ask(&store, q, call("default", None), at)), None);
+    }
+    assert_eq!(refused(ask(&store, q, call("default", None), at)), Some(("callsPerMinute".into(), 3, 3, 40)));
+    assert_eq!(refused(ask(&store, q, call("default", None), T0 + 59_999)).map(|r| r.3), Some(1));
+    assert_eq!(refused(ask(&store, q, call("default", None), T0 + 60_000)), None);
+    assert_eq!(usage(&store, q, T0 + 60_001)["callsPerMinute"], json!({"limit": 3, "used": 1, "resetsInS": 60}));
+}
+
+#[test]
+fn a_relay_session_is_live_until_it_idles() {
+    let store = MemoryLedger::default();
+    let q = quotas(100, 2, 10);
+    assert_eq!(refused(ask(&store, q, call("a", None), T0)), None);
+    assert_eq!(refused(ask(&store, q, call("b", None), T0 + 1_000)), None);
+    // A live one is always admitted; a third is not, until the oldest idles.
+    assert_eq!(refused(ask(&store, q, call("a", None), T0 + 2_000)), None);
+    let third = refused(ask(&store, q, call("c", None), T0 + 3_000));
+    assert_eq!(third, Some(("relaySessions".into(), 2, 2, (SESSION_IDLE_MS - 2_000) / 1000)));
+    assert_eq!(usage(&store, q, T0 + 3_000)["relaySessions"]["live"], json!(["a", "b"]));
+    assert_eq!(refused(ask(&store, q, call("c", None), T0 + 1_000 + SESSION_IDLE_MS)), None);
+}
+
+#[test]
+fn a_run_holds_its_slot_until_it_ends_or_its_lease_lapses() {
+    let store = MemoryLedger::default();
+    let q = quotas(100, 10, 2);
+    assert_eq!(refused(ask(&store, q, call("a", Some(("r1", T0))), T0)), None);
+    assert_eq!(refused(ask(&store, q, call("b", Some(("r2", T0))), T0)), None);
+    // A file tool takes no slot; a third run waits.
+    assert_eq!(refused(ask(&store, q, call("a", None), T0)), None);
+    let third = refused(ask(&store, q, call("a", Some(("r3", T0))), T0 + 10));
+    assert_eq!(third, Some(("runsInFlight".into(), 2, 2, 5)));
+    assert_eq!(usage(&store, q, T0 + 10)["runsInFlight"], json!({"limit": 2, "used": 2}));
+    ask(&store, q, Charge::RunEnded { run: "r1".into(), edge_ms: 0 }, T0 + 20);
+    assert_eq!(refused(ask(&store, q, call("a", Some(("r3", T0 + 20))), T0 + 20)), None);
+    // A lost end: r2's lease (no waits, no timeout: the edge start and margin) lapses.
+    let lapse = run_lease("r2", T0, 0, 0).until_ms;
+    assert_eq!(
+        refused(ask(&store, q, call("a", Some(("r4", lapse))), lapse - 1)).map(|r| r.0),
+        Some("runsInFlight".into())
+    );
+    assert_eq!(refused(ask(&store, q, call("a", Some(("r4", lapse))), lapse)), None);
+}
+
+#[test]
+fn egress_counts_requests_and_bytes_per_utc_day() {
+    let store = MemoryLedger::default();
+    let q = Quotas { egress_requests_per_day: 2, egress_bytes_per_day: 1_000, ..Quotas::default() };
+    let egress = |requests, bytes| Charge::Egress { requests, bytes };
+    let late = T0 + DAY_MS - 90_000; // 23:58:30 UTC
+    assert_eq!(refused(ask(&store, q, egress(1, 100), late)), None);
+    assert_eq!(refused(ask(&store, q, egress(0, 950), late)), None); // a response's bytes: never refused
+    assert_eq!(refused(ask(&store, q, egress(1, 0), late)), Some(("egressBytesPerDay".into(), 1_000, 1_050, 90)));
+    assert_eq!(refused(ask(&store, q, egress(1, 0), T0 + DAY_MS)), None);
+    assert_eq!(refused(ask(&store, q, egress(1, 0), T0 + DAY_MS)), None);
+    assert_eq!(
+        refused(ask(&store, q, egress(1, 0), T0 + DAY_MS + 1)),
+        Some(("egressRequestsPerDay".into(), 2, 2, DAY_MS / 1000))
+    );
+}
+
+#[test]
+fn edge_time_adds_up_across_relay_sessions_per_utc_day_and_comes_back_with_every_charge() {
+    let store = MemoryLedger::default();
+    let q = Quotas::default();
+    let late = T0 + DAY_MS - 1_000;
+    ask(&store, q, call("a", Some(("r1", late))), late);
+    ask(&store, q, call("b", Some(("r2", late))), late);
+    ask(&store, q, Charge::RunEnded { run: "r1".into(), edge_ms: 300 }, late);
+    ask(&store, q, Charge::RunEnded { run: "r2".into(), edge_ms: 200 }, late);
+    assert_eq!(ask(&store, q, call("c", None), late), LedgerAnswer::Charged { edge_spent_ms: 500 });
+    assert_eq!(usage(&store, q, late)["edgeCpuMsPerDay"], json!({"limit": 5_000, "used": 500, "resetsInS": 1}));
+    // A new UTC day starts from nothing.
+    assert_eq!(ask(&store, q, call("c", None), T0 + DAY_MS), LedgerAnswer::Charged { edge_spent_ms: 0 });
+}
+
+#[test]
+fn a_refusal_names_the_quota_its_value_and_who_raises_it() {
+    let store = MemoryLedger::default();
+    let q = quotas(1, 10, 10);
+    ask(&store, q, call("a", None), T0);
+    let LedgerAnswer::Refused { refusal } = ask(&store, q, call("a", None), T0) else { panic!("charged") };
+    let message = refusal.message();
+    for part in ["defaults.quotas.callsPerMinute", "1 of 1", "retry in 60 s", "PATCH /admin/tenants/<id>"] {
+        assert!(message.contains(part), "{message:?} lacks {part:?}");
+    }
+    assert_eq!(refusal.data()["name"], "QuotaExceeded");
+    assert_eq!(refusal.data()["quota"], "defaults.quotas.callsPerMinute");
+}
+
+#[test]
+fn quotas_are_validated_in_the_tenant_record() {
+    let tenant =
+        |quotas: serde_json::Value| from_admin_json(json!({"id": "t", "name": "t", "defaults": {"quotas": quotas}}));
+    assert_eq!(tenant(json!({})).unwrap().defaults.quotas, Quotas::default());
+    assert_eq!(tenant(json!({"runsInFlight": 3})).unwrap().defaults.quotas.runs_in_flight, 3);
+    for (bad, field) in [
+        (json!({"callsPerMinute": 0}), "defaults.quotas.callsPerMinute"),
+        (json!({"relaySessions": 10_001}), "defaults.quotas.relaySessions"),
+        (json!({"runsInFlight": 0}), "defaults.quotas.runsInFlight"),
+        (json!({"egressRequestsPerDay": 0}), "defaults.quotas.egressRequestsPerDay"),
+        (json!({"egressBytesPerDay": 0}), "defaults.quotas.egressBytesPerDay"),
+        (json!({"callsPerMinuteX": 1}), "defaults.quotas.callsPerMinuteX"),
+        (json!({"runsInFlight": -1}), "defaults.quotas.runsInFlight is -1; it must be a whole number"),
+        (json!({"runsInFlight": "3"}), "defaults.quotas.runsInFlight is \"3\""),
+        (json!({"runsInFlight": 2.5}), "defaults.quotas.runsInFlight is 2.5"),
+        (json!([1]), "defaults.quotas must be an object"),
+    ] {
+        let why = tenant(bad.clone()).unwrap_err();
+        assert!(why.contains(field), "{bad}: {why}");
+    }
+}
+
+proptest! {
+    /// Whatever the sequence, no UTC minute charges more calls than its quota, no more relay
+    /// sessions are live than theirs, no more runs are in flight than theirs, and every
+    /// refusal asks for a wait of 1 s to a day.
+    #[test]
+    fn no_sequence_passes_a_quota(
+        steps in proptest::collection::vec((0u64..5_000, 0usize..4, 0u8..4), 1..200),
+        calls in 1u64..6, sessions in 1u64..3, runs in 1u64..3,
+    ) {
+        let q = quotas(calls, sessions, runs);
+        let store = MemoryLedger::default();
+        let mut now = T0;
+        let mut charged_in_minute = std::collections::BTreeMap::<u64, u64>::new();
+        for (i, (dt, session, kind)) in steps.into_iter().enumerate() {
+            now += dt * 50;
+            let run_id = format!("r{i}");
+            let charge = match kind {
+                0 => call(&format!("s{session}"), None),
+                1 => call(&format!("s{session}"), Some((&run_id, now))),
+                2 => Charge::RunEnded { run: format!("r{}", i.saturating_sub(session + 1)), edge_ms: dt },
+                _ => Charge::Egress { requests: 1, bytes: 10 },
+            };
+            match ask(&store, q, charge.clone(), now) {
+                LedgerAnswer::Refused { refusal } => {
+                    prop_assert!((1..=DAY_MS / 1000).contains(&refusal.retry_after_s), "{refusal:?}");
+                    prop_assert!(refusal.used >= refusal.limit, "{refusal:?}");
+                }
+                LedgerAnswer::Charged { .. } if matches!(charge, Charge::Call { .. }) => {
+                    *charged_in_minute.entry(now / 60_000).or_default() += 1;
+                }
+                _ => {}
+            }
+            let usage = usage(&store, q, now);
+            prop_assert!(usage["relaySessions"]["used"].as_u64().unwrap() <= sessions);
+            prop_assert!(usage["runsInFlight"]["used"].as_u64().unwrap() <= runs);
+        }
+        prop_assert!(charged_in_minute.values().all(|&n| n <= calls), "{charged_in_minute:?}");
+    }
+}
