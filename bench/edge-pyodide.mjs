@@ -8,7 +8,8 @@
 //   ready, `print(1)` run;
 // - warm: the same dynamic worker again (LOADER.get with one id), only to see what reuse gives.
 // Prints p50/p95 of each and the guest's own clock, where it moves.
-// Run it with `node bench/edge-pyodide.mjs` (ports: BENCH_EDGE_PY_PORT, default 8865).
+// Run it with `source scripts/env.sh && node bench/edge-pyodide.mjs` (BENCH_EDGE_PY_PORT, default
+// 8865; BENCH_CALLS rounds, default 20).
 
 import { spawn } from "node:child_process";
 import { copyFile, mkdir } from "node:fs/promises";
@@ -25,6 +26,7 @@ const PYODIDE = path.join(ROOT, "node_modules/pyodide");
 const PORT = Number(process.env.BENCH_EDGE_PY_PORT ?? 8865);
 const N = Number(process.env.BENCH_CALLS ?? 20);
 const WARM_N = N * 3;
+const READY = "edge-pyodide"; // what the Worker answers to GET /ready
 
 async function build() {
   await mkdir(BUILD, { recursive: true });
@@ -48,8 +50,16 @@ async function build() {
 async function start() {
   const child = spawn("wrangler", ["dev", "--ip", "127.0.0.1", "--port", String(PORT), "--log-level", "error", "--show-interactive-dev-session=false"], { cwd: DIR, stdio: ["ignore", "inherit", "inherit"], detached: true });
   const url = `http://127.0.0.1:${PORT}`;
-  for (let i = 0; i < 480 && !(await fetch(`${url}/none`).then((r) => r.status === 404, () => false)); i++) await new Promise((r) => setTimeout(r, 250));
-  return { url, stop: () => process.kill(-child.pid, "SIGKILL") };
+  // wrangler may have exited already (a taken port): then there is nothing to stop.
+  const stop = () => child.exitCode === null && process.kill(-child.pid, "SIGKILL");
+  // Its own answer, so another server on the port is not taken for it.
+  const ready = () => fetch(`${url}/ready`).then((r) => r.text(), () => "").then((text) => text === READY);
+  for (let i = 0; i < 480; i++) {
+    if (await ready()) return { url, stop };
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  stop();
+  throw new Error(`bench/edge-pyodide did not start on port ${PORT}: is the port taken? (BENCH_EDGE_PY_PORT)`);
 }
 
 /** One request, timed from here: {ms, body}; a failure throws with the guest's error. */

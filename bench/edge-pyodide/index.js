@@ -1,6 +1,7 @@
 // The host of bench/edge-pyodide.mjs: each request loads a dynamic worker running Pyodide
 // (guest.js) with Pyodide's files as modules, no network (globalOutbound: null), as relay-edge's
 // EdgeExecutor loads its QuickJS runner (durable/js/entry.mjs).
+//   GET /ready               "edge-pyodide": the bench's sign that this Worker is up
 //   POST /bootstrap          a fresh dynamic worker boots Pyodide and makes its memory snapshot,
 //                            kept here for later loads (the page makes its own the same way)
 //   POST /cold?stage=S[&snapshot=1]  a fresh dynamic worker (LOADER.load), that stage
@@ -42,6 +43,7 @@ async function gzipBytes(bytes) {
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
+    if (url.pathname === "/ready") return new Response("edge-pyodide");
     const stage = url.searchParams.get("stage") ?? "run";
     const withSnapshot = url.searchParams.get("snapshot") === "1";
     if (withSnapshot && snapshot.byteLength === 0) return new Response("POST /bootstrap first", { status: 409 });
