@@ -72,6 +72,9 @@ async function timed(url) {
   return { ms, body: JSON.parse(body) };
 }
 
+// A failed sample is counted and shown, not fatal: it is a result too.
+const sample = (url) => timed(url).catch((err) => ({ error: err.message }));
+
 const fmt = (ms) => `${ms.toFixed(0).padStart(6)} ms`;
 function report(label, all) {
   const failed = all.filter((x) => x.error);
@@ -104,16 +107,16 @@ try {
     ["cold: print(1), from the snapshot", `${url}/cold?stage=run&snapshot=1`],
   ];
   const samples = kinds.map(() => []);
-  // A failed sample is counted and shown, not fatal: it is a result too.
-  const sample = (u) => timed(u).catch((err) => ({ error: err.message }));
   for (let i = 0; i < N; i++) {
     for (const [k, [, u]] of kinds.entries()) samples[k].push(await sample(u));
   }
   for (const [k, [label]] of kinds.entries()) report(label, samples[k]);
-  const warmFirst = await timed(`${url}/warm?id=warm&stage=run&snapshot=1`);
+  const warmUrl = `${url}/warm?id=warm&stage=run&snapshot=1`;
+  const warmFirst = await sample(warmUrl);
   const warm = [];
-  for (let i = 0; i < WARM_N; i++) warm.push(await timed(`${url}/warm?id=warm&stage=run&snapshot=1`));
-  console.log(`warm: its first call ${fmt(warmFirst.ms)}; calls that found Pyodide booted: ${warm.filter((w) => w.body.guestMs.warm).length} of ${WARM_N}`);
+  for (let i = 0; i < WARM_N; i++) warm.push(await sample(warmUrl));
+  const booted = warm.filter((w) => w.body?.guestMs.warm).length;
+  console.log(`warm: its first call ${warmFirst.error ?? fmt(warmFirst.ms)}; calls that found Pyodide booted: ${booted} of ${WARM_N}`);
   report("warm: print(1), the same dynamic worker", warm);
 } finally {
   server.stop();
