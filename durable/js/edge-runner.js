@@ -159,6 +159,12 @@ class Guard {
     return this.error !== null;
   }
 
+  /** `ticks` of host work a guest's call caused, then one tick: true once the run must stop. */
+  spend(ticks) {
+    this.left -= ticks;
+    return this.tick();
+  }
+
   /**
    * Stops the run from a call the guest made (it is inside QuickJS): a busy guest stops at the
    * interrupt handler's next call, one that waits once the host's current work is done.
