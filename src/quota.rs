@@ -84,7 +84,7 @@ impl Quotas {
 
     /// The bounds of each quota; the error names the first one out of them.
     pub fn validate(&self) -> Result<(), String> {
-        bounded("quotas.callsPerMinute", self.calls_per_minute, 1, 6_000)?;
+        bounded("quotas.callsPerMinute", self.calls_per_minute, 1, 60_000)?;
         bounded("quotas.relaySessions", self.relay_sessions, 1, MAX_LISTED)?;
         bounded("quotas.runsInFlight", self.runs_in_flight, 1, MAX_LISTED)?;
         bounded("quotas.egressRequestsPerDay", self.egress_requests_per_day, 1, 10_000_000)?;

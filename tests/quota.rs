@@ -201,7 +201,7 @@ fn quotas_are_validated_in_the_tenant_record() {
         (json!({"callsPerMinute": 0}), "defaults.quotas.callsPerMinute"),
         (json!({"relaySessions": 1_001}), "defaults.quotas.relaySessions"),
         (json!({"runsInFlight": 1_001}), "defaults.quotas.runsInFlight"),
-        (json!({"callsPerMinute": 6_001}), "defaults.quotas.callsPerMinute"),
+        (json!({"callsPerMinute": 60_001}), "defaults.quotas.callsPerMinute"),
         (json!({"runsInFlight": 0}), "defaults.quotas.runsInFlight"),
         (json!({"egressRequestsPerDay": 0}), "defaults.quotas.egressRequestsPerDay"),
         (json!({"egressBytesPerDay": 0}), "defaults.quotas.egressBytesPerDay"),

@@ -4,7 +4,7 @@
 //! `LedgerAnswer`; `DELETE` erases it with its tenant (`{erased}`: whether it had counted
 //! anything), after which it answers every charge 404, as an erased relay session does (a run
 //! ending late, an isolate that still holds the tenant's record): it keeps only that it was
-//! erased. A Durable Object handles one request at a time up to an `await`, and this one awaits
+//! erased, until `PUT` (a tenant made again under the same id) lifts that. A Durable Object handles one request at a time up to an `await`, and this one awaits
 //! nothing between reading and writing the ledger, so no two charges interleave.
 
 use crate::platform::http::{json, refuse, storage_unavailable};
@@ -33,6 +33,12 @@ impl DurableObject for LedgerDO {
             let mark = self.store().0.script("CREATE TABLE IF NOT EXISTS erased (id INTEGER PRIMARY KEY)");
             mark.map_err(|e| worker::Error::RustError(format!("marking the ledger erased: {e}")))?;
             return Ok(json(200, &serde_json::json!({ "erased": had })));
+        }
+        if req.method() == Method::Put {
+            // A tenant made again under the id of one deleted: it counts from nothing.
+            let revived = self.store().0.script("DROP TABLE IF EXISTS erased");
+            revived.map_err(|e| worker::Error::RustError(format!("reviving the ledger: {e}")))?;
+            return Ok(json(200, &serde_json::json!({ "revived": true })));
         }
         if self.erased() {
             return Ok(refuse(ErrorName::NotFound, "this tenant was deleted, and its ledger with it"));

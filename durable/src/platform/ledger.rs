@@ -86,6 +86,18 @@ async fn send(
     Ok(Err(HttpError::storage_unavailable("the tenant's ledger")))
 }
 
+/// Lifts the erasure of tenant `tenant_id`'s ledger: a tenant was made again under the id of
+/// one deleted (`LedgerDO` refuses an erased ledger's charges until then).
+pub async fn revive(env: &Env, tenant_id: &str) -> Result<()> {
+    let mut init = RequestInit::new();
+    init.with_method(Method::Put);
+    let request = Request::new_with_init("https://ledger/", &init)?;
+    match stub(env, tenant_id)?.fetch_with_request(request).await?.status_code() {
+        200 => Ok(()),
+        status => Err(worker::Error::RustError(format!("the ledger of tenant {tenant_id} answered {status}"))),
+    }
+}
+
 /// Erases tenant `tenant_id`'s ledger (its tenant is being deleted): whether it had one, or
 /// the status it answered instead.
 pub async fn erase(env: &Env, tenant_id: &str) -> Result<std::result::Result<bool, u16>> {
