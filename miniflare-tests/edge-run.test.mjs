@@ -8,9 +8,10 @@ import { describe, test } from "node:test";
 import { endingWithExit, isRunRoute } from "../durable/js/edge-run.mjs";
 
 describe("a run's HOST reaches only its run token's routes", () => {
-  test("the four routes, by method and path, and nothing else", () => {
+  test("the five routes, by method and path, and nothing else", () => {
     const body = "a".repeat(64);
-    for (const [method, path] of [["POST", "/egress"], ["POST", "/mcps-rpc"], ["PUT", `/workspace/bodies/${body}`], ["POST", "/workspace/commit"]]) {
+    const routes = [["POST", "/egress"], ["POST", "/mcps-rpc"], ["PUT", `/workspace/bodies/${body}`], ["POST", "/workspace/commit"], ["PUT", "/files/r_1/out/plot.png"]];
+    for (const [method, path] of routes) {
       assert.ok(isRunRoute(method, path), `${method} ${path}`);
     }
     for (const [method, path] of [
@@ -25,6 +26,9 @@ describe("a run's HOST reaches only its run token's routes", () => {
       ["POST", "/workspace/commit/"],
       ["POST", "/workspace/upload"],
       ["POST", "/session/default/workspace/commit"],
+      ["GET", "/files/r_1/out/plot.png"],
+      ["PUT", "/files/r_1/tmp/x"],
+      ["PUT", "/files/r_1/out/"],
     ]) {
       assert.equal(isRunRoute(method, path), false, `${method} ${path}`);
     }

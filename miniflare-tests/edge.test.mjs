@@ -13,7 +13,7 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
-import { launchBrowser, openExecutor } from "./lib/browser.mjs";
+import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
@@ -141,6 +141,30 @@ describe("run_js with no tab runs at the edge", () => {
     assert.equal(seen.stdout, "written by the write tool\n");
   });
 
+  test("files left in /out come back with download URLs, and display() shows rich results, as from a tab", async () => {
+    const { structuredContent: out, content } = await runJs(`import fs from "fs";
+      fs.writeFileSync("/out/edge-report.txt", "made at the edge");
+      display({ "text/html": "<b>edge</b>" }, { raw: true });
+      display([{ city: "Oslo", n: 1 }]);
+      display("y".repeat(200 * 1024));
+      display(new Uint8Array([1, 2, 3]));`);
+    assert.equal(out.executor, "edge", JSON.stringify(out));
+    assert.equal(out.exitCode, 0, JSON.stringify(out));
+    assert.match(out.stderr, /^display: application\/octet-stream cannot be shown/);
+    const [html, table, big] = out.displays;
+    assert.equal(html.mimeType, "text/html");
+    assert.deepEqual(table.table.rows, [{ city: "Oslo", n: 1 }]);
+    assert.match(big.path, /^\/out\/display-r_\w+-2\.txt$/);
+    assert.ok(content.some((c) => c.type === "resource" && c.resource.mimeType === "text/html"), JSON.stringify(content).slice(0, 500));
+    const report = out.files.find((f) => f.path === "/out/edge-report.txt");
+    assert.equal(report.size, 16);
+    for (const { url, size } of [report, out.files.find((f) => f.path === big.path)]) {
+      const fetched = await fetch(url);
+      assert.equal(fetched.status, 200, url);
+      assert.equal((await fetched.arrayBuffer()).byteLength, size);
+    }
+  });
+
   test("a write the policy refuses fails in the program, and is audited as denied", async () => {
     const out = await atEdge(`import fs from "fs";
       try { fs.writeFileSync("/host/nope.txt", "x"); } catch (e) { console.log(e.code, e.message.slice(0, 40)); }`);
@@ -188,6 +212,12 @@ describe("limits the runner enforces itself; the server answers again within the
     ["a busy loop with a body", "let i = 0; while (true) { i = (i * 31 + 7) % 1000003; }"],
     ["a never-ending async loop", "while (true) await null;"],
     ["a timer that never stops", "setInterval(() => {}, 1);"],
+    // QuickJS's Promise executor and async functions turn its uncatchable interrupt into a
+    // rejection: before the halt these two froze all of wrangler dev's workerd for good.
+    ["a loop of Promise executors that loop", "for (;;) new Promise(() => { for (;;) {} });"],
+    ["a loop calling an async function that loops", "async function f() { for (;;) {} }\nfor (;;) f();"],
+    ["a caught loop in a loop", "for (;;) try { for (;;) {} } catch {}"],
+    ["a finally that loops", "for (;;) { try { for (;;) {} } finally { for (;;) {} } }"],
   ]) {
     test(`${what} ends with Timeout, the server back within it`, async () => {
       const { result, answers } = await healthzDuring(() => atEdge(code, limits(2000)));
@@ -219,6 +249,13 @@ describe("limits the runner enforces itself; the server answers again within the
     console.log(`# output flood: stopped after ${result.usage.wallMs} ms`);
   });
 
+  test("refused displays count against the output cap: a loop of them ends OutputLimitExceeded, not at its timeout", async () => {
+    const result = await atEdge(`for (;;) display(new Uint8Array(1));`, { policy: { limits: { stdoutBytes: 1000, timeoutMs: 20_000 } } });
+    assert.equal(result.error?.name, "OutputLimitExceeded", JSON.stringify(result).slice(0, 500));
+    assert.ok(result.stderr.length <= 1000, `${result.stderr.length} characters of stderr`);
+    assert.ok(result.usage.wallMs < 20_000, `${result.usage.wallMs} ms`);
+  });
+
   // What the runner holds outside QuickJS's heap for a busy guest (before: workerd grew until
   // it aborted at ~1.4 GB, taking the whole server with it). Each in a relay session of its own:
   // the big files they leave would make the next runs' jobs too big to send to the edge.
@@ -243,6 +280,51 @@ describe("limits the runner enforces itself; the server answers again within the
     assert.match(files.error.message, /out of memory: .* more than 16 MiB/);
     assert.equal(files.exitCode, 137);
     console.log(`# held: many files stopped after ${files.usage.wallMs} ms`);
+  });
+
+  // Before: the runner took every fetch a busy guest started (406 in one 2 s run of the first
+  // loop, 23 s to end), holding each request until the loop let go.
+  test("un-awaited fetches in a loop: 16 wait at once, the next throws TooManyRequests; 1 MiB bodies end at the 16 MiB held cap", async () => {
+    const url = `http://localhost:${port}/hello`;
+    const big = await atEdge(`const b = new Uint8Array(1 << 20); for (;;) fetch("${url}", { method: "POST", body: b });`, limits(2000));
+    assert.equal(big.error?.name, "RuntimeCrashed", JSON.stringify(big));
+    assert.match(big.error.message, /out of memory: .* more than 16 MiB .* of fetches/);
+    assert.ok(big.usage.fetches <= 16, JSON.stringify(big.usage));
+    const small = await atEdge(`for (;;) fetch("${url}");`, limits(2000));
+    assert.equal(small.error?.name, "Timeout", JSON.stringify(small));
+    assert.equal(small.usage.fetches, 16);
+    const settled = await atEdge(`const r = await Promise.allSettled(Array.from({ length: 20 }, () => fetch("${url}")));
+      console.log(r.map((x) => x.status[0]).join(""), r.find((x) => x.reason)?.reason.name);`);
+    assert.equal(settled.stdout, `${"f".repeat(16)}${"r".repeat(4)} TooManyRequests\n`);
+    console.log(`# fetch floods: 1 MiB bodies stopped after ${big.usage.wallMs} ms, bodiless ones at the ${small.usage.wallMs} ms timeout`);
+  });
+
+  // The relay session drops the run's event stream on a cancel (cancel_edge): the isolate's
+  // guest stops with it. A guest computing in slices holds workerd a slice at a time, so
+  // /healthz answers a slice late while it runs, and at once after it stopped.
+  test("a run its client cancels stops computing: /healthz is answered at once again, long before the run's timeout", async () => {
+    const own = await connectClient(key, "edge-cancel");
+    const probes = async (n) => {
+      const ms = [];
+      for (let i = 0; i < n; i++) {
+        const started = Date.now();
+        assert.equal((await fetch(`${BASE}/healthz`)).status, 200);
+        ms.push(Date.now() - started);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return ms.sort((a, b) => a - b)[n >> 1];
+    };
+    const abort = new AbortController();
+    const code = "setInterval(() => { let x = 0; for (let i = 0; i < 3e6; i++) x += i; }, 0);";
+    const call = own.callTool({ name: "run_js", arguments: { code, ...limits(60_000) } }, undefined, { timeout: 120_000, signal: abort.signal });
+    const running = await probes(8);
+    abort.abort("enough");
+    await assert.rejects(call);
+    await new Promise((r) => setTimeout(r, 1000)); // the slice under way ends
+    const after = await probes(8);
+    await own.close();
+    console.log(`# cancel: /healthz p50 ${running} ms while the guest computed, ${after} ms after the cancel (timeout 60 s)`);
+    assert.ok(after * 4 < running, `p50 ${running} ms while running, ${after} ms after the cancel`);
   });
 
   test("after all that the edge still runs the next call", async () => {
@@ -325,6 +407,41 @@ describe("where runs go", () => {
     } finally {
       await browser.close();
       await registry.close();
+    }
+  });
+
+  test("the page lists the relay session's edge runs, marked edge: those before it attached, then each as it ends", async () => {
+    const own = await createTenant("edge-page", { executor: "tab-or-edge", edge: BUDGET, queue: { attachWaitMs: 300 } });
+    const c = await connectClient(own.key);
+    assert.equal((await runJs("console.log('before the tab')", {}, c)).structuredContent.executor, "edge");
+    const browser = await launchBrowser();
+    try {
+      const executor = await openExecutor(browser, own.key);
+      const { page } = executor;
+      const listed = (count) => page.waitForFunction((n) => document.querySelectorAll('#runs li[data-executor="edge"]').length === n, count);
+      await listed(1);
+      const failed = (await runJs("console.error('at the edge'); process.exit(2)", { executor: "edge" }, c)).structuredContent;
+      assert.equal(failed.executor, "edge");
+      assert.equal((await runJs("console.log('on the tab')", {}, c)).structuredContent.executor, "tab");
+      await listed(2);
+      const items = await page.$$eval("#runs li", (lis) => lis.map((li) => ({ where: li.dataset.executor, status: li.dataset.status, text: li.textContent })));
+      assert.deepEqual(items.map((i) => i.where), ["tab", "edge", "edge"], JSON.stringify(items));
+      assert.match(items[1].text, /^run_jsJavaScriptedgefailed · exit 2 .*at the edge/, items[1].text);
+      assert.match(items[2].text, /^run_jsJavaScriptedgeok · exit 0 .*before the tab/, items[2].text);
+      // 20 runs of the tab's own push the edge runs off its list; a reload attaches again and
+      // is told them again, older than every run listed: they stay off.
+      for (let i = 0; i < 20; i++) assert.equal((await runJs(`console.log(${i})`, {}, c)).structuredContent.executor, "tab");
+      const { lines } = executor;
+      const from = lines.length;
+      await page.reload();
+      await waitForLine(lines, /^Ready\. Waiting for execution requests/, 30_000, from);
+      assert.equal((await runJs("console.log('after the reload')", {}, c)).structuredContent.executor, "tab");
+      await page.waitForFunction(() => document.querySelector("#runs li")?.textContent.includes("after the reload"));
+      const after = await page.$$eval("#runs li", (lis) => lis.map((li) => li.dataset.executor));
+      assert.deepEqual(after, Array(20).fill("tab"), "the edge runs told again came back into a full list of newer runs");
+    } finally {
+      await browser.close();
+      await c.close();
     }
   });
 

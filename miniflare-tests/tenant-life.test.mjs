@@ -13,7 +13,8 @@ import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { describe, test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
-import { BASE, ROOT, attach, createTenant, devVars, mintRunToken, relayCapsule } from "./lib/relay.mjs";
+import { sseEvents } from "./lib/mcp-http.mjs";
+import { BASE, ROOT, attach, createTenant, devVars, holdLease, mintRunToken, relayCapsule } from "./lib/relay.mjs";
 import { storedKeys } from "./lib/local-state.mjs";
 
 const ADMIN = { authorization: `Bearer ${devVars.ADMIN_TOKEN}` };
@@ -230,6 +231,13 @@ test("a deleted tenant: counts per kind, its keys and tokens refused, nothing of
   // Tokens signed before the deletion: a tab's attach token and a run's token.
   const { attachToken } = await attach(doomed.key, "default");
   const runToken = mintRunToken({ tenant: id, run: "r_after", capsule: "0".repeat(64) });
+  // A tab attached at the deletion, its lease kept: its command stream is open.
+  const events = await fetch(`${BASE}/session/default/events`, { headers: { authorization: `Bearer ${attachToken}` } });
+  assert.equal(events.status, 200);
+  const commands = sseEvents(events.body);
+  const hello = (await commands.next()).value;
+  assert.equal(hello.event, "hello");
+  const lease = await holdLease("default", attachToken, hello.data.tabId, hello.data.leaseMs);
   const holding = relaySessionsWithFiles();
   // Other files of the suite leave OAuth records of their own: count the change.
   const grants = () => stored("kv", (k) => k.startsWith("oauth:grant:")).length;
@@ -266,6 +274,15 @@ test("a deleted tenant: counts per kind, its keys and tokens refused, nothing of
   assert.equal(tokensAndCodes(), tokensBefore - 3, "its code and two tokens, and no others, gone");
   assert.deepEqual(stored("r2", mine), [], "no R2 object of it");
   assert.equal(relaySessionsWithFiles(), holding - 1, "its relay session's storage is erased, the other's kept");
+  // Its tab's stream ends and its lease socket closes, though the tab keeps renewing (they
+  // carried heartbeats on nothing until the tab went).
+  const ended = async () => {
+    while (!(await commands.next()).done);
+    return true;
+  };
+  const timeout = new Promise((resolve) => setTimeout(() => resolve(false), 3 * hello.data.leaseMs));
+  assert.ok(await Promise.race([ended(), timeout]), "the deleted tenant's tab stream is closed");
+  lease.stop();
   assert.equal((await admin("DELETE", `/admin/tenants/${id}`)).status, 404, "deleted once");
   // Tokens signed before it bring nothing back: no relay session answers them, nothing is stored.
   const workspace = await fetch(`${BASE}/session/default/workspace`, { headers: { authorization: `Bearer ${attachToken}` } });

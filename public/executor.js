@@ -110,6 +110,9 @@ async function main() {
         case "cancel":
           queue.cancel(data.runId);
           break;
+        case "ran":
+          status.runs.record(data);
+          break;
       }
     },
     async onState(state, detail) {

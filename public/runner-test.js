@@ -83,9 +83,9 @@ window.relayTest = {
     return sandbox.ready[runtimeId] ?? 0;
   },
 
-  /** Whether the sandbox holds an offer of `runtimeId`. */
-  holdsOffer(runtimeId) {
-    return runner.sandbox.offers.has(runtimeId);
+  /** Whether the sandbox holds offer `id` of `runtimeId`. */
+  holdsOffer(runtimeId, id) {
+    return runner.sandbox.offers.get(runtimeId)?.id === id;
   },
 
   /** Whether the sandbox frame listens (said hello) and whether a run's job is in a worker. */

@@ -3,7 +3,7 @@
 //! `relay_session::store`). Keys never hold a secret: API keys, codes and tokens appear only
 //! as their sha256.
 
-use crate::auth::key_hash;
+use crate::auth::{key_hash, session_name_ok};
 use crate::capsule::address::MANIFEST_FILE;
 use crate::oauth::token_hash;
 
@@ -32,9 +32,20 @@ pub fn upstreams(tenant_id: &str) -> String {
     format!("upstreams:{tenant_id}")
 }
 
-/// KV: a relay session that has served a request, listed under its tenant for the metrics.
+/// KV: the prefix of every relay session's listing.
+pub const RELAY_SESSION_PREFIX: &str = "relay-session:";
+
+/// KV: a relay session that has served a request, listed under its tenant for the metrics
+/// and the retention sweep of workspace bodies.
 pub fn relay_session(tenant_id: &str, session: &str) -> String {
-    format!("relay-session:{tenant_id}:{session}")
+    format!("{RELAY_SESSION_PREFIX}{tenant_id}:{session}")
+}
+
+/// The tenant and relay session a listing's KV key names, if it is one (both by the rule of
+/// `auth::session_name_ok`, which has no `:`).
+pub fn listed_relay_session(kv_key: &str) -> Option<(&str, &str)> {
+    let (tenant, session) = kv_key.strip_prefix(RELAY_SESSION_PREFIX)?.split_once(':')?;
+    (session_name_ok(tenant) && session_name_ok(session)).then_some((tenant, session))
 }
 
 /// KV: the prefixes of OAuth grants, tokens and codes (a deletion scans them for a tenant's).
@@ -82,9 +93,17 @@ pub fn out_file(tenant: &str, run: &str, path: &str) -> String {
     format!("files/{tenant}/{run}/{}", path.trim_start_matches('/'))
 }
 
-/// R2: a body of a tenant's workspace files, by its sha256 (stored once for all its relay
-/// sessions; `relay_session::workspace` says which are inline in SQLite instead).
-pub fn workspace_body(tenant: &str, sha256: &str) -> String {
+/// R2: a body of a relay session's workspace files, by its sha256; `relay_session` is its
+/// object name (`protocol::object_name`: `<tenant>/<session>`). Each relay session owns its
+/// prefix, so its retention sweep can tell what nothing names (`relay_session::body_sweep`);
+/// `relay_session::workspace` says which bodies are inline in SQLite instead.
+pub fn workspace_body(relay_session: &str, sha256: &str) -> String {
+    format!("workspace/{relay_session}/{sha256}")
+}
+
+/// R2: a body stored before bodies were kept per relay session: once for all of a tenant's
+/// relay sessions (read still; never deleted but with the tenant).
+pub fn tenant_workspace_body(tenant: &str, sha256: &str) -> String {
     format!("workspace/{tenant}/{sha256}")
 }
 
@@ -95,6 +114,6 @@ pub fn tenant_prefixes(tenant: &str) -> [(&'static str, String); 4] {
         ("capsules", format!("capsules/{tenant}/")),
         ("builds", format!("builds/{tenant}/")),
         ("outFiles", format!("files/{tenant}/")),
-        ("workspaceBodies", workspace_body(tenant, "")),
+        ("workspaceBodies", tenant_workspace_body(tenant, "")),
     ]
 }

@@ -14,6 +14,7 @@ use crate::error::{ErrorName, HttpError};
 use crate::keys;
 use crate::packages::BuildRecord;
 use crate::policy::Policy;
+use crate::retention::LAYER_REFRESH_MS;
 use crate::upstream::Upstream;
 
 /// Why storage failed: its own words.
@@ -26,15 +27,37 @@ impl std::fmt::Display for StorageError {
     }
 }
 
+/// What the store says of an object without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub size: u64,
+    /// When it was last stored (a put renews it), milliseconds since the epoch.
+    pub uploaded_ms: u64,
+}
+
 /// Object storage (R2).
 #[allow(async_fn_in_trait)] // the Worker runs on one thread: no caller needs these futures to be Send
 pub trait Blobs {
     /// The object's bytes; `None` when there is none.
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError>;
-    /// The object's size; `None` when there is none.
-    async fn size(&self, key: &str) -> Result<Option<u64>, StorageError>;
-    /// Stores `bytes` under `key`. Given `sha256` (hex), the store refuses bytes of another digest.
-    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>) -> Result<(), StorageError>;
+    /// The object's size and time of storing; `None` when there is none.
+    async fn head(&self, key: &str) -> Result<Option<Head>, StorageError>;
+    /// Stores `bytes` under `key`, naming `layers` (R2 custom metadata
+    /// `retention::LAYERS_META`, which the retention sweep lists). Given `sha256` (hex), the
+    /// store refuses bytes of another digest.
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, layers: &[&str]) -> Result<(), StorageError>;
+    /// A page of the objects under `prefix`, in key order, from `cursor` (the last page's).
+    async fn list(&self, prefix: &str, cursor: Option<String>) -> Result<Listing, StorageError>;
+    /// Deletes the objects `keys` (at most a page's); a key with no object is no error.
+    async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError>;
+}
+
+/// A page of a [`Blobs::list`]: each object's key and when it was stored, and where the next
+/// page starts, if there is one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub objects: Vec<(String, u64)>,
+    pub next: Option<String>,
 }
 
 /// A key-value store (KV), as the relay session reads it.
@@ -45,22 +68,32 @@ pub trait Records {
 }
 
 /// Stores a built capsule: its layers once by hash, at once rather than one after another (a
-/// new capsule's command waits for all of them), and its manifest.
-pub async fn store_capsule(blobs: &impl Blobs, tenant_id: &str, capsule: &Capsule) -> Result<(), StorageError> {
-    let layers = capsule.layers.iter().map(|(layer, bytes)| put_layer(blobs, &layer.sha256, bytes.to_vec()));
+/// new capsule's command waits for all of them), and its manifest, naming every layer of it
+/// (an uploaded deps layer too: the retention sweep keeps what a standing capsule names).
+pub async fn store_capsule(
+    blobs: &impl Blobs,
+    tenant_id: &str,
+    capsule: &Capsule,
+    now_ms: u64,
+) -> Result<(), StorageError> {
+    let layers = capsule.layers.iter().map(|(layer, bytes)| put_layer(blobs, &layer.sha256, bytes.to_vec(), now_ms));
     let manifest_key = keys::manifest(tenant_id, &capsule.hash);
-    let manifest = blobs.put(&manifest_key, capsule.manifest_json.clone(), None);
+    let named: Vec<&str> = capsule.manifest.fs_layers.iter().map(|layer| layer.sha256.as_str()).collect();
+    let manifest = blobs.put(&manifest_key, capsule.manifest_json.clone(), None, &named);
     let (layers, manifest) = future::join(future::try_join_all(layers), manifest).await;
     layers?;
     manifest
 }
 
-/// Stores `bytes` as the layer of `sha256` (hex) unless it is there already (content-addressed:
-/// stored once is stored); the store refuses bytes of another digest.
-pub async fn put_layer(blobs: &impl Blobs, sha256: &str, bytes: Vec<u8>) -> Result<(), StorageError> {
+/// Stores `bytes` as the layer of `sha256` (hex) unless it is there already and was stored
+/// less than [`LAYER_REFRESH_MS`] before `now_ms` (content-addressed: stored once is stored;
+/// an older one is stored again so that a sweep under way, which may have listed the capsules
+/// before this one, does not take it as unnamed); the store refuses bytes of another digest.
+pub async fn put_layer(blobs: &impl Blobs, sha256: &str, bytes: Vec<u8>, now_ms: u64) -> Result<(), StorageError> {
     let key = keys::layer(sha256);
-    if blobs.size(&key).await?.is_none() {
-        blobs.put(&key, bytes, Some(sha256)).await?;
+    let recent = |head: Head| now_ms.saturating_sub(head.uploaded_ms) < LAYER_REFRESH_MS;
+    if !blobs.head(&key).await?.is_some_and(recent) {
+        blobs.put(&key, bytes, Some(sha256), &[]).await?;
     }
     Ok(())
 }
@@ -105,11 +138,12 @@ impl PolicyCache {
 pub async fn reusable_build(blobs: &impl Blobs, tenant_id: &str, key: &str, now_ms: u64) -> Option<BuildRecord> {
     let bytes = blobs.get(&keys::build_record(tenant_id, key)).await.ok()??;
     let record: BuildRecord = serde_json::from_slice(&bytes).ok()?;
-    let size = blobs.size(&keys::layer(&record.layer.sha256)).await.ok()??;
-    (record.reusable(now_ms) && size == record.layer.size).then_some(record)
+    let layer = blobs.head(&keys::layer(&record.layer.sha256)).await.ok()??;
+    (record.reusable(now_ms) && layer.size == record.layer.size).then_some(record)
 }
 
-/// Records the tenant's finished build of request `key`, for the next identical request.
+/// Records the tenant's finished build of request `key`, for the next identical request (or
+/// records it again, so that R2 shows the retention sweep it is in use), naming its layer.
 pub async fn record_build(
     blobs: &impl Blobs,
     tenant_id: &str,
@@ -117,7 +151,7 @@ pub async fn record_build(
     record: &BuildRecord,
 ) -> Result<(), StorageError> {
     let bytes = serde_json::to_vec(record).expect("a build record serializes");
-    blobs.put(&keys::build_record(tenant_id, key), bytes, None).await
+    blobs.put(&keys::build_record(tenant_id, key), bytes, None, &[&record.layer.sha256]).await
 }
 
 /// An uploaded deps layer's bytes, if they are stored with the size its claim was held to

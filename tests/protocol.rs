@@ -48,6 +48,7 @@ fn every_request() -> Vec<SessionRequest> {
         Metrics,
         Audit,
         Erase,
+        SweepBodies { as_of_ms: 1_795_668_764_858 },
         WorkspaceIndex { since: None, run: None },
         WorkspaceIndex { since: Some(7), run: Some("r_1".into()) },
         WorkspaceBody { sha256: "ab".repeat(32) },
@@ -76,6 +77,8 @@ fn an_unknown_route_or_a_missing_parameter_is_refused_naming_it() {
     assert!(missing.message.contains("`cap`"), "{}", missing.message);
     let since = SessionRequest::decode(Envelope { method: "GET".into(), ..envelope("/workspace?since=x") });
     assert!(since.unwrap_err().message.contains("since must be a workspace version"));
+    let as_of = SessionRequest::decode(envelope("/sweep-bodies?asOf=soon")).unwrap_err();
+    assert!(as_of.message.contains("asOf must be milliseconds"), "{}", as_of.message);
     // Erasing a relay session's storage is a POST: a GET of the path never erases.
     let erase = SessionRequest::decode(Envelope { method: "GET".into(), ..envelope("/erase") }).unwrap_err();
     assert_eq!(erase.name, ErrorName::NotFound);

@@ -57,7 +57,7 @@ fn upload(session: &Session, run: &str, bytes: &[u8]) -> UploadGrant {
     let now_s = session.now_ms() / 1000;
     let grant = UploadGrant::verify(token, &KeySet::from_signers(&[&signer()]), now_s).expect("a grant of this key");
     session.spend(&grant).expect("spent once");
-    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.to_vec()));
+    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.to_vec(), session.now_ms()));
     grant
 }
 
@@ -118,7 +118,7 @@ fn presign_spend_and_finalize_refuse_what_the_build_did_not_grant_or_store() {
     assert_eq!(missing.name, ErrorName::LayerNotUploaded);
     assert!(missing.message.contains("not in storage"), "{}", missing.message);
     // R2 failing is a 503 that passes.
-    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.clone()));
+    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.clone(), session.now_ms()));
     session.platform.blobs.failing.set(true);
     let failing = run(session.finalize(&caller(), "r_1", proposal.as_bytes(), &signer())).unwrap_err();
     assert_eq!((failing.name, failing.status()), (ErrorName::StorageUnavailable, 503));
@@ -149,14 +149,19 @@ fn a_layer_the_page_would_refuse_is_never_signed_nor_recorded_and_the_build_may_
 #[test]
 fn the_next_identical_call_reuses_the_build_while_its_layer_is_stored() {
     let session = with_tabs(&["tab_1"]);
-    packaged(&session, "r_1");
+    let first = packaged(&session, "r_1");
+    let Job::Packaged(job) = first.job.as_ref() else { panic!("a packaged job") };
     let bytes = layer(&[("node_modules/lodash/index.js", "1")]);
     upload(&session, "r_1", &bytes);
     let proposal = json!({ "layers": [claim(&bytes)], "resolved": ["lodash@4.17.21"] }).to_string();
     run(session.finalize(&caller(), "r_1", proposal.as_bytes(), &signer())).unwrap();
     session.feed(Input::Cancel { run: "r_1".into(), why: relay_core::run::machine::Cancel::ByClient });
 
+    let record = keys::build_record("t_1", &job.key);
+    let recorded = || session.platform.blobs.uploaded.borrow()[&record];
+    session.platform.advance(1_000);
     packaged(&session, "r_2");
+    assert_eq!(recorded(), session.now_ms(), "reused: recorded again, R2 shows it in use (retention)");
     assert_eq!(session.platform.tabs.commands("tab_1").last().map(String::as_str), Some("capsule"));
     assert!(!capsule_hash_of(&session, "r_2").starts_with("build:"), "the row names the capsule at once");
     let presign = json!({ "layers": [claim(&bytes)] }).to_string();

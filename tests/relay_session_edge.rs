@@ -150,3 +150,33 @@ fn a_workspace_past_the_edge_bound_refuses_the_edge_run_saying_what_to_do() {
         assert_eq!(answer["result"]["structuredContent"]["error"]["name"], "EdgeBudgetExceeded");
     }
 }
+
+#[test]
+fn an_edge_run_that_ends_is_told_to_the_attached_tabs_and_kept_for_tabs_attaching_later() {
+    let session = edge_session();
+    let (_, _stream) = start(&session, "r_5", Tool::RunJs, json!({ "code": "console.log(1)" }));
+    session.platform.tabs.attach("tab_1"); // attached while the run is at the edge
+    let lines = [
+        json!({ "runId": "r_5", "seq": 0, "type": "stdout", "data": "é".repeat(20_000) }),
+        json!({ "runId": "r_5", "seq": 1, "type": "exit", "exitCode": 2, "usage": { "wallMs": 9 } }),
+    ];
+    let batch: Vec<String> = lines.iter().map(Value::to_string).collect();
+    session.edge_events(batch.join("\n").as_bytes()).expect("applied");
+    assert!(session.platform.tabs.commands("tab_1").contains(&"ran".to_owned()));
+
+    let frames = session.edge_run_frames();
+    assert_eq!(frames.len(), 1);
+    let frame = String::from_utf8(frames[0].clone()).unwrap();
+    assert!(frame.starts_with("event: ran\n"), "{frame}");
+    let data: Value = serde_json::from_str(frame.lines().find_map(|l| l.strip_prefix("data: ")).unwrap()).unwrap();
+    assert_eq!(
+        (&data["runId"], &data["tool"], &data["language"], &data["executor"]),
+        (&json!("r_5"), &json!("run_js"), &json!("js"), &json!("edge"))
+    );
+    assert_eq!((&data["exitCode"], &data["wallMs"]), (&json!(2), &json!(9)));
+    assert_eq!(
+        data["stdout"].as_str().unwrap().chars().count(),
+        relay_core::protocol::RAN_OUTPUT_CHARS,
+        "the start of the output, by characters"
+    );
+}

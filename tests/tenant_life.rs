@@ -193,7 +193,8 @@ proptest! {
             keys::manifest(t, &sha),
             keys::build_record(t, "k"),
             keys::out_file(t, &run, "/out/x.txt"),
-            keys::workspace_body(t, &sha),
+            keys::workspace_body(&format!("{t}/default"), &sha),
+            keys::tenant_workspace_body(t, &sha),
         ];
         let prefixes = keys::tenant_prefixes(&a);
         for (object, (_, prefix)) in objects(&a).iter().zip(&prefixes) {

@@ -8,6 +8,7 @@ const RUN_ROUTES = [
   ["POST", /^\/mcps-rpc$/],
   ["PUT", /^\/workspace\/bodies\/[0-9a-f]{64}$/],
   ["POST", /^\/workspace\/commit$/],
+  ["PUT", /^\/files\/[^/]+\/out\/.+$/],
 ];
 
 /** Whether a run at the edge may reach `method` `pathname` (a parsed URL's) with its token. */

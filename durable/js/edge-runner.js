@@ -8,7 +8,9 @@
 // isolate never holds it) and lets through only the run token's routes. So guest fetches go
 // through lib/egress.js (the policy checked here, then by /egress, redirects re-checked there),
 // `mcps.call` through /mcps-rpc, and workspace writes through lib/workspace-sync.js's
-// RunWriter to /workspace/commit, all checked by the Worker as a tab's are.
+// RunWriter to /workspace/commit, all checked by the Worker as a tab's are. Once the run ends,
+// its display()s (lib/displays.js: checked and bounded as the page does) go inline or to /out,
+// and its /out files are uploaded (lib/out-files.js, PUT /files/<run>/out/...), as a tab's.
 //
 // Limits, enforced here because wrangler dev enforces none on dynamic workers (a busy loop
 // freezes all of workerd): time by a work budget QuickJS's interrupt handler counts down
@@ -26,10 +28,13 @@ import quickjsWasm from "./quickjs.wasm";
 import policyWasm from "./policy.wasm";
 import { fromBase64 } from "../../public/lib/bytes.js";
 import { loadCapsule, runnerJob } from "../../public/lib/capsule.js";
+import { Displays, storeDisplays } from "../../public/lib/displays.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "../../public/lib/egress.js";
-import { failure } from "../../public/lib/errors.js";
+import { failure, outputLimitFailure } from "../../public/lib/errors.js";
 import { exitEvent } from "../../public/lib/exit-event.js";
 import { KeyRing } from "../../public/lib/jws.js";
+import { OutputSink } from "../../public/lib/output-sink.js";
+import { uploadOutFiles } from "../../public/lib/out-files.js";
 import { RunWriter } from "../../public/lib/workspace-sync.js";
 import { quickJsEngine } from "../../public/runner/quickjs.js";
 import { RunRelay } from "../../public/runner/run-relay.js";
@@ -189,20 +194,28 @@ async function execute(job, events) {
   runnerJobOf.limits = { ...runnerJobOf.limits, memMb: Math.min(runnerJobOf.limits.memMb, EDGE_MEM_MB) };
   const guard = new Guard(runnerJobOf.limits.timeoutMs);
   events.guard = guard;
-  const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(MODULES), events, guard);
+  const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(MODULES), events, guard, runnerJobOf.limits.stdoutBytes);
   events.emit({ type: "progress", phase: "execute" });
   // Made at the edge's cap, so the run takes this instance and does not make a second one.
   const instance = await quickJsEngine.start({ modules: MODULES, memMb: runnerJobOf.limits.memMb });
   const exit = await runJob(instance, runnerJobOf, (message) => host.hear(message), host.relay, guard);
+  // As the page does: displays inline or in /out, what the run left in /out uploaded and listed.
+  const displays = await storeDisplays(announced.runId, host.displays.shown, async (path, data) => {
+    if (!host.file({ op: "write", path, data })) throw new Error(`the run's policy refuses writing ${path}`);
+  });
   const { refused, failure: lost } = await host.writer.done();
+  const files = await uploadOutFiles({ read: (path) => host.outFiles.get(path) }, [...host.outFiles.keys()], { runId: announced.runId, runToken: "" });
   const usage = { wallMs: Date.now() - started, memPeakMb: exit.memPeakMb, ...host.counts, fileErrors: refused.length + (lost ? 1 : 0) };
-  events.end({ exitCode: exit.exitCode, error: exit.error }, usage);
+  events.end({ exitCode: exit.exitCode, error: exit.error, files, displays }, usage);
 }
 
 /** What the page does for a run, at the edge: output to the events, writes and fetches to the Worker. */
 class EdgeHost {
-  constructor(policy, checks, events, guard) {
+  constructor(policy, checks, events, guard, stdoutBytes) {
     this.policy = policy;
+    // Output counted again here, as the page counts it: the runner's own count covers the
+    // guest's writes, not the lines this host adds (a refused display's).
+    this.output = new OutputSink(stdoutBytes, ({ type, data }) => events.output(type, data));
     this.checks = checks;
     this.events = events;
     this.guard = guard;
@@ -210,7 +223,10 @@ class EdgeHost {
     this.relay = new RunRelay((message) => this.hear(message));
     // The run token is the host entrypoint's to add: "" here.
     this.writer = new RunWriter({ hashes: new Map(), version: null }, "");
+    // Each /out file the run left, by path: the runner's own bytes (no copy), for the upload.
+    this.outFiles = new Map();
     this.counts = { fetches: 0, denied: 0 };
+    this.displays = new Displays();
   }
 
   /** A message of the runner (serve.js's protocol). */
@@ -218,7 +234,7 @@ class EdgeHost {
     switch (message.type) {
       case "stdout":
       case "stderr":
-        this.events.output(message.type, message.data);
+        this.write(message.type, message.data);
         break;
       case "denied":
         this.denied(message.what, message.target, message.reason);
@@ -228,6 +244,9 @@ class EdgeHost {
         break;
       case "fetch":
         this.fetch(message);
+        break;
+      case "display":
+        this.display(message);
         break;
     }
     this.holdAtMost();
@@ -249,10 +268,30 @@ class EdgeHost {
     this.events.emit({ type: "denied", what, target: shown, reason });
   }
 
-  /** A workspace change, checked by the run's policy as the page checks it, then committed. */
+  /** Output to the events, within the run's cap: past it the run ends OutputLimitExceeded. */
+  write(stream, text) {
+    if (this.output.write(stream, text)) return;
+    const { error } = outputLimitFailure(this.output.limitBytes);
+    this.guard.stopSoon(error.name, error.message);
+  }
+
+  /** A display(), checked and kept as the page does (lib/displays.js). */
+  display(message) {
+    const { refused, stop } = this.displays.add(message);
+    if (refused) this.write("stderr", refused);
+    if (stop) this.guard.stopSoon(stop.error.name, stop.error.message);
+  }
+
+  /** A workspace change, checked by the run's policy as the page checks it, then committed: whether it was. */
   file({ op, path, data }) {
     const verdict = this.checks.checkPath(this.policy.filesystem, path, "write");
-    if (verdict.allow) this.writer.push(verdict.path, op === "remove" ? null : data);
+    if (!verdict.allow) return false;
+    const bytes = op === "remove" ? null : data;
+    this.writer.push(verdict.path, bytes);
+    if (!verdict.path.startsWith("/out/")) return true;
+    if (bytes) this.outFiles.set(verdict.path, bytes);
+    else this.outFiles.delete(verdict.path);
+    return true;
   }
 
   async fetch({ id, request }) {

@@ -15,7 +15,7 @@
 //   ASSETS binding: bundled into the Worker they would add 456 KiB gzipped to it.
 // - EdgeHost: HOST, an entrypoint scoped to that run by its props (the run token), which the
 //   guest's isolate cannot read. Its fetch lets through only the routes a tab's run uses with its
-//   run token (/egress, /mcps-rpc, /workspace/bodies/*, /workspace/commit), sets the token,
+//   run token (/egress, /mcps-rpc, /workspace/bodies/*, /workspace/commit, /files/<run>/out/*), sets the token,
 //   and hands the request to the Worker's own fetch handler, so it is checked exactly as a tab's.
 
 import { WorkerEntrypoint } from "cloudflare:workers";

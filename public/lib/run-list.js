@@ -1,7 +1,8 @@
 // The page's list of the runs this tab executed, for the person at the tab: tool, language,
 // status, duration and exit code in one line that opens to what ran (the capsule's code, or a
 // file tool's arguments, collapsed), the output as it streams and the /out files as download
-// links, images with a thumbnail. Kept in localStorage per relay session (the last RUNS_KEPT
+// links, images with a thumbnail. The relay session's runs at the edge are listed too, once
+// ended (the `ran` command: on attaching, the last ones; then each as it ends), marked "edge". Kept in localStorage per relay session (the last RUNS_KEPT
 // runs, OUTPUT_KEPT characters of each stream and of the code), so a reload still shows them.
 // Code and output are text from the agent and guest code: they only ever go into textContent.
 
@@ -36,12 +37,7 @@ export class RunList {
    */
   start({ runId, tool, language, target }) {
     const run = { runId, tool, language, target, status: "running", startedAt: Date.now(), code: "", stdout: "", stderr: "", cut: 0, files: [] };
-    this.runs.unshift(run);
-    const dropped = this.runs.splice(RUNS_KEPT);
-    for (const old of dropped) this.listEl.querySelector(`[data-run-id="${CSS.escape(old.runId)}"]`)?.remove();
-    let item = render(run);
-    this.listEl.prepend(item);
-    this.showEmpty();
+    let item = this.add(run);
     const update = () => {
       const fresh = render(run, item.querySelector("details")?.open, item.querySelector(".run-code")?.open);
       item.replaceWith(fresh);
@@ -61,11 +57,7 @@ export class RunList {
         this.saveSoon();
       },
       finish: ({ exitCode, usage, error, files = [] }) => {
-        Object.assign(run, {
-          status: error ? error.name : exitCode === 0 ? "ok" : "failed",
-          exitCode,
-          wallMs: usage?.wallMs ?? Date.now() - run.startedAt,
-          error: error ? `${error.name}: ${error.message}` : null,
+        Object.assign(run, ended(exitCode, error, usage?.wallMs ?? Date.now() - run.startedAt), {
           files: files.map(({ path, size, url }) => ({ path, size, url })),
         });
         update();
@@ -73,6 +65,42 @@ export class RunList {
         this.onFinish(run);
       },
     };
+  }
+
+  /**
+   * A run of the relay session that ended where this tab did not execute it (the `ran`
+   * command: at the edge), listed once however often it is told.
+   */
+  record({ runId, tool, language, executor, startedAt, wallMs, exitCode, error, stdout, stderr }) {
+    if (this.runs.some((run) => run.runId === runId)) return;
+    const run = { runId, tool, language, executor, startedAt, code: "", stdout: String(stdout), stderr: String(stderr), cut: 0, files: [] };
+    this.add(Object.assign(run, ended(exitCode, error, wallMs)));
+    this.save();
+  }
+
+  /**
+   * Lists `run` by when it started, newest first (a tab's new run goes on top; an edge run told
+   * again on a reattach goes back where it was, or nowhere if the RUNS_KEPT listed are all
+   * newer); the oldest beyond RUNS_KEPT go. Returns its item.
+   */
+  add(run) {
+    const newer = this.runs.findIndex((listed) => listed.startedAt <= run.startedAt);
+    const at = newer < 0 ? this.runs.length : newer;
+    this.runs.splice(at, 0, run);
+    const dropped = this.runs.splice(RUNS_KEPT);
+    for (const old of dropped) this.itemOf(old)?.remove();
+    const item = render(run);
+    if (!dropped.includes(run)) {
+      const next = this.runs[at + 1] && this.itemOf(this.runs[at + 1]);
+      if (next) next.before(item);
+      else this.listEl.append(item);
+    }
+    this.showEmpty();
+    return item;
+  }
+
+  itemOf(run) {
+    return this.listEl.querySelector(`[data-run-id="${CSS.escape(run.runId)}"]`);
   }
 
   showEmpty() {
@@ -104,17 +132,24 @@ function load(storageKey) {
   }
 }
 
+/** What a run's end makes of it in the list. */
+function ended(exitCode, error, wallMs) {
+  return { status: error ? error.name : exitCode === 0 ? "ok" : "failed", exitCode, wallMs, error: error ? `${error.name}: ${error.message}` : null };
+}
+
 /** One run as a list item: a summary line that opens to what ran, its output and files. */
 function render(run, open = false, codeOpen = false) {
   const item = el("li", { className: "run" });
   item.dataset.runId = run.runId;
   item.dataset.status = run.status;
+  item.dataset.executor = run.executor ?? "tab";
   const details = el("details", { open });
   const summary = el(
     "summary",
     {},
     el("span", { className: "run-tool", textContent: run.tool }),
     el("span", { className: "run-what", textContent: run.target ?? LANGUAGES[run.language] ?? run.language ?? "" }),
+    ...(run.executor === "edge" ? [el("span", { className: "run-where", textContent: "edge", title: "ran at the edge, with no tab" })] : []),
     el("span", { className: "run-status", textContent: statusText(run) }),
     el("span", { className: "run-time", textContent: new Date(run.startedAt).toLocaleTimeString() }),
   );

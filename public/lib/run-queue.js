@@ -11,10 +11,10 @@
 // results delivered, the sandbox is told to load the standby workers runs took
 // (RunnerHost.refill).
 
-import { toBase64 } from "./bytes.js";
 import { loadCapsule, runnerJob } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
+import { storeDisplays } from "./displays.js";
 import { exitEvent } from "./exit-event.js";
 import { uploadOutFiles } from "./out-files.js";
 import { cancelledOutcome } from "./runner-host.js";
@@ -22,27 +22,6 @@ import { runtimeName } from "./status.js";
 
 // A waiting run hears of the stored file changes of the run ahead at most this often.
 const QUEUED_NOTE_EVERY_MS = 5_000;
-// A display() up to this size rides in the result; a larger one is written to /out (as an
-// image in /out is inlined up to the same size: out-files.js).
-const INLINE_DISPLAY_BYTES = 96 * 1024;
-// All of a run's inline displays together, counted as the relay counts them against the
-// result's budget (src/mcp/results.rs IMAGE_BUDGET, 128 KiB: displayCost); the rest go to /out
-// too, rather than be left out of the result.
-const INLINE_DISPLAYS_TOTAL = 128 * 1024;
-const DISPLAY_EXTENSIONS = {
-  "image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp", "image/svg+xml": "svg",
-  "text/html": "html", "text/markdown": "md", "application/json": "json", "text/plain": "txt",
-};
-
-/**
- * What a display costs against the relay's budget (src/mcp/display.rs `inline`): images as
- * base64, an SVG too (it arrives as text), JSON twice (as text and in structuredContent).
- */
-function displayCost(mimeType, bytes, isText) {
-  const base64 = Math.ceil(bytes.byteLength / 3) * 4;
-  if (!isText || mimeType === "image/svg+xml") return base64;
-  return mimeType === "application/json" ? 2 * bytes.byteLength : bytes.byteLength;
-}
 
 export class RunQueue {
   /**
@@ -212,7 +191,7 @@ export class RunQueue {
     echo.end();
     const { fileErrors } = outcome.usage;
     if (fileErrors) this.status.error(`run ${runId}: ${fileErrors} file change(s) could not be stored`);
-    const shown = await this.storeDisplays(runId, displays, policy.filesystem, outWrites, writer);
+    const shown = await storeDisplays(runId, displays, (path, data) => this.applyFileOp({ op: "write", path, data }, policy.filesystem, outWrites, writer));
     this.noteDoing("sending its file changes to the relay session");
     const { refused, failure: lost } = await writer.done();
     for (const { path, name, message } of refused) this.status.error(`run ${runId}: the relay session refused ${path}: ${name}: ${message}`);
@@ -220,35 +199,6 @@ export class RunQueue {
     if (outWrites.size) this.noteDoing("uploading its /out files");
     const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken });
     this.complete(report, view, { ...outcome, files, displays: shown });
-  }
-
-  /**
-   * The run's displays as its exit reports them: each small one inline (text, or an image's
-   * base64), each larger one written to /out as `display-<run>-<n>.<ext>` under the run's
-   * policy and named by its path (its file is then uploaded and listed like any in /out).
-   */
-  async storeDisplays(runId, displays, filesystem, outWrites, writer) {
-    const encoder = new TextEncoder();
-    const shown = [];
-    let room = INLINE_DISPLAYS_TOTAL;
-    for (const [n, { mimeType, data }] of displays.entries()) {
-      const bytes = typeof data === "string" ? encoder.encode(data) : data;
-      const sent = displayCost(mimeType, bytes, typeof data === "string");
-      if (bytes.byteLength <= INLINE_DISPLAY_BYTES && sent <= room) {
-        room -= sent;
-        shown.push(typeof data === "string" ? { mimeType, text: data } : { mimeType, data: toBase64(data) });
-        continue;
-      }
-      const path = `/out/display-${runId}-${n}.${DISPLAY_EXTENSIONS[mimeType]}`;
-      try {
-        await this.applyFileOp({ op: "write", path, data: bytes }, filesystem, outWrites, writer);
-        shown.push({ mimeType, path });
-      } catch (err) {
-        const text = `[display ${n}: ${mimeType}, ${bytes.byteLength} bytes, too large to show inline and not written to /out: ${err.message}]`;
-        shown.push({ mimeType: "text/plain", text });
-      }
-    }
-    return shown;
   }
 
   /**

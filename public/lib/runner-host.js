@@ -26,6 +26,8 @@ import { failure, outputLimitFailure, relayError } from "./errors.js";
 import { OutputSink } from "./output-sink.js";
 import { loadPolicy } from "./policy.js";
 import { runtimeIds } from "./runtime-files.js";
+import { MAX_FETCHES_IN_FLIGHT } from "../runner/run-relay.js";
+import { Displays } from "./displays.js";
 import { Sandbox } from "./sandbox.js";
 import { DEFAULT_FILESYSTEM, WORKSPACE_LIMIT_BYTES, writeRefusal } from "./workspace-rules.js";
 
@@ -49,13 +51,6 @@ const MAX_MEM_MB = 1 << 20;
 // well within; a change waiting costs the page well under 1 KiB besides its bytes.
 const MAX_FILE_OPS_IN_FLIGHT = 1 << 16;
 const MAX_FILE_BYTES_IN_FLIGHT = 2 * WORKSPACE_LIMIT_BYTES;
-// What display() may show: these types only, this many per run, this many bytes in all.
-const DISPLAY_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml", "text/html", "text/markdown", "application/json", "text/plain"]);
-const BINARY_DISPLAY = /^image\/(png|jpeg|gif|webp)$/;
-const MAX_DISPLAYS = 64;
-const MAX_DISPLAY_BYTES = 16 * 1024 * 1024;
-// Guest fetches at once; more are answered with an error straight away.
-const MAX_FETCHES_IN_FLIGHT = 16;
 // Bounds on a fetch request's parts, before the caller's network policy looks at it.
 const MAX_URL_LENGTH = 8192;
 const MAX_HEADERS = 256;
@@ -138,7 +133,7 @@ export class RunnerHost {
         onFetch,
         onDenied,
         onDisplay,
-        displayed: { count: 0, bytes: 0 },
+        displays: new Displays(),
         storing: new Set(), // onFile promises not settled yet
         storingBytes: 0,
         fetching: new Set(), // ids of fetches not answered yet
@@ -257,17 +252,13 @@ export class RunnerHost {
 
   /** A display(): its type one the relay shows, its data of the right kind, within the bounds. */
   onDisplayMessage(run, { mimeType, data }) {
-    const binary = BINARY_DISPLAY.test(mimeType);
-    if (!DISPLAY_TYPES.has(mimeType) || (binary ? !(data instanceof Uint8Array) : typeof data !== "string")) {
-      const what = typeof mimeType === "string" ? mimeType.slice(0, 80) : typeof mimeType;
-      return run.sink.write("stderr", `display: ${what} cannot be shown (bytes must be a PNG, JPEG, GIF or WebP image; text one of ${[...DISPLAY_TYPES].filter((t) => !BINARY_DISPLAY.test(t)).join(", ")})\n`);
+    const { refused, stop } = run.displays.add({ mimeType, data });
+    if (refused) {
+      // A refusal is output too: past the cap it ends the run as the guest's own output does.
+      if (!run.sink.write("stderr", refused)) this.stop(outputLimitFailure(run.sink.limitBytes));
+      return;
     }
-    const bytes = binary ? data.byteLength : data.length * 3;
-    run.displayed.count++;
-    run.displayed.bytes += bytes;
-    if (run.displayed.count > MAX_DISPLAYS || run.displayed.bytes > MAX_DISPLAY_BYTES) {
-      return this.stop(failure("OutputLimitExceeded", `display() was called past its limits (${MAX_DISPLAYS} displays, ${MAX_DISPLAY_BYTES} bytes per run); write big results to /out instead`));
-    }
+    if (stop) return this.stop(stop);
     run.onDisplay({ mimeType, data });
   }
 

@@ -18,9 +18,10 @@
 import { newQuickJSWASMModuleFromVariant, newVariant } from "quickjs-emscripten";
 import RELEASE_SYNC from "@jitl/quickjs-wasmfile-release-sync";
 import DEFAULT_LIMITS from "relay-default-limits";
-import { failure } from "../lib/errors.js";
+import { failure, namedError } from "../lib/errors.js";
 import { GuestFiles } from "./guest-files.js";
 import { guestPrelude } from "./guest-prelude.js";
+import { MAX_FETCHES_IN_FLIGHT } from "./run-relay.js";
 import { WriteRule, runnerPolicy } from "./write-rule.js";
 
 const MiB = 1024 * 1024;
@@ -47,7 +48,7 @@ export const quickJsEngine = {
     const wasmModule = modules[WASM_FILE];
     if (!wasmModule) throw new Error(`QuickJS needs ${WASM_FILE}`);
     const standby = await instantiate(wasmModule, memMb ? heapCap(memMb) : STANDBY_CAP_MIB);
-    const ready = freshContext(standby.module);
+    const ready = freshContext(standby);
     const policy = runnerPolicy(modules);
     let context = null; // a context's interpreter, made by its first run: {fresh, memory}
     return {
@@ -56,7 +57,7 @@ export const quickJsEngine = {
         if (job.context) {
           if (!context) {
             const own = capMiB === standby.capMiB ? standby : await instantiate(wasmModule, capMiB);
-            context = { fresh: own === standby ? ready : freshContext(own.module), memory: own.memory };
+            context = { fresh: own === standby ? ready : freshContext(own), memory: own.memory };
           }
           const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
           const outcome = await new QuickJsRun(context.fresh, job, sink, relay, rule, true).result;
@@ -65,7 +66,7 @@ export const quickJsEngine = {
         const own = capMiB === standby.capMiB ? null : await instantiate(wasmModule, capMiB);
         const { memory } = own ?? standby;
         const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
-        const outcome = await new QuickJsRun(own ? freshContext(own.module) : ready, job, sink, relay, rule, false, guard).result;
+        const outcome = await new QuickJsRun(own ? freshContext(own) : ready, job, sink, relay, rule, false, guard).result;
         return { ...outcome, memPeakMb: memory.buffer.byteLength / MiB };
       },
     };
@@ -80,30 +81,59 @@ function heapCap(memMb) {
 async function instantiate(wasmModule, capMiB) {
   const memory = new WebAssembly.Memory({ initial: (INITIAL_HEAP_MIB * MiB) / PAGE, maximum: (capMiB * MiB) / PAGE });
   const module = await newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmModule, wasmMemory: memory }));
-  return { module, memory, capMiB };
+  return { module, memory, capMiB, halt: haltable(module) };
 }
+
+/**
+ * The switch that halts every guest of a QuickJS instance for good (see QuickJsRun.interrupt):
+ * once `on`, each interrupt check throws from the wasm's import itself, so the JavaScript error
+ * unwinds every QuickJS frame (no catch, finally, Promise executor or async function sees it)
+ * up to the host's call into QuickJS, and the instance is never used again. It wraps the
+ * emscripten module's interrupt callback because quickjs-emscripten (0.32) calls the handler
+ * inside a try/catch that would turn a throw into a plain interrupt.
+ */
+function haltable(module) {
+  const callbacks = module.module?.callbacks;
+  if (typeof callbacks?.shouldInterrupt !== "function") throw new Error("quickjs-emscripten's interrupt callback moved: the runner cannot halt a guest");
+  const ask = callbacks.shouldInterrupt;
+  const halt = { on: false };
+  callbacks.shouldInterrupt = (...args) => {
+    const interrupt = ask(...args);
+    if (halt.on) throw new Error("the guest was halted");
+    return interrupt;
+  };
+  return halt;
+}
+
+// How a context's run ends when its guest had to be halted (see QuickJsRun.interrupt): with an
+// error, so the page drops the context's worker and its broken interpreter.
+const HALTED_CONTEXT = {
+  name: "RuntimeCrashed",
+  message: "the program went on running after process.exit() or the output cap stopped it (in a Promise executor or an async function), so its interpreter was halted; the context starts afresh on its next run",
+};
 
 // The functions the prelude's `host` object has; each calls the QuickJsRun method of its name.
 const HOST_FUNCTIONS = ["write", "exit", "setTimer", "clearTimer", "fs", "utf8Encode", "utf8Decode", "fetch", "display"];
 
 /**
- * A runtime and context no guest has touched, with the prelude installed (guest-prelude.js):
- * its host functions call whichever run `holder.run` names (the run sets it before any guest
- * code runs), and `configure` is left for the run to give process its argv, env and stdin.
+ * A runtime and context of `instance` (instantiate()'s) no guest has touched, with the prelude
+ * installed (guest-prelude.js): its host functions call whichever run `holder.run` names (the
+ * run sets it before any guest code runs), and `configure` is left for the run to give process
+ * its argv, env and stdin.
  */
-function freshContext(module) {
+function freshContext({ module, halt }) {
   const runtime = module.newRuntime();
   const context = runtime.newContext();
   const holder = { run: null };
   const prelude = context.unwrapResult(context.evalCode(`(${guestPrelude})`, "relay:prelude.js"));
   const host = context.newObject();
   for (const name of HOST_FUNCTIONS) {
-    context.newFunction(name, (...args) => holder.run[name](...args)).consume((fn) => context.setProp(host, name, fn));
+    context.newFunction(name, (...args) => holder.run.hostCall(name, args)).consume((fn) => context.setProp(host, name, fn));
   }
   const installed = context.unwrapResult(context.callFunction(prelude, context.undefined, host));
   const [formatError, configure, display] = ["formatError", "configure", "display"].map((name) => context.getProp(installed, name));
   for (const handle of [prelude, host, installed]) handle.dispose();
-  return { runtime, context, holder, formatError, configure, display };
+  return { runtime, context, holder, formatError, configure, display, halt };
 }
 
 class QuickJsRun {
@@ -115,7 +145,7 @@ class QuickJsRun {
    *   interrupt-handler call and says when to stop, `error` why, and `onStop` is called when it
    *   stops a guest that only waits
    */
-  constructor({ runtime, context, holder, formatError, configure, display }, job, sink, relay, rule, kept = false, guard = undefined) {
+  constructor({ runtime, context, holder, formatError, configure, display, halt }, job, sink, relay, rule, kept = false, guard = undefined) {
     this.job = job;
     this.kept = kept;
     this.guard = guard;
@@ -136,6 +166,8 @@ class QuickJsRun {
 
     this.runtime = runtime;
     this.context = context;
+    this.halt = halt; // its instance's: see interrupt()
+    this.interrupted = false; // the interrupt handler has stopped the guest once
     this.formatError = formatError;
     this.displayValue = display; // the prelude's display(), for a script's completion value
     holder.run = this; // the prelude's host functions now call this run's
@@ -143,12 +175,10 @@ class QuickJsRun {
     // QuickJS's own accounting stops most runaway allocations with a clean "out of memory"
     // error; the capped wasm memory (instantiate) is the backstop.
     this.runtime.setMemoryLimit(job.limits.memMb * MiB);
-    // Called regularly while guest code runs: stops it right after process.exit() or the output
-    // cap, and at the edge once its guard says so (the calls count its work).
-    this.runtime.setInterruptHandler(() => Boolean(this.guard?.tick()) || this.stopped());
+    this.runtime.setInterruptHandler(() => this.interrupt());
     if (guard) guard.onStop = () => this.finish(1);
     this.runtime.setModuleLoader(
-      (name) => this.moduleSource(name),
+      (name) => (this.stopped() ? { error: new Error("the run was stopped") } : this.moduleSource(name)),
       (base, requested) => resolveModule(base, requested, job.files),
     );
     this.start();
@@ -158,7 +188,38 @@ class QuickJsRun {
     return this.exitCode !== undefined || this.sink.exceeded || Boolean(this.guard?.error);
   }
 
+  /**
+   * The interrupt handler, called regularly while guest code runs: stops it right after
+   * process.exit() or the output cap, and at the edge once its guard says so (the calls count
+   * its work). The first call that stops it makes QuickJS throw its uncatchable error, which
+   * ends ordinary code; but QuickJS's Promise executor, its async functions and its promise jobs
+   * turn that error into a rejection, and a loop around them runs on
+   * (`for(;;) new Promise(() => { for(;;){} })`). So the stop is sticky: a later call means the
+   * guest survived it, and halts the instance (haltable()).
+   */
+  interrupt() {
+    if (!(this.guard?.tick() || this.stopped())) return false;
+    if (this.interrupted) this.halt.on = true;
+    this.interrupted = true;
+    return true;
+  }
+
+  /** Calls `enter` (a call into QuickJS that may run guest code); a halted guest ends the run. */
+  guestCall(enter) {
+    try {
+      enter();
+    } catch (err) {
+      if (!this.halt.on) throw err;
+      this.finish(1);
+    }
+  }
+
   start() {
+    this.guestCall(() => this.evaluate());
+  }
+
+  /** Evaluates the entry (a module, or a context's script) and runs what it queued. */
+  evaluate() {
     const { entry } = this.job;
     const source = this.moduleSource(entry.path);
     if (typeof source !== "string") {
@@ -190,10 +251,18 @@ class QuickJsRun {
     if (!this.kept) configure.dispose();
   }
 
-  // The prelude's host functions (HOST_FUNCTIONS), called with QuickJS handles.
+  /**
+   * A host function the prelude calls (HOST_FUNCTIONS), with QuickJS handles. A stopped guest
+   * gets nothing more done: it runs on until the next interrupt check, which may be long in a
+   * loop of host calls (a fetch of 1 MiB each), and a call that ran guest code again (a getter)
+   * would take the halt's throw (quickjs-emscripten catches a host function's).
+   */
+  hostCall(name, args) {
+    return this.stopped() ? undefined : this[name](...args);
+  }
 
   write(fd, text) {
-    if (!this.stopped()) this.sink.write(this.context.getNumber(fd) === 2 ? "stderr" : "stdout", this.context.getString(text));
+    this.sink.write(this.context.getNumber(fd) === 2 ? "stderr" : "stdout", this.context.getString(text));
   }
 
   exit(code) {
@@ -223,6 +292,10 @@ class QuickJsRun {
   }
 
   fetch(requestJson, body, callback) {
+    // Checked here too, before the request is copied: a loop of un-awaited fetches holds nothing.
+    if (this.fetches.size >= MAX_FETCHES_IN_FLIGHT) {
+      throw namedError("TooManyRequests", `at most ${MAX_FETCHES_IN_FLIGHT} fetches may wait at once; await some before starting more`);
+    }
     const ctx = this.context;
     const request = JSON.parse(ctx.getString(requestJson));
     if (ctx.typeof(body) !== "undefined") request.body = this.bytesOf(body);
@@ -257,6 +330,7 @@ class QuickJsRun {
       called.value.dispose();
       this.settle();
     } catch (err) {
+      if (this.halt.on) return this.finish(1);
       this.reject(err); // the wasm trapped; the runner drops this engine
     }
   }
@@ -292,16 +366,20 @@ class QuickJsRun {
     return ctx.newArrayBuffer(whole ? value.buffer : value.slice().buffer);
   }
 
-  dropTimer(id) {
+  dropTimer(id, free = true) {
     const timer = this.timers.get(id);
     if (!timer) return;
     clearTimeout(timer.handle); // also clears intervals: they share one id space
-    timer.callback.dispose();
+    if (free) timer.callback.dispose();
     this.timers.delete(id);
   }
 
   /** Runs pending promise jobs, then ends the run if nothing can happen any more. */
   settle() {
+    this.guestCall(() => this.runJobs());
+  }
+
+  runJobs() {
     if (this.done) return;
     const jobs = this.runtime.executePendingJobs(this.guard ? JOB_SLICE : -1);
     if (jobs.error) return this.fail(jobs.error);
@@ -357,11 +435,15 @@ class QuickJsRun {
   finish(exitCode) {
     if (this.done) return;
     this.done = true;
-    for (const id of [...this.timers.keys()]) this.dropTimer(id);
-    for (const callback of this.fetches.values()) callback.dispose();
+    // A halted runtime stopped in the middle of its frames: none of it is freed (its instance
+    // goes with its worker or isolate), and a context's cannot serve another run.
+    const free = !this.halt.on;
+    for (const id of [...this.timers.keys()]) this.dropTimer(id, free);
+    if (free) for (const callback of this.fetches.values()) callback.dispose();
     this.fetches.clear();
-    const stoppedBy = this.guard?.error;
+    const stoppedBy = this.guard?.error ?? (!free && this.kept ? HALTED_CONTEXT : null);
     this.resolve(stoppedBy ? failure(stoppedBy.name, stoppedBy.message) : { exitCode: this.exitCode ?? exitCode });
+    if (!free) return;
     // Freeing the runtime walks the guest's whole heap: it waits until the exit is posted.
     // A context's stays for its next run.
     const handles = this.kept ? [this.main] : [this.main, this.formatError, this.displayValue, this.context, this.runtime];

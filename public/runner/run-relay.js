@@ -3,6 +3,10 @@
 // it before it kills the worker, whatever ends the run), guest fetches, which the page
 // answers (or denies) by its policy, and the writes the policy refused (for the audit). Engines call it; guest code never holds it.
 
+// Guest fetches that may wait for an answer at once: the page answers one more with an error
+// (lib/runner-host.js), and QuickJS's runner throws it in the guest before sending it.
+export const MAX_FETCHES_IN_FLIGHT = 16;
+
 export class RunRelay {
   /** @param send the port's postMessage, bound */
   constructor(send) {

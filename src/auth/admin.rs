@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::tenant::{session_name_ok, QueueSettings, Tenant, TenantDefaults, SESSION_NAME_RULE};
 use crate::policy::{bounded, MAX_TIMEOUT_MS};
+use crate::retention::{MAX_UNUSED_DAYS, MIN_UNUSED_DAYS};
 use crate::run::contexts;
 use crate::text::is_hidden;
 use crate::workspace;
@@ -99,6 +100,7 @@ impl TenantDefaults {
         self.edge.as_ref().map_or(Ok(()), |edge| edge.validate())?;
         bounded("contexts.maxPerSession", self.contexts.max_per_session, 1, contexts::MAX_CONTEXTS)?;
         bounded("contexts.idleMs", self.contexts.idle_ms, contexts::MIN_IDLE_MS, contexts::MAX_IDLE_MS)?;
+        bounded("retention.unusedDays", self.retention.unused_days, MIN_UNUSED_DAYS, MAX_UNUSED_DAYS)?;
         self.quotas.validate()?;
         self.queue.validate().map_err(|why| format!("queue.{why}"))
     }

@@ -6,6 +6,7 @@ use crate::capsule::jws::b64url;
 use crate::packages::PackageSources;
 use crate::policy::Policy;
 use crate::quota::Quotas;
+use crate::retention::RetentionSettings;
 use crate::run::contexts::ContextSettings;
 use crate::run::executor::{EdgeBudget, Executor};
 use crate::workspace::WorkspaceSettings;
@@ -46,6 +47,8 @@ pub struct TenantDefaults {
     pub edge: Option<EdgeBudget>,
     /// Each relay session's contexts (`run_js`/`run_py` with `context`): how many, how long idle.
     pub contexts: ContextSettings,
+    /// How long its capsules and build records stay unused before the retention sweep deletes them.
+    pub retention: RetentionSettings,
     /// What the tenant may use across its relay sessions (`relay_core::quota`).
     pub quotas: Quotas,
 }
@@ -65,6 +68,7 @@ impl Default for TenantDefaults {
             executor: Executor::Tab,
             edge: None,
             contexts: ContextSettings::default(),
+            retention: RetentionSettings::default(),
             quotas: Quotas::default(),
         }
     }

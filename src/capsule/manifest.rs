@@ -45,6 +45,14 @@ impl Language {
         }
     }
 
+    /// The tool that runs this language.
+    pub fn tool_name(self) -> &'static str {
+        match self {
+            Language::Js => "run_js",
+            Language::Py => "run_py",
+        }
+    }
+
     /// The entry file's name inside the code layer (mounted at `/`).
     pub fn entry_file(self) -> &'static str {
         match self {

@@ -43,7 +43,7 @@ impl DepsRequest {
             Language::Py => ("pip", "npm"),
         };
         if arguments.get(other).is_some_and(|v| !v.is_null()) {
-            let tool = if language == Language::Js { "run_js" } else { "run_py" };
+            let tool = language.tool_name();
             return Err(format!("{other}: {tool} takes {mine} dependencies, not {other}"));
         }
         let Some(section) = arguments.get(mine).filter(|v| !v.is_null()) else { return Ok(None) };

@@ -91,6 +91,11 @@ impl Caller {
         serde_json::from_slice(&json).map_err(|e| format!("{CALLER_HEADER}: {e}"))
     }
 
+    /// The name of the relay session's Durable Object (`super::object_name`).
+    pub fn object_name(&self) -> String {
+        super::object_name(&self.tenant.id, &self.session)
+    }
+
     /// The executor page for this relay session.
     pub fn page_url(&self) -> String {
         match self.session.as_str() {

@@ -15,7 +15,8 @@ mod tab;
 
 pub use caller::{own_page_origin, public_origin, Caller, CALLER_HEADER};
 pub use tab::{
-    table_json as tab_commands_json, BuildCommand, CapsuleCommand, CommandName, ContextOrder, TabCommand, TabsCommand,
+    table_json as tab_commands_json, BuildCommand, CapsuleCommand, CommandName, ContextOrder, RanCommand, TabCommand,
+    TabsCommand, RAN_OUTPUT_CHARS,
 };
 
 use crate::error::{ErrorName, HttpError};
@@ -91,6 +92,9 @@ pub enum SessionRequest {
     Audit,
     /// Deletes all of the relay session's storage: its tenant is being deleted.
     Erase,
+    /// The retention sweep of its workspace bodies, as of `as_of_ms` (the Cron Trigger's
+    /// scheduled time): answers what it looked at and deleted (`retention::Sweep`).
+    SweepBodies { as_of_ms: u64 },
 }
 
 /// A [`SessionRequest`] on the wire: what the Worker's request to the DO holds (the caller
@@ -123,6 +127,7 @@ mod path {
     pub const METRICS: &str = "/metrics";
     pub const AUDIT: &str = "/audit";
     pub const ERASE: &str = "/erase";
+    pub const SWEEP_BODIES: &str = "/sweep-bodies";
     pub const WORKSPACE: &str = "/workspace";
     pub const WORKSPACE_BODY: &str = "/workspace/body";
     pub const WORKSPACE_COMMIT: &str = "/workspace/commit";
@@ -169,6 +174,7 @@ impl SessionRequest {
             Metrics => get(path::METRICS, Vec::new()),
             Audit => get(path::AUDIT, Vec::new()),
             Erase => post(path::ERASE, &[], Vec::new(), Vec::new()),
+            SweepBodies { as_of_ms } => post(path::SWEEP_BODIES, &[("asOf", &as_of_ms.to_string())], vec![], vec![]),
             WorkspaceIndex { since, run } => {
                 let since = since.map(|v| v.to_string());
                 let query: Vec<(&str, &str)> = [("since", since.as_deref()), ("run", run.as_deref())]
@@ -231,6 +237,11 @@ impl SessionRequest {
             (path::METRICS, _) => Metrics,
             (path::AUDIT, _) => Audit,
             (path::ERASE, "POST") => Erase,
+            (path::SWEEP_BODIES, "POST") => SweepBodies {
+                as_of_ms: param("asOf")?.parse().map_err(|_| {
+                    HttpError::new(ErrorName::ValidationError, "asOf must be milliseconds since the epoch")
+                })?,
+            },
             (path::WORKSPACE, _) => {
                 let since = params.iter().find(|(k, _)| k == "since").map(|(_, v)| v.parse::<u64>());
                 let since = since.transpose().map_err(|_| {

@@ -11,7 +11,7 @@ use crate::capsule::{inline_files, Capsule, CapsuleSpec, Language};
 use crate::mcp::sse_frame;
 use crate::packages::{DepsRequest, PackageSources};
 use crate::protocol::Caller;
-use crate::run::machine::LOAD_BUDGET_MS;
+use crate::run::machine::{Outcome, LOAD_BUDGET_MS};
 
 /// A command for a tab.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +27,8 @@ pub enum TabCommand {
     Build(BuildCommand),
     /// Stop this run.
     Cancel { run_id: String },
+    /// A run of the relay session that ran elsewhere (at the edge) ended: for the page's list.
+    Ran(RanCommand),
 }
 
 /// The names of the commands, for the page.
@@ -37,11 +39,18 @@ pub enum CommandName {
     Capsule,
     Build,
     Cancel,
+    Ran,
 }
 
 impl CommandName {
-    pub const ALL: [CommandName; 5] =
-        [CommandName::Hello, CommandName::Tabs, CommandName::Capsule, CommandName::Build, CommandName::Cancel];
+    pub const ALL: [CommandName; 6] = [
+        CommandName::Hello,
+        CommandName::Tabs,
+        CommandName::Capsule,
+        CommandName::Build,
+        CommandName::Cancel,
+        CommandName::Ran,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -50,6 +59,7 @@ impl CommandName {
             CommandName::Capsule => "capsule",
             CommandName::Build => "build",
             CommandName::Cancel => "cancel",
+            CommandName::Ran => "ran",
         }
     }
 
@@ -71,6 +81,48 @@ pub fn table_json() -> Value {
 pub struct TabsCommand {
     pub count: usize,
     pub next: Option<String>,
+}
+
+/// The `ran` command's data: a run the page did not execute (one at the edge), as its list shows
+/// one: what ran where, how it ended, and the start of its output (the page keeps no more).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RanCommand {
+    pub run_id: String,
+    pub tool: &'static str,
+    pub language: Language,
+    pub executor: &'static str,
+    /// When it was sent to its executor and how long it ran, in ms.
+    pub started_at: u64,
+    pub wall_ms: u64,
+    pub exit_code: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The characters of each output stream a `ran` command carries: what the page's list keeps.
+pub const RAN_OUTPUT_CHARS: usize = 16 * 1024;
+
+impl RanCommand {
+    /// Run `run` of `language` that ended on `executor` at `now_ms` as `outcome`.
+    pub fn new(run: &str, language: Language, outcome: &Outcome, now_ms: u64) -> Self {
+        let exit = &outcome.exit;
+        let head = |text: &str| text.chars().take(RAN_OUTPUT_CHARS).collect::<String>();
+        RanCommand {
+            run_id: run.to_owned(),
+            tool: language.tool_name(),
+            language,
+            executor: outcome.executor.unwrap_or("tab"),
+            started_at: now_ms.saturating_sub(exit.usage.wall_ms),
+            wall_ms: exit.usage.wall_ms,
+            exit_code: exit.exit_code,
+            error: exit.error.as_ref().map(|e| json!({ "name": e.name, "message": e.message })),
+            stdout: head(&outcome.stdout),
+            stderr: head(&outcome.stderr),
+        }
+    }
 }
 
 /// The `capsule` command's data: the capsule, its small files inline, and two tokens (sent
@@ -170,6 +222,7 @@ impl TabCommand {
             TabCommand::Capsule(_) => CommandName::Capsule,
             TabCommand::Build(_) => CommandName::Build,
             TabCommand::Cancel { .. } => CommandName::Cancel,
+            TabCommand::Ran(_) => CommandName::Ran,
         }
     }
 
@@ -183,6 +236,7 @@ impl TabCommand {
             TabCommand::Capsule(capsule) => serde_json::to_value(capsule),
             TabCommand::Build(build) => serde_json::to_value(build),
             TabCommand::Cancel { run_id } => Ok(json!({ "runId": run_id })),
+            TabCommand::Ran(ran) => serde_json::to_value(ran),
         };
         data.expect("a tab command serializes")
     }

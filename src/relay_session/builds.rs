@@ -12,8 +12,9 @@ use crate::capsule::jws::Signer;
 use crate::capsule::layer::check_deps_layer;
 use crate::capsule::{build_capsule, Capsule, CapsuleSpec, Deps};
 use crate::error::{ErrorName, HttpError};
+use crate::keys;
 use crate::packages::grant::{RunRef, UPLOAD_PATH};
-use crate::packages::{DepsRequest, LayerClaim, PendingBuild, Proposal, UploadGrant};
+use crate::packages::{BuildRecord, DepsRequest, LayerClaim, PendingBuild, Proposal, UploadGrant};
 use crate::protocol::{BuildCommand, Caller, TabCommand};
 use crate::stores;
 
@@ -37,15 +38,15 @@ impl<P: Platform> RelaySession<P> {
     /// is stored), and counts the time it took in the metrics; a failure is the reason to end
     /// the run with.
     pub async fn store_capsule(&self, caller: &Caller, capsule: &Capsule) -> Result<(), String> {
-        if self.caches.stored(&capsule.hash) {
+        let started = self.now_ms();
+        if self.caches.stored(&capsule.hash, started) {
             return Ok(());
         }
-        let started = self.now_ms();
-        if let Err(e) = stores::store_capsule(self.platform.blobs(), &caller.tenant.id, capsule).await {
+        if let Err(e) = stores::store_capsule(self.platform.blobs(), &caller.tenant.id, capsule, started).await {
             self.platform.log_error(&format!("storing capsule {}: {e}", capsule.hash));
             return Err("its capsule could not be stored; retry the call".into());
         }
-        self.caches.mark_stored(&capsule.hash);
+        self.caches.mark_stored(&capsule.hash, started);
         let stored_in = self.now_ms().saturating_sub(started);
         self.persisted("metrics", self.store().update_metrics(|m| m.observe_build(stored_in)));
         Ok(())
@@ -57,6 +58,7 @@ impl<P: Platform> RelaySession<P> {
     pub async fn prepare_packaged(&self, caller: &Caller, run: &str, job: &Packaged) -> Result<TabCommand, String> {
         let reusable = stores::reusable_build(self.platform.blobs(), &caller.tenant.id, &job.key, self.now_ms()).await;
         if let Some(record) = reusable {
+            self.renew_build(caller, &job.key, &record).await;
             let spec = CapsuleSpec { deps: Deps::Uploaded(record.layer), ..job.spec.clone() };
             let capsule = build_capsule(spec, &job.signer).map_err(|e| e.to_string())?;
             self.store_capsule(caller, &capsule).await?;
@@ -66,6 +68,20 @@ impl<P: Platform> RelaySession<P> {
         self.start_build(run, PendingBuild::new(job.key.clone(), job.request.clone(), job.spec.clone()));
         let now_s = self.now_ms() / 1000;
         Ok(TabCommand::Build(BuildCommand::new(&job.signer, caller, run, &job.spec, &job.request, now_s)))
+    }
+
+    /// Records a reused build again when this instance has not stored it for
+    /// `retention::STORED_REFRESH_MS` (so that R2 shows the retention sweep it is in use).
+    /// A failure is only logged: the record stands, and the next reuse tries again.
+    async fn renew_build(&self, caller: &Caller, key: &str, record: &BuildRecord) {
+        let (memo, now_ms) = (keys::build_record(&caller.tenant.id, key), self.now_ms());
+        if self.caches.stored(&memo, now_ms) {
+            return;
+        }
+        match stores::record_build(self.platform.blobs(), &caller.tenant.id, key, record).await {
+            Ok(()) => self.caches.mark_stored(&memo, now_ms),
+            Err(e) => self.platform.log_error(&format!("recording build {key} again: {e}")),
+        }
     }
 
     /// A build's presign: upload grants for the layers the tab built, `{layers: [{id, sha256,

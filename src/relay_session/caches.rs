@@ -4,13 +4,14 @@
 //! different decision.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use serde_json::{json, Value};
 
 use crate::capsule::jws::Signer;
 use crate::capsule::{Capsule, CapsuleError, CapsuleMemo, CapsuleSpec};
 use crate::policy::Policy;
+use crate::retention::STORED_REFRESH_MS;
 use crate::stores::PolicyCache;
 use crate::upstream::client::Known;
 
@@ -23,8 +24,10 @@ pub const STORED_KEPT: usize = 10_000;
 
 #[derive(Default)]
 pub struct Caches {
-    /// Capsules this instance has stored in R2 (content-addressed: stored once is stored).
-    stored: RefCell<HashSet<String>>,
+    /// Capsules (and build records) this instance has stored in R2, and when: stored once is
+    /// stored (content-addressed), but stored again past `retention::STORED_REFRESH_MS`, so
+    /// that R2 shows the retention sweep it is in use.
+    stored: RefCell<HashMap<String, u64>>,
     /// Capsules this instance has built, by what they were built from.
     capsules: RefCell<CapsuleMemo>,
     /// Capsule policies read from R2, by tenant and hash.
@@ -44,17 +47,18 @@ impl Caches {
         self.capsules.borrow_mut().build(spec, signer)
     }
 
-    /// Whether this instance already stored `hash` in R2.
-    pub fn stored(&self, hash: &str) -> bool {
-        self.stored.borrow().contains(hash)
+    /// Whether this instance stored `key` (a capsule's hash, a build record's key) in R2
+    /// less than [`STORED_REFRESH_MS`] before `now_ms`.
+    pub fn stored(&self, key: &str, now_ms: u64) -> bool {
+        self.stored.borrow().get(key).is_some_and(|&at| now_ms.saturating_sub(at) < STORED_REFRESH_MS)
     }
 
-    pub fn mark_stored(&self, hash: &str) {
+    pub fn mark_stored(&self, key: &str, now_ms: u64) {
         let mut stored = self.stored.borrow_mut();
         if stored.len() >= STORED_KEPT {
             stored.clear(); // forgetting only costs a redundant R2 write
         }
-        stored.insert(hash.to_owned());
+        stored.insert(key.to_owned(), now_ms);
     }
 
     /// The policy of tenant `tenant_id`'s capsule `hash`, if this instance read it before.

@@ -14,7 +14,7 @@ use super::store::Queued;
 use super::{Platform, RelaySession, StorageError};
 use crate::auth::QueueSettings;
 use crate::packages::PendingBuild;
-use crate::protocol::{TabCommand, TabsCommand};
+use crate::protocol::{object_name, RanCommand, TabCommand, TabsCommand};
 use crate::run::backchannel::EventBody;
 use crate::run::contexts::{Ask, Claim, ContextSettings, Contexts, RunEnd};
 use crate::run::executor::{EdgeBudget, Executor, EDGE};
@@ -24,6 +24,8 @@ use crate::run::readiness::Readiness;
 /// Answers of legacy streamed calls, kept for a client that resumes its stream (it may have
 /// missed one that was sent); the oldest go first.
 pub const ANSWERS_KEPT: usize = 16;
+/// The edge runs a page attaching is told of (the newest), as many as its list shows.
+pub const EDGE_RUNS_KEPT: usize = 20;
 /// What a tab's stream gets when nothing else: a write that fails is how a closed tab is noticed.
 pub const HEARTBEAT: &[u8] = b": heartbeat\n\n";
 
@@ -67,8 +69,10 @@ struct RunIo<F> {
     delivery: Box<dyn Delivery<F>>,
     /// The command for a tab (`capsule` or `build`), once the run is prepared, and its frame.
     command: Option<(TabCommand, Vec<u8>)>,
-    /// The tenant whose run it is and its workspace cap (what the edge executor needs).
+    /// The tenant whose run it is, the relay session's name and its workspace cap (what the
+    /// edge executor needs).
     tenant: String,
+    session: String,
     workspace_max: u64,
     /// The runtime a capsule runs on (none for a file tool).
     runtime: Option<String>,
@@ -90,6 +94,8 @@ pub struct Desk<F> {
     builds: RefCell<HashMap<String, PendingBuild>>,
     /// The relay session's contexts (`run::contexts`).
     contexts: RefCell<Contexts>,
+    /// The last runs at the edge, oldest first, for the pages' lists (in memory only).
+    edge_runs: RefCell<VecDeque<RanCommand>>,
 }
 
 impl<F> Default for Desk<F> {
@@ -100,6 +106,7 @@ impl<F> Default for Desk<F> {
             kept_answers: RefCell::default(),
             builds: RefCell::default(),
             contexts: RefCell::default(),
+            edge_runs: RefCell::default(),
         }
     }
 }
@@ -245,6 +252,9 @@ impl<P: Platform> RelaySession<P> {
         if let Some(claim) = &io.context {
             outcome.context = Some(self.context_ended(claim, io.tab.as_deref(), &outcome));
         }
+        if let (Some(EDGE), Some((TabCommand::Capsule(capsule), _))) = (outcome.executor, &io.command) {
+            self.tell_edge_run(RanCommand::new(run, capsule.language, &outcome, self.now_ms()));
+        }
         if let Some(answer) = io.delivery.finish(outcome, answer, self.now_ms()) {
             let mut kept_answers = self.desk.kept_answers.borrow_mut();
             kept_answers.push_back((run.to_owned(), answer));
@@ -252,6 +262,24 @@ impl<P: Platform> RelaySession<P> {
                 kept_answers.pop_front();
             }
         }
+    }
+
+    /// Tells every attached tab of a run that ended at the edge, and keeps it for tabs to come.
+    fn tell_edge_run(&self, ran: RanCommand) {
+        let frame = TabCommand::Ran(ran.clone()).frame();
+        for tab in self.platform.tabs().ids() {
+            self.platform.tabs().write(&tab, frame.clone());
+        }
+        let mut kept = self.desk.edge_runs.borrow_mut();
+        kept.push_back(ran);
+        if kept.len() > EDGE_RUNS_KEPT {
+            kept.pop_front();
+        }
+    }
+
+    /// The `ran` commands of the last runs at the edge, oldest first, for a tab attaching.
+    pub fn edge_run_frames(&self) -> Vec<Vec<u8>> {
+        self.desk.edge_runs.borrow().iter().map(|ran| TabCommand::Ran(ran.clone()).frame()).collect()
     }
 
     /// What a run of context `claim` that ended as `outcome` on `tab` leaves of it.
@@ -359,7 +387,7 @@ impl<P: Platform> RelaySession<P> {
             return Err(Unadmitted::Storage(e));
         }
         let request_key = request_key(queued.mcp_session, queued.request_id);
-        let tenant = queued.tenant.to_owned();
+        let (tenant, session) = (queued.tenant.to_owned(), queued.relay_session.to_owned());
         let io = RunIo {
             delivery,
             command: None,
@@ -368,6 +396,7 @@ impl<P: Platform> RelaySession<P> {
             context: context.clone(),
             tab: None,
             tenant,
+            session,
             workspace_max,
         };
         self.desk.runs.borrow_mut().insert(queued.run_id.to_owned(), io);
@@ -413,11 +442,13 @@ impl<P: Platform> RelaySession<P> {
         }
     }
 
-    /// What the edge executor needs of run `run`: its command, its tenant and the workspace cap.
-    pub(super) fn edge_start(&self, run: &str) -> Option<(TabCommand, String, u64)> {
+    /// What the edge executor needs of run `run`: its command, its tenant, its relay session's
+    /// object name and the workspace cap.
+    pub(super) fn edge_start(&self, run: &str) -> Option<(TabCommand, String, String, u64)> {
         let runs = self.desk.runs.borrow();
         let io = runs.get(run)?;
-        Some((io.command.as_ref()?.0.clone(), io.tenant.clone(), io.workspace_max))
+        let relay_session = object_name(&io.tenant, &io.session);
+        Some((io.command.as_ref()?.0.clone(), io.tenant.clone(), relay_session, io.workspace_max))
     }
 
     /// `notifications/cancelled`: cancels the run of that request, if there is one; its

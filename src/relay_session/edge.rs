@@ -26,7 +26,7 @@ impl<P: Platform> RelaySession<P> {
     /// What run `run`'s isolate starts with: `{announced, workspace: {path: base64},
     /// workspaceLimit}` (`announced`: the capsule command with every layer inline).
     pub async fn edge_job(&self, run: &str) -> Result<Value, Refusal> {
-        let (command, tenant, workspace_limit) = self.edge_start(run).ok_or_else(|| {
+        let (command, tenant, relay_session, workspace_limit) = self.edge_start(run).ok_or_else(|| {
             (ErrorName::Internal, "the run was no longer in hand when the edge executor took it".to_owned())
         })?;
         let announced = match command {
@@ -34,7 +34,7 @@ impl<P: Platform> RelaySession<P> {
             TabCommand::Build(_) => return Err((ErrorName::DepsResolutionFailed, NO_EDGE_BUILD.to_owned())),
             _ => return Err((ErrorName::Internal, "the run has no capsule for the edge".to_owned())),
         };
-        let workspace = self.edge_workspace(run, &tenant).await?;
+        let workspace = self.edge_workspace(run, &relay_session).await?;
         Ok(json!({ "announced": announced, "workspace": workspace, "workspaceLimit": workspace_limit }))
     }
 
@@ -69,7 +69,7 @@ impl<P: Platform> RelaySession<P> {
 
     /// The workspace as run `run` starts (path -> base64), its root recorded as the run's
     /// workspace before it.
-    async fn edge_workspace(&self, run: &str, tenant: &str) -> Result<Map<String, Value>, Refusal> {
+    async fn edge_workspace(&self, run: &str, relay_session: &str) -> Result<Map<String, Value>, Refusal> {
         let failed = |e: String| (ErrorName::Internal, format!("the workspace could not be read: {e}; run again"));
         let listing = self.store().workspace_listing().map_err(|e| failed(e.to_string()))?;
         let bytes: u64 = listing.files.iter().map(|file| file.size).sum();
@@ -79,7 +79,7 @@ impl<P: Platform> RelaySession<P> {
         self.persisted("audit", self.store().audit_workspace(run, Some(&listing.root), None));
         let mut files = Map::new();
         for file in listing.files {
-            let bytes = self.body_bytes(tenant, &file.sha256).await.map_err(|e| failed(e.to_string()))?;
+            let bytes = self.body_bytes(relay_session, &file.sha256).await.map_err(|e| failed(e.to_string()))?;
             files.insert(file.path, Value::String(BASE64.encode(bytes)));
         }
         Ok(files)

@@ -12,11 +12,13 @@
 //! - [`upstreams`]: calls to the tenant's upstream MCP servers and their audit; the `/mcps` tree.
 //! - [`workspace`]: the relay session's workspace: its index and bodies, commits, the file
 //!   tools answered from it; [`workspace_routes`] the routes of tabs and runs over it.
+//! - [`body_sweep`]: the retention sweep of its workspace bodies, when the cron asks.
 //! - [`caches`]: what one instance remembers to be faster, never to decide.
 //! - [`store`] over [`sql`]: the SQLite (migrations, the audit chain, metrics, tasks, `/out`
 //!   slots, legacy MCP sessions). Every write returns its error: a failed one is reported
 //!   ([`RelaySession::audited`], [`RelaySession::persisted`]), never dropped.
 
+pub mod body_sweep;
 pub mod builds;
 pub mod caches;
 pub mod desk;
@@ -29,6 +31,7 @@ pub mod workspace;
 pub mod workspace_routes;
 
 pub use crate::stores::StorageError;
+pub use body_sweep::BodyGuard;
 pub use caches::Caches;
 pub use desk::{Delivery, Desk, Frames, Tabs};
 pub use sql::{Sql, SqlValue};
@@ -93,6 +96,8 @@ pub struct RelaySession<P: Platform> {
     pub platform: P,
     pub desk: Desk<P::Frames>,
     pub caches: Caches,
+    /// What its stores of workspace bodies and their retention sweep tell each other.
+    pub bodies: BodyGuard,
     /// Writes to the SQLite that failed since this instance started, by what (the metrics
     /// report them: the storage that failed cannot hold them).
     failures: RefCell<BTreeMap<String, u64>>,
@@ -100,7 +105,13 @@ pub struct RelaySession<P: Platform> {
 
 impl<P: Platform> RelaySession<P> {
     pub fn new(platform: P) -> Self {
-        RelaySession { platform, desk: Desk::default(), caches: Caches::default(), failures: RefCell::default() }
+        RelaySession {
+            platform,
+            desk: Desk::default(),
+            caches: Caches::default(),
+            bodies: BodyGuard::default(),
+            failures: RefCell::default(),
+        }
     }
 
     /// The relay session's store.

@@ -371,7 +371,7 @@ impl<P: Platform + 'static> RelaySession<P> {
         let answer = match &before {
             Ok(_) => {
                 let max_bytes = tenant.defaults.workspace.max_bytes;
-                self.file_tool(&tenant.id, op.tool, &op.arguments, max_bytes, &mcps).await
+                self.file_tool(&caller.object_name(), op.tool, &op.arguments, max_bytes, &mcps).await
             }
             Err(e) => Err(Refusal::new(ErrorName::StorageUnavailable, e.to_string())),
         };

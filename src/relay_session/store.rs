@@ -27,6 +27,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0006_out_files.sql"),
     include_str!("../../migrations/0007_workspace.sql"),
     include_str!("../../migrations/0008_run_executor.sql"),
+    include_str!("../../migrations/0009_body_retention.sql"),
 ];
 /// How long a run's published paths are counted: longer than any run token lives.
 const OUT_FILES_KEPT_MS: u64 = 24 * 60 * 60 * 1000;

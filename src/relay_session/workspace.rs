@@ -37,11 +37,13 @@ const WRITE_ATTEMPTS: usize = 3;
 
 type Result<T> = std::result::Result<T, StorageError>;
 
-/// A stored body: its size, and its bytes in base64 when kept inline.
+/// A stored body: its size, its bytes in base64 when kept inline, and whether its R2 copy is
+/// under the relay session's own prefix (1) or, stored before it had one, its tenant's (0).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Body {
     pub size: u64,
     pub inline: Option<String>,
+    pub own: i64,
 }
 
 /// The workspace as a tab brings its cache up to date: the version and root, and the files
@@ -159,14 +161,23 @@ impl<S: Sql> Store<'_, S> {
 
     /// The stored body of `sha256`, if there is one.
     pub fn workspace_body(&self, sha256: &str) -> Result<Option<Body>> {
-        self.first("SELECT size, inline FROM workspace_bodies WHERE sha256 = ?", &[sha256.into()])
+        self.first("SELECT size, inline, own FROM workspace_bodies WHERE sha256 = ?", &[sha256.into()])
     }
 
-    /// Records that the body of `sha256` is stored (`inline`: its bytes, kept here).
-    fn put_workspace_body(&self, sha256: &str, size: u64, inline: Option<&[u8]>) -> Result<()> {
+    /// Records that the body of `sha256` is stored at `now_ms` (`inline`: its bytes, kept here;
+    /// else in R2 under the relay session's own prefix).
+    fn put_workspace_body(&self, sha256: &str, size: u64, inline: Option<&[u8]>, now_ms: u64) -> Result<()> {
         let inline = inline.map_or(SqlValue::Null, |bytes| BASE64.encode(bytes).into());
-        let query = "INSERT OR IGNORE INTO workspace_bodies (sha256, size, inline) VALUES (?, ?, ?)";
-        self.sql.exec(query, &[sha256.into(), size.into(), inline])
+        let query =
+            "INSERT OR IGNORE INTO workspace_bodies (sha256, size, inline, stored_ms, own) VALUES (?, ?, ?, ?, 1)";
+        self.sql.exec(query, &[sha256.into(), size.into(), inline, now_ms.into()])
+    }
+
+    /// Notes the body of `sha256`, stored already, as stored again at `now_ms`: a sweep keeps it
+    /// for its grace, so that the commit this store comes before finds it.
+    fn renew_workspace_body(&self, sha256: &str, now_ms: u64) -> Result<()> {
+        let query = "UPDATE workspace_bodies SET stored_ms = MAX(stored_ms, ?) WHERE sha256 = ?";
+        self.sql.exec(query, &[now_ms.into(), sha256.into()])
     }
 
     /// Forgets the oldest removals past the latest `keep`, raising the floor to the newest
@@ -276,11 +287,12 @@ fn storage_message(e: &StorageError) -> String {
 }
 
 impl<P: Platform> RelaySession<P> {
-    /// Stores `bytes` as a body of tenant `tenant`'s workspace, once: inline when small, else in
-    /// R2 (which checks the sha256 again), and only then its row. The body's sha256.
-    pub async fn store_body(&self, tenant: &str, bytes: Vec<u8>) -> Result<String> {
+    /// Stores `bytes` as a body of the workspace of `relay_session` (its object name,
+    /// `<tenant>/<session>`), once: inline when small, else in R2 (which checks the sha256
+    /// again), and only then its row. The body's sha256.
+    pub async fn store_body(&self, relay_session: &str, bytes: Vec<u8>) -> Result<String> {
         let sha256 = sha256_hex(&bytes);
-        self.store_body_as(tenant, &sha256, bytes).await?;
+        self.store_body_as(relay_session, &sha256, bytes).await?;
         Ok(sha256)
     }
 
@@ -288,7 +300,7 @@ impl<P: Platform> RelaySession<P> {
     /// refused (ValidationError) and nothing is stored.
     pub async fn store_claimed_body(
         &self,
-        tenant: &str,
+        relay_session: &str,
         sha256: &str,
         bytes: Vec<u8>,
     ) -> std::result::Result<(), Refusal> {
@@ -297,29 +309,40 @@ impl<P: Platform> RelaySession<P> {
             let message = format!("the body's sha256 is {actual}, not {sha256}; nothing was stored, send it again");
             return Err(Refusal::new(ErrorName::ValidationError, message));
         }
-        let stored = self.store_body_as(tenant, sha256, bytes).await;
+        let stored = self.store_body_as(relay_session, sha256, bytes).await;
         stored.map_err(|e| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e)))
     }
 
-    async fn store_body_as(&self, tenant: &str, sha256: &str, bytes: Vec<u8>) -> Result<()> {
+    /// A body stored already is only noted as stored again (`body_sweep` keeps it its grace);
+    /// one a sweep is deleting is stored after the deletion ends.
+    async fn store_body_as(&self, relay_session: &str, sha256: &str, bytes: Vec<u8>) -> Result<()> {
+        self.bodies.wait(sha256).await;
         if self.store().workspace_body(sha256)?.is_some() {
-            return Ok(());
+            return self.store().renew_workspace_body(sha256, self.now_ms());
         }
         let size = bytes.len() as u64;
         if size <= INLINE_MAX_BYTES {
-            return self.store().put_workspace_body(sha256, size, Some(&bytes));
+            return self.store().put_workspace_body(sha256, size, Some(&bytes), self.now_ms());
         }
-        self.platform.blobs().put(&keys::workspace_body(tenant, sha256), bytes, Some(sha256)).await?;
-        self.store().put_workspace_body(sha256, size, None)
+        let _uploading = self.bodies.uploading(sha256);
+        let key = keys::workspace_body(relay_session, sha256);
+        self.platform.blobs().put(&key, bytes, Some(sha256), &[]).await?;
+        self.store().put_workspace_body(sha256, size, None, self.now_ms())
     }
 
     /// The bytes of a stored body (`size` of them).
-    pub async fn body_bytes(&self, tenant: &str, sha256: &str) -> Result<Vec<u8>> {
+    pub async fn body_bytes(&self, relay_session: &str, sha256: &str) -> Result<Vec<u8>> {
         let body = self.store().workspace_body(sha256)?;
         let Some(body) = body else { return Err(StorageError(format!("workspace body {sha256} is not stored"))) };
         let bytes = match body.inline {
             Some(inline) => BASE64.decode(inline).map_err(|e| StorageError(format!("inline body {sha256}: {e}")))?,
-            None => self.platform.blobs().get(&keys::workspace_body(tenant, sha256)).await?.unwrap_or_default(),
+            None => {
+                let key = match body.own {
+                    1 => keys::workspace_body(relay_session, sha256),
+                    _ => keys::tenant_workspace_body(relay_session.split('/').next().unwrap_or_default(), sha256),
+                };
+                self.platform.blobs().get(&key).await?.unwrap_or_default()
+            }
         };
         if bytes.len() as u64 != body.size {
             return Err(StorageError(format!("workspace body {sha256} is missing or cut short in storage")));
@@ -328,12 +351,12 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// A `read` or `write` or `search` (its arguments checked by `run::file_op`) answered from
-    /// the workspace of tenant `tenant`'s relay session, and `mcps` (the `/mcps` tree's files,
+    /// the workspace of relay session `relay_session` (its object name), and `mcps` (the `/mcps` tree's files,
     /// which are no file of the index: they are listed from the upstream servers): the tool's
     /// structuredContent, or why not.
     pub async fn file_tool(
         &self,
-        tenant: &str,
+        relay_session: &str,
         tool: &str,
         arguments: &Value,
         max_bytes: u64,
@@ -347,46 +370,51 @@ impl<P: Platform> RelaySession<P> {
                 if is_within(&args.path, MCPS_ROOT) {
                     return read_mcps(&args, mcps);
                 }
-                self.read(tenant, &args).await.map_err(unavailable)?
+                self.read(relay_session, &args).await.map_err(unavailable)?
             }
             "write" => {
                 let args: WriteArgs = serde_json::from_value(arguments.clone()).map_err(parsed)?;
-                self.write(tenant, &args, max_bytes).await
+                self.write(relay_session, &args, max_bytes).await
             }
             "search" => {
                 let request: SearchRequest = serde_json::from_value(arguments.clone()).map_err(parsed)?;
-                self.search(tenant, &request, mcps).await.map_err(unavailable)?
+                self.search(relay_session, &request, mcps).await.map_err(unavailable)?
             }
             _ => Err(Refusal::new(ErrorName::ValidationError, format!("{tool} is not a file tool"))),
         }
     }
 
-    async fn read(&self, tenant: &str, args: &ReadArgs) -> Result<std::result::Result<Value, Refusal>> {
+    async fn read(&self, relay_session: &str, args: &ReadArgs) -> Result<std::result::Result<Value, Refusal>> {
         let Some(file) = self.store().workspace_file(&args.path)? else {
             let below = self.store().workspace_files_below(&args.path)?;
             let sizes: Vec<(String, u64)> = below.into_iter().map(|f| (f.path, f.size)).collect();
             return Ok(tools::read_directory(args, &sizes));
         };
-        let bytes = self.body_bytes(tenant, &file.sha256).await?;
+        let bytes = self.body_bytes(relay_session, &file.sha256).await?;
         Ok(tools::read_file(args, &bytes))
     }
 
     /// A `write`: the new body stored, then committed unless a commit changed the file while
     /// the body was being stored (then done again on the file as it is now).
-    async fn write(&self, tenant: &str, args: &WriteArgs, max_bytes: u64) -> std::result::Result<Value, Refusal> {
+    async fn write(
+        &self,
+        relay_session: &str,
+        args: &WriteArgs,
+        max_bytes: u64,
+    ) -> std::result::Result<Value, Refusal> {
         let unavailable = |e: StorageError| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e));
         for _ in 0..WRITE_ATTEMPTS {
             let before = self.store().workspace_file(&args.path).map_err(unavailable)?;
             let existing = match &before {
                 Some(file) if args.mode == tools::Mode::Append => {
-                    Some(self.body_bytes(tenant, &file.sha256).await.map_err(unavailable)?)
+                    Some(self.body_bytes(relay_session, &file.sha256).await.map_err(unavailable)?)
                 }
                 Some(_) => Some(Vec::new()),
                 None => None,
             };
             let (bytes, added) = tools::written(args, existing)?;
             let size = bytes.len() as u64;
-            let sha256 = self.store_body(tenant, bytes).await.map_err(unavailable)?;
+            let sha256 = self.store_body(relay_session, bytes).await.map_err(unavailable)?;
             // Nothing awaits from here to the commit: no other commit comes between.
             if self.store().workspace_file(&args.path).map_err(unavailable)? != before {
                 continue;
@@ -403,7 +431,7 @@ impl<P: Platform> RelaySession<P> {
     /// order, and scanned; stopped with Timeout after [`SEARCH_TIMEOUT_MS`].
     async fn search(
         &self,
-        tenant: &str,
+        relay_session: &str,
         request: &SearchRequest,
         mcps: &[(String, Vec<u8>)],
     ) -> Result<std::result::Result<Value, Refusal>> {
@@ -427,7 +455,7 @@ impl<P: Platform> RelaySession<P> {
                 return Ok(Err(Refusal::new(ErrorName::Timeout, message)));
             }
             match sha256 {
-                Some(sha256) => searcher.scan(path, &self.body_bytes(tenant, sha256).await?),
+                Some(sha256) => searcher.scan(path, &self.body_bytes(relay_session, sha256).await?),
                 None => searcher.scan(path, bytes),
             }
         }

@@ -90,13 +90,17 @@ impl<P: Platform> RelaySession<P> {
 
     /// `GET /session/<id>/workspace/bodies/<sha256>`: a body this relay session's workspace
     /// holds (404 for any other: a tab reads only its own relay session's bodies).
-    pub async fn workspace_body_bytes(&self, tenant: &str, sha256: &str) -> std::result::Result<Vec<u8>, HttpError> {
+    pub async fn workspace_body_bytes(
+        &self,
+        relay_session: &str,
+        sha256: &str,
+    ) -> std::result::Result<Vec<u8>, HttpError> {
         let known = self.store().workspace_body(sha256).map_err(|_| unavailable_sqlite())?;
         if known.is_none() {
             let message = format!("this relay session's workspace has no body {sha256}; ask for the index again");
             return Err(HttpError::new(ErrorName::NotFound, message));
         }
-        self.body_bytes(tenant, sha256).await.map_err(|_| HttpError::storage_unavailable("R2"))
+        self.body_bytes(relay_session, sha256).await.map_err(|_| HttpError::storage_unavailable("R2"))
     }
 
     /// `PUT /workspace/bodies/<sha256>` with run `run`'s token (or, with no run, a tab's
@@ -118,7 +122,7 @@ impl<P: Platform> RelaySession<P> {
             return Err(HttpError::new(ErrorName::PayloadTooLarge, message));
         }
         let size = bytes.len();
-        self.store_claimed_body(&caller.tenant.id, sha256, bytes).await.map_err(http_error)?;
+        self.store_claimed_body(&caller.object_name(), sha256, bytes).await.map_err(http_error)?;
         Ok(json!({ "sha256": sha256, "size": size }))
     }
 
@@ -228,7 +232,7 @@ impl<P: Platform> RelaySession<P> {
                 );
                 return Err(Refusal::new(ErrorName::ValidationError, message));
             }
-            self.store_claimed_body(&caller.tenant.id, sha256, bytes).await?;
+            self.store_claimed_body(&caller.object_name(), sha256, bytes).await?;
         }
         Ok(change)
     }

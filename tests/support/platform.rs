@@ -8,6 +8,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use futures::channel::oneshot;
+use futures::future::Shared;
+
 use relay_core::auth::{QueueSettings, Tenant, TenantDefaults};
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::capsule::jws::Signer;
@@ -17,7 +20,7 @@ use relay_core::relay_session::runs::{prepare, Answer, Call, Work};
 use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
 use relay_core::run::machine::Input;
 use relay_core::run::readiness::Readiness;
-use relay_core::stores::{Blobs, Records};
+use relay_core::stores::{Blobs, Head, Listing, Records};
 use relay_core::upstream::client::{Post, Received};
 use serde_json::{json, Value};
 
@@ -34,9 +37,27 @@ pub struct MemoryBlobs {
     pub objects: RefCell<BTreeMap<String, Vec<u8>>>,
     pub puts: Cell<usize>,
     pub failing: Cell<bool>,
+    /// When each object was last put, by the clock below (R2's `uploaded`).
+    pub uploaded: RefCell<HashMap<String, u64>>,
+    /// The layers each object names (R2 custom metadata `retention::LAYERS_META`).
+    pub layers: RefCell<HashMap<String, String>>,
+    /// R2's clock: what a put records as `uploaded` (tests move it beside the relay session's).
+    pub clock_ms: Cell<u64>,
+    /// Every delete, its keys.
+    pub deletes: RefCell<Vec<Vec<String>>>,
+    /// While set, a put (its object already there) and a delete (its objects still there)
+    /// wait for it before they return: what R2's latency lets interleave.
+    pub hold: RefCell<Option<Shared<oneshot::Receiver<()>>>>,
 }
 
 impl MemoryBlobs {
+    async fn held(&self) {
+        let hold = self.hold.borrow().clone();
+        if let Some(hold) = hold {
+            let _ = hold.await;
+        }
+    }
+
     fn check(&self) -> Result<(), StorageError> {
         if self.failing.get() {
             return Err(StorageError("R2 is unavailable (a test said so)".into()));
@@ -51,21 +72,53 @@ impl Blobs for MemoryBlobs {
         Ok(self.objects.borrow().get(key).cloned())
     }
 
-    async fn size(&self, key: &str) -> Result<Option<u64>, StorageError> {
+    async fn head(&self, key: &str) -> Result<Option<Head>, StorageError> {
         self.check()?;
-        Ok(self.objects.borrow().get(key).map(|bytes| bytes.len() as u64))
+        let uploaded_ms = self.uploaded.borrow().get(key).copied().unwrap_or(0);
+        Ok(self.objects.borrow().get(key).map(|bytes| Head { size: bytes.len() as u64, uploaded_ms }))
     }
 
-    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>) -> Result<(), StorageError> {
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, layers: &[&str]) -> Result<(), StorageError> {
         self.check()?;
         if sha256.is_some_and(|digest| digest != sha256_hex(&bytes)) {
             return Err(StorageError(format!("{key}: the body does not have the sha256 given")));
         }
         self.puts.set(self.puts.get() + 1);
         self.objects.borrow_mut().insert(key.to_owned(), bytes);
+        self.uploaded.borrow_mut().insert(key.to_owned(), self.clock_ms.get());
+        self.layers.borrow_mut().insert(key.to_owned(), layers.join(","));
+        self.held().await;
+        Ok(())
+    }
+
+    /// Pages of [`LIST_PAGE`] objects, as R2's of 1,000, so that a test crosses pages.
+    async fn list(&self, prefix: &str, cursor: Option<String>) -> Result<Listing, StorageError> {
+        self.check()?;
+        let objects = self.objects.borrow();
+        let after = cursor.unwrap_or_default();
+        let mut keys = objects.keys().filter(|k| k.starts_with(prefix) && **k > after);
+        let page: Vec<(String, u64)> = keys
+            .by_ref()
+            .take(LIST_PAGE)
+            .map(|k| (k.clone(), self.uploaded.borrow().get(k).copied().unwrap_or(0)))
+            .collect();
+        let next = keys.next().and(page.last().map(|(k, _)| k.clone()));
+        Ok(Listing { objects: page, next })
+    }
+
+    async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {
+        self.check()?;
+        self.held().await;
+        self.deletes.borrow_mut().push(keys.clone());
+        for key in keys {
+            self.objects.borrow_mut().remove(&key);
+        }
         Ok(())
     }
 }
+
+/// How many objects a page of [`MemoryBlobs::list`] holds.
+pub const LIST_PAGE: usize = 3;
 
 /// KV in memory.
 #[derive(Default)]
@@ -194,12 +247,13 @@ pub struct TestPlatform<S: Sql> {
 
 impl<S: Sql> TestPlatform<S> {
     pub fn over(sql: S) -> Self {
+        let start = 1_800_000_000_000;
         TestPlatform {
             sql,
-            blobs: MemoryBlobs::default(),
+            blobs: MemoryBlobs { clock_ms: Cell::new(start), ..MemoryBlobs::default() },
             records: MemoryRecords::default(),
             tabs: TestTabs::default(),
-            clock: Cell::new(1_800_000_000_000),
+            clock: Cell::new(start),
             random: Cell::new(0),
             log: RefCell::default(),
             errors: RefCell::default(),
@@ -210,8 +264,10 @@ impl<S: Sql> TestPlatform<S> {
         }
     }
 
+    /// Moves the clock, R2's with it.
     pub fn advance(&self, ms: u64) {
         self.clock.set(self.clock.get() + ms);
+        self.blobs.clock_ms.set(self.clock.get());
     }
 }
 

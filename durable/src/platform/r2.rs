@@ -9,8 +9,10 @@ use super::http::error;
 use relay_core::capsule::Capsule;
 use relay_core::error::HttpError;
 use relay_core::policy::Policy;
-use relay_core::stores::{self, Blobs, PolicyCache, StorageError};
+use relay_core::retention::{layers_meta, LAYERS_META};
+use relay_core::stores::{self, Blobs, Head, Listing, PolicyCache, StorageError};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use worker::{Bucket, Env, Response};
 
 thread_local! {
@@ -38,28 +40,48 @@ impl Blobs for R2 {
         body.bytes().await.map(Some).map_err(failed)
     }
 
-    async fn size(&self, key: &str) -> Result<Option<u64>, StorageError> {
-        Ok(self.bucket()?.head(key).await.map_err(failed)?.map(|object| object.size()))
+    async fn head(&self, key: &str) -> Result<Option<Head>, StorageError> {
+        let object = self.bucket()?.head(key).await.map_err(failed)?;
+        Ok(object.map(|object| Head { size: object.size(), uploaded_ms: object.uploaded().as_millis() }))
     }
 
-    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>) -> Result<(), StorageError> {
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, layers: &[&str]) -> Result<(), StorageError> {
         let bucket = self.bucket()?;
         let mut put = bucket.put(key, bytes);
+        if !layers.is_empty() {
+            let meta = [(LAYERS_META.to_owned(), layers_meta(layers.iter().copied()))];
+            put = put.custom_metadata(HashMap::from(meta));
+        }
         if let Some(sha256) = sha256 {
             put = put.sha256(hex::decode(sha256).map_err(|e| failed(format!("layer hash {sha256}: {e}")))?);
         }
         put.execute().await.map(drop).map_err(failed)
     }
+
+    async fn list(&self, prefix: &str, cursor: Option<String>) -> Result<Listing, StorageError> {
+        let bucket = self.bucket()?;
+        let mut list = bucket.list().prefix(prefix);
+        if let Some(cursor) = cursor {
+            list = list.cursor(cursor);
+        }
+        let page = list.execute().await.map_err(failed)?;
+        let objects = page.objects().iter().map(|o| (o.key(), o.uploaded().as_millis())).collect();
+        Ok(Listing { objects, next: page.truncated().then(|| page.cursor()).flatten() })
+    }
+
+    async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {
+        self.bucket()?.delete_multiple(keys).await.map_err(failed)
+    }
 }
 
 /// Stores a built capsule (`stores::store_capsule`), or the 503 to answer with.
 pub async fn store_capsule(env: &Env, tenant_id: &str, capsule: &Capsule) -> Result<(), Response> {
-    stores::store_capsule(&R2(env.clone()), tenant_id, capsule).await.map_err(|_| unavailable())
+    stores::store_capsule(&R2(env.clone()), tenant_id, capsule, super::now_ms()).await.map_err(|_| unavailable())
 }
 
 /// Stores an uploaded layer (`stores::put_layer`), or the 503 to answer with.
 pub async fn put_layer(env: &Env, sha256: &str, bytes: Vec<u8>) -> Result<(), Response> {
-    stores::put_layer(&R2(env.clone()), sha256, bytes).await.map_err(|_| unavailable())
+    stores::put_layer(&R2(env.clone()), sha256, bytes, super::now_ms()).await.map_err(|_| unavailable())
 }
 
 fn unavailable() -> Response {

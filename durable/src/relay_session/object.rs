@@ -61,8 +61,10 @@ impl DurableObject for SessionDO {
         };
         let shared = self.shared.clone();
         shared.configure(&caller.tenant.defaults.queue, caller.tenant.defaults.edge);
-        // An erasure must not list the relay session under its tenant again.
-        if request != SessionRequest::Erase && !self.served.replace(true) {
+        // An erasure must not list the relay session under its tenant again; a sweep comes
+        // from that listing.
+        let listed = matches!(request, SessionRequest::Erase | SessionRequest::SweepBodies { .. });
+        if !listed && !self.served.replace(true) {
             register(&shared, &caller).await;
         }
         self.dispatch(shared, caller, request).await
@@ -112,6 +114,7 @@ impl SessionDO {
             Metrics => Ok(metrics(&shared)),
             Audit => Ok(audit(&shared)),
             Erase => self.erase().await,
+            SweepBodies { as_of_ms } => Ok(sweep_bodies(&shared, &caller, as_of_ms).await),
             WorkspaceIndex { since, run } => Ok(workspace::index(&shared, &caller, since, run.as_deref())),
             WorkspaceBody { sha256 } => workspace::body(&shared, &caller, &sha256).await,
             WorkspacePutBody { run, sha256, body } => {
@@ -125,15 +128,26 @@ impl SessionDO {
     }
 
     /// Deletes all of this relay session's storage (SQLite and all: runs, audit, workspace
-    /// index, inline bodies) and its alarm; this instance then answers every request 404, and
-    /// is not listed under its tenant again. A tab's stream already open stays open, carrying
-    /// nothing but heartbeats, until the tab goes or the instance does.
+    /// index, inline bodies) and its alarm, and drops its tabs (their streams end, their sockets
+    /// close: a tab attaching again is refused, its tenant gone); this instance then answers
+    /// every request 404, and is not listed under its tenant again. The flag is this
+    /// instance's only: an instance woken later finds empty storage, and no route of the Worker
+    /// reaches it for a tenant with no record (keys revoked, tokens refused, the sweep skips it).
     async fn erase(&self) -> Result<Response> {
         self.erased.set(true);
+        self.shared.platform.roster.drop_all();
         let storage = self.state.storage();
         storage.delete_alarm().await?;
         storage.delete_all().await?;
         Ok(json(200, &serde_json::json!({ "erased": true })))
+    }
+}
+
+/// The retention sweep of the relay session's workspace bodies (`body_sweep`): its counts.
+async fn sweep_bodies(shared: &Shared, caller: &Caller, as_of_ms: u64) -> Response {
+    match shared.sweep_bodies(&caller.object_name(), as_of_ms).await {
+        Ok(sweep) => json(200, &serde_json::to_value(sweep).expect("a sweep serializes")),
+        Err(e) => storage_unavailable("the relay session's storage", &e),
     }
 }
 

@@ -165,6 +165,18 @@ impl Roster {
         self.sockets.borrow_mut().retain(|_, kept| kept != socket);
     }
 
+    /// Drops every tab, closing its command stream and its sockets: the relay session was
+    /// erased with its tenant, and a tab left attached would hold its stream open on nothing.
+    pub fn drop_all(&self) {
+        let sockets: Vec<WebSocket> = self.sockets.borrow_mut().drain().map(|(_, socket)| socket).collect();
+        for socket in sockets {
+            let _ = socket.close(Some(4410), Some("this relay session's tenant was deleted"));
+        }
+        for tab in self.ids() {
+            self.drop_tab(&tab);
+        }
+    }
+
     /// Keeps what an attached tab (the caller checked: `has_tab`) said of its runtimes.
     pub fn set_readiness(&self, tab: &str, readiness: Readiness) {
         self.readiness.borrow_mut().insert(tab.to_owned(), readiness);

@@ -28,6 +28,9 @@ pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
     let hello = TabCommand::Hello { tab_id: tab.clone(), session: caller.session.clone(), lease_ms: TAB_LEASE_MS };
     let _ = tx.unbounded_send(Ok(b"retry: 2000\n\n".to_vec()));
     let _ = tx.unbounded_send(Ok(hello.frame()));
+    for ran in shared.edge_run_frames() {
+        let _ = tx.unbounded_send(Ok(ran));
+    }
     shared.platform.roster.add_tab(&tab, tx);
     shared.feed(Input::TabAttached { tab: tab.clone() });
     // The tab's stream ticks too: heartbeats find a closed tab even while no run is in flight.

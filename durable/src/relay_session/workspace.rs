@@ -14,7 +14,7 @@ pub fn index(shared: &Shared, caller: &Caller, since: Option<u64>, run: Option<&
 
 /// `/workspace/body?sha256=`: a body's bytes, immutable (named by its hash).
 pub async fn body(shared: &Shared, caller: &Caller, sha256: &str) -> Result<Response> {
-    match shared.workspace_body_bytes(&caller.tenant.id, sha256).await {
+    match shared.workspace_body_bytes(&caller.object_name(), sha256).await {
         Ok(bytes) => {
             let headers = Headers::new();
             headers.set("content-type", "application/octet-stream")?;
