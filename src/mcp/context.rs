@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::tasks::TaskRecord;
 use crate::audit::AuditRecord;
+use crate::quota::Charge;
 use crate::run::readiness::Readiness;
 
 /// The relay session as the `relay://session` resource and the prompt describe it.
@@ -35,6 +36,17 @@ pub fn reads_usage(request: &super::HttpRequest) -> bool {
     let Ok(message) = serde_json::from_slice::<Value>(&request.body) else { return false };
     message.get("method").and_then(Value::as_str) == Some("resources/read")
         && message.pointer("/params/uri").and_then(Value::as_str) == Some(super::content::USAGE_URI)
+}
+
+/// What the tenant's ledger is charged (`quota`) before `request` goes to relay session
+/// `session`: a `tools/call` is a call; any other request only admits the relay session. With
+/// the request's JSON-RPC id (null if it has none), for a refusal.
+pub fn admission(request: &super::HttpRequest, session: &str) -> (Charge, Value) {
+    let message = serde_json::from_slice::<Value>(&request.body).unwrap_or_default();
+    let session = session.to_owned();
+    let call = request.method.eq_ignore_ascii_case("POST") && message["method"] == "tools/call";
+    let charge = if call { Charge::Call { session } } else { Charge::Admit { session } };
+    (charge, message.get("id").cloned().unwrap_or_default())
 }
 
 /// What `handle` needs from its caller besides the request.

@@ -61,7 +61,7 @@ pub mod tasks;
 mod tools;
 
 pub use content::server_info;
-pub use context::{reads_usage, Context, RelayView};
+pub use context::{admission, reads_usage, Context, RelayView};
 pub use era::{Era, SUPPORTED_VERSIONS};
 pub use http::{sse_event, sse_frame, wants_sse, HttpRequest, HttpResponse, SSE_HEADERS, SSE_KEEPALIVE};
 pub use logging::LogLevel;

@@ -182,7 +182,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         Err(refusal) => return Ok(refusal),
     };
     let fresh_id = format!("t_{}", hex::encode(random::<8>()));
-    let (tenant, key) = match admin::new_tenant(&body, fresh_id) {
+    let (tenant, key) = match admin::new_tenant(&body, fresh_id.clone()) {
         Ok(created) => created,
         Err(why) => return Ok(refuse(ErrorName::ValidationError, why)),
     };
@@ -193,6 +193,10 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     let kv = kv(env)?;
     if let Err(e) = save_new(&kv, &key, &tenant).await {
         return Ok(storage_unavailable("KV", &e));
+    }
+    // An id the admin chose may be a deleted tenant's, whose ledger stays erased until then.
+    if tenant.id != fresh_id {
+        ledger::revive(env, &tenant.id).await?;
     }
     remember(&tenant);
     Ok(json(201, &json!({ "tenant": tenant, "key": key })))
