@@ -367,3 +367,39 @@ impl LedgerStore for MemoryLedger {
 pub fn run_lease(run: &str, now_ms: u64, life_ms: u64) -> RunLease {
     RunLease { run: run.to_owned(), until_ms: now_ms + life_ms + RUN_LEASE_MARGIN_MS }
 }
+
+/// How long an isolate trusts that it saw a relay session admitted: a request that only needs
+/// its relay session admitted ([`Charge::Admit`]: any MCP method but `tools/call`) skips the
+/// ledger's hop meanwhile. The ledger keeps a relay session live [`SESSION_IDLE_MS`] after it was
+/// admitted, far longer, so a skipped admission never lets a relay session the ledger would
+/// refuse through.
+pub const ADMITTED_FRESH_MS: u64 = MINUTE_MS;
+const _: () = assert!(ADMITTED_FRESH_MS < SESSION_IDLE_MS);
+/// The most relay sessions an isolate remembers admitting.
+const ADMITTED_KEPT: usize = 1_024;
+
+/// The relay sessions (tenant, name) an isolate saw the ledger admit lately.
+#[derive(Debug, Default)]
+pub struct Admitted {
+    seen: BTreeMap<(String, String), u64>,
+}
+
+impl Admitted {
+    /// Whether relay session `session` of `tenant` was admitted within [`ADMITTED_FRESH_MS`].
+    pub fn fresh(&self, tenant: &str, session: &str, now_ms: u64) -> bool {
+        let at = self.seen.get(&(tenant.to_owned(), session.to_owned()));
+        at.is_some_and(|&at| now_ms < at.saturating_add(ADMITTED_FRESH_MS))
+    }
+
+    /// The ledger admitted relay session `session` of `tenant` at `now_ms`. Past
+    /// [`ADMITTED_KEPT`] the stale ones go, and if none is stale, all: forgetting only costs hops.
+    pub fn remember(&mut self, tenant: &str, session: &str, now_ms: u64) {
+        if self.seen.len() >= ADMITTED_KEPT {
+            self.seen.retain(|_, at| now_ms < at.saturating_add(ADMITTED_FRESH_MS));
+            if self.seen.len() >= ADMITTED_KEPT {
+                self.seen.clear();
+            }
+        }
+        self.seen.insert((tenant.to_owned(), session.to_owned()), now_ms);
+    }
+}

@@ -4,7 +4,8 @@
 use proptest::prelude::*;
 use relay_core::auth::admin::from_admin_json;
 use relay_core::quota::{
-    answer, run_lease, Charge, LedgerAnswer, LedgerRequest, MemoryLedger, Quotas, SESSION_IDLE_MS,
+    answer, run_lease, Admitted, Charge, LedgerAnswer, LedgerRequest, MemoryLedger, Quotas, ADMITTED_FRESH_MS,
+    SESSION_IDLE_MS,
 };
 use serde_json::json;
 
@@ -255,4 +256,25 @@ proptest! {
         }
         prop_assert!(charged_in_minute.values().all(|&n| n <= calls), "{charged_in_minute:?}");
     }
+}
+
+#[test]
+fn an_isolate_trusts_an_admission_for_a_minute_per_tenant_and_relay_session() {
+    let mut admitted = Admitted::default();
+    assert!(!admitted.fresh("t_1", "a", 1_000), "nothing admitted yet");
+    admitted.remember("t_1", "a", 1_000);
+    assert!(admitted.fresh("t_1", "a", 1_000 + ADMITTED_FRESH_MS - 1));
+    assert!(!admitted.fresh("t_1", "a", 1_000 + ADMITTED_FRESH_MS), "a minute on, the ledger is asked again");
+    assert!(!admitted.fresh("t_1", "b", 1_000), "another relay session");
+    assert!(!admitted.fresh("t_2", "a", 1_000), "another tenant's relay session of the same name");
+}
+
+#[test]
+fn an_isolate_remembers_a_bounded_number_of_admissions() {
+    let mut admitted = Admitted::default();
+    for i in 0..5_000u64 {
+        admitted.remember("t_1", &format!("s{i}"), i);
+    }
+    assert!(admitted.fresh("t_1", "s4999", 5_000), "the latest is remembered");
+    assert!(!admitted.fresh("t_1", "s0", 5_000), "the oldest were forgotten past the bound");
 }
