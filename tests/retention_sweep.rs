@@ -270,3 +270,47 @@ fn a_capsule_stored_before_it_named_its_layers_names_them_from_its_bytes() {
     let (stored, _) = run(sweep_stored(blobs, &directory_of(&manifest, 3650), as_of));
     assert_eq!((stored.unnamed(), stored.layers.deleted), (1, 0));
 }
+
+/// Code too large and random to be sent inline in the capsule command (its layer is read
+/// from R2), different for each `seed`.
+fn large_code(seed: &str) -> String {
+    let mut hex = relay_core::capsule::canonical::sha256_hex(seed.as_bytes());
+    let mut code = String::from("// ");
+    while code.len() < 200_000 {
+        hex = relay_core::capsule::canonical::sha256_hex(hex.as_bytes());
+        code.push_str(&hex);
+    }
+    code
+}
+
+/// The note that a capsule is stored repairs itself: an edge run that finds its capsule gone
+/// (swept while the relay session remembered storing it) makes the next call store it again.
+#[test]
+fn a_capsule_found_missing_by_the_edge_is_stored_again_by_the_next_call() {
+    let session = with_tabs(&["tab_1"]);
+    let code = large_code("a");
+    let call = |run: &str| {
+        let call = call_of(&*session, run, tool_call(Tool::RunJs, json!({ "code": code }), Era::Modern, None));
+        start(&session, &call);
+    };
+    call("r_1");
+    exit(&session, "r_1");
+    let blobs = &session.platform.blobs;
+    let swept: Vec<String> = blobs
+        .objects
+        .borrow()
+        .keys()
+        .filter(|k| k.starts_with("capsules/") || k.starts_with("layers/"))
+        .cloned()
+        .collect();
+    run(blobs.delete(swept.clone())).unwrap(); // the sweep, racing a store the note remembers
+    call("r_2");
+    let (name, message) = run(session.edge_job("r_2")).expect_err("its capsule is gone");
+    assert!(message.contains("is not in storage"), "{name:?}: {message}");
+    exit(&session, "r_2");
+    call("r_3");
+    for key in &swept {
+        assert!(blobs.objects.borrow().contains_key(key), "stored again: {key}");
+    }
+    run(session.edge_job("r_3")).expect("the edge reads it");
+}
