@@ -314,3 +314,26 @@ fn a_capsule_found_missing_by_the_edge_is_stored_again_by_the_next_call() {
     }
     run(session.edge_job("r_3")).expect("the edge reads it");
 }
+
+/// The same for a tab: a run that ends `Internal` (the page's "could not fetch capsule") makes
+/// the next call store its capsule again.
+#[test]
+fn a_capsule_a_tab_could_not_fetch_is_stored_again_by_the_next_call() {
+    let session = with_tabs(&["tab_1"]);
+    let call = |run: &str| {
+        let call = call_of(&*session, run, tool_call(Tool::RunJs, json!({ "code": "1" }), Era::Modern, None));
+        start(&session, &call);
+    };
+    call("r_1");
+    exit(&session, "r_1");
+    let blobs = &session.platform.blobs;
+    let manifest = blobs.objects.borrow().keys().find(|k| k.starts_with("capsules/")).cloned().unwrap();
+    run(blobs.delete(vec![manifest.clone()])).unwrap(); // the sweep, racing a store the note remembers
+    call("r_2");
+    let message = "could not fetch capsule: GET /capsules/…/capsule.json: NotFound: no capsule";
+    let line = json!({ "runId": "r_2", "seq": 0, "type": "exit", "exitCode": 1, "usage": { "wallMs": 0 },
+        "error": { "name": "Internal", "message": message } });
+    session.feed(Input::Heard { tab: Some("tab_1".into()), events: parse_batch(line.to_string().as_bytes()).unwrap() });
+    call("r_3");
+    assert!(blobs.objects.borrow().contains_key(&manifest), "stored again");
+}
