@@ -4,11 +4,11 @@
 //! `object.rs`) the first time it serves a request, so the tenant's sessions can be listed.
 //! The text format adds the tenant's quotas and usage from its ledger (`relay_quota_*`).
 
-use super::tenants::{admin_refusal, by_id, usage_of};
+use super::tenants::{admin_refusal, by_id};
 use crate::platform::bindings::public_origin;
 use crate::platform::http::{error, json, refuse, storage_unavailable};
 use crate::platform::kv::relay_sessions;
-use crate::platform::stub;
+use crate::platform::{ledger, stub};
 use relay_core::auth::session_name_ok;
 use relay_core::error::ErrorName;
 use relay_core::metrics::{quota_gauges, Snapshot};
@@ -45,7 +45,7 @@ pub async fn tenant(req: Request, env: &Env) -> Result<Response> {
     if req.headers().get("accept")?.is_some_and(|a| a.contains("application/json")) {
         return Ok(json(200, &serde_json::to_value(&merged)?));
     }
-    let usage = match usage_of(env, &tenant).await? {
+    let usage = match ledger::usage(env, &tenant).await? {
         Ok(usage) => usage,
         Err(unavailable) => return Ok(error(unavailable)),
     };

@@ -11,10 +11,9 @@ use crate::platform::{ledger, now_ms, random};
 use relay_core::auth::cache::{RecordCache, TenantCache};
 use relay_core::auth::keyring::{key_id, KeyEntry, KeyRefused, KeyRing, KeyState};
 use relay_core::auth::{self, admin, bearer, check_key_shape, mint_api_key, Tenant};
-use relay_core::error::{ErrorName, HttpError};
+use relay_core::error::ErrorName;
 use relay_core::keys;
-use relay_core::quota::{Charge, LedgerAnswer};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::cell::RefCell;
 use worker::kv::{KvError, KvStore};
 use worker::{Env, Request, Response, Result};
@@ -223,19 +222,9 @@ pub async fn usage(req: Request, env: &Env, id: &str) -> Result<Response> {
         Ok(tenant) => tenant,
         Err(refusal) => return Ok(refusal),
     };
-    Ok(match usage_of(env, &tenant).await? {
+    Ok(match ledger::usage(env, &tenant).await? {
         Ok(usage) => json(200, &json!({ "tenant": id, "usage": usage })),
         Err(unavailable) => error(unavailable),
-    })
-}
-
-/// `tenant`'s quotas and what it used of each, as its ledger answers a usage read.
-pub async fn usage_of(env: &Env, tenant: &Tenant) -> Result<std::result::Result<Value, HttpError>> {
-    let edge_cpu_ms_per_day = tenant.defaults.edge.map(|edge| edge.cpu_ms_per_day);
-    Ok(match ledger::charge(env, tenant, Charge::Usage { edge_cpu_ms_per_day }).await? {
-        Ok(LedgerAnswer::Usage { usage }) => Ok(usage),
-        Ok(other) => return Err(worker::Error::RustError(format!("the ledger answered a usage with {other:?}"))),
-        Err(unavailable) => Err(unavailable),
     })
 }
 
