@@ -50,4 +50,4 @@ export async function checked(client, name, code, extra = {}) {
  * The quotas a bench's tenant gets (README "Quotas"): the largest, so that a fast machine
  * measures calls and not the default's 1,200 `tools/call` a minute.
  */
-export const BENCH_QUOTAS = { callsPerMinute: 60_000, relaySessions: 10_000, runsInFlight: 10_000, egressRequestsPerDay: 10_000_000 };
+export const BENCH_QUOTAS = { callsPerMinute: 60_000, relaySessions: 1_000, runsInFlight: 1_000, egressRequestsPerDay: 10_000_000 };

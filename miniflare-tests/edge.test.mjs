@@ -230,6 +230,25 @@ describe("limits the runner enforces itself; the server answers again within the
     });
   }
 
+  test("a loop of host calls that move megabytes ends with Timeout at its timeout, not seconds later", async () => {
+    // Few guest steps a turn, each a host call moving 8 MB: the interrupt handler's calls alone
+    // came seconds apart (stopped after 5.9 s of 2 s with 4 MB), so host calls count too.
+    const code = `const s = "x".repeat(8e6); for (;;) new TextEncoder().encode(s);`;
+    const { result, answers } = await healthzDuring(() => atEdge(code, limits(2000)));
+    assert.equal(result.error?.name, "Timeout", JSON.stringify(result));
+    assert.ok(result.usage.wallMs < 2000 + 2000, `stopped after ${result.usage.wallMs} ms of a 2000 ms timeout`);
+    assert.ok(answers.every((a) => a.status === 200), JSON.stringify(answers));
+    console.log(`# host calls moving megabytes: stopped after ${result.usage.wallMs} ms of a 2000 ms timeout`);
+  });
+
+  test("many small host calls are not taken for a loop: 30,000 fs calls finish within a 5 s timeout", async () => {
+    const code = `import fs from "fs"; let n = 0; for (let i = 0; i < 30000; i++) if (fs.existsSync("/tmp/none")) n++; console.log("done", n);`;
+    const result = await atEdge(code, limits(5000));
+    assert.equal(result.exitCode, 0, JSON.stringify(result).slice(0, 500));
+    assert.equal(result.stdout, "done 0\n");
+    console.log(`# 30,000 fs calls: ${result.usage.wallMs} ms`);
+  });
+
   test("a 1 GiB allocation and a growing heap end with QuickJS's out-of-memory error, the server back within the timeout", async () => {
     const { result, answers } = await healthzDuring(() => atEdge("const a = new Uint8Array(1 << 30); console.log(a.length)"));
     assert.equal(result.exitCode, 1);

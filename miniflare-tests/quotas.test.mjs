@@ -4,7 +4,8 @@
 // reached answers 429 QuotaExceeded with Retry-After and a message naming the quota, its value
 // and what was used; a slot comes back (a run ending, the next minute, a PATCH raising it);
 // relay://usage and GET /admin/tenants/<id>/usage show what was done; bad values are 400; a
-// deleted tenant's ledger is erased with it.
+// deleted tenant's ledger is erased with it. A relay session the quota refuses is never created
+// nor listed in KV (read from wrangler dev's own state).
 
 import assert from "node:assert/strict";
 import { once } from "node:events";
@@ -12,6 +13,7 @@ import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
+import { storedKeys } from "./lib/local-state.mjs";
 import { BASE, createTenant, devVars, mintRunToken, patchTenant } from "./lib/relay.mjs";
 
 const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
@@ -68,7 +70,7 @@ describe("quotas per tenant", () => {
   test("bad quota values are refused 400 naming the field, by POST and PATCH", async () => {
     for (const [quotas, field] of [
       [{ callsPerMinute: 0 }, "defaults.quotas.callsPerMinute"],
-      [{ runsInFlight: 10001 }, "defaults.quotas.runsInFlight"],
+      [{ runsInFlight: 1001 }, "defaults.quotas.runsInFlight"],
       [{ relaySessions: -1 }, "defaults.quotas.relaySessions is -1"],
       [{ egressBytesPerDay: "1" }, "defaults.quotas.egressBytesPerDay is \"1\""],
       [{ callsPerMinutes: 5 }, "defaults.quotas.callsPerMinutes"],
@@ -125,6 +127,33 @@ describe("quotas per tenant", () => {
     assert.equal((await search(key, "first")).status, 200);
     const usage = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
     assert.deepEqual(usage.usage.relaySessions, { limit: 1, used: 1, live: ["first"] });
+    // The operator's metrics carry the same figures as gauges.
+    const metrics = await (await fetch(`${BASE}/admin/metrics?tenant=${tenant.id}`, { headers: admin })).text();
+    assert.match(metrics, new RegExp(`^relay_quota_limit\\{tenant="${tenant.id}",quota="relaySessions"\\} 1$`, "m"), metrics);
+    assert.match(metrics, new RegExp(`^relay_quota_used\\{tenant="${tenant.id}",quota="relaySessions"\\} 1$`, "m"), metrics);
+  });
+
+  test("relay sessions: a refused one is never created nor listed, whether by tools/call, another MCP request or a tab's attach", async () => {
+    const { key, tenant } = await createTenant("sessions-listed", { quotas: { relaySessions: 1 } });
+    assert.equal((await search(key, "a")).status, 200);
+    assertQuotaRefusal(await search(key, "b"), "relaySessions", 1, 1);
+    // A method the Worker does not answer itself reaches a relay session too: admitted the same way.
+    assertQuotaRefusal(await modernCall(key, "resources/read", { uri: "relay://session" }, { session: "b" }), "relaySessions", 1, 1);
+    const attached = await fetch(`${BASE}/session`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ session: "c" }),
+    });
+    const body = await attached.json();
+    assert.equal(attached.status, 429, JSON.stringify(body));
+    assert.equal(body.error.name, "QuotaExceeded");
+    assert.match(body.error.message, /defaults\.quotas\.relaySessions is reached: 1 of 1 /);
+    assert.ok(Number(attached.headers.get("retry-after")) > 500);
+    // Only `a` was ever made: its Durable Object lists itself under the tenant before it answers.
+    const prefix = `relay-session:${tenant.id}:`;
+    assert.deepEqual(storedKeys("kv", (k) => k.startsWith(prefix)), [`${prefix}a`]);
+    // A tab attaching to the live one is admitted.
+    assert.equal((await fetch(`${BASE}/session`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: JSON.stringify({ session: "a" }) })).status, 200);
   });
 
   test("runs in flight: a second run waits for the first to end, across relay sessions; its end frees the slot", async () => {

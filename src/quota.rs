@@ -1,20 +1,23 @@
 //! Quotas per tenant (`defaults.quotas`) and the ledger that counts them. One ledger per
-//! tenant lives in its own Durable Object (`durable/src/quota.rs`, named by the tenant's id);
+//! tenant lives in its own Durable Object (`durable/src/ledger.rs`, named by the tenant's id);
 //! every rule is here, with the time passed in, so windows, leases and day boundaries are
 //! tested natively. What each quota counts:
 //!
 //! - `callsPerMinute`: `tools/call` requests to `/mcp`, per UTC minute (a fixed window: the
 //!   count starts again at each minute's first second). Other methods are not charged: they
 //!   cost the relay next to nothing, and most are answered without a Durable Object.
-//! - `relaySessions`: relay sessions live at once. A relay session is live from a `tools/call`
-//!   to it until [`SESSION_IDLE_MS`] pass without one: a call to a relay session that is not
-//!   live, when as many are, is refused.
+//! - `relaySessions`: relay sessions live at once. A relay session is live from a request the
+//!   Worker routes to it (a `tools/call`, any MCP request the Worker does not answer itself, a
+//!   tab's attach) until [`SESSION_IDLE_MS`] pass without one: a request to a relay session that
+//!   is not live, when as many are, is refused by the Worker, before its Durable Object exists.
 //! - `runsInFlight`: runs (`run_js`, `run_py`) admitted and not ended, across all the
 //!   tenant's relay sessions. Each holds a lease to its latest possible end (queue wait,
 //!   attach wait, timeout, edge start, a margin), so an end that never reaches the ledger
 //!   frees its slot then.
 //! - `egressRequestsPerDay`, `egressBytesPerDay`: guest fetches through `/egress` and their
-//!   bytes (request and response bodies) per UTC day.
+//!   bytes (request and response bodies) per UTC day. A fetch is charged its request and the
+//!   most its response may carry before it is sent, and what the response did not use comes
+//!   back after, so fetches in parallel cannot each pass the bytes check on a stale count.
 //!
 //! The ledger also adds up the tenant's edge time per UTC day (`defaults.edge.cpuMsPerDay`,
 //! whose check stays the run machine's, `run::executor`): each run's end brings its edge
@@ -36,6 +39,10 @@ pub const SESSION_IDLE_MS: u64 = 10 * MINUTE_MS;
 pub const RUN_LEASE_MARGIN_MS: u64 = 60_000;
 /// The longest a refused run is told to wait: a slot comes back whenever any run ends.
 const RUN_RETRY_AFTER_S: u64 = 5;
+
+/// The most a tenant may be given of relay sessions and runs in flight: each is a name in the
+/// ledger's one JSON row, which every charge reads and writes.
+pub const MAX_LISTED: u64 = 1_000;
 
 /// A tenant's quotas; every field optional in the tenant record (its default below). The
 /// defaults leave room for what one relay session may hold anyway (a queue of 100 and the run
@@ -78,8 +85,8 @@ impl Quotas {
     /// The bounds of each quota; the error names the first one out of them.
     pub fn validate(&self) -> Result<(), String> {
         bounded("quotas.callsPerMinute", self.calls_per_minute, 1, 60_000)?;
-        bounded("quotas.relaySessions", self.relay_sessions, 1, 10_000)?;
-        bounded("quotas.runsInFlight", self.runs_in_flight, 1, 10_000)?;
+        bounded("quotas.relaySessions", self.relay_sessions, 1, MAX_LISTED)?;
+        bounded("quotas.runsInFlight", self.runs_in_flight, 1, MAX_LISTED)?;
         bounded("quotas.egressRequestsPerDay", self.egress_requests_per_day, 1, 10_000_000)?;
         bounded("quotas.egressBytesPerDay", self.egress_bytes_per_day, 1, 1 << 40)
     }
@@ -97,8 +104,15 @@ pub struct RunLease {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "op")]
 pub enum Charge {
-    /// A `tools/call` to relay session `session`; a run takes a slot too.
-    Call { session: String, run: Option<RunLease> },
+    /// A `tools/call` to relay session `session` (the Worker's, before routing it there): a
+    /// call, and the relay session admitted.
+    Call { session: String },
+    /// A request to relay session `session` that is no call (another MCP method the Worker
+    /// routes there, a tab's attach): the relay session admitted.
+    Admit { session: String },
+    /// A run (`run_js`, `run_py`) admitted by its relay session: a slot of the runs in flight,
+    /// leased; the same run charged again renews its lease (it was requeued).
+    Run { lease: RunLease },
     /// Run `run` ended after `edge_ms` at the edge: its slot comes back, its edge time counts.
     RunEnded {
         run: String,
@@ -107,6 +121,9 @@ pub enum Charge {
     },
     /// `requests` egress requests and `bytes` bytes; only a charge of requests is refused.
     Egress { requests: u64, bytes: u64 },
+    /// Bytes charged at `charged_ms` (a response's cap, reserved before it was fetched) that
+    /// were not used: they come back, unless a new UTC day started since.
+    EgressUnused { bytes: u64, charged_ms: u64 },
     /// What is used, charging nothing; with the tenant's edge budget (CPU ms a day), if any.
     Usage { edge_cpu_ms_per_day: Option<u64> },
 }
@@ -196,13 +213,21 @@ impl Ledger {
     pub fn charge(&mut self, quotas: &Quotas, charge: &Charge, now_ms: u64) -> LedgerAnswer {
         self.roll(now_ms);
         let refused = match charge {
-            Charge::Call { session, run } => self.call(quotas, session, run.as_ref(), now_ms),
+            Charge::Call { session } => self.call(quotas, session, now_ms),
+            Charge::Admit { session } => self.admit(quotas, session, now_ms),
+            Charge::Run { lease } => self.run(quotas, lease, now_ms),
             Charge::RunEnded { run, edge_ms } => {
                 self.runs.remove(run);
                 self.edge_ms = self.edge_ms.saturating_add(*edge_ms);
                 Ok(())
             }
             Charge::Egress { requests, bytes } => self.egress(quotas, *requests, *bytes, now_ms),
+            Charge::EgressUnused { bytes, charged_ms } => {
+                if charged_ms / DAY_MS == now_ms / DAY_MS {
+                    self.egress_bytes = self.egress_bytes.saturating_sub(*bytes);
+                }
+                Ok(())
+            }
             Charge::Usage { edge_cpu_ms_per_day } => {
                 return LedgerAnswer::Usage { usage: self.usage(quotas, *edge_cpu_ms_per_day, now_ms) }
             }
@@ -213,27 +238,36 @@ impl Ledger {
         }
     }
 
-    fn call(&mut self, quotas: &Quotas, session: &str, run: Option<&RunLease>, now_ms: u64) -> Result<(), Refusal> {
+    fn call(&mut self, quotas: &Quotas, session: &str, now_ms: u64) -> Result<(), Refusal> {
         if self.calls >= quotas.calls_per_minute {
             let back = MINUTE_MS - now_ms % MINUTE_MS;
             return Err(Refusal::new("callsPerMinute", quotas.calls_per_minute, self.calls, back));
         }
+        self.admit(quotas, session, now_ms)?;
+        self.calls += 1;
+        Ok(())
+    }
+
+    /// Relay session `session` live from `now_ms`, unless it is not and as many are.
+    fn admit(&mut self, quotas: &Quotas, session: &str, now_ms: u64) -> Result<(), Refusal> {
         let live = self.sessions.len() as u64;
         if !self.sessions.contains_key(session) && live >= quotas.relay_sessions {
             let first_idle = self.sessions.values().min().map_or(0, |&at| at + SESSION_IDLE_MS);
             return Err(Refusal::new("relaySessions", quotas.relay_sessions, live, first_idle.saturating_sub(now_ms)));
         }
+        self.sessions.insert(session.to_owned(), now_ms);
+        Ok(())
+    }
+
+    /// A slot for `lease`'s run; its lease renewed, if it holds one already.
+    fn run(&mut self, quotas: &Quotas, lease: &RunLease, now_ms: u64) -> Result<(), Refusal> {
         let in_flight = self.runs.len() as u64;
-        if run.is_some() && in_flight >= quotas.runs_in_flight {
+        if !self.runs.contains_key(&lease.run) && in_flight >= quotas.runs_in_flight {
             let first_lapse = self.runs.values().min().map_or(0, |&until| until.saturating_sub(now_ms));
             let back = first_lapse.min(RUN_RETRY_AFTER_S * 1000);
             return Err(Refusal::new("runsInFlight", quotas.runs_in_flight, in_flight, back));
         }
-        self.calls += 1;
-        self.sessions.insert(session.to_owned(), now_ms);
-        if let Some(lease) = run {
-            self.runs.insert(lease.run.clone(), lease.until_ms);
-        }
+        self.runs.insert(lease.run.clone(), lease.until_ms);
         Ok(())
     }
 
@@ -271,6 +305,13 @@ impl Ledger {
         })
     }
 
+    /// A stored row read back, or why it does not parse (damaged, or written by a version that
+    /// counted otherwise): its store then logs that and starts from an empty ledger, since
+    /// counts lost for a minute or a day beat a tenant refused 503 until an operator steps in.
+    pub fn from_row(json: &str) -> Result<Ledger, String> {
+        serde_json::from_str(json).map_err(|e| format!("the ledger's row does not parse ({e}); it starts again empty"))
+    }
+
     /// Starts the windows that passed again and drops idle relay sessions and lapsed leases.
     fn roll(&mut self, now_ms: u64) {
         if now_ms / MINUTE_MS != self.minute {
@@ -290,9 +331,13 @@ pub trait LedgerStore {
     fn save(&self, ledger: &Ledger) -> Result<(), StorageError>;
 }
 
-/// Answers `request` at `now_ms` from the ledger in `store`, saving it when it changed.
+/// Answers `request` at `now_ms` from the ledger in `store`, saving it only when a count
+/// changed: a read, or the end of a run it does not hold, writes nothing (so it never makes a
+/// row again where there was none, as after an erasure). The windows that passed are started
+/// again on each load, so a ledger not saved for that alone loses nothing.
 pub fn answer(store: &impl LedgerStore, request: &LedgerRequest, now_ms: u64) -> Result<LedgerAnswer, StorageError> {
-    let before = store.load()?.unwrap_or_default();
+    let mut before = store.load()?.unwrap_or_default();
+    before.roll(now_ms);
     let mut ledger = before.clone();
     let answer = ledger.charge(&request.quotas, &request.charge, now_ms);
     if ledger != before {
@@ -307,8 +352,7 @@ pub struct MemoryLedger(pub std::cell::RefCell<Option<String>>);
 
 impl LedgerStore for MemoryLedger {
     fn load(&self) -> Result<Option<Ledger>, StorageError> {
-        let stored = self.0.borrow();
-        stored.as_deref().map(|json| serde_json::from_str(json).map_err(|e| StorageError(e.to_string()))).transpose()
+        Ok(self.0.borrow().as_deref().and_then(|json| Ledger::from_row(json).ok()))
     }
 
     fn save(&self, ledger: &Ledger) -> Result<(), StorageError> {
@@ -317,9 +361,45 @@ impl LedgerStore for MemoryLedger {
     }
 }
 
-/// The lease of a run admitted at `now_ms` under a tenant's settings: it may wait in the queue
-/// and for a tab, start at the edge, and run to its timeout.
-pub fn run_lease(run: &str, now_ms: u64, waits_ms: u64, timeout_ms: u64) -> RunLease {
-    let until_ms = now_ms + waits_ms + timeout_ms + crate::run::executor::EDGE_LOAD_MS + RUN_LEASE_MARGIN_MS;
-    RunLease { run: run.to_owned(), until_ms }
+/// The lease of a run charged at `now_ms` that may take `life_ms` at most
+/// (`run::machine::run_life_ms`, which its relay session enforces), with a margin for the hops
+/// around it.
+pub fn run_lease(run: &str, now_ms: u64, life_ms: u64) -> RunLease {
+    RunLease { run: run.to_owned(), until_ms: now_ms + life_ms + RUN_LEASE_MARGIN_MS }
+}
+
+/// How long an isolate trusts that it saw a relay session admitted: a request that only needs
+/// its relay session admitted ([`Charge::Admit`]: any MCP method but `tools/call`) skips the
+/// ledger's hop meanwhile. The ledger keeps a relay session live [`SESSION_IDLE_MS`] after it was
+/// admitted, far longer, so a skipped admission never lets a relay session the ledger would
+/// refuse through.
+pub const ADMITTED_FRESH_MS: u64 = MINUTE_MS;
+const _: () = assert!(ADMITTED_FRESH_MS < SESSION_IDLE_MS);
+/// The most relay sessions an isolate remembers admitting.
+const ADMITTED_KEPT: usize = 1_024;
+
+/// The relay sessions (tenant, name) an isolate saw the ledger admit lately.
+#[derive(Debug, Default)]
+pub struct Admitted {
+    seen: BTreeMap<(String, String), u64>,
+}
+
+impl Admitted {
+    /// Whether relay session `session` of `tenant` was admitted within [`ADMITTED_FRESH_MS`].
+    pub fn fresh(&self, tenant: &str, session: &str, now_ms: u64) -> bool {
+        let at = self.seen.get(&(tenant.to_owned(), session.to_owned()));
+        at.is_some_and(|&at| now_ms < at.saturating_add(ADMITTED_FRESH_MS))
+    }
+
+    /// The ledger admitted relay session `session` of `tenant` at `now_ms`. Past
+    /// [`ADMITTED_KEPT`] the stale ones go, and if none is stale, all: forgetting only costs hops.
+    pub fn remember(&mut self, tenant: &str, session: &str, now_ms: u64) {
+        if self.seen.len() >= ADMITTED_KEPT {
+            self.seen.retain(|_, at| now_ms < at.saturating_add(ADMITTED_FRESH_MS));
+            if self.seen.len() >= ADMITTED_KEPT {
+                self.seen.clear();
+            }
+        }
+        self.seen.insert((tenant.to_owned(), session.to_owned()), now_ms);
+    }
 }

@@ -13,7 +13,8 @@
 //!   capsule a run uses, from its queueing to its end, was stored less than [`IN_USE_MAX_MS`]
 //!   before, which is under the shortest setting: no sweep deletes it.
 //! - Layers (`layers/<sha256>`, shared by every tenant) go once no capsule or build record left
-//!   standing names them (R2 custom metadata [`LAYERS_META`], listed with them) and they were
+//!   standing names them (R2 custom metadata [`LAYERS_META`], listed with them; one stored
+//!   before it had that metadata is read for them) and they were
 //!   stored more than [`LAYER_GRACE_MS`] ago (a build's layer is uploaded before the finalize
 //!   whose capsule names it); storing a layer renews one older than [`LAYER_REFRESH_MS`].
 //! - Workspace bodies (`workspace/<tenant>/<session>/<sha256>`, and the rows of the relay
@@ -21,6 +22,8 @@
 //!   (`relay_session::body_sweep`): a body no index row names goes once both its upload and its
 //!   row's last storing are [`BODY_GRACE_MS`] old ([`body_expired`]), so a body uploaded
 //!   before the commit that names it is never lost.
+
+pub mod sweep;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -186,6 +189,19 @@ impl Sweep {
         }
     }
 
+    /// Takes back the deletion of one object of `tenant` counted by [`Sweep::count`]: it is
+    /// kept after all (stored again since it was listed).
+    pub fn spare(&mut self, tenant: &str) {
+        self.deleted = self.deleted.saturating_sub(1);
+        self.kept += 1;
+        if let Some(n) = self.deleted_by_tenant.get_mut(tenant) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.deleted_by_tenant.remove(tenant);
+            }
+        }
+    }
+
     /// Adds the counts of `other` (a relay session's sweep of its bodies) to these.
     pub fn merge(&mut self, other: &Sweep) {
         self.scanned += other.scanned;
@@ -220,8 +236,8 @@ pub struct StoredSweep {
     pub layers: Sweep,
     /// Layers named by a capsule or build record left standing.
     named: HashSet<String>,
-    /// Capsules and build records left standing whose layers are not known (no or bad
-    /// [`LAYERS_META`]: stored before it was written).
+    /// Capsules and build records left standing whose layers are not known (no
+    /// [`LAYERS_META`], and their bytes could not be read for them: `sweep::sweep_stored`).
     unnamed: u64,
 }
 
@@ -235,11 +251,29 @@ impl StoredSweep {
         if account.count(owner.filter(|_| unused(stored_ms, now_ms, days))) {
             return true;
         }
+        self.name(meta);
+        false
+    }
+
+    /// Takes back the deletion of `r2_key` (a capsule.json, build record or layer) that
+    /// [`StoredSweep::judge_stored`] or [`StoredSweep::judge_layer`] counted: it was stored
+    /// again after it was listed, so it stands, naming the layers of `meta`.
+    pub fn spare(&mut self, r2_key: &str, meta: Option<&str>) {
+        if r2_key.starts_with(LAYER_PREFIX) {
+            return self.layers.spare("layers");
+        }
+        let account = if r2_key.starts_with(BUILD_PREFIX) { &mut self.builds } else { &mut self.capsules };
+        account.spare(stored_owner(r2_key).unwrap_or_default());
+        self.name(meta);
+    }
+
+    /// Gathers the layers a standing capsule or build record names (`meta`: its
+    /// [`LAYERS_META`]); one that names none known is counted [`StoredSweep::unnamed`].
+    fn name(&mut self, meta: Option<&str>) {
         match meta.and_then(layers_named) {
             Some(layers) => self.named.extend(layers.into_iter().map(str::to_owned)),
             None => self.unnamed += 1,
         }
-        false
     }
 
     /// How many capsules and build records left standing do not say which layers they name:

@@ -52,11 +52,13 @@ pub trait Blobs {
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError>;
 }
 
-/// A page of a [`Blobs::list`]: each object's key and when it was stored, and where the next
-/// page starts, if there is one.
+/// A page of a [`Blobs::list`]: each object's key and when it was stored, the layers each
+/// names (R2 custom metadata `retention::LAYERS_META`, by key, for those that have it), and
+/// where the next page starts, if there is one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listing {
     pub objects: Vec<(String, u64)>,
+    pub layers: HashMap<String, String>,
     pub next: Option<String>,
 }
 

@@ -283,6 +283,45 @@ fn the_tenants_edge_day_counts_across_its_relay_sessions() {
 }
 
 #[test]
+fn relay_sessions_running_at_the_edge_at_once_pass_the_day_s_budget_by_one_run_at_most() {
+    // Two relay sessions of a tenant, each told by the ledger, when its run was charged, that
+    // 1 s of the day's budget is left; each run would go on for its 60 s timeout.
+    let t0 = 10 * DAY;
+    let left = 1_000;
+    let mut spent = BUDGET.cpu_ms_per_day - left;
+    let mut sessions = [machine(), machine()];
+    for (n, m) in sessions.iter_mut().enumerate() {
+        m.edge_spent_by_tenant(t0, BUDGET.cpu_ms_per_day - left);
+        assert_eq!(sent_to(&queue(m, t0, &format!("r{n}"), Executor::Edge)), Some(EDGE.into()));
+        m.handle(
+            t0 + 10,
+            Input::Heard {
+                tab: Some(EDGE.into()),
+                events: vec![TabEvent {
+                    run_id: format!("r{n}"),
+                    seq: 0,
+                    body: EventBody::Progress { phase: "execute".into(), runtime_id: None, detail: None },
+                }],
+            },
+        );
+    }
+    for (n, m) in sessions.iter_mut().enumerate() {
+        assert!(finished(&m.handle(t0 + left - 1, Input::Tick)).is_none());
+        let out = m.handle(t0 + left, Input::Tick);
+        assert!(out.contains(&Output::Send { tab: EDGE.into(), command: Command::Cancel { run: format!("r{n}") } }));
+        let (name, _, _, message) = finished(&out).expect("stopped at the budget");
+        assert_eq!(name, "EdgeBudgetExceeded");
+        assert!(message.contains("ran out while the run was going, so it was stopped after 1000 ms"), "{message}");
+        spent += out
+            .iter()
+            .find_map(|o| if let Output::Finish { outcome, .. } = o { Some(outcome.edge_ms) } else { None })
+            .unwrap();
+    }
+    println!("the day's edge ms: {spent} of {} (one run's worth over at most: {left})", BUDGET.cpu_ms_per_day);
+    assert!(spent <= BUDGET.cpu_ms_per_day + left, "{spent}");
+}
+
+#[test]
 fn with_no_budget_nothing_goes_to_the_edge() {
     let mut m = RunMachine::new(SETTINGS);
     m.set_edge_budget(None);
@@ -384,6 +423,8 @@ fn a_head_that_expires_does_not_hand_its_executor_to_the_run_behind() {
 #[test]
 fn an_edge_run_has_no_lease_its_deadline_wakes_the_machine_and_a_cancel_reaches_the_edge() {
     let mut m = machine();
+    // A day's budget larger than the run's time, so the run's own deadline is its end.
+    m.set_edge_budget(Some(EdgeBudget { cpu_ms_per_day: DAY, ..BUDGET }));
     queue(&mut m, 1_000, "r1", Executor::Edge);
     let wake = m.next_wake().expect("a deadline");
     assert!(wake > 1_000 + 60_000, "no lease to lapse: its deadline ({wake})");

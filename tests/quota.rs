@@ -4,7 +4,8 @@
 use proptest::prelude::*;
 use relay_core::auth::admin::from_admin_json;
 use relay_core::quota::{
-    answer, run_lease, Charge, LedgerAnswer, LedgerRequest, MemoryLedger, Quotas, SESSION_IDLE_MS,
+    answer, run_lease, Admitted, Charge, LedgerAnswer, LedgerRequest, MemoryLedger, Quotas, ADMITTED_FRESH_MS,
+    SESSION_IDLE_MS,
 };
 use serde_json::json;
 
@@ -16,8 +17,13 @@ fn quotas(calls: u64, sessions: u64, runs: u64) -> Quotas {
     Quotas { calls_per_minute: calls, relay_sessions: sessions, runs_in_flight: runs, ..Quotas::default() }
 }
 
-fn call(session: &str, run: Option<(&str, u64)>) -> Charge {
-    Charge::Call { session: session.into(), run: run.map(|(id, until)| run_lease(id, until, 0, 0)) }
+fn call(session: &str) -> Charge {
+    Charge::Call { session: session.into() }
+}
+
+/// Run `id`'s slot, charged at `at` for a run that takes no time.
+fn run(id: &str, at: u64) -> Charge {
+    Charge::Run { lease: run_lease(id, at, 0) }
 }
 
 fn ask(store: &MemoryLedger, quotas: Quotas, charge: Charge, now_ms: u64) -> LedgerAnswer {
@@ -46,11 +52,11 @@ fn calls_per_minute_refuse_until_the_next_utc_minute() {
     let q = quotas(3, 10, 10);
     let at = T0 + 20_500; // 20.5 s into a minute
     for _ in 0..3 {
-        assert_eq!(refused(ask(&store, q, call("default", None), at)), None);
+        assert_eq!(refused(ask(&store, q, call("default"), at)), None);
     }
-    assert_eq!(refused(ask(&store, q, call("default", None), at)), Some(("callsPerMinute".into(), 3, 3, 40)));
-    assert_eq!(refused(ask(&store, q, call("default", None), T0 + 59_999)).map(|r| r.3), Some(1));
-    assert_eq!(refused(ask(&store, q, call("default", None), T0 + 60_000)), None);
+    assert_eq!(refused(ask(&store, q, call("default"), at)), Some(("callsPerMinute".into(), 3, 3, 40)));
+    assert_eq!(refused(ask(&store, q, call("default"), T0 + 59_999)).map(|r| r.3), Some(1));
+    assert_eq!(refused(ask(&store, q, call("default"), T0 + 60_000)), None);
     assert_eq!(usage(&store, q, T0 + 60_001)["callsPerMinute"], json!({"limit": 3, "used": 1, "resetsInS": 60}));
 }
 
@@ -58,36 +64,62 @@ fn calls_per_minute_refuse_until_the_next_utc_minute() {
 fn a_relay_session_is_live_until_it_idles() {
     let store = MemoryLedger::default();
     let q = quotas(100, 2, 10);
-    assert_eq!(refused(ask(&store, q, call("a", None), T0)), None);
-    assert_eq!(refused(ask(&store, q, call("b", None), T0 + 1_000)), None);
+    assert_eq!(refused(ask(&store, q, call("a"), T0)), None);
+    assert_eq!(refused(ask(&store, q, call("b"), T0 + 1_000)), None);
     // A live one is always admitted; a third is not, until the oldest idles.
-    assert_eq!(refused(ask(&store, q, call("a", None), T0 + 2_000)), None);
-    let third = refused(ask(&store, q, call("c", None), T0 + 3_000));
+    assert_eq!(refused(ask(&store, q, call("a"), T0 + 2_000)), None);
+    let third = refused(ask(&store, q, call("c"), T0 + 3_000));
     assert_eq!(third, Some(("relaySessions".into(), 2, 2, (SESSION_IDLE_MS - 2_000) / 1000)));
     assert_eq!(usage(&store, q, T0 + 3_000)["relaySessions"]["live"], json!(["a", "b"]));
-    assert_eq!(refused(ask(&store, q, call("c", None), T0 + 1_000 + SESSION_IDLE_MS)), None);
+    // A tab's attach (or another MCP request) to a relay session admits it as a call does,
+    // but is no call.
+    let admit = |session: &str| Charge::Admit { session: session.into() };
+    assert_eq!(refused(ask(&store, q, admit("d"), T0 + 3_000)).map(|r| r.0), Some("relaySessions".into()));
+    assert_eq!(refused(ask(&store, q, admit("b"), T0 + 3_000)), None);
+    assert_eq!(usage(&store, q, T0 + 3_000)["callsPerMinute"]["used"], 3);
+    assert_eq!(refused(ask(&store, q, call("c"), T0 + 2_000 + SESSION_IDLE_MS)), None);
+    assert_eq!(
+        refused(ask(&store, q, admit("d"), T0 + 2_000 + SESSION_IDLE_MS)).map(|r| r.0),
+        Some("relaySessions".into())
+    );
+}
+
+#[test]
+fn a_read_or_an_end_that_changes_no_count_writes_nothing() {
+    let (store, q) = (MemoryLedger::default(), Quotas::default());
+    // A ledger that never counted anything (or was erased) is not made again by them.
+    ask(&store, q, Charge::RunEnded { run: "r9".into(), edge_ms: 0 }, T0);
+    usage(&store, q, T0);
+    assert_eq!(*store.0.borrow(), None);
+    // Nor is a ledger's row written again when only its windows moved.
+    ask(&store, q, call("a"), T0);
+    let row = store.0.borrow().clone();
+    assert!(row.is_some());
+    usage(&store, q, T0 + 61_000);
+    ask(&store, q, Charge::RunEnded { run: "r9".into(), edge_ms: 0 }, T0 + 61_000);
+    assert_eq!(*store.0.borrow(), row);
+    // and what it shows then is what the windows say.
+    assert_eq!(usage(&store, q, T0 + 61_000)["callsPerMinute"]["used"], 0);
 }
 
 #[test]
 fn a_run_holds_its_slot_until_it_ends_or_its_lease_lapses() {
     let store = MemoryLedger::default();
     let q = quotas(100, 10, 2);
-    assert_eq!(refused(ask(&store, q, call("a", Some(("r1", T0))), T0)), None);
-    assert_eq!(refused(ask(&store, q, call("b", Some(("r2", T0))), T0)), None);
-    // A file tool takes no slot; a third run waits.
-    assert_eq!(refused(ask(&store, q, call("a", None), T0)), None);
-    let third = refused(ask(&store, q, call("a", Some(("r3", T0))), T0 + 10));
+    assert_eq!(refused(ask(&store, q, run("r1", T0), T0)), None);
+    assert_eq!(refused(ask(&store, q, run("r2", T0), T0)), None);
+    // A call takes no slot; a third run waits; a run charged again renews its lease.
+    assert_eq!(refused(ask(&store, q, call("a"), T0)), None);
+    let third = refused(ask(&store, q, run("r3", T0), T0 + 10));
     assert_eq!(third, Some(("runsInFlight".into(), 2, 2, 5)));
+    assert_eq!(refused(ask(&store, q, run("r1", T0 + 10), T0 + 10)), None);
     assert_eq!(usage(&store, q, T0 + 10)["runsInFlight"], json!({"limit": 2, "used": 2}));
     ask(&store, q, Charge::RunEnded { run: "r1".into(), edge_ms: 0 }, T0 + 20);
-    assert_eq!(refused(ask(&store, q, call("a", Some(("r3", T0 + 20))), T0 + 20)), None);
-    // A lost end: r2's lease (no waits, no timeout: the edge start and margin) lapses.
-    let lapse = run_lease("r2", T0, 0, 0).until_ms;
-    assert_eq!(
-        refused(ask(&store, q, call("a", Some(("r4", lapse))), lapse - 1)).map(|r| r.0),
-        Some("runsInFlight".into())
-    );
-    assert_eq!(refused(ask(&store, q, call("a", Some(("r4", lapse))), lapse)), None);
+    assert_eq!(refused(ask(&store, q, run("r3", T0 + 20), T0 + 20)), None);
+    // A lost end: r2's lease (a run that takes no time: the margin) lapses.
+    let lapse = run_lease("r2", T0, 0).until_ms;
+    assert_eq!(refused(ask(&store, q, run("r4", lapse), lapse - 1)).map(|r| r.0), Some("runsInFlight".into()));
+    assert_eq!(refused(ask(&store, q, run("r4", lapse), lapse)), None);
 }
 
 #[test]
@@ -108,26 +140,50 @@ fn egress_counts_requests_and_bytes_per_utc_day() {
 }
 
 #[test]
+fn a_fetch_reserves_its_response_cap_and_gets_back_what_it_did_not_use() {
+    let store = MemoryLedger::default();
+    let q = Quotas { egress_bytes_per_day: 1_000, ..Quotas::default() };
+    let fetch = Charge::Egress { requests: 1, bytes: 10 + 600 }; // its request, its response's cap
+    let unused = |bytes, charged_ms| Charge::EgressUnused { bytes, charged_ms };
+    // Fetches in flight at once see each other's caps: the bytes pass their quota by one at most.
+    assert_eq!(refused(ask(&store, q, fetch.clone(), T0)), None);
+    assert_eq!(refused(ask(&store, q, fetch.clone(), T0)), None);
+    assert_eq!(
+        refused(ask(&store, q, fetch.clone(), T0)).map(|r| (r.0, r.2)),
+        Some(("egressBytesPerDay".into(), 1_220))
+    );
+    ask(&store, q, unused(550, T0), T0 + 5);
+    ask(&store, q, unused(600, T0), T0 + 5);
+    assert_eq!(usage(&store, q, T0 + 5)["egressBytesPerDay"]["used"], 70);
+    // What was reserved yesterday does not come back from today's count.
+    let tomorrow = T0 + DAY_MS;
+    ask(&store, q, fetch.clone(), T0 + DAY_MS - 1);
+    assert_eq!(refused(ask(&store, q, fetch, tomorrow)), None);
+    ask(&store, q, unused(600, T0 + DAY_MS - 1), tomorrow);
+    assert_eq!(usage(&store, q, tomorrow)["egressBytesPerDay"]["used"], 610);
+}
+
+#[test]
 fn edge_time_adds_up_across_relay_sessions_per_utc_day_and_comes_back_with_every_charge() {
     let store = MemoryLedger::default();
     let q = Quotas::default();
     let late = T0 + DAY_MS - 1_000;
-    ask(&store, q, call("a", Some(("r1", late))), late);
-    ask(&store, q, call("b", Some(("r2", late))), late);
+    ask(&store, q, run("r1", late), late);
+    ask(&store, q, run("r2", late), late);
     ask(&store, q, Charge::RunEnded { run: "r1".into(), edge_ms: 300 }, late);
     ask(&store, q, Charge::RunEnded { run: "r2".into(), edge_ms: 200 }, late);
-    assert_eq!(ask(&store, q, call("c", None), late), LedgerAnswer::Charged { edge_spent_ms: 500 });
+    assert_eq!(ask(&store, q, call("c"), late), LedgerAnswer::Charged { edge_spent_ms: 500 });
     assert_eq!(usage(&store, q, late)["edgeCpuMsPerDay"], json!({"limit": 5_000, "used": 500, "resetsInS": 1}));
     // A new UTC day starts from nothing.
-    assert_eq!(ask(&store, q, call("c", None), T0 + DAY_MS), LedgerAnswer::Charged { edge_spent_ms: 0 });
+    assert_eq!(ask(&store, q, call("c"), T0 + DAY_MS), LedgerAnswer::Charged { edge_spent_ms: 0 });
 }
 
 #[test]
 fn a_refusal_names_the_quota_its_value_and_who_raises_it() {
     let store = MemoryLedger::default();
     let q = quotas(1, 10, 10);
-    ask(&store, q, call("a", None), T0);
-    let LedgerAnswer::Refused { refusal } = ask(&store, q, call("a", None), T0) else { panic!("charged") };
+    ask(&store, q, call("a"), T0);
+    let LedgerAnswer::Refused { refusal } = ask(&store, q, call("a"), T0) else { panic!("charged") };
     let message = refusal.message();
     for part in ["defaults.quotas.callsPerMinute", "1 of 1", "retry in 60 s", "PATCH /admin/tenants/<id>"] {
         assert!(message.contains(part), "{message:?} lacks {part:?}");
@@ -144,7 +200,9 @@ fn quotas_are_validated_in_the_tenant_record() {
     assert_eq!(tenant(json!({"runsInFlight": 3})).unwrap().defaults.quotas.runs_in_flight, 3);
     for (bad, field) in [
         (json!({"callsPerMinute": 0}), "defaults.quotas.callsPerMinute"),
-        (json!({"relaySessions": 10_001}), "defaults.quotas.relaySessions"),
+        (json!({"relaySessions": 1_001}), "defaults.quotas.relaySessions"),
+        (json!({"runsInFlight": 1_001}), "defaults.quotas.runsInFlight"),
+        (json!({"callsPerMinute": 60_001}), "defaults.quotas.callsPerMinute"),
         (json!({"runsInFlight": 0}), "defaults.quotas.runsInFlight"),
         (json!({"egressRequestsPerDay": 0}), "defaults.quotas.egressRequestsPerDay"),
         (json!({"egressBytesPerDay": 0}), "defaults.quotas.egressBytesPerDay"),
@@ -165,7 +223,7 @@ proptest! {
     /// refusal asks for a wait of 1 s to a day.
     #[test]
     fn no_sequence_passes_a_quota(
-        steps in proptest::collection::vec((0u64..5_000, 0usize..4, 0u8..4), 1..200),
+        steps in proptest::collection::vec((0u64..5_000, 0usize..4, 0u8..5), 1..200),
         calls in 1u64..6, sessions in 1u64..3, runs in 1u64..3,
     ) {
         let q = quotas(calls, sessions, runs);
@@ -176,9 +234,10 @@ proptest! {
             now += dt * 50;
             let run_id = format!("r{i}");
             let charge = match kind {
-                0 => call(&format!("s{session}"), None),
-                1 => call(&format!("s{session}"), Some((&run_id, now))),
+                0 => call(&format!("s{session}")),
+                1 => run(&run_id, now),
                 2 => Charge::RunEnded { run: format!("r{}", i.saturating_sub(session + 1)), edge_ms: dt },
+                3 => Charge::Admit { session: format!("s{session}") },
                 _ => Charge::Egress { requests: 1, bytes: 10 },
             };
             match ask(&store, q, charge.clone(), now) {
@@ -197,4 +256,25 @@ proptest! {
         }
         prop_assert!(charged_in_minute.values().all(|&n| n <= calls), "{charged_in_minute:?}");
     }
+}
+
+#[test]
+fn an_isolate_trusts_an_admission_for_a_minute_per_tenant_and_relay_session() {
+    let mut admitted = Admitted::default();
+    assert!(!admitted.fresh("t_1", "a", 1_000), "nothing admitted yet");
+    admitted.remember("t_1", "a", 1_000);
+    assert!(admitted.fresh("t_1", "a", 1_000 + ADMITTED_FRESH_MS - 1));
+    assert!(!admitted.fresh("t_1", "a", 1_000 + ADMITTED_FRESH_MS), "a minute on, the ledger is asked again");
+    assert!(!admitted.fresh("t_1", "b", 1_000), "another relay session");
+    assert!(!admitted.fresh("t_2", "a", 1_000), "another tenant's relay session of the same name");
+}
+
+#[test]
+fn an_isolate_remembers_a_bounded_number_of_admissions() {
+    let mut admitted = Admitted::default();
+    for i in 0..5_000u64 {
+        admitted.remember("t_1", &format!("s{i}"), i);
+    }
+    assert!(admitted.fresh("t_1", "s4999", 5_000), "the latest is remembered");
+    assert!(!admitted.fresh("t_1", "s0", 5_000), "the oldest were forgotten past the bound");
 }

@@ -17,11 +17,10 @@ use relay_core::auth::admin::from_admin_json;
 use relay_core::files::DOWNLOAD_URL_TTL_S;
 use relay_core::keys;
 use relay_core::mcp::{Era, Tool};
-use relay_core::policy::MAX_TIMEOUT_MS;
 use relay_core::retention::{
     layers_meta, layers_named, out_file_expired, out_file_tenant, stored_owner, unused, StoredSweep, Sweep, DAY_MS,
-    DEFAULT_UNUSED_DAYS, IN_USE_MAX_MS, LAYER_GRACE_MS, LAYER_REFRESH_MS, MAX_UNUSED_DAYS, MIN_UNUSED_DAYS,
-    OUT_GRACE_S, RUN_END_AFTER_UPLOAD_S, STORED_REFRESH_MS,
+    DEFAULT_UNUSED_DAYS, IN_USE_MAX_MS, LAYER_GRACE_MS, LAYER_REFRESH_MS, MIN_UNUSED_DAYS, OUT_GRACE_S,
+    RUN_END_AFTER_UPLOAD_S, STORED_REFRESH_MS,
 };
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
@@ -204,13 +203,6 @@ fn no_layer_goes_while_a_standing_capsule_does_not_name_its_layers() {
 }
 
 #[test]
-fn a_capsule_in_use_is_never_older_than_the_shortest_setting() {
-    // Memory of storing it (stored again past the refresh), the queue, the run: under a day.
-    assert_eq!(IN_USE_MAX_MS, STORED_REFRESH_MS + MAX_TIMEOUT_MS + RUN_END_AFTER_UPLOAD_S * 1000);
-    assert!(IN_USE_MAX_MS < u64::from(MIN_UNUSED_DAYS) * DAY_MS);
-}
-
-#[test]
 fn retention_days_are_a_validated_tenant_setting_default_seven() {
     let tenant = |retention: serde_json::Value| {
         from_admin_json(json!({ "id": "t_1", "name": "n", "defaults": { "retention": retention } }))
@@ -268,23 +260,6 @@ fn a_relay_session_stores_a_capsule_again_once_its_memory_of_storing_it_is_an_ho
 }
 
 proptest! {
-    /// A capsule a run uses, whenever the run was queued after the relay session last stored
-    /// it, however long it waited and ran within the bounds, is kept by a sweep during the run
-    /// under any setting.
-    #[test]
-    fn no_sweep_deletes_a_capsule_while_a_run_uses_it(
-        stored in 0u64..4_000_000_000_000,
-        remembered in 0..STORED_REFRESH_MS,
-        waited in 0..=MAX_TIMEOUT_MS,
-        ran in 0..=RUN_END_AFTER_UPLOAD_S * 1000,
-        days in MIN_UNUSED_DAYS..=MAX_UNUSED_DAYS,
-    ) {
-        let mut sweep = StoredSweep::default();
-        let as_of = stored + remembered + waited + ran;
-        prop_assert!(!sweep.judge_stored(&keys::manifest("t_1", SHA_A), stored, Some(SHA_A), days, as_of));
-        prop_assert!(!sweep.judge_layer(&keys::layer(SHA_A), 0, as_of));
-    }
-
     /// Whatever the key, a layer named by a standing capsule, or one within its grace, stays.
     #[test]
     fn a_named_or_recent_layer_stays(key in "\\PC{0,80}", age in 0..LAYER_GRACE_MS) {

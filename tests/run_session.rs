@@ -12,7 +12,8 @@ use relay_core::run::backchannel::{EventBody, TabEvent, Usage, DENIALS_AUDITED};
 use relay_core::run::executor::Executor;
 use relay_core::run::lease::TAB_LEASE_MS;
 use relay_core::run::machine::{
-    Cancel, Command, Input, Output, RunMachine, FINISHED_KEPT, LOAD_BUDGET_MS, PROGRESS_EVERY_MS, TIMEOUT_GRACE_MS,
+    run_life_ms, Cancel, Command, Input, Output, RunMachine, FINISHED_KEPT, LOAD_BUDGET_MS, PROGRESS_EVERY_MS,
+    TIMEOUT_GRACE_MS,
 };
 
 const SETTINGS: QueueSettings = QueueSettings { max_queued: 100, max_wait_ms: 300_000, attach_wait_ms: 5_000 };
@@ -501,6 +502,34 @@ fn a_requeued_run_refuses_late_events_from_the_tab_that_dropped_it() {
 // ---- deadlines ----
 
 #[test]
+fn a_run_handed_to_tabs_that_go_silent_ends_at_its_life_and_its_lease_covers_it() {
+    // Each tab takes the run and goes before acknowledging it: the run goes back to the front
+    // of the line each time, its queue wait starting again. It still ends at its life.
+    let mut s = session();
+    s.handle(0, admit("a"));
+    s.handle(0, ready("a"));
+    let life = run_life_ms(&SETTINGS, TIMEOUT);
+    let mut now = 0;
+    let mut ended = None;
+    for n in 0..(2 * life / 4_000) {
+        s.handle(now + 2_000, Input::Tick);
+        now += 4_000; // within the attach wait
+        let out = s.handle(now, tab(&format!("t{n}")));
+        if !finishes(&out).is_empty() {
+            ended = Some(out);
+            break;
+        }
+        assert!(out.contains(&sent(&format!("t{n}"), "a")), "{out:?}");
+        s.handle(now, Input::TabGone { tab: format!("t{n}") });
+    }
+    let out = ended.expect("the run outlived twice its life");
+    assert_eq!(finishes(&out), vec![("a".into(), "Timeout".into(), 124, true)]);
+    assert!(finish_message(&out).contains(&format!("did not end within {life} ms of its call")));
+    assert!(now >= life && now < life + 4_000, "ended at {now}, its life is {life}");
+    assert!(relay_core::quota::run_lease("a", 0, life).until_ms > life);
+}
+
+#[test]
 fn once_executing_a_run_has_its_timeout_plus_grace() {
     let mut s = session();
     started(&mut s, 0, "a", "t1");
@@ -729,6 +758,9 @@ struct Seen {
     first_sent: Vec<String>,
     /// When each tab was last heard from, as the machine was told.
     renewed: HashMap<String, u64>,
+    /// When each run was admitted, and the longest any may take (`run_life_ms`).
+    admitted_at: HashMap<String, u64>,
+    life_ms: u64,
 }
 
 impl Seen {
@@ -816,6 +848,16 @@ impl Seen {
             }
         }
         self.record(&out)?;
+        // No run outlives its life (requeues and late starts included), which its slot in the
+        // tenant's runs in flight is leased for; a renewal moves nothing, the next input does.
+        for o in &out {
+            if let Output::Admitted { run } = o {
+                self.admitted_at.insert(run.clone(), now);
+            }
+        }
+        for (run, at) in self.admitted_at.iter().filter(|(run, _)| !self.finished.contains_key(*run)) {
+            prop_assert!(is_renewal || now < at + self.life_ms, "{} admitted at {} is live at {}", run, at, now);
+        }
         // One run on a tab at a time.
         let sent_now =
             out.iter().filter(|o| matches!(o, Output::Send { command: Command::Capsule { .. }, .. })).count();
@@ -827,8 +869,9 @@ impl Seen {
 /// Runs `ops`, then lets time pass until every run has ended (renewing every tab's lease
 /// meanwhile if `renew_while_draining`: its runs then end by their deadlines, never as lost).
 fn check(ops: Vec<Op>, max_queued: u32, renew_while_draining: bool) -> Result<(), TestCaseError> {
-    let mut s = RunMachine::new(QueueSettings { max_queued, max_wait_ms: 300_000, attach_wait_ms: 5_000 });
-    let mut seen = Seen::default();
+    let settings = QueueSettings { max_queued, max_wait_ms: 300_000, attach_wait_ms: 5_000 };
+    let mut s = RunMachine::new(settings.clone());
+    let mut seen = Seen { life_ms: run_life_ms(&settings, 1_000), ..Seen::default() };
     let mut now = 0u64;
     let mut runs = 0usize;
     let mut tabs = 0usize;

@@ -1,9 +1,11 @@
 //! The tenant's ledger: one Durable Object per tenant (named by its id, class `LedgerDO`, binding
 //! `LEDGERS`) that keeps what the tenant used of its quotas (`relay_core::quota`) in its SQLite,
 //! one row of JSON. It is a thin layer: `POST` a `LedgerRequest`, get the core's
-//! `LedgerAnswer`; `DELETE` erases it with its tenant (`{erased}`: whether it had counted anything). A Durable Object handles one request at
-//! a time up to an `await`, and this one awaits nothing between reading and writing the
-//! ledger, so no two charges interleave.
+//! `LedgerAnswer`; `DELETE` erases it with its tenant (`{erased}`: whether it had counted
+//! anything), after which it answers every charge 404, as an erased relay session does (a run
+//! ending late, an isolate that still holds the tenant's record): it keeps only that it was
+//! erased, until `PUT` (a tenant made again under the same id) lifts that. A Durable Object handles one request at a time up to an `await`, and this one awaits
+//! nothing between reading and writing the ledger, so no two charges interleave.
 
 use crate::platform::http::{json, refuse, storage_unavailable};
 use crate::platform::now_ms;
@@ -26,9 +28,20 @@ impl DurableObject for LedgerDO {
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         if req.method() == Method::Delete {
-            let had = self.store().load().ok().flatten().is_some();
+            let had = !self.erased() && self.store().load().ok().flatten().is_some();
             self.state.storage().delete_all().await?;
+            let mark = self.store().0.script("CREATE TABLE IF NOT EXISTS erased (id INTEGER PRIMARY KEY)");
+            mark.map_err(|e| worker::Error::RustError(format!("marking the ledger erased: {e}")))?;
             return Ok(json(200, &serde_json::json!({ "erased": had })));
+        }
+        if req.method() == Method::Put {
+            // A tenant made again under the id of one deleted: it counts from nothing.
+            let revived = self.store().0.script("DROP TABLE IF EXISTS erased");
+            revived.map_err(|e| worker::Error::RustError(format!("reviving the ledger: {e}")))?;
+            return Ok(json(200, &serde_json::json!({ "revived": true })));
+        }
+        if self.erased() {
+            return Ok(refuse(ErrorName::NotFound, "this tenant was deleted, and its ledger with it"));
         }
         let request: LedgerRequest = match serde_json::from_slice(&req.bytes().await?) {
             Ok(request) => request,
@@ -44,6 +57,13 @@ impl DurableObject for LedgerDO {
 impl LedgerDO {
     fn store(&self) -> SqlLedger {
         SqlLedger(DoSql(self.state.storage().sql()))
+    }
+
+    /// Whether this ledger was erased with its tenant (its mark outlives the erasure).
+    fn erased(&self) -> bool {
+        let marks: std::result::Result<Vec<Row>, _> =
+            self.store().0.rows("SELECT name AS json FROM sqlite_master WHERE type = 'table' AND name = 'erased'", &[]);
+        marks.is_ok_and(|marks| !marks.is_empty())
     }
 }
 
@@ -61,7 +81,9 @@ impl LedgerStore for SqlLedger {
         self.0
             .script("CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY CHECK (id = 1), json TEXT NOT NULL)")?;
         let rows: Vec<Row> = self.0.rows("SELECT json FROM ledger WHERE id = 1", &[])?;
-        rows.first().map(|row| serde_json::from_str(&row.json).map_err(|e| StorageError(e.to_string()))).transpose()
+        Ok(rows.first().and_then(|row| {
+            Ledger::from_row(&row.json).inspect_err(|why| worker::console_error!("the tenant's ledger: {why}")).ok()
+        }))
     }
 
     fn save(&self, ledger: &Ledger) -> std::result::Result<(), StorageError> {

@@ -29,12 +29,12 @@ fn start() {
 /// route's pattern, status, time to the response's head, and who, when a credential said),
 /// unless the deployment's `LOG_LEVEL` keeps only more important lines.
 #[event(fetch)]
-async fn fetch(raw: web_sys::Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response> {
     let started = now_ms();
     let req = without_cf(raw);
     let route = log::route(req.method().as_ref(), &req.path());
     let who = Who::default();
-    let response = edge::http::with_cors(routes(req, &env, &who).await.unwrap_or_else(edge::http::internal));
+    let response = edge::http::with_cors(routes(req, &env, &ctx, &who).await.unwrap_or_else(edge::http::internal));
     let line = LogLine::request(now_ms(), route, response.status_code(), now_ms() - started, who.take());
     write_log(&env, &line);
     Ok(response)
@@ -77,7 +77,7 @@ fn log_threshold(env: &Env) -> Level {
 }
 
 /// The route table. Every answer, errors included, is JSON or a stream; nothing is left hanging.
-async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
+async fn routes(req: Request, env: &Env, ctx: &Context, who: &Who) -> Result<Response> {
     use edge::{
         capsules, egress, files, http, mcp, metrics, oauth, packages, session, tenant_life, tenants, upstreams,
         workspace,
@@ -124,7 +124,7 @@ async fn routes(req: Request, env: &Env, who: &Who) -> Result<Response> {
         (Method::Put, ["capsule", "upload"]) => packages::upload(req, env, who).await,
         (Method::Post, ["capsule", "finalize"]) => packages::finalize(req, env, who).await,
         (Method::Get, ["registry"]) => packages::registry(req, env, who).await,
-        (Method::Post, ["egress"]) => egress::handle(req, env, who).await,
+        (Method::Post, ["egress"]) => egress::handle(req, env, ctx, who).await,
         (Method::Post, ["mcps-rpc"]) => upstreams::rpc(req, env, who).await,
         (Method::Put, ["files", run, path @ ..]) if !path.is_empty() => files::put(req, env, run, path, who).await,
         (Method::Get | Method::Head, ["files", tenant, run, path @ ..]) if !path.is_empty() => {

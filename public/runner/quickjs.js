@@ -258,7 +258,16 @@ class QuickJsRun {
    * would take the halt's throw (quickjs-emscripten catches a host function's).
    */
   hostCall(name, args) {
-    return this.stopped() ? undefined : this[name](...args);
+    return this.stopped() || this.guard?.spend(0) ? undefined : this[name](...args);
+  }
+
+  /**
+   * At the edge, host work a guest's call caused counts against its time (a tick per 256 KiB
+   * moved, about what a tick of guest steps costs): a loop of a few steps around calls that
+   * move megabytes otherwise reached the interrupt handler seconds late.
+   */
+  spend(bytes) {
+    this.guard?.spend(bytes >> 18);
   }
 
   write(fd, text) {
@@ -353,14 +362,16 @@ class QuickJsRun {
   /** A copy of the bytes of a guest string (UTF-8) or ArrayBuffer. */
   bytesOf(handle) {
     const ctx = this.context;
-    if (ctx.typeof(handle) === "string") return encoder.encode(ctx.getString(handle));
-    return ctx.getArrayBuffer(handle).consume((view) => view.value.slice());
+    const bytes = ctx.typeof(handle) === "string" ? encoder.encode(ctx.getString(handle)) : ctx.getArrayBuffer(handle).consume((view) => view.value.slice());
+    this.spend(bytes.byteLength);
+    return bytes;
   }
 
   /** A host result as a guest value: undefined, a string, or bytes as an ArrayBuffer. */
   toGuest(value) {
     const ctx = this.context;
     if (value === undefined) return undefined;
+    this.spend(value.length ?? 0);
     if (typeof value === "string") return ctx.newString(value);
     const whole = value.byteOffset === 0 && value.byteLength === value.buffer.byteLength;
     return ctx.newArrayBuffer(whole ? value.buffer : value.slice().buffer);

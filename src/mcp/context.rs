@@ -25,16 +25,8 @@ pub struct RelayView {
     /// The live contexts, as `relay://contexts` shows them (`run::contexts`).
     pub contexts: Value,
     /// The tenant's quotas and what it used, as `relay://usage` shows them: read from the
-    /// tenant's ledger only for a request that reads that resource ([`reads_usage`]).
+    /// tenant's ledger only for a request that reads that resource (`mcp::reads_usage`).
     pub usage: Value,
-}
-
-/// Whether `request` reads `relay://usage` (a `resources/read` naming it), so its caller
-/// fetches the tenant's usage from its ledger for this request only.
-pub fn reads_usage(request: &super::HttpRequest) -> bool {
-    let Ok(message) = serde_json::from_slice::<Value>(&request.body) else { return false };
-    message.get("method").and_then(Value::as_str) == Some("resources/read")
-        && message.pointer("/params/uri").and_then(Value::as_str) == Some(super::content::USAGE_URI)
 }
 
 /// What `handle` needs from its caller besides the request.

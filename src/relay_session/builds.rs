@@ -16,6 +16,7 @@ use crate::keys;
 use crate::packages::grant::{RunRef, UPLOAD_PATH};
 use crate::packages::{BuildRecord, DepsRequest, LayerClaim, PendingBuild, Proposal, UploadGrant};
 use crate::protocol::{BuildCommand, Caller, TabCommand};
+use crate::run::machine::Outcome;
 use crate::stores;
 
 /// A run whose capsule needs a deps layer: the call's spec, its dependencies and their key.
@@ -50,6 +51,15 @@ impl<P: Platform> RelaySession<P> {
         let stored_in = self.now_ms().saturating_sub(started);
         self.persisted("metrics", self.store().update_metrics(|m| m.observe_build(stored_in)));
         Ok(())
+    }
+
+    /// A run that ended `Internal` may have found its capsule gone from R2 (a tab's fetch of
+    /// it failed: swept while this instance remembered storing it): forget storing it, so the
+    /// next call stores it again (one R2 put, rare) rather than fail for up to an hour.
+    pub(super) fn forget_if_unread(&self, hash: &str, outcome: &Outcome) {
+        if outcome.exit.error.as_ref().is_some_and(|error| error.name == ErrorName::Internal.as_str()) {
+            self.caches.forget_stored(hash);
+        }
     }
 
     /// The command for a packaged run's tab: the capsule, when this tenant built the same

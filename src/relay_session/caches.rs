@@ -61,6 +61,11 @@ impl Caches {
         stored.insert(key.to_owned(), now_ms);
     }
 
+    /// Forgets that `key` is stored: it was found missing in R2 (swept meanwhile).
+    pub fn forget_stored(&self, key: &str) {
+        self.stored.borrow_mut().remove(key);
+    }
+
     /// The policy of tenant `tenant_id`'s capsule `hash`, if this instance read it before.
     pub fn policy(&self, tenant_id: &str, hash: &str) -> Option<Policy> {
         self.policies.borrow().get(tenant_id, hash)

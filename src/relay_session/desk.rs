@@ -252,6 +252,9 @@ impl<P: Platform> RelaySession<P> {
         if let Some(claim) = &io.context {
             outcome.context = Some(self.context_ended(claim, io.tab.as_deref(), &outcome));
         }
+        if let Some((TabCommand::Capsule(capsule), _)) = &io.command {
+            self.forget_if_unread(&capsule.hash, &outcome);
+        }
         if let (Some(EDGE), Some((TabCommand::Capsule(capsule), _))) = (outcome.executor, &io.command) {
             self.tell_edge_run(RanCommand::new(run, capsule.language, &outcome, self.now_ms()));
         }

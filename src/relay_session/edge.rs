@@ -44,14 +44,16 @@ impl<P: Platform> RelaySession<P> {
         let inline = command.inline.clone().unwrap_or_else(|| json!({}));
         let manifest = match inline["manifest"].as_str() {
             Some(manifest) => manifest.to_owned(),
-            None => String::from_utf8(self.blob(&keys::manifest(tenant, &command.hash)).await?).unwrap_or_default(),
+            None => String::from_utf8(self.blob(&keys::manifest(tenant, &command.hash), &command.hash).await?)
+                .unwrap_or_default(),
         };
         let parsed: Value = serde_json::from_str(&manifest).unwrap_or_default();
         let mut layers = inline["layers"].as_object().cloned().unwrap_or_default();
         for layer in parsed["fsLayers"].as_array().into_iter().flatten() {
             let (Some(path), Some(sha256)) = (layer["path"].as_str(), layer["sha256"].as_str()) else { continue };
             if !layers.contains_key(path) {
-                layers.insert(path.to_owned(), Value::String(BASE64.encode(self.blob(&keys::layer(sha256)).await?)));
+                let bytes = self.blob(&keys::layer(sha256), &command.hash).await?;
+                layers.insert(path.to_owned(), Value::String(BASE64.encode(bytes)));
             }
         }
         let mut announced = serde_json::to_value(&command).expect("a capsule command serializes");
@@ -59,10 +61,15 @@ impl<P: Platform> RelaySession<P> {
         Ok(announced)
     }
 
-    async fn blob(&self, key: &str) -> Result<Vec<u8>, Refusal> {
+    /// `key`, a file of capsule `hash`. One that is not there was swept while this instance
+    /// remembered storing the capsule: it forgets, so that the next call stores it again.
+    async fn blob(&self, key: &str, hash: &str) -> Result<Vec<u8>, Refusal> {
         match self.platform.blobs().get(key).await {
             Ok(Some(bytes)) => Ok(bytes),
-            Ok(None) => Err((ErrorName::Internal, format!("{key} is not in storage; run the tool again"))),
+            Ok(None) => {
+                self.caches.forget_stored(hash);
+                Err((ErrorName::Internal, format!("{key} is not in storage; run the tool again")))
+            }
             Err(e) => Err((ErrorName::Internal, format!("R2 failed reading {key}: {e}; run the tool again"))),
         }
     }

@@ -175,4 +175,4 @@ impl EdgeMeter {
 }
 
 /// Who can raise a spent budget, and the way around it.
-const RAISE: &str = "The relay's operator can raise it (PATCH /admin/tenants/<id> with defaults.edge); or open the relay page in a browser so runs go to a tab.";
+pub(crate) const RAISE: &str = "The relay's operator can raise it (PATCH /admin/tenants/<id> with defaults.edge); or open the relay page in a browser so runs go to a tab.";

@@ -34,6 +34,16 @@ pub const LOAD_BUDGET_MS: u64 = 120_000;
 /// How long past its own timeout a silent tab gets before the run is declared timed out (the
 /// tab enforces the timeout itself and reports it; this is for a tab that cannot).
 pub const TIMEOUT_GRACE_MS: u64 = 10_000;
+/// The longest run `timeout_ms` may take from its admission under `settings`, however it goes
+/// (requeued after tabs that took it and went silent, started late on a busy tab): its queue
+/// wait, its attach wait, a tab's load budget (an edge start is shorter), its timeout and the
+/// grace. The machine ends a run still going then (`end_overdue`), so its slot in the tenant's
+/// runs in flight can be leased for this long (`quota::run_lease`).
+pub fn run_life_ms(settings: &QueueSettings, timeout_ms: u64) -> u64 {
+    let load_ms = LOAD_BUDGET_MS.max(EDGE_LOAD_MS);
+    settings.max_wait_ms + settings.attach_wait_ms + load_ms + timeout_ms + TIMEOUT_GRACE_MS + 1_000
+}
+
 /// Ended runs remembered, so that late or retried batches get a clear 409.
 pub const FINISHED_KEPT: usize = 64;
 /// The longest note of what a busy tab is doing that a run keeps for its timeout message.
@@ -220,6 +230,8 @@ struct Assignment {
     /// its detail, such as the run it is queued behind), for the timeout message.
     busy_note: Option<String>,
     deadline_ms: u64,
+    /// At the edge: the deadline is the tenant's edge time left today, not the run's timeout.
+    budget_cut: bool,
     /// When the run was sent, and when its client was last forwarded anything of it.
     sent_ms: u64,
     last_forward_ms: u64,
@@ -236,6 +248,8 @@ struct Tab {
 struct Run {
     log: RunLog,
     timeout_ms: u64,
+    /// When it ends at the latest, running or not: its admission plus `run_life_ms`.
+    end_by_ms: u64,
     assigned: Option<Assignment>,
     /// Since when the run has been waiting with no tab attached.
     no_tab_since: Option<u64>,
@@ -341,6 +355,7 @@ impl RunMachine {
             }
             Input::Cancel { run, why } => self.cancel(now_ms, &run, why, &mut out),
         }
+        self.end_overdue(now_ms, &mut out);
         self.expire_tabs(now_ms, &mut out);
         self.pump(now_ms, &mut out);
         out
@@ -360,7 +375,8 @@ impl RunMachine {
                 });
                 let attach_wait = run.no_tab_since.map(|since| since.saturating_add(attach));
                 let tab_gone = self.tab_left_ms.filter(|_| run.executor == Executor::TabOrEdge && !run.edge_now);
-                [assigned, attach_wait, tab_gone.map(|left| left.saturating_add(TAB_LEASE_MS))]
+                let tab_gone = tab_gone.map(|left| left.saturating_add(TAB_LEASE_MS));
+                [assigned, attach_wait, tab_gone, Some(run.end_by_ms)]
             })
             .flatten()
             .chain(self.queue.oldest_waiting_since().map(|since| since.saturating_add(wait).saturating_add(1)))
@@ -400,6 +416,7 @@ impl RunMachine {
                 let entry = Run {
                     log: RunLog::new(output_cap),
                     timeout_ms,
+                    end_by_ms: now_ms.saturating_add(run_life_ms(&self.settings, timeout_ms)),
                     assigned: None,
                     no_tab_since: None,
                     executor,
@@ -518,7 +535,9 @@ impl RunMachine {
             EventBody::Progress { phase, detail, .. } => {
                 if phase == "execute" {
                     assigned.executing = true;
-                    assigned.deadline_ms = now_ms.saturating_add(run.timeout_ms).saturating_add(TIMEOUT_GRACE_MS);
+                    if !assigned.budget_cut {
+                        assigned.deadline_ms = now_ms.saturating_add(run.timeout_ms).saturating_add(TIMEOUT_GRACE_MS);
+                    }
                 } else if let Some(detail) = detail.as_deref().filter(|_| !assigned.executing) {
                     assigned.busy_note = Some(format!("{phase}: {detail}").chars().take(BUSY_NOTE_CHARS).collect());
                 }
@@ -559,8 +578,35 @@ impl RunMachine {
         let Some(entry) = self.runs.get(&run) else { return };
         let Some(assigned) = entry.assigned.as_ref().filter(|a| now_ms >= a.deadline_ms) else { return };
         out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
+        if let Some(budget) = self.edge_budget.filter(|_| assigned.budget_cut) {
+            let message = format!(
+                "this tenant's edge budget for today ({} ms, defaults.edge.cpuMsPerDay) ran out while the run was going, so it was stopped after {} ms. {}",
+                budget.cpu_ms_per_day,
+                now_ms.saturating_sub(assigned.sent_ms),
+                super::executor::RAISE
+            );
+            return self.end(now_ms, &run, ErrorName::EdgeBudgetExceeded, message, out);
+        }
         let message = timeout_message(assigned, entry.timeout_ms);
         self.end(now_ms, &run, ErrorName::Timeout, message, out);
+    }
+
+    /// Ends every run past its `end_by_ms`, wherever it is (`run_life_ms` says why).
+    fn end_overdue(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        let mut overdue: Vec<String> =
+            self.runs.iter().filter(|(_, r)| !r.ended() && now_ms >= r.end_by_ms).map(|(id, _)| id.clone()).collect();
+        overdue.sort(); // HashMap order is arbitrary; outputs are not
+        for run in overdue {
+            let Some(entry) = self.runs.get(&run) else { continue };
+            if let Some(assigned) = &entry.assigned {
+                out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.clone() } });
+            }
+            let life = run_life_ms(&self.settings, entry.timeout_ms);
+            let message = format!(
+                "the run did not end within {life} ms of its call (the most a run may take: queue wait, attach wait, load budget, its timeout and a grace; it was handed to tabs that went silent, or its tab started it late); it was stopped: run the tool again"
+            );
+            self.end(now_ms, &run, ErrorName::Timeout, message, out);
+        }
     }
 
     /// A progress beat for the running run whose client heard nothing of it for
@@ -675,9 +721,16 @@ impl RunMachine {
         if tab == EDGE {
             self.meter.record_start(now_ms); // `target` checked the budget
         }
+        // An edge run gets no more than the tenant's edge time left today (as its ledger said
+        // when the run was charged, or this relay session's own count if more): relay sessions
+        // running at once then pass the day's budget by one run's worth at most.
+        let left_ms =
+            self.edge_budget.filter(|_| tab == EDGE).map(|b| b.cpu_ms_per_day.saturating_sub(self.meter.spent_ms()));
         let Some(entry) = self.runs.get_mut(run) else { return };
         let load_ms = if tab == EDGE { EDGE_LOAD_MS } else { LOAD_BUDGET_MS };
         let deadline_ms = now_ms.saturating_add(load_ms + TIMEOUT_GRACE_MS).saturating_add(entry.timeout_ms);
+        let cut_ms = left_ms.map_or(u64::MAX, |left| now_ms.saturating_add(left));
+        let (deadline_ms, budget_cut) = (deadline_ms.min(cut_ms), cut_ms < deadline_ms);
         entry.sent_to = Some(if tab == EDGE { EDGE } else { "tab" });
         let assigned = Assignment {
             tab: tab.clone(),
@@ -685,6 +738,7 @@ impl RunMachine {
             executing: false,
             busy_note: None,
             deadline_ms,
+            budget_cut,
             sent_ms: now_ms,
             last_forward_ms: now_ms,
         };

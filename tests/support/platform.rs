@@ -103,7 +103,13 @@ impl Blobs for MemoryBlobs {
             .map(|k| (k.clone(), self.uploaded.borrow().get(k).copied().unwrap_or(0)))
             .collect();
         let next = keys.next().and(page.last().map(|(k, _)| k.clone()));
-        Ok(Listing { objects: page, next })
+        // As R2: an object put naming no layers has no such metadata.
+        let named = self.layers.borrow();
+        let layers = page
+            .iter()
+            .filter_map(|(k, _)| named.get(k).filter(|meta| !meta.is_empty()).map(|meta| (k.clone(), meta.clone())))
+            .collect();
+        Ok(Listing { objects: page, layers, next })
     }
 
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {

@@ -14,7 +14,7 @@ use crate::platform::bindings::public_origin;
 use crate::platform::http::{error, refuse};
 use crate::platform::r2::capsule_policy;
 use crate::platform::run_token::run_claims;
-use crate::platform::{ledger, stub};
+use crate::platform::{ledger, now_ms, stub};
 use futures::StreamExt;
 use relay_core::auth::RunClaims;
 use relay_core::egress::{self, Fetched, Hop, Outbound};
@@ -23,10 +23,10 @@ use relay_core::policy::NetworkPolicy;
 use relay_core::protocol::{Caller, SessionRequest};
 use relay_core::quota::Charge;
 use worker::wasm_bindgen::JsCast;
-use worker::{js_sys, wasm_bindgen_futures, web_sys, Env, Headers, Request, Response, Result};
+use worker::{js_sys, wasm_bindgen_futures, web_sys, Context, Env, Headers, Request, Response, Result};
 
 /// `POST /egress` with `Authorization: Bearer <run token>` and an envelope (core `egress`).
-pub async fn handle(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
+pub async fn handle(mut req: Request, env: &Env, ctx: &Context, who: &Who) -> Result<Response> {
     let claims = match run_claims(&req, env)? {
         Ok(claims) => claims,
         Err(response) => return Ok(response),
@@ -48,17 +48,22 @@ pub async fn handle(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
         Ok(first) => first,
         Err(refusal) => return Ok(error(refusal)),
     };
-    // The tenant's egress quotas (`relay_core::quota`): the request and its body, then the
-    // response's body once read (counted, never refused: it was fetched).
-    let sent = Charge::Egress { requests: 1, bytes: envelope.len() as u64 };
+    // The tenant's egress quotas (`relay_core::quota`): the request, its body and the most its
+    // response may carry, reserved before it is sent (so fetches in parallel each see the
+    // others' bytes); what the response did not use comes back after, without the guest
+    // waiting for it. A ledger that misses that is logged (`ledger::send`): the tenant is then
+    // charged the whole cap, never less than it used.
+    let charged_ms = now_ms();
+    let sent = Charge::Egress { requests: 1, bytes: envelope.len() as u64 + policy.max_body_bytes };
     if let Some(refused) = ledger::refusal(ledger::charge(env, &tenant, sent).await?) {
         return Ok(refused);
     }
     let (response, received) = perform(first, &policy).await?;
-    // A ledger that misses these bytes is logged (`ledger::send`); the fetch's answer still goes.
-    if received > 0 {
-        let _ = ledger::charge(env, &tenant, Charge::Egress { requests: 0, bytes: received }).await;
-    }
+    let unused = Charge::EgressUnused { bytes: policy.max_body_bytes.saturating_sub(received), charged_ms };
+    let env = env.clone();
+    ctx.wait_until(async move {
+        let _ = ledger::charge(&env, &tenant, unused).await;
+    });
     Ok(response)
 }
 

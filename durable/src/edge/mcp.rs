@@ -12,12 +12,14 @@ use super::oauth;
 use super::tenants::authenticate;
 use super::Who;
 use crate::platform::bindings::{self, public_origin, PUBLIC_URL, RELAY_ALLOW_LOCALHOST};
-use crate::platform::http::{refuse, to_response};
-use crate::platform::{now_ms, stub};
+use crate::platform::http::{error, refuse, to_response};
+use crate::platform::{ledger, now_ms, stub};
 use relay_core::auth::{bearer, check_key_shape, session_name_ok, Tenant, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
 use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, RelayView, MAX_BODY_BYTES};
 use relay_core::protocol::{Caller, SessionRequest, CALLER_HEADER};
+use relay_core::quota::{Admitted, Charge, LedgerAnswer};
+use std::cell::RefCell;
 use worker::{Env, Method, Request, Response, Result};
 
 pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
@@ -67,7 +69,36 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
         Ok(reply) => return Ok(to_response(reply)),
         Err(request) => request,
     };
+    if let Some(refused) = admit(env, &caller, &request).await? {
+        return Ok(refused);
+    }
     stub::send(env, &caller, SessionRequest::Mcp(request)).await
+}
+
+/// Charges the tenant's ledger for `request` before it reaches its relay session (a
+/// `tools/call` is a call; anything else admits the relay session: `mcp::admission`), so a
+/// relay session the `relaySessions` quota refuses is never created, nor listed under its
+/// tenant; an admission this isolate saw within a minute is not asked again (`quota::Admitted`).
+/// The answer to send instead when a quota or the ledger refuses it.
+async fn admit(env: &Env, caller: &Caller, request: &HttpRequest) -> Result<Option<Response>> {
+    let (charge, id) = mcp::admission(request, &caller.session);
+    let (tenant, session, now) = (&caller.tenant.id, &caller.session, now_ms());
+    if matches!(charge, Charge::Admit { .. }) && ADMITTED.with_borrow(|seen| seen.fresh(tenant, session, now)) {
+        return Ok(None);
+    }
+    Ok(match ledger::charge(env, &caller.tenant, charge).await? {
+        Ok(LedgerAnswer::Refused { refusal }) => Some(to_response(mcp::quota_exceeded(&id, &refusal))),
+        Ok(_) => {
+            ADMITTED.with_borrow_mut(|seen| seen.remember(tenant, session, now));
+            None
+        }
+        Err(unavailable) => Some(error(unavailable)),
+    })
+}
+
+thread_local! {
+    /// The relay sessions this isolate saw admitted lately: their other requests skip the hop.
+    static ADMITTED: RefCell<Admitted> = RefCell::default();
 }
 
 /// The answer to a request the Worker can give without the relay session's DO (the core's

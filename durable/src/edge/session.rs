@@ -13,7 +13,7 @@ use super::Who;
 use crate::platform::bindings::public_origin;
 use crate::platform::http::{json, refuse, sse_headers};
 use crate::platform::signer::{signer, token_keys};
-use crate::platform::{now_ms, random, sleep, stub};
+use crate::platform::{ledger, now_ms, random, sleep, stub};
 use futures::channel::mpsc::{self, UnboundedSender};
 use futures::future::{self, Either};
 use futures::StreamExt;
@@ -22,6 +22,7 @@ use relay_core::auth::{
 };
 use relay_core::error::ErrorName;
 use relay_core::protocol::{Caller, SessionRequest, TAB_HEADER};
+use relay_core::quota::Charge;
 use relay_core::relay_session::desk::HEARTBEAT;
 use relay_core::run::backchannel::MAX_BATCH_BYTES;
 use serde_json::{json, Value};
@@ -52,6 +53,12 @@ pub async fn attach(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
         return Ok(refuse(ErrorName::ValidationError, format!("session: {SESSION_NAME_RULE}")));
     }
     who.is(&tenant.id, session);
+    // The relay session is admitted here (`relaySessions`): its events, results and refreshes
+    // ride on the token, for at most the 12 hours a refresh allows.
+    let admitted = ledger::charge(env, &tenant, Charge::Admit { session: session.to_owned() }).await?;
+    if let Some(refused) = ledger::refusal(admitted) {
+        return Ok(refused);
+    }
     issue(env, &tenant.id, session)
 }
 

@@ -13,7 +13,6 @@ use relay_core::auth::keyring::{key_id, KeyEntry, KeyRefused, KeyRing, KeyState}
 use relay_core::auth::{self, admin, bearer, check_key_shape, mint_api_key, Tenant};
 use relay_core::error::ErrorName;
 use relay_core::keys;
-use relay_core::quota::{Charge, LedgerAnswer};
 use serde_json::json;
 use std::cell::RefCell;
 use worker::kv::{KvError, KvStore};
@@ -182,7 +181,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         Err(refusal) => return Ok(refusal),
     };
     let fresh_id = format!("t_{}", hex::encode(random::<8>()));
-    let (tenant, key) = match admin::new_tenant(&body, fresh_id) {
+    let (tenant, key) = match admin::new_tenant(&body, fresh_id.clone()) {
         Ok(created) => created,
         Err(why) => return Ok(refuse(ErrorName::ValidationError, why)),
     };
@@ -193,6 +192,10 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
     let kv = kv(env)?;
     if let Err(e) = save_new(&kv, &key, &tenant).await {
         return Ok(storage_unavailable("KV", &e));
+    }
+    // An id the admin chose may be a deleted tenant's, whose ledger stays erased until then.
+    if tenant.id != fresh_id {
+        ledger::revive(env, &tenant.id).await?;
     }
     remember(&tenant);
     Ok(json(201, &json!({ "tenant": tenant, "key": key })))
@@ -219,10 +222,8 @@ pub async fn usage(req: Request, env: &Env, id: &str) -> Result<Response> {
         Ok(tenant) => tenant,
         Err(refusal) => return Ok(refusal),
     };
-    let edge_cpu_ms_per_day = tenant.defaults.edge.map(|edge| edge.cpu_ms_per_day);
-    Ok(match ledger::charge(env, &tenant, Charge::Usage { edge_cpu_ms_per_day }).await? {
-        Ok(LedgerAnswer::Usage { usage }) => json(200, &json!({ "tenant": id, "usage": usage })),
-        Ok(other) => return Err(worker::Error::RustError(format!("the ledger answered a usage with {other:?}"))),
+    Ok(match ledger::usage(env, &tenant).await? {
+        Ok(usage) => json(200, &json!({ "tenant": id, "usage": usage })),
         Err(unavailable) => error(unavailable),
     })
 }

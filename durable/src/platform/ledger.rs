@@ -3,9 +3,11 @@
 
 use super::bindings::LEDGERS;
 use super::http::{error, with_header};
+use super::sleep;
 use relay_core::auth::Tenant;
 use relay_core::error::{ErrorName, HttpError};
 use relay_core::quota::{Charge, LedgerAnswer, LedgerRequest, Quotas};
+use serde_json::Value;
 use worker::{Env, Method, Request, RequestInit, Response, Result, Stub};
 
 fn stub(env: &Env, tenant_id: &str) -> Result<Stub> {
@@ -22,13 +24,38 @@ pub async fn charge(
     send(env, &tenant.id, tenant.defaults.quotas, charge).await
 }
 
+/// `tenant`'s quotas and what it used of each (`relay://usage`'s shape), as its ledger answers
+/// a usage read; a ledger that did not answer is the 503 to send.
+pub async fn usage(env: &Env, tenant: &Tenant) -> Result<std::result::Result<Value, HttpError>> {
+    let edge_cpu_ms_per_day = tenant.defaults.edge.map(|edge| edge.cpu_ms_per_day);
+    Ok(match charge(env, tenant, Charge::Usage { edge_cpu_ms_per_day }).await? {
+        Ok(LedgerAnswer::Usage { usage }) => Ok(usage),
+        Ok(other) => return Err(worker::Error::RustError(format!("the ledger answered a usage with {other:?}"))),
+        Err(unavailable) => Err(unavailable),
+    })
+}
+
+/// How long `run_ended` waits before each retry of an end the ledger did not hear.
+const RUN_ENDED_RETRIES_MS: [u64; 3] = [1_000, 2_000, 4_000];
+
 /// Run `run` of tenant `tenant_id` ended after `edge_ms` at the edge: its slot comes back and
-/// its edge time counts to the tenant's day. Never refused; a failure only leaves the slot to
-/// its lease (and the edge time uncounted).
+/// its edge time counts to the tenant's day. Never refused; a ledger that did not answer is
+/// asked again a few times, and past them the slot is left to its lease (and the edge time
+/// uncounted). An erased ledger (404) is not asked again.
 pub async fn run_ended(env: &Env, tenant_id: &str, run: &str, edge_ms: u64) {
+    let ended = || Charge::RunEnded { run: run.to_owned(), edge_ms };
     // The quotas play no part in an end.
-    let ended = Charge::RunEnded { run: run.to_owned(), edge_ms };
-    if !matches!(send(env, tenant_id, Quotas::default(), ended).await, Ok(Ok(_))) {
+    let mut heard = send(env, tenant_id, Quotas::default(), ended()).await;
+    for wait_ms in RUN_ENDED_RETRIES_MS {
+        match &heard {
+            Ok(Ok(_)) => return,
+            Ok(Err(refused)) if refused.name == ErrorName::NotFound => return,
+            _ => {}
+        }
+        let _ = sleep(wait_ms).await;
+        heard = send(env, tenant_id, Quotas::default(), ended()).await;
+    }
+    if !matches!(heard, Ok(Ok(_))) {
         worker::console_error!(
             "the ledger of tenant {tenant_id} did not hear that run {run} ended: its lease frees it"
         );
@@ -61,11 +88,26 @@ async fn send(
     // A Durable Object that cannot be reached (being reset, overloaded) passes, like a store.
     let why = match stub(env, tenant_id)?.fetch_with_request(request).await {
         Ok(mut response) if response.status_code() == 200 => return Ok(Ok(response.json().await?)),
+        Ok(response) if response.status_code() == 404 => {
+            return Ok(Err(HttpError::new(ErrorName::NotFound, "this tenant was deleted; its key no longer works")));
+        }
         Ok(response) => format!("it answered {}", response.status_code()),
         Err(e) => e.to_string(),
     };
     worker::console_error!("the ledger of tenant {tenant_id}: {why}");
     Ok(Err(HttpError::storage_unavailable("the tenant's ledger")))
+}
+
+/// Lifts the erasure of tenant `tenant_id`'s ledger: a tenant was made again under the id of
+/// one deleted (`LedgerDO` refuses an erased ledger's charges until then).
+pub async fn revive(env: &Env, tenant_id: &str) -> Result<()> {
+    let mut init = RequestInit::new();
+    init.with_method(Method::Put);
+    let request = Request::new_with_init("https://ledger/", &init)?;
+    match stub(env, tenant_id)?.fetch_with_request(request).await?.status_code() {
+        200 => Ok(()),
+        status => Err(worker::Error::RustError(format!("the ledger of tenant {tenant_id} answered {status}"))),
+    }
 }
 
 /// Erases tenant `tenant_id`'s ledger (its tenant is being deleted): whether it had one, or

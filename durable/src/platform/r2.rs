@@ -13,7 +13,7 @@ use relay_core::retention::{layers_meta, LAYERS_META};
 use relay_core::stores::{self, Blobs, Head, Listing, PolicyCache, StorageError};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use worker::{Bucket, Env, Response};
+use worker::{Bucket, Env, Include, Response};
 
 thread_local! {
     static POLICIES: RefCell<PolicyCache> = RefCell::default();
@@ -60,13 +60,19 @@ impl Blobs for R2 {
 
     async fn list(&self, prefix: &str, cursor: Option<String>) -> Result<Listing, StorageError> {
         let bucket = self.bucket()?;
-        let mut list = bucket.list().prefix(prefix);
+        let mut list = bucket.list().prefix(prefix).include(vec![Include::CustomMetadata]);
         if let Some(cursor) = cursor {
             list = list.cursor(cursor);
         }
         let page = list.execute().await.map_err(failed)?;
-        let objects = page.objects().iter().map(|o| (o.key(), o.uploaded().as_millis())).collect();
-        Ok(Listing { objects, next: page.truncated().then(|| page.cursor()).flatten() })
+        let (mut objects, mut layers) = (Vec::new(), HashMap::new());
+        for object in page.objects() {
+            if let Some(meta) = object.custom_metadata().map_err(failed)?.remove(LAYERS_META) {
+                layers.insert(object.key(), meta);
+            }
+            objects.push((object.key(), object.uploaded().as_millis()));
+        }
+        Ok(Listing { objects, layers, next: page.truncated().then(|| page.cursor()).flatten() })
     }
 
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {

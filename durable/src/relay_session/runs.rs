@@ -21,6 +21,7 @@ use relay_core::quota::{run_lease, Charge, LedgerAnswer};
 use relay_core::relay_session::desk::Unadmitted;
 use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, FileCall, Resumed, Work};
 use relay_core::relay_session::Platform;
+use relay_core::run::machine::run_life_ms;
 use std::rc::Rc;
 use worker::{Response, Result};
 
@@ -38,18 +39,20 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
         return Ok(http::to_response(mcp::queue_full(&call.id, max, &caller.session)));
     }
     let run = shared.random_id::<8>("r_");
-    // Charged before the capsule is built and signed, so a refused call costs next to nothing.
-    if let Some(refused) = charge(&shared, &caller, &call, queued.then_some(&run)).await? {
-        return Ok(refused);
-    }
-    let work = match Work::of(&shared, &caller, &call, || signer(&shared.platform.env))? {
-        Ok(work) => work,
-        Err(tool_error) => {
-            if queued {
-                shared.platform.run_ended(&caller.tenant.id, &run, 0);
-            }
-            return Ok(http::json(200, &tool_error));
+    // Charged before the capsule is built and signed, so a refused run costs next to nothing.
+    if queued {
+        if let Some(refused) = charge(&shared, &caller, &call, &run).await? {
+            return Ok(refused);
         }
+    }
+    let made = Work::of(&shared, &caller, &call, || signer(&shared.platform.env));
+    if queued && !matches!(made, Ok(Ok(_))) {
+        // The slot the run took comes back, whether its call was refused or failed.
+        shared.platform.run_ended(&caller.tenant.id, &run, 0);
+    }
+    let work = match made? {
+        Ok(work) => work,
+        Err(tool_error) => return Ok(http::json(200, &tool_error)),
     };
     let job = match work {
         Work::Run(job) => Rc::new(job),
@@ -116,14 +119,14 @@ async fn answer_body(shared: Rc<Shared>, call: Call) -> Result<Response> {
     Ok(http::json(200, &answer))
 }
 
-/// Charges the call to its tenant's ledger (`relay_core::quota`): a call, its relay session
-/// live, and for a run a slot of the runs in flight leased to its latest possible end. The
-/// answer to send instead when a quota or the ledger refuses it.
-async fn charge(shared: &Shared, caller: &Caller, call: &ToolCall, run: Option<&String>) -> Result<Option<Response>> {
+/// Takes a slot of the tenant's runs in flight (`relay_core::quota`) for run `run`, leased for
+/// the longest it may take (`run_life_ms`, which the run machine enforces); the Worker charged
+/// the call itself before routing it here. The answer to send instead when the quota or the
+/// ledger refuses it.
+async fn charge(shared: &Shared, caller: &Caller, call: &ToolCall, run: &str) -> Result<Option<Response>> {
     let defaults = &caller.tenant.defaults;
-    let waits_ms = defaults.queue.max_wait_ms + defaults.queue.attach_wait_ms;
-    let lease = run.map(|run| run_lease(run, now_ms(), waits_ms, defaults.policy.limits.timeout_ms));
-    let charge = Charge::Call { session: caller.session.clone(), run: lease };
+    let life_ms = run_life_ms(&defaults.queue, defaults.policy.limits.timeout_ms);
+    let charge = Charge::Run { lease: run_lease(run, now_ms(), life_ms) };
     Ok(match ledger::charge(&shared.platform.env, &caller.tenant, charge).await? {
         Ok(LedgerAnswer::Refused { refusal }) => Some(http::to_response(mcp::quota_exceeded(&call.id, &refusal))),
         Ok(LedgerAnswer::Charged { edge_spent_ms }) => {
