@@ -13,7 +13,7 @@ import { after, before, test } from "node:test";
 import { launchBrowser, openExecutor } from "./lib/browser.mjs";
 import { startDeafProxy } from "./lib/deaf-proxy.mjs";
 import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
-import { modernCall } from "./lib/mcp-http.mjs";
+import { LEGACY, initialize, legacyHeaders, mcpUrl, modernCall, readUntil } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
 
 const IDLE_MS = Number(process.env.RELAY_IDLE_MS ?? 60_000);
@@ -129,4 +129,27 @@ test("a deadline with nothing open to tick the machine is kept by the DO itself"
   console.log(`# a task's attach wait, kept with nothing open: runs ${JSON.stringify(runs)}, wake-ups ${JSON.stringify(woke)}`);
   assert.equal(runs["js|NoExecutorAttached"], 1, "the run ended at its deadline");
   assert.ok(woke.alarm + woke.tick >= 1, "woken by its alarm, or kept awake while the run was in hand");
+});
+
+test("a legacy client's standalone GET stream keeps no DO awake: the Worker holds it", async () => {
+  // A 2025-era client's server stream carries nothing but keep-alives (we send nothing
+  // unprompted), every 15 s: written by the Worker, they wake no DO.
+  const legacy = await createTenant("legacy-stream");
+  const { sessionId } = await initialize(legacy.key);
+  const controller = new AbortController();
+  const headers = { ...legacyHeaders(legacy.key, sessionId, LEGACY), accept: "text/event-stream" };
+  const res = await fetch(mcpUrl(), { headers, signal: controller.signal });
+  try {
+    assert.equal(res.status, 200);
+    assert.match(await readUntil(res, (text) => text.includes("\n\n")), /^: keepalive\n\n/);
+    const start = (await metrics(legacy.tenant.id)).wakeups;
+    await readUntil(res, (text) => text.includes(": keepalive\n\n"), 20_000); // the next one, 15 s on
+    const end = (await metrics(legacy.tenant.id)).wakeups;
+    const woke = Object.fromEntries(Object.keys(end).map((kind) => [kind, end[kind] - start[kind]]));
+    console.log(`# over a legacy GET stream's keep-alive interval the DO woke ${JSON.stringify(woke)}`);
+    assert.equal(end.tick - start.tick, 0, "no timer in the DO for the stream");
+    assert.equal(end.alarm - start.alarm, 0);
+  } finally {
+    controller.abort();
+  }
 });

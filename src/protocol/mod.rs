@@ -34,6 +34,10 @@ pub fn object_name(tenant_id: &str, session: &str) -> String {
 
 /// The header naming the tab a tab route's request comes from (the `tabId` of its `hello`).
 pub const TAB_HEADER: &str = "x-relay-tab";
+/// On a relay session's answer to a legacy client's standalone `GET /mcp`: the stream is
+/// accepted, and the Worker holds it (nothing is ever sent on it unprompted: keep-alives only),
+/// so the DO keeps no timer awake for it.
+pub const HOLD_STREAM_HEADER: &str = "x-relay-hold-stream";
 
 /// On a tab socket's upgrade: when the attach token it was opened with expires (seconds since
 /// the epoch). The DO takes no batch on that socket after it.
