@@ -23,6 +23,8 @@ const IDLE_MS = Number(process.env.RELAY_IDLE_MS ?? 60_000);
 const PAGE_READS_EVERY_MS = 30_000;
 const IDLE_BOUND = { request: 1 + Math.ceil(IDLE_MS / PAGE_READS_EVERY_MS), socket_message: 0, alarm: 0, tick: 0 };
 const TAB_LEASE_MS = 10_000;
+// How long a relay session is left idle for workerd to evict its DO (RELAY_EVICTION_WAIT_MS).
+const EVICTION_WAIT_MS = Number(process.env.RELAY_EVICTION_WAIT_MS ?? 40_000);
 
 let browser;
 let tenant;
@@ -151,5 +153,48 @@ test("a legacy client's standalone GET stream keeps no DO awake: the Worker hold
     assert.equal(end.alarm - start.alarm, 0);
   } finally {
     controller.abort();
+  }
+});
+
+test("a relay session whose DO is evicted while its tab idles keeps the tab, its context, its readiness and the edge runs", async () => {
+  // The DO sleeps while its tab idles, and workerd evicts a DO whose only connections are
+  // hibernatable sockets after some seconds with nothing to do: the next request starts a new
+  // instance (counted as `start`), which has only its storage and its sockets' attachments.
+  const own = await createTenant("evicted", { executor: "tab-or-edge", edge: { cpuMsPerDay: 3_600_000, runsPerMinute: 600 }, queue: { attachWaitMs: 300 } });
+  const c = await connectClient(own.key);
+  const run = async (code, extra = {}) => (await c.callTool({ name: "run_js", arguments: { code, ...extra } }, undefined, { timeout: 120_000 })).structuredContent;
+  // The live contexts, less their ages (which the wait changes).
+  const contexts = async () =>
+    JSON.parse((await c.readResource({ uri: "relay://contexts" })).contents[0].text).contexts.map(({ ageMs, idleMs, ...kept }) => kept);
+  const own2 = await launchBrowser();
+  try {
+    assert.equal((await run("console.log('at the edge')")).executor, "edge");
+    const tab = await openExecutor(own2, own.key);
+    await tab.page.waitForFunction(() => document.getElementById("runtimes").dataset.ready === "true", null, { timeout: 120_000 });
+    const first = await run("globalThis.n = 41; console.log(n)", { context: "nb" });
+    assert.equal(first.executor, "tab", JSON.stringify(first));
+    await new Promise((resolve) => setTimeout(resolve, 3_000)); // the run's own wake-ups settle
+    const before = { session: (await readRelaySession(c)).executor, contexts: await contexts() };
+    assert.equal(before.session.tabs, 1);
+    assert.equal(before.contexts.length, 1, JSON.stringify(before.contexts));
+    assert.ok(before.session.runtimes, "the tab said what it has ready");
+    const started = (await metrics(own.tenant.id)).wakeups.start;
+    await new Promise((resolve) => setTimeout(resolve, EVICTION_WAIT_MS));
+    const after = { session: (await readRelaySession(c)).executor, contexts: await contexts() };
+    const starts = (await metrics(own.tenant.id)).wakeups.start - started;
+    console.log(`# new instances of the relay session's DO over ${EVICTION_WAIT_MS} ms idle: ${starts}`);
+    assert.ok(starts >= 1, "the DO was evicted: a new instance serves");
+    assert.deepEqual(after, before, "the tab, what it has ready and its context, as before");
+    const sent = Date.now();
+    const again = await run("console.log(n + 1)", { context: "nb" });
+    console.log(`# a run in the context after the eviction answered in ${Date.now() - sent} ms`);
+    assert.equal(again.executor, "tab", JSON.stringify(again));
+    assert.equal(again.stdout, "42\n", JSON.stringify(again));
+    // A tab attaching now is told of the edge run from before the eviction.
+    const second = await openExecutor(own2, own.key);
+    await second.page.waitForFunction(() => document.querySelectorAll('#runs li[data-executor="edge"]').length === 1, null, { timeout: 30_000 });
+  } finally {
+    await own2.close();
+    await c.close();
   }
 });

@@ -90,10 +90,14 @@ pub enum Wake {
     Alarm,
     /// A ticker on an open response stream fired.
     Tick,
+    /// A new instance of the DO started (after it slept and was evicted, or a restart): not a
+    /// wake-up of its own (what woke it is counted too), but each is an instance that began
+    /// with nothing in memory (`relay_session::kept` is what it takes back).
+    Start,
 }
 
 impl Wake {
-    pub const ALL: [Wake; 4] = [Wake::Request, Wake::SocketMessage, Wake::Alarm, Wake::Tick];
+    pub const ALL: [Wake; 5] = [Wake::Request, Wake::SocketMessage, Wake::Alarm, Wake::Tick, Wake::Start];
 
     /// Its label in `relay_do_wakeups_total{kind}`.
     pub fn as_str(self) -> &'static str {
@@ -102,6 +106,7 @@ impl Wake {
             Wake::SocketMessage => "socket_message",
             Wake::Alarm => "alarm",
             Wake::Tick => "tick",
+            Wake::Start => "start",
         }
     }
 }
@@ -229,7 +234,7 @@ impl Snapshot {
         counter(
             &mut out,
             "relay_do_wakeups_total",
-            "Times a relay session's Durable Object ran code, by kind (request, socket_message, alarm, tick).",
+            "Times a relay session's Durable Object ran code, by kind (request, socket_message, alarm, tick; start counts new instances, each woken by one of the others).",
             &tenant_label,
             &self.wakeups,
             ["kind", ""],

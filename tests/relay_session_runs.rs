@@ -330,7 +330,7 @@ fn the_do_s_wakeups_are_counted_by_kind_across_its_instances() {
     woken.woke(Wake::SocketMessage);
     woken.flush_wakeups();
     let wakeups = woken.metrics(0).unwrap().wakeups;
-    let expected = [("alarm", 2), ("request", 1), ("socket_message", 2), ("tick", 0)];
+    let expected = [("alarm", 2), ("request", 1), ("socket_message", 2), ("start", 0), ("tick", 0)];
     assert_eq!(
         wakeups,
         expected.into_iter().map(|(k, n)| (k.to_owned(), n)).collect(),

@@ -14,6 +14,7 @@
 //!   tools answered from it; [`workspace_routes`] the routes of tabs and runs over it.
 //! - [`body_sweep`]: the retention sweep of its workspace bodies, when the cron asks.
 //! - [`caches`]: what one instance remembers to be faster, never to decide.
+//! - [`kept`]: what must outlive an instance (its DO sleeps between runs): saved when idle.
 //! - [`store`] over [`sql`]: the SQLite (migrations, the audit chain, metrics, tasks, `/out`
 //!   slots, legacy MCP sessions). Every write returns its error: a failed one is reported
 //!   ([`RelaySession::audited`], [`RelaySession::persisted`]), never dropped.
@@ -23,6 +24,7 @@ pub mod builds;
 pub mod caches;
 pub mod desk;
 pub mod edge;
+pub mod kept;
 pub mod runs;
 pub mod sql;
 pub mod store;
@@ -103,6 +105,8 @@ pub struct RelaySession<P: Platform> {
     failures: RefCell<BTreeMap<String, u64>>,
     /// Wake-ups counted since they were last written (`woke`, `flush_wakeups`).
     wakeups: RefCell<BTreeMap<&'static str, u64>>,
+    /// The kept memory as last saved or restored (`kept`): a save that changes nothing is skipped.
+    kept_doc: RefCell<String>,
 }
 
 impl<P: Platform> RelaySession<P> {
@@ -114,6 +118,7 @@ impl<P: Platform> RelaySession<P> {
             bodies: BodyGuard::default(),
             failures: RefCell::default(),
             wakeups: RefCell::default(),
+            kept_doc: RefCell::default(),
         }
     }
 
@@ -133,13 +138,15 @@ impl<P: Platform> RelaySession<P> {
         format!("{prefix}{}", hex::encode(bytes))
     }
 
-    /// Brings the SQLite up to date and closes the runs a restart cut off (no run can be in
-    /// flight in an instance that is only starting). A migration that failed is returned: the
-    /// relay session must then serve nothing, its schema being half-way.
+    /// Brings the SQLite up to date, closes the runs a restart cut off (no run can be in
+    /// flight in an instance that is only starting) and takes back what an earlier instance
+    /// kept (`kept`). A migration that failed is returned: the relay session must then serve
+    /// nothing, its schema being half-way.
     pub fn open(&self) -> Result<(), StorageError> {
         self.store().migrate()?;
         let closed = self.store().close_unfinished(self.now_ms());
         self.audited("closing runs cut off by a restart", closed);
+        self.restore_memory();
         Ok(())
     }
 

@@ -30,6 +30,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0008_run_executor.sql"),
     include_str!("../../migrations/0009_body_retention.sql"),
     include_str!("../../migrations/0010_wakeups.sql"),
+    include_str!("../../migrations/0011_kept.sql"),
 ];
 /// How long a run's published paths are counted: longer than any run token lives.
 const OUT_FILES_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
@@ -283,6 +284,16 @@ impl<'a, S: Sql> Store<'a, S> {
             n: u64,
         }
         Ok(self.sql.rows::<Row>("SELECT kind, n FROM wakeups", &[])?.into_iter().map(|r| (r.kind, r.n)).collect())
+    }
+
+    /// Replaces the relay session's kept memory (`kept::Kept`, as JSON).
+    pub fn save_kept(&self, doc: &str) -> Result<()> {
+        self.sql.exec("INSERT OR REPLACE INTO kept (id, doc) VALUES (1, ?)", &[doc.into()])
+    }
+
+    /// The kept memory as last saved, if any (a document that does not parse is none).
+    pub fn kept<T: DeserializeOwned>(&self) -> Result<Option<T>> {
+        Ok(self.documents("SELECT doc FROM kept WHERE id = 1", &[])?.into_iter().next())
     }
 
     pub fn metrics(&self) -> Result<Snapshot> {

@@ -46,8 +46,15 @@ impl DurableObject for SessionDO {
             e.to_string()
         });
         let shared = Rc::new(shared);
+        shared.woke(Wake::Start);
         shared.platform.edge.set_home(&shared);
-        let (served, erased, reattached) = (Cell::new(false), Cell::new(false), Cell::new(false));
+        // Tabs are taken back at once when the run machine is configured (an earlier instance
+        // kept its settings): so an alarm or a tab's batch finds them, not only a request.
+        let reattached = unmigrated.is_none() && shared.configured();
+        if reattached {
+            tabs::reattach(&shared, &state);
+        }
+        let (served, erased, reattached) = (Cell::new(false), Cell::new(false), Cell::new(reattached));
         SessionDO { shared, state, unmigrated, served, erased, reattached }
     }
 

@@ -18,6 +18,7 @@ use relay_core::metrics::Wake;
 use relay_core::relay_session::{self, Platform, RelaySession, Tabs};
 use relay_core::run::readiness::Readiness;
 use relay_core::upstream::client::{Post, Received};
+use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -134,9 +135,10 @@ pub fn schedule(shared: &Rc<Shared>) {
     spawn_local(async move { kept.platform.alarm.follow(wake).await });
 }
 
-/// Writes the wake-ups counted in memory once the current answer has gone (after a 0 ms
-/// timer), one write for all counted meanwhile; only with no run in hand (`schedule`), so that
-/// no run's messages wait for the write's commit.
+/// Writes the wake-ups counted in memory, and what must outlive this instance
+/// (`relay_session::kept`), once the current answer has gone (after a 0 ms timer), one write
+/// for all counted meanwhile; only with no run in hand (`schedule`), so that no run's messages
+/// wait for the write's commit, and before the DO may sleep.
 fn flush_soon(shared: &Rc<Shared>) {
     if shared.platform.flushing.replace(true) {
         return;
@@ -146,6 +148,7 @@ fn flush_soon(shared: &Rc<Shared>) {
         let _ = sleep(0).await;
         kept.platform.flushing.set(false);
         kept.flush_wakeups();
+        kept.keep_memory();
     });
 }
 
@@ -240,7 +243,21 @@ impl Roster {
         Roster { streams: RefCell::default(), readiness: RefCell::default(), sockets: RefCell::default(), leases }
     }
 
+    /// A tab attaching now: its note goes with its command socket, which outlives this
+    /// instance (`tabs::reattach` reads it back).
     pub fn add_tab(&self, tab: &str, stream: WebSocket) {
+        let note = TabNote { attached_ms: now_ms(), readiness: None };
+        if let Err(e) = stream.serialize_attachment(&note) {
+            worker::console_error!("keeping tab {tab}'s note with its socket: {e}");
+        }
+        self.streams.borrow_mut().insert(tab.to_owned(), stream);
+    }
+
+    /// A tab an earlier instance had, taken back with what its socket kept of it.
+    pub fn add_tab_back(&self, tab: &str, stream: WebSocket, readiness: Option<Readiness>) {
+        if let Some(readiness) = readiness {
+            self.readiness.borrow_mut().insert(tab.to_owned(), readiness);
+        }
         self.streams.borrow_mut().insert(tab.to_owned(), stream);
     }
 
@@ -279,10 +296,32 @@ impl Roster {
         }
     }
 
-    /// Keeps what an attached tab (the caller checked: `has_tab`) said of its runtimes.
+    /// Keeps what an attached tab (the caller checked: `has_tab`) said of its runtimes, here
+    /// and with its command socket (a few hundred bytes: `readiness::MAX_RUNTIMES` short ids,
+    /// well within an attachment's 2 KiB).
     pub fn set_readiness(&self, tab: &str, readiness: Readiness) {
+        if let Some(stream) = self.streams.borrow().get(tab) {
+            let note = stream.deserialize_attachment::<TabNote>().ok().flatten();
+            let note = TabNote {
+                attached_ms: note.map_or_else(now_ms, |n| n.attached_ms),
+                readiness: Some(readiness.clone()),
+            };
+            if let Err(e) = stream.serialize_attachment(&note) {
+                worker::console_error!("keeping tab {tab}'s readiness with its socket: {e}");
+            }
+        }
         self.readiness.borrow_mut().insert(tab.to_owned(), readiness);
     }
+}
+
+/// What a tab's command socket keeps of it across instances (its attachment): when it
+/// attached (the newest gets the next run, so the order must come back) and what it last said
+/// of its runtimes.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TabNote {
+    pub attached_ms: u64,
+    pub readiness: Option<Readiness>,
 }
 
 /// Sends `frame` (text: an SSE event or comment) on `socket`: whether it went.

@@ -5,7 +5,7 @@
 //! All feed the run machine.
 
 use super::leases::{socket_tags, EVENTS_TAG, EXPIRY_TAG, LEASE_TAG};
-use super::shared::Shared;
+use super::shared::{Shared, TabNote};
 use crate::platform::http::{error, json};
 use crate::platform::{now_ms, random};
 use relay_core::auth::{LEASE_PROTOCOL, RESULTS_PROTOCOL};
@@ -40,23 +40,29 @@ pub fn attach(shared: &Shared, state: &State, caller: &Caller) -> Result<Respons
 }
 
 /// A new instance of the DO (it slept, hibernated, with tabs attached; or it was evicted): the
-/// tabs whose command sockets the runtime kept are attached again, each with its results
-/// socket, if their lease sockets pinged within the lease; the others went while the DO slept
-/// (attaching them would lease them afresh): their sockets are closed, so a page still there
-/// attaches anew. What a tab said of its runtimes is not kept across (unknown until it says it
-/// again).
+/// tabs whose command sockets the runtime kept are attached again, in the order they attached,
+/// with what each said of its runtimes (their sockets' notes) and its results socket, if their
+/// lease sockets pinged within the lease; the others went while the DO slept (attaching them
+/// would lease them afresh): their sockets are closed, so a page still there attaches anew.
+/// Contexts whose tab did not come back are then lost.
 pub fn reattach(shared: &Shared, state: &State) {
     let pinged: std::collections::HashMap<String, u64> = shared.platform.roster.seen().into_iter().collect();
     let now = now_ms();
+    let mut back = Vec::new();
     for socket in state.get_websockets_with_tag(EVENTS_TAG) {
         let tags = state.get_tags(&socket);
-        let Some(tab) = socket_tags(&tags).0 else { continue };
-        if pinged.get(tab).is_some_and(|&at| now.saturating_sub(at) < TAB_LEASE_MS) {
-            shared.platform.roster.add_tab(tab, socket.clone());
-            shared.feed(Input::TabAttached { tab: tab.to_owned() });
+        let Some(tab) = socket_tags(&tags).0.map(str::to_owned) else { continue };
+        if pinged.get(&tab).is_some_and(|&at| now.saturating_sub(at) < TAB_LEASE_MS) {
+            let note = socket.deserialize_attachment::<TabNote>().ok().flatten();
+            back.push((note.as_ref().map_or(0, |n| n.attached_ms), tab, socket, note.and_then(|n| n.readiness)));
         } else {
             let _ = socket.close(Some(4410), Some("this tab's lease lapsed: attach again"));
         }
+    }
+    back.sort_by_key(|(attached_ms, ..)| *attached_ms);
+    for (_, tab, socket, readiness) in back {
+        shared.platform.roster.add_tab_back(&tab, socket, readiness);
+        shared.feed(Input::TabAttached { tab });
     }
     for socket in state.get_websockets() {
         let tags = state.get_tags(&socket);
@@ -66,6 +72,7 @@ pub fn reattach(shared: &Shared, state: &State) {
             shared.platform.roster.set_socket(tab, socket.clone());
         }
     }
+    shared.tabs_settled();
 }
 
 /// A command socket closed or failed (the Worker's end: the tab's stream ended): its tab is
