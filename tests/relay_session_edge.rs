@@ -221,5 +221,7 @@ fn what_an_instance_keeps_is_in_the_next_one_over_its_storage() {
         next.contexts_view(&contexts)
     );
     assert_eq!(next.caches.clients(), session.caches.clients());
+    assert_ne!(session.edge_meter(), Default::default(), "the edge run's start was counted");
+    assert_eq!(next.edge_meter(), session.edge_meter(), "a new instance does not start its minute over");
     assert!(!platform::session().configured(), "a relay session that never kept anything starts unconfigured");
 }

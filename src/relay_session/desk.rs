@@ -86,7 +86,7 @@ struct RunIo<F> {
 
 /// The run machine and the runs in hand.
 pub struct Desk<F> {
-    machine: RefCell<Option<RunMachine>>,
+    pub(super) machine: RefCell<Option<RunMachine>>,
     runs: RefCell<HashMap<String, RunIo<F>>>,
     /// Run -> its answer, for legacy calls whose client may resume (oldest first).
     pub(super) kept_answers: RefCell<VecDeque<(String, Value)>>,

@@ -2,7 +2,8 @@
 //! sleeps between runs, and one that sleeps may be evicted, and a new instance starts with
 //! nothing. Kept here (one JSON document in its SQLite) is what no one would tell it again:
 //! the contexts book (which tab holds which interpreter), the edge runs a page attaching is
-//! shown, the answers of legacy calls a client may resume, the MCP clients seen, and the
+//! shown, the answers of legacy calls a client may resume, the MCP clients seen, the edge runs
+//! started this minute (the tenant's `runsPerMinute` is counted per relay session), and the
 //! tenant's queue settings (so a new instance can take its tabs back before any request).
 //! What each tab says of itself is kept with its socket (`durable/src/relay_session/tabs.rs`).
 //!
@@ -17,6 +18,7 @@ use serde_json::Value;
 use super::desk::Settings;
 use super::{Platform, RelaySession};
 use crate::run::contexts::Contexts;
+use crate::run::executor::EdgeMeter;
 
 /// The relay session's memory, as saved.
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -30,6 +32,8 @@ pub struct Kept {
     pub answers: VecDeque<(String, Value)>,
     /// `{name, version, lastSeenMs}`, newest first.
     pub clients: VecDeque<Value>,
+    /// Edge runs started this minute and ms spent today (`runsPerMinute` is counted here).
+    pub edge_meter: EdgeMeter,
 }
 
 impl<P: Platform> RelaySession<P> {
@@ -43,6 +47,7 @@ impl<P: Platform> RelaySession<P> {
             edge_runs: desk.edge_runs.borrow().clone(),
             answers: desk.kept_answers.borrow().clone(),
             clients: self.caches.seen_clients(),
+            edge_meter: self.edge_meter(),
         };
         let doc = serde_json::to_string(&kept).expect("the kept memory serializes");
         if *self.kept_doc.borrow() == doc {
@@ -63,10 +68,18 @@ impl<P: Platform> RelaySession<P> {
         if let Some((settings, edge_budget)) = &kept.settings {
             self.configure(settings, *edge_budget);
         }
+        if let Some(machine) = desk.machine.borrow_mut().as_mut() {
+            machine.restore_edge_meter(kept.edge_meter);
+        }
         *desk.contexts.borrow_mut() = kept.contexts;
         *desk.edge_runs.borrow_mut() = kept.edge_runs;
         *desk.kept_answers.borrow_mut() = kept.answers;
         self.caches.set_clients(kept.clients);
+    }
+
+    /// What this relay session spent of its edge budget (none spent before it is configured).
+    pub fn edge_meter(&self) -> EdgeMeter {
+        self.desk.machine.borrow().as_ref().map(|m| m.edge_meter().clone()).unwrap_or_default()
     }
 
     /// Whether the run machine is configured (by a request, or by what an earlier instance
