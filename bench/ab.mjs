@@ -41,3 +41,4 @@ for (const [k, floor] of [["list", "list"], ["read", "list"], ["warm", "list"], 
   console.log(`${k.padEnd(6)} A ${a.toFixed(1)} ms${r("A", a)}  B ${b.toFixed(1)} ms${r("B", b)}  median A-B ${diff(k).toFixed(1)} ms`);
 }
 await browser.close();
+process.exit(0); // the clients' open streams would keep Node running

@@ -28,6 +28,9 @@ use worker::{Env, Result, ScheduledTime, State, Storage, WebSocket};
 /// How often a call's open stream ticks the machine at the least (and writes its keep-alive).
 /// A closed client is noticed when a write to it fails, so this bounds how long that takes.
 const TICK_MS: u64 = 2_000;
+/// How long the relay session must have had no run in hand before what it counted and what it
+/// keeps are written (`flush_soon`).
+const SAVE_AFTER_MS: u64 = 1_000;
 
 /// The relay session, shared by the DO and the streams it returns (which outlive a `&self`).
 pub type Shared = RelaySession<DoPlatform>;
@@ -57,14 +60,17 @@ pub struct DoPlatform {
     vigil: Cell<bool>,
     /// Whether the wake-ups counted in memory are about to be written (`flush_soon`).
     flushing: Cell<bool>,
+    /// When the relay session last went idle (no run in hand): `flush_soon` writes a quiet
+    /// `SAVE_AFTER_MS` later.
+    idle_since: Cell<u64>,
 }
 
 impl DoPlatform {
     pub fn new(state: &State, env: Env, sql: DoSql, edge: EdgeRuns<DoPlatform>) -> Self {
         let (r2, kv) = (R2(env.clone()), Kv(env.clone()));
         let (roster, alarm) = (Roster::new(Leases::new(state)), Alarm::new(state));
-        let (vigil, flushing) = (Cell::new(false), Cell::new(false));
-        DoPlatform { env, sql, r2, kv, roster, edge, alarm, vigil, flushing }
+        let (vigil, flushing, idle_since) = (Cell::new(false), Cell::new(false), Cell::new(0));
+        DoPlatform { env, sql, r2, kv, roster, edge, alarm, vigil, flushing, idle_since }
     }
 }
 
@@ -136,19 +142,30 @@ pub fn schedule(shared: &Rc<Shared>) {
 }
 
 /// Writes the wake-ups counted in memory, and what must outlive this instance
-/// (`relay_session::kept`), once the current answer has gone (after a 0 ms timer), one write
-/// for all counted meanwhile; only with no run in hand (`schedule`), so that no run's messages
-/// wait for the write's commit, and before the DO may sleep.
+/// (`relay_session::kept`), once the relay session has been idle (no run in hand) for
+/// `SAVE_AFTER_MS`, one write for all: so calls back to back never wait for a write's commit
+/// (a write holds the DO's next messages until committed), and the timer keeps the DO from
+/// sleeping, and so from being evicted, until the save is done.
 fn flush_soon(shared: &Rc<Shared>) {
+    shared.platform.idle_since.set(now_ms());
     if shared.platform.flushing.replace(true) {
         return;
     }
     let kept = shared.clone();
     spawn_local(async move {
-        let _ = sleep(0).await;
+        loop {
+            let (due, now) = (kept.platform.idle_since.get() + SAVE_AFTER_MS, now_ms());
+            if now >= due {
+                break;
+            }
+            let _ = sleep(due - now).await;
+        }
         kept.platform.flushing.set(false);
-        kept.flush_wakeups();
-        kept.keep_memory();
+        // A run in hand meanwhile: its end goes idle again and saves then.
+        if kept.next_wake().is_none() {
+            kept.flush_wakeups();
+            kept.keep_memory();
+        }
     });
 }
 
