@@ -29,8 +29,6 @@ pub struct SessionDO {
     unmigrated: Option<String>,
     /// Whether this instance has served a request yet (see `register`).
     served: Cell<bool>,
-    /// Whether its storage was erased (its tenant deleted): it serves nothing more.
-    erased: Cell<bool>,
     /// Whether this instance has attached again the tabs an earlier one had (`tabs::reattach`).
     reattached: Cell<bool>,
 }
@@ -54,8 +52,8 @@ impl DurableObject for SessionDO {
         if reattached {
             tabs::reattach(&shared, &state);
         }
-        let (served, erased, reattached) = (Cell::new(false), Cell::new(false), Cell::new(reattached));
-        SessionDO { shared, state, unmigrated, served, erased, reattached }
+        let (served, reattached) = (Cell::new(false), Cell::new(reattached));
+        SessionDO { shared, state, unmigrated, served, reattached }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -63,7 +61,7 @@ impl DurableObject for SessionDO {
             let message = format!("this relay session's storage could not be brought up to date ({why}); retry later");
             return Ok(refuse(ErrorName::StorageUnavailable, message));
         }
-        if self.erased.get() {
+        if self.shared.platform.erased.get() {
             return Ok(refuse(ErrorName::NotFound, "this relay session was erased with its tenant"));
         }
         let (caller, request) = match stub::receive(req).await? {
@@ -134,7 +132,7 @@ impl DurableObject for SessionDO {
 impl SessionDO {
     /// Whether this instance serves: its storage is migrated and not erased.
     fn serving(&self) -> bool {
-        self.unmigrated.is_none() && !self.erased.get()
+        self.unmigrated.is_none() && !self.shared.platform.erased.get()
     }
 
     async fn socket_ended(&self, ws: &WebSocket) -> Result<()> {
@@ -193,7 +191,7 @@ impl SessionDO {
     /// instance's only: an instance woken later finds empty storage, and no route of the Worker
     /// reaches it for a tenant with no record (keys revoked, tokens refused, the sweep skips it).
     async fn erase(&self) -> Result<Response> {
-        self.erased.set(true);
+        self.shared.platform.erased.set(true);
         self.shared.platform.roster.drop_all();
         let storage = self.state.storage();
         storage.delete_alarm().await?;

@@ -63,14 +63,18 @@ pub struct DoPlatform {
     /// When the relay session last went idle (no run in hand): `flush_soon` writes a quiet
     /// `SAVE_AFTER_MS` later.
     idle_since: Cell<u64>,
+    /// Whether its storage was erased (its tenant deleted): it serves nothing more, and a
+    /// save due after the erasure writes nothing.
+    pub erased: Cell<bool>,
 }
 
 impl DoPlatform {
     pub fn new(state: &State, env: Env, sql: DoSql, edge: EdgeRuns<DoPlatform>) -> Self {
         let (r2, kv) = (R2(env.clone()), Kv(env.clone()));
         let (roster, alarm) = (Roster::new(Leases::new(state)), Alarm::new(state));
-        let (vigil, flushing, idle_since) = (Cell::new(false), Cell::new(false), Cell::new(0));
-        DoPlatform { env, sql, r2, kv, roster, edge, alarm, vigil, flushing, idle_since }
+        let (vigil, flushing, idle_since, erased) =
+            (Cell::new(false), Cell::new(false), Cell::new(0), Cell::new(false));
+        DoPlatform { env, sql, r2, kv, roster, edge, alarm, vigil, flushing, idle_since, erased }
     }
 }
 
@@ -161,8 +165,9 @@ fn flush_soon(shared: &Rc<Shared>) {
             let _ = sleep(due - now).await;
         }
         kept.platform.flushing.set(false);
-        // A run in hand meanwhile: its end goes idle again and saves then.
-        if kept.next_wake().is_none() {
+        // A run in hand meanwhile: its end goes idle again and saves then. An erased relay
+        // session's storage stays empty.
+        if kept.next_wake().is_none() && !kept.platform.erased.get() {
             kept.flush_wakeups();
             kept.keep_memory();
         }
