@@ -7,8 +7,9 @@
 //! tenant's queue settings (so a new instance can take its tabs back before any request).
 //! What each tab says of itself is kept with its socket (`durable/src/relay_session/tabs.rs`).
 //!
-//! It is saved when the relay session goes idle (no run in hand, the only time its DO may
-//! sleep: a run in hand keeps it awake), never in a run's path, and only when it changed.
+//! It is saved when the relay session has gone idle (the DO saves once no run has been in hand
+//! for a second; a run in hand keeps it awake, so it sleeps only after), never in a run's path,
+//! and only when it changed.
 
 use std::collections::VecDeque;
 
