@@ -19,6 +19,15 @@
 //!   most its response may carry before it is sent, and what the response did not use comes
 //!   back after, so fetches in parallel cannot each pass the bytes check on a stale count.
 //!
+//! - `storedBytes`: bytes the tenant keeps in R2 and its relay sessions' workspaces (capsules,
+//!   build records, `/out` files, workspace bodies; not deps layers, which tenants share by
+//!   hash). Measured, then charged between measurements: the hourly retention sweep sums what
+//!   is there per tenant ([`Charge::StoredMeasured`]), and each put since is charged its bytes
+//!   first ([`Charge::Store`]), refused when it would take the measured figure and the charges
+//!   since past the quota. A key put again on purpose (a capsule stored again to show use, an
+//!   `/out` path overwritten) is charged again until the next measurement sees it once; a
+//!   deletion is seen by the next measurement, so nothing is credited.
+//!
 //! The ledger also adds up the tenant's edge time per UTC day (`defaults.edge.cpuMsPerDay`,
 //! whose check stays the run machine's, `run::executor`): each run's end brings its edge
 //! milliseconds, and every call charged is answered with the day's total.
@@ -37,6 +46,12 @@ const DAY_MS: u64 = 86_400_000;
 pub const SESSION_IDLE_MS: u64 = 10 * MINUTE_MS;
 /// What a run's lease adds to its latest possible end, for the hops around it.
 pub const RUN_LEASE_MARGIN_MS: u64 = 60_000;
+/// How often stored bytes are measured (the retention sweep's Cron Trigger), so how long a
+/// refused put waits at most for a measurement that may bring the figure down.
+pub const MEASURE_EVERY_MS: u64 = 3_600_000;
+/// The most minutes of charged stored bytes a ledger keeps apart (see [`Ledger`]); past them
+/// the oldest are merged, which only keeps them counted longer.
+const STORE_MINUTES_KEPT: usize = 120;
 /// The longest a refused run is told to wait: a slot comes back whenever any run ends.
 const RUN_RETRY_AFTER_S: u64 = 5;
 
@@ -55,6 +70,7 @@ pub struct Quotas {
     pub runs_in_flight: u64,
     pub egress_requests_per_day: u64,
     pub egress_bytes_per_day: u64,
+    pub stored_bytes: u64,
 }
 
 impl Default for Quotas {
@@ -65,6 +81,7 @@ impl Default for Quotas {
             runs_in_flight: 200,
             egress_requests_per_day: 10_000,
             egress_bytes_per_day: 1 << 30,
+            stored_bytes: 10 << 30,
         }
     }
 }
@@ -88,7 +105,8 @@ impl Quotas {
         bounded("quotas.relaySessions", self.relay_sessions, 1, MAX_LISTED)?;
         bounded("quotas.runsInFlight", self.runs_in_flight, 1, MAX_LISTED)?;
         bounded("quotas.egressRequestsPerDay", self.egress_requests_per_day, 1, 10_000_000)?;
-        bounded("quotas.egressBytesPerDay", self.egress_bytes_per_day, 1, 1 << 40)
+        bounded("quotas.egressBytesPerDay", self.egress_bytes_per_day, 1, 1 << 40)?;
+        bounded("quotas.storedBytes", self.stored_bytes, 1 << 20, 1 << 40)
     }
 }
 
@@ -124,6 +142,11 @@ pub enum Charge {
     /// Bytes charged at `charged_ms` (a response's cap, reserved before it was fetched) that
     /// were not used: they come back, unless a new UTC day started since.
     EgressUnused { bytes: u64, charged_ms: u64 },
+    /// A put of `bytes` the tenant is about to store (a capsule, an `/out` file, a workspace
+    /// body): refused when it would take what is stored past `storedBytes`.
+    Store { bytes: u64 },
+    /// What the tenant stored, summed by the retention sweep from a listing started at `at_ms`.
+    StoredMeasured { bytes: u64, at_ms: u64 },
     /// What is used, charging nothing; with the tenant's edge budget (CPU ms a day), if any.
     Usage { edge_cpu_ms_per_day: Option<u64> },
 }
@@ -158,6 +181,10 @@ impl Refusal {
             "callsPerMinute" => ("calls this minute (UTC)", "at the next minute"),
             "relaySessions" => ("relay sessions live (a tools/call in the last 10 minutes)", "when one idles"),
             "runsInFlight" => ("runs in flight across its relay sessions", "when one ends"),
+            "storedBytes" => (
+                "bytes stored (capsules, build records, /out files, workspace bodies)",
+                "when the hourly measurement finds files deleted (remove files from the workspace, or let /out files and unused capsules expire)",
+            ),
             "egressRequestsPerDay" => ("egress requests today (UTC)", "at 00:00 UTC"),
             _ => ("egress bytes today (UTC)", "at 00:00 UTC"),
         };
@@ -206,6 +233,13 @@ pub struct Ledger {
     egress_bytes: u64,
     /// Milliseconds of runs at the edge today.
     edge_ms: u64,
+    /// Bytes stored at the latest measurement, and when its listing started (`None`: never
+    /// measured; until then only the charges count).
+    measured: Option<(u64, u64)>,
+    /// Bytes charged since, by the UTC minute they were charged in: a measurement drops the
+    /// minutes its listing surely saw and keeps those it may not have (a put charged just
+    /// before the listing started, still uploading).
+    stored_since: BTreeMap<u64, u64>,
 }
 
 impl Ledger {
@@ -226,6 +260,11 @@ impl Ledger {
                 if charged_ms / DAY_MS == now_ms / DAY_MS {
                     self.egress_bytes = self.egress_bytes.saturating_sub(*bytes);
                 }
+                Ok(())
+            }
+            Charge::Store { bytes } => self.store(quotas, *bytes, now_ms),
+            Charge::StoredMeasured { bytes, at_ms } => {
+                self.measure(*bytes, *at_ms);
                 Ok(())
             }
             Charge::Usage { edge_cpu_ms_per_day } => {
@@ -287,6 +326,42 @@ impl Ledger {
         Ok(())
     }
 
+    /// The bytes stored as far as the ledger knows: the latest measurement and the charges since.
+    fn stored(&self) -> u64 {
+        let measured = self.measured.map_or(0, |(bytes, _)| bytes);
+        self.stored_since.values().fold(measured, |sum, bytes| sum.saturating_add(*bytes))
+    }
+
+    fn store(&mut self, quotas: &Quotas, bytes: u64, now_ms: u64) -> Result<(), Refusal> {
+        let stored = self.stored();
+        if stored.saturating_add(bytes) > quotas.stored_bytes {
+            // The next measurement is due an hour after the latest one's (the Cron Trigger's).
+            let next = self.measured.map_or(0, |(_, at)| at + MEASURE_EVERY_MS);
+            let back = next.checked_sub(now_ms).filter(|&ms| ms > 0).unwrap_or(MEASURE_EVERY_MS);
+            return Err(Refusal::new("storedBytes", quotas.stored_bytes, stored, back));
+        }
+        let minute = self.stored_since.entry(now_ms / MINUTE_MS).or_default();
+        *minute = minute.saturating_add(bytes);
+        if self.stored_since.len() > STORE_MINUTES_KEPT {
+            let (_, oldest) = self.stored_since.pop_first().expect("more than one minute kept");
+            let next = self.stored_since.values_mut().next().expect("more than one minute kept");
+            *next = next.saturating_add(oldest);
+        }
+        Ok(())
+    }
+
+    /// A measurement whose listing started at `at_ms`: it replaces an older one, and the
+    /// charges of minutes ended a minute before it started are in it (their puts were done).
+    /// One older than the latest (two sweeps crossing) is ignored.
+    fn measure(&mut self, bytes: u64, at_ms: u64) {
+        if self.measured.is_some_and(|(_, latest)| latest > at_ms) {
+            return;
+        }
+        self.measured = Some((bytes, at_ms));
+        let first_unseen = (at_ms / MINUTE_MS).saturating_sub(1);
+        self.stored_since.retain(|&minute, _| minute >= first_unseen);
+    }
+
     /// What `relay://usage` and the operator's view show: each quota's value, what is used and
     /// when its window starts again; the edge's day, with its budget (none: the tenant has none).
     pub fn usage(&self, quotas: &Quotas, edge_cpu_ms_per_day: Option<u64>, now_ms: u64) -> Value {
@@ -302,6 +377,8 @@ impl Ledger {
             "egressRequestsPerDay": { "limit": quotas.egress_requests_per_day, "used": rolled.egress_requests, "resetsInS": day_s },
             "egressBytesPerDay": { "limit": quotas.egress_bytes_per_day, "used": rolled.egress_bytes, "resetsInS": day_s },
             "edgeCpuMsPerDay": { "limit": edge_cpu_ms_per_day, "used": rolled.edge_ms, "resetsInS": day_s },
+            "storedBytes": { "limit": quotas.stored_bytes, "used": rolled.stored(),
+                "measured": rolled.measured.map(|(bytes, _)| bytes), "measuredAtMs": rolled.measured.map(|(_, at)| at) },
         })
     }
 
