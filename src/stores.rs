@@ -53,12 +53,13 @@ pub trait Blobs {
 }
 
 /// A page of a [`Blobs::list`]: each object's key and when it was stored, the layers each
-/// names (R2 custom metadata `retention::LAYERS_META`, by key, for those that have it), and
-/// where the next page starts, if there is one.
+/// names (R2 custom metadata `retention::LAYERS_META`, by key, for those that have it), each
+/// one's size (by key), and where the next page starts, if there is one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listing {
     pub objects: Vec<(String, u64)>,
     pub layers: HashMap<String, String>,
+    pub sizes: HashMap<String, u64>,
     pub next: Option<String>,
 }
 

@@ -9,12 +9,17 @@
 //!   listing's order. A tenant whose record cannot be read, or a relay session that fails, is
 //!   noted and skipped: the others are still swept.
 //!
+//! - [`measure_stored`]: after both, what each tenant stores now, summed from R2's listing,
+//!   for its ledger (`quota::Charge::StoredMeasured`).
+//!
 //! What failed is returned as problems for the Worker to log; nothing is retried within a sweep
 //! (the next trigger starts over).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use super::{stored_owner, unused, StoredSweep, Sweep, BUILD_PREFIX, CAPSULE_PREFIX, LAYER_PREFIX};
+use super::{
+    stored_owner, unused, StoredSweep, Sweep, BUILD_PREFIX, CAPSULE_PREFIX, LAYER_PREFIX, OUT_PREFIX, WORKSPACE_PREFIX,
+};
 use crate::auth::Tenant;
 use crate::capsule::Manifest;
 use crate::keys;
@@ -178,4 +183,35 @@ pub async fn sweep_bodies(directory: &impl Directory, as_of_ms: u64) -> (Sweep, 
         }
     }
     (sweep, problems)
+}
+
+/// The R2 prefixes whose objects count to a tenant's `storedBytes`, each `<prefix><tenant>/...`.
+/// Layers do not: tenants share them by hash, and counting one to each tenant whose capsule
+/// names it would make a tenant pay for what another uploaded.
+pub const MEASURED_PREFIXES: [&str; 4] = [CAPSULE_PREFIX, BUILD_PREFIX, OUT_PREFIX, WORKSPACE_PREFIX];
+
+/// What each of `tenants` stores in R2 now (every one of them in the answer, 0 for one with
+/// nothing: its files may all have been deleted since the last measurement), summed from the
+/// listing of [`MEASURED_PREFIXES`]; objects of tenants not named (a deletion under way) are
+/// not counted. A listing that fails fails the whole measurement: a partial sum would let
+/// the tenant store past its quota.
+pub async fn measure_stored(blobs: &impl Blobs, tenants: &[String]) -> Result<BTreeMap<String, u64>, StorageError> {
+    let mut stored: BTreeMap<String, u64> = tenants.iter().map(|id| (id.clone(), 0)).collect();
+    for prefix in MEASURED_PREFIXES {
+        let mut cursor = None;
+        loop {
+            let page = blobs.list(prefix, cursor.take()).await?;
+            for (key, _) in &page.objects {
+                let owner = key.strip_prefix(prefix).and_then(|rest| rest.split_once('/')).map(|(owner, _)| owner);
+                if let Some(sum) = owner.and_then(|owner| stored.get_mut(owner)) {
+                    *sum = sum.saturating_add(page.sizes.get(key).copied().unwrap_or(0));
+                }
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+    }
+    Ok(stored)
 }

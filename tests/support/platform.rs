@@ -109,7 +109,8 @@ impl Blobs for MemoryBlobs {
             .iter()
             .filter_map(|(k, _)| named.get(k).filter(|meta| !meta.is_empty()).map(|meta| (k.clone(), meta.clone())))
             .collect();
-        Ok(Listing { objects: page, layers, next })
+        let sizes = page.iter().map(|(k, _)| (k.clone(), objects[k].len() as u64)).collect();
+        Ok(Listing { objects: page, layers, sizes, next })
     }
 
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {

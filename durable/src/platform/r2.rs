@@ -65,14 +65,15 @@ impl Blobs for R2 {
             list = list.cursor(cursor);
         }
         let page = list.execute().await.map_err(failed)?;
-        let (mut objects, mut layers) = (Vec::new(), HashMap::new());
+        let (mut objects, mut layers, mut sizes) = (Vec::new(), HashMap::new(), HashMap::new());
         for object in page.objects() {
             if let Some(meta) = object.custom_metadata().map_err(failed)?.remove(LAYERS_META) {
                 layers.insert(object.key(), meta);
             }
+            sizes.insert(object.key(), object.size());
             objects.push((object.key(), object.uploaded().as_millis()));
         }
-        Ok(Listing { objects, layers, next: page.truncated().then(|| page.cursor()).flatten() })
+        Ok(Listing { objects, layers, sizes, next: page.truncated().then(|| page.cursor()).flatten() })
     }
 
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {
