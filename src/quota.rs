@@ -37,6 +37,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::error::{ErrorName, HttpError};
 use crate::policy::bounded;
 use crate::stores::StorageError;
 
@@ -192,6 +193,11 @@ impl Refusal {
             "this tenant's quota defaults.quotas.{} is reached: {} of {} {what}; it comes back {back}, retry in {} s. The relay's operator can raise it (PATCH /admin/tenants/<id> with defaults.quotas).",
             self.quota, self.used, self.limit, self.retry_after_s
         )
+    }
+
+    /// The 429 `QuotaExceeded` to answer with.
+    pub fn error(&self) -> HttpError {
+        HttpError::new(ErrorName::QuotaExceeded, self.message())
     }
 
     /// The JSON-RPC error's / HTTP body's data.

@@ -15,7 +15,7 @@ use futures::channel::oneshot;
 use futures::executor::LocalPool;
 use futures::future::FutureExt;
 use futures::task::LocalSpawnExt;
-use platform::{run, session, Session, LIST_PAGE};
+use platform::{caller, run, session, Session, LIST_PAGE};
 use proptest::prelude::*;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::keys;
@@ -34,12 +34,12 @@ fn large(seed: &str) -> String {
 
 fn write(session: &Session, path: &str, content: &str) {
     let arguments = json!({ "path": path, "content": content, "mode": "overwrite" });
-    run(session.file_tool(RELAY_SESSION, "write", &arguments, CAP, &[])).expect("written");
+    run(session.file_tool(&caller(), "write", &arguments, CAP, &[])).expect("written");
 }
 
 fn read(session: &Session, path: &str) -> Value {
     let arguments = json!({ "path": path, "maxBytes": 100_000 });
-    run(session.file_tool(RELAY_SESSION, "read", &arguments, CAP, &[])).expect("read")
+    run(session.file_tool(&caller(), "read", &arguments, CAP, &[])).expect("read")
 }
 
 fn remove(session: &Session, path: &str) {
@@ -96,12 +96,12 @@ fn a_body_no_file_names_goes_after_its_grace_and_a_named_one_stays_readable() {
 fn a_body_uploaded_before_its_commit_stays_its_grace_and_storing_it_again_renews_it() {
     let session = session();
     let body = large("uploaded");
-    let sha = run(session.store_body(RELAY_SESSION, body.as_bytes().to_vec())).unwrap();
+    let sha = run(session.store_body(&caller(), body.as_bytes().to_vec())).unwrap();
     let uploaded = session.now_ms();
     assert_eq!(sweep(&session, uploaded + BODY_GRACE_MS - 1).deleted, 0, "uploaded, not yet committed: stays");
     // A run's longest life later the tab uploads it again (it is there: only noted) and commits.
     session.platform.advance(RUN_END_AFTER_UPLOAD_S * 1000);
-    run(session.store_body(RELAY_SESSION, body.as_bytes().to_vec())).unwrap();
+    run(session.store_body(&caller(), body.as_bytes().to_vec())).unwrap();
     let puts = session.platform.blobs.puts.get();
     assert_eq!(sweep(&session, uploaded + BODY_GRACE_MS).deleted, 0, "stored again: its grace starts over");
     assert_eq!(session.platform.blobs.puts.get(), puts);
@@ -115,7 +115,7 @@ fn a_body_uploaded_before_its_commit_stays_its_grace_and_storing_it_again_renews
 fn a_sweep_crosses_pages_and_leaves_keys_of_another_shape_and_other_relay_sessions() {
     let session = session();
     for i in 0..(2 * LIST_PAGE + 1) {
-        let _ = run(session.store_body(RELAY_SESSION, large(&format!("orphan {i} ")).into_bytes())).unwrap();
+        let _ = run(session.store_body(&caller(), large(&format!("orphan {i} ")).into_bytes())).unwrap();
     }
     let odd = format!("{}not-a-sha256", keys::workspace_body(RELAY_SESSION, ""));
     let other = keys::workspace_body("t_1/other", &"ab".repeat(32));
@@ -182,7 +182,7 @@ proptest! {
             match kind {
                 0 | 1 => write(&session, &path, &content),
                 2 if session.store().workspace_file(&path).unwrap().is_some() => remove(&session, &path),
-                _ => uploads.push((run(session.store_body(RELAY_SESSION, content.into_bytes())).unwrap(), session.now_ms())),
+                _ => uploads.push((run(session.store_body(&caller(), content.into_bytes())).unwrap(), session.now_ms())),
             }
         }
         let as_of = session.now_ms() + sweep_after;
@@ -224,7 +224,7 @@ fn a_store_of_a_body_being_deleted_waits_for_the_deletion_and_then_uploads_it_ag
     let puts = session.platform.blobs.puts.get();
     let bytes = body.clone().into_bytes();
     pool.spawner()
-        .spawn_local(async move { writer.store_body(RELAY_SESSION, bytes).await.map(drop).unwrap() })
+        .spawn_local(async move { writer.store_body(&caller(), bytes).await.map(drop).unwrap() })
         .unwrap();
     pool.run_until_stalled();
     assert_eq!(session.platform.blobs.puts.get(), puts, "the store waits for the deletion before uploading");
@@ -246,7 +246,7 @@ fn a_body_whose_upload_is_under_way_is_kept_by_a_sweep_that_lists_it() {
     let writer = session.clone();
     let bytes = body.clone().into_bytes();
     pool.spawner()
-        .spawn_local(async move { writer.store_body(RELAY_SESSION, bytes).await.map(drop).unwrap() })
+        .spawn_local(async move { writer.store_body(&caller(), bytes).await.map(drop).unwrap() })
         .unwrap();
     pool.run_until_stalled(); // in R2, its row not yet written
     assert!(in_r2(&session, &body) && rows(&session) == 0);

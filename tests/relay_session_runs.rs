@@ -20,7 +20,8 @@ use relay_core::capsule::jws::Signer;
 use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
 use relay_core::mcp::{Era, Tool};
 use relay_core::relay_session::desk::{Unadmitted, ANSWERS_KEPT};
-use relay_core::relay_session::runs::{prepare, start_task, Answer, CancelOnDrop, Job, Resumed, Work};
+use relay_core::quota::{answer, Charge, LedgerAnswer, LedgerRequest};
+use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, Job, Resumed, Work};
 use relay_core::relay_session::{RelaySession, Sql};
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
@@ -360,4 +361,28 @@ fn a_call_with_bad_arguments_is_a_tool_error_and_never_a_run() {
     // A file tool needs no signer.
     let read = tool_call(Tool::Read, json!({ "path": "/tmp/a.txt" }), Era::Modern, None);
     assert!(Work::of(&*session, &caller(), &read, || Err::<Signer, _>("no key")).unwrap().is_ok());
+}
+
+#[test]
+fn a_run_whose_capsule_would_pass_the_tenants_stored_bytes_ends_quota_exceeded_and_stores_nothing() {
+    let session = with_tabs(&["tab_1"]);
+    let mut call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("1"), Era::Modern, None));
+    call.caller.tenant.defaults.quotas.stored_bytes = 1 << 20;
+    // The tenant stores all but 10 bytes of its quota already.
+    let filled = Charge::Store { bytes: (1 << 20) - 10 };
+    let request = LedgerRequest { quotas: call.caller.tenant.defaults.quotas, charge: filled };
+    answer(&session.platform.ledger, &request, session.now_ms()).unwrap();
+    let stream = start(&session, &call);
+    let answered = stream.messages().into_iter().find(|m| m["id"] == json!(7)).expect("an answer");
+    let text = answered["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.contains("QuotaExceeded") && text.contains("defaults.quotas.storedBytes"), "{text}");
+    assert_eq!(session.platform.blobs.puts.get(), 0, "nothing was stored");
+    // With room, the same call stores its capsule, charged its capsule.json only.
+    call.caller.tenant.defaults.quotas.stored_bytes = 1 << 30;
+    let again = Call { run: "r_2".into(), ..call };
+    start(&session, &again);
+    let manifest = session.platform.blobs.objects.borrow().iter().find(|(k, _)| k.starts_with("capsules/")).map(|(_, v)| v.len());
+    let usage = LedgerRequest { quotas: again.caller.tenant.defaults.quotas, charge: Charge::Usage { edge_cpu_ms_per_day: None } };
+    let LedgerAnswer::Usage { usage } = answer(&session.platform.ledger, &usage, session.now_ms()).unwrap() else { panic!() };
+    assert_eq!(usage["storedBytes"]["used"], (1u64 << 20) - 10 + manifest.expect("a capsule stored") as u64);
 }

@@ -185,8 +185,8 @@ impl<P: Platform> RelaySession<P> {
         Ok(doomed)
     }
 
-    /// Deletes `doomed` from R2; a store of one of them meanwhile waits for the end. (Once the
-    /// quota ledger counts stored bytes, README "Quotas", their sizes are credited here.)
+    /// Deletes `doomed` from R2; a store of one of them meanwhile waits for the end. (Nothing
+    /// is credited to the tenant's `storedBytes`: the measurement after the sweep sees them gone.)
     async fn delete_bodies(&self, relay_session: &str, doomed: Vec<String>) -> Result<()> {
         if doomed.is_empty() {
             return Ok(());

@@ -16,7 +16,7 @@ use crate::keys;
 use crate::packages::grant::{RunRef, UPLOAD_PATH};
 use crate::packages::{BuildRecord, DepsRequest, LayerClaim, PendingBuild, Proposal, UploadGrant};
 use crate::protocol::{BuildCommand, Caller, TabCommand};
-use crate::run::machine::Outcome;
+use crate::run::machine::{Cancel, Outcome};
 use crate::stores;
 
 /// A run whose capsule needs a deps layer: the call's spec, its dependencies and their key.
@@ -34,18 +34,24 @@ fn no_build(run: &str) -> HttpError {
     )
 }
 
+/// Why a run ends whose capsule R2 did not take.
+const CAPSULE_UNSTORED: &str = "its capsule could not be stored; retry the call";
+
 impl<P: Platform> RelaySession<P> {
     /// Stores a capsule in R2 unless this instance already did (content-addressed: stored once
-    /// is stored), and counts the time it took in the metrics; a failure is the reason to end
-    /// the run with.
-    pub async fn store_capsule(&self, caller: &Caller, capsule: &Capsule) -> Result<(), String> {
+    /// is stored), its capsule.json first charged to the tenant's `storedBytes` (its layers are
+    /// shared, so no tenant's), and counts the time it took in the metrics; a failure is why the
+    /// run ends.
+    pub async fn store_capsule(&self, caller: &Caller, capsule: &Capsule) -> Result<(), Cancel> {
         let started = self.now_ms();
         if self.caches.stored(&capsule.hash, started) {
             return Ok(());
         }
+        let charged = self.platform.charge_stored(&caller.tenant, capsule.manifest_json.len() as u64).await;
+        charged.map_err(|refused| Cancel::Failed(refused.name, refused.message))?;
         if let Err(e) = stores::store_capsule(self.platform.blobs(), &caller.tenant.id, capsule, started).await {
             self.platform.log_error(&format!("storing capsule {}: {e}", capsule.hash));
-            return Err("its capsule could not be stored; retry the call".into());
+            return Err(Cancel::Unprepared(CAPSULE_UNSTORED.into()));
         }
         self.caches.mark_stored(&capsule.hash, started);
         let stored_in = self.now_ms().saturating_sub(started);
@@ -65,12 +71,12 @@ impl<P: Platform> RelaySession<P> {
     /// The command for a packaged run's tab: the capsule, when this tenant built the same
     /// request before and its layer is still there, else a `build` command. A failure is the
     /// reason to end the run with.
-    pub async fn prepare_packaged(&self, caller: &Caller, run: &str, job: &Packaged) -> Result<TabCommand, String> {
+    pub async fn prepare_packaged(&self, caller: &Caller, run: &str, job: &Packaged) -> Result<TabCommand, Cancel> {
         let reusable = stores::reusable_build(self.platform.blobs(), &caller.tenant.id, &job.key, self.now_ms()).await;
         if let Some(record) = reusable {
             self.renew_build(caller, &job.key, &record).await;
             let spec = CapsuleSpec { deps: Deps::Uploaded(record.layer), ..job.spec.clone() };
-            let capsule = build_capsule(spec, &job.signer).map_err(|e| e.to_string())?;
+            let capsule = build_capsule(spec, &job.signer).map_err(|e| Cancel::Unprepared(e.to_string()))?;
             self.store_capsule(caller, &capsule).await?;
             self.persisted("runs", self.store().audit_capsule(run, &capsule.hash));
             return Ok(self.capsule_command(&job.signer, caller, run, &capsule));
@@ -152,7 +158,10 @@ impl<P: Platform> RelaySession<P> {
         // become a capsule, nor a build that later calls reuse.
         check_deps_layer(&layer)?;
         let capsule = build_capsule(spec, signer)?;
-        self.store_capsule(caller, &capsule).await.map_err(|why| HttpError::new(ErrorName::StorageUnavailable, why))?;
+        self.store_capsule(caller, &capsule).await.map_err(|why| match why {
+            Cancel::Failed(name, message) => HttpError::new(name, message),
+            _ => HttpError::new(ErrorName::StorageUnavailable, CAPSULE_UNSTORED),
+        })?;
         if let Err(e) = stores::record_build(self.platform.blobs(), &caller.tenant.id, &key, &record).await {
             self.platform.log_error(&format!("recording build {key}: {e}")); // the next call builds again
         }

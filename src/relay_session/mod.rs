@@ -41,6 +41,8 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::audit::AuditRecord;
+use crate::auth::Tenant;
+use crate::error::HttpError;
 use crate::log::LogLine;
 use crate::metrics::Snapshot;
 use crate::stores::{Blobs, Records};
@@ -88,6 +90,10 @@ pub trait Platform {
     /// there): its slot of the tenant's runs in flight comes back and its edge time is added
     /// to the tenant's day (`quota`), without waiting for the ledger to hear it.
     fn run_ended(&self, tenant: &str, run: &str, edge_ms: u64);
+    /// Charges `bytes` that `tenant` is about to put in R2 (a capsule, a workspace body) to its
+    /// `storedBytes` (`quota`): the refusal (`QuotaExceeded`, or `StorageUnavailable` when its
+    /// ledger did not answer), if not.
+    async fn charge_stored(&self, tenant: &Tenant, bytes: u64) -> Result<(), HttpError>;
 }
 
 /// One relay session: its platform, the runs desk, the caches, and the writes to its storage

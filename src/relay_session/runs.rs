@@ -371,7 +371,7 @@ impl<P: Platform + 'static> RelaySession<P> {
         let answer = match &before {
             Ok(_) => {
                 let max_bytes = tenant.defaults.workspace.max_bytes;
-                self.file_tool(&caller.object_name(), op.tool, &op.arguments, max_bytes, &mcps).await
+                self.file_tool(caller, op.tool, &op.arguments, max_bytes, &mcps).await
             }
             Err(e) => Err(Refusal::new(ErrorName::StorageUnavailable, e.to_string())),
         };
@@ -495,16 +495,16 @@ struct Preparing<P: Platform + 'static> {
 }
 
 impl<P: Platform + 'static> Preparing<P> {
-    fn fail(&mut self, why: String) {
+    fn fail(&mut self, why: Cancel) {
         self.done = true;
-        self.session.feed(Input::Cancel { run: self.run.clone(), why: Cancel::Unprepared(why) });
+        self.session.feed(Input::Cancel { run: self.run.clone(), why });
     }
 }
 
 impl<P: Platform + 'static> Drop for Preparing<P> {
     fn drop(&mut self) {
         if !self.done {
-            self.fail("its request went away while its capsule was being stored; retry the call".into());
+            self.fail(Cancel::Unprepared("its request went away while its capsule was being stored; retry the call".into()));
         }
     }
 }

@@ -78,8 +78,6 @@ impl<B: Blobs, D: Directory> Run<'_, B, D> {
                 }
             }
             let deleted = self.still_as_listed(doomed).await?;
-            // Where the sweep removes what a tenant stored: once the quota ledger counts stored
-            // bytes (README "Quotas", not done yet), the deleted objects' sizes are credited here.
             if !deleted.is_empty() {
                 self.blobs.delete(deleted).await?;
             }

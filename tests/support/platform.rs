@@ -15,7 +15,9 @@ use relay_core::auth::{QueueSettings, Tenant, TenantDefaults};
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::capsule::jws::Signer;
 use relay_core::mcp::{Era, Tool, ToolCall};
+use relay_core::error::{ErrorName, HttpError};
 use relay_core::protocol::Caller;
+use relay_core::quota::{answer, Charge, LedgerAnswer, LedgerRequest, MemoryLedger};
 use relay_core::relay_session::runs::{prepare, Answer, Call, Work};
 use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
 use relay_core::run::machine::Input;
@@ -250,6 +252,8 @@ pub struct TestPlatform<S: Sql> {
     pub edge: RefCell<Vec<String>>,
     /// `(tenant, run, edge_ms)` of every run whose end was told to the tenant's ledger.
     pub ended: RefCell<Vec<(String, String, u64)>>,
+    /// The tenant's ledger (the core's rules, kept in memory), which stored bytes are charged to.
+    pub ledger: MemoryLedger,
 }
 
 impl<S: Sql> TestPlatform<S> {
@@ -267,6 +271,7 @@ impl<S: Sql> TestPlatform<S> {
             upstreams: RefCell::default(),
             edge: RefCell::default(),
             ended: RefCell::default(),
+            ledger: MemoryLedger::default(),
             posts: RefCell::default(),
         }
     }
@@ -397,6 +402,15 @@ impl<S: Sql> Platform for TestPlatform<S> {
 
     fn log_error(&self, line: &str) {
         self.errors.borrow_mut().push(line.to_owned());
+    }
+
+    async fn charge_stored(&self, tenant: &Tenant, bytes: u64) -> Result<(), HttpError> {
+        let request = LedgerRequest { quotas: tenant.defaults.quotas, charge: Charge::Store { bytes } };
+        match answer(&self.ledger, &request, self.clock.get()) {
+            Ok(LedgerAnswer::Refused { refusal }) => Err(refusal.error()),
+            Ok(_) => Ok(()),
+            Err(e) => Err(HttpError::new(ErrorName::StorageUnavailable, e.to_string())),
+        }
     }
 
     async fn post(

@@ -50,12 +50,37 @@ pub async fn run_ended(env: &Env, tenant_id: &str, run: &str, edge_ms: u64) {
     }
 }
 
+/// Charges `bytes` that `tenant` is about to store to its `storedBytes`: the refusal (429
+/// `QuotaExceeded`, or 503 when the ledger did not answer), if not.
+pub async fn charge_stored(env: &Env, tenant: &Tenant, bytes: u64) -> std::result::Result<(), HttpError> {
+    match charge(env, tenant, Charge::Store { bytes }).await {
+        Ok(Ok(LedgerAnswer::Refused { refusal })) => Err(refusal.error()),
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(refused)) => Err(refused),
+        Err(e) => {
+            worker::console_error!("the ledger of tenant {}: {e}", tenant.id);
+            Err(HttpError::storage_unavailable("the tenant's ledger"))
+        }
+    }
+}
+
+/// Tells tenant `tenant_id`'s ledger it stores `bytes`, as listed from `at_ms` on (the
+/// retention sweep's measurement); why not, if it did not take it.
+pub async fn measured(env: &Env, tenant_id: &str, bytes: u64, at_ms: u64) -> Result<(), String> {
+    // The quotas play no part in a measurement.
+    match send(env, tenant_id, Quotas::default(), Charge::StoredMeasured { bytes, at_ms }).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(refused)) => Err(refused.message),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The response to send instead of going on, if the ledger refused a charge (429
 /// `QuotaExceeded` with `Retry-After`) or did not answer (503).
 pub fn refusal(answer: std::result::Result<LedgerAnswer, HttpError>) -> Option<Response> {
     match answer {
         Ok(LedgerAnswer::Refused { refusal }) => {
-            let refused = error(HttpError::new(ErrorName::QuotaExceeded, refusal.message()));
+            let refused = error(refusal.error());
             Some(with_header(refused, "retry-after", &refusal.retry_after_s.to_string()))
         }
         Ok(_) => None,
