@@ -4,7 +4,8 @@
 // reached answers 429 QuotaExceeded with Retry-After and a message naming the quota, its value
 // and what was used; a slot comes back (a run ending, the next minute, a PATCH raising it);
 // relay://usage and GET /admin/tenants/<id>/usage show what was done; bad values are 400; a
-// deleted tenant's ledger is erased with it. A relay session the quota refuses is never created
+// deleted tenant's ledger is erased with it; bytes stored are charged on each put and measured
+// by the retention sweep (fired as retention.test.mjs does). A relay session the quota refuses is never created
 // nor listed in KV (read from wrangler dev's own state).
 
 import assert from "node:assert/strict";
@@ -241,6 +242,47 @@ describe("quotas per tenant", () => {
     const again = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
     assert.equal(again.usage.callsPerMinute.used, 0, JSON.stringify(again));
     assert.deepEqual(again.usage.relaySessions.live, []);
+  });
+  test("bytes stored: a workspace write, an /out file and a run's capsule are refused once over; the hourly measurement brings it down after files are deleted", async () => {
+    const MIB = 1 << 20;
+    const { key, tenant } = await createTenant("stored", { executor: "edge", edge: BUDGET, quotas: { storedBytes: MIB } });
+    const hash = await createCapsule(key); // its capsule.json is charged
+    const write = (path, size) => call(key, "write", { path, content: path.at(-1).repeat(size) }); // a body each
+    assert.ok(!(await write("/tmp/a", 600_000)).message.result.isError);
+    const over = (await write("/tmp/b", 600_000)).message.result;
+    assert.equal(over.isError, true, JSON.stringify(over));
+    assert.match(over.content[0].text, /QuotaExceeded[\s\S]*defaults\.quotas\.storedBytes is reached: \d+ of 1048576 bytes stored/);
+    let { storedBytes } = await usageOf(key);
+    console.log(`# storedBytes after a 600,000-byte write and a capsule: ${JSON.stringify(storedBytes)}`);
+    assert.equal(storedBytes.measured, null, "never measured yet");
+    assert.ok(storedBytes.used > 600_000 && storedBytes.used < 610_000, JSON.stringify(storedBytes));
+    // An /out file fills it to 10 bytes short; the next, of 11 bytes, is refused 429.
+    const token = mintRunToken({ tenant: tenant.id, run: "r_stored", capsule: hash });
+    const put = (name, size) => fetch(`${BASE}/files/r_stored/out/${name}`, { method: "PUT", headers: { authorization: `Bearer ${token}` }, body: "f".repeat(size) });
+    assert.equal((await put("big.bin", MIB - storedBytes.used - 10)).status, 201);
+    const refused = await put("more.bin", 11);
+    const body = await refused.json();
+    assert.equal(refused.status, 429, JSON.stringify(body));
+    assert.equal(body.error.name, "QuotaExceeded");
+    assert.match(body.error.message, /defaults\.quotas\.storedBytes is reached: 1048566 of 1048576/);
+    assert.ok(Number(refused.headers.get("retry-after")) >= 1);
+    // A run whose capsule is new: refused before its capsule is stored.
+    const run = (await call(key, "run_js", { code: "console.log('new')" })).message.result;
+    assert.equal(run.isError, true, JSON.stringify(run));
+    assert.match(run.content[0].text, /QuotaExceeded[\s\S]*defaults\.quotas\.storedBytes/);
+    // The sweep 4 hours on deletes the /out file; its measurement sees what is left.
+    const time = Date.now() + 4 * 3_600_000;
+    const res = await fetch(`${BASE}/cdn-cgi/handler/scheduled?cron=17+*+*+*+*&time=${time}`);
+    assert.equal(res.status, 200);
+    for (let i = 0; i < 100 && storedBytes.measuredAtMs !== time; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      ({ storedBytes } = await usageOf(key));
+    }
+    console.log(`# storedBytes measured after the sweep: ${JSON.stringify(storedBytes)}`);
+    assert.equal(storedBytes.measuredAtMs, time, JSON.stringify(storedBytes));
+    assert.equal(storedBytes.used, storedBytes.measured, "the charges before the listing are in the measurement");
+    assert.ok(storedBytes.measured >= 600_000 && storedBytes.measured < 610_000, JSON.stringify(storedBytes));
+    assert.ok(!(await write("/tmp/c", 300_000)).message.result.isError, "there is room again");
   });
 });
 

@@ -5,6 +5,9 @@
 //! isolate).
 
 use super::bindings::bucket;
+use super::ledger;
+use relay_core::auth::Tenant;
+use relay_core::quota::Charge;
 use super::http::error;
 use relay_core::capsule::Capsule;
 use relay_core::error::HttpError;
@@ -81,9 +84,15 @@ impl Blobs for R2 {
     }
 }
 
-/// Stores a built capsule (`stores::store_capsule`), or the 503 to answer with.
-pub async fn store_capsule(env: &Env, tenant_id: &str, capsule: &Capsule) -> Result<(), Response> {
-    stores::store_capsule(&R2(env.clone()), tenant_id, capsule, super::now_ms()).await.map_err(|_| unavailable())
+/// Stores a built capsule (`stores::store_capsule`), its capsule.json first charged to the
+/// tenant's `storedBytes` (its layers are shared, no tenant's); or the 429 or 503 to answer with.
+pub async fn store_capsule(env: &Env, tenant: &Tenant, capsule: &Capsule) -> worker::Result<Result<(), Response>> {
+    let charged = ledger::charge(env, tenant, Charge::Store { bytes: capsule.manifest_json.len() as u64 }).await?;
+    if let Some(refused) = ledger::refusal(charged) {
+        return Ok(Err(refused));
+    }
+    let stored = stores::store_capsule(&R2(env.clone()), &tenant.id, capsule, super::now_ms()).await;
+    Ok(stored.map_err(|_| unavailable()))
 }
 
 /// Stores an uploaded layer (`stores::put_layer`), or the 503 to answer with.
