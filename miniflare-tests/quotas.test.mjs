@@ -75,6 +75,7 @@ describe("quotas per tenant", () => {
       [{ relaySessions: -1 }, "defaults.quotas.relaySessions is -1"],
       [{ egressBytesPerDay: "1" }, "defaults.quotas.egressBytesPerDay is \"1\""],
       [{ callsPerMinutes: 5 }, "defaults.quotas.callsPerMinutes"],
+      [{ storedBytes: 1000 }, "defaults.quotas.storedBytes is 1000; it must be between 1048576 and 1099511627776"],
     ]) {
       const res = await fetch(`${BASE}/admin/tenants`, { method: "POST", headers: admin, body: JSON.stringify({ name: "bad", defaults: { quotas } }) });
       const body = await res.json();
@@ -90,6 +91,7 @@ describe("quotas per tenant", () => {
     const shown = await (await fetch(`${BASE}/admin/tenants/${tenant.id}`, { headers: admin })).json();
     assert.deepEqual(shown.tenant.defaults.quotas, {
       callsPerMinute: 1200, relaySessions: 100, runsInFlight: 200, egressRequestsPerDay: 10000, egressBytesPerDay: 1073741824,
+      storedBytes: 10737418240,
     });
   });
 
