@@ -223,9 +223,7 @@ fn a_store_of_a_body_being_deleted_waits_for_the_deletion_and_then_uploads_it_ag
     assert_eq!(rows(&session), 0);
     let puts = session.platform.blobs.puts.get();
     let bytes = body.clone().into_bytes();
-    pool.spawner()
-        .spawn_local(async move { writer.store_body(&caller(), bytes).await.map(drop).unwrap() })
-        .unwrap();
+    pool.spawner().spawn_local(async move { writer.store_body(&caller(), bytes).await.map(drop).unwrap() }).unwrap();
     pool.run_until_stalled();
     assert_eq!(session.platform.blobs.puts.get(), puts, "the store waits for the deletion before uploading");
     *session.platform.blobs.hold.borrow_mut() = None;
@@ -245,9 +243,7 @@ fn a_body_whose_upload_is_under_way_is_kept_by_a_sweep_that_lists_it() {
     let release = hold_r2(&session);
     let writer = session.clone();
     let bytes = body.clone().into_bytes();
-    pool.spawner()
-        .spawn_local(async move { writer.store_body(&caller(), bytes).await.map(drop).unwrap() })
-        .unwrap();
+    pool.spawner().spawn_local(async move { writer.store_body(&caller(), bytes).await.map(drop).unwrap() }).unwrap();
     pool.run_until_stalled(); // in R2, its row not yet written
     assert!(in_r2(&session, &body) && rows(&session) == 0);
     *session.platform.blobs.hold.borrow_mut() = None;

@@ -312,7 +312,7 @@ fn a_measurement_replaces_the_charges_its_listing_saw_and_keeps_those_it_may_not
     ask(&store, q, put(4 * MIB), T0); // uploaded long before the listing: in the measurement
     ask(&store, q, put(2 * MIB), T0 + hour - 30_000); // half a minute before it: maybe not
     ask(&store, q, put(MIB), T0 + hour + 5_000); // during the listing: maybe not
-    // The listing started at T0 + 1 h and found 5 MiB (files were deleted meanwhile).
+                                                 // The listing started at T0 + 1 h and found 5 MiB (files were deleted meanwhile).
     ask(&store, q, measured(5 * MIB, T0 + hour), T0 + hour + 60_000);
     let seen = usage(&store, q, T0 + hour + 61_000);
     assert_eq!(seen["storedBytes"]["used"], 8 * MIB, "{seen}");

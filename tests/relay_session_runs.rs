@@ -19,8 +19,8 @@ use relay_core::auth::QueueSettings;
 use relay_core::capsule::jws::Signer;
 use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
 use relay_core::mcp::{Era, Tool};
-use relay_core::relay_session::desk::{Unadmitted, ANSWERS_KEPT};
 use relay_core::quota::{answer, Charge, LedgerAnswer, LedgerRequest};
+use relay_core::relay_session::desk::{Unadmitted, ANSWERS_KEPT};
 use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, Job, Resumed, Work};
 use relay_core::relay_session::{RelaySession, Sql};
 use relay_core::run::backchannel::parse_batch;
@@ -381,8 +381,14 @@ fn a_run_whose_capsule_would_pass_the_tenants_stored_bytes_ends_quota_exceeded_a
     call.caller.tenant.defaults.quotas.stored_bytes = 1 << 30;
     let again = Call { run: "r_2".into(), ..call };
     start(&session, &again);
-    let manifest = session.platform.blobs.objects.borrow().iter().find(|(k, _)| k.starts_with("capsules/")).map(|(_, v)| v.len());
-    let usage = LedgerRequest { quotas: again.caller.tenant.defaults.quotas, charge: Charge::Usage { edge_cpu_ms_per_day: None } };
-    let LedgerAnswer::Usage { usage } = answer(&session.platform.ledger, &usage, session.now_ms()).unwrap() else { panic!() };
+    let manifest =
+        session.platform.blobs.objects.borrow().iter().find(|(k, _)| k.starts_with("capsules/")).map(|(_, v)| v.len());
+    let usage = LedgerRequest {
+        quotas: again.caller.tenant.defaults.quotas,
+        charge: Charge::Usage { edge_cpu_ms_per_day: None },
+    };
+    let LedgerAnswer::Usage { usage } = answer(&session.platform.ledger, &usage, session.now_ms()).unwrap() else {
+        panic!()
+    };
     assert_eq!(usage["storedBytes"]["used"], (1u64 << 20) - 10 + manifest.expect("a capsule stored") as u64);
 }

@@ -152,8 +152,7 @@ fn the_cap_is_counted_on_the_index_and_names_what_to_delete() {
     let answer = run(session.file_tool(&caller(), "write", &json!({ "path": "/tmp/a", "content": big }), 100, &[]));
     answer.unwrap();
     let before = session.store().workspace_root().unwrap();
-    let refused =
-        run(session.file_tool(&caller(), "write", &json!({ "path": "/tmp/b", "content": big }), 100, &[]));
+    let refused = run(session.file_tool(&caller(), "write", &json!({ "path": "/tmp/b", "content": big }), 100, &[]));
     let refusal = refused.unwrap_err();
     assert_eq!(refusal.name, ErrorName::OutputLimitExceeded);
     assert!(refusal.message.contains("120 bytes") && refusal.message.contains("delete files"), "{}", refusal.message);
@@ -270,8 +269,7 @@ fn sqlite_failing_on_the_index_leaves_it_as_it_was() {
     answer.unwrap();
     let before = session.store().workspace_root().unwrap();
     session.platform.sql.failing.borrow_mut().push("INSERT INTO workspace_files");
-    let refused =
-        run(session.file_tool(&caller(), "write", &json!({ "path": "/tmp/b", "content": "2" }), CAP, &[]));
+    let refused = run(session.file_tool(&caller(), "write", &json!({ "path": "/tmp/b", "content": "2" }), CAP, &[]));
     assert_eq!(refused.unwrap_err().name, ErrorName::StorageUnavailable);
     session.platform.sql.failing.borrow_mut().clear();
     assert_eq!(session.store().workspace_root().unwrap(), before, "the body's row alone shows no file");

@@ -504,7 +504,9 @@ impl<P: Platform + 'static> Preparing<P> {
 impl<P: Platform + 'static> Drop for Preparing<P> {
     fn drop(&mut self) {
         if !self.done {
-            self.fail(Cancel::Unprepared("its request went away while its capsule was being stored; retry the call".into()));
+            self.fail(Cancel::Unprepared(
+                "its request went away while its capsule was being stored; retry the call".into(),
+            ));
         }
     }
 }

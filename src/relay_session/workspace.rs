@@ -15,11 +15,11 @@ use serde_json::Value;
 
 use super::store::Store;
 use super::{Platform, RelaySession, Sql, SqlValue, StorageError};
-use crate::protocol::Caller;
 use crate::capsule::canonical::sha256_hex;
 use crate::error::ErrorName;
 use crate::keys;
 use crate::policy::fs_path::is_within;
+use crate::protocol::Caller;
 use crate::search::{SearchRequest, Searcher};
 use crate::stores::Blobs;
 use crate::workspace::rules::{self, check_write, directories_above, Facts};
@@ -401,12 +401,7 @@ impl<P: Platform> RelaySession<P> {
 
     /// A `write`: the new body stored, then committed unless a commit changed the file while
     /// the body was being stored (then done again on the file as it is now).
-    async fn write(
-        &self,
-        caller: &Caller,
-        args: &WriteArgs,
-        max_bytes: u64,
-    ) -> std::result::Result<Value, Refusal> {
+    async fn write(&self, caller: &Caller, args: &WriteArgs, max_bytes: u64) -> std::result::Result<Value, Refusal> {
         let unavailable = |e: StorageError| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e));
         for _ in 0..WRITE_ATTEMPTS {
             let before = self.store().workspace_file(&args.path).map_err(unavailable)?;

@@ -14,14 +14,14 @@ use crate::platform::http::{json, refuse, storage_unavailable};
 use crate::platform::run_token::run_claims;
 use crate::platform::signer::{signer, token_keys};
 use crate::platform::{ledger, now_ms, stub};
-use relay_core::auth::Tenant;
-use relay_core::quota::Charge;
 use relay_core::auth::session_name_ok;
+use relay_core::auth::Tenant;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
 use relay_core::files::{self, PathError};
 use relay_core::keys;
 use relay_core::protocol::{Caller, SessionRequest};
+use relay_core::quota::Charge;
 use serde_json::json;
 use worker::{Bucket, Env, Headers, HttpMetadata, Method, Request, Response, Result};
 
@@ -98,7 +98,9 @@ async fn receive(
         }
         Err(refused) => return Ok(Err(refused)),
     };
-    if let Some(refused) = ledger::refusal(ledger::charge(env, tenant, Charge::Store { bytes: body.len() as u64 }).await?) {
+    if let Some(refused) =
+        ledger::refusal(ledger::charge(env, tenant, Charge::Store { bytes: body.len() as u64 }).await?)
+    {
         return Ok(Err(refused));
     }
     let (size, sha256) = (body.len(), sha256_hex(&body));

@@ -5,13 +5,13 @@
 //! isolate).
 
 use super::bindings::bucket;
+use super::http::error;
 use super::ledger;
 use relay_core::auth::Tenant;
-use relay_core::quota::Charge;
-use super::http::error;
 use relay_core::capsule::Capsule;
 use relay_core::error::HttpError;
 use relay_core::policy::Policy;
+use relay_core::quota::Charge;
 use relay_core::retention::{layers_meta, LAYERS_META};
 use relay_core::stores::{self, Blobs, Head, Listing, PolicyCache, StorageError};
 use std::cell::RefCell;
