@@ -388,3 +388,17 @@ proptest! {
         prop_assert!(store.0.borrow().as_ref().map_or(0, String::len) < 10_000);
     }
 }
+
+#[test]
+fn charges_over_many_minutes_without_a_measurement_stay_counted_in_a_bounded_row() {
+    let (store, q) = (MemoryLedger::default(), stored_quota(1 << 30));
+    for minute in 0..1_000 {
+        assert_eq!(refused(ask(&store, q, put(1_000), T0 + minute * 60_000)), None);
+    }
+    assert_eq!(usage(&store, q, T0 + 1_000 * 60_000)["storedBytes"]["used"], 1_000_000);
+    let row = store.0.borrow().as_ref().map_or(0, String::len);
+    assert!(row < 4_000, "the row holds {row} bytes");
+    // The merged minutes count as the oldest kept: a measurement after them drops them.
+    ask(&store, q, measured(7, T0 + 2_000 * 60_000), T0 + 2_000 * 60_000);
+    assert_eq!(usage(&store, q, T0 + 2_000 * 60_000)["storedBytes"]["used"], 7);
+}
