@@ -266,7 +266,7 @@ describe("quotas per tenant", () => {
     const body = await refused.json();
     assert.equal(refused.status, 429, JSON.stringify(body));
     assert.equal(body.error.name, "QuotaExceeded");
-    assert.match(body.error.message, /defaults\.quotas\.storedBytes is reached: 1048566 of 1048576/);
+    assert.match(body.error.message, /defaults\.quotas\.storedBytes is reached: 1048566 of 1048576 bytes stored \(capsules, build records, \/out files, workspace bodies\), which a put of 11 bytes would pass/);
     assert.ok(Number(refused.headers.get("retry-after")) >= 1);
     // A run whose capsule is new: refused before its capsule is stored.
     const run = (await call(key, "run_js", { code: "console.log('new')" })).message.result;

@@ -168,22 +168,30 @@ pub struct Refusal {
     pub limit: u64,
     pub used: u64,
     pub retry_after_s: u64,
+    /// The bytes of the put refused (`storedBytes` only: what is stored may be under the quota,
+    /// and the put would pass it).
+    #[serde(default)]
+    pub wanted: u64,
 }
 
 impl Refusal {
     fn new(quota: &str, limit: u64, used: u64, retry_after_ms: u64) -> Self {
-        Refusal { quota: quota.into(), limit, used, retry_after_s: retry_after_ms.div_ceil(1000).max(1) }
+        Refusal { quota: quota.into(), limit, used, retry_after_s: retry_after_ms.div_ceil(1000).max(1), wanted: 0 }
     }
 
     /// What a person reads: the quota's name and value, what was used, when it comes back,
     /// and who raises it.
     pub fn message(&self) -> String {
+        let stored = format!(
+            "bytes stored (capsules, build records, /out files, workspace bodies), which a put of {} bytes would pass",
+            self.wanted
+        );
         let (what, back) = match self.quota.as_str() {
             "callsPerMinute" => ("calls this minute (UTC)", "at the next minute"),
             "relaySessions" => ("relay sessions live (a tools/call in the last 10 minutes)", "when one idles"),
             "runsInFlight" => ("runs in flight across its relay sessions", "when one ends"),
             "storedBytes" => (
-                "bytes stored (capsules, build records, /out files, workspace bodies)",
+                stored.as_str(),
                 "when the hourly measurement finds files deleted (remove files from the workspace, or let /out files and unused capsules expire)",
             ),
             "egressRequestsPerDay" => ("egress requests today (UTC)", "at 00:00 UTC"),
@@ -344,7 +352,7 @@ impl Ledger {
             // The next measurement is due an hour after the latest one's (the Cron Trigger's).
             let next = self.measured.map_or(0, |(_, at)| at + MEASURE_EVERY_MS);
             let back = next.checked_sub(now_ms).filter(|&ms| ms > 0).unwrap_or(MEASURE_EVERY_MS);
-            return Err(Refusal::new("storedBytes", quotas.stored_bytes, stored, back));
+            return Err(Refusal { wanted: bytes, ..Refusal::new("storedBytes", quotas.stored_bytes, stored, back) });
         }
         let minute = self.stored_since.entry(now_ms / MINUTE_MS).or_default();
         *minute = minute.saturating_add(bytes);

@@ -582,7 +582,7 @@ fn a_write_whose_body_would_pass_the_tenants_stored_bytes_is_refused_and_changes
     write("/tmp/a", "a".repeat(600_000)).unwrap();
     let (name, message) = write("/tmp/b", "b".repeat(600_000)).unwrap_err();
     assert_eq!(name, ErrorName::QuotaExceeded, "{message}");
-    assert!(message.contains("defaults.quotas.storedBytes") && message.contains("600000 of 1048576"), "{message}");
+    assert!(message.contains("defaults.quotas.storedBytes") && message.contains("600000 of 1048576 bytes stored (capsules, build records, /out files, workspace bodies), which a put of 600000 bytes would pass"), "{message}");
     assert!(tool(&session, "read", json!({ "path": "/tmp/b" })).is_err(), "no file was made");
     assert_eq!(session.platform.blobs.objects.borrow().len(), 1, "nothing more is in R2");
     // A body kept inline (in the relay session's SQLite, not R2) is not charged, nor is a body
