@@ -19,9 +19,9 @@
 //!   most its response may carry before it is sent, and what the response did not use comes
 //!   back after, so fetches in parallel cannot each pass the bytes check on a stale count.
 //!
-//! - `storedBytes`: bytes the tenant keeps in R2 and its relay sessions' workspaces (capsules,
-//!   build records, `/out` files, workspace bodies; not deps layers, which tenants share by
-//!   hash). Measured, then charged between measurements: the hourly retention sweep sums what
+//! - `storedBytes`: bytes the tenant keeps in R2 (capsule.json files, build records, `/out`
+//!   files, workspace bodies over `workspace::INLINE_MAX_BYTES`; not deps layers, which
+//!   tenants share by hash). Measured, then charged between measurements: the hourly retention sweep sums what
 //!   is there per tenant ([`Charge::StoredMeasured`]), and each put since is charged its bytes
 //!   first ([`Charge::Store`]), refused when it would take the measured figure and the charges
 //!   since past the quota. A key put again on purpose (a capsule stored again to show use, an
