@@ -241,6 +241,14 @@ describe("limits the runner enforces itself; the server answers again within the
     console.log(`# host calls moving megabytes: stopped after ${result.usage.wallMs} ms of a 2000 ms timeout`);
   });
 
+  test("many small host calls are not taken for a loop: 30,000 fs calls finish within a 5 s timeout", async () => {
+    const code = `import fs from "fs"; let n = 0; for (let i = 0; i < 30000; i++) if (fs.existsSync("/tmp/none")) n++; console.log("done", n);`;
+    const result = await atEdge(code, limits(5000));
+    assert.equal(result.exitCode, 0, JSON.stringify(result).slice(0, 500));
+    assert.equal(result.stdout, "done 0\n");
+    console.log(`# 30,000 fs calls: ${result.usage.wallMs} ms`);
+  });
+
   test("a 1 GiB allocation and a growing heap end with QuickJS's out-of-memory error, the server back within the timeout", async () => {
     const { result, answers } = await healthzDuring(() => atEdge("const a = new Uint8Array(1 << 30); console.log(a.length)"));
     assert.equal(result.exitCode, 1);

@@ -130,6 +130,10 @@ describe("quotas per tenant", () => {
     assert.equal((await search(key, "first")).status, 200);
     const usage = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
     assert.deepEqual(usage.usage.relaySessions, { limit: 1, used: 1, live: ["first"] });
+    // The operator's metrics carry the same figures as gauges.
+    const metrics = await (await fetch(`${BASE}/admin/metrics?tenant=${tenant.id}`, { headers: admin })).text();
+    assert.match(metrics, new RegExp(`^relay_quota_limit\\{tenant="${tenant.id}",quota="relaySessions"\\} 1$`, "m"), metrics);
+    assert.match(metrics, new RegExp(`^relay_quota_used\\{tenant="${tenant.id}",quota="relaySessions"\\} 1$`, "m"), metrics);
   });
 
   test("relay sessions: a refused one is never created nor listed, whether by tools/call, another MCP request or a tab's attach", async () => {

@@ -226,6 +226,31 @@ impl Snapshot {
     }
 }
 
+/// The tenant's quotas as gauges, from its ledger's usage (`quota::Ledger::usage`, the shape
+/// `relay://usage` shows): `relay_quota_limit` and `relay_quota_used` by quota; a quota with no
+/// value (an edge budget the tenant lacks) has no limit line.
+pub fn quota_gauges(tenant: &str, usage: &serde_json::Value) -> String {
+    let tenant_label = format!("tenant=\"{}\"", escape(tenant));
+    let quotas = usage.as_object().into_iter().flatten();
+    let mut out = String::new();
+    for (field, name, help) in [
+        (
+            "limit",
+            "relay_quota_limit",
+            "Each quota's value (defaults.quotas; edgeCpuMsPerDay is defaults.edge.cpuMsPerDay).",
+        ),
+        ("used", "relay_quota_used", "What the tenant used of each quota in its current window."),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (quota, figures) in quotas.clone() {
+            if let Some(n) = figures[field].as_u64() {
+                let _ = writeln!(out, "{name}{{{tenant_label},quota=\"{}\"}} {n}", escape(quota));
+            }
+        }
+    }
+    out
+}
+
 /// A counter family whose keys are `a|b` (or `a` with one label).
 fn counter(out: &mut String, name: &str, help: &str, tenant: &str, values: &BTreeMap<String, u64>, labels: [&str; 2]) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");

@@ -210,3 +210,21 @@ fn hostile_label_values_cannot_break_out_of_their_quotes() {
     }
     assert_eq!(text.lines().filter(|l| l.contains("999")).count(), 1, "the value stays inside its label");
 }
+
+#[test]
+fn the_tenants_quotas_are_gauges_in_its_metrics() {
+    let usage = serde_json::json!({
+        "callsPerMinute": { "limit": 1200, "used": 3, "resetsInS": 20 },
+        "edgeCpuMsPerDay": { "limit": null, "used": 0, "resetsInS": 100 },
+        "storedBytes": { "limit": 1048576, "used": 601417, "measured": null, "measuredAtMs": null },
+    });
+    let text = relay_core::metrics::quota_gauges("t_\"1", &usage);
+    assert!(text.contains("# TYPE relay_quota_limit gauge\n"), "{text}");
+    assert!(text.contains("relay_quota_limit{tenant=\"t_\\\"1\",quota=\"callsPerMinute\"} 1200\n"), "{text}");
+    assert!(text.contains("relay_quota_used{tenant=\"t_\\\"1\",quota=\"storedBytes\"} 601417\n"), "{text}");
+    assert!(text.contains("relay_quota_used{tenant=\"t_\\\"1\",quota=\"edgeCpuMsPerDay\"} 0\n"), "{text}");
+    assert!(
+        !text.contains("relay_quota_limit{tenant=\"t_\\\"1\",quota=\"edgeCpuMsPerDay\"}"),
+        "no budget, no limit line: {text}"
+    );
+}

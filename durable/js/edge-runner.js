@@ -148,21 +148,23 @@ class Guard {
    * QuickJS, so it only marks the run stopped: the interrupted guest unwinds and the run ends.
    */
   tick() {
-    // The clock as well, where it moves during CPU work (wrangler dev): a loop whose body is
-    // heavy between two calls (figures in docs/BENCHMARKS.md) stops at its timeout, not a few
-    // times later. In production the clock stands still while the guest computes, so the
-    // count alone holds there, with limits.cpuMs behind it.
-    if ((--this.left <= 0 || Date.now() >= this.deadline) && !this.error) {
+    return this.spend(1);
+  }
+
+  /**
+   * `ticks` of work spent (a host call's bytes; 0 just checks): true once the run must stop.
+   * The clock as well, where it moves during CPU work (wrangler dev): a loop whose body is
+   * heavy between two calls (figures in docs/BENCHMARKS.md) stops at its timeout, not a few
+   * times later. In production the clock stands still while the guest computes, so the count
+   * alone holds there, with limits.cpuMs behind it.
+   */
+  spend(ticks) {
+    this.left -= ticks;
+    if ((this.left <= 0 || Date.now() >= this.deadline) && !this.error) {
       clearTimeout(this.timer);
       this.error = this.timedOut;
     }
     return this.error !== null;
-  }
-
-  /** `ticks` of host work a guest's call caused, then one tick: true once the run must stop. */
-  spend(ticks) {
-    this.left -= ticks;
-    return this.tick();
   }
 
   /**

@@ -5,7 +5,6 @@ use serde_json::Value;
 
 use super::tasks::TaskRecord;
 use crate::audit::AuditRecord;
-use crate::quota::Charge;
 use crate::run::readiness::Readiness;
 
 /// The relay session as the `relay://session` resource and the prompt describe it.
@@ -26,27 +25,8 @@ pub struct RelayView {
     /// The live contexts, as `relay://contexts` shows them (`run::contexts`).
     pub contexts: Value,
     /// The tenant's quotas and what it used, as `relay://usage` shows them: read from the
-    /// tenant's ledger only for a request that reads that resource ([`reads_usage`]).
+    /// tenant's ledger only for a request that reads that resource (`mcp::reads_usage`).
     pub usage: Value,
-}
-
-/// Whether `request` reads `relay://usage` (a `resources/read` naming it), so its caller
-/// fetches the tenant's usage from its ledger for this request only.
-pub fn reads_usage(request: &super::HttpRequest) -> bool {
-    let Ok(message) = serde_json::from_slice::<Value>(&request.body) else { return false };
-    message.get("method").and_then(Value::as_str) == Some("resources/read")
-        && message.pointer("/params/uri").and_then(Value::as_str) == Some(super::content::USAGE_URI)
-}
-
-/// What the tenant's ledger is charged (`quota`) before `request` goes to relay session
-/// `session`: a `tools/call` is a call; any other request only admits the relay session. With
-/// the request's JSON-RPC id (null if it has none), for a refusal.
-pub fn admission(request: &super::HttpRequest, session: &str) -> (Charge, Value) {
-    let message = serde_json::from_slice::<Value>(&request.body).unwrap_or_default();
-    let session = session.to_owned();
-    let call = request.method.eq_ignore_ascii_case("POST") && message["method"] == "tools/call";
-    let charge = if call { Charge::Call { session } } else { Charge::Admit { session } };
-    (charge, message.get("id").cloned().unwrap_or_default())
 }
 
 /// What `handle` needs from its caller besides the request.

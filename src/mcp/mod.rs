@@ -52,6 +52,7 @@ pub mod display;
 pub mod era;
 pub mod http;
 pub mod jsonrpc;
+mod ledger;
 mod logging;
 mod methods;
 mod results;
@@ -61,9 +62,10 @@ pub mod tasks;
 mod tools;
 
 pub use content::server_info;
-pub use context::{admission, reads_usage, Context, RelayView};
+pub use context::{Context, RelayView};
 pub use era::{Era, SUPPORTED_VERSIONS};
 pub use http::{sse_event, sse_frame, wants_sse, HttpRequest, HttpResponse, SSE_HEADERS, SSE_KEEPALIVE};
+pub use ledger::{admission, reads_usage};
 pub use logging::LogLevel;
 pub use results::{
     data_result, file_result, log_notifications, progress_notification, queue_full, quota_exceeded, task_created,

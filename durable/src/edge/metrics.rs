@@ -2,15 +2,16 @@
 //! Prometheus text format, merged from each of its relay sessions. A relay session's DO keeps
 //! its own (`Store::metrics`) and registers itself in KV (`keys::relay_session`, see
 //! `object.rs`) the first time it serves a request, so the tenant's sessions can be listed.
+//! The text format adds the tenant's quotas and usage from its ledger (`relay_quota_*`).
 
 use super::tenants::{admin_refusal, by_id};
 use crate::platform::bindings::public_origin;
-use crate::platform::http::{json, refuse, storage_unavailable};
+use crate::platform::http::{error, json, refuse, storage_unavailable};
 use crate::platform::kv::relay_sessions;
-use crate::platform::stub;
+use crate::platform::{ledger, stub};
 use relay_core::auth::session_name_ok;
 use relay_core::error::ErrorName;
-use relay_core::metrics::Snapshot;
+use relay_core::metrics::{quota_gauges, Snapshot};
 use relay_core::protocol::{Caller, SessionRequest};
 use worker::{Env, Headers, Request, Response, Result};
 
@@ -44,7 +45,12 @@ pub async fn tenant(req: Request, env: &Env) -> Result<Response> {
     if req.headers().get("accept")?.is_some_and(|a| a.contains("application/json")) {
         return Ok(json(200, &serde_json::to_value(&merged)?));
     }
+    let usage = match ledger::usage(env, &tenant).await? {
+        Ok(usage) => usage,
+        Err(unavailable) => return Ok(error(unavailable)),
+    };
     let headers = Headers::new();
     headers.set("content-type", "text/plain; version=0.0.4; charset=utf-8")?;
-    Ok(Response::ok(merged.prometheus(&tenant_id))?.with_headers(headers))
+    let text = merged.prometheus(&tenant_id) + &quota_gauges(&tenant_id, &usage);
+    Ok(Response::ok(text)?.with_headers(headers))
 }

@@ -13,7 +13,6 @@ use relay_core::auth::keyring::{key_id, KeyEntry, KeyRefused, KeyRing, KeyState}
 use relay_core::auth::{self, admin, bearer, check_key_shape, mint_api_key, Tenant};
 use relay_core::error::ErrorName;
 use relay_core::keys;
-use relay_core::quota::{Charge, LedgerAnswer};
 use serde_json::json;
 use std::cell::RefCell;
 use worker::kv::{KvError, KvStore};
@@ -223,10 +222,8 @@ pub async fn usage(req: Request, env: &Env, id: &str) -> Result<Response> {
         Ok(tenant) => tenant,
         Err(refusal) => return Ok(refusal),
     };
-    let edge_cpu_ms_per_day = tenant.defaults.edge.map(|edge| edge.cpu_ms_per_day);
-    Ok(match ledger::charge(env, &tenant, Charge::Usage { edge_cpu_ms_per_day }).await? {
-        Ok(LedgerAnswer::Usage { usage }) => json(200, &json!({ "tenant": id, "usage": usage })),
-        Ok(other) => return Err(worker::Error::RustError(format!("the ledger answered a usage with {other:?}"))),
+    Ok(match ledger::usage(env, &tenant).await? {
+        Ok(usage) => json(200, &json!({ "tenant": id, "usage": usage })),
         Err(unavailable) => error(unavailable),
     })
 }

@@ -7,6 +7,7 @@ use super::sleep;
 use relay_core::auth::Tenant;
 use relay_core::error::{ErrorName, HttpError};
 use relay_core::quota::{Charge, LedgerAnswer, LedgerRequest, Quotas};
+use serde_json::Value;
 use worker::{Env, Method, Request, RequestInit, Response, Result, Stub};
 
 fn stub(env: &Env, tenant_id: &str) -> Result<Stub> {
@@ -21,6 +22,17 @@ pub async fn charge(
     charge: Charge,
 ) -> Result<std::result::Result<LedgerAnswer, HttpError>> {
     send(env, &tenant.id, tenant.defaults.quotas, charge).await
+}
+
+/// `tenant`'s quotas and what it used of each (`relay://usage`'s shape), as its ledger answers
+/// a usage read; a ledger that did not answer is the 503 to send.
+pub async fn usage(env: &Env, tenant: &Tenant) -> Result<std::result::Result<Value, HttpError>> {
+    let edge_cpu_ms_per_day = tenant.defaults.edge.map(|edge| edge.cpu_ms_per_day);
+    Ok(match charge(env, tenant, Charge::Usage { edge_cpu_ms_per_day }).await? {
+        Ok(LedgerAnswer::Usage { usage }) => Ok(usage),
+        Ok(other) => return Err(worker::Error::RustError(format!("the ledger answered a usage with {other:?}"))),
+        Err(unavailable) => Err(unavailable),
+    })
 }
 
 /// How long `run_ended` waits before each retry of an end the ledger did not hear.

@@ -8,7 +8,6 @@ use crate::platform::{ledger, now_ms, random, sleep};
 use futures::StreamExt;
 use relay_core::mcp::{self, Context, Dispatch, HttpRequest, HttpResponse, RelayView};
 use relay_core::protocol::Caller;
-use relay_core::quota::{Charge, LedgerAnswer};
 use relay_core::relay_session::{McpSessions, Platform, Tabs};
 use relay_core::run::machine::{Cancel, Input};
 use serde_json::Value;
@@ -23,9 +22,8 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
     // prompt say of the tabs is current even when no stream is open to tick the machine.
     shared.feed(Input::Tick);
     let usage = match mcp::reads_usage(&request) {
-        true => match ledger::charge(&shared.platform.env, &caller.tenant, usage_charge(&caller)).await? {
-            Ok(LedgerAnswer::Usage { usage }) => usage,
-            Ok(_) => Value::Null,
+        true => match ledger::usage(&shared.platform.env, &caller.tenant).await? {
+            Ok(usage) => usage,
             Err(unavailable) => return Ok(http::error(unavailable)),
         },
         false => Value::Null,
@@ -63,11 +61,6 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
             Ok(http::to_response(HttpResponse::accepted()))
         }
     }
-}
-
-/// Asks the ledger for what `relay://usage` shows, with the tenant's edge budget, if any.
-fn usage_charge(caller: &Caller) -> Charge {
-    Charge::Usage { edge_cpu_ms_per_day: caller.tenant.defaults.edge.map(|edge| edge.cpu_ms_per_day) }
 }
 
 /// What `relay://session` shows: tabs, queue, recent runs.
