@@ -130,8 +130,14 @@ pub enum Charge {
     /// routes there, a tab's attach): the relay session admitted.
     Admit { session: String },
     /// A run (`run_js`, `run_py`) admitted by its relay session: a slot of the runs in flight,
-    /// leased; the same run charged again renews its lease (it was requeued).
-    Run { lease: RunLease },
+    /// leased; the same run charged again renews its lease (it was requeued). With the bytes
+    /// its capsule will put in R2 (`stored_bytes`, 0 when its relay session stored it lately),
+    /// charged as a [`Charge::Store`] in the same step: one hop admits the run and its capsule.
+    Run {
+        lease: RunLease,
+        #[serde(default)]
+        stored_bytes: u64,
+    },
     /// Run `run` ended after `edge_ms` at the edge: its slot comes back, its edge time counts.
     RunEnded {
         run: String,
@@ -146,6 +152,10 @@ pub enum Charge {
     /// A put of `bytes` the tenant is about to store (a capsule, an `/out` file, a workspace
     /// body): refused when it would take what is stored past `storedBytes`.
     Store { bytes: u64 },
+    /// A put of `bytes` charged at `charged_ms` (the caller's clock, just before its charge)
+    /// that failed: the bytes come back, unless a measurement since replaced that charge (it
+    /// did not find the put either).
+    StoreFailed { bytes: u64, charged_ms: u64 },
     /// What the tenant stored, summed by the retention sweep from a listing started at `at_ms`.
     StoredMeasured { bytes: u64, at_ms: u64 },
     /// What is used, charging nothing; with the tenant's edge budget (CPU ms a day), if any.
@@ -203,9 +213,9 @@ impl Refusal {
         )
     }
 
-    /// The 429 `QuotaExceeded` to answer with.
+    /// The 429 `QuotaExceeded` to answer with, and its `Retry-After`.
     pub fn error(&self) -> HttpError {
-        HttpError::new(ErrorName::QuotaExceeded, self.message())
+        HttpError::new(ErrorName::QuotaExceeded, self.message()).retry_after(self.retry_after_s)
     }
 
     /// The JSON-RPC error's / HTTP body's data.
@@ -263,7 +273,7 @@ impl Ledger {
         let refused = match charge {
             Charge::Call { session } => self.call(quotas, session, now_ms),
             Charge::Admit { session } => self.admit(quotas, session, now_ms),
-            Charge::Run { lease } => self.run(quotas, lease, now_ms),
+            Charge::Run { lease, stored_bytes } => self.run(quotas, lease, *stored_bytes, now_ms),
             Charge::RunEnded { run, edge_ms } => {
                 self.runs.remove(run);
                 self.edge_ms = self.edge_ms.saturating_add(*edge_ms);
@@ -277,6 +287,10 @@ impl Ledger {
                 Ok(())
             }
             Charge::Store { bytes } => self.store(quotas, *bytes, now_ms),
+            Charge::StoreFailed { bytes, charged_ms } => {
+                self.store_failed(*bytes, *charged_ms);
+                Ok(())
+            }
             Charge::StoredMeasured { bytes, at_ms } => {
                 self.measure(*bytes, *at_ms);
                 Ok(())
@@ -312,13 +326,17 @@ impl Ledger {
         Ok(())
     }
 
-    /// A slot for `lease`'s run; its lease renewed, if it holds one already.
-    fn run(&mut self, quotas: &Quotas, lease: &RunLease, now_ms: u64) -> Result<(), Refusal> {
+    /// A slot for `lease`'s run, and its capsule's `stored_bytes`; its lease renewed, if it
+    /// holds one already. Either refusal takes nothing.
+    fn run(&mut self, quotas: &Quotas, lease: &RunLease, stored_bytes: u64, now_ms: u64) -> Result<(), Refusal> {
         let in_flight = self.runs.len() as u64;
         if !self.runs.contains_key(&lease.run) && in_flight >= quotas.runs_in_flight {
             let first_lapse = self.runs.values().min().map_or(0, |&until| until.saturating_sub(now_ms));
             let back = first_lapse.min(RUN_RETRY_AFTER_S * 1000);
             return Err(Refusal::new("runsInFlight", quotas.runs_in_flight, in_flight, back));
+        }
+        if stored_bytes > 0 {
+            self.store(quotas, stored_bytes, now_ms)?;
         }
         self.runs.insert(lease.run.clone(), lease.until_ms);
         Ok(())
@@ -362,6 +380,23 @@ impl Ledger {
             *next = next.saturating_add(oldest);
         }
         Ok(())
+    }
+
+    /// Gives back `bytes` of a failed put charged at `charged_ms`, from the charges kept since a
+    /// minute before it (a minute's margin for the caller's clock and the ledger's); none when
+    /// a measurement whose listing started after that minute replaced them.
+    fn store_failed(&mut self, bytes: u64, charged_ms: u64) {
+        let minute = charged_ms / MINUTE_MS;
+        if self.measured.is_some_and(|(_, at)| minute < at / MINUTE_MS) {
+            return;
+        }
+        let mut left = bytes;
+        for charged in self.stored_since.range_mut(minute.saturating_sub(1)..).map(|(_, charged)| charged) {
+            let back = left.min(*charged);
+            *charged -= back;
+            left -= back;
+        }
+        self.stored_since.retain(|_, charged| *charged > 0);
     }
 
     /// A measurement whose listing started at `at_ms`: it replaces an older one, and the

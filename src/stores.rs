@@ -88,6 +88,14 @@ pub async fn store_capsule(
     manifest
 }
 
+/// The bytes a capsule stores for its tenant, as `quota`'s `storedBytes` counts them: its
+/// capsule.json and the layers it carries (its code layer; a deps layer was charged at its
+/// upload, `PUT /capsule/upload`).
+pub fn capsule_bytes(capsule: &Capsule) -> u64 {
+    let layers: usize = capsule.layers.iter().map(|(_, bytes)| bytes.len()).sum();
+    (capsule.manifest_json.len() + layers) as u64
+}
+
 /// Stores `bytes` as the layer of `sha256` (hex) unless it is there already and was stored
 /// less than [`LAYER_REFRESH_MS`] before `now_ms` (content-addressed: stored once is stored;
 /// an older one is stored again so that a sweep under way, which may have listed the capsules

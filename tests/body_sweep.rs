@@ -254,3 +254,54 @@ fn a_body_whose_upload_is_under_way_is_kept_by_a_sweep_that_lists_it() {
     assert_eq!(rows(&session), 1);
     assert!(in_r2(&session, &body));
 }
+
+/// Holds the ledger's charges of stored bytes until the returned sender is dropped.
+fn hold_ledger(session: &Session) -> oneshot::Sender<()> {
+    let (release, held) = oneshot::channel();
+    *session.platform.charge_hold.borrow_mut() = Some(held.shared());
+    release
+}
+
+#[test]
+fn a_body_whose_charge_is_under_way_is_kept_by_a_sweep_and_its_commit_finds_it() {
+    let session = session();
+    let body = large("in R2 with no row, stored again");
+    write(&session, "/tmp/a", &body);
+    remove(&session, "/tmp/a");
+    // A put whose row was never written (the instance went away between them): R2 holds the
+    // body and nothing names it, so a store of it is a new one, charged first.
+    session.platform.sql.exec("DELETE FROM workspace_bodies", &[]).unwrap();
+    let mut pool = LocalPool::new();
+    let release_ledger = hold_ledger(&session);
+    let (sweeper, writer) = (session.clone(), session.clone());
+    let bytes = body.clone().into_bytes();
+    let sha = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let stored = sha.clone();
+    pool.spawner()
+        .spawn_local(async move { *stored.borrow_mut() = Some(writer.store_body(&caller(), bytes).await.unwrap()) })
+        .unwrap();
+    pool.run_until_stalled(); // the store waits on the ledger's answer
+    let release_r2 = hold_r2(&session);
+    let as_of = session.now_ms() + 10 * BODY_GRACE_MS;
+    let swept = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let seen = swept.clone();
+    pool.spawner()
+        .spawn_local(
+            async move { *seen.borrow_mut() = Some(sweeper.sweep_bodies(RELAY_SESSION, as_of).await.unwrap()) },
+        )
+        .unwrap();
+    pool.run_until_stalled(); // the sweep judged the page (and waits on R2 if it deletes)
+    *session.platform.charge_hold.borrow_mut() = None;
+    drop(release_ledger);
+    pool.run_until_stalled(); // charged: the store puts the body (held by R2)
+    *session.platform.blobs.hold.borrow_mut() = None;
+    drop(release_r2);
+    pool.run();
+    let swept = swept.borrow_mut().take().expect("the sweep ended");
+    assert_eq!(swept.deleted, 0, "a body being stored (its charge under way) is kept: {swept:?}");
+    let sha = sha.borrow_mut().take().expect("stored");
+    let change = Change::Write { path: "/tmp/b".into(), sha256: sha, size: body.len() as u64 };
+    session.store().commit(&[change], CAP, session.now_ms()).remove(0).expect("the commit finds its body");
+    assert!(in_r2(&session, &body), "the body the commit names is in R2");
+    assert_eq!(read(&session, "/tmp/b")["content"].as_str().unwrap().len(), body.len());
+}

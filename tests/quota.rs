@@ -23,7 +23,7 @@ fn call(session: &str) -> Charge {
 
 /// Run `id`'s slot, charged at `at` for a run that takes no time.
 fn run(id: &str, at: u64) -> Charge {
-    Charge::Run { lease: run_lease(id, at, 0) }
+    Charge::Run { lease: run_lease(id, at, 0), stored_bytes: 0 }
 }
 
 fn ask(store: &MemoryLedger, quotas: Quotas, charge: Charge, now_ms: u64) -> LedgerAnswer {
@@ -401,4 +401,37 @@ fn charges_over_many_minutes_without_a_measurement_stay_counted_in_a_bounded_row
     // The merged minutes count as the oldest kept: a measurement after them drops them.
     ask(&store, q, measured(7, T0 + 2_000 * 60_000), T0 + 2_000 * 60_000);
     assert_eq!(usage(&store, q, T0 + 2_000 * 60_000)["storedBytes"]["used"], 7);
+}
+
+#[test]
+fn a_run_and_its_capsules_bytes_are_charged_in_one_step_all_or_nothing() {
+    let (store, q) = (MemoryLedger::default(), Quotas { runs_in_flight: 1, ..stored_quota(MIB) });
+    let run_with = |id: &str, bytes: u64| Charge::Run { lease: run_lease(id, T0, 60_000), stored_bytes: bytes };
+    // Its capsule would pass the quota: refused as storedBytes, and no slot is taken.
+    let (quota, _, _, retry) = refused(ask(&store, q, run_with("r_1", MIB + 1), T0)).unwrap();
+    assert_eq!((quota.as_str(), retry), ("storedBytes", 3600));
+    assert_eq!(refused(ask(&store, q, run_with("r_1", 1_000), T0)), None, "the slot was free");
+    // No slot: refused as runsInFlight, and its bytes are not charged.
+    assert_eq!(refused(ask(&store, q, run_with("r_2", 500), T0)).unwrap().0, "runsInFlight");
+    assert_eq!(usage(&store, q, T0)["storedBytes"]["used"], 1_000);
+}
+
+#[test]
+fn a_failed_put_gives_its_bytes_back_unless_a_measurement_replaced_its_charge() {
+    let (store, q) = (MemoryLedger::default(), stored_quota(MIB));
+    let failed = |bytes: u64, charged_ms: u64| Charge::StoreFailed { bytes, charged_ms };
+    ask(&store, q, put(600_000), T0);
+    ask(&store, q, put(300_000), T0 + 30_000);
+    ask(&store, q, failed(600_000, T0), T0 + 40_000);
+    assert_eq!(usage(&store, q, T0 + 40_000)["storedBytes"]["used"], 300_000);
+    // Charged, then measured (the listing did not find it): giving it back would count less
+    // than is stored.
+    let hour = 3_600_000;
+    ask(&store, q, put(200_000), T0 + hour);
+    ask(&store, q, measured(300_000, T0 + hour + 180_000), T0 + hour + 200_000);
+    ask(&store, q, failed(200_000, T0 + hour), T0 + hour + 210_000);
+    assert_eq!(usage(&store, q, T0 + hour + 210_000)["storedBytes"]["used"], 300_000);
+    // Never below nothing, whatever it is told.
+    ask(&store, q, failed(u64::MAX, T0 + hour + 300_000), T0 + hour + 300_000);
+    assert_eq!(usage(&store, q, T0 + hour + 300_000)["storedBytes"]["used"], 300_000);
 }

@@ -577,11 +577,14 @@ fn a_write_whose_body_would_pass_the_tenants_stored_bytes_is_refused_and_changes
     small.tenant.defaults.quotas.stored_bytes = 1 << 20;
     let write = |path: &str, content: String| {
         let arguments = json!({ "path": path, "content": content });
-        run(session.file_tool(&small, "write", &arguments, CAP, &[])).map_err(|r| (r.name, r.message))
+        run(session.file_tool(&small, "write", &arguments, CAP, &[])).map_err(|r| (r.name, r.message, r.retry_after_s))
     };
     write("/tmp/a", "a".repeat(600_000)).unwrap();
-    let (name, message) = write("/tmp/b", "b".repeat(600_000)).unwrap_err();
+    let (name, message, retry_after) = write("/tmp/b", "b".repeat(600_000)).unwrap_err();
     assert_eq!(name, ErrorName::QuotaExceeded, "{message}");
+    // Never measured: the next measurement may come within the hour.
+    assert_eq!(retry_after, Some(3600));
+    assert!(message.contains("retry in 3600 s"), "{message}");
     assert!(message.contains("defaults.quotas.storedBytes") && message.contains("600000 of 1048576 bytes stored (capsules, build records, /out files, workspace bodies), which a put of 600000 bytes would pass"), "{message}");
     assert!(tool(&session, "read", json!({ "path": "/tmp/b" })).is_err(), "no file was made");
     assert_eq!(session.platform.blobs.objects.borrow().len(), 1, "nothing more is in R2");
@@ -592,5 +595,28 @@ fn a_write_whose_body_would_pass_the_tenants_stored_bytes_is_refused_and_changes
     // A put through the tab's route is refused alike (413 is for the workspace's own cap).
     let large = vec![7; 600_000];
     let refused = run(session.put_body(&small, None, &sha256_hex(&large), large)).unwrap_err();
-    assert_eq!(refused.name, ErrorName::QuotaExceeded);
+    assert_eq!(
+        (refused.name, refused.retry_after_s),
+        (ErrorName::QuotaExceeded, Some(3600)),
+        "the route's 429 says when"
+    );
+    assert_eq!(
+        session.platform.store_hops.get(),
+        3,
+        "one charge per body new to R2, none for one kept inline or stored"
+    );
+}
+
+#[test]
+fn a_body_whose_put_fails_gives_its_charge_back() {
+    let session = session();
+    let body = "f".repeat(600_000);
+    session.platform.blobs.failing.set(true);
+    let (name, _) = tool(&session, "write", json!({ "path": "/tmp/f", "content": body })).unwrap_err();
+    assert_eq!(name, ErrorName::StorageUnavailable);
+    assert_eq!(session.platform.stored_used(), 0, "the failed put's bytes came back");
+    // Retried once R2 answers: charged once, for the one put made.
+    session.platform.blobs.failing.set(false);
+    tool(&session, "write", json!({ "path": "/tmp/f", "content": body })).unwrap();
+    assert_eq!(session.platform.stored_used(), 600_000);
 }

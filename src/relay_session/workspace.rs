@@ -315,7 +315,9 @@ impl<P: Platform> RelaySession<P> {
 
     /// A body stored already is only noted as stored again (`body_sweep` keeps it its grace);
     /// one a sweep is deleting is stored after the deletion ends. Only a body new to R2 is
-    /// charged to the tenant's `storedBytes`: the retention sweep measures R2, not the SQLite.
+    /// charged to the tenant's `storedBytes` (the retention sweep measures R2, not the SQLite),
+    /// and given back if its put fails. A refusal is the quota's (`QuotaExceeded`, with its
+    /// `Retry-After`), never a storage failure.
     async fn store_body_as(&self, caller: &Caller, sha256: &str, bytes: Vec<u8>) -> std::result::Result<(), Refusal> {
         let unavailable = |e: StorageError| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e));
         self.bodies.wait(sha256).await;
@@ -326,11 +328,17 @@ impl<P: Platform> RelaySession<P> {
         if size <= INLINE_MAX_BYTES {
             return self.store().put_workspace_body(sha256, size, Some(&bytes), self.now_ms()).map_err(unavailable);
         }
-        let charged = self.platform.charge_stored(&caller.tenant, size).await;
-        charged.map_err(|refused| Refusal::new(refused.name, refused.message))?;
+        // Marked before anything awaits again: the sweep keeps a body in flight, and the
+        // charge's hop below would otherwise leave it unmarked, deletable under the commit
+        // about to name it.
         let _uploading = self.bodies.uploading(sha256);
+        let charged_ms = self.now_ms();
+        self.platform.charge_stored(&caller.tenant, size).await?;
         let key = keys::workspace_body(&caller.object_name(), sha256);
-        self.platform.blobs().put(&key, bytes, Some(sha256), &[]).await.map_err(unavailable)?;
+        if let Err(e) = self.platform.blobs().put(&key, bytes, Some(sha256), &[]).await {
+            self.platform.store_failed(&caller.tenant.id, size, charged_ms);
+            return Err(unavailable(e));
+        }
         self.store().put_workspace_body(sha256, size, None, self.now_ms()).map_err(unavailable)
     }
 

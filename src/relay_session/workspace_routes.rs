@@ -256,5 +256,5 @@ fn unavailable_sqlite() -> HttpError {
 
 /// A refusal as a route's error.
 fn http_error(refusal: Refusal) -> HttpError {
-    HttpError::new(refusal.name, refusal.message)
+    HttpError { name: refusal.name, message: refusal.message, retry_after_s: refusal.retry_after_s }
 }

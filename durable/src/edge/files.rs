@@ -21,7 +21,6 @@ use relay_core::error::ErrorName;
 use relay_core::files::{self, PathError};
 use relay_core::keys;
 use relay_core::protocol::{Caller, SessionRequest};
-use relay_core::quota::Charge;
 use serde_json::json;
 use worker::{Bucket, Env, Headers, HttpMetadata, Method, Request, Response, Result};
 
@@ -98,19 +97,12 @@ async fn receive(
         }
         Err(refused) => return Ok(Err(refused)),
     };
-    if let Some(refused) =
-        ledger::refusal(ledger::charge(env, tenant, Charge::Store { bytes: body.len() as u64 }).await?)
-    {
-        return Ok(Err(refused));
-    }
     let (size, sha256) = (body.len(), sha256_hex(&body));
     let digest = hex::decode(&sha256).expect("hex of a digest");
     let metadata = HttpMetadata { content_type: Some(files::content_type(path).into()), ..Default::default() };
     let put = bucket.put(keys::out_file(&tenant.id, run, path), body).sha256(digest).http_metadata(metadata);
-    Ok(match put.execute().await {
-        Ok(_) => Ok((size, sha256)),
-        Err(e) => Err(storage_unavailable("R2", &e)),
-    })
+    let put = async { put.execute().await.map_err(|e| storage_unavailable("R2", &e)) };
+    Ok(ledger::charged_put(env, tenant, size as u64, put).await.map(|_| (size, sha256)))
 }
 
 /// Gives back a slot whose file was not stored. A release that fails is logged, not answered:

@@ -92,8 +92,8 @@ pub async fn upload(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
     if spent.status_code() != 204 {
         return Ok(spent);
     }
-    if let Err(unavailable) = put_layer(env, &grant.sha256, body).await {
-        return Ok(unavailable);
+    if let Err(refused) = put_layer(env, &caller.tenant, &grant.sha256, body).await {
+        return Ok(refused);
     }
     Ok(json(201, &json!({ "layer": grant.layer, "sha256": grant.sha256, "size": grant.size })))
 }

@@ -11,7 +11,6 @@ use relay_core::auth::Tenant;
 use relay_core::capsule::Capsule;
 use relay_core::error::HttpError;
 use relay_core::policy::Policy;
-use relay_core::quota::Charge;
 use relay_core::retention::{layers_meta, LAYERS_META};
 use relay_core::stores::{self, Blobs, Head, Listing, PolicyCache, StorageError};
 use std::cell::RefCell;
@@ -84,20 +83,22 @@ impl Blobs for R2 {
     }
 }
 
-/// Stores a built capsule (`stores::store_capsule`), its capsule.json first charged to the
-/// tenant's `storedBytes` (its layers are shared, no tenant's); or the 429 or 503 to answer with.
-pub async fn store_capsule(env: &Env, tenant: &Tenant, capsule: &Capsule) -> worker::Result<Result<(), Response>> {
-    let charged = ledger::charge(env, tenant, Charge::Store { bytes: capsule.manifest_json.len() as u64 }).await?;
-    if let Some(refused) = ledger::refusal(charged) {
-        return Ok(Err(refused));
-    }
-    let stored = stores::store_capsule(&R2(env.clone()), &tenant.id, capsule, super::now_ms()).await;
-    Ok(stored.map_err(|_| unavailable()))
+/// Stores a built capsule (`stores::store_capsule`), its bytes (`stores::capsule_bytes`)
+/// charged to the tenant's `storedBytes` first; or the 429 or 503 to answer with.
+pub async fn store_capsule(env: &Env, tenant: &Tenant, capsule: &Capsule) -> Result<(), Response> {
+    let put = async {
+        stores::store_capsule(&R2(env.clone()), &tenant.id, capsule, super::now_ms()).await.map_err(|_| unavailable())
+    };
+    ledger::charged_put(env, tenant, stores::capsule_bytes(capsule), put).await
 }
 
-/// Stores an uploaded layer (`stores::put_layer`), or the 503 to answer with.
-pub async fn put_layer(env: &Env, sha256: &str, bytes: Vec<u8>) -> Result<(), Response> {
-    stores::put_layer(&R2(env.clone()), sha256, bytes, super::now_ms()).await.map_err(|_| unavailable())
+/// Stores a layer `tenant` uploaded (`stores::put_layer`), its bytes charged to the tenant's
+/// `storedBytes` first; or the 429 or 503 to answer with.
+pub async fn put_layer(env: &Env, tenant: &Tenant, sha256: &str, bytes: Vec<u8>) -> Result<(), Response> {
+    let size = bytes.len() as u64;
+    let put =
+        async { stores::put_layer(&R2(env.clone()), sha256, bytes, super::now_ms()).await.map_err(|_| unavailable()) };
+    ledger::charged_put(env, tenant, size, put).await
 }
 
 fn unavailable() -> Response {

@@ -135,6 +135,11 @@ impl Platform for DoPlatform {
     async fn charge_stored(&self, tenant: &Tenant, bytes: u64) -> std::result::Result<(), HttpError> {
         ledger::charge_stored(&self.env, tenant, bytes).await
     }
+
+    fn store_failed(&self, tenant: &str, bytes: u64, charged_ms: u64) {
+        let (env, tenant) = (self.env.clone(), tenant.to_owned());
+        spawn_local(async move { ledger::store_failed(&env, &tenant, bytes, charged_ms).await });
+    }
 }
 
 /// The tabs attached to the relay session: their command streams, what each last said of its
