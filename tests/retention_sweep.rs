@@ -346,7 +346,7 @@ fn measured(blobs: &MemoryBlobs, tenants: &[&str]) -> Result<Vec<(String, u64)>,
 }
 
 #[test]
-fn what_each_tenant_stores_is_summed_across_pages_and_kinds_and_layers_count_to_none() {
+fn what_each_tenant_stores_is_summed_across_pages_and_kinds_and_layers_count_to_the_tenants_naming_them() {
     let blobs = MemoryBlobs::default();
     let hash = "a".repeat(64);
     let put = |key: String, size: usize| {
@@ -360,13 +360,27 @@ fn what_each_tenant_stores_is_summed_across_pages_and_kinds_and_layers_count_to_
     put(format!("workspace/ta/s1/{hash}"), 5_000);
     put(format!("workspace/ta/s2/{hash}"), 5_000); // each relay session keeps its own bodies
     put(format!("workspace/tab/s1/{hash}"), 7); // a tenant whose id starts like another's
-    put(format!("layers/{hash}"), 1 << 20);
+    put(format!("layers/{hash}"), 1 << 20); // named by no capsule nor build record: nobody's
     put("files/gone/run_1/out/f.txt".into(), 9); // a tenant being deleted: not asked for
     let expect = vec![("ta".to_string(), 100 + 20 + 7_000 + 10_000), ("tab".into(), 7), ("tb".into(), 0)];
     assert_eq!(measured(&blobs, &["ta", "tab", "tb"]).unwrap(), expect);
     // An object deleted is gone from the next measurement.
     blobs.objects.borrow_mut().retain(|key, _| !key.starts_with("files/ta/"));
     assert_eq!(measured(&blobs, &["ta"]).unwrap(), vec![("ta".to_string(), 10_120)]);
+    // A layer counts once to each tenant whose capsules or build records name it: ta's capsule
+    // and build record name the code and deps layers, tb's capsule the deps layer only.
+    let (code, deps) = ("c".repeat(64), "d".repeat(64));
+    put(format!("layers/{code}"), 300);
+    put(format!("layers/{deps}"), 4_000);
+    let named = |key: String, layers: &[&str]| {
+        blobs.layers.borrow_mut().insert(key, layers.join(","));
+    };
+    named(format!("capsules/ta/{hash}/capsule.json"), &[&code, &deps]);
+    named("builds/ta/k1.json".into(), &[&deps]);
+    put(format!("capsules/tb/{hash}/capsule.json"), 50);
+    named(format!("capsules/tb/{hash}/capsule.json"), &[&deps]);
+    let expect = vec![("ta".to_string(), 10_120 + 300 + 4_000), ("tb".into(), 50 + 4_000)];
+    assert_eq!(measured(&blobs, &["ta", "tb"]).unwrap(), expect);
     // A listing that fails gives no figure at all, rather than a part of one.
     blobs.failing.set(true);
     assert!(measured(&blobs, &["ta"]).is_err());

@@ -15,7 +15,7 @@
 //! What failed is returned as problems for the Worker to log; nothing is retried within a sweep
 //! (the next trigger starts over).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{
     stored_owner, unused, StoredSweep, Sweep, BUILD_PREFIX, CAPSULE_PREFIX, LAYER_PREFIX, OUT_PREFIX, WORKSPACE_PREFIX,
@@ -24,7 +24,7 @@ use crate::auth::Tenant;
 use crate::capsule::Manifest;
 use crate::keys;
 use crate::packages::BuildRecord;
-use crate::stores::{Blobs, StorageError};
+use crate::stores::{Blobs, Listing, StorageError};
 
 /// What the sweep reads besides R2.
 #[allow(async_fn_in_trait)] // as `Blobs`
@@ -184,32 +184,58 @@ pub async fn sweep_bodies(directory: &impl Directory, as_of_ms: u64) -> (Sweep, 
 }
 
 /// The R2 prefixes whose objects count to a tenant's `storedBytes`, each `<prefix><tenant>/...`.
-/// Layers do not: tenants share them by hash, and counting one to each tenant whose capsule
-/// names it would make a tenant pay for what another uploaded.
+/// Layers (`layers/<sha256>`, shared by hash) count to every tenant one names: [`measure_stored`].
 pub const MEASURED_PREFIXES: [&str; 4] = [CAPSULE_PREFIX, BUILD_PREFIX, OUT_PREFIX, WORKSPACE_PREFIX];
 
 /// What each of `tenants` stores in R2 now (every one of them in the answer, 0 for one with
-/// nothing: its files may all have been deleted since the last measurement), summed from the
-/// listing of [`MEASURED_PREFIXES`]; objects of tenants not named (a deletion under way) are
-/// not counted. A listing that fails fails the whole measurement: a partial sum would let
-/// the tenant store past its quota.
+/// nothing: its files may all have been deleted since the last measurement): the objects
+/// listed under [`MEASURED_PREFIXES`], and each layer once for every tenant whose capsules or
+/// build records name it (their [`super::LAYERS_META`]): the sweep keeps a layer while any of
+/// them stands, so each of those tenants keeps it, and a tenant pays for nothing it does not
+/// keep. Objects of tenants not named (a deletion under way) are not counted. A listing that
+/// fails fails the whole measurement: a partial sum would let the tenant store past its quota.
 pub async fn measure_stored(blobs: &impl Blobs, tenants: &[String]) -> Result<BTreeMap<String, u64>, StorageError> {
     let mut stored: BTreeMap<String, u64> = tenants.iter().map(|id| (id.clone(), 0)).collect();
+    // Each layer named, with the tenants that name it.
+    let mut keepers: HashMap<String, BTreeSet<String>> = HashMap::new();
     for prefix in MEASURED_PREFIXES {
-        let mut cursor = None;
-        loop {
-            let page = blobs.list(prefix, cursor.take()).await?;
+        each_page(blobs, prefix, |page| {
             for (key, _) in &page.objects {
                 let owner = key.strip_prefix(prefix).and_then(|rest| rest.split_once('/')).map(|(owner, _)| owner);
-                if let Some(sum) = owner.and_then(|owner| stored.get_mut(owner)) {
-                    *sum = sum.saturating_add(page.sizes.get(key).copied().unwrap_or(0));
+                let Some((owner, sum)) = owner.and_then(|owner| stored.get_mut(owner).map(|sum| (owner, sum))) else {
+                    continue;
+                };
+                *sum = sum.saturating_add(page.sizes.get(key).copied().unwrap_or(0));
+                for layer in page.layers.get(key).and_then(|meta| super::layers_named(meta)).unwrap_or_default() {
+                    keepers.entry(layer.to_owned()).or_default().insert(owner.to_owned());
                 }
             }
-            match page.next {
-                Some(next) => cursor = Some(next),
-                None => break,
+        })
+        .await?;
+    }
+    each_page(blobs, LAYER_PREFIX, |page| {
+        for (key, _) in &page.objects {
+            let named_by = key.strip_prefix(LAYER_PREFIX).and_then(|sha| keepers.get(sha));
+            for owner in named_by.into_iter().flatten() {
+                let sum = stored.get_mut(owner).expect("a keeper is a tenant measured");
+                *sum = sum.saturating_add(page.sizes.get(key).copied().unwrap_or(0));
             }
         }
-    }
+    })
+    .await?;
     Ok(stored)
+}
+
+/// `each` of the pages R2 lists under `prefix`, in order.
+async fn each_page(blobs: &impl Blobs, prefix: &str, mut each: impl FnMut(Listing)) -> Result<(), StorageError> {
+    let mut cursor = None;
+    loop {
+        let page = blobs.list(prefix, cursor.take()).await?;
+        let next = page.next.clone();
+        each(page);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(()),
+        }
+    }
 }
