@@ -281,7 +281,7 @@ describe("quotas per tenant", () => {
     const body = await refused.json();
     assert.equal(refused.status, 429, JSON.stringify(body));
     assert.equal(body.error.name, "QuotaExceeded");
-    assert.match(body.error.message, /defaults\.quotas\.storedBytes is reached: 1048566 of 1048576 bytes stored \(capsules, build records, \/out files, workspace bodies\), which a put of 11 bytes would pass/);
+    assert.match(body.error.message, /defaults\.quotas\.storedBytes is reached: 1048566 of 1048576 bytes stored \(capsules and their layers, build records, \/out files, workspace bodies\), which a put of 11 bytes would pass/);
     assert.ok(Number(refused.headers.get("retry-after")) >= 1);
     // A tab's body upload is refused alike, with Retry-After (not a storage failure to retry).
     const { attachToken } = await attach(key, "default");

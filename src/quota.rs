@@ -20,13 +20,15 @@
 //!   back after, so fetches in parallel cannot each pass the bytes check on a stale count.
 //!
 //! - `storedBytes`: bytes the tenant keeps in R2 (capsule.json files, build records, `/out`
-//!   files, workspace bodies over `workspace::INLINE_MAX_BYTES`; not deps layers, which
-//!   tenants share by hash). Measured, then charged between measurements: the hourly retention sweep sums what
-//!   is there per tenant ([`Charge::StoredMeasured`]), and each put since is charged its bytes
-//!   first ([`Charge::Store`]), refused when it would take the measured figure and the charges
-//!   since past the quota. A key put again on purpose (a capsule stored again to show use, an
-//!   `/out` path overwritten) is charged again until the next measurement sees it once; a
-//!   deletion is seen by the next measurement, so nothing is credited.
+//!   files, workspace bodies over `workspace::INLINE_MAX_BYTES`, and each layer once for every
+//!   tenant whose capsules or build records name it: `retention::sweep::measure_stored`).
+//!   Measured, then charged between measurements: the hourly retention sweep sums what is
+//!   there per tenant ([`Charge::StoredMeasured`]), and each put since is charged its bytes
+//!   first ([`Charge::Store`], or with a run's slot in [`Charge::Run`]), refused when it would
+//!   take the measured figure and the charges since past the quota; a put that fails gives
+//!   them back ([`Charge::StoreFailed`]). A key put again on purpose (a capsule stored again
+//!   to show use, an `/out` path overwritten) is charged again until the next measurement sees
+//!   it once; a deletion is seen by the next measurement, so nothing is credited.
 //!
 //! The ledger also adds up the tenant's edge time per UTC day (`defaults.edge.cpuMsPerDay`,
 //! whose check stays the run machine's, `run::executor`): each run's end brings its edge
@@ -193,7 +195,7 @@ impl Refusal {
     /// and who raises it.
     pub fn message(&self) -> String {
         let stored = format!(
-            "bytes stored (capsules, build records, /out files, workspace bodies), which a put of {} bytes would pass",
+            "bytes stored (capsules and their layers, build records, /out files, workspace bodies), which a put of {} bytes would pass",
             self.wanted
         );
         let (what, back) = match self.quota.as_str() {

@@ -585,7 +585,7 @@ fn a_write_whose_body_would_pass_the_tenants_stored_bytes_is_refused_and_changes
     // Never measured: the next measurement may come within the hour.
     assert_eq!(retry_after, Some(3600));
     assert!(message.contains("retry in 3600 s"), "{message}");
-    assert!(message.contains("defaults.quotas.storedBytes") && message.contains("600000 of 1048576 bytes stored (capsules, build records, /out files, workspace bodies), which a put of 600000 bytes would pass"), "{message}");
+    assert!(message.contains("defaults.quotas.storedBytes") && message.contains("600000 of 1048576 bytes stored (capsules and their layers, build records, /out files, workspace bodies), which a put of 600000 bytes would pass"), "{message}");
     assert!(tool(&session, "read", json!({ "path": "/tmp/b" })).is_err(), "no file was made");
     assert_eq!(session.platform.blobs.objects.borrow().len(), 1, "nothing more is in R2");
     // A body kept inline (in the relay session's SQLite, not R2) is not charged, nor is a body
