@@ -13,7 +13,7 @@ mod support;
 
 use futures::channel::oneshot;
 use futures::executor::LocalPool;
-use futures::future::FutureExt;
+use futures::future::{FutureExt, Shared};
 use futures::task::LocalSpawnExt;
 use platform::{caller, run, session, Session, LIST_PAGE};
 use proptest::prelude::*;
@@ -199,11 +199,16 @@ proptest! {
     }
 }
 
+/// Holds what waits on `slot` until the returned sender is dropped.
+fn hold(slot: &std::cell::RefCell<Option<Shared<oneshot::Receiver<()>>>>) -> oneshot::Sender<()> {
+    let (release, held) = oneshot::channel();
+    *slot.borrow_mut() = Some(held.shared());
+    release
+}
+
 /// Holds R2's puts and deletes until the returned sender is dropped.
 fn hold_r2(session: &Session) -> oneshot::Sender<()> {
-    let (release, held) = oneshot::channel();
-    *session.platform.blobs.hold.borrow_mut() = Some(held.shared());
-    release
+    hold(&session.platform.blobs.hold)
 }
 
 #[test]
@@ -257,9 +262,7 @@ fn a_body_whose_upload_is_under_way_is_kept_by_a_sweep_that_lists_it() {
 
 /// Holds the ledger's charges of stored bytes until the returned sender is dropped.
 fn hold_ledger(session: &Session) -> oneshot::Sender<()> {
-    let (release, held) = oneshot::channel();
-    *session.platform.charge_hold.borrow_mut() = Some(held.shared());
-    release
+    hold(&session.platform.charge_hold)
 }
 
 #[test]
