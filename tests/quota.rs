@@ -354,20 +354,27 @@ fn a_ledger_row_from_before_stored_bytes_reads_as_never_measured() {
 }
 
 proptest! {
-    /// Whatever puts, measurements and times, the ledger never charges a put that takes what
-    /// it counts past the quota, what it counts is never below the latest measurement plus
-    /// the puts charged in the minute before its listing and after, and its row stays bounded.
+    /// Whatever puts, failed puts, measurements and times, the ledger never charges a put that
+    /// takes what it counts past the quota, what it counts is never below the latest
+    /// measurement plus the puts (not failed) charged in the minute before its listing and
+    /// after, and its row stays bounded.
     #[test]
     fn stored_bytes_never_pass_their_quota_nor_forget_a_recent_put(
-        steps in proptest::collection::vec((0u64..600_000, 0u64..(3 * MIB), any::<bool>()), 1..300),
+        steps in proptest::collection::vec((0u64..600_000, 0u64..(3 * MIB), 0u8..3), 1..300),
     ) {
         let (store, q) = (MemoryLedger::default(), stored_quota(4 * MIB));
         let mut now = T0;
         let mut charged: Vec<(u64, u64)> = Vec::new();
         let mut latest: Option<(u64, u64)> = None;
-        for (dt, bytes, is_measurement) in steps {
+        for (dt, bytes, kind) in steps {
             now += dt;
-            if is_measurement {
+            if kind == 2 {
+                // One of the puts charged failed (its charge's time from the caller's clock).
+                if !charged.is_empty() {
+                    let (at, failed) = charged.remove(bytes as usize % charged.len());
+                    ask(&store, q, Charge::StoreFailed { bytes: failed, charged_ms: at }, now);
+                }
+            } else if kind == 1 {
                 let at = now.saturating_sub(dt / 2);
                 ask(&store, q, measured(bytes, at), now);
                 if latest.is_none_or(|(_, l)| l <= at) { latest = Some((bytes, at)); }
@@ -429,9 +436,10 @@ fn a_failed_put_gives_its_bytes_back_unless_a_measurement_replaced_its_charge() 
     let hour = 3_600_000;
     ask(&store, q, put(200_000), T0 + hour);
     ask(&store, q, measured(300_000, T0 + hour + 180_000), T0 + hour + 200_000);
+    ask(&store, q, put(100_000), T0 + hour + 205_000);
     ask(&store, q, failed(200_000, T0 + hour), T0 + hour + 210_000);
-    assert_eq!(usage(&store, q, T0 + hour + 210_000)["storedBytes"]["used"], 300_000);
-    // Never below nothing, whatever it is told.
-    ask(&store, q, failed(u64::MAX, T0 + hour + 300_000), T0 + hour + 300_000);
+    assert_eq!(usage(&store, q, T0 + hour + 210_000)["storedBytes"]["used"], 400_000, "the later put stays counted");
+    // Never below the measurement, whatever it is told.
+    ask(&store, q, failed(u64::MAX, T0 + hour + 205_000), T0 + hour + 300_000);
     assert_eq!(usage(&store, q, T0 + hour + 300_000)["storedBytes"]["used"], 300_000);
 }
