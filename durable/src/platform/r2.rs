@@ -92,13 +92,9 @@ pub async fn store_capsule(env: &Env, tenant: &Tenant, capsule: &Capsule) -> Res
     ledger::charged_put(env, tenant, stores::capsule_bytes(capsule), put).await
 }
 
-/// Stores a layer `tenant` uploaded (`stores::put_layer`), its bytes charged to the tenant's
-/// `storedBytes` first; or the 429 or 503 to answer with.
-pub async fn put_layer(env: &Env, tenant: &Tenant, sha256: &str, bytes: Vec<u8>) -> Result<(), Response> {
-    let size = bytes.len() as u64;
-    let put =
-        async { stores::put_layer(&R2(env.clone()), sha256, bytes, super::now_ms()).await.map_err(|_| unavailable()) };
-    ledger::charged_put(env, tenant, size, put).await
+/// Stores an uploaded layer (`stores::put_layer`), or the 503 to answer with.
+pub async fn put_layer(env: &Env, sha256: &str, bytes: Vec<u8>) -> Result<(), Response> {
+    stores::put_layer(&R2(env.clone()), sha256, bytes, super::now_ms()).await.map_err(|_| unavailable())
 }
 
 fn unavailable() -> Response {
