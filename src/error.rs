@@ -246,11 +246,19 @@ const fn joined(tool: [ErrorName; 11], http: [ErrorName; 16]) -> [ErrorName; 27]
 pub struct HttpError {
     pub name: ErrorName,
     pub message: String,
+    /// Seconds to wait before retrying, when the refusal passes with time (a quota's
+    /// `Retry-After`); `StorageUnavailable` always has [`STORAGE_RETRY_AFTER_S`].
+    pub retry_after_s: Option<u64>,
 }
 
 impl HttpError {
     pub fn new(name: ErrorName, message: impl Into<String>) -> Self {
-        HttpError { name, message: message.into() }
+        HttpError { name, message: message.into(), retry_after_s: None }
+    }
+
+    /// This refusal with `Retry-After: seconds`.
+    pub fn retry_after(self, seconds: u64) -> Self {
+        HttpError { retry_after_s: Some(seconds), ..self }
     }
 
     /// A store (R2, KV, the relay session's SQLite) that did not answer: 503 with

@@ -72,6 +72,8 @@ pub const LAYERS_META: &str = "layers";
 pub const CAPSULE_PREFIX: &str = "capsules/";
 pub const BUILD_PREFIX: &str = "builds/";
 pub const LAYER_PREFIX: &str = "layers/";
+/// The R2 prefix of every workspace body (`crate::keys::workspace_body`).
+pub const WORKSPACE_PREFIX: &str = "workspace/";
 
 /// How long a workspace body no file names stays after it was last stored: a run's longest
 /// life (a tab uploads a run's bodies before the commit at its end) and an hour more.

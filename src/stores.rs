@@ -53,12 +53,13 @@ pub trait Blobs {
 }
 
 /// A page of a [`Blobs::list`]: each object's key and when it was stored, the layers each
-/// names (R2 custom metadata `retention::LAYERS_META`, by key, for those that have it), and
-/// where the next page starts, if there is one.
+/// names (R2 custom metadata `retention::LAYERS_META`, by key, for those that have it), each
+/// one's size (by key), and where the next page starts, if there is one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listing {
     pub objects: Vec<(String, u64)>,
     pub layers: HashMap<String, String>,
+    pub sizes: HashMap<String, u64>,
     pub next: Option<String>,
 }
 
@@ -85,6 +86,14 @@ pub async fn store_capsule(
     let (layers, manifest) = future::join(future::try_join_all(layers), manifest).await;
     layers?;
     manifest
+}
+
+/// The bytes a capsule stores for its tenant, as `quota`'s `storedBytes` counts them: its
+/// capsule.json and the layers it carries (its code layer; a deps layer was charged at its
+/// upload, `PUT /capsule/upload`).
+pub fn capsule_bytes(capsule: &Capsule) -> u64 {
+    let layers: usize = capsule.layers.iter().map(|(_, bytes)| bytes.len()).sum();
+    (capsule.manifest_json.len() + layers) as u64
 }
 
 /// Stores `bytes` as the layer of `sha256` (hex) unless it is there already and was stored

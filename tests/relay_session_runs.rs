@@ -19,11 +19,13 @@ use relay_core::auth::QueueSettings;
 use relay_core::capsule::jws::Signer;
 use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
 use relay_core::mcp::{Era, Tool};
+use relay_core::quota::{answer, run_lease, Charge, LedgerRequest};
 use relay_core::relay_session::desk::{Unadmitted, ANSWERS_KEPT};
-use relay_core::relay_session::runs::{prepare, start_task, Answer, CancelOnDrop, Job, Resumed, Work};
+use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, Job, Resumed, Work};
 use relay_core::relay_session::{RelaySession, Sql};
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
+use relay_core::stores;
 use serde_json::{json, Value};
 use support::{Failing, Sqlite};
 
@@ -360,4 +362,75 @@ fn a_call_with_bad_arguments_is_a_tool_error_and_never_a_run() {
     // A file tool needs no signer.
     let read = tool_call(Tool::Read, json!({ "path": "/tmp/a.txt" }), Era::Modern, None);
     assert!(Work::of(&*session, &caller(), &read, || Err::<Signer, _>("no key")).unwrap().is_ok());
+}
+
+#[test]
+fn a_run_whose_capsule_would_pass_the_tenants_stored_bytes_ends_quota_exceeded_and_stores_nothing() {
+    let session = with_tabs(&["tab_1"]);
+    let mut call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("1"), Era::Modern, None));
+    call.caller.tenant.defaults.quotas.stored_bytes = 1 << 20;
+    // The tenant stores all but 10 bytes of its quota already.
+    let filled = Charge::Store { bytes: (1 << 20) - 10 };
+    let request = LedgerRequest { quotas: call.caller.tenant.defaults.quotas, charge: filled };
+    answer(&session.platform.ledger, &request, session.now_ms()).unwrap();
+    let stream = start(&session, &call);
+    let answered = stream.messages().into_iter().find(|m| m["id"] == json!(7)).expect("an answer");
+    let text = answered["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.contains("QuotaExceeded") && text.contains("defaults.quotas.storedBytes"), "{text}");
+    assert_eq!(session.platform.blobs.puts.get(), 0, "nothing was stored");
+    // With room, the same call stores its capsule, charged its capsule.json and code layer.
+    call.caller.tenant.defaults.quotas.stored_bytes = 1 << 30;
+    let again = Call { run: "r_2".into(), ..call };
+    start(&session, &again);
+    let in_r2: usize = session.platform.blobs.objects.borrow().values().map(Vec::len).sum();
+    assert_eq!(session.platform.stored_used(), (1u64 << 20) - 10 + in_r2 as u64);
+}
+
+#[test]
+fn a_capsule_charged_with_its_runs_admission_is_stored_with_no_other_hop_and_a_failed_put_gives_it_back() {
+    let session = with_tabs(&["tab_1"]);
+    let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("2"), Era::Modern, None));
+    // What the Worker's admission charges with the run's slot (`Charge::Run`), in one hop.
+    let bytes = call.job.stored_bytes(&*session);
+    let Job::Capsule { capsule, .. } = call.job.as_ref() else { panic!("a capsule job") };
+    assert_eq!(bytes, stores::capsule_bytes(capsule));
+    let run_charge = Charge::Run { lease: run_lease("r_1", session.now_ms(), 60_000), stored_bytes: bytes };
+    let request = LedgerRequest { quotas: call.caller.tenant.defaults.quotas, charge: run_charge };
+    answer(&session.platform.ledger, &request, session.now_ms()).unwrap();
+    call.job.charged(session.now_ms());
+    session.platform.blobs.failing.set(true);
+    let stream = start(&session, &call);
+    assert_eq!(session.platform.store_hops.get(), 0, "no hop to the ledger but the admission's");
+    let answered = stream.messages().into_iter().find(|m| m["id"] == json!(7)).expect("an answer");
+    assert!(answered.to_string().contains("could not be stored"), "{answered}");
+    assert_eq!(session.platform.stored_used(), 0, "the failed put's charge came back");
+    // Stored, the same capsule is not charged again by the next run's admission.
+    session.platform.blobs.failing.set(false);
+    let again = call_of(&session, "r_2", tool_call(Tool::RunJs, js("2"), Era::Modern, None));
+    start(&session, &again);
+    assert_eq!(session.platform.store_hops.get(), 1, "not charged at admission: charged at its store");
+    assert_eq!(session.platform.stored_used(), bytes);
+    let third = call_of(&session, "r_3", tool_call(Tool::RunJs, js("2"), Era::Modern, None));
+    assert_eq!(third.job.stored_bytes(&*session), 0, "stored lately: nothing to charge");
+}
+
+#[test]
+fn an_out_file_the_worker_refused_is_listed_with_why_and_no_url() {
+    let session = with_tabs(&["tab_1"]);
+    let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("1"), Era::Modern, None));
+    let stream = start(&session, &call);
+    let refusal =
+        json!({ "name": "QuotaExceeded", "message": "this tenant's quota defaults.quotas.storedBytes is reached" });
+    let files = json!([
+        { "path": "/out/big.csv", "size": 9, "sha256": "ab", "uploaded": false, "error": refusal },
+        { "path": "/out/ok.txt", "size": 2, "sha256": "cd", "uploaded": true },
+    ]);
+    let end =
+        json!({ "runId": "r_1", "seq": 0, "type": "exit", "exitCode": 0, "usage": { "wallMs": 1 }, "files": files });
+    heard(&session, "tab_1", &[end]);
+    let answered = stream.messages().into_iter().find(|m| m["id"] == json!(7)).expect("an answer");
+    let listed = &answered["result"]["structuredContent"]["files"];
+    assert_eq!(listed[0]["error"], refusal, "{listed}");
+    assert!(listed[0].get("url").is_none());
+    assert!(listed[1].get("error").is_none() && listed[1]["url"].is_string(), "{listed}");
 }

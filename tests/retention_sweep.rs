@@ -1,7 +1,8 @@
 //! The scheduled sweep's loops (`relay_core::retention::sweep`) over R2 in memory: a capsule or
 //! layer stored again between the listing and the delete is kept; a tenant or relay session
 //! that fails is skipped and the rest still swept; a capsule stored before it named its layers
-//! in metadata names them from its own bytes, so it no longer holds back every layer's sweep.
+//! in metadata names them from its own bytes, so it no longer holds back every layer's sweep;
+//! what each tenant stores is summed across pages, kinds and relay sessions, and never in part.
 
 // Each test crate uses part of the test backends.
 #[allow(dead_code)]
@@ -19,7 +20,7 @@ use relay_core::auth::admin::from_admin_json;
 use relay_core::auth::Tenant;
 use relay_core::keys;
 use relay_core::mcp::{Era, Tool};
-use relay_core::retention::sweep::{sweep_bodies, sweep_stored, Directory};
+use relay_core::retention::sweep::{measure_stored, sweep_bodies, sweep_stored, Directory};
 use relay_core::retention::{layers_named, Sweep, DAY_MS, LAYER_GRACE_MS};
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
@@ -336,4 +337,51 @@ fn a_capsule_a_tab_could_not_fetch_is_stored_again_by_the_next_call() {
     session.feed(Input::Heard { tab: Some("tab_1".into()), events: parse_batch(line.to_string().as_bytes()).unwrap() });
     call("r_3");
     assert!(blobs.objects.borrow().contains_key(&manifest), "stored again");
+}
+
+/// The bytes `blobs` holds for each of `tenants`, as the sweep measures them.
+fn measured(blobs: &MemoryBlobs, tenants: &[&str]) -> Result<Vec<(String, u64)>, StorageError> {
+    let ids: Vec<String> = tenants.iter().map(|id| id.to_string()).collect();
+    Ok(futures::executor::block_on(measure_stored(blobs, &ids))?.into_iter().collect())
+}
+
+#[test]
+fn what_each_tenant_stores_is_summed_across_pages_and_kinds_and_layers_count_to_the_tenants_naming_them() {
+    let blobs = MemoryBlobs::default();
+    let hash = "a".repeat(64);
+    let put = |key: String, size: usize| {
+        blobs.objects.borrow_mut().insert(key, vec![0; size]);
+    };
+    put(format!("capsules/ta/{hash}/capsule.json"), 100);
+    put("builds/ta/k1.json".into(), 20);
+    for i in 0..7 {
+        put(format!("files/ta/run_{i}/out/f.txt"), 1_000); // crosses pages of 3
+    }
+    put(format!("workspace/ta/s1/{hash}"), 5_000);
+    put(format!("workspace/ta/s2/{hash}"), 5_000); // each relay session keeps its own bodies
+    put(format!("workspace/tab/s1/{hash}"), 7); // a tenant whose id starts like another's
+    put(format!("layers/{hash}"), 1 << 20); // named by no capsule nor build record: nobody's
+    put("files/gone/run_1/out/f.txt".into(), 9); // a tenant being deleted: not asked for
+    let expect = vec![("ta".to_string(), 100 + 20 + 7_000 + 10_000), ("tab".into(), 7), ("tb".into(), 0)];
+    assert_eq!(measured(&blobs, &["ta", "tab", "tb"]).unwrap(), expect);
+    // An object deleted is gone from the next measurement.
+    blobs.objects.borrow_mut().retain(|key, _| !key.starts_with("files/ta/"));
+    assert_eq!(measured(&blobs, &["ta"]).unwrap(), vec![("ta".to_string(), 10_120)]);
+    // A layer counts once to each tenant whose capsules or build records name it: ta's capsule
+    // and build record name the code and deps layers, tb's capsule the deps layer only.
+    let (code, deps) = ("c".repeat(64), "d".repeat(64));
+    put(format!("layers/{code}"), 300);
+    put(format!("layers/{deps}"), 4_000);
+    let named = |key: String, layers: &[&str]| {
+        blobs.layers.borrow_mut().insert(key, layers.join(","));
+    };
+    named(format!("capsules/ta/{hash}/capsule.json"), &[&code, &deps]);
+    named("builds/ta/k1.json".into(), &[&deps]);
+    put(format!("capsules/tb/{hash}/capsule.json"), 50);
+    named(format!("capsules/tb/{hash}/capsule.json"), &[&deps]);
+    let expect = vec![("ta".to_string(), 10_120 + 300 + 4_000), ("tb".into(), 50 + 4_000)];
+    assert_eq!(measured(&blobs, &["ta", "tb"]).unwrap(), expect);
+    // A listing that fails gives no figure at all, rather than a part of one.
+    blobs.failing.set(true);
+    assert!(measured(&blobs, &["ta"]).is_err());
 }

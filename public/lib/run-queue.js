@@ -16,7 +16,8 @@ import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
 import { storeDisplays } from "./displays.js";
 import { exitEvent } from "./exit-event.js";
-import { uploadOutFiles } from "./out-files.js";
+import { notStored, uploadOutFiles } from "./out-files.js";
+import { notKept } from "./workspace-sync.js";
 import { cancelledOutcome } from "./runner-host.js";
 import { runtimeName } from "./status.js";
 
@@ -193,11 +194,18 @@ export class RunQueue {
     if (fileErrors) this.status.error(`run ${runId}: ${fileErrors} file change(s) could not be stored`);
     const shown = await storeDisplays(runId, displays, (path, data) => this.applyFileOp({ op: "write", path, data }, policy.filesystem, outWrites, writer));
     this.noteDoing("sending its file changes to the relay session");
-    const { refused, failure: lost } = await writer.done();
+    const kept = await writer.done();
+    const { refused, failure: lost } = kept;
     for (const { path, name, message } of refused) this.status.error(`run ${runId}: the relay session refused ${path}: ${name}: ${message}`);
     if (lost) this.status.error(`run ${runId}: file changes did not reach the relay session: ${lost.message}`);
     if (outWrites.size) this.noteDoing("uploading its /out files");
     const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken });
+    // What was not stored, and why, goes to the agent too (the run's stderr).
+    const unsaved = notKept(kept) + notStored(files);
+    if (unsaved) {
+      report({ type: "stderr", data: unsaved });
+      view.output("stderr", unsaved);
+    }
     this.complete(report, view, { ...outcome, files, displays: shown });
   }
 

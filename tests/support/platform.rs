@@ -14,8 +14,10 @@ use futures::future::Shared;
 use relay_core::auth::{QueueSettings, Tenant, TenantDefaults};
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::capsule::jws::Signer;
+use relay_core::error::{ErrorName, HttpError};
 use relay_core::mcp::{Era, Tool, ToolCall};
 use relay_core::protocol::Caller;
+use relay_core::quota::{answer, Charge, LedgerAnswer, LedgerRequest, MemoryLedger};
 use relay_core::relay_session::runs::{prepare, Answer, Call, Work};
 use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
 use relay_core::run::machine::Input;
@@ -109,7 +111,8 @@ impl Blobs for MemoryBlobs {
             .iter()
             .filter_map(|(k, _)| named.get(k).filter(|meta| !meta.is_empty()).map(|meta| (k.clone(), meta.clone())))
             .collect();
-        Ok(Listing { objects: page, layers, next })
+        let sizes = page.iter().map(|(k, _)| (k.clone(), objects[k].len() as u64)).collect();
+        Ok(Listing { objects: page, layers, sizes, next })
     }
 
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {
@@ -249,6 +252,13 @@ pub struct TestPlatform<S: Sql> {
     pub edge: RefCell<Vec<String>>,
     /// `(tenant, run, edge_ms)` of every run whose end was told to the tenant's ledger.
     pub ended: RefCell<Vec<(String, String, u64)>>,
+    /// The tenant's ledger (the core's rules, kept in memory), which stored bytes are charged to.
+    pub ledger: MemoryLedger,
+    /// How many times a put's bytes were charged to the ledger (`charge_stored`: one hop each).
+    pub store_hops: Cell<usize>,
+    /// While set, a charge of stored bytes waits for it before it is made: what the ledger's
+    /// hop lets interleave.
+    pub charge_hold: RefCell<Option<Shared<oneshot::Receiver<()>>>>,
 }
 
 impl<S: Sql> TestPlatform<S> {
@@ -266,7 +276,19 @@ impl<S: Sql> TestPlatform<S> {
             upstreams: RefCell::default(),
             edge: RefCell::default(),
             ended: RefCell::default(),
+            ledger: MemoryLedger::default(),
+            store_hops: Cell::new(0),
+            charge_hold: RefCell::default(),
             posts: RefCell::default(),
+        }
+    }
+
+    /// The bytes the tenant's ledger counts stored (`storedBytes`' `used`).
+    pub fn stored_used(&self) -> u64 {
+        let request = LedgerRequest { quotas: Default::default(), charge: Charge::Usage { edge_cpu_ms_per_day: None } };
+        match answer(&self.ledger, &request, self.clock.get()) {
+            Ok(LedgerAnswer::Usage { usage }) => usage["storedBytes"]["used"].as_u64().expect("a count"),
+            other => panic!("usage answered {other:?}"),
         }
     }
 
@@ -396,6 +418,26 @@ impl<S: Sql> Platform for TestPlatform<S> {
 
     fn log_error(&self, line: &str) {
         self.errors.borrow_mut().push(line.to_owned());
+    }
+
+    async fn charge_stored(&self, tenant: &Tenant, bytes: u64) -> Result<(), HttpError> {
+        self.store_hops.set(self.store_hops.get() + 1);
+        let hold = self.charge_hold.borrow().clone();
+        if let Some(hold) = hold {
+            let _ = hold.await;
+        }
+        let request = LedgerRequest { quotas: tenant.defaults.quotas, charge: Charge::Store { bytes } };
+        match answer(&self.ledger, &request, self.clock.get()) {
+            Ok(LedgerAnswer::Refused { refusal }) => Err(refusal.error()),
+            Ok(_) => Ok(()),
+            Err(e) => Err(HttpError::new(ErrorName::StorageUnavailable, e.to_string())),
+        }
+    }
+
+    /// One tenant's ledger here, whichever `_tenant`.
+    fn store_failed(&self, _tenant: &str, bytes: u64, charged_ms: u64) {
+        let request = LedgerRequest { quotas: Default::default(), charge: Charge::StoreFailed { bytes, charged_ms } };
+        answer(&self.ledger, &request, self.clock.get()).expect("the ledger in memory answers");
     }
 
     async fn post(

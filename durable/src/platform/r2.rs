@@ -6,6 +6,8 @@
 
 use super::bindings::bucket;
 use super::http::error;
+use super::ledger;
+use relay_core::auth::Tenant;
 use relay_core::capsule::Capsule;
 use relay_core::error::HttpError;
 use relay_core::policy::Policy;
@@ -65,14 +67,15 @@ impl Blobs for R2 {
             list = list.cursor(cursor);
         }
         let page = list.execute().await.map_err(failed)?;
-        let (mut objects, mut layers) = (Vec::new(), HashMap::new());
+        let (mut objects, mut layers, mut sizes) = (Vec::new(), HashMap::new(), HashMap::new());
         for object in page.objects() {
             if let Some(meta) = object.custom_metadata().map_err(failed)?.remove(LAYERS_META) {
                 layers.insert(object.key(), meta);
             }
+            sizes.insert(object.key(), object.size());
             objects.push((object.key(), object.uploaded().as_millis()));
         }
-        Ok(Listing { objects, layers, next: page.truncated().then(|| page.cursor()).flatten() })
+        Ok(Listing { objects, layers, sizes, next: page.truncated().then(|| page.cursor()).flatten() })
     }
 
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {
@@ -80,9 +83,13 @@ impl Blobs for R2 {
     }
 }
 
-/// Stores a built capsule (`stores::store_capsule`), or the 503 to answer with.
-pub async fn store_capsule(env: &Env, tenant_id: &str, capsule: &Capsule) -> Result<(), Response> {
-    stores::store_capsule(&R2(env.clone()), tenant_id, capsule, super::now_ms()).await.map_err(|_| unavailable())
+/// Stores a built capsule (`stores::store_capsule`), its bytes (`stores::capsule_bytes`)
+/// charged to the tenant's `storedBytes` first; or the 429 or 503 to answer with.
+pub async fn store_capsule(env: &Env, tenant: &Tenant, capsule: &Capsule) -> Result<(), Response> {
+    let put = async {
+        stores::store_capsule(&R2(env.clone()), &tenant.id, capsule, super::now_ms()).await.map_err(|_| unavailable())
+    };
+    ledger::charged_put(env, tenant, stores::capsule_bytes(capsule), put).await
 }
 
 /// Stores an uploaded layer (`stores::put_layer`), or the 503 to answer with.
