@@ -1,0 +1,20 @@
+// A bench Worker of its own (a directory with a wrangler.toml) under `wrangler dev` on `port`,
+// for the experiments outside the product (bench/edge-pyodide*.mjs, bench/edge-esbuild.mjs).
+// Ready once GET /ready answers `ready`, so another server on the port is not taken for it.
+
+import { spawn } from "node:child_process";
+
+/** Starts it: {url, stop}; throws if it does not answer within two minutes. */
+export async function startWorker({ dir, port, ready, portVariable }) {
+  const child = spawn("wrangler", ["dev", "--ip", "127.0.0.1", "--port", String(port), "--log-level", "error", "--show-interactive-dev-session=false"], { cwd: dir, stdio: ["ignore", "inherit", "inherit"], detached: true });
+  const url = `http://127.0.0.1:${port}`;
+  // wrangler may have exited already (a taken port): then there is nothing to stop.
+  const stop = () => child.exitCode === null && process.kill(-child.pid, "SIGKILL");
+  const answers = () => fetch(`${url}/ready`).then((r) => r.text(), () => "").then((text) => text === ready);
+  for (let i = 0; i < 480; i++) {
+    if (await answers()) return { url, stop };
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  stop();
+  throw new Error(`${dir} did not start on port ${port}: is the port taken? (${portVariable})`);
+}
