@@ -18,3 +18,20 @@ export async function startWorker({ dir, port, ready, portVariable }) {
   stop();
   throw new Error(`${dir} did not start on port ${port}: is the port taken? (${portVariable})`);
 }
+
+/**
+ * GET /ready every 25 ms until `done.value`: the slowest answer in ms (Infinity: none within a
+ * minute). workerd runs a dynamic worker's guest on the thread that answers it, so this says
+ * how long a busy guest holds the whole server.
+ */
+export async function pollReady(url, done) {
+  let slowest = 0;
+  while (!done.value) {
+    const t0 = performance.now();
+    const answered = await fetch(`${url}/ready`, { signal: AbortSignal.timeout(60_000) }).then((r) => r.text(), () => null);
+    if (answered === null) return Infinity;
+    slowest = Math.max(slowest, performance.now() - t0);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return slowest;
+}

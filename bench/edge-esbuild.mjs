@@ -9,7 +9,8 @@
 //   as the host would pass what it fetched from the registry) bundled into the deps layer's
 //   modules, for a small package, a CommonJS one with four dependencies, and a large ESM one.
 // Prints p50/p95 as the client sees them, the guest's clock, the output and esbuild's wasm
-// memory (its peak: Go's heap only grows).
+// memory (its peak: Go's heap only grows); then, for one build of each, the slowest answer of
+// GET /ready polled meanwhile.
 // Run it with `source scripts/env.sh && node bench/edge-esbuild.mjs` (BENCH_EDGE_ESBUILD_PORT,
 // default 8866; BENCH_CALLS rounds, default 10).
 
@@ -21,7 +22,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import * as esbuild from "esbuild";
-import { startWorker } from "./dev-worker.mjs";
+import { pollReady, startWorker } from "./dev-worker.mjs";
 import { percentiles } from "./timing.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -138,6 +139,13 @@ try {
     for (const [k, [, stage, body]] of kinds.entries()) samples[k].push(await timed(`${url}/cold?stage=${stage}`, body));
   }
   for (const [k, [label]] of kinds.entries()) report(label, samples[k]);
+  for (const label of Object.keys(BUILDS)) {
+    const done = { value: false };
+    const health = pollReady(url, done);
+    const r = await timed(`${url}/cold?stage=build`, inputs[label]);
+    done.value = true;
+    console.log(`while a build of ${label} ran (${fmt(r.ms)}): the slowest GET /ready ${fmt(await health)}`);
+  }
 } finally {
   server.stop();
 }

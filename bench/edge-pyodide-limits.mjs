@@ -9,10 +9,14 @@
 //   ended, after how long, and the slowest answer of GET /ready (polled meanwhile);
 // - fresh loads of `print(1)` and of the bare isolate, counting workerd's "hung" cancels.
 // Run it with `source scripts/env.sh && node bench/edge-pyodide-limits.mjs` (BENCH_EDGE_PY_PORT,
-// default 8865; BENCH_CALLS, default 10; BENCH_LOADS fresh loads of each kind, default 100).
+// default 8865; BENCH_CALLS, default 10; BENCH_LOADS fresh loads of each kind, default 100;
+// BENCH_NO_MESSAGE_CHANNEL=1 hides MessageChannel from Pyodide and BENCH_ASYNC_COMPILE=1 leaves
+// pyodide.mjs's asynchronous compile unpatched, see harness.mjs; BENCH_ONLY a
+// comma-separated subset of calibrate,overhead,hostile,loads; BENCH_HOSTILE only the hostile
+// guests whose label contains it).
 
 import { loadavg } from "node:os";
-import { startWorker } from "./dev-worker.mjs";
+import { pollReady, startWorker } from "./dev-worker.mjs";
 import { build, DIR, READY, timed } from "./edge-pyodide/harness.mjs";
 import { percentiles } from "./timing.mjs";
 
@@ -98,30 +102,18 @@ async function overhead(url) {
   }
 }
 
-/** GET /ready every 25 ms until `done`: the slowest answer (ms; Infinity: none in a minute). */
-async function pollHealth(url, done) {
-  let slowest = 0;
-  while (!done.value) {
-    const t0 = performance.now();
-    const answered = await fetch(`${url}/ready`, { signal: AbortSignal.timeout(60_000) }).then((r) => r.text(), () => null);
-    if (answered === null) return Infinity;
-    slowest = Math.max(slowest, performance.now() - t0);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return slowest;
-}
-
 async function hostile(url) {
   const budget = TICKS_PER_MS * TIMEOUT_MS;
   console.log(`\nhostile guests: timeout ${TIMEOUT_MS} ms, budget ${budget} ticks (${TICKS_PER_MS}/ms), heap cap ${HEAP_MAX_MIB} MiB`);
-  for (const [label, { code, isAsync }] of Object.entries(HOSTILE)) {
+  const picked = Object.entries(HOSTILE).filter(([label]) => label.includes(process.env.BENCH_HOSTILE ?? ""));
+  for (const [label, { code, isAsync }] of picked) {
     const done = { value: false };
-    const health = pollHealth(url, done);
+    const health = pollReady(url, done);
     const r = await guest(url, { code, isAsync, interrupt: "counting", budget, timeoutMs: TIMEOUT_MS, heapMaxMiB: HEAP_MAX_MIB });
     done.value = true;
     const slowest = await health;
     if (r.error) {
-      console.log(`  ${label.padEnd(40)} request failed after ${fmt(r.ms ?? 0)}: ${r.error.slice(0, 200)}`);
+      console.log(`  ${label.padEnd(40)} request failed: ${r.error.slice(0, 200)}`);
       continue;
     }
     const b = r.body;
@@ -159,7 +151,11 @@ async function freshLoads(url) {
   }
 }
 
-await build();
+const noMessageChannel = process.env.BENCH_NO_MESSAGE_CHANNEL === "1";
+const asyncCompile = process.env.BENCH_ASYNC_COMPILE === "1";
+await build({ noMessageChannel, asyncCompile });
+if (noMessageChannel) console.log("MessageChannel hidden from Pyodide (BENCH_NO_MESSAGE_CHANNEL=1)");
+if (asyncCompile) console.log("pyodide.mjs's asynchronous compile left as it is (BENCH_ASYNC_COMPILE=1)");
 const server = await startWorker({ dir: DIR, port: PORT, ready: READY, portVariable: "BENCH_EDGE_PY_PORT" });
 try {
   const { url } = server;

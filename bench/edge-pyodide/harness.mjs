@@ -13,22 +13,32 @@ const BUILD = path.join(DIR, "build");
 const PYODIDE = path.join(ROOT, "node_modules/pyodide");
 export const READY = "edge-pyodide"; // what the Worker answers to GET /ready
 
-// The runner owns the module text it passes, so it may change it (limits.js says why). Each
-// patch names the exact text it replaces: a Pyodide whose text moved fails the build.
-const PATCHES = [
-  // The signal check's try/catch swallows what the buffer's getter throws: let HardStop through.
-  ["Module.Py_EmscriptenSignalBuffer[0]=0;return result}catch(e){return 0}", "Module.Py_EmscriptenSignalBuffer[0]=0;return result}catch(e){if(e?.relayHardStop)throw e;return 0}"],
-  // The wasm heap's cap, read at each growth.
-  ["getHeapMax=()=>4294901760", "getHeapMax=()=>globalThis.relayHeapMax??4294901760"],
-];
+// The runner owns the module text it passes, so it may change it. Each patch names the file and
+// the exact text it replaces: a Pyodide whose text moved fails the build.
+const PATCHES = {
+  "pyodide.asm.mjs": [
+    // The signal check's try/catch swallows what the buffer's getter throws: let HardStop
+    // through (limits.js).
+    ["Module.Py_EmscriptenSignalBuffer[0]=0;return result}catch(e){return 0}", "Module.Py_EmscriptenSignalBuffer[0]=0;return result}catch(e){if(e?.relayHardStop)throw e;return 0}"],
+    // The wasm heap's cap, read at each growth (limits.js).
+    ["getHeapMax=()=>4294901760", "getHeapMax=()=>globalThis.relayHeapMax??4294901760"],
+  ],
+  "pyodide.mjs": [
+    // workerd's "hung" cancels (1-4% of boots): pyodide.mjs compiles a tiny wasm module
+    // asynchronously when it is evaluated, and boot awaits it; when the request has nothing
+    // else pending meanwhile, workerd takes it for hung (docs/BENCHMARKS.md). Compiled and
+    // instantiated synchronously, nothing is left pending.
+    ["let t=await WebAssembly.compile(G);return await WebAssembly.instantiate(t)", "let t=new WebAssembly.Module(G);return new WebAssembly.Instance(t)"],
+  ],
+};
 
-/** esbuild plugin: pyodide.asm.mjs with PATCHES applied, each found exactly once. */
-const patchPyodide = {
+/** esbuild plugin: Pyodide's modules with `patches` applied, each found exactly once. */
+const patchPyodide = (patches) => ({
   name: "patch-pyodide",
   setup(build) {
-    build.onLoad({ filter: /pyodide\.asm\.mjs$/ }, async (args) => {
+    build.onLoad({ filter: /pyodide(\.asm)?\.mjs$/ }, async (args) => {
       let text = await readFile(args.path, "utf8");
-      for (const [from, to] of PATCHES) {
+      for (const [from, to] of patches[path.basename(args.path)] ?? []) {
         const at = text.indexOf(from);
         if (at < 0 || text.indexOf(from, at + 1) >= 0) throw new Error(`${args.path}: expected once: ${from}`);
         text = text.replace(from, to);
@@ -36,9 +46,15 @@ const patchPyodide = {
       return { contents: text, loader: "js" };
     });
   },
-};
+});
 
-export async function build() {
+/**
+ * Builds build/. Experiments (docs/BENCHMARKS.md): `noMessageChannel` hides MessageChannel
+ * before Pyodide evaluates, so Pyodide schedules its zero-delay callbacks with setTimeout
+ * instead of a shared channel; `asyncCompile` leaves pyodide.mjs's asynchronous compile as it is.
+ */
+export async function build({ noMessageChannel = false, asyncCompile = false } = {}) {
+  const patches = asyncCompile ? { ...PATCHES, "pyodide.mjs": [] } : PATCHES;
   await mkdir(BUILD, { recursive: true });
   await esbuild.build({
     absWorkingDir: ROOT,
@@ -49,7 +65,8 @@ export async function build() {
     platform: "browser",
     target: "es2022",
     external: ["./pyodide.asm.wasm", "./python_stdlib.zip", "./pyodide-lock.json", "./snapshot.bin", "node:*", "ws", "fs", "fs/promises", "path", "url", "crypto", "child_process", "vm"],
-    plugins: [patchPyodide],
+    plugins: [patchPyodide(patches)],
+    banner: noMessageChannel ? { js: "globalThis.MessageChannel = undefined;" } : {},
     logLevel: "warning",
   });
   // Named for wrangler's default module rules: .bin is a data module, .txt a text one.
