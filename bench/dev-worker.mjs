@@ -1,8 +1,31 @@
 // A bench Worker of its own (a directory with a wrangler.toml) under `wrangler dev` on `port`,
-// for the experiments outside the product (bench/edge-pyodide*.mjs, bench/edge-esbuild.mjs).
+// for the experiments outside the product (bench/edge-pyodide*.mjs, bench/edge-esbuild.mjs):
+// its dynamic workers' main module bundled, the server started, and its liveness polled.
 // Ready once GET /ready answers `ready`, so another server on the port is not taken for it.
 
 import { spawn } from "node:child_process";
+import { mkdir } from "node:fs/promises";
+import path from "node:path";
+import * as esbuild from "esbuild";
+
+/**
+ * `<dir>/guest.js` bundled into `<dir>/build/guest.txt` (a text module the host Worker passes to
+ * LOADER.load as the dynamic worker's main module); `options` add to esbuild's.
+ */
+export async function bundleGuest(dir, options) {
+  await mkdir(path.join(dir, "build"), { recursive: true });
+  await esbuild.build({
+    absWorkingDir: path.resolve(dir, "../.."),
+    entryPoints: [path.join(dir, "guest.js")],
+    outfile: path.join(dir, "build", "guest.txt"),
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    logLevel: "warning",
+    ...options,
+  });
+}
 
 /** Starts it: {url, stop}; throws if it does not answer within two minutes. */
 export async function startWorker({ dir, port, ready, portVariable }) {

@@ -16,13 +16,12 @@
 
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { copyFile, mkdir, mkdtemp, readdir, readFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
-import * as esbuild from "esbuild";
-import { pollReady, startWorker } from "./dev-worker.mjs";
+import { bundleGuest, pollReady, startWorker } from "./dev-worker.mjs";
 import { percentiles } from "./timing.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -36,6 +35,7 @@ const N = Number(process.env.BENCH_CALLS ?? 10);
 // into miniflare-tests/.artifacts/packages/ as the tests' package sources do).
 const LODASH = "lodash-4.17.21.tgz";
 const ARTIFACTS = path.join(ROOT, "miniflare-tests/.artifacts/packages");
+const UNPACKED = await mkdtemp(path.join(tmpdir(), "edge-esbuild-")); // removed at the end
 
 // What each build bundles: the packages asked for, and every package of their tree (a name in
 // node_modules, or {name, dir}).
@@ -47,33 +47,23 @@ const BUILDS = {
 };
 
 async function buildWorker() {
-  await mkdir(BUILD, { recursive: true });
-  await esbuild.build({
-    absWorkingDir: ROOT,
-    entryPoints: [path.join(DIR, "guest.js")],
-    outfile: path.join(BUILD, "guest.txt"),
-    bundle: true,
-    format: "esm",
-    platform: "browser",
-    target: "es2022",
+  await bundleGuest(DIR, {
     external: ["./esbuild.wasm"],
     // The tab's bundler names its errors from relay-core's table, which `bash scripts/build.sh`
     // writes (as scripts/build-assets.mjs aliases it).
     alias: { "relay-error-names": path.join(ROOT, "dist/generated/error-names.json") },
-    logLevel: "warning",
   });
   await copyFile(WASM, path.join(BUILD, "esbuild.wasm.bin"));
 }
 
-/** lodash's tarball unpacked into a temporary directory: the package's own. */
+/** lodash's tarball unpacked into UNPACKED: the package's own directory. */
 async function unpackLodash() {
   if (!existsSync(path.join(ARTIFACTS, LODASH))) {
     await mkdir(ARTIFACTS, { recursive: true });
     execFileSync("npm", ["pack", "--silent", "lodash@4.17.21"], { cwd: ARTIFACTS, stdio: ["ignore", "ignore", "inherit"] });
   }
-  const dir = await mkdtemp(path.join(tmpdir(), "edge-esbuild-"));
-  execFileSync("tar", ["-xzf", path.join(ARTIFACTS, LODASH), "-C", dir]);
-  return path.join(dir, "package");
+  execFileSync("tar", ["-xzf", path.join(ARTIFACTS, LODASH), "-C", UNPACKED]);
+  return path.join(UNPACKED, "package");
 }
 
 /** Every file of the packages, as the tab's npm.js unpacks them: /node_modules/<name>/... */
@@ -148,5 +138,6 @@ try {
   }
 } finally {
   server.stop();
+  await rm(UNPACKED, { recursive: true });
 }
 console.log(`load average before: ${loadBefore}; after: ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);

@@ -2,10 +2,10 @@
 // with Pyodide's JS, patched as limits.js says; Pyodide's wasm, stdlib and lock file copied as
 // module files) and one timed request.
 
-import { copyFile, mkdir, readFile } from "node:fs/promises";
+import { copyFile, readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import * as esbuild from "esbuild";
+import { bundleGuest } from "../dev-worker.mjs";
 
 export const DIR = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(DIR, "../..");
@@ -55,19 +55,10 @@ const patchPyodide = (patches) => ({
  */
 export async function build({ noMessageChannel = false, asyncCompile = false } = {}) {
   const patches = asyncCompile ? { ...PATCHES, "pyodide.mjs": [] } : PATCHES;
-  await mkdir(BUILD, { recursive: true });
-  await esbuild.build({
-    absWorkingDir: ROOT,
-    entryPoints: [path.join(DIR, "guest.js")],
-    outfile: path.join(BUILD, "guest.txt"),
-    bundle: true,
-    format: "esm",
-    platform: "browser",
-    target: "es2022",
+  await bundleGuest(DIR, {
     external: ["./pyodide.asm.wasm", "./python_stdlib.zip", "./pyodide-lock.json", "./snapshot.bin", "node:*", "ws", "fs", "fs/promises", "path", "url", "crypto", "child_process", "vm"],
     plugins: [patchPyodide(patches)],
     banner: noMessageChannel ? { js: "globalThis.MessageChannel = undefined;" } : {},
-    logLevel: "warning",
   });
   // Named for wrangler's default module rules: .bin is a data module, .txt a text one.
   for (const [from, to] of [["pyodide.asm.wasm", "pyodide.asm.wasm.bin"], ["python_stdlib.zip", "python_stdlib.zip.bin"], ["pyodide-lock.json", "pyodide-lock.json.txt"]]) {
