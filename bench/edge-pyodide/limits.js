@@ -35,9 +35,12 @@ const DIRECT_READ_TICKS = 0.1;
  * (SIGNAL_INTERVAL checks), any other read DIRECT_READ_TICKS.
  */
 class WorkCounter {
-  constructor(module, budget, graceReads) {
+  constructor(module, budget, graceReads, deadline) {
     this.module = module;
+    this.countdown = module.__Py_emscripten_signal_clock >> 2; // its index in HEAP32
+    this.heap = module.HEAP32;
     this.budget = budget;
+    this.deadline = deadline; // ms since the epoch, where the clock moves (wrangler dev); or Infinity
     this.graceReads = graceReads;
     this.reads = 0;
     this.ticks = 0;
@@ -61,12 +64,13 @@ class WorkCounter {
 
   read() {
     this.reads++;
-    // The views change when the heap grows: look the countdown up each time.
-    const fromLoop = this.module.HEAP32[this.module.__Py_emscripten_signal_clock >> 2] === SIGNAL_INTERVAL;
+    // A grown heap detaches the old view (its length becomes 0): take the new one.
+    if (this.heap.length === 0) this.heap = this.module.HEAP32;
+    const fromLoop = this.heap[this.countdown] === SIGNAL_INTERVAL;
     this.loopReads += fromLoop ? 1 : 0;
     this.ticks += fromLoop ? 1 : DIRECT_READ_TICKS;
     if (this.halted) throw this.halted;
-    if (this.ticks < this.budget) return 0;
+    if (this.ticks < this.budget && (this.deadline === Infinity || Date.now() < this.deadline)) return 0;
     if (this.sigintAt === null) {
       this.sigintAt = this.reads;
       return 2;
@@ -88,15 +92,17 @@ class WorkCounter {
  * plain Int32Array nobody writes: the check's own cost) or "counting" (a WorkCounter of
  * `budget` ticks, halted `graceReads` reads after its SIGINT); `timeoutMs` for a guest that
  * waits (a timer: it fires only while the isolate is idle); `heapMaxMiB` the wasm heap's cap
- * (0: emscripten's 4 GiB); `isAsync` runs it with runPythonAsync. Returns how it ended, its
+ * (0: emscripten's 4 GiB); `isAsync` runs it with runPythonAsync; `clock` also ends it at
+ * `timeoutMs` on the clock at each read, as the QuickJS runner's Guard does (the clock moves
+ * during CPU work under wrangler dev, not in production). Returns how it ended, its
  * output, the reads and ticks, and the guest's clock (which moves under wrangler dev).
  */
-export async function runLimited(pyodide, { code, interrupt = "counting", budget = Infinity, graceReads = 100, timeoutMs = 10_000, heapMaxMiB = 0, isAsync = false }) {
+export async function runLimited(pyodide, { code, interrupt = "counting", budget = Infinity, graceReads = 100, timeoutMs = 10_000, heapMaxMiB = 0, isAsync = false, clock = false }) {
   globalThis.relayHeapMax = heapMaxMiB ? heapMaxMiB * 2 ** 20 : undefined;
   const output = { stdout: "", stderr: "" };
   pyodide.setStdout({ batched: (line) => (output.stdout += `${line}\n`) });
   pyodide.setStderr({ batched: (line) => (output.stderr += `${line}\n`) });
-  const counter = new WorkCounter(pyodide._module, budget, graceReads);
+  const counter = new WorkCounter(pyodide._module, budget, graceReads, clock ? Date.now() + timeoutMs : Infinity);
   if (interrupt === "counting") pyodide.setInterruptBuffer(counter.buffer());
   if (interrupt === "buffer") pyodide.setInterruptBuffer(new Int32Array(1));
   // A guest that only waits: the timer halts it at its next read, and ends the race now.
