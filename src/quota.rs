@@ -217,7 +217,8 @@ impl Refusal {
 
     /// The 429 `QuotaExceeded` to answer with, and its `Retry-After`.
     pub fn error(&self) -> HttpError {
-        HttpError::new(ErrorName::QuotaExceeded, self.message()).retry_after(self.retry_after_s)
+        let error = HttpError::new(ErrorName::QuotaExceeded, self.message()).retry_after(self.retry_after_s);
+        HttpError { quota: Some(self.data()), ..error }
     }
 
     /// The JSON-RPC error's / HTTP body's data.

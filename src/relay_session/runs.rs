@@ -446,7 +446,7 @@ impl<P: Platform + 'static> RelaySession<P> {
         match answer {
             Ok(value) => Ok(mcp::file_result(tool_call, value)),
             Err(refusal) if refusal.name == ErrorName::StorageUnavailable => Err(StorageError(refusal.message)),
-            Err(refusal) => Ok(mcp::tool_error(tool_call, refusal.name, &refusal.message)),
+            Err(refusal) => Ok(mcp::refused_tool(tool_call, &refusal)),
         }
     }
 
