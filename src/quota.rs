@@ -385,20 +385,19 @@ impl Ledger {
         Ok(())
     }
 
-    /// Gives back `bytes` of a failed put charged at `charged_ms`, from the charges kept since a
-    /// minute before it (a minute's margin for the caller's clock and the ledger's); none when
-    /// a measurement whose listing started after that minute replaced them.
+    /// Gives back `bytes` of a failed put charged at `charged_ms`: from its own minute's charges
+    /// first, then the later minutes', and the minute before last (a minute's margin for the
+    /// caller's clock and the ledger's), since an earlier minute may hold a put that succeeded,
+    /// which a measurement can then replace, leaving the failed one's charge counted. None
+    /// when a measurement dropped its minute's charges (`measure` keeps from the minute
+    /// before its listing's): the listing did not find what failed.
     fn store_failed(&mut self, bytes: u64, charged_ms: u64) {
         let minute = charged_ms / MINUTE_MS;
-        if self.measured.is_some_and(|(_, at)| minute < at / MINUTE_MS) {
+        if self.measured.is_some_and(|(_, at)| minute < first_unseen_minute(at)) {
             return;
         }
-        let mut left = bytes;
-        for charged in self.stored_since.range_mut(minute.saturating_sub(1)..).map(|(_, charged)| charged) {
-            let back = left.min(*charged);
-            *charged -= back;
-            left -= back;
-        }
+        let left = take_back(self.stored_since.range_mut(minute..).map(|(_, charged)| charged), bytes);
+        take_back(self.stored_since.range_mut(minute.saturating_sub(1)..minute).map(|(_, charged)| charged), left);
         self.stored_since.retain(|_, charged| *charged > 0);
     }
 
@@ -410,7 +409,7 @@ impl Ledger {
             return;
         }
         self.measured = Some((bytes, at_ms));
-        let first_unseen = (at_ms / MINUTE_MS).saturating_sub(1);
+        let first_unseen = first_unseen_minute(at_ms);
         self.stored_since.retain(|&minute, _| minute >= first_unseen);
     }
 
@@ -531,4 +530,20 @@ impl Admitted {
         }
         self.seen.insert((tenant.to_owned(), session.to_owned()), now_ms);
     }
+}
+
+/// The first minute whose charges a measurement whose listing started at `at_ms` may not
+/// hold: the minute before the listing's (their puts may still have been under way).
+fn first_unseen_minute(at_ms: u64) -> u64 {
+    (at_ms / MINUTE_MS).saturating_sub(1)
+}
+
+/// Takes up to `bytes` back from `charges` in turn; what is left to take.
+fn take_back<'a>(charges: impl Iterator<Item = &'a mut u64>, mut bytes: u64) -> u64 {
+    for charged in charges {
+        let back = bytes.min(*charged);
+        *charged -= back;
+        bytes -= back;
+    }
+    bytes
 }
