@@ -41,6 +41,7 @@ use serde_json::{json, Value};
 
 use crate::error::{ErrorName, HttpError};
 use crate::policy::bounded;
+use crate::retention::BODY_GRACE_MS;
 use crate::stores::StorageError;
 
 const MINUTE_MS: u64 = 60_000;
@@ -198,14 +199,17 @@ impl Refusal {
             "bytes stored (capsules and their layers, build records, /out files, workspace bodies), which a put of {} bytes would pass",
             self.wanted
         );
+        // A removed file's body is deleted (and stops counting) only once no run can still
+        // name it: the retry may come before the room.
+        let stored_back = format!(
+            "when the hourly measurement finds files deleted (remove files from the workspace: a removed file's body counts until the first measurement {} minutes after it was last stored; /out files go an hour after their URLs expire, unused capsules after the tenant's retention.unusedDays)",
+            BODY_GRACE_MS.div_ceil(MINUTE_MS)
+        );
         let (what, back) = match self.quota.as_str() {
             "callsPerMinute" => ("calls this minute (UTC)", "at the next minute"),
             "relaySessions" => ("relay sessions live (a tools/call in the last 10 minutes)", "when one idles"),
             "runsInFlight" => ("runs in flight across its relay sessions", "when one ends"),
-            "storedBytes" => (
-                stored.as_str(),
-                "when the hourly measurement finds files deleted (remove files from the workspace, or let /out files and unused capsules expire)",
-            ),
+            "storedBytes" => (stored.as_str(), stored_back.as_str()),
             "egressRequestsPerDay" => ("egress requests today (UTC)", "at 00:00 UTC"),
             _ => ("egress bytes today (UTC)", "at 00:00 UTC"),
         };
