@@ -14,6 +14,7 @@
 import { loadCapsule, runnerJob } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
+import { HttpError } from "./http.js";
 import { storeDisplays } from "./displays.js";
 import { exitEvent } from "./exit-event.js";
 import { notStored, uploadOutFiles } from "./out-files.js";
@@ -245,9 +246,14 @@ function capsuleFailure(hash, err) {
   return failure("Internal", `could not fetch capsule ${hash}: ${err.message}`);
 }
 
-/** A build that failed: the build's own named error, or the server's refusal of its upload. */
+/**
+ * A build that failed: the build's own named error, or the server's refusal of its upload or
+ * finalize, by the name the server gave it when a run may end with it (QuotaExceeded: its message
+ * names the quota and says when to retry; a bare DepsResolutionFailed would hide both).
+ */
 function buildFailure(err) {
   if (isErrorName(err.name)) return failure(err.name, err.message);
+  if (err instanceof HttpError && isErrorName(err.serverName)) return failure(err.serverName, err.message);
   return failure("DepsResolutionFailed", `the dependency build failed: ${err.message}`);
 }
 
