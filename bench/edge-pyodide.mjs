@@ -11,66 +11,14 @@
 // Run it with `source scripts/env.sh && node bench/edge-pyodide.mjs` (BENCH_EDGE_PY_PORT, default
 // 8865; BENCH_CALLS rounds, default 20).
 
-import { spawn } from "node:child_process";
-import { copyFile, mkdir } from "node:fs/promises";
 import { loadavg } from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
-import * as esbuild from "esbuild";
+import { startWorker } from "./dev-worker.mjs";
+import { build, DIR, READY, timed } from "./edge-pyodide/harness.mjs";
 import { percentiles } from "./timing.mjs";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const DIR = path.join(ROOT, "bench/edge-pyodide");
-const BUILD = path.join(DIR, "build");
-const PYODIDE = path.join(ROOT, "node_modules/pyodide");
 const PORT = Number(process.env.BENCH_EDGE_PY_PORT ?? 8865);
 const N = Number(process.env.BENCH_CALLS ?? 20);
 const WARM_N = N * 3;
-const READY = "edge-pyodide"; // what the Worker answers to GET /ready
-
-async function build() {
-  await mkdir(BUILD, { recursive: true });
-  await esbuild.build({
-    absWorkingDir: ROOT,
-    entryPoints: [path.join(DIR, "guest.js")],
-    outfile: path.join(BUILD, "guest.txt"),
-    bundle: true,
-    format: "esm",
-    platform: "browser",
-    target: "es2022",
-    external: ["./pyodide.asm.wasm", "./python_stdlib.zip", "./pyodide-lock.json", "./snapshot.bin", "node:*", "ws", "fs", "fs/promises", "path", "url", "crypto", "child_process", "vm"],
-    logLevel: "warning",
-  });
-  // Named for wrangler's default module rules: .bin is a data module, .txt a text one.
-  for (const [from, to] of [["pyodide.asm.wasm", "pyodide.asm.wasm.bin"], ["python_stdlib.zip", "python_stdlib.zip.bin"], ["pyodide-lock.json", "pyodide-lock.json.txt"]]) {
-    await copyFile(path.join(PYODIDE, from), path.join(BUILD, to));
-  }
-}
-
-async function start() {
-  const child = spawn("wrangler", ["dev", "--ip", "127.0.0.1", "--port", String(PORT), "--log-level", "error", "--show-interactive-dev-session=false"], { cwd: DIR, stdio: ["ignore", "inherit", "inherit"], detached: true });
-  const url = `http://127.0.0.1:${PORT}`;
-  // wrangler may have exited already (a taken port): then there is nothing to stop.
-  const stop = () => child.exitCode === null && process.kill(-child.pid, "SIGKILL");
-  // Its own answer, so another server on the port is not taken for it.
-  const ready = () => fetch(`${url}/ready`).then((r) => r.text(), () => "").then((text) => text === READY);
-  for (let i = 0; i < 480; i++) {
-    if (await ready()) return { url, stop };
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  stop();
-  throw new Error(`bench/edge-pyodide did not start on port ${PORT}: is the port taken? (BENCH_EDGE_PY_PORT)`);
-}
-
-/** One request, timed from here: {ms, body}; a failure throws with the guest's error. */
-async function timed(url) {
-  const t0 = performance.now();
-  const res = await fetch(url, { method: "POST" });
-  const body = await res.text();
-  const ms = performance.now() - t0;
-  if (!res.ok) throw new Error(`${url}: ${res.status} ${body}`);
-  return { ms, body: JSON.parse(body) };
-}
 
 // A failed sample is counted and shown, not fatal: it is a result too.
 const sample = (url) => timed(url).catch((err) => ({ error: err.message }));
@@ -91,7 +39,7 @@ function report(label, all) {
 
 await build();
 const loadBefore = loadavg().map((l) => l.toFixed(2)).join(" ");
-const server = await start();
+const server = await startWorker({ dir: DIR, port: PORT, ready: READY, portVariable: "BENCH_EDGE_PY_PORT" });
 try {
   const { url } = server;
   const first = await timed(`${url}/cold?stage=run`);

@@ -4,17 +4,19 @@
 // reached answers 429 QuotaExceeded with Retry-After and a message naming the quota, its value
 // and what was used; a slot comes back (a run ending, the next minute, a PATCH raising it);
 // relay://usage and GET /admin/tenants/<id>/usage show what was done; bad values are 400; a
-// deleted tenant's ledger is erased with it. A relay session the quota refuses is never created
+// deleted tenant's ledger is erased with it; bytes stored are charged on each put and measured
+// by the retention sweep (fired as retention.test.mjs does). A relay session the quota refuses is never created
 // nor listed in KV (read from wrangler dev's own state).
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
 import { storedKeys } from "./lib/local-state.mjs";
-import { BASE, createTenant, devVars, mintRunToken, patchTenant } from "./lib/relay.mjs";
+import { BASE, attach, createTenant, devVars, mintRunToken, patchTenant } from "./lib/relay.mjs";
 
 const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
 const BUDGET = { cpuMsPerDay: 3_600_000, runsPerMinute: 600 };
@@ -74,6 +76,7 @@ describe("quotas per tenant", () => {
       [{ relaySessions: -1 }, "defaults.quotas.relaySessions is -1"],
       [{ egressBytesPerDay: "1" }, "defaults.quotas.egressBytesPerDay is \"1\""],
       [{ callsPerMinutes: 5 }, "defaults.quotas.callsPerMinutes"],
+      [{ storedBytes: 1000 }, "defaults.quotas.storedBytes is 1000; it must be between 1048576 and 1099511627776"],
     ]) {
       const res = await fetch(`${BASE}/admin/tenants`, { method: "POST", headers: admin, body: JSON.stringify({ name: "bad", defaults: { quotas } }) });
       const body = await res.json();
@@ -89,6 +92,7 @@ describe("quotas per tenant", () => {
     const shown = await (await fetch(`${BASE}/admin/tenants/${tenant.id}`, { headers: admin })).json();
     assert.deepEqual(shown.tenant.defaults.quotas, {
       callsPerMinute: 1200, relaySessions: 100, runsInFlight: 200, egressRequestsPerDay: 10000, egressBytesPerDay: 1073741824,
+      storedBytes: 10737418240,
     });
   });
 
@@ -245,6 +249,96 @@ describe("quotas per tenant", () => {
     const again = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
     assert.equal(again.usage.callsPerMinute.used, 0, JSON.stringify(again));
     assert.deepEqual(again.usage.relaySessions.live, []);
+  });
+  test("bytes stored: a workspace write, an /out file and a run's capsule are refused once over, each with Retry-After, and a run sees what it could not store; the hourly measurement brings it down after files are deleted", async () => {
+    const MIB = 1 << 20;
+    const { key, tenant } = await createTenant("stored", { executor: "edge", edge: BUDGET, quotas: { storedBytes: MIB } });
+    const hash = await createCapsule(key); // its capsule.json and code layer are charged
+    // A run at the edge that leaves an /out file and a workspace body (new each time), run now
+    // with room and again once the quota is reached (its capsule stored by then: admitted).
+    const storing = `import fs from "fs"; fs.writeFileSync("/out/x.txt", "x".repeat(1000)); fs.writeFileSync("/tmp/w.txt", "w".repeat(20000) + Date.now()); console.log("done");`;
+    const first = (await call(key, "run_js", { code: storing })).message.result;
+    assert.equal(first.structuredContent.exitCode, 0, JSON.stringify(first));
+    assert.ok(first.structuredContent.files[0].url && !first.structuredContent.files[0].error, JSON.stringify(first.structuredContent.files));
+    const write = (path, size) => call(key, "write", { path, content: path.at(-1).repeat(size) }); // a body each
+    assert.ok(!(await write("/tmp/a", 600_000)).message.result.isError);
+    const over = (await write("/tmp/b", 600_000)).message.result;
+    assert.equal(over.isError, true, JSON.stringify(over));
+    assert.match(over.content[0].text, /QuotaExceeded[\s\S]*defaults\.quotas\.storedBytes is reached: \d+ of 1048576 bytes stored/);
+    // A schema-validating client (the official SDK's callTool checks structuredContent against
+    // the tool's outputSchema even when isError) reads the refusal, and when to retry.
+    const client = await connectClient(key);
+    try {
+      await client.listTools(); // the SDK validates a tool's results once it has listed its schema
+      const sdk = await client.callTool({ name: "write", arguments: { path: "/tmp/sdk", content: "s".repeat(600_000) } });
+      assert.equal(sdk.isError, true, JSON.stringify(sdk.structuredContent));
+      const { error } = sdk.structuredContent;
+      assert.equal(error.name, "QuotaExceeded", JSON.stringify(error));
+      assert.equal(error.quota, "defaults.quotas.storedBytes");
+      assert.equal(error.limit, MIB);
+      assert.ok(Number.isInteger(error.retryAfterS) && error.retryAfterS >= 1, JSON.stringify(error));
+    } finally {
+      await client.close();
+    }
+    let { storedBytes } = await usageOf(key);
+    console.log(`# storedBytes after a 600,000-byte write and a capsule: ${JSON.stringify(storedBytes)}`);
+    assert.equal(storedBytes.measured, null, "never measured yet");
+    assert.ok(storedBytes.used > 621_000 && storedBytes.used < 640_000, JSON.stringify(storedBytes));
+    const usedBefore = storedBytes.used;
+    const metrics = await (await fetch(`${BASE}/admin/metrics?tenant=${tenant.id}`, { headers: admin })).text();
+    const gauge = new RegExp(`^relay_quota_used\\{tenant="${tenant.id}",quota="storedBytes"\\} (\\d+)$`, "m");
+    assert.equal(Number(metrics.match(gauge)?.[1]), storedBytes.used, metrics);
+    assert.match(metrics, new RegExp(`^relay_quota_limit\\{tenant="${tenant.id}",quota="storedBytes"\\} ${MIB}$`, "m"));
+    // An /out file fills it to 10 bytes short; the next, of 11 bytes, is refused 429.
+    const token = mintRunToken({ tenant: tenant.id, run: "r_stored", capsule: hash });
+    const put = (name, size) => fetch(`${BASE}/files/r_stored/out/${name}`, { method: "PUT", headers: { authorization: `Bearer ${token}` }, body: "f".repeat(size) });
+    assert.equal((await put("big.bin", MIB - storedBytes.used - 10)).status, 201);
+    const refused = await put("more.bin", 11);
+    const body = await refused.json();
+    assert.equal(refused.status, 429, JSON.stringify(body));
+    assert.equal(body.error.name, "QuotaExceeded");
+    assert.match(body.error.message, /defaults\.quotas\.storedBytes is reached: 1048566 of 1048576 bytes stored \(capsules and their layers, build records, \/out files, workspace bodies\), which a put of 11 bytes would pass/);
+    assert.ok(Number(refused.headers.get("retry-after")) >= 1);
+    // A tab's body upload is refused alike, with Retry-After (not a storage failure to retry).
+    const { attachToken } = await attach(key, "default");
+    const pending = "p".repeat(20_000);
+    const sha = createHash("sha256").update(pending).digest("hex");
+    const upload = await fetch(`${BASE}/session/default/workspace/bodies/${sha}`, { method: "PUT", headers: { authorization: `Bearer ${attachToken}` }, body: pending });
+    assert.equal(upload.status, 429, await upload.clone().text());
+    assert.equal((await upload.json()).error.name, "QuotaExceeded");
+    assert.ok(Number(upload.headers.get("retry-after")) >= 1, "Retry-After on the body's 429");
+    // The run again: its /out file and its body are refused; the result and stderr say so.
+    const again = (await call(key, "run_js", { code: storing })).message.result;
+    const { files, stderr } = again.structuredContent;
+    console.log(`# the run over the quota: files ${JSON.stringify(files)}, stderr ${JSON.stringify(stderr)}`);
+    assert.equal(files[0].path, "/out/x.txt");
+    assert.equal(files[0].url, undefined);
+    assert.equal(files[0].error.name, "QuotaExceeded", JSON.stringify(files));
+    assert.match(files[0].error.message, /defaults\.quotas\.storedBytes/);
+    assert.match(stderr, /\/out\/x\.txt was not stored: QuotaExceeded: .*defaults\.quotas\.storedBytes/);
+    assert.match(stderr, /\/tmp\/w\.txt was not kept in the workspace: QuotaExceeded: .*defaults\.quotas\.storedBytes/);
+    // A run whose capsule is new: refused at its admission (the same hop as its slot), 429
+    // with Retry-After, before its capsule is stored.
+    const run = await call(key, "run_js", { code: "console.log('new')" });
+    assert.equal(run.status, 429, JSON.stringify(run.message));
+    assert.equal(run.message.error.data.quota, "defaults.quotas.storedBytes", JSON.stringify(run.message));
+    assert.ok(Number(run.res.headers.get("retry-after")) >= 1);
+    // The sweep 4 hours on deletes the /out file; its measurement sees what is left.
+    const time = Date.now() + 4 * 3_600_000;
+    const res = await fetch(`${BASE}/cdn-cgi/handler/scheduled?cron=17+*+*+*+*&time=${time}`);
+    assert.equal(res.status, 200);
+    for (let i = 0; i < 100 && storedBytes.measuredAtMs !== time; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      ({ storedBytes } = await usageOf(key));
+    }
+    console.log(`# storedBytes measured after the sweep: ${JSON.stringify(storedBytes)}`);
+    assert.equal(storedBytes.measuredAtMs, time, JSON.stringify(storedBytes));
+    assert.equal(storedBytes.used, storedBytes.measured, "the charges before the listing are in the measurement");
+    assert.ok(storedBytes.measured >= 621_000 && storedBytes.measured < 640_000, JSON.stringify(storedBytes));
+    // Exactly what was charged less the deleted /out file (1,000 bytes; big.bin came after the
+    // figure): a capsule charged twice, or a refused put's bytes kept, would show here.
+    assert.equal(storedBytes.measured, usedBefore - 1000, JSON.stringify(storedBytes));
+    assert.ok(!(await write("/tmp/c", 300_000)).message.result.isError, "there is room again");
   });
 });
 

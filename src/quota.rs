@@ -19,6 +19,17 @@
 //!   most its response may carry before it is sent, and what the response did not use comes
 //!   back after, so fetches in parallel cannot each pass the bytes check on a stale count.
 //!
+//! - `storedBytes`: bytes the tenant keeps in R2 (capsule.json files, build records, `/out`
+//!   files, workspace bodies over `workspace::INLINE_MAX_BYTES`, and each layer once for every
+//!   tenant whose capsules or build records name it: `retention::sweep::measure_stored`).
+//!   Measured, then charged between measurements: the hourly retention sweep sums what is
+//!   there per tenant ([`Charge::StoredMeasured`]), and each put since is charged its bytes
+//!   first ([`Charge::Store`], or with a run's slot in [`Charge::Run`]), refused when it would
+//!   take the measured figure and the charges since past the quota; a put that fails gives
+//!   them back ([`Charge::StoreFailed`]). A key put again on purpose (a capsule stored again
+//!   to show use, an `/out` path overwritten) is charged again until the next measurement sees
+//!   it once; a deletion is seen by the next measurement, so nothing is credited.
+//!
 //! The ledger also adds up the tenant's edge time per UTC day (`defaults.edge.cpuMsPerDay`,
 //! whose check stays the run machine's, `run::executor`): each run's end brings its edge
 //! milliseconds, and every call charged is answered with the day's total.
@@ -28,7 +39,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::error::{ErrorName, HttpError};
 use crate::policy::bounded;
+use crate::retention::BODY_GRACE_MS;
 use crate::stores::StorageError;
 
 const MINUTE_MS: u64 = 60_000;
@@ -37,6 +50,12 @@ const DAY_MS: u64 = 86_400_000;
 pub const SESSION_IDLE_MS: u64 = 10 * MINUTE_MS;
 /// What a run's lease adds to its latest possible end, for the hops around it.
 pub const RUN_LEASE_MARGIN_MS: u64 = 60_000;
+/// How often stored bytes are measured (the retention sweep's Cron Trigger), so how long a
+/// refused put waits at most for a measurement that may bring the figure down.
+pub const MEASURE_EVERY_MS: u64 = 3_600_000;
+/// The most minutes of charged stored bytes a ledger keeps apart (see [`Ledger`]); past them
+/// the oldest are merged, which only keeps them counted longer.
+const STORE_MINUTES_KEPT: usize = 120;
 /// The longest a refused run is told to wait: a slot comes back whenever any run ends.
 const RUN_RETRY_AFTER_S: u64 = 5;
 
@@ -55,6 +74,7 @@ pub struct Quotas {
     pub runs_in_flight: u64,
     pub egress_requests_per_day: u64,
     pub egress_bytes_per_day: u64,
+    pub stored_bytes: u64,
 }
 
 impl Default for Quotas {
@@ -65,6 +85,7 @@ impl Default for Quotas {
             runs_in_flight: 200,
             egress_requests_per_day: 10_000,
             egress_bytes_per_day: 1 << 30,
+            stored_bytes: 10 << 30,
         }
     }
 }
@@ -88,7 +109,8 @@ impl Quotas {
         bounded("quotas.relaySessions", self.relay_sessions, 1, MAX_LISTED)?;
         bounded("quotas.runsInFlight", self.runs_in_flight, 1, MAX_LISTED)?;
         bounded("quotas.egressRequestsPerDay", self.egress_requests_per_day, 1, 10_000_000)?;
-        bounded("quotas.egressBytesPerDay", self.egress_bytes_per_day, 1, 1 << 40)
+        bounded("quotas.egressBytesPerDay", self.egress_bytes_per_day, 1, 1 << 40)?;
+        bounded("quotas.storedBytes", self.stored_bytes, 1 << 20, 1 << 40)
     }
 }
 
@@ -111,8 +133,14 @@ pub enum Charge {
     /// routes there, a tab's attach): the relay session admitted.
     Admit { session: String },
     /// A run (`run_js`, `run_py`) admitted by its relay session: a slot of the runs in flight,
-    /// leased; the same run charged again renews its lease (it was requeued).
-    Run { lease: RunLease },
+    /// leased; the same run charged again renews its lease (it was requeued). With the bytes
+    /// its capsule will put in R2 (`stored_bytes`, 0 when its relay session stored it lately),
+    /// charged as a [`Charge::Store`] in the same step: one hop admits the run and its capsule.
+    Run {
+        lease: RunLease,
+        #[serde(default)]
+        stored_bytes: u64,
+    },
     /// Run `run` ended after `edge_ms` at the edge: its slot comes back, its edge time counts.
     RunEnded {
         run: String,
@@ -124,6 +152,15 @@ pub enum Charge {
     /// Bytes charged at `charged_ms` (a response's cap, reserved before it was fetched) that
     /// were not used: they come back, unless a new UTC day started since.
     EgressUnused { bytes: u64, charged_ms: u64 },
+    /// A put of `bytes` the tenant is about to store (a capsule, an `/out` file, a workspace
+    /// body): refused when it would take what is stored past `storedBytes`.
+    Store { bytes: u64 },
+    /// A put of `bytes` charged at `charged_ms` (the caller's clock, just before its charge)
+    /// that failed: the bytes come back, unless a measurement since replaced that charge (it
+    /// did not find the put either).
+    StoreFailed { bytes: u64, charged_ms: u64 },
+    /// What the tenant stored, summed by the retention sweep from a listing started at `at_ms`.
+    StoredMeasured { bytes: u64, at_ms: u64 },
     /// What is used, charging nothing; with the tenant's edge budget (CPU ms a day), if any.
     Usage { edge_cpu_ms_per_day: Option<u64> },
 }
@@ -144,20 +181,35 @@ pub struct Refusal {
     pub limit: u64,
     pub used: u64,
     pub retry_after_s: u64,
+    /// The bytes of the put refused (`storedBytes` only: what is stored may be under the quota,
+    /// and the put would pass it).
+    #[serde(default)]
+    pub wanted: u64,
 }
 
 impl Refusal {
     fn new(quota: &str, limit: u64, used: u64, retry_after_ms: u64) -> Self {
-        Refusal { quota: quota.into(), limit, used, retry_after_s: retry_after_ms.div_ceil(1000).max(1) }
+        Refusal { quota: quota.into(), limit, used, retry_after_s: retry_after_ms.div_ceil(1000).max(1), wanted: 0 }
     }
 
     /// What a person reads: the quota's name and value, what was used, when it comes back,
     /// and who raises it.
     pub fn message(&self) -> String {
+        let stored = format!(
+            "bytes stored (capsules and their layers, build records, /out files, workspace bodies), which a put of {} bytes would pass",
+            self.wanted
+        );
+        // A removed file's body is deleted (and stops counting) only once no run can still
+        // name it: the retry may come before the room.
+        let stored_back = format!(
+            "when the hourly measurement finds files deleted (remove files from the workspace: a removed file's body counts until the first measurement {} minutes after it was last stored; /out files go an hour after their URLs expire, unused capsules after the tenant's retention.unusedDays)",
+            BODY_GRACE_MS.div_ceil(MINUTE_MS)
+        );
         let (what, back) = match self.quota.as_str() {
             "callsPerMinute" => ("calls this minute (UTC)", "at the next minute"),
             "relaySessions" => ("relay sessions live (a tools/call in the last 10 minutes)", "when one idles"),
             "runsInFlight" => ("runs in flight across its relay sessions", "when one ends"),
+            "storedBytes" => (stored.as_str(), stored_back.as_str()),
             "egressRequestsPerDay" => ("egress requests today (UTC)", "at 00:00 UTC"),
             _ => ("egress bytes today (UTC)", "at 00:00 UTC"),
         };
@@ -165,6 +217,12 @@ impl Refusal {
             "this tenant's quota defaults.quotas.{} is reached: {} of {} {what}; it comes back {back}, retry in {} s. The relay's operator can raise it (PATCH /admin/tenants/<id> with defaults.quotas).",
             self.quota, self.used, self.limit, self.retry_after_s
         )
+    }
+
+    /// The 429 `QuotaExceeded` to answer with, and its `Retry-After`.
+    pub fn error(&self) -> HttpError {
+        let error = HttpError::new(ErrorName::QuotaExceeded, self.message()).retry_after(self.retry_after_s);
+        HttpError { quota: Some(self.data()), ..error }
     }
 
     /// The JSON-RPC error's / HTTP body's data.
@@ -206,6 +264,13 @@ pub struct Ledger {
     egress_bytes: u64,
     /// Milliseconds of runs at the edge today.
     edge_ms: u64,
+    /// Bytes stored at the latest measurement, and when its listing started (`None`: never
+    /// measured; until then only the charges count).
+    measured: Option<(u64, u64)>,
+    /// Bytes charged since, by the UTC minute they were charged in: a measurement drops the
+    /// minutes its listing surely saw and keeps those it may not have (a put charged just
+    /// before the listing started, still uploading).
+    stored_since: BTreeMap<u64, u64>,
 }
 
 impl Ledger {
@@ -215,7 +280,7 @@ impl Ledger {
         let refused = match charge {
             Charge::Call { session } => self.call(quotas, session, now_ms),
             Charge::Admit { session } => self.admit(quotas, session, now_ms),
-            Charge::Run { lease } => self.run(quotas, lease, now_ms),
+            Charge::Run { lease, stored_bytes } => self.run(quotas, lease, *stored_bytes, now_ms),
             Charge::RunEnded { run, edge_ms } => {
                 self.runs.remove(run);
                 self.edge_ms = self.edge_ms.saturating_add(*edge_ms);
@@ -226,6 +291,15 @@ impl Ledger {
                 if charged_ms / DAY_MS == now_ms / DAY_MS {
                     self.egress_bytes = self.egress_bytes.saturating_sub(*bytes);
                 }
+                Ok(())
+            }
+            Charge::Store { bytes } => self.store(quotas, *bytes, now_ms),
+            Charge::StoreFailed { bytes, charged_ms } => {
+                self.store_failed(*bytes, *charged_ms);
+                Ok(())
+            }
+            Charge::StoredMeasured { bytes, at_ms } => {
+                self.measure(*bytes, *at_ms);
                 Ok(())
             }
             Charge::Usage { edge_cpu_ms_per_day } => {
@@ -259,13 +333,17 @@ impl Ledger {
         Ok(())
     }
 
-    /// A slot for `lease`'s run; its lease renewed, if it holds one already.
-    fn run(&mut self, quotas: &Quotas, lease: &RunLease, now_ms: u64) -> Result<(), Refusal> {
+    /// A slot for `lease`'s run, and its capsule's `stored_bytes`; its lease renewed, if it
+    /// holds one already. Either refusal takes nothing.
+    fn run(&mut self, quotas: &Quotas, lease: &RunLease, stored_bytes: u64, now_ms: u64) -> Result<(), Refusal> {
         let in_flight = self.runs.len() as u64;
         if !self.runs.contains_key(&lease.run) && in_flight >= quotas.runs_in_flight {
             let first_lapse = self.runs.values().min().map_or(0, |&until| until.saturating_sub(now_ms));
             let back = first_lapse.min(RUN_RETRY_AFTER_S * 1000);
             return Err(Refusal::new("runsInFlight", quotas.runs_in_flight, in_flight, back));
+        }
+        if stored_bytes > 0 {
+            self.store(quotas, stored_bytes, now_ms)?;
         }
         self.runs.insert(lease.run.clone(), lease.until_ms);
         Ok(())
@@ -287,6 +365,58 @@ impl Ledger {
         Ok(())
     }
 
+    /// The bytes stored as far as the ledger knows: the latest measurement and the charges since.
+    fn stored(&self) -> u64 {
+        let measured = self.measured.map_or(0, |(bytes, _)| bytes);
+        self.stored_since.values().fold(measured, |sum, bytes| sum.saturating_add(*bytes))
+    }
+
+    fn store(&mut self, quotas: &Quotas, bytes: u64, now_ms: u64) -> Result<(), Refusal> {
+        let stored = self.stored();
+        if stored.saturating_add(bytes) > quotas.stored_bytes {
+            // The next measurement is due an hour after the latest one's (the Cron Trigger's).
+            let next = self.measured.map_or(0, |(_, at)| at + MEASURE_EVERY_MS);
+            let back = next.checked_sub(now_ms).filter(|&ms| ms > 0).unwrap_or(MEASURE_EVERY_MS);
+            return Err(Refusal { wanted: bytes, ..Refusal::new("storedBytes", quotas.stored_bytes, stored, back) });
+        }
+        let minute = self.stored_since.entry(now_ms / MINUTE_MS).or_default();
+        *minute = minute.saturating_add(bytes);
+        if self.stored_since.len() > STORE_MINUTES_KEPT {
+            let (_, oldest) = self.stored_since.pop_first().expect("more than one minute kept");
+            let next = self.stored_since.values_mut().next().expect("more than one minute kept");
+            *next = next.saturating_add(oldest);
+        }
+        Ok(())
+    }
+
+    /// Gives back `bytes` of a failed put charged at `charged_ms`: from its own minute's charges
+    /// first, then the later minutes', and the minute before last (a minute's margin for the
+    /// caller's clock and the ledger's), since an earlier minute may hold a put that succeeded,
+    /// which a measurement can then replace, leaving the failed one's charge counted. None
+    /// when a measurement dropped its minute's charges (`measure` keeps from the minute
+    /// before its listing's): the listing did not find what failed.
+    fn store_failed(&mut self, bytes: u64, charged_ms: u64) {
+        let minute = charged_ms / MINUTE_MS;
+        if self.measured.is_some_and(|(_, at)| minute < first_unseen_minute(at)) {
+            return;
+        }
+        let left = take_back(self.stored_since.range_mut(minute..).map(|(_, charged)| charged), bytes);
+        take_back(self.stored_since.range_mut(minute.saturating_sub(1)..minute).map(|(_, charged)| charged), left);
+        self.stored_since.retain(|_, charged| *charged > 0);
+    }
+
+    /// A measurement whose listing started at `at_ms`: it replaces an older one, and the
+    /// charges of minutes ended a minute before it started are in it (their puts were done).
+    /// One older than the latest (two sweeps crossing) is ignored.
+    fn measure(&mut self, bytes: u64, at_ms: u64) {
+        if self.measured.is_some_and(|(_, latest)| latest > at_ms) {
+            return;
+        }
+        self.measured = Some((bytes, at_ms));
+        let first_unseen = first_unseen_minute(at_ms);
+        self.stored_since.retain(|&minute, _| minute >= first_unseen);
+    }
+
     /// What `relay://usage` and the operator's view show: each quota's value, what is used and
     /// when its window starts again; the edge's day, with its budget (none: the tenant has none).
     pub fn usage(&self, quotas: &Quotas, edge_cpu_ms_per_day: Option<u64>, now_ms: u64) -> Value {
@@ -302,6 +432,8 @@ impl Ledger {
             "egressRequestsPerDay": { "limit": quotas.egress_requests_per_day, "used": rolled.egress_requests, "resetsInS": day_s },
             "egressBytesPerDay": { "limit": quotas.egress_bytes_per_day, "used": rolled.egress_bytes, "resetsInS": day_s },
             "edgeCpuMsPerDay": { "limit": edge_cpu_ms_per_day, "used": rolled.edge_ms, "resetsInS": day_s },
+            "storedBytes": { "limit": quotas.stored_bytes, "used": rolled.stored(),
+                "measured": rolled.measured.map(|(bytes, _)| bytes), "measuredAtMs": rolled.measured.map(|(_, at)| at) },
         })
     }
 
@@ -402,4 +534,20 @@ impl Admitted {
         }
         self.seen.insert((tenant.to_owned(), session.to_owned()), now_ms);
     }
+}
+
+/// The first minute whose charges a measurement whose listing started at `at_ms` may not
+/// hold: the minute before the listing's (their puts may still have been under way).
+fn first_unseen_minute(at_ms: u64) -> u64 {
+    (at_ms / MINUTE_MS).saturating_sub(1)
+}
+
+/// Takes up to `bytes` back from `charges` in turn; what is left to take.
+fn take_back<'a>(charges: impl Iterator<Item = &'a mut u64>, mut bytes: u64) -> u64 {
+    for charged in charges {
+        let back = bytes.min(*charged);
+        *charged -= back;
+        bytes -= back;
+    }
+    bytes
 }

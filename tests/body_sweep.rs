@@ -13,9 +13,9 @@ mod support;
 
 use futures::channel::oneshot;
 use futures::executor::LocalPool;
-use futures::future::FutureExt;
+use futures::future::{FutureExt, Shared};
 use futures::task::LocalSpawnExt;
-use platform::{run, session, Session, LIST_PAGE};
+use platform::{caller, run, session, Session, LIST_PAGE};
 use proptest::prelude::*;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::keys;
@@ -34,12 +34,12 @@ fn large(seed: &str) -> String {
 
 fn write(session: &Session, path: &str, content: &str) {
     let arguments = json!({ "path": path, "content": content, "mode": "overwrite" });
-    run(session.file_tool(RELAY_SESSION, "write", &arguments, CAP, &[])).expect("written");
+    run(session.file_tool(&caller(), "write", &arguments, CAP, &[])).expect("written");
 }
 
 fn read(session: &Session, path: &str) -> Value {
     let arguments = json!({ "path": path, "maxBytes": 100_000 });
-    run(session.file_tool(RELAY_SESSION, "read", &arguments, CAP, &[])).expect("read")
+    run(session.file_tool(&caller(), "read", &arguments, CAP, &[])).expect("read")
 }
 
 fn remove(session: &Session, path: &str) {
@@ -96,12 +96,12 @@ fn a_body_no_file_names_goes_after_its_grace_and_a_named_one_stays_readable() {
 fn a_body_uploaded_before_its_commit_stays_its_grace_and_storing_it_again_renews_it() {
     let session = session();
     let body = large("uploaded");
-    let sha = run(session.store_body(RELAY_SESSION, body.as_bytes().to_vec())).unwrap();
+    let sha = run(session.store_body(&caller(), body.as_bytes().to_vec())).unwrap();
     let uploaded = session.now_ms();
     assert_eq!(sweep(&session, uploaded + BODY_GRACE_MS - 1).deleted, 0, "uploaded, not yet committed: stays");
     // A run's longest life later the tab uploads it again (it is there: only noted) and commits.
     session.platform.advance(RUN_END_AFTER_UPLOAD_S * 1000);
-    run(session.store_body(RELAY_SESSION, body.as_bytes().to_vec())).unwrap();
+    run(session.store_body(&caller(), body.as_bytes().to_vec())).unwrap();
     let puts = session.platform.blobs.puts.get();
     assert_eq!(sweep(&session, uploaded + BODY_GRACE_MS).deleted, 0, "stored again: its grace starts over");
     assert_eq!(session.platform.blobs.puts.get(), puts);
@@ -115,7 +115,7 @@ fn a_body_uploaded_before_its_commit_stays_its_grace_and_storing_it_again_renews
 fn a_sweep_crosses_pages_and_leaves_keys_of_another_shape_and_other_relay_sessions() {
     let session = session();
     for i in 0..(2 * LIST_PAGE + 1) {
-        let _ = run(session.store_body(RELAY_SESSION, large(&format!("orphan {i} ")).into_bytes())).unwrap();
+        let _ = run(session.store_body(&caller(), large(&format!("orphan {i} ")).into_bytes())).unwrap();
     }
     let odd = format!("{}not-a-sha256", keys::workspace_body(RELAY_SESSION, ""));
     let other = keys::workspace_body("t_1/other", &"ab".repeat(32));
@@ -182,7 +182,7 @@ proptest! {
             match kind {
                 0 | 1 => write(&session, &path, &content),
                 2 if session.store().workspace_file(&path).unwrap().is_some() => remove(&session, &path),
-                _ => uploads.push((run(session.store_body(RELAY_SESSION, content.into_bytes())).unwrap(), session.now_ms())),
+                _ => uploads.push((run(session.store_body(&caller(), content.into_bytes())).unwrap(), session.now_ms())),
             }
         }
         let as_of = session.now_ms() + sweep_after;
@@ -199,11 +199,16 @@ proptest! {
     }
 }
 
+/// Holds what waits on `slot` until the returned sender is dropped.
+fn hold(slot: &std::cell::RefCell<Option<Shared<oneshot::Receiver<()>>>>) -> oneshot::Sender<()> {
+    let (release, held) = oneshot::channel();
+    *slot.borrow_mut() = Some(held.shared());
+    release
+}
+
 /// Holds R2's puts and deletes until the returned sender is dropped.
 fn hold_r2(session: &Session) -> oneshot::Sender<()> {
-    let (release, held) = oneshot::channel();
-    *session.platform.blobs.hold.borrow_mut() = Some(held.shared());
-    release
+    hold(&session.platform.blobs.hold)
 }
 
 #[test]
@@ -223,9 +228,7 @@ fn a_store_of_a_body_being_deleted_waits_for_the_deletion_and_then_uploads_it_ag
     assert_eq!(rows(&session), 0);
     let puts = session.platform.blobs.puts.get();
     let bytes = body.clone().into_bytes();
-    pool.spawner()
-        .spawn_local(async move { writer.store_body(RELAY_SESSION, bytes).await.map(drop).unwrap() })
-        .unwrap();
+    pool.spawner().spawn_local(async move { writer.store_body(&caller(), bytes).await.map(drop).unwrap() }).unwrap();
     pool.run_until_stalled();
     assert_eq!(session.platform.blobs.puts.get(), puts, "the store waits for the deletion before uploading");
     *session.platform.blobs.hold.borrow_mut() = None;
@@ -245,9 +248,7 @@ fn a_body_whose_upload_is_under_way_is_kept_by_a_sweep_that_lists_it() {
     let release = hold_r2(&session);
     let writer = session.clone();
     let bytes = body.clone().into_bytes();
-    pool.spawner()
-        .spawn_local(async move { writer.store_body(RELAY_SESSION, bytes).await.map(drop).unwrap() })
-        .unwrap();
+    pool.spawner().spawn_local(async move { writer.store_body(&caller(), bytes).await.map(drop).unwrap() }).unwrap();
     pool.run_until_stalled(); // in R2, its row not yet written
     assert!(in_r2(&session, &body) && rows(&session) == 0);
     *session.platform.blobs.hold.borrow_mut() = None;
@@ -257,4 +258,53 @@ fn a_body_whose_upload_is_under_way_is_kept_by_a_sweep_that_lists_it() {
     pool.run();
     assert_eq!(rows(&session), 1);
     assert!(in_r2(&session, &body));
+}
+
+/// Holds the ledger's charges of stored bytes until the returned sender is dropped.
+fn hold_ledger(session: &Session) -> oneshot::Sender<()> {
+    hold(&session.platform.charge_hold)
+}
+
+#[test]
+fn a_body_whose_charge_is_under_way_is_kept_by_a_sweep_and_its_commit_finds_it() {
+    let session = session();
+    let body = large("in R2 with no row, stored again");
+    write(&session, "/tmp/a", &body);
+    remove(&session, "/tmp/a");
+    // A put whose row was never written (the instance went away between them): R2 holds the
+    // body and nothing names it, so a store of it is a new one, charged first.
+    session.platform.sql.exec("DELETE FROM workspace_bodies", &[]).unwrap();
+    let mut pool = LocalPool::new();
+    let release_ledger = hold_ledger(&session);
+    let (sweeper, writer) = (session.clone(), session.clone());
+    let bytes = body.clone().into_bytes();
+    let sha = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let stored = sha.clone();
+    pool.spawner()
+        .spawn_local(async move { *stored.borrow_mut() = Some(writer.store_body(&caller(), bytes).await.unwrap()) })
+        .unwrap();
+    pool.run_until_stalled(); // the store waits on the ledger's answer
+    let release_r2 = hold_r2(&session);
+    let as_of = session.now_ms() + 10 * BODY_GRACE_MS;
+    let swept = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let seen = swept.clone();
+    pool.spawner()
+        .spawn_local(
+            async move { *seen.borrow_mut() = Some(sweeper.sweep_bodies(RELAY_SESSION, as_of).await.unwrap()) },
+        )
+        .unwrap();
+    pool.run_until_stalled(); // the sweep judged the page (and waits on R2 if it deletes)
+    *session.platform.charge_hold.borrow_mut() = None;
+    drop(release_ledger);
+    pool.run_until_stalled(); // charged: the store puts the body (held by R2)
+    *session.platform.blobs.hold.borrow_mut() = None;
+    drop(release_r2);
+    pool.run();
+    let swept = swept.borrow_mut().take().expect("the sweep ended");
+    assert_eq!(swept.deleted, 0, "a body being stored (its charge under way) is kept: {swept:?}");
+    let sha = sha.borrow_mut().take().expect("stored");
+    let change = Change::Write { path: "/tmp/b".into(), sha256: sha, size: body.len() as u64 };
+    session.store().commit(&[change], CAP, session.now_ms()).remove(0).expect("the commit finds its body");
+    assert!(in_r2(&session, &body), "the body the commit names is in R2");
+    assert_eq!(read(&session, "/tmp/b")["content"].as_str().unwrap().len(), body.len());
 }

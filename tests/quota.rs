@@ -23,7 +23,7 @@ fn call(session: &str) -> Charge {
 
 /// Run `id`'s slot, charged at `at` for a run that takes no time.
 fn run(id: &str, at: u64) -> Charge {
-    Charge::Run { lease: run_lease(id, at, 0) }
+    Charge::Run { lease: run_lease(id, at, 0), stored_bytes: 0 }
 }
 
 fn ask(store: &MemoryLedger, quotas: Quotas, charge: Charge, now_ms: u64) -> LedgerAnswer {
@@ -277,4 +277,196 @@ fn an_isolate_remembers_a_bounded_number_of_admissions() {
     }
     assert!(admitted.fresh("t_1", "s4999", 5_000), "the latest is remembered");
     assert!(!admitted.fresh("t_1", "s0", 5_000), "the oldest were forgotten past the bound");
+}
+
+const MIB: u64 = 1 << 20;
+
+fn stored_quota(bytes: u64) -> Quotas {
+    Quotas { stored_bytes: bytes, ..Quotas::default() }
+}
+
+fn put(bytes: u64) -> Charge {
+    Charge::Store { bytes }
+}
+
+fn measured(bytes: u64, at_ms: u64) -> Charge {
+    Charge::StoredMeasured { bytes, at_ms }
+}
+
+#[test]
+fn a_tenant_never_measured_is_charged_its_puts_and_refused_past_its_stored_bytes() {
+    let (store, q) = (MemoryLedger::default(), stored_quota(MIB));
+    assert_eq!(refused(ask(&store, q, put(MIB - 10), T0)), None);
+    // A put that would take it past the quota is refused whole, one that fits still passes.
+    let (quota, limit, used, retry) = refused(ask(&store, q, put(11), T0 + 1)).unwrap();
+    assert_eq!((quota.as_str(), limit, used, retry), ("storedBytes", MIB, MIB - 10, 3600));
+    assert_eq!(refused(ask(&store, q, put(10), T0 + 2)), None);
+    let seen = usage(&store, q, T0 + 3);
+    assert_eq!(seen["storedBytes"], json!({"limit": MIB, "used": MIB, "measured": null, "measuredAtMs": null}));
+}
+
+#[test]
+fn a_measurement_replaces_the_charges_its_listing_saw_and_keeps_those_it_may_not_have() {
+    let (store, q) = (MemoryLedger::default(), stored_quota(10 * MIB));
+    let hour = 3_600_000;
+    ask(&store, q, put(4 * MIB), T0); // uploaded long before the listing: in the measurement
+    ask(&store, q, put(2 * MIB), T0 + hour - 30_000); // half a minute before it: maybe not
+    ask(&store, q, put(MIB), T0 + hour + 5_000); // during the listing: maybe not
+                                                 // The listing started at T0 + 1 h and found 5 MiB (files were deleted meanwhile).
+    ask(&store, q, measured(5 * MIB, T0 + hour), T0 + hour + 60_000);
+    let seen = usage(&store, q, T0 + hour + 61_000);
+    assert_eq!(seen["storedBytes"]["used"], 8 * MIB, "{seen}");
+    assert_eq!(seen["storedBytes"]["measured"], 5 * MIB);
+    assert_eq!(seen["storedBytes"]["measuredAtMs"], T0 + hour);
+    // The refusal waits for the next measurement, an hour after this one's start.
+    let (_, _, used, retry) = refused(ask(&store, q, put(3 * MIB), T0 + hour + 600_000)).unwrap();
+    assert_eq!((used, retry), (8 * MIB, 3000));
+    // The next measurement sees them all: the charges before it are dropped.
+    ask(&store, q, measured(3 * MIB, T0 + 2 * hour), T0 + 2 * hour + 1);
+    assert_eq!(usage(&store, q, T0 + 2 * hour + 2)["storedBytes"]["used"], 3 * MIB);
+    // A measurement older than the latest (two sweeps crossing) changes nothing.
+    ask(&store, q, measured(9 * MIB, T0 + hour), T0 + 2 * hour + 3);
+    assert_eq!(usage(&store, q, T0 + 2 * hour + 4)["storedBytes"]["used"], 3 * MIB);
+}
+
+#[test]
+fn stored_bytes_has_a_default_and_bounds() {
+    let tenant =
+        |quotas: serde_json::Value| from_admin_json(json!({"id": "t", "name": "t", "defaults": {"quotas": quotas}}));
+    assert_eq!(tenant(json!({})).unwrap().defaults.quotas.stored_bytes, 10 << 30);
+    assert_eq!(tenant(json!({"storedBytes": MIB})).unwrap().defaults.quotas.stored_bytes, MIB);
+    assert_eq!(tenant(json!({"storedBytes": 1u64 << 40})).unwrap().defaults.quotas.stored_bytes, 1 << 40);
+    for bad in [MIB - 1, (1 << 40) + 1, 0] {
+        let why = tenant(json!({"storedBytes": bad})).unwrap_err();
+        assert!(why.contains("quotas.storedBytes"), "{bad}: {why}");
+    }
+}
+
+#[test]
+fn a_ledger_row_from_before_stored_bytes_reads_as_never_measured() {
+    let store = MemoryLedger(std::cell::RefCell::new(Some(
+        r#"{"minute":0,"calls":0,"sessions":{},"runs":{},"day":0,"egressRequests":0,"egressBytes":0,"edgeMs":0}"#
+            .into(),
+    )));
+    let seen = usage(&store, stored_quota(MIB), T0);
+    assert_eq!(seen["storedBytes"]["measured"], serde_json::Value::Null);
+    assert_eq!(seen["storedBytes"]["used"], 0);
+}
+
+proptest! {
+    /// Whatever puts, failed puts, measurements and times, the ledger never charges a put that
+    /// takes what it counts past the quota, what it counts is never below the latest
+    /// measurement plus the puts (not failed) charged in the minute before its listing and
+    /// after, and its row stays bounded.
+    #[test]
+    fn stored_bytes_never_pass_their_quota_nor_forget_a_recent_put(
+        steps in proptest::collection::vec((0u64..600_000, 0u64..(3 * MIB), 0u8..3), 1..300),
+    ) {
+        let (store, q) = (MemoryLedger::default(), stored_quota(4 * MIB));
+        let mut now = T0;
+        let mut charged: Vec<(u64, u64)> = Vec::new();
+        let mut latest: Option<(u64, u64)> = None;
+        let mut merged = false;
+        for (dt, bytes, kind) in steps {
+            now += dt;
+            if kind == 2 {
+                // One of the puts charged failed (its charge's time from the caller's clock).
+                if !charged.is_empty() {
+                    let (at, failed) = charged.remove(bytes as usize % charged.len());
+                    ask(&store, q, Charge::StoreFailed { bytes: failed, charged_ms: at }, now);
+                }
+            } else if kind == 1 {
+                let at = now.saturating_sub(dt / 2);
+                ask(&store, q, measured(bytes, at), now);
+                if latest.is_none_or(|(_, l)| l <= at) { latest = Some((bytes, at)); }
+            } else {
+                let before = usage(&store, q, now)["storedBytes"]["used"].as_u64().unwrap();
+                if refused(ask(&store, q, put(bytes), now)).is_none() {
+                    prop_assert!(before + bytes <= 4 * MIB, "charged {bytes} over {before}");
+                    charged.push((now, bytes));
+                }
+            }
+            let used = usage(&store, q, now)["storedBytes"]["used"].as_u64().unwrap();
+            let (base, at) = latest.unwrap_or((0, 0));
+            let kept: Vec<&(u64, u64)> = charged.iter().filter(|(t, _)| t / 60_000 + 1 >= at / 60_000).collect();
+            let unseen: u64 = kept.iter().map(|(_, b)| b).sum();
+            // Exactly: until more minutes than the row keeps were charged (they merge into the
+            // oldest kept, which a measurement then keeps longer: counted more, never less).
+            let minutes: std::collections::BTreeSet<u64> = kept.iter().map(|(t, _)| t / 60_000).collect();
+            merged |= minutes.len() > 120;
+            prop_assert!(used >= base + unseen, "used {used} < {base} + {unseen}");
+            prop_assert!(merged || used == base + unseen, "used {used} != {base} + {unseen}");
+            let charged_since: u64 = charged.iter().filter(|(t, _)| *t >= at).map(|(_, b)| b).sum();
+            prop_assert!(base + charged_since <= used || latest.is_none(), "charges after the measurement lost");
+        }
+        prop_assert!(store.0.borrow().as_ref().map_or(0, String::len) < 10_000);
+    }
+}
+
+#[test]
+fn charges_over_many_minutes_without_a_measurement_stay_counted_in_a_bounded_row() {
+    let (store, q) = (MemoryLedger::default(), stored_quota(1 << 30));
+    for minute in 0..1_000 {
+        assert_eq!(refused(ask(&store, q, put(1_000), T0 + minute * 60_000)), None);
+    }
+    assert_eq!(usage(&store, q, T0 + 1_000 * 60_000)["storedBytes"]["used"], 1_000_000);
+    let row = store.0.borrow().as_ref().map_or(0, String::len);
+    assert!(row < 4_000, "the row holds {row} bytes");
+    // The merged minutes count as the oldest kept: a measurement after them drops them.
+    ask(&store, q, measured(7, T0 + 2_000 * 60_000), T0 + 2_000 * 60_000);
+    assert_eq!(usage(&store, q, T0 + 2_000 * 60_000)["storedBytes"]["used"], 7);
+}
+
+#[test]
+fn a_run_and_its_capsules_bytes_are_charged_in_one_step_all_or_nothing() {
+    let (store, q) = (MemoryLedger::default(), Quotas { runs_in_flight: 1, ..stored_quota(MIB) });
+    let run_with = |id: &str, bytes: u64| Charge::Run { lease: run_lease(id, T0, 60_000), stored_bytes: bytes };
+    // Its capsule would pass the quota: refused as storedBytes, and no slot is taken.
+    let (quota, _, _, retry) = refused(ask(&store, q, run_with("r_1", MIB + 1), T0)).unwrap();
+    assert_eq!((quota.as_str(), retry), ("storedBytes", 3600));
+    assert_eq!(refused(ask(&store, q, run_with("r_1", 1_000), T0)), None, "the slot was free");
+    // No slot: refused as runsInFlight, and its bytes are not charged.
+    assert_eq!(refused(ask(&store, q, run_with("r_2", 500), T0)).unwrap().0, "runsInFlight");
+    assert_eq!(usage(&store, q, T0)["storedBytes"]["used"], 1_000);
+}
+
+#[test]
+fn a_failed_put_gives_its_bytes_back_unless_a_measurement_replaced_its_charge() {
+    let (store, q) = (MemoryLedger::default(), stored_quota(MIB));
+    let failed = |bytes: u64, charged_ms: u64| Charge::StoreFailed { bytes, charged_ms };
+    ask(&store, q, put(600_000), T0);
+    ask(&store, q, put(300_000), T0 + 30_000);
+    ask(&store, q, failed(600_000, T0), T0 + 40_000);
+    assert_eq!(usage(&store, q, T0 + 40_000)["storedBytes"]["used"], 300_000);
+    // Charged, then measured (the listing did not find it): giving it back would count less
+    // than is stored.
+    let hour = 3_600_000;
+    ask(&store, q, put(200_000), T0 + hour);
+    ask(&store, q, measured(300_000, T0 + hour + 180_000), T0 + hour + 200_000);
+    ask(&store, q, put(100_000), T0 + hour + 205_000);
+    ask(&store, q, failed(200_000, T0 + hour), T0 + hour + 210_000);
+    assert_eq!(usage(&store, q, T0 + hour + 210_000)["storedBytes"]["used"], 400_000, "the later put stays counted");
+    // Never below the measurement, whatever it is told.
+    ask(&store, q, failed(u64::MAX, T0 + hour + 205_000), T0 + hour + 300_000);
+    assert_eq!(usage(&store, q, T0 + hour + 300_000)["storedBytes"]["used"], 300_000);
+}
+
+#[test]
+fn a_failed_put_charged_in_the_minute_a_measurement_keeps_is_given_back_from_its_own_minute() {
+    let (store, q) = (MemoryLedger::default(), stored_quota(4 * MIB));
+    let failed = |bytes: u64, charged_ms: u64| Charge::StoreFailed { bytes, charged_ms };
+    // Charged in the minute before the listing's: the measurement keeps that charge (the put
+    // may have been under way), so its failure gives it back.
+    ask(&store, q, put(600_000), T0 + 30_000);
+    ask(&store, q, measured(0, T0 + 70_000), T0 + 75_000);
+    ask(&store, q, failed(600_000, T0 + 30_000), T0 + 80_000);
+    assert_eq!(usage(&store, q, T0 + 80_000)["storedBytes"]["used"], 0);
+    // A put that succeeded in the minute before a failed one's: the failed one's own charge is
+    // given back, so a measurement that finds the first (and drops its minute) leaves no phantom.
+    let hour = 3_600_000;
+    ask(&store, q, put(100_000), T0 + hour + 50_000);
+    ask(&store, q, put(200_000), T0 + hour + 70_000);
+    ask(&store, q, failed(200_000, T0 + hour + 70_000), T0 + hour + 80_000);
+    ask(&store, q, measured(100_000, T0 + hour + 130_000), T0 + hour + 140_000);
+    assert_eq!(usage(&store, q, T0 + hour + 140_000)["storedBytes"]["used"], 100_000);
 }

@@ -19,6 +19,7 @@ use relay_core::keys;
 use relay_core::mcp::{Era, Tool};
 use relay_core::packages::grant::UPLOAD_PATH;
 use relay_core::packages::UploadGrant;
+use relay_core::quota::{answer, Charge, LedgerRequest};
 use relay_core::relay_session::runs::{Call, Job};
 use relay_core::relay_session::Sql;
 use relay_core::run::machine::Input;
@@ -57,7 +58,7 @@ fn upload(session: &Session, run: &str, bytes: &[u8]) -> UploadGrant {
     let now_s = session.now_ms() / 1000;
     let grant = UploadGrant::verify(token, &KeySet::from_signers(&[&signer()]), now_s).expect("a grant of this key");
     session.spend(&grant).expect("spent once");
-    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.to_vec(), session.now_ms()));
+    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.to_vec(), Some("t_1"), session.now_ms()));
     grant
 }
 
@@ -118,7 +119,7 @@ fn presign_spend_and_finalize_refuse_what_the_build_did_not_grant_or_store() {
     assert_eq!(missing.name, ErrorName::LayerNotUploaded);
     assert!(missing.message.contains("not in storage"), "{}", missing.message);
     // R2 failing is a 503 that passes.
-    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.clone(), session.now_ms()));
+    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.clone(), Some("t_1"), session.now_ms()));
     session.platform.blobs.failing.set(true);
     let failing = run(session.finalize(&caller(), "r_1", proposal.as_bytes(), &signer())).unwrap_err();
     assert_eq!((failing.name, failing.status()), (ErrorName::StorageUnavailable, 503));
@@ -172,4 +173,23 @@ fn the_next_identical_call_reuses_the_build_while_its_layer_is_stored() {
     session.platform.blobs.objects.borrow_mut().remove(&keys::layer(&sha256_hex(&bytes)));
     packaged(&session, "r_3");
     assert_eq!(session.platform.tabs.commands("tab_1").last().map(String::as_str), Some("build"));
+}
+
+#[test]
+fn a_finalize_whose_capsule_would_pass_the_stored_bytes_is_refused_with_retry_after_and_stores_nothing() {
+    let session = with_tabs(&["tab_1"]);
+    packaged(&session, "r_1");
+    let bytes = layer(&[("node_modules/lodash/index.js", "module.exports = 1")]);
+    upload(&session, "r_1", &bytes);
+    let mut small = caller();
+    small.tenant.defaults.quotas.stored_bytes = 1 << 20;
+    let filled = Charge::Store { bytes: (1 << 20) - 10 };
+    let request = LedgerRequest { quotas: small.tenant.defaults.quotas, charge: filled };
+    answer(&session.platform.ledger, &request, session.now_ms()).unwrap();
+    let proposal = json!({ "layers": [claim(&bytes)], "resolved": ["lodash@4.17.21"] }).to_string();
+    let refused = run(session.finalize(&small, "r_1", proposal.as_bytes(), &signer())).unwrap_err();
+    assert_eq!((refused.name, refused.status()), (ErrorName::QuotaExceeded, 429), "{}", refused.message);
+    assert_eq!(refused.retry_after_s, Some(3600), "the 429 says when to retry");
+    assert!(refused.message.contains("defaults.quotas.storedBytes"), "{}", refused.message);
+    assert!(!session.platform.blobs.objects.borrow().keys().any(|k| k.starts_with("capsules/")), "nothing stored");
 }

@@ -20,11 +20,15 @@ use relay_core::capsule::jws::Signer;
 use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
 use relay_core::mcp::{Era, Tool};
 use relay_core::metrics::Wake;
+use relay_core::quota::{answer, run_lease, Charge, LedgerRequest};
 use relay_core::relay_session::desk::{Unadmitted, ANSWERS_KEPT};
-use relay_core::relay_session::runs::{prepare, start_task, Answer, CancelOnDrop, Job, Resumed, Work};
+use relay_core::relay_session::runs::{
+    prepare, start_task, Answer, Call, CancelOnDrop, Job, Resumed, UnchargeOnDrop, Work,
+};
 use relay_core::relay_session::{RelaySession, Sql};
 use relay_core::run::backchannel::parse_batch;
-use relay_core::run::machine::Input;
+use relay_core::run::machine::{run_life_ms, Input};
+use relay_core::stores;
 use serde_json::{json, Value};
 use support::{Failing, Sqlite};
 
@@ -387,4 +391,112 @@ fn a_call_with_bad_arguments_is_a_tool_error_and_never_a_run() {
     // A file tool needs no signer.
     let read = tool_call(Tool::Read, json!({ "path": "/tmp/a.txt" }), Era::Modern, None);
     assert!(Work::of(&*session, &caller(), &read, || Err::<Signer, _>("no key")).unwrap().is_ok());
+}
+
+#[test]
+fn a_run_whose_capsule_would_pass_the_tenants_stored_bytes_ends_quota_exceeded_and_stores_nothing() {
+    let session = with_tabs(&["tab_1"]);
+    let mut call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("1"), Era::Modern, None));
+    call.caller.tenant.defaults.quotas.stored_bytes = 1 << 20;
+    // The tenant stores all but 10 bytes of its quota already.
+    let filled = Charge::Store { bytes: (1 << 20) - 10 };
+    let request = LedgerRequest { quotas: call.caller.tenant.defaults.quotas, charge: filled };
+    answer(&session.platform.ledger, &request, session.now_ms()).unwrap();
+    let stream = start(&session, &call);
+    let answered = stream.messages().into_iter().find(|m| m["id"] == json!(7)).expect("an answer");
+    let text = answered["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.contains("QuotaExceeded") && text.contains("defaults.quotas.storedBytes"), "{text}");
+    assert_eq!(session.platform.blobs.puts.get(), 0, "nothing was stored");
+    // With room, the same call stores its capsule, charged its capsule.json and code layer.
+    call.caller.tenant.defaults.quotas.stored_bytes = 1 << 30;
+    let again = Call { run: "r_2".into(), ..call };
+    start(&session, &again);
+    let in_r2: usize = session.platform.blobs.objects.borrow().values().map(Vec::len).sum();
+    assert_eq!(session.platform.stored_used(), (1u64 << 20) - 10 + in_r2 as u64);
+}
+
+/// The relay session's admission of `call` (`Job::admission`, as its DO sends it to the
+/// tenant's ledger, and `Job::admitted` on the answer); the capsule bytes it charged.
+fn admitted(session: &Session, call: &Call) -> u64 {
+    let charge = call.job.admission(&**session, &call.caller, &call.run, session.now_ms());
+    let Charge::Run { stored_bytes, .. } = charge.clone() else { panic!("a run's charge: {charge:?}") };
+    let request = LedgerRequest { quotas: call.caller.tenant.defaults.quotas, charge };
+    let answered = answer(&session.platform.ledger, &request, session.now_ms()).unwrap();
+    call.job.admitted(&request.charge, &answered, session.now_ms());
+    stored_bytes
+}
+
+#[test]
+fn a_runs_admission_leases_its_slot_for_the_runs_whole_life() {
+    let session = with_tabs(&["tab_1"]);
+    let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("3"), Era::Modern, None));
+    let defaults = &call.caller.tenant.defaults;
+    let life_ms = run_life_ms(&defaults.queue, defaults.policy.limits.timeout_ms);
+    let charge = call.job.admission(&*session, &call.caller, "r_1", session.now_ms());
+    let Charge::Run { lease, .. } = charge else { panic!("a run's charge") };
+    assert_eq!(lease, run_lease("r_1", session.now_ms(), life_ms));
+}
+
+#[test]
+fn a_capsule_charged_at_admission_comes_back_if_its_preparation_never_runs() {
+    let session = with_tabs(&["tab_1"]);
+    let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("4"), Era::Modern, None));
+    let bytes = admitted(&session, &call);
+    assert!(bytes > 0);
+    assert_eq!(session.platform.stored_used(), bytes);
+    // A streamed answer whose body is dropped before it is polled: `prepare` never runs.
+    drop(UnchargeOnDrop { session: session.clone(), call: call.clone() });
+    assert_eq!(session.platform.stored_used(), 0, "given back");
+    // Prepared, the charge is the store's: dropping the guard then gives nothing back.
+    let again = call_of(&session, "r_2", tool_call(Tool::RunJs, js("4"), Era::Modern, None));
+    admitted(&session, &again);
+    let guard = UnchargeOnDrop { session: session.clone(), call: again.clone() };
+    start(&session, &again);
+    drop(guard);
+    assert_eq!(session.platform.stored_used(), bytes, "stored once, charged once");
+}
+
+#[test]
+fn a_capsule_charged_with_its_runs_admission_is_stored_with_no_other_hop_and_a_failed_put_gives_it_back() {
+    let session = with_tabs(&["tab_1"]);
+    let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("2"), Era::Modern, None));
+    // What the relay session's admission charges with the run's slot, in one hop.
+    let bytes = admitted(&session, &call);
+    let Job::Capsule { capsule, .. } = call.job.as_ref() else { panic!("a capsule job") };
+    assert_eq!(bytes, stores::capsule_bytes(capsule));
+    session.platform.blobs.failing.set(true);
+    let stream = start(&session, &call);
+    assert_eq!(session.platform.store_hops.get(), 0, "no hop to the ledger but the admission's");
+    let answered = stream.messages().into_iter().find(|m| m["id"] == json!(7)).expect("an answer");
+    assert!(answered.to_string().contains("could not be stored"), "{answered}");
+    assert_eq!(session.platform.stored_used(), 0, "the failed put's charge came back");
+    // Stored, the same capsule is not charged again by the next run's admission.
+    session.platform.blobs.failing.set(false);
+    let again = call_of(&session, "r_2", tool_call(Tool::RunJs, js("2"), Era::Modern, None));
+    start(&session, &again);
+    assert_eq!(session.platform.store_hops.get(), 1, "not charged at admission: charged at its store");
+    assert_eq!(session.platform.stored_used(), bytes);
+    let third = call_of(&session, "r_3", tool_call(Tool::RunJs, js("2"), Era::Modern, None));
+    assert_eq!(third.job.stored_bytes(&*session), 0, "stored lately: nothing to charge");
+}
+
+#[test]
+fn an_out_file_the_worker_refused_is_listed_with_why_and_no_url() {
+    let session = with_tabs(&["tab_1"]);
+    let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("1"), Era::Modern, None));
+    let stream = start(&session, &call);
+    let refusal =
+        json!({ "name": "QuotaExceeded", "message": "this tenant's quota defaults.quotas.storedBytes is reached" });
+    let files = json!([
+        { "path": "/out/big.csv", "size": 9, "sha256": "ab", "uploaded": false, "error": refusal },
+        { "path": "/out/ok.txt", "size": 2, "sha256": "cd", "uploaded": true },
+    ]);
+    let end =
+        json!({ "runId": "r_1", "seq": 0, "type": "exit", "exitCode": 0, "usage": { "wallMs": 1 }, "files": files });
+    heard(&session, "tab_1", &[end]);
+    let answered = stream.messages().into_iter().find(|m| m["id"] == json!(7)).expect("an answer");
+    let listed = &answered["result"]["structuredContent"]["files"];
+    assert_eq!(listed[0]["error"], refusal, "{listed}");
+    assert!(listed[0].get("url").is_none());
+    assert!(listed[1].get("error").is_none() && listed[1]["url"].is_string(), "{listed}");
 }

@@ -36,7 +36,7 @@ const CAP: u64 = 64 * 1024 * 1024;
 const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 fn tool(session: &Session, tool: &str, arguments: Value) -> Result<Value, (ErrorName, String)> {
-    run(session.file_tool(RELAY_SESSION, tool, &arguments, CAP, &[])).map_err(|r| (r.name, r.message))
+    run(session.file_tool(&caller(), tool, &arguments, CAP, &[])).map_err(|r| (r.name, r.message))
 }
 
 fn write(session: &Session, path: &str, content: &str) -> Value {
@@ -149,18 +149,17 @@ fn files_and_directories_exclude_each_other() {
 fn the_cap_is_counted_on_the_index_and_names_what_to_delete() {
     let session = session();
     let big = "x".repeat(60);
-    let answer = run(session.file_tool(RELAY_SESSION, "write", &json!({ "path": "/tmp/a", "content": big }), 100, &[]));
+    let answer = run(session.file_tool(&caller(), "write", &json!({ "path": "/tmp/a", "content": big }), 100, &[]));
     answer.unwrap();
     let before = session.store().workspace_root().unwrap();
-    let refused =
-        run(session.file_tool(RELAY_SESSION, "write", &json!({ "path": "/tmp/b", "content": big }), 100, &[]));
+    let refused = run(session.file_tool(&caller(), "write", &json!({ "path": "/tmp/b", "content": big }), 100, &[]));
     let refusal = refused.unwrap_err();
     assert_eq!(refusal.name, ErrorName::OutputLimitExceeded);
     assert!(refusal.message.contains("120 bytes") && refusal.message.contains("delete files"), "{}", refusal.message);
     assert_eq!(session.store().workspace_root().unwrap(), before, "nothing changed");
     // Replacing a file counts what it replaces.
     let replaced = run(session.file_tool(
-        RELAY_SESSION,
+        &caller(),
         "write",
         &json!({ "path": "/tmp/a", "content": "y".repeat(100), "mode": "overwrite" }),
         100,
@@ -172,7 +171,7 @@ fn the_cap_is_counted_on_the_index_and_names_what_to_delete() {
 #[test]
 fn the_count_of_files_is_followed_through_commits_so_empty_files_cannot_grow_the_index_forever() {
     let session = session();
-    let empty = run(session.store_body(RELAY_SESSION, Vec::new())).unwrap();
+    let empty = run(session.store_body(&caller(), Vec::new())).unwrap();
     let write = |path: String| Change::Write { path, sha256: empty.clone(), size: 0 };
     let changes: Vec<Change> = (0..MAX_FILES).map(|i| write(format!("/tmp/f{i}"))).collect();
     let outcomes = session.store().commit(&changes, CAP, 1);
@@ -194,7 +193,7 @@ fn a_body_must_be_stored_and_match_its_hash_before_a_file_names_it() {
     let session = session();
     let bytes = b"the body".to_vec();
     let claimed = sha256_hex(b"another body");
-    let refusal = run(session.store_claimed_body(RELAY_SESSION, &claimed, bytes.clone())).unwrap_err();
+    let refusal = run(session.store_claimed_body(&caller(), &claimed, bytes.clone())).unwrap_err();
     assert_eq!(refusal.name, ErrorName::ValidationError);
     assert!(refusal.message.contains("nothing was stored"), "{}", refusal.message);
     assert!(session.store().workspace_body(&claimed).unwrap().is_none());
@@ -203,21 +202,21 @@ fn a_body_must_be_stored_and_match_its_hash_before_a_file_names_it() {
     assert!(outcome.message.contains("is not stored; upload it"), "{}", outcome.message);
     // Stored under its own hash, it may be committed, with its own size only.
     let sha = sha256_hex(&bytes);
-    run(session.store_claimed_body(RELAY_SESSION, &sha, bytes)).unwrap();
+    run(session.store_claimed_body(&caller(), &sha, bytes)).unwrap();
     let wrong_size = Change::Write { path: "/tmp/a".into(), sha256: sha.clone(), size: 9 };
     assert!(session.store().commit(&[wrong_size], CAP, 0)[0].is_err());
     let right = Change::Write { path: "/tmp/a".into(), sha256: sha, size: 8 };
     assert_eq!(session.store().commit(&[right], CAP, 0), vec![Ok(1)]);
     // A large body with a wrong hash never reaches R2.
     let large = vec![7u8; 10_000];
-    assert!(run(session.store_claimed_body(RELAY_SESSION, &sha256_hex(b"x"), large)).is_err());
+    assert!(run(session.store_claimed_body(&caller(), &sha256_hex(b"x"), large)).is_err());
     assert_eq!(session.platform.blobs.puts.get(), 0);
 }
 
 #[test]
 fn a_batch_commits_each_change_on_its_own_in_order() {
     let session = session();
-    let a = run(session.store_body(RELAY_SESSION, b"aaaa".to_vec())).unwrap();
+    let a = run(session.store_body(&caller(), b"aaaa".to_vec())).unwrap();
     let changes = [
         Change::Write { path: "/tmp/f".into(), sha256: a.clone(), size: 4 },
         Change::Write { path: "/tmp/f/g".into(), sha256: a.clone(), size: 4 }, // below a file: refused
@@ -266,16 +265,15 @@ fn r2_failing_leaves_the_index_as_it_was() {
 fn sqlite_failing_on_the_index_leaves_it_as_it_was() {
     let session = std::rc::Rc::new(RelaySession::new(TestPlatform::over(Failing::new(Sqlite::new(), &[]))));
     session.open().unwrap();
-    let answer = run(session.file_tool(RELAY_SESSION, "write", &json!({ "path": "/tmp/a", "content": "1" }), CAP, &[]));
+    let answer = run(session.file_tool(&caller(), "write", &json!({ "path": "/tmp/a", "content": "1" }), CAP, &[]));
     answer.unwrap();
     let before = session.store().workspace_root().unwrap();
     session.platform.sql.failing.borrow_mut().push("INSERT INTO workspace_files");
-    let refused =
-        run(session.file_tool(RELAY_SESSION, "write", &json!({ "path": "/tmp/b", "content": "2" }), CAP, &[]));
+    let refused = run(session.file_tool(&caller(), "write", &json!({ "path": "/tmp/b", "content": "2" }), CAP, &[]));
     assert_eq!(refused.unwrap_err().name, ErrorName::StorageUnavailable);
     session.platform.sql.failing.borrow_mut().clear();
     assert_eq!(session.store().workspace_root().unwrap(), before, "the body's row alone shows no file");
-    let read = run(session.file_tool(RELAY_SESSION, "read", &json!({ "path": "/tmp/b" }), CAP, &[]));
+    let read = run(session.file_tool(&caller(), "read", &json!({ "path": "/tmp/b" }), CAP, &[]));
     assert!(read.unwrap_err().message.starts_with("no file or directory /tmp/b"));
 }
 
@@ -303,7 +301,7 @@ proptest! {
     fn commits_agree_with_a_model(ops in proptest::collection::vec(op(), 1..30)) {
         let session = session();
         let bodies: Vec<Vec<u8>> = vec![vec![1; 10], vec![2; 30], vec![3; 5000], vec![4; 0]];
-        let hashes: Vec<String> = bodies.iter().map(|b| run(session.store_body(RELAY_SESSION, b.clone())).unwrap()).collect();
+        let hashes: Vec<String> = bodies.iter().map(|b| run(session.store_body(&caller(), b.clone())).unwrap()).collect();
         let cap = 6000;
         let mut model: BTreeMap<String, usize> = BTreeMap::new();
         let mut version = 0;
@@ -570,4 +568,62 @@ fn old_removals_are_forgotten_and_a_tab_behind_them_gets_the_whole_index() {
     // Pruning every removal still keeps the version: the floor holds it.
     session.store().prune_removals(0).unwrap();
     assert_eq!(session.store().workspace_version().unwrap(), version);
+}
+
+#[test]
+fn a_write_whose_body_would_pass_the_tenants_stored_bytes_is_refused_and_changes_nothing() {
+    let session = session();
+    let mut small = caller();
+    small.tenant.defaults.quotas.stored_bytes = 1 << 20;
+    let write = |path: &str, content: String| {
+        let arguments = json!({ "path": path, "content": content });
+        run(session.file_tool(&small, "write", &arguments, CAP, &[])).map_err(|r| (r.name, r.message, r.retry_after_s))
+    };
+    write("/tmp/a", "a".repeat(600_000)).unwrap();
+    let (name, message, retry_after) = write("/tmp/b", "b".repeat(600_000)).unwrap_err();
+    assert_eq!(name, ErrorName::QuotaExceeded, "{message}");
+    // Never measured: the next measurement may come within the hour.
+    assert_eq!(retry_after, Some(3600));
+    assert!(message.contains("retry in 3600 s"), "{message}");
+    // The retry may come before the room: a removed file's body counts until it may be swept
+    // (a run's longest life and an hour, `retention::BODY_GRACE_MS`).
+    assert!(
+        message
+            .contains("a removed file's body counts until the first measurement 123 minutes after it was last stored"),
+        "{message}"
+    );
+    assert!(message.contains("defaults.quotas.storedBytes") && message.contains("600000 of 1048576 bytes stored (capsules and their layers, build records, /out files, workspace bodies), which a put of 600000 bytes would pass"), "{message}");
+    assert!(tool(&session, "read", json!({ "path": "/tmp/b" })).is_err(), "no file was made");
+    assert_eq!(session.platform.blobs.objects.borrow().len(), 1, "nothing more is in R2");
+    // A body kept inline (in the relay session's SQLite, not R2) is not charged, nor is a body
+    // stored already (the same content again).
+    write("/tmp/small", "s".repeat(INLINE_MAX_BYTES as usize)).unwrap();
+    write("/tmp/a2", "a".repeat(600_000)).unwrap();
+    // A put through the tab's route is refused alike (413 is for the workspace's own cap).
+    let large = vec![7; 600_000];
+    let refused = run(session.put_body(&small, None, &sha256_hex(&large), large)).unwrap_err();
+    assert_eq!(
+        (refused.name, refused.retry_after_s),
+        (ErrorName::QuotaExceeded, Some(3600)),
+        "the route's 429 says when"
+    );
+    assert_eq!(
+        session.platform.store_hops.get(),
+        3,
+        "one charge per body new to R2, none for one kept inline or stored"
+    );
+}
+
+#[test]
+fn a_body_whose_put_fails_gives_its_charge_back() {
+    let session = session();
+    let body = "f".repeat(600_000);
+    session.platform.blobs.failing.set(true);
+    let (name, _) = tool(&session, "write", json!({ "path": "/tmp/f", "content": body })).unwrap_err();
+    assert_eq!(name, ErrorName::StorageUnavailable);
+    assert_eq!(session.platform.stored_used(), 0, "the failed put's bytes came back");
+    // Retried once R2 answers: charged once, for the one put made.
+    session.platform.blobs.failing.set(false);
+    tool(&session, "write", json!({ "path": "/tmp/f", "content": body })).unwrap();
+    assert_eq!(session.platform.stored_used(), 600_000);
 }

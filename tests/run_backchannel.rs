@@ -146,6 +146,7 @@ fn exit_with_every_listed_field(extra: Option<(&str, &str)>) -> serde_json::Valu
     let sample = |name: &str| match name {
         "uploaded" => json!(true),
         "image" => json!({"mimeType": "image/png", "data": "AA=="}),
+        "error" => json!({"name": "x", "message": "x"}),
         "path" | "sha256" | "name" | "message" | "mimeType" | "text" | "data" => json!("x"),
         _ => json!(1),
     };

@@ -7,6 +7,8 @@
 // POST /?stage=load|ready|run[&make=1] -> JSON {stage, guestMs: {...}} (make=1: the memory
 // snapshot's bytes instead). The interpreter is kept in this isolate: a request to the same
 // dynamic worker (LOADER.get) finds it booted.
+// POST /?stage=guest with a JSON body {code, interrupt, ...}: runs `code` under the limits of
+// ./limits.js (a work-counting interrupt, a hard stop, a heap cap) and says how it ended.
 
 import "./as-browser.js";
 import { loadPyodide } from "pyodide/pyodide.mjs";
@@ -15,6 +17,7 @@ import wasmModule from "./pyodide.asm.wasm";
 import stdlib from "./python_stdlib.zip";
 import lock from "./pyodide-lock.json";
 import snapshot from "./snapshot.bin";
+import { runLimited } from "./limits.js";
 
 const INDEX_URL = "https://runtime.invalid/pyodide/";
 const FILES = { "python_stdlib.zip": stdlib };
@@ -59,6 +62,7 @@ export default {
         return new Response(pyodide.makeMemorySnapshot());
       }
       if (stage === "ready") return Response.json({ stage, guestMs });
+      if (stage === "guest") return Response.json({ stage, guestMs, ...(await runLimited(pyodide, await request.json())) });
       let out = "";
       pyodide.setStdout({ batched: (line) => (out += `${line}\n`) });
       pyodide.runPython("print(1)");

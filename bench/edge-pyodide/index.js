@@ -6,6 +6,7 @@
 //                            kept here for later loads (the page makes its own the same way)
 //   POST /cold?stage=S[&snapshot=1]  a fresh dynamic worker (LOADER.load), that stage
 //   POST /warm?id=ID&stage=S[&snapshot=1]  the dynamic worker ID (LOADER.get): reused if alive
+//   POST /cold?stage=guest&snapshot=1 with a JSON body: a fresh one runs it (guest.js, limits.js)
 // The build/ files are copied by the bench script (.bin: data modules, .txt: text).
 
 import GUEST from "./build/guest.txt";
@@ -30,8 +31,8 @@ function code(withSnapshot) {
   };
 }
 
-function call(worker, stage, make = false) {
-  return worker.getEntrypoint().fetch(`https://guest.invalid/?stage=${stage}${make ? "&make=1" : ""}`, { method: "POST" });
+function call(worker, stage, make = false, body = null) {
+  return worker.getEntrypoint().fetch(`https://guest.invalid/?stage=${stage}${make ? "&make=1" : ""}`, { method: "POST", body });
 }
 
 /** The snapshot's size gzipped: about what it would weigh as a module of an uploaded Worker. */
@@ -54,7 +55,7 @@ export default {
         snapshot = await res.arrayBuffer();
         return Response.json({ snapshotBytes: snapshot.byteLength, gzipBytes: await gzipBytes(snapshot) });
       }
-      if (url.pathname === "/cold") return await call(env.LOADER.load(code(withSnapshot)), stage);
+      if (url.pathname === "/cold") return await call(env.LOADER.load(code(withSnapshot)), stage, false, await request.text());
       if (url.pathname === "/warm") return await call(env.LOADER.get(url.searchParams.get("id"), () => code(withSnapshot)), stage);
       return new Response("not found", { status: 404 });
     } catch (err) {

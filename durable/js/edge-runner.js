@@ -34,8 +34,8 @@ import { failure, outputLimitFailure } from "../../public/lib/errors.js";
 import { exitEvent } from "../../public/lib/exit-event.js";
 import { KeyRing } from "../../public/lib/jws.js";
 import { OutputSink } from "../../public/lib/output-sink.js";
-import { uploadOutFiles } from "../../public/lib/out-files.js";
-import { RunWriter } from "../../public/lib/workspace-sync.js";
+import { notStored, uploadOutFiles } from "../../public/lib/out-files.js";
+import { notKept, RunWriter } from "../../public/lib/workspace-sync.js";
 import { quickJsEngine } from "../../public/runner/quickjs.js";
 import { RunRelay } from "../../public/runner/run-relay.js";
 import { runJob } from "../../public/runner/serve.js";
@@ -211,8 +211,12 @@ async function execute(job, events) {
   const displays = await storeDisplays(announced.runId, host.displays.shown, async (path, data) => {
     if (!host.file({ op: "write", path, data })) throw new Error(`the run's policy refuses writing ${path}`);
   });
-  const { refused, failure: lost } = await host.writer.done();
+  const kept = await host.writer.done();
+  const { refused, failure: lost } = kept;
   const files = await uploadOutFiles({ read: (path) => host.outFiles.get(path) }, [...host.outFiles.keys()], { runId: announced.runId, runToken: "" });
+  // What was not stored, and why, goes to the agent (the run's stderr), as a tab's does.
+  const unsaved = notKept(kept) + notStored(files);
+  if (unsaved) events.emit({ type: "stderr", data: unsaved });
   const usage = { wallMs: Date.now() - started, memPeakMb: exit.memPeakMb, ...host.counts, fileErrors: refused.length + (lost ? 1 : 0) };
   events.end({ exitCode: exit.exitCode, error: exit.error, files, displays }, usage);
 }

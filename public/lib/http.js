@@ -33,10 +33,20 @@ export async function fetchOk(url, init) {
   throw HttpError.refused(what, res.status, body, res.statusText);
 }
 
-/** Worth retrying: network failures, timeouts, rate limits, server errors (not 4xx refusals). */
+/**
+ * Worth retrying: network failures, timeouts, rate limits, server errors (not 4xx refusals). A
+ * tenant's quota (429 QuotaExceeded) is not: it comes back after its Retry-After (up to an
+ * hour), not within the retries' seconds.
+ */
 export function isTransient(err) {
   if (!(err instanceof HttpError)) return err.name !== "AbortError";
+  if (isQuotaRefusal(err)) return false;
   return err.status === 408 || err.status === 425 || err.status === 429 || err.status >= 500;
+}
+
+/** Whether `err` is a tenant's quota refusing the request (429 QuotaExceeded). */
+export function isQuotaRefusal(err) {
+  return err instanceof HttpError && err.serverName === "QuotaExceeded";
 }
 
 /**

@@ -14,9 +14,11 @@
 import { loadCapsule, runnerJob } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
+import { HttpError } from "./http.js";
 import { storeDisplays } from "./displays.js";
 import { exitEvent } from "./exit-event.js";
-import { uploadOutFiles } from "./out-files.js";
+import { notStored, uploadOutFiles } from "./out-files.js";
+import { notKept } from "./workspace-sync.js";
 import { cancelledOutcome } from "./runner-host.js";
 import { runtimeName } from "./status.js";
 
@@ -193,11 +195,18 @@ export class RunQueue {
     if (fileErrors) this.status.error(`run ${runId}: ${fileErrors} file change(s) could not be stored`);
     const shown = await storeDisplays(runId, displays, (path, data) => this.applyFileOp({ op: "write", path, data }, policy.filesystem, outWrites, writer));
     this.noteDoing("sending its file changes to the relay session");
-    const { refused, failure: lost } = await writer.done();
+    const kept = await writer.done();
+    const { refused, failure: lost } = kept;
     for (const { path, name, message } of refused) this.status.error(`run ${runId}: the relay session refused ${path}: ${name}: ${message}`);
     if (lost) this.status.error(`run ${runId}: file changes did not reach the relay session: ${lost.message}`);
     if (outWrites.size) this.noteDoing("uploading its /out files");
     const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken });
+    // What was not stored, and why, goes to the agent too (the run's stderr).
+    const unsaved = notKept(kept) + notStored(files);
+    if (unsaved) {
+      report({ type: "stderr", data: unsaved });
+      view.output("stderr", unsaved);
+    }
     this.complete(report, view, { ...outcome, files, displays: shown });
   }
 
@@ -237,9 +246,14 @@ function capsuleFailure(hash, err) {
   return failure("Internal", `could not fetch capsule ${hash}: ${err.message}`);
 }
 
-/** A build that failed: the build's own named error, or the server's refusal of its upload. */
+/**
+ * A build that failed: the build's own named error, or the server's refusal of its upload or
+ * finalize, by the name the server gave it when a run may end with it (QuotaExceeded: its message
+ * names the quota and says when to retry; a bare DepsResolutionFailed would hide both).
+ */
 function buildFailure(err) {
   if (isErrorName(err.name)) return failure(err.name, err.message);
+  if (err instanceof HttpError && isErrorName(err.serverName)) return failure(err.serverName, err.message);
   return failure("DepsResolutionFailed", `the dependency build failed: ${err.message}`);
 }
 

@@ -16,7 +16,7 @@
 // the workspace (before its first sync here) are kept in the tab only, and the page says so.
 
 import { sha256Hex, toBase64 } from "./bytes.js";
-import { fetchOk, withRetry } from "./http.js";
+import { fetchOk, isQuotaRefusal, withRetry } from "./http.js";
 
 // relay-core's workspace::INLINE_MAX_BYTES and relay_session::workspace::MAX_COMMIT_CHANGES.
 const INLINE_MAX_BYTES = 4096;
@@ -197,13 +197,18 @@ export class RunWriter {
   }
 
   /**
-   * Commits `batch` in order. A body that cannot be uploaded (the network or the tab went) ends
-   * the commit before its change: the changes before it are committed, it and those after are
-   * not, and the failure is thrown, so the index is as it was before that file.
+   * Commits `batch` in order. A body the tenant's quota refuses (429 QuotaExceeded, never
+   * retried) refuses its change alone, as the commit refuses one: noted with the quota's
+   * words. A body that cannot be uploaded otherwise (the network or the tab went) ends the
+   * commit before its change: the changes before it are committed, it and those after are not,
+   * and the failure is thrown, so the index is as it was before that file.
    */
   async commit(batch) {
     const put = (sha256, body) => withRetry(() => fetchOk(`/workspace/bodies/${sha256}`, { method: "PUT", headers: this.headers, body }));
-    const described = await pool(batch, UPLOADS_AT_ONCE, ({ path, bytes }) => describe(path, bytes, put).catch((failure) => ({ failure })));
+    const tried = await pool(batch, UPLOADS_AT_ONCE, ({ path, bytes }) => describe(path, bytes, put).catch((failure) => ({ path, failure })));
+    const quota = (change) => isQuotaRefusal(change.failure);
+    for (const { path, failure } of tried.filter(quota)) this.refused.push({ path, name: failure.serverName, message: failure.body?.error?.message ?? failure.message });
+    const described = tried.filter((change) => !quota(change));
     const failed = described.findIndex((change) => change.failure);
     const changes = failed < 0 ? described : described.slice(0, failed);
     if (changes.length) await this.post(changes);
@@ -222,6 +227,13 @@ export class RunWriter {
       else this.sync.hashes.delete(path);
     });
   }
+}
+
+/** The run's stderr line for the changes `done()` reported not kept ({refused, failure}); "" when all were. */
+export function notKept({ refused, failure }) {
+  const lines = refused.map(({ path, name, message }) => `${path} was not kept in the workspace: ${name}: ${message}\n`);
+  if (failure) lines.push(`file changes did not reach the relay session: ${failure.message}\n`);
+  return lines.join("");
 }
 
 /** A change as a commit carries it: a small body inline, a larger one uploaded first with `put(sha256, bytes)`. */

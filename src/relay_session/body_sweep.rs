@@ -10,7 +10,7 @@
 //! A body whose upload is under way (sent, its row not yet written) is kept.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use futures::channel::oneshot;
 use futures::future::{FutureExt, Shared};
@@ -29,8 +29,8 @@ type DeletionEnd = Shared<oneshot::Receiver<()>>;
 /// What the relay session's stores of bodies and its sweep tell each other.
 #[derive(Default)]
 pub struct BodyGuard {
-    /// Bodies whose upload is under way: a sweep keeps them.
-    uploading: RefCell<HashSet<String>>,
+    /// Bodies whose upload is under way, with how many stores of each are: a sweep keeps them.
+    uploading: RefCell<HashMap<String, usize>>,
     /// The bodies a sweep is deleting from R2, and the end of that deletion.
     deleting: RefCell<Option<(HashSet<String>, DeletionEnd)>>,
     /// A sweep is under way (one at a time: the cron's next one finds the rest).
@@ -49,7 +49,7 @@ impl BodyGuard {
 
     /// Notes the upload of `sha256` under way until the returned guard is dropped.
     pub fn uploading<'a>(&'a self, sha256: &str) -> impl Drop + 'a {
-        self.uploading.borrow_mut().insert(sha256.to_owned());
+        *self.uploading.borrow_mut().entry(sha256.to_owned()).or_default() += 1;
         Uploading { guard: self, sha256: sha256.to_owned() }
     }
 }
@@ -61,7 +61,14 @@ struct Uploading<'a> {
 
 impl Drop for Uploading<'_> {
     fn drop(&mut self) {
-        self.guard.uploading.borrow_mut().remove(&self.sha256);
+        let mut uploading = self.guard.uploading.borrow_mut();
+        // Another store of the same body may still be under way: it stays marked.
+        if let Some(stores) = uploading.get_mut(&self.sha256) {
+            *stores -= 1;
+            if *stores == 0 {
+                uploading.remove(&self.sha256);
+            }
+        }
     }
 }
 
@@ -173,7 +180,7 @@ impl<P: Platform> RelaySession<P> {
             };
             let facts = BodyFacts {
                 named: named.contains(sha256),
-                uploading: self.bodies.uploading.borrow().contains(sha256),
+                uploading: self.bodies.uploading.borrow().contains_key(sha256),
                 uploaded_ms: Some(*uploaded_ms),
                 row_stored_ms: store.body_row(sha256)?.map(|row| row.stored_ms.max(0) as u64),
             };
@@ -185,8 +192,8 @@ impl<P: Platform> RelaySession<P> {
         Ok(doomed)
     }
 
-    /// Deletes `doomed` from R2; a store of one of them meanwhile waits for the end. (Once the
-    /// quota ledger counts stored bytes, README "Quotas", their sizes are credited here.)
+    /// Deletes `doomed` from R2; a store of one of them meanwhile waits for the end. (Nothing
+    /// is credited to the tenant's `storedBytes`: the measurement after the sweep sees them gone.)
     async fn delete_bodies(&self, relay_session: &str, doomed: Vec<String>) -> Result<()> {
         if doomed.is_empty() {
             return Ok(());

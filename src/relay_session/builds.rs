@@ -16,7 +16,7 @@ use crate::keys;
 use crate::packages::grant::{RunRef, UPLOAD_PATH};
 use crate::packages::{BuildRecord, DepsRequest, LayerClaim, PendingBuild, Proposal, UploadGrant};
 use crate::protocol::{BuildCommand, Caller, TabCommand};
-use crate::run::machine::Outcome;
+use crate::run::machine::{Cancel, Outcome};
 use crate::stores;
 
 /// A run whose capsule needs a deps layer: the call's spec, its dependencies and their key.
@@ -34,18 +34,50 @@ fn no_build(run: &str) -> HttpError {
     )
 }
 
+/// Why a run ends whose capsule R2 did not take.
+const CAPSULE_UNSTORED: &str = "its capsule could not be stored; retry the call";
+
+/// Why a run ends whose capsule was not stored: R2's failure, or the quota's refusal (its
+/// message says when to retry).
+pub fn unprepared(refused: HttpError) -> Cancel {
+    match refused.name {
+        ErrorName::StorageUnavailable => Cancel::Unprepared(refused.message),
+        name => Cancel::Failed(name, refused.message),
+    }
+}
+
 impl<P: Platform> RelaySession<P> {
     /// Stores a capsule in R2 unless this instance already did (content-addressed: stored once
-    /// is stored), and counts the time it took in the metrics; a failure is the reason to end
-    /// the run with.
-    pub async fn store_capsule(&self, caller: &Caller, capsule: &Capsule) -> Result<(), String> {
+    /// is stored), and counts the time it took in the metrics; a failure is the quota's refusal
+    /// (with its `Retry-After`) or `StorageUnavailable` ([`unprepared`] makes either why a run ends).
+    /// Its bytes (`stores::capsule_bytes`) count to the tenant's `storedBytes`: charged at
+    /// `charged_ms` already (by the run's admission, `quota::Charge::Run`), else charged here
+    /// first; given back when no put is made or the put fails.
+    pub async fn store_capsule(
+        &self,
+        caller: &Caller,
+        capsule: &Capsule,
+        charged_ms: Option<u64>,
+    ) -> Result<(), HttpError> {
         let started = self.now_ms();
+        let bytes = stores::capsule_bytes(capsule);
         if self.caches.stored(&capsule.hash, started) {
+            if let Some(charged_ms) = charged_ms {
+                self.platform.store_failed(&caller.tenant.id, bytes, charged_ms);
+            }
             return Ok(());
         }
+        let charged_ms = match charged_ms {
+            Some(charged_ms) => charged_ms,
+            None => {
+                self.platform.charge_stored(&caller.tenant, bytes).await?;
+                started
+            }
+        };
         if let Err(e) = stores::store_capsule(self.platform.blobs(), &caller.tenant.id, capsule, started).await {
+            self.platform.store_failed(&caller.tenant.id, bytes, charged_ms);
             self.platform.log_error(&format!("storing capsule {}: {e}", capsule.hash));
-            return Err("its capsule could not be stored; retry the call".into());
+            return Err(HttpError::new(ErrorName::StorageUnavailable, CAPSULE_UNSTORED));
         }
         self.caches.mark_stored(&capsule.hash, started);
         let stored_in = self.now_ms().saturating_sub(started);
@@ -65,13 +97,13 @@ impl<P: Platform> RelaySession<P> {
     /// The command for a packaged run's tab: the capsule, when this tenant built the same
     /// request before and its layer is still there, else a `build` command. A failure is the
     /// reason to end the run with.
-    pub async fn prepare_packaged(&self, caller: &Caller, run: &str, job: &Packaged) -> Result<TabCommand, String> {
+    pub async fn prepare_packaged(&self, caller: &Caller, run: &str, job: &Packaged) -> Result<TabCommand, Cancel> {
         let reusable = stores::reusable_build(self.platform.blobs(), &caller.tenant.id, &job.key, self.now_ms()).await;
         if let Some(record) = reusable {
             self.renew_build(caller, &job.key, &record).await;
             let spec = CapsuleSpec { deps: Deps::Uploaded(record.layer), ..job.spec.clone() };
-            let capsule = build_capsule(spec, &job.signer).map_err(|e| e.to_string())?;
-            self.store_capsule(caller, &capsule).await?;
+            let capsule = build_capsule(spec, &job.signer).map_err(|e| Cancel::Unprepared(e.to_string()))?;
+            self.store_capsule(caller, &capsule, None).await.map_err(unprepared)?;
             self.persisted("runs", self.store().audit_capsule(run, &capsule.hash));
             return Ok(self.capsule_command(&job.signer, caller, run, &capsule));
         }
@@ -152,7 +184,7 @@ impl<P: Platform> RelaySession<P> {
         // become a capsule, nor a build that later calls reuse.
         check_deps_layer(&layer)?;
         let capsule = build_capsule(spec, signer)?;
-        self.store_capsule(caller, &capsule).await.map_err(|why| HttpError::new(ErrorName::StorageUnavailable, why))?;
+        self.store_capsule(caller, &capsule, None).await?;
         if let Err(e) = stores::record_build(self.platform.blobs(), &caller.tenant.id, &key, &record).await {
             self.platform.log_error(&format!("recording build {key}: {e}")); // the next call builds again
         }

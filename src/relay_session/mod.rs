@@ -43,6 +43,8 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::audit::AuditRecord;
+use crate::auth::Tenant;
+use crate::error::HttpError;
 use crate::log::LogLine;
 use crate::metrics::{Snapshot, Wake};
 use crate::stores::{Blobs, Records};
@@ -90,6 +92,13 @@ pub trait Platform {
     /// there): its slot of the tenant's runs in flight comes back and its edge time is added
     /// to the tenant's day (`quota`), without waiting for the ledger to hear it.
     fn run_ended(&self, tenant: &str, run: &str, edge_ms: u64);
+    /// Charges `bytes` that `tenant` is about to put in R2 (a capsule, a workspace body) to its
+    /// `storedBytes` (`quota`): the refusal (`QuotaExceeded` with its `retry_after_s`, or
+    /// `StorageUnavailable` when its ledger did not answer), if not.
+    async fn charge_stored(&self, tenant: &Tenant, bytes: u64) -> Result<(), HttpError>;
+    /// Tells tenant `tenant`'s ledger that a put of `bytes` charged at `charged_ms` failed, so
+    /// they come back (`quota::Charge::StoreFailed`), without waiting for it to hear.
+    fn store_failed(&self, tenant: &str, bytes: u64, charged_ms: u64);
 }
 
 /// One relay session: its platform, the runs desk, the caches, and the writes to its storage

@@ -13,12 +13,13 @@
 //! ([`RelaySession::resume`]), getting the rest of the output and the answer, or, after a
 //! restart of the relay, the error the audit recorded.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use futures::channel::oneshot;
 use serde_json::{json, Value};
 
-use super::builds::Packaged;
+use super::builds::{unprepared, Packaged};
 use super::desk::{Delivery, Frames, Unadmitted};
 use super::store::{Ended, Queued};
 use super::{Platform, RelaySession, StorageError};
@@ -31,12 +32,14 @@ use crate::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
 use crate::mcp::tasks::{TaskRecord, TaskStatus};
 use crate::mcp::{self, Era, HttpResponse, LogLevel, Tool, ToolCall, ToolResult};
 use crate::protocol::{Caller, CapsuleCommand, ContextOrder, TabCommand};
+use crate::quota::{run_lease, Charge, LedgerAnswer};
 use crate::run::args::{capsule_spec, deps_request};
 use crate::run::backchannel::{EventBody, Exit, OutFile, RunError, Usage};
 use crate::run::contexts::{ask_of, Ask};
 use crate::run::executor::Executor;
 use crate::run::file_op::{file_op, FileOp};
-use crate::run::machine::{Cancel, Input, Outcome};
+use crate::run::machine::{run_life_ms, Cancel, Input, Outcome};
+use crate::stores;
 use crate::upstream::seal::SealingKey;
 use crate::workspace::Refusal;
 
@@ -50,7 +53,13 @@ pub enum Work {
 /// What a run executes: a capsule (`run_js`, `run_py`), or one whose deps layer comes from a
 /// build.
 pub enum Job {
-    Capsule { capsule: Box<Capsule>, signer: Box<Signer> },
+    /// `charged_ms`: when the run's admission charged the capsule's bytes to the tenant's
+    /// `storedBytes` ([`Job::charge`]), if it did; its store takes the charge.
+    Capsule {
+        capsule: Box<Capsule>,
+        signer: Box<Signer>,
+        charged_ms: Cell<Option<u64>>,
+    },
     Packaged(Box<Packaged>),
 }
 
@@ -88,12 +97,59 @@ impl Work {
         Ok(session
             .caches
             .capsule(spec, &signer)
-            .map(|capsule| Work::Run(Job::Capsule { capsule: Box::new(capsule), signer: Box::new(signer) }))
+            .map(|capsule| {
+                Work::Run(Job::Capsule {
+                    capsule: Box::new(capsule),
+                    signer: Box::new(signer),
+                    charged_ms: Cell::default(),
+                })
+            })
             .map_err(|e| tool_error(ErrorName::ValidationError, &e.to_string())))
     }
 }
 
 impl Job {
+    /// The bytes the run's capsule will store for its tenant (`stores::capsule_bytes`): none
+    /// when `session` stored it lately, or when a build makes it (charged then).
+    pub fn stored_bytes<P: Platform>(&self, session: &RelaySession<P>) -> u64 {
+        match self {
+            Job::Capsule { capsule, .. } if !session.caches.stored(&capsule.hash, session.now_ms()) => {
+                stores::capsule_bytes(capsule)
+            }
+            _ => 0,
+        }
+    }
+
+    /// What run `run`'s admission charges its tenant's ledger, in one hop
+    /// (`quota::Charge::Run`): a slot of its runs in flight, leased for the longest the run may
+    /// take (`run_life_ms`, which the run machine enforces), and the bytes its capsule will
+    /// store ([`Job::stored_bytes`]).
+    pub fn admission<P: Platform>(&self, session: &RelaySession<P>, caller: &Caller, run: &str, now_ms: u64) -> Charge {
+        let defaults = &caller.tenant.defaults;
+        let life_ms = run_life_ms(&defaults.queue, defaults.policy.limits.timeout_ms);
+        Charge::Run { lease: run_lease(run, now_ms, life_ms), stored_bytes: self.stored_bytes(session) }
+    }
+
+    /// The ledger `answered` `charge`, the admission sent at `charged_ms`: a capsule's bytes
+    /// charged are noted, so that storing it charges nothing more (and a put that fails, or a
+    /// preparation that never runs, gives them back).
+    pub fn admitted(&self, charge: &Charge, answered: &LedgerAnswer, charged_ms: u64) {
+        let charged = matches!(charge, Charge::Run { stored_bytes, .. } if *stored_bytes > 0);
+        if let (Job::Capsule { charged_ms: at, .. }, LedgerAnswer::Charged { .. }, true) = (self, answered, charged) {
+            at.set(Some(charged_ms));
+        }
+    }
+
+    /// Gives back what the run's admission charged for its capsule, if its run never got to
+    /// store it (it was not admitted).
+    pub fn uncharge<P: Platform>(&self, session: &RelaySession<P>, tenant: &str) {
+        if let Job::Capsule { capsule, charged_ms, .. } = self {
+            if let Some(at) = charged_ms.take() {
+                session.platform.store_failed(tenant, stores::capsule_bytes(capsule), at);
+            }
+        }
+    }
+
     /// The runtime the run needs in the tab.
     pub fn runtime(&self) -> &str {
         match self {
@@ -199,9 +255,12 @@ impl Call {
 }
 
 /// A file of `/out` as the result lists it: with a signed, absolute download URL (on the
-/// caller's public origin) once it was uploaded.
+/// caller's public origin) once it was uploaded, else why it was not stored, if the Worker said.
 fn listed_file(file: &OutFile, signer: &Signer, caller: &Caller, run: &str, now_s: u64) -> Value {
     let mut listed = json!({ "path": file.path, "size": file.size, "sha256": file.sha256 });
+    if let Some(error) = file.error.as_ref().filter(|_| !file.uploaded) {
+        listed["error"] = json!({ "name": error.name, "message": error.message });
+    }
     if file.uploaded {
         let download = download_url(signer, &caller.origin, &caller.tenant.id, run, &file.path, now_s);
         listed["url"] = json!(download.url);
@@ -371,7 +430,7 @@ impl<P: Platform + 'static> RelaySession<P> {
         let answer = match &before {
             Ok(_) => {
                 let max_bytes = tenant.defaults.workspace.max_bytes;
-                self.file_tool(&caller.object_name(), op.tool, &op.arguments, max_bytes, &mcps).await
+                self.file_tool(caller, op.tool, &op.arguments, max_bytes, &mcps).await
             }
             Err(e) => Err(Refusal::new(ErrorName::StorageUnavailable, e.to_string())),
         };
@@ -401,7 +460,7 @@ impl<P: Platform + 'static> RelaySession<P> {
         match answer {
             Ok(value) => Ok(mcp::file_result(tool_call, value)),
             Err(refusal) if refusal.name == ErrorName::StorageUnavailable => Err(StorageError(refusal.message)),
-            Err(refusal) => Ok(mcp::tool_error(tool_call, refusal.name, &refusal.message)),
+            Err(refusal) => Ok(mcp::refused_tool(tool_call, &refusal)),
         }
     }
 
@@ -457,8 +516,9 @@ fn answer_from_audit(ended: &Ended) -> Value {
 pub async fn prepare<P: Platform + 'static>(session: &Rc<RelaySession<P>>, caller: &Caller, run: &str, job: &Job) {
     let mut preparing = Preparing { session: session.clone(), run: run.to_owned(), done: false };
     let command = match job {
-        Job::Capsule { capsule, signer } => {
-            session.store_capsule(caller, capsule).await.map(|()| session.capsule_command(signer, caller, run, capsule))
+        Job::Capsule { capsule, signer, charged_ms } => {
+            let stored = session.store_capsule(caller, capsule, charged_ms.take()).await.map_err(unprepared);
+            stored.map(|()| session.capsule_command(signer, caller, run, capsule))
         }
         Job::Packaged(job) => session.prepare_packaged(caller, run, job).await,
     };
@@ -495,16 +555,18 @@ struct Preparing<P: Platform + 'static> {
 }
 
 impl<P: Platform + 'static> Preparing<P> {
-    fn fail(&mut self, why: String) {
+    fn fail(&mut self, why: Cancel) {
         self.done = true;
-        self.session.feed(Input::Cancel { run: self.run.clone(), why: Cancel::Unprepared(why) });
+        self.session.feed(Input::Cancel { run: self.run.clone(), why });
     }
 }
 
 impl<P: Platform + 'static> Drop for Preparing<P> {
     fn drop(&mut self) {
         if !self.done {
-            self.fail("its request went away while its capsule was being stored; retry the call".into());
+            self.fail(Cancel::Unprepared(
+                "its request went away while its capsule was being stored; retry the call".into(),
+            ));
         }
     }
 }
@@ -589,5 +651,20 @@ impl<P: Platform> RelaySession<P> {
             self.persisted("tasks", self.store().save_task(&failed));
             Some(failed)
         })
+    }
+}
+
+/// Gives back what a run's admission charged for its capsule, if its preparation never took
+/// the charge, when dropped: a streamed answer runs `prepare` only as its body is polled, and
+/// a body dropped first (the client gone at once) would keep the charge until the next
+/// measurement. A no-op once [`prepare`] ran.
+pub struct UnchargeOnDrop<P: Platform + 'static> {
+    pub session: Rc<RelaySession<P>>,
+    pub call: Call,
+}
+
+impl<P: Platform + 'static> Drop for UnchargeOnDrop<P> {
+    fn drop(&mut self) {
+        self.call.job.uncharge(&self.session, &self.call.caller.tenant.id);
     }
 }

@@ -19,8 +19,9 @@ use crate::capsule::canonical::sha256_hex;
 use crate::error::ErrorName;
 use crate::keys;
 use crate::policy::fs_path::is_within;
+use crate::protocol::Caller;
 use crate::search::{SearchRequest, Searcher};
-use crate::stores::Blobs;
+use crate::stores::{Blobs, Meta};
 use crate::workspace::rules::{self, check_write, directories_above, Facts};
 use crate::workspace::tools::{self, ReadArgs, WriteArgs};
 use crate::workspace::{root, Change, FileEntry, Refusal, INLINE_MAX_BYTES, MCPS_ROOT};
@@ -287,12 +288,12 @@ fn storage_message(e: &StorageError) -> String {
 }
 
 impl<P: Platform> RelaySession<P> {
-    /// Stores `bytes` as a body of the workspace of `relay_session` (its object name,
-    /// `<tenant>/<session>`), once: inline when small, else in R2 (which checks the sha256
-    /// again), and only then its row. The body's sha256.
-    pub async fn store_body(&self, relay_session: &str, bytes: Vec<u8>) -> Result<String> {
+    /// Stores `bytes` as a body of the workspace of `caller`'s relay session, once: inline when
+    /// small, else in R2 (which checks the sha256 again, and whose bytes are first charged to
+    /// the tenant's `storedBytes`), and only then its row. The body's sha256.
+    pub async fn store_body(&self, caller: &Caller, bytes: Vec<u8>) -> std::result::Result<String, Refusal> {
         let sha256 = sha256_hex(&bytes);
-        self.store_body_as(relay_session, &sha256, bytes).await?;
+        self.store_body_as(caller, &sha256, bytes).await?;
         Ok(sha256)
     }
 
@@ -300,7 +301,7 @@ impl<P: Platform> RelaySession<P> {
     /// refused (ValidationError) and nothing is stored.
     pub async fn store_claimed_body(
         &self,
-        relay_session: &str,
+        caller: &Caller,
         sha256: &str,
         bytes: Vec<u8>,
     ) -> std::result::Result<(), Refusal> {
@@ -309,25 +310,36 @@ impl<P: Platform> RelaySession<P> {
             let message = format!("the body's sha256 is {actual}, not {sha256}; nothing was stored, send it again");
             return Err(Refusal::new(ErrorName::ValidationError, message));
         }
-        let stored = self.store_body_as(relay_session, sha256, bytes).await;
-        stored.map_err(|e| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e)))
+        self.store_body_as(caller, sha256, bytes).await
     }
 
     /// A body stored already is only noted as stored again (`body_sweep` keeps it its grace);
-    /// one a sweep is deleting is stored after the deletion ends.
-    async fn store_body_as(&self, relay_session: &str, sha256: &str, bytes: Vec<u8>) -> Result<()> {
+    /// one a sweep is deleting is stored after the deletion ends. Only a body new to R2 is
+    /// charged to the tenant's `storedBytes` (the retention sweep measures R2, not the SQLite),
+    /// and given back if its put fails. A refusal is the quota's (`QuotaExceeded`, with its
+    /// `Retry-After`), never a storage failure.
+    async fn store_body_as(&self, caller: &Caller, sha256: &str, bytes: Vec<u8>) -> std::result::Result<(), Refusal> {
+        let unavailable = |e: StorageError| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e));
         self.bodies.wait(sha256).await;
-        if self.store().workspace_body(sha256)?.is_some() {
-            return self.store().renew_workspace_body(sha256, self.now_ms());
+        if self.store().workspace_body(sha256).map_err(unavailable)?.is_some() {
+            return self.store().renew_workspace_body(sha256, self.now_ms()).map_err(unavailable);
         }
         let size = bytes.len() as u64;
         if size <= INLINE_MAX_BYTES {
-            return self.store().put_workspace_body(sha256, size, Some(&bytes), self.now_ms());
+            return self.store().put_workspace_body(sha256, size, Some(&bytes), self.now_ms()).map_err(unavailable);
         }
+        // Marked before anything awaits again: the sweep keeps a body in flight, and the
+        // charge's hop below would otherwise leave it unmarked, deletable under the commit
+        // about to name it.
         let _uploading = self.bodies.uploading(sha256);
-        let key = keys::workspace_body(relay_session, sha256);
-        self.platform.blobs().put(&key, bytes, Some(sha256), &[]).await?;
-        self.store().put_workspace_body(sha256, size, None, self.now_ms())
+        let charged_ms = self.now_ms();
+        self.platform.charge_stored(&caller.tenant, size).await?;
+        let key = keys::workspace_body(&caller.object_name(), sha256);
+        if let Err(e) = self.platform.blobs().put(&key, bytes, Some(sha256), Meta::default()).await {
+            self.platform.store_failed(&caller.tenant.id, size, charged_ms);
+            return Err(unavailable(e));
+        }
+        self.store().put_workspace_body(sha256, size, None, self.now_ms()).map_err(unavailable)
     }
 
     /// The bytes of a stored body (`size` of them).
@@ -351,12 +363,12 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// A `read` or `write` or `search` (its arguments checked by `run::file_op`) answered from
-    /// the workspace of relay session `relay_session` (its object name), and `mcps` (the `/mcps` tree's files,
+    /// the workspace of `caller`'s relay session, and `mcps` (the `/mcps` tree's files,
     /// which are no file of the index: they are listed from the upstream servers): the tool's
     /// structuredContent, or why not.
     pub async fn file_tool(
         &self,
-        relay_session: &str,
+        caller: &Caller,
         tool: &str,
         arguments: &Value,
         max_bytes: u64,
@@ -364,6 +376,7 @@ impl<P: Platform> RelaySession<P> {
     ) -> std::result::Result<Value, Refusal> {
         let unavailable = |e: StorageError| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e));
         let parsed = |e: serde_json::Error| Refusal::new(ErrorName::ValidationError, format!("{tool}: {e}"));
+        let relay_session = &caller.object_name();
         match tool {
             "read" => {
                 let args: ReadArgs = serde_json::from_value(arguments.clone()).map_err(parsed)?;
@@ -374,7 +387,7 @@ impl<P: Platform> RelaySession<P> {
             }
             "write" => {
                 let args: WriteArgs = serde_json::from_value(arguments.clone()).map_err(parsed)?;
-                self.write(relay_session, &args, max_bytes).await
+                self.write(caller, &args, max_bytes).await
             }
             "search" => {
                 let request: SearchRequest = serde_json::from_value(arguments.clone()).map_err(parsed)?;
@@ -396,25 +409,20 @@ impl<P: Platform> RelaySession<P> {
 
     /// A `write`: the new body stored, then committed unless a commit changed the file while
     /// the body was being stored (then done again on the file as it is now).
-    async fn write(
-        &self,
-        relay_session: &str,
-        args: &WriteArgs,
-        max_bytes: u64,
-    ) -> std::result::Result<Value, Refusal> {
+    async fn write(&self, caller: &Caller, args: &WriteArgs, max_bytes: u64) -> std::result::Result<Value, Refusal> {
         let unavailable = |e: StorageError| Refusal::new(ErrorName::StorageUnavailable, storage_message(&e));
         for _ in 0..WRITE_ATTEMPTS {
             let before = self.store().workspace_file(&args.path).map_err(unavailable)?;
             let existing = match &before {
                 Some(file) if args.mode == tools::Mode::Append => {
-                    Some(self.body_bytes(relay_session, &file.sha256).await.map_err(unavailable)?)
+                    Some(self.body_bytes(&caller.object_name(), &file.sha256).await.map_err(unavailable)?)
                 }
                 Some(_) => Some(Vec::new()),
                 None => None,
             };
             let (bytes, added) = tools::written(args, existing)?;
             let size = bytes.len() as u64;
-            let sha256 = self.store_body(relay_session, bytes).await.map_err(unavailable)?;
+            let sha256 = self.store_body(caller, bytes).await?;
             // Nothing awaits from here to the commit: no other commit comes between.
             if self.store().workspace_file(&args.path).map_err(unavailable)? != before {
                 continue;

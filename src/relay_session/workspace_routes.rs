@@ -122,7 +122,7 @@ impl<P: Platform> RelaySession<P> {
             return Err(HttpError::new(ErrorName::PayloadTooLarge, message));
         }
         let size = bytes.len();
-        self.store_claimed_body(&caller.object_name(), sha256, bytes).await.map_err(http_error)?;
+        self.store_claimed_body(caller, sha256, bytes).await.map_err(http_error)?;
         Ok(json!({ "sha256": sha256, "size": size }))
     }
 
@@ -232,7 +232,7 @@ impl<P: Platform> RelaySession<P> {
                 );
                 return Err(Refusal::new(ErrorName::ValidationError, message));
             }
-            self.store_claimed_body(&caller.object_name(), sha256, bytes).await?;
+            self.store_claimed_body(caller, sha256, bytes).await?;
         }
         Ok(change)
     }
@@ -256,5 +256,10 @@ fn unavailable_sqlite() -> HttpError {
 
 /// A refusal as a route's error.
 fn http_error(refusal: Refusal) -> HttpError {
-    HttpError::new(refusal.name, refusal.message)
+    HttpError {
+        name: refusal.name,
+        message: refusal.message,
+        retry_after_s: refusal.retry_after_s,
+        quota: refusal.quota,
+    }
 }

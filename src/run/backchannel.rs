@@ -93,6 +93,9 @@ pub struct OutFile {
     pub uploaded: bool,
     /// A small image's bytes (base64) with its MIME type, shown to the agent as image content.
     pub image: Option<InlineImage>,
+    /// Why the upload was not stored, as the Worker refused it (`QuotaExceeded` naming
+    /// `defaults.quotas.storedBytes`, say), so the result says it.
+    pub error: Option<RunError>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,6 +128,7 @@ pub fn exit_fields() -> Value {
         sha256: String::new(),
         uploaded: false,
         image: Some(InlineImage { mime_type: String::new(), data: String::new() }),
+        error: Some(RunError { name: String::new(), message: String::new() }),
     };
     let error = RunError { name: String::new(), message: String::new() };
     let display = Display {

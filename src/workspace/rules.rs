@@ -3,7 +3,7 @@
 //! workspace, never a file where a directory is or below a file, and never past the cap.
 //! The store gathers the [`Facts`] about a path; the decision is here.
 
-use crate::error::ErrorName;
+use crate::error::{ErrorName, HttpError};
 use crate::policy::{check_path, Access, FsPolicy, WORKSPACE_ROOTS};
 
 /// One change to the workspace: a file written (its body stored already, by `sha256`), or
@@ -28,11 +28,21 @@ impl Change {
 pub struct Refusal {
     pub name: ErrorName,
     pub message: String,
+    /// When a route answers it: its `Retry-After` (a quota's), if it passes with time.
+    pub retry_after_s: Option<u64>,
+    /// A quota's refusal: its data, for the tool result's error (`HttpError::quota`).
+    pub quota: Option<serde_json::Value>,
 }
 
 impl Refusal {
     pub fn new(name: ErrorName, message: impl Into<String>) -> Self {
-        Refusal { name, message: message.into() }
+        Refusal { name, message: message.into(), retry_after_s: None, quota: None }
+    }
+}
+
+impl From<HttpError> for Refusal {
+    fn from(e: HttpError) -> Self {
+        Refusal { name: e.name, message: e.message, retry_after_s: e.retry_after_s, quota: e.quota }
     }
 }
 

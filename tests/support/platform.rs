@@ -14,13 +14,15 @@ use futures::future::Shared;
 use relay_core::auth::{QueueSettings, Tenant, TenantDefaults};
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::capsule::jws::Signer;
+use relay_core::error::{ErrorName, HttpError};
 use relay_core::mcp::{Era, Tool, ToolCall};
 use relay_core::protocol::Caller;
+use relay_core::quota::{answer, Charge, LedgerAnswer, LedgerRequest, MemoryLedger};
 use relay_core::relay_session::runs::{prepare, Answer, Call, Work};
 use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
 use relay_core::run::machine::Input;
 use relay_core::run::readiness::Readiness;
-use relay_core::stores::{Blobs, Head, Listing, Records};
+use relay_core::stores::{Blobs, Head, Listing, Meta, Records};
 use relay_core::upstream::client::{Post, Received};
 use serde_json::{json, Value};
 
@@ -41,6 +43,8 @@ pub struct MemoryBlobs {
     pub uploaded: RefCell<HashMap<String, u64>>,
     /// The layers each object names (R2 custom metadata `retention::LAYERS_META`).
     pub layers: RefCell<HashMap<String, String>>,
+    /// The tenant that uploaded each deps layer (`retention::UPLOADER_META`).
+    pub uploaders: RefCell<HashMap<String, String>>,
     /// R2's clock: what a put records as `uploaded` (tests move it beside the relay session's).
     pub clock_ms: Cell<u64>,
     /// Every delete, its keys.
@@ -78,7 +82,7 @@ impl Blobs for MemoryBlobs {
         Ok(self.objects.borrow().get(key).map(|bytes| Head { size: bytes.len() as u64, uploaded_ms }))
     }
 
-    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, layers: &[&str]) -> Result<(), StorageError> {
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, meta: Meta<'_>) -> Result<(), StorageError> {
         self.check()?;
         if sha256.is_some_and(|digest| digest != sha256_hex(&bytes)) {
             return Err(StorageError(format!("{key}: the body does not have the sha256 given")));
@@ -86,7 +90,11 @@ impl Blobs for MemoryBlobs {
         self.puts.set(self.puts.get() + 1);
         self.objects.borrow_mut().insert(key.to_owned(), bytes);
         self.uploaded.borrow_mut().insert(key.to_owned(), self.clock_ms.get());
-        self.layers.borrow_mut().insert(key.to_owned(), layers.join(","));
+        self.layers.borrow_mut().insert(key.to_owned(), meta.layers.join(","));
+        match meta.uploader {
+            Some(uploader) => self.uploaders.borrow_mut().insert(key.to_owned(), uploader.to_owned()),
+            None => self.uploaders.borrow_mut().remove(key),
+        };
         self.held().await;
         Ok(())
     }
@@ -109,7 +117,10 @@ impl Blobs for MemoryBlobs {
             .iter()
             .filter_map(|(k, _)| named.get(k).filter(|meta| !meta.is_empty()).map(|meta| (k.clone(), meta.clone())))
             .collect();
-        Ok(Listing { objects: page, layers, next })
+        let uploaders = self.uploaders.borrow();
+        let uploaders = page.iter().filter_map(|(k, _)| uploaders.get(k).map(|u| (k.clone(), u.clone()))).collect();
+        let sizes = page.iter().map(|(k, _)| (k.clone(), objects[k].len() as u64)).collect();
+        Ok(Listing { objects: page, layers, uploaders, sizes, next })
     }
 
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {
@@ -249,6 +260,13 @@ pub struct TestPlatform<S: Sql> {
     pub edge: RefCell<Vec<String>>,
     /// `(tenant, run, edge_ms)` of every run whose end was told to the tenant's ledger.
     pub ended: RefCell<Vec<(String, String, u64)>>,
+    /// The tenant's ledger (the core's rules, kept in memory), which stored bytes are charged to.
+    pub ledger: MemoryLedger,
+    /// How many times a put's bytes were charged to the ledger (`charge_stored`: one hop each).
+    pub store_hops: Cell<usize>,
+    /// While set, a charge of stored bytes waits for it before it is made: what the ledger's
+    /// hop lets interleave.
+    pub charge_hold: RefCell<Option<Shared<oneshot::Receiver<()>>>>,
 }
 
 impl<S: Sql> TestPlatform<S> {
@@ -266,7 +284,19 @@ impl<S: Sql> TestPlatform<S> {
             upstreams: RefCell::default(),
             edge: RefCell::default(),
             ended: RefCell::default(),
+            ledger: MemoryLedger::default(),
+            store_hops: Cell::new(0),
+            charge_hold: RefCell::default(),
             posts: RefCell::default(),
+        }
+    }
+
+    /// The bytes the tenant's ledger counts stored (`storedBytes`' `used`).
+    pub fn stored_used(&self) -> u64 {
+        let request = LedgerRequest { quotas: Default::default(), charge: Charge::Usage { edge_cpu_ms_per_day: None } };
+        match answer(&self.ledger, &request, self.clock.get()) {
+            Ok(LedgerAnswer::Usage { usage }) => usage["storedBytes"]["used"].as_u64().expect("a count"),
+            other => panic!("usage answered {other:?}"),
         }
     }
 
@@ -396,6 +426,26 @@ impl<S: Sql> Platform for TestPlatform<S> {
 
     fn log_error(&self, line: &str) {
         self.errors.borrow_mut().push(line.to_owned());
+    }
+
+    async fn charge_stored(&self, tenant: &Tenant, bytes: u64) -> Result<(), HttpError> {
+        self.store_hops.set(self.store_hops.get() + 1);
+        let hold = self.charge_hold.borrow().clone();
+        if let Some(hold) = hold {
+            let _ = hold.await;
+        }
+        let request = LedgerRequest { quotas: tenant.defaults.quotas, charge: Charge::Store { bytes } };
+        match answer(&self.ledger, &request, self.clock.get()) {
+            Ok(LedgerAnswer::Refused { refusal }) => Err(refusal.error()),
+            Ok(_) => Ok(()),
+            Err(e) => Err(HttpError::new(ErrorName::StorageUnavailable, e.to_string())),
+        }
+    }
+
+    /// One tenant's ledger here, whichever `_tenant`.
+    fn store_failed(&self, _tenant: &str, bytes: u64, charged_ms: u64) {
+        let request = LedgerRequest { quotas: Default::default(), charge: Charge::StoreFailed { bytes, charged_ms } };
+        answer(&self.ledger, &request, self.clock.get()).expect("the ledger in memory answers");
     }
 
     async fn post(

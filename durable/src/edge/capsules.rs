@@ -55,8 +55,8 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response> {
         Ok(capsule) => capsule,
         Err(e) => return Ok(error(HttpError::from(e))),
     };
-    if let Err(unavailable) = store_capsule(env, &tenant.id, &capsule).await {
-        return Ok(unavailable);
+    if let Err(refused) = store_capsule(env, &tenant, &capsule).await {
+        return Ok(refused);
     }
     let manifest: Value = serde_json::from_slice(&capsule.manifest_json)?;
     Ok(json(

@@ -13,8 +13,9 @@ use crate::platform::bindings::{bucket, public_origin};
 use crate::platform::http::{json, refuse, storage_unavailable};
 use crate::platform::run_token::run_claims;
 use crate::platform::signer::{signer, token_keys};
-use crate::platform::{now_ms, stub};
+use crate::platform::{ledger, now_ms, stub};
 use relay_core::auth::session_name_ok;
+use relay_core::auth::Tenant;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
 use relay_core::files::{self, PathError};
@@ -62,7 +63,7 @@ async fn publish(req: &mut Request, env: &Env, run: &str, encoded_path: &[&str],
         return Ok(reserved);
     }
     let taken = reserved.json::<serde_json::Value>().await?["slot"] == "take";
-    let stored = receive(req, &bucket, &claims.sub, run, &path, max).await;
+    let stored = receive(req, env, &bucket, &caller.tenant, run, &path, max).await;
     if taken && !matches!(stored, Ok(Ok(_))) {
         release(env, &caller, run, &path).await;
     }
@@ -75,12 +76,14 @@ async fn publish(req: &mut Request, env: &Env, run: &str, encoded_path: &[&str],
     Ok(json(201, &answer))
 }
 
-/// Reads the body (up to `max` bytes) and stores it as the run's file `path`: its size and
-/// sha256, or the answer to send instead (413, 408, 503).
+/// Reads the body (up to `max` bytes) and stores it as the run's file `path`, its bytes
+/// charged to the tenant's `storedBytes` first: its size and sha256, or the answer to send
+/// instead (413, 408, 429, 503).
 async fn receive(
     req: &mut Request,
+    env: &Env,
     bucket: &Bucket,
-    tenant: &str,
+    tenant: &Tenant,
     run: &str,
     path: &str,
     max: u64,
@@ -97,11 +100,9 @@ async fn receive(
     let (size, sha256) = (body.len(), sha256_hex(&body));
     let digest = hex::decode(&sha256).expect("hex of a digest");
     let metadata = HttpMetadata { content_type: Some(files::content_type(path).into()), ..Default::default() };
-    let put = bucket.put(keys::out_file(tenant, run, path), body).sha256(digest).http_metadata(metadata);
-    Ok(match put.execute().await {
-        Ok(_) => Ok((size, sha256)),
-        Err(e) => Err(storage_unavailable("R2", &e)),
-    })
+    let put = bucket.put(keys::out_file(&tenant.id, run, path), body).sha256(digest).http_metadata(metadata);
+    let put = async { put.execute().await.map_err(|e| storage_unavailable("R2", &e)) };
+    Ok(ledger::charged_put(env, tenant, size as u64, put).await.map(|_| (size, sha256)))
 }
 
 /// Gives back a slot whose file was not stored. A release that fails is logged, not answered:

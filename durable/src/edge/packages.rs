@@ -12,11 +12,11 @@ use super::egress::to_run_session;
 use super::http::read_capped;
 use super::tenants::token_tenant;
 use super::Who;
-use crate::platform::http::{json, refuse};
+use crate::platform::http::{json, refuse, storage_unavailable};
 use crate::platform::r2::put_layer;
 use crate::platform::run_token::run_claims;
 use crate::platform::signer::token_keys;
-use crate::platform::{now_ms, sleep, stub};
+use crate::platform::{ledger, now_ms, sleep, stub};
 use futures::future::{select, Either};
 use futures::StreamExt;
 use relay_core::auth::bearer;
@@ -88,12 +88,19 @@ pub async fn upload(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
         Err(refusal) => return Ok(refusal),
     };
     let caller = Caller { tenant, session: grant.sid.clone(), origin: String::new() };
-    let spent = stub::send(env, &caller, SessionRequest::BuildSpend(grant.clone())).await?;
-    if spent.status_code() != 204 {
-        return Ok(spent);
-    }
-    if let Err(unavailable) = put_layer(env, &grant.sha256, body).await {
-        return Ok(unavailable);
+    // Charged to the tenant's storedBytes before the grant is spent: a refusal leaves the grant
+    // to use again once there is room.
+    let spend_and_put = async {
+        let spent = stub::send(env, &caller, SessionRequest::BuildSpend(grant.clone()))
+            .await
+            .map_err(|e| storage_unavailable("the relay session", &e))?;
+        if spent.status_code() != 204 {
+            return Err(spent);
+        }
+        put_layer(env, &grant.sha256, body, &caller.tenant.id).await
+    };
+    if let Err(refused) = ledger::charged_put(env, &caller.tenant, grant.size, spend_and_put).await {
+        return Ok(refused);
     }
     Ok(json(201, &json!({ "layer": grant.layer, "sha256": grant.sha256, "size": grant.size })))
 }

@@ -4,13 +4,14 @@
 //! renew while they use them), and the layers no capsule or build record left standing names
 //! (`relay_core::retention::sweep` over R2 and [`Edge`]); then each relay session listed in KV
 //! is asked to sweep its own workspace bodies (`relay_core::relay_session::body_sweep`: only it
-//! knows which its index names). One log line for each kind, with what it looked at and
+//! knows which its index names); last, what each tenant stores now is measured and sent to its
+//! ledger (`storedBytes`: `relay_core::quota`). One log line for each kind, with what it looked at and
 //! deleted, by tenant; one error line for each thing that failed.
 
 use super::tenants::by_id;
 use crate::platform::bindings::{bucket, var};
 use crate::platform::r2::R2;
-use crate::platform::{kv, now_ms, stub};
+use crate::platform::{kv, ledger, now_ms, stub};
 use relay_core::auth::Tenant;
 use relay_core::keys;
 use relay_core::protocol::{Caller, SessionRequest};
@@ -45,6 +46,31 @@ pub async fn run(env: &Env, scheduled_ms: u64) {
     let (bodies, problems) = sweep::sweep_bodies(&edge, scheduled_ms).await;
     report(&problems);
     log(&bodies, "workspace bodies", scheduled_ms, started);
+    measure(env, scheduled_ms).await;
+}
+
+/// Measures what each tenant stores, after the sweeps' deletions, and tells its ledger; logs
+/// `{"kind":"retention","what":"stored bytes","tenants","bytes","durationMs"}`. A measurement
+/// that fails is not sent: each ledger keeps counting its puts on its last one.
+async fn measure(env: &Env, at_ms: u64) {
+    let started = now_ms();
+    let prefix = keys::tenant_by_id("");
+    let tenants: Vec<String> = match kv::list(env, &prefix).await {
+        Ok(names) => names.iter().filter_map(|name| name.strip_prefix(&prefix).map(str::to_owned)).collect(),
+        Err(e) => return worker::console_error!("retention: stored bytes not measured: listing the tenants: {e}"),
+    };
+    let stored = match sweep::measure_stored(&R2(env.clone()), &tenants, at_ms).await {
+        Ok(stored) => stored,
+        Err(e) => return worker::console_error!("retention: stored bytes not measured: {e}"),
+    };
+    for (tenant, bytes) in &stored {
+        if let Err(why) = ledger::measured(env, tenant, *bytes, at_ms).await {
+            worker::console_error!("retention: the ledger of tenant {tenant} did not take its stored bytes: {why}");
+        }
+    }
+    let line = serde_json::json!({ "kind": "retention", "what": "stored bytes", "asOfMs": at_ms,
+        "tenants": stored.len(), "bytes": stored.values().sum::<u64>(), "durationMs": now_ms() - started });
+    worker::console_log!("{line}");
 }
 
 fn report(problems: &[String]) {
@@ -115,10 +141,8 @@ async fn list(bucket: &Bucket, prefix: &str, cursor: Option<String>) -> Result<O
     list.execute().await
 }
 
-/// Deletes `keys` (one page's). With `relay_core::retention::sweep` (capsules, build records,
-/// layers), the places the Worker's sweep removes what a tenant stored: once the quota ledger
-/// counts stored bytes (README "Quotas", not done yet), the deleted objects' sizes (the listing
-/// has them) are credited to their tenants there.
+/// Deletes `keys` (one page's). Nothing is credited to a ledger: the measurement after the
+/// sweeps (`measure`) no longer finds them.
 async fn delete(bucket: &Bucket, keys: Vec<String>) -> Result<()> {
     if !keys.is_empty() {
         bucket.delete_multiple(keys).await?;

@@ -17,12 +17,13 @@ pub fn json(status: u16, body: &Value) -> Response {
 }
 
 /// The answer to a refused request: its status, `{"error": {"name", "message"}}`, and for a
-/// name that passes (`StorageUnavailable`, `QueueFull`) when to retry.
+/// refusal that passes (`StorageUnavailable`, one that names its `retry_after_s`) when to retry.
 pub fn error(refusal: HttpError) -> Response {
     let response = json(refusal.status(), &refusal.body());
-    match refusal.name {
-        ErrorName::StorageUnavailable => with_header(response, "retry-after", &STORAGE_RETRY_AFTER_S.to_string()),
-        _ => response,
+    match (refusal.name, refusal.retry_after_s) {
+        (ErrorName::StorageUnavailable, _) => with_header(response, "retry-after", &STORAGE_RETRY_AFTER_S.to_string()),
+        (_, Some(seconds)) => with_header(response, "retry-after", &seconds.to_string()),
+        (_, None) => response,
     }
 }
 

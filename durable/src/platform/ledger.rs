@@ -62,12 +62,65 @@ pub async fn run_ended(env: &Env, tenant_id: &str, run: &str, edge_ms: u64) {
     }
 }
 
+/// Charges `bytes` that `tenant` is about to store to its `storedBytes`: the refusal (429
+/// `QuotaExceeded`, or 503 when the ledger did not answer), if not.
+pub async fn charge_stored(env: &Env, tenant: &Tenant, bytes: u64) -> std::result::Result<(), HttpError> {
+    match charge(env, tenant, Charge::Store { bytes }).await {
+        Ok(Ok(LedgerAnswer::Refused { refusal })) => Err(refusal.error()),
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(refused)) => Err(refused),
+        Err(e) => {
+            worker::console_error!("the ledger of tenant {}: {e}", tenant.id);
+            Err(HttpError::storage_unavailable("the tenant's ledger"))
+        }
+    }
+}
+
+/// Tells tenant `tenant_id`'s ledger that a put of `bytes` charged at `charged_ms` failed
+/// (`Charge::StoreFailed`); one it did not hear is logged (the next measurement corrects it).
+pub async fn store_failed(env: &Env, tenant_id: &str, bytes: u64, charged_ms: u64) {
+    // The quotas play no part in giving bytes back.
+    let sent = send(env, tenant_id, Quotas::default(), Charge::StoreFailed { bytes, charged_ms }).await;
+    if !matches!(sent, Ok(Ok(_))) {
+        worker::console_error!("the ledger of tenant {tenant_id} did not hear that a put of {bytes} bytes failed");
+    }
+}
+
+/// `put`, of `bytes` that `tenant` is about to store, made only once they are charged to its
+/// `storedBytes`; a put that fails gives the charge back. The refusal (429 `QuotaExceeded`
+/// with `Retry-After`, or 503) or the put's own answer.
+pub async fn charged_put<T>(
+    env: &Env,
+    tenant: &Tenant,
+    bytes: u64,
+    put: impl std::future::Future<Output = std::result::Result<T, Response>>,
+) -> std::result::Result<T, Response> {
+    let charged_ms = super::now_ms();
+    charge_stored(env, tenant, bytes).await.map_err(error)?;
+    let put = put.await;
+    if put.is_err() {
+        store_failed(env, &tenant.id, bytes, charged_ms).await;
+    }
+    put
+}
+
+/// Tells tenant `tenant_id`'s ledger it stores `bytes`, as listed from `at_ms` on (the
+/// retention sweep's measurement); why not, if it did not take it.
+pub async fn measured(env: &Env, tenant_id: &str, bytes: u64, at_ms: u64) -> Result<(), String> {
+    // The quotas play no part in a measurement.
+    match send(env, tenant_id, Quotas::default(), Charge::StoredMeasured { bytes, at_ms }).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(refused)) => Err(refused.message),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The response to send instead of going on, if the ledger refused a charge (429
 /// `QuotaExceeded` with `Retry-After`) or did not answer (503).
 pub fn refusal(answer: std::result::Result<LedgerAnswer, HttpError>) -> Option<Response> {
     match answer {
         Ok(LedgerAnswer::Refused { refusal }) => {
-            let refused = error(HttpError::new(ErrorName::QuotaExceeded, refusal.message()));
+            let refused = error(refusal.error());
             Some(with_header(refused, "retry-after", &refusal.retry_after_s.to_string()))
         }
         Ok(_) => None,

@@ -17,11 +17,12 @@ use futures::{future, FutureExt, Stream, StreamExt};
 use relay_core::error::ErrorName;
 use relay_core::mcp::{self, Era, Tool, ToolCall};
 use relay_core::protocol::Caller;
-use relay_core::quota::{run_lease, Charge, LedgerAnswer};
+use relay_core::quota::LedgerAnswer;
 use relay_core::relay_session::desk::Unadmitted;
-use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, FileCall, Resumed, Work};
+use relay_core::relay_session::runs::{
+    prepare, start_task, Answer, Call, CancelOnDrop, FileCall, Job, Resumed, UnchargeOnDrop, Work,
+};
 use relay_core::relay_session::Platform;
-use relay_core::run::machine::run_life_ms;
 use std::rc::Rc;
 use worker::{Response, Result};
 
@@ -39,18 +40,9 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
         return Ok(http::to_response(mcp::queue_full(&call.id, max, &caller.session)));
     }
     let run = shared.random_id::<8>("r_");
-    // Charged before the capsule is built and signed, so a refused run costs next to nothing.
-    if queued {
-        if let Some(refused) = charge(&shared, &caller, &call, &run).await? {
-            return Ok(refused);
-        }
-    }
-    let made = Work::of(&shared, &caller, &call, || signer(&shared.platform.env));
-    if queued && !matches!(made, Ok(Ok(_))) {
-        // The slot the run took comes back, whether its call was refused or failed.
-        shared.platform.run_ended(&caller.tenant.id, &run, 0);
-    }
-    let work = match made? {
+    // The capsule is built (or found built: `caches`) before the run is charged, since its
+    // bytes are part of the one charge; a refused call was charged at the Worker already.
+    let work = match Work::of(&shared, &caller, &call, || signer(&shared.platform.env))? {
         Ok(work) => work,
         Err(tool_error) => return Ok(http::json(200, &tool_error)),
     };
@@ -64,6 +56,9 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
             });
         }
     };
+    if let Some(refused) = charge(&shared, &caller, &call, &run, &job).await? {
+        return Ok(refused);
+    }
     let call = Call { tool_call: call, caller, run, job };
     if call.tool_call.task {
         return Ok(match start_task(&shared, call.clone()).await {
@@ -84,6 +79,8 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     }
     let cancel =
         (call.tool_call.era == Era::Modern).then(|| CancelOnDrop { session: shared.clone(), run: call.run.clone() });
+    // Dropped unpolled, the body never prepares the run: the capsule's charge comes back.
+    let uncharge = UnchargeOnDrop { session: shared.clone(), call: call.clone() };
     let preparing = {
         let (shared, call) = (shared.clone(), call.clone());
         async move { prepare(&shared, &call.caller, &call.run, &call.job).await }
@@ -94,7 +91,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     // no frames of their own but keep-alives): polling the body drives all of them, and
     // dropping it drops them and, for a 2026-07-28 call, cancels the run.
     let stream = run_stream(shared, call.run, body, preparing).map(move |frame| {
-        let _ = &cancel;
+        let _ = (&cancel, &uncharge);
         frame
     });
     Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()))
@@ -120,14 +117,18 @@ async fn answer_body(shared: Rc<Shared>, call: Call) -> Result<Response> {
 }
 
 /// Takes a slot of the tenant's runs in flight (`relay_core::quota`) for run `run`, leased for
-/// the longest it may take (`run_life_ms`, which the run machine enforces); the Worker charged
-/// the call itself before routing it here. The answer to send instead when the quota or the
-/// ledger refuses it.
-async fn charge(shared: &Shared, caller: &Caller, call: &ToolCall, run: &str) -> Result<Option<Response>> {
-    let defaults = &caller.tenant.defaults;
-    let life_ms = run_life_ms(&defaults.queue, defaults.policy.limits.timeout_ms);
-    let charge = Charge::Run { lease: run_lease(run, now_ms(), life_ms) };
-    Ok(match ledger::charge(&shared.platform.env, &caller.tenant, charge).await? {
+/// the longest it may take (`run_life_ms`, which the run machine enforces), and charges the
+/// bytes its capsule will store (`Job::stored_bytes`) in the same hop; the Worker charged the
+/// call itself before routing it here. The answer to send instead when a quota or the ledger
+/// refuses it.
+async fn charge(shared: &Shared, caller: &Caller, call: &ToolCall, run: &str, job: &Job) -> Result<Option<Response>> {
+    let charged_ms = now_ms();
+    let charge = job.admission(shared, caller, run, charged_ms);
+    let answered = ledger::charge(&shared.platform.env, &caller.tenant, charge.clone()).await?;
+    if let Ok(answer) = &answered {
+        job.admitted(&charge, answer, charged_ms);
+    }
+    Ok(match answered {
         Ok(LedgerAnswer::Refused { refusal }) => Some(http::to_response(mcp::quota_exceeded(&call.id, &refusal))),
         Ok(LedgerAnswer::Charged { edge_spent_ms }) => {
             shared.edge_spent_by_tenant(edge_spent_ms);
@@ -138,9 +139,11 @@ async fn charge(shared: &Shared, caller: &Caller, call: &ToolCall, run: &str) ->
     })
 }
 
-/// The answer to a call that was not admitted; the slot its run took comes back.
+/// The answer to a call that was not admitted; the slot its run took, and its capsule's
+/// charge, come back.
 fn refused(shared: &Shared, call: &Call, unadmitted: Unadmitted) -> Response {
     shared.platform.run_ended(&call.caller.tenant.id, &call.run, 0);
+    call.job.uncharge(shared, &call.caller.tenant.id);
     match unadmitted {
         Unadmitted::QueueFull(max) => http::to_response(call.queue_full(max)),
         Unadmitted::Storage(e) => storage_unavailable("the relay session's SQLite", &e),

@@ -14,6 +14,8 @@ use crate::platform::upstream;
 use crate::platform::{fill_random, now_ms, sleep};
 use futures::channel::mpsc::UnboundedSender;
 use futures::{future, Stream, StreamExt};
+use relay_core::auth::Tenant;
+use relay_core::error::HttpError;
 use relay_core::metrics::Wake;
 use relay_core::relay_session::{self, Platform, RelaySession, Tabs};
 use relay_core::run::readiness::Readiness;
@@ -245,6 +247,15 @@ impl Platform for DoPlatform {
     fn run_ended(&self, tenant: &str, run: &str, edge_ms: u64) {
         let (env, tenant, run) = (self.env.clone(), tenant.to_owned(), run.to_owned());
         spawn_local(async move { ledger::run_ended(&env, &tenant, &run, edge_ms).await });
+    }
+
+    async fn charge_stored(&self, tenant: &Tenant, bytes: u64) -> std::result::Result<(), HttpError> {
+        ledger::charge_stored(&self.env, tenant, bytes).await
+    }
+
+    fn store_failed(&self, tenant: &str, bytes: u64, charged_ms: u64) {
+        let (env, tenant) = (self.env.clone(), tenant.to_owned());
+        spawn_local(async move { ledger::store_failed(&env, &tenant, bytes, charged_ms).await });
     }
 }
 
