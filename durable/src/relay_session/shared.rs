@@ -24,8 +24,11 @@ use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use worker::js_sys::{Array, Function, Object, Promise, Reflect};
+use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::spawn_local;
-use worker::{Env, Result, ScheduledTime, State, Storage, WebSocket};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{Env, Result, State, WebSocket};
 
 /// How often a call's open stream ticks the machine at the least (and writes its keep-alive).
 /// A closed client is noticed when a write to it fails, so this bounds how long that takes.
@@ -84,14 +87,17 @@ impl DoPlatform {
 /// run timeouts, task expiry, the leases of tabs that hold runs), so that no open stream has to
 /// stay awake to tick it.
 pub struct Alarm {
-    storage: Storage,
+    /// The DO's `ctx.storage`, raw: workers-rs's alarm options reach JS as `allow_unconfirmed`,
+    /// which the runtime ignores.
+    storage: JsValue,
     /// When this instance last set it for (None: not set, or fired).
     at: Cell<Option<u64>>,
 }
 
 impl Alarm {
     fn new(state: &State) -> Self {
-        Alarm { storage: state.storage(), at: Cell::new(None) }
+        let storage = Reflect::get(state.as_raw(), &"storage".into()).unwrap_or_default();
+        Alarm { storage, at: Cell::new(None) }
     }
 
     /// Moves the alarm to `wake` (epoch ms; None deletes it) unless it is already there. The
@@ -101,18 +107,20 @@ impl Alarm {
         if self.at.replace(wake) == wake {
             return;
         }
-        let done = match wake {
-            Some(ms) => {
-                let date = worker::js_sys::Date::new(&(ms as f64).into());
-                self.storage.set_alarm(ScheduledTime::new(date)).await
-            }
-            None => self.storage.delete_alarm().await,
+        // Unconfirmed: a storage write holds the DO's outgoing messages (a run's answer) until
+        // it is committed; losing this one costs nothing, as the instance stays awake while
+        // runs are in hand (`schedule`'s vigil) and the next call sets it again.
+        let options = Object::new();
+        let _ = Reflect::set(&options, &"allowUnconfirmed".into(), &true.into());
+        let (method, args) = match wake {
+            Some(ms) => ("setAlarm", Array::of2(&(ms as f64).into(), &options)),
+            None => ("deleteAlarm", Array::of1(&options)),
         };
-        if let Err(e) = done {
+        if let Err(e) = storage_call(&self.storage, method, &args).await {
             // Forgotten, so the next call tries again; meanwhile an open stream's ticker or
             // the next request still ticks the machine.
             self.at.set(None);
-            worker::console_error!("setting the relay session's alarm: {e}");
+            worker::console_error!("setting the relay session's alarm: {e:?}");
         }
     }
 
@@ -120,6 +128,12 @@ impl Alarm {
     pub fn fired(&self) {
         self.at.set(None);
     }
+}
+
+/// `storage[method](...args)`, awaited.
+async fn storage_call(storage: &JsValue, method: &str, args: &Array) -> std::result::Result<JsValue, JsValue> {
+    let call: Function = Reflect::get(storage, &method.into())?.dyn_into()?;
+    JsFuture::from(Promise::resolve(&Reflect::apply(&call, storage, args)?)).await
 }
 
 /// Sets the DO's alarm for the machine's next deadline, after anything that may have moved it;
