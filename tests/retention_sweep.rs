@@ -378,6 +378,10 @@ fn a_capsule_stored_before_it_named_its_layers_counts_them_from_its_bytes() {
     assert_eq!(all, vec![(owner.clone(), blobs.objects.borrow()[&manifest].len() as u64 + layers)]);
     blobs.layers.borrow_mut().remove(&manifest); // as stored before this metadata
     assert_eq!(measured(blobs, &[&owner]).unwrap(), all, "its layers read from its capsule.json");
+    // One that cannot be read counts its own bytes and no layers: the measurement still stands.
+    blobs.unreadable.borrow_mut().insert(manifest.clone());
+    let own = blobs.objects.borrow()[&manifest].len() as u64;
+    assert_eq!(measured(blobs, &[&owner]).unwrap(), vec![(owner.clone(), own)]);
 }
 
 #[test]

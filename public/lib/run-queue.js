@@ -248,12 +248,13 @@ function capsuleFailure(hash, err) {
 
 /**
  * A build that failed: the build's own named error, or the server's refusal of its upload or
- * finalize, by the name the server gave it when a run may end with it (QuotaExceeded: its message
- * names the quota and says when to retry; a bare DepsResolutionFailed would hide both).
+ * finalize for the storedBytes quota (QuotaExceeded: its message names the quota and says when to
+ * retry; a bare DepsResolutionFailed would hide both). Any other refusal is the build's failure,
+ * not the agent's arguments: DepsResolutionFailed.
  */
 function buildFailure(err) {
   if (isErrorName(err.name)) return failure(err.name, err.message);
-  if (err instanceof HttpError && isErrorName(err.serverName)) return failure(err.serverName, err.message);
+  if (err instanceof HttpError && err.serverName === "QuotaExceeded") return failure(err.serverName, err.message);
   return failure("DepsResolutionFailed", `the dependency build failed: ${err.message}`);
 }
 

@@ -197,8 +197,8 @@ pub const MEASURED_PREFIXES: [&str; 4] = [CAPSULE_PREFIX, BUILD_PREFIX, OUT_PREF
 /// it does not keep. A layer nothing names is kept for [`LAYER_GRACE_MS`] after its upload
 /// (its build's finalize may be coming): its uploader ([`super::UPLOADER_META`]) pays for it
 /// meanwhile. Objects of tenants not named (a deletion under way) are not counted. A listing
-/// (or a read) that fails fails the whole measurement: a partial sum would let the tenant
-/// store past its quota.
+/// that fails fails the whole measurement: a partial sum would let the tenant store past its
+/// quota (an old object's read that fails only drops the layers it names).
 pub async fn measure_stored(
     blobs: &impl Blobs,
     tenants: &[String],
@@ -228,8 +228,10 @@ pub async fn measure_stored(
         })
         .await?;
     }
+    // An unreadable one counts no layers, as the sweep reads it: one bad old object (or a
+    // spent subrequest budget) must not leave every tenant unmeasured, its charges only growing.
     for (key, owner) in unlabelled {
-        let named = blobs.get(&key).await?.and_then(|bytes| layers_in(&key, &bytes));
+        let named = blobs.get(&key).await.ok().flatten().and_then(|bytes| layers_in(&key, &bytes));
         keep(&mut keepers, &owner, named.as_deref());
     }
     each_page(blobs, LAYER_PREFIX, |page| {

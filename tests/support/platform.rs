@@ -5,7 +5,7 @@
 //! runtime (`durable/src/relay_session/shared.rs`).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 use futures::channel::oneshot;
@@ -39,6 +39,8 @@ pub struct MemoryBlobs {
     pub objects: RefCell<BTreeMap<String, Vec<u8>>>,
     pub puts: Cell<usize>,
     pub failing: Cell<bool>,
+    /// Objects whose `get` fails (an unreadable object; the rest of R2 answers).
+    pub unreadable: RefCell<HashSet<String>>,
     /// When each object was last put, by the clock below (R2's `uploaded`).
     pub uploaded: RefCell<HashMap<String, u64>>,
     /// The layers each object names (R2 custom metadata `retention::LAYERS_META`).
@@ -73,6 +75,9 @@ impl MemoryBlobs {
 impl Blobs for MemoryBlobs {
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
         self.check()?;
+        if self.unreadable.borrow().contains(key) {
+            return Err(StorageError(format!("{key} is unreadable (a test said so)")));
+        }
         Ok(self.objects.borrow().get(key).cloned())
     }
 
