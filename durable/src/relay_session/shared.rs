@@ -109,7 +109,9 @@ impl Alarm {
         }
         // Unconfirmed: a storage write holds the DO's outgoing messages (a run's answer) until
         // it is committed; losing this one costs nothing, as the instance stays awake while
-        // runs are in hand (`schedule`'s vigil) and the next call sets it again.
+        // runs are in hand (`schedule`'s vigil) and the next tick sets it again. (An alarm
+        // moved earlier still holds the commit it shares for the alarm scheduler: `schedule`
+        // keeps that out of a short run's path.)
         let options = Object::new();
         let _ = Reflect::set(&options, &"allowUnconfirmed".into(), &true.into());
         let (method, args) = match wake {
@@ -136,15 +138,24 @@ async fn storage_call(storage: &JsValue, method: &str, args: &Array) -> std::res
     JsFuture::from(Promise::resolve(&Reflect::apply(&call, storage, args)?)).await
 }
 
-/// Sets the DO's alarm for the machine's next deadline, after anything that may have moved it;
-/// and while the machine has runs in hand (it has a next deadline), keeps this instance awake
-/// with a ticker: their state lives in this instance's memory, which a DO that hibernates
-/// loses. With no run in hand nothing is kept awake, and an idle tab costs nothing (the
-/// wake-ups counted are written then: `flush_soon`). The alarm
-/// is written in a task of its own: a response awaiting it waited ~30 ms more under `wrangler
-/// dev` (docs/BENCHMARKS.md); tasks start in the order they were spawned, so the last `wake`
-/// read is the one set.
+/// Keeps the machine's deadlines after anything that may have moved them. While it has runs
+/// in hand (it has a next deadline), a ticker keeps this instance awake: their state lives in
+/// this instance's memory, which a DO that hibernates loses. With no run in hand nothing is
+/// kept awake, and an idle tab costs nothing (the wake-ups counted are written then:
+/// `flush_soon`).
 pub fn schedule(shared: &Rc<Shared>) {
+    schedule_from(shared, false);
+}
+
+/// `schedule`, from a tick (`ticked`) or not. The DO's alarm follows the next deadline from a
+/// run's first tick on, and is let go when no run is in hand. Not sooner: an alarm moved
+/// earlier (from none, at a run's admission) makes the storage commit it is in, and every
+/// commit behind it, wait for the alarm scheduler before the DO's messages go out, so each run
+/// sent its tab its command late (docs/BENCHMARKS.md, issue 32); a run answered within a tick
+/// has the ticker's deadlines and writes no alarm. The alarm is written in a task of its own
+/// (a response awaiting it waited ~30 ms more under `wrangler dev`); tasks start in the order
+/// they were spawned, so the last `wake` read is the one set.
+fn schedule_from(shared: &Rc<Shared>, ticked: bool) {
     let wake = shared.next_wake();
     if wake.is_some() && !shared.platform.vigil.replace(true) {
         let vigil = ticker(shared.clone(), |s| s.next_wake().is_some(), None);
@@ -157,8 +168,10 @@ pub fn schedule(shared: &Rc<Shared>) {
     if wake.is_none() {
         flush_soon(shared);
     }
-    let kept = shared.clone();
-    spawn_local(async move { kept.platform.alarm.follow(wake).await });
+    if ticked || wake.is_none() {
+        let kept = shared.clone();
+        spawn_local(async move { kept.platform.alarm.follow(wake).await });
+    }
 }
 
 /// Writes the wake-ups counted in memory, and what must outlive this instance
@@ -440,7 +453,7 @@ pub fn ticker(
             }
             shared.woke(Wake::Tick);
             shared.tick();
-            schedule(&shared);
+            schedule_from(&shared, true);
             Some((keepalive.map(|frame| Ok(frame.as_bytes().to_vec())), ()))
         }
     })
