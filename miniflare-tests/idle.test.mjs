@@ -90,6 +90,37 @@ test("an attached tab left idle wakes its relay session no more than the bound, 
   }
 });
 
+test("a run answered within a tick writes no alarm; a run in hand past a tick sets it, and lets it go at its end", async () => {
+  // An alarm moved earlier (from none, at every run's admission) held the run's command for the
+  // alarm scheduler (docs/BENCHMARKS.md): the vigil ticks a short run's deadlines instead.
+  const own = await createTenant("alarm-writes");
+  const tab = await openExecutor(browser, own.key);
+  const run = async (code) => (await modernCall(own.key, "tools/call", { name: "run_js", arguments: { code } })).message.result.structuredContent;
+  const alarmWrites = async () => (await metrics(own.tenant.id)).alarmWrites;
+  try {
+    assert.equal((await run("console.log('warm')")).stdout, "warm\n");
+    await tab.page.waitForFunction(() => document.getElementById("runtimes").dataset.ready === "true", null, { timeout: 120_000 });
+    await new Promise((resolve) => setTimeout(resolve, 3_000)); // the warm-up's ticks end
+    const start = await alarmWrites();
+    // Each run alone: a tick that fell while another run of a burst was in hand would set it.
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await run(`console.log(${i})`)).stdout, `${i}\n`);
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+    }
+    const quick = await alarmWrites();
+    console.log(`# alarm writes: before ${JSON.stringify(start)}, after 3 quick runs ${JSON.stringify(quick)}`);
+    assert.deepEqual(quick, start, "runs answered within a tick write no alarm");
+    const slow = await run("const t = Date.now(); while (Date.now() - t < 3000); console.log('slow')");
+    assert.equal(slow.stdout, "slow\n", JSON.stringify(slow));
+    const end = await alarmWrites();
+    console.log(`# alarm writes after a 3 s run: ${JSON.stringify(end)}`);
+    assert.ok(end.set > quick.set, "a run in hand past a tick sets the alarm");
+    assert.ok(end.delete > quick.delete, "and it is let go when no run is in hand");
+  } finally {
+    await tab.context.close();
+  }
+});
+
 test("a tab whose browser quits while idle is gone at the next call after its lease, with nothing ticking", async () => {
   client = await connectClient(key);
   const deaf = await startDeafProxy(BASE);

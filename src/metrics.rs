@@ -74,6 +74,11 @@ pub struct Snapshot {
     /// costs: see docs/COST.md), kept in its own table and filled in when metrics are asked for.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub wakeups: BTreeMap<String, u64>,
+    /// `set` or `delete` -> writes of the relay session DO's alarm, kept with the wake-ups. A
+    /// run answered within a tick writes none: an alarm moved earlier holds the storage commit
+    /// it is in for the alarm scheduler, and the DO's messages with it (docs/BENCHMARKS.md).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub alarm_writes: BTreeMap<String, u64>,
 }
 
 /// Why a relay session's Durable Object ran code: each is billed wall-clock duration (and a
@@ -166,6 +171,7 @@ impl Snapshot {
             (&mut self.executor_ms, &other.executor_ms),
             (&mut self.storage_failures, &other.storage_failures),
             (&mut self.wakeups, &other.wakeups),
+            (&mut self.alarm_writes, &other.alarm_writes),
         ] {
             for (key, n) in theirs {
                 *mine.entry(key.clone()).or_default() += n;
@@ -238,6 +244,14 @@ impl Snapshot {
             &tenant_label,
             &self.wakeups,
             ["kind", ""],
+        );
+        counter(
+            &mut out,
+            "relay_do_alarm_writes_total",
+            "Writes of a relay session's Durable Object alarm, by op (set, delete): only runs in hand past a tick set it.",
+            &tenant_label,
+            &self.alarm_writes,
+            ["op", ""],
         );
         histogram(
             &mut out,

@@ -212,6 +212,25 @@ fn wakeups_merge_and_render_by_kind() {
     assert!(stored.get("wakeups").is_none(), "a stored snapshot keeps its shape: {stored}");
 }
 
+#[test]
+fn alarm_writes_merge_and_render_by_op() {
+    let mut a = Snapshot {
+        alarm_writes: BTreeMap::from([("set".to_owned(), 1), ("delete".to_owned(), 0)]),
+        ..Snapshot::default()
+    };
+    a.merge(&Snapshot {
+        alarm_writes: BTreeMap::from([("set".to_owned(), 2), ("delete".to_owned(), 3)]),
+        ..Snapshot::default()
+    });
+    assert_eq!((a.alarm_writes["set"], a.alarm_writes["delete"]), (3, 3));
+    let text = a.prometheus("t_1");
+    assert!(text.contains("# TYPE relay_do_alarm_writes_total counter\n"));
+    assert!(text.contains("relay_do_alarm_writes_total{tenant=\"t_1\",op=\"set\"} 3\n"), "{text}");
+    assert!(text.lines().filter(|l| !l.starts_with('#')).all(is_sample()), "{text}");
+    let stored = serde_json::to_value(Snapshot::default()).unwrap();
+    assert!(stored.get("alarmWrites").is_none(), "a stored snapshot keeps its shape: {stored}");
+}
+
 /// Whether a line is `name{labels} value` with properly quoted label values.
 fn is_sample() -> impl Fn(&str) -> bool {
     let re = regex::Regex::new(r#"^[a-z_]+\{([a-zA-Z_]+="(\\.|[^"\\])*",?)*\} \d+$"#).unwrap();

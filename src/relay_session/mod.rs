@@ -50,6 +50,10 @@ use crate::metrics::{Snapshot, Wake};
 use crate::stores::{Blobs, Records};
 use crate::upstream::client::{Post, Received};
 
+/// The DO alarm's writes by op, and the kinds they are counted under in the wake-ups' table
+/// (not wake-ups: `Wake::ALL` lists those).
+const ALARM_WRITES: [(&str, &str); 2] = [("set", "alarm_set"), ("delete", "alarm_delete")];
+
 /// What a relay session stands on. The Durable Object implements it over the runtime
 /// (`durable/src/relay_session/shared.rs`), the native tests over SQLite in memory and
 /// in-memory stores (`tests/support`).
@@ -112,7 +116,8 @@ pub struct RelaySession<P: Platform> {
     /// Writes to the SQLite that failed since this instance started, by what (the metrics
     /// report them: the storage that failed cannot hold them).
     failures: RefCell<BTreeMap<String, u64>>,
-    /// Wake-ups counted since they were last written (`woke`, `flush_wakeups`).
+    /// Wake-ups (and alarm writes) counted since they were last written (`woke`,
+    /// `alarm_written`, `flush_wakeups`).
     wakeups: RefCell<BTreeMap<&'static str, u64>>,
     /// The kept memory as last saved or restored (`kept`): a save that changes nothing is skipped.
     kept_doc: RefCell<String>,
@@ -194,10 +199,12 @@ impl<P: Platform> RelaySession<P> {
         let pending = self.wakeups.borrow();
         let count = |kind: &str| counted.get(kind).copied().unwrap_or(0) + pending.get(kind).copied().unwrap_or(0);
         let wakeups = Wake::ALL.iter().map(|w| (w.as_str().to_owned(), count(w.as_str())));
+        let alarm_writes = ALARM_WRITES.iter().map(|(op, kind)| ((*op).to_owned(), count(kind)));
         Ok(Snapshot {
             wasm_memory_bytes,
             storage_failures: self.failures.borrow().clone(),
             wakeups: wakeups.collect(),
+            alarm_writes: alarm_writes.collect(),
             ..stored
         })
     }
@@ -205,6 +212,12 @@ impl<P: Platform> RelaySession<P> {
     /// Its DO ran code, for `wake`: counted in memory until `flush_wakeups` writes it.
     pub fn woke(&self, wake: Wake) {
         *self.wakeups.borrow_mut().entry(wake.as_str()).or_default() += 1;
+    }
+
+    /// Its DO's alarm was set (`set`) or deleted: counted with the wake-ups, and written with them.
+    pub fn alarm_written(&self, set: bool) {
+        let (_, kind) = ALARM_WRITES[usize::from(!set)];
+        *self.wakeups.borrow_mut().entry(kind).or_default() += 1;
     }
 
     /// Writes the wake-ups counted in memory to the SQLite, where they outlive the instance (a

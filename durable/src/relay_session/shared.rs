@@ -100,12 +100,13 @@ impl Alarm {
         Alarm { storage, at: Cell::new(None) }
     }
 
-    /// Moves the alarm to `wake` (epoch ms; None deletes it) unless it is already there. The
-    /// storage call is made before the first await, so calls take effect in the order their
-    /// `wake`s were read: the last one set is the machine's latest answer.
-    async fn follow(&self, wake: Option<u64>) {
+    /// Moves the alarm to `wake` (epoch ms; None deletes it) unless it is already there:
+    /// whether it wrote it. The storage call is made before the first await, so calls take
+    /// effect in the order their `wake`s were read: the last one set is the machine's latest
+    /// answer.
+    async fn follow(&self, wake: Option<u64>) -> bool {
         if self.at.replace(wake) == wake {
-            return;
+            return false;
         }
         // Unconfirmed: a storage write holds the DO's outgoing messages (a run's answer) until
         // it is committed; losing this one costs nothing, as the instance stays awake while
@@ -123,7 +124,9 @@ impl Alarm {
             // the next request still ticks the machine.
             self.at.set(None);
             worker::console_error!("setting the relay session's alarm: {e:?}");
+            return false;
         }
+        true
     }
 
     /// The alarm fired: none is set until the next `follow`.
@@ -170,7 +173,11 @@ fn schedule_from(shared: &Rc<Shared>, ticked: bool) {
     }
     if ticked || wake.is_none() {
         let kept = shared.clone();
-        spawn_local(async move { kept.platform.alarm.follow(wake).await });
+        spawn_local(async move {
+            if kept.platform.alarm.follow(wake).await {
+                kept.alarm_written(wake.is_some());
+            }
+        });
     }
 }
 
