@@ -1,0 +1,78 @@
+//! Builds at the edge (issue 27 item 5): which builds may go there, the caps named in the error
+//! past each, and what the Worker's entry answers for a build mapped to the run's outcome.
+
+use proptest::prelude::*;
+use relay_core::capsule::limits::DEPS_LAYER_MAX;
+use relay_core::capsule::Language;
+use relay_core::error::ErrorName;
+use relay_core::packages::edge_build::{build_outcome, edge_build_refusal, over_cap, EDGE_BUILD_CAPS};
+use serde_json::json;
+
+const CAPS: [&str; 4] = ["treeBytes", "treeFiles", "layerBytes", "wallMs"];
+
+#[test]
+fn the_caps_are_the_benchs_and_the_deps_layers() {
+    let caps = EDGE_BUILD_CAPS;
+    assert_eq!((caps.tree_bytes, caps.tree_files), (8 * 1024 * 1024, 2_000));
+    assert_eq!(caps.layer_bytes, DEPS_LAYER_MAX);
+    assert_eq!((caps.wall_ms, caps.cpu_ms), (15_000, 10_000));
+    let json = serde_json::to_value(caps).unwrap();
+    for cap in CAPS {
+        assert!(json[cap].is_u64(), "the job names cap {cap}: {json}");
+    }
+}
+
+#[test]
+fn python_builds_never_go_to_the_edge_and_npm_builds_one_at_a_time() {
+    let never = || panic!("a Python build claims nothing");
+    assert!(edge_build_refusal(Language::Py, never)
+        .unwrap()
+        .contains("Python dependencies are built in a browser tab"));
+    assert_eq!(edge_build_refusal(Language::Js, || true), None);
+    let busy = edge_build_refusal(Language::Js, || false).unwrap();
+    assert!(busy.contains("one at a time") && busy.contains("a browser tab can build it"), "{busy}");
+}
+
+#[test]
+fn past_each_cap_the_message_names_it_its_limit_and_the_tab() {
+    let message = over_cap("treeFiles", 2_101).unwrap();
+    assert!(message.contains("2101 files, past the edge's cap of 2000 files (edge build cap treeFiles)"), "{message}");
+    let message = over_cap("wallMs", 15_020).unwrap();
+    assert!(message.contains("it ran for 15020 ms, past the edge's cap of 15000 ms"), "{message}");
+    assert_eq!(over_cap("cpuMs", 1), None, "the isolate's CPU wall ends it as a crash, not a cap");
+}
+
+#[test]
+fn the_entrys_answers_become_the_runs_outcome() {
+    assert_eq!(build_outcome(&json!({ "ok": true })), Ok(()));
+    let (name, message) = build_outcome(&json!({ "cap": "treeBytes", "value": 9_000_000 })).unwrap_err();
+    assert_eq!(name, ErrorName::DepsResolutionFailed);
+    assert!(message.contains("edge build cap treeBytes"), "{message}");
+    let refused = json!({ "error": { "name": "QuotaExceeded", "message": "storedBytes is full" } });
+    let (name, message) = build_outcome(&refused).unwrap_err();
+    assert_eq!(name, ErrorName::QuotaExceeded);
+    assert!(message.ends_with("storedBytes is full"), "{message}");
+    for odd in [
+        json!(null),
+        json!({ "ok": "true" }),
+        json!({ "cap": "nope", "value": 1 }),
+        json!({ "error": { "name": "Nope" } }),
+    ] {
+        assert_eq!(build_outcome(&odd).unwrap_err().0, ErrorName::DepsResolutionFailed, "{odd}");
+    }
+}
+
+proptest! {
+    /// Whatever a guest's isolate or the entry answers, the run gets a known error name and a
+    /// message, never a panic; a cap's message always says a tab can build it.
+    #[test]
+    fn any_answer_maps_to_an_outcome(cap in prop::sample::select(CAPS.to_vec()), value: u64, name in ".{0,20}", text in ".{0,40}") {
+        let (error, message) = build_outcome(&json!({ "cap": cap, "value": value })).unwrap_err();
+        prop_assert_eq!(error, ErrorName::DepsResolutionFailed);
+        prop_assert!(message.contains(cap) && message.contains("a browser tab can build it"));
+        let answer = json!({ "error": { "name": name, "message": text } });
+        let (error, message) = build_outcome(&answer).unwrap_err();
+        prop_assert!(ErrorName::from_name(error.as_str()).is_some());
+        prop_assert!(message.contains(&text));
+    }
+}
