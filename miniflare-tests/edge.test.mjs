@@ -4,7 +4,8 @@
 // by a run); guarded fetch allowed (a loopback server the policy allows) and denied; mcps.call
 // to a test upstream; where runs go (a tab attaching takes the next runs; one that left is
 // waited for; a tenant on `tab` still gets NoExecutorAttached; Python needs a tab; a spent
-// budget is EdgeBudgetExceeded; a deps layer a tab built runs at the edge, a new build does not); the limits the runner enforces itself, each ending with its
+// budget is EdgeBudgetExceeded; a deps layer a tab built runs at the edge; a new build with no
+// tab runs at the edge and a tab attaching later reuses it; a package past a build cap fails naming it); the limits the runner enforces itself, each ending with its
 // error and the server answering again within the run's timeout and a generous margin (short
 // timeouts: a busy guest freezes all of wrangler dev's workerd), what the runner holds outside
 // QuickJS's heap bounded; and what a guest cannot reach from there (HOST's routes are tested in
@@ -56,6 +57,10 @@ after(async () => {
   await upstream?.close();
   target?.close();
 });
+
+const LODASH = { dependencies: { lodash: "^4.17.0" } };
+const LODASH_CODE = `import chunk from "lodash/chunk"; import _ from "lodash"; console.log(JSON.stringify(chunk([1, 2, 3], 2)), _.VERSION)`;
+const LODASH_OUT = "[[1,2],[3]] 4.17.21\n";
 
 const runJs = (code, extra = {}, c = client) => c.callTool({ name: "run_js", arguments: { code, ...extra } }, undefined, { timeout: 120_000 });
 
@@ -384,6 +389,8 @@ describe("where runs go", () => {
     const c = await connectClient(onTab.key);
     const res = await runJs("console.log(1)", {}, c);
     assert.equal(res.structuredContent.error.name, "NoExecutorAttached");
+    const packaged = await runJs(LODASH_CODE, { npm: LODASH }, c);
+    assert.equal(packaged.structuredContent.error.name, "NoExecutorAttached", "no build at the edge either");
     const wider = await runJs("console.log(1)", { executor: "edge" }, c);
     assert.equal(wider.structuredContent.error.name, "ValidationError");
     assert.match(wider.structuredContent.error.message, /defaults\.edge/);
@@ -403,25 +410,55 @@ describe("where runs go", () => {
     await c.close();
   });
 
-  test("a deps layer a tab built earlier runs at the edge; a new build with no tab is DepsResolutionFailed", async () => {
+  test("a deps layer a tab built earlier runs at the edge", async () => {
     const registry = await startPackageSources();
     const browser = await launchBrowser();
     try {
       const pkg = await createTenant("edge-packages", { executor: "tab-or-edge", edge: BUDGET, packages: registry.sources });
       const c = await connectClient(pkg.key);
-      const code = `import chunk from "lodash/chunk"; import _ from "lodash"; console.log(JSON.stringify(chunk([1, 2, 3], 2)), _.VERSION)`;
-      const npm = { dependencies: { lodash: "^4.17.0" } };
       const tab = await openExecutor(browser, pkg.key);
-      const built = (await runJs(code, { npm }, c)).structuredContent;
+      const built = (await runJs(LODASH_CODE, { npm: LODASH }, c)).structuredContent;
       assert.equal(built.executor, "tab");
-      assert.equal(built.stdout, "[[1,2],[3]] 4.17.21\n", JSON.stringify(built));
+      assert.equal(built.stdout, LODASH_OUT, JSON.stringify(built));
       await tab.context.close();
-      const reused = (await runJs(code, { npm, executor: "edge" }, c)).structuredContent;
+      const reused = (await runJs(LODASH_CODE, { npm: LODASH, executor: "edge" }, c)).structuredContent;
       assert.equal(reused.executor, "edge");
-      assert.equal(reused.stdout, "[[1,2],[3]] 4.17.21\n", JSON.stringify(reused));
-      const fresh = (await runJs("import isOdd from 'is-odd'; console.log(isOdd(3))", { npm: { dependencies: { "is-odd": "^3.0.0" } }, executor: "edge" }, c)).structuredContent;
-      assert.equal(fresh.error?.name, "DepsResolutionFailed", JSON.stringify(fresh));
-      assert.match(fresh.error.message, /builds run in a browser tab/);
+      assert.equal(reused.stdout, LODASH_OUT, JSON.stringify(reused));
+      await c.close();
+    } finally {
+      await browser.close();
+      await registry.close();
+    }
+  });
+
+  test("a new build with no tab runs at the edge; a tab attaching later reuses its build; past a cap it fails naming the cap", async () => {
+    const registry = await startPackageSources();
+    const tarball = "/npm/lodash/-/lodash-4.17.21.tgz";
+    const browser = await launchBrowser();
+    try {
+      const pkg = await createTenant("edge-builds", { executor: "tab-or-edge", edge: BUDGET, packages: registry.sources, queue: { attachWaitMs: 300 } });
+      const c = await connectClient(pkg.key);
+      let started = Date.now();
+      const built = (await runJs(LODASH_CODE, { npm: LODASH }, c)).structuredContent;
+      console.log(`# lodash built at the edge and run: ${Date.now() - started} ms (wallMs ${built.usage?.wallMs})`);
+      assert.equal(built.executor, "edge", JSON.stringify(built));
+      assert.equal(built.stdout, LODASH_OUT, JSON.stringify(built));
+      assert.equal(registry.hits.get(tarball), 1, "one download of lodash");
+      started = Date.now();
+      const again = (await runJs(LODASH_CODE, { npm: LODASH }, c)).structuredContent;
+      console.log(`# the same call again at the edge (its build reused): ${Date.now() - started} ms`);
+      assert.equal(again.stdout, LODASH_OUT, JSON.stringify(again));
+      const tab = await openExecutor(browser, pkg.key);
+      const onTab = (await runJs(LODASH_CODE, { npm: LODASH, executor: "tab" }, c)).structuredContent;
+      assert.equal(onTab.executor, "tab");
+      assert.equal(onTab.stdout, LODASH_OUT, JSON.stringify(onTab));
+      assert.equal(registry.hits.get(tarball), 1, "no second build: the tab reused the edge's build record");
+      assert.ok(!tab.lines.some((line) => /Building the dependencies/.test(line)), tab.lines.join("\n"));
+      await tab.context.close();
+
+      const tooMany = (await runJs("import n from 'many-files'; console.log(n)", { npm: { dependencies: { "many-files": "1.0.0" } }, executor: "edge" }, c)).structuredContent;
+      assert.equal(tooMany.error?.name, "DepsResolutionFailed", JSON.stringify(tooMany));
+      assert.match(tooMany.error.message, /2002 files, past the edge's cap of 2000 files \(edge build cap treeFiles\).*a browser tab can build it/);
       await c.close();
     } finally {
       await browser.close();

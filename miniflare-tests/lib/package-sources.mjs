@@ -12,13 +12,15 @@
 // lock's format (its `info` copied from the shipped one) over real wheels (msgpack compiled,
 // python-dateutil depending on six), and the files themselves; /pyodide-tampered/
 // serves the same lock with one byte of msgpack's wheel changed.
+// `many-files` (made here: 2,001 one-line modules) is past a build at the edge's cap of files.
 // Outside every source, `/secret` answers 200: a request the Worker should never have made shows.
 
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { existsSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { ROOT } from "./relay.mjs";
 
@@ -85,7 +87,22 @@ function npmRegistry(base) {
       add("tampered-number", manifest.version, manifest, tampered, sri(bytes));
     }
   }
+  const many = manyFiles();
+  add("many-files", "1.0.0", {}, many, sri(many));
   return { packuments, files };
+}
+
+/** A package of 2,001 modules and its package.json, as a tarball (`tar`, as `npm pack` makes them). */
+function manyFiles() {
+  const dir = mkdtempSync(path.join(tmpdir(), "many-files-"));
+  try {
+    mkdirSync(path.join(dir, "package"));
+    writeFileSync(path.join(dir, "package", "package.json"), JSON.stringify({ name: "many-files", version: "1.0.0", main: "m0.js" }));
+    for (let i = 0; i < 2_001; i++) writeFileSync(path.join(dir, "package", `m${i}.js`), `module.exports = ${i};\n`);
+    return execFileSync("tar", ["-czf", "-", "-C", dir, "package"], { maxBuffer: 64 * 1024 * 1024 });
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
 }
 
 /** PyPI JSON API documents by project, and the files by URL path. */

@@ -10,9 +10,13 @@ import { namedError } from "../errors.js";
 export const MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024;
 
 export class Registry {
-  /** @param runToken the `build` command's run token */
-  constructor(runToken) {
+  /**
+   * @param runToken the `build` command's run token
+   * @param maxDownloadBytes the build's download budget (the edge's is its tree cap)
+   */
+  constructor(runToken, maxDownloadBytes = MAX_DOWNLOAD_BYTES) {
     this.runToken = runToken;
+    this.maxDownloadBytes = maxDownloadBytes;
     this.downloaded = 0;
   }
 
@@ -48,8 +52,8 @@ export class Registry {
   async bytes(url, what) {
     const bytes = new Uint8Array(await (await this.get(url, what)).arrayBuffer());
     this.downloaded += bytes.length;
-    if (this.downloaded > MAX_DOWNLOAD_BYTES) {
-      throw failed(`${what}: the build downloaded more than ${MAX_DOWNLOAD_BYTES >> 20} MiB; list fewer or smaller packages`);
+    if (this.downloaded > this.maxDownloadBytes) {
+      throw failed(`${what}: the build downloaded more than ${this.maxDownloadBytes >> 20} MiB; list fewer or smaller packages`);
     }
     return bytes;
   }
