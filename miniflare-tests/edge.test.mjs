@@ -435,9 +435,10 @@ describe("where runs go", () => {
     const registry = await startPackageSources();
     const tarball = "/npm/lodash/-/lodash-4.17.21.tgz";
     const browser = await launchBrowser();
+    let c;
     try {
       const pkg = await createTenant("edge-builds", { executor: "tab-or-edge", edge: BUDGET, packages: registry.sources, queue: { attachWaitMs: 300 } });
-      const c = await connectClient(pkg.key);
+      c = await connectClient(pkg.key);
       let started = Date.now();
       const built = (await runJs(LODASH_CODE, { npm: LODASH }, c)).structuredContent;
       console.log(`# lodash built at the edge and run: ${Date.now() - started} ms (wallMs ${built.usage?.wallMs})`);
@@ -459,8 +460,8 @@ describe("where runs go", () => {
       const tooMany = (await runJs("import n from 'many-files'; console.log(n)", { npm: { dependencies: { "many-files": "1.0.0" } }, executor: "edge" }, c)).structuredContent;
       assert.equal(tooMany.error?.name, "DepsResolutionFailed", JSON.stringify(tooMany));
       assert.match(tooMany.error.message, /2002 files, past the edge's cap of 2000 files \(edge build cap treeFiles\).*a browser tab can build it/);
-      await c.close();
     } finally {
+      await c?.close();
       await browser.close();
       await registry.close();
     }
