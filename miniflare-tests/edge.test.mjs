@@ -13,6 +13,7 @@
 
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
+import { inflateRawSync } from "node:zlib";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
@@ -61,6 +62,30 @@ after(async () => {
 const LODASH = { dependencies: { lodash: "^4.17.0" } };
 const LODASH_CODE = `import chunk from "lodash/chunk"; import _ from "lodash"; console.log(JSON.stringify(chunk([1, 2, 3], 2)), _.VERSION)`;
 const LODASH_OUT = "[[1,2],[3]] 4.17.21\n";
+
+let tabLayer; // lodash's deps layer as a tab built it ("where runs go"): {sha256, files}
+
+/**
+ * The deps layer of the last capsule a tab's `lines` name by `pattern`: its sha256 and its
+ * files (path -> bytes, inflated here: zlib's, not the page's reader).
+ */
+async function depsLayer(lines, pattern, key) {
+  const hash = lines.map((line) => pattern.exec(line)?.[1]).filter(Boolean).pop();
+  const get = (file) => fetch(`${BASE}/capsules/${hash}/${file}`, { headers: { authorization: `Bearer ${key}` } });
+  const manifest = await (await get("capsule.json")).json();
+  const layer = manifest.fsLayers.find((l) => l.path.includes("deps"));
+  const zip = Buffer.from(await (await get(layer.path)).arrayBuffer());
+  const files = {};
+  // The writer's local headers carry the sizes (lib/zip-writer.js: no data descriptors).
+  for (let at = 0; zip.readUInt32LE(at) === 0x04034b50; ) {
+    const [method, size, nameLength, extraLength] = [zip.readUInt16LE(at + 8), zip.readUInt32LE(at + 18), zip.readUInt16LE(at + 26), zip.readUInt16LE(at + 28)];
+    const name = zip.toString("utf8", at + 30, at + 30 + nameLength);
+    const body = zip.subarray(at + 30 + nameLength + extraLength, at + 30 + nameLength + extraLength + size);
+    files[name] = method === 8 ? inflateRawSync(body) : body;
+    at += 30 + nameLength + extraLength + size;
+  }
+  return { sha256: layer.sha256, files };
+}
 
 const runJs = (code, extra = {}, c = client) => c.callTool({ name: "run_js", arguments: { code, ...extra } }, undefined, { timeout: 120_000 });
 
@@ -420,6 +445,7 @@ describe("where runs go", () => {
       const built = (await runJs(LODASH_CODE, { npm: LODASH }, c)).structuredContent;
       assert.equal(built.executor, "tab");
       assert.equal(built.stdout, LODASH_OUT, JSON.stringify(built));
+      tabLayer = await depsLayer(tab.lines, /^Built capsule ([0-9a-f]+)/, pkg.key);
       await tab.context.close();
       const reused = (await runJs(LODASH_CODE, { npm: LODASH, executor: "edge" }, c)).structuredContent;
       assert.equal(reused.executor, "edge");
@@ -455,6 +481,11 @@ describe("where runs go", () => {
       assert.equal(onTab.stdout, LODASH_OUT, JSON.stringify(onTab));
       assert.equal(registry.hits.get(tarball), 1, "no second build: the tab reused the edge's build record");
       assert.ok(!tab.lines.some((line) => /Building the dependencies/.test(line)), tab.lines.join("\n"));
+      // The same packages give the same files at the edge as on a tab; the zips differ, as
+      // workerd's deflate is not Chromium's (each is deterministic where it runs).
+      const edgeLayer = await depsLayer(tab.lines, /^Received capsule ([0-9a-f]+)/, pkg.key);
+      console.log(`# lodash's deps layer: built at the edge ${edgeLayer.sha256}, on a tab ${tabLayer?.sha256}; ${Object.keys(edgeLayer.files).length} files`);
+      if (tabLayer) assert.deepEqual(edgeLayer.files, tabLayer.files, "the same files at the edge as on a tab");
       await tab.context.close();
 
       const tooMany = (await runJs("import n from 'many-files'; console.log(n)", { npm: { dependencies: { "many-files": "1.0.0" } }, executor: "edge" }, c)).structuredContent;
