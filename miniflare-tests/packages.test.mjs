@@ -132,6 +132,32 @@ describe("run_js with npm.dependencies", () => {
     assert.ok(result.progress.some((m) => /^bundle \(2 packages and 2 subpaths/.test(m)), JSON.stringify(result.progress));
   });
 
+  test("a layer upload the tenant's storedBytes quota refuses ends the run QuotaExceeded naming the quota, not DepsResolutionFailed", async () => {
+    const MIB = 1 << 20;
+    assert.equal((await patchTenant(tenant.id, { defaults: { quotas: { storedBytes: MIB } } })).status, 200);
+    try {
+      const usage = async () => JSON.parse((await client.readResource({ uri: "relay://usage" })).contents[0].text).storedBytes;
+      // A workspace body fills the quota to 100 bytes short: the run (no capsule of its own
+      // until its build finalizes) is admitted, and its layer's upload is refused.
+      // Bodies over 4 KiB (kept in R2, charged) and under a request's 1 MiB, to the byte.
+      let room = MIB - (await usage()).used - 100;
+      for (let i = 0; room > 4096; i++) {
+        const size = room > 600_000 + 4096 ? 600_000 : room;
+        assert.ok(!(await call("write", { path: `/tmp/fill${i}`, content: String.fromCharCode(97 + i).repeat(size) })).isError); // each its own body
+        room -= size;
+      }
+      assert.equal((await usage()).used, MIB - 100);
+      const code = 'import isNumber from "is-number";\nconsole.log(isNumber(5));';
+      const result = await call("run_js", { code, npm: { dependencies: { "is-number": "6.0.0" } } });
+      console.log(`# the build over the quota: ${JSON.stringify(result.error)}`);
+      assert.equal(result.isError, true, JSON.stringify(result));
+      assert.equal(result.error?.name, "QuotaExceeded", JSON.stringify(result.error));
+      assert.match(result.error.message, /defaults\.quotas\.storedBytes is reached: .* retry in \d+ s/);
+    } finally {
+      assert.equal((await patchTenant(tenant.id, { defaults: { quotas: { storedBytes: 10 * 1024 ** 3 } } })).status, 200);
+    }
+  });
+
   test("a subpath a package's exports do not list is refused, naming it", async () => {
     const result = await call("run_js", { code: 'import a from "nanoid/url-alphabet";', npm: { dependencies: { nanoid: "^6.0.0" } } });
     assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));

@@ -265,10 +265,26 @@ describe("quotas per tenant", () => {
     const over = (await write("/tmp/b", 600_000)).message.result;
     assert.equal(over.isError, true, JSON.stringify(over));
     assert.match(over.content[0].text, /QuotaExceeded[\s\S]*defaults\.quotas\.storedBytes is reached: \d+ of 1048576 bytes stored/);
+    // A schema-validating client (the official SDK's callTool checks structuredContent against
+    // the tool's outputSchema even when isError) reads the refusal, and when to retry.
+    const client = await connectClient(key);
+    try {
+      await client.listTools(); // the SDK validates a tool's results once it has listed its schema
+      const sdk = await client.callTool({ name: "write", arguments: { path: "/tmp/sdk", content: "s".repeat(600_000) } });
+      assert.equal(sdk.isError, true, JSON.stringify(sdk.structuredContent));
+      const { error } = sdk.structuredContent;
+      assert.equal(error.name, "QuotaExceeded", JSON.stringify(error));
+      assert.equal(error.quota, "defaults.quotas.storedBytes");
+      assert.equal(error.limit, MIB);
+      assert.ok(Number.isInteger(error.retryAfterS) && error.retryAfterS >= 1, JSON.stringify(error));
+    } finally {
+      await client.close();
+    }
     let { storedBytes } = await usageOf(key);
     console.log(`# storedBytes after a 600,000-byte write and a capsule: ${JSON.stringify(storedBytes)}`);
     assert.equal(storedBytes.measured, null, "never measured yet");
     assert.ok(storedBytes.used > 621_000 && storedBytes.used < 640_000, JSON.stringify(storedBytes));
+    const usedBefore = storedBytes.used;
     const metrics = await (await fetch(`${BASE}/admin/metrics?tenant=${tenant.id}`, { headers: admin })).text();
     const gauge = new RegExp(`^relay_quota_used\\{tenant="${tenant.id}",quota="storedBytes"\\} (\\d+)$`, "m");
     assert.equal(Number(metrics.match(gauge)?.[1]), storedBytes.used, metrics);
@@ -319,6 +335,9 @@ describe("quotas per tenant", () => {
     assert.equal(storedBytes.measuredAtMs, time, JSON.stringify(storedBytes));
     assert.equal(storedBytes.used, storedBytes.measured, "the charges before the listing are in the measurement");
     assert.ok(storedBytes.measured >= 621_000 && storedBytes.measured < 640_000, JSON.stringify(storedBytes));
+    // Exactly what was charged less the deleted /out file (1,000 bytes; big.bin came after the
+    // figure): a capsule charged twice, or a refused put's bytes kept, would show here.
+    assert.equal(storedBytes.measured, usedBefore - 1000, JSON.stringify(storedBytes));
     assert.ok(!(await write("/tmp/c", 300_000)).message.result.isError, "there is room again");
   });
 });

@@ -70,7 +70,7 @@ pub enum ErrorName {
 
 impl ErrorName {
     /// The names a tool result may carry.
-    pub const TOOL: [ErrorName; 11] = [
+    pub const TOOL: [ErrorName; 12] = [
         ErrorName::ValidationError,
         ErrorName::PolicyDenied,
         ErrorName::Timeout,
@@ -81,11 +81,12 @@ impl ErrorName {
         ErrorName::UpstreamFailed,
         ErrorName::RuntimeCrashed,
         ErrorName::EdgeBudgetExceeded,
+        ErrorName::QuotaExceeded,
         ErrorName::Internal,
     ];
 
     /// The names only an HTTP route answers with.
-    const HTTP: [ErrorName; 16] = [
+    const HTTP: [ErrorName; 15] = [
         ErrorName::NotFound,
         ErrorName::Unauthorized,
         ErrorName::Forbidden,
@@ -101,7 +102,6 @@ impl ErrorName {
         ErrorName::UnknownRun,
         ErrorName::EventsRefused,
         ErrorName::StorageUnavailable,
-        ErrorName::QuotaExceeded,
     ];
 
     /// Every name: the tools' and the HTTP routes'.
@@ -229,7 +229,7 @@ impl ErrorName {
 pub const STORAGE_RETRY_AFTER_S: u64 = 5;
 
 /// `tool` then `http`, as one list (a `const` array cannot be concatenated otherwise).
-const fn joined(tool: [ErrorName; 11], http: [ErrorName; 16]) -> [ErrorName; 27] {
+const fn joined(tool: [ErrorName; 12], http: [ErrorName; 15]) -> [ErrorName; 27] {
     let mut all = [ErrorName::Internal; 27];
     let mut i = 0;
     while i < all.len() {
@@ -249,11 +249,14 @@ pub struct HttpError {
     /// Seconds to wait before retrying, when the refusal passes with time (a quota's
     /// `Retry-After`); `StorageUnavailable` always has [`STORAGE_RETRY_AFTER_S`].
     pub retry_after_s: Option<u64>,
+    /// A quota's refusal: its data (`quota::Refusal::data`), which a tool result's error
+    /// carries besides its name and message, as the JSON-RPC refusal -32051 does.
+    pub quota: Option<Value>,
 }
 
 impl HttpError {
     pub fn new(name: ErrorName, message: impl Into<String>) -> Self {
-        HttpError { name, message: message.into(), retry_after_s: None }
+        HttpError { name, message: message.into(), retry_after_s: None, quota: None }
     }
 
     /// This refusal with `Retry-After: seconds`.

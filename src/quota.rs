@@ -41,6 +41,7 @@ use serde_json::{json, Value};
 
 use crate::error::{ErrorName, HttpError};
 use crate::policy::bounded;
+use crate::retention::BODY_GRACE_MS;
 use crate::stores::StorageError;
 
 const MINUTE_MS: u64 = 60_000;
@@ -198,14 +199,17 @@ impl Refusal {
             "bytes stored (capsules and their layers, build records, /out files, workspace bodies), which a put of {} bytes would pass",
             self.wanted
         );
+        // A removed file's body is deleted (and stops counting) only once no run can still
+        // name it: the retry may come before the room.
+        let stored_back = format!(
+            "when the hourly measurement finds files deleted (remove files from the workspace: a removed file's body counts until the first measurement {} minutes after it was last stored; /out files go an hour after their URLs expire, unused capsules after the tenant's retention.unusedDays)",
+            BODY_GRACE_MS.div_ceil(MINUTE_MS)
+        );
         let (what, back) = match self.quota.as_str() {
             "callsPerMinute" => ("calls this minute (UTC)", "at the next minute"),
             "relaySessions" => ("relay sessions live (a tools/call in the last 10 minutes)", "when one idles"),
             "runsInFlight" => ("runs in flight across its relay sessions", "when one ends"),
-            "storedBytes" => (
-                stored.as_str(),
-                "when the hourly measurement finds files deleted (remove files from the workspace, or let /out files and unused capsules expire)",
-            ),
+            "storedBytes" => (stored.as_str(), stored_back.as_str()),
             "egressRequestsPerDay" => ("egress requests today (UTC)", "at 00:00 UTC"),
             _ => ("egress bytes today (UTC)", "at 00:00 UTC"),
         };
@@ -217,7 +221,8 @@ impl Refusal {
 
     /// The 429 `QuotaExceeded` to answer with, and its `Retry-After`.
     pub fn error(&self) -> HttpError {
-        HttpError::new(ErrorName::QuotaExceeded, self.message()).retry_after(self.retry_after_s)
+        let error = HttpError::new(ErrorName::QuotaExceeded, self.message()).retry_after(self.retry_after_s);
+        HttpError { quota: Some(self.data()), ..error }
     }
 
     /// The JSON-RPC error's / HTTP body's data.
@@ -384,20 +389,19 @@ impl Ledger {
         Ok(())
     }
 
-    /// Gives back `bytes` of a failed put charged at `charged_ms`, from the charges kept since a
-    /// minute before it (a minute's margin for the caller's clock and the ledger's); none when
-    /// a measurement whose listing started after that minute replaced them.
+    /// Gives back `bytes` of a failed put charged at `charged_ms`: from its own minute's charges
+    /// first, then the later minutes', and the minute before last (a minute's margin for the
+    /// caller's clock and the ledger's), since an earlier minute may hold a put that succeeded,
+    /// which a measurement can then replace, leaving the failed one's charge counted. None
+    /// when a measurement dropped its minute's charges (`measure` keeps from the minute
+    /// before its listing's): the listing did not find what failed.
     fn store_failed(&mut self, bytes: u64, charged_ms: u64) {
         let minute = charged_ms / MINUTE_MS;
-        if self.measured.is_some_and(|(_, at)| minute < at / MINUTE_MS) {
+        if self.measured.is_some_and(|(_, at)| minute < first_unseen_minute(at)) {
             return;
         }
-        let mut left = bytes;
-        for charged in self.stored_since.range_mut(minute.saturating_sub(1)..).map(|(_, charged)| charged) {
-            let back = left.min(*charged);
-            *charged -= back;
-            left -= back;
-        }
+        let left = take_back(self.stored_since.range_mut(minute..).map(|(_, charged)| charged), bytes);
+        take_back(self.stored_since.range_mut(minute.saturating_sub(1)..minute).map(|(_, charged)| charged), left);
         self.stored_since.retain(|_, charged| *charged > 0);
     }
 
@@ -409,7 +413,7 @@ impl Ledger {
             return;
         }
         self.measured = Some((bytes, at_ms));
-        let first_unseen = (at_ms / MINUTE_MS).saturating_sub(1);
+        let first_unseen = first_unseen_minute(at_ms);
         self.stored_since.retain(|&minute, _| minute >= first_unseen);
     }
 
@@ -530,4 +534,20 @@ impl Admitted {
         }
         self.seen.insert((tenant.to_owned(), session.to_owned()), now_ms);
     }
+}
+
+/// The first minute whose charges a measurement whose listing started at `at_ms` may not
+/// hold: the minute before the listing's (their puts may still have been under way).
+fn first_unseen_minute(at_ms: u64) -> u64 {
+    (at_ms / MINUTE_MS).saturating_sub(1)
+}
+
+/// Takes up to `bytes` back from `charges` in turn; what is left to take.
+fn take_back<'a>(charges: impl Iterator<Item = &'a mut u64>, mut bytes: u64) -> u64 {
+    for charged in charges {
+        let back = bytes.min(*charged);
+        *charged -= back;
+        bytes -= back;
+    }
+    bytes
 }

@@ -68,6 +68,10 @@ pub const LAYER_REFRESH_MS: u64 = LAYER_GRACE_MS / 2;
 /// The R2 custom metadata of a capsule.json or a build record: the sha256s of the layers it
 /// names, comma-separated (the sweep lists it with the key, rather than reading each object).
 pub const LAYERS_META: &str = "layers";
+/// The R2 custom metadata of a deps layer: the tenant that uploaded it (`PUT /capsule/upload`).
+/// Its `storedBytes` counts the layer while no capsule or build record names it and the sweep
+/// keeps it ([`LAYER_GRACE_MS`]): a build that never finalizes still pays for its upload.
+pub const UPLOADER_META: &str = "uploader";
 /// The R2 prefixes of capsules, build records and layers (`crate::keys`).
 pub const CAPSULE_PREFIX: &str = "capsules/";
 pub const BUILD_PREFIX: &str = "builds/";

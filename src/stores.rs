@@ -43,22 +43,38 @@ pub trait Blobs {
     /// The object's size and time of storing; `None` when there is none.
     async fn head(&self, key: &str) -> Result<Option<Head>, StorageError>;
     /// Stores `bytes` under `key`, naming `layers` (R2 custom metadata
-    /// `retention::LAYERS_META`, which the retention sweep lists). Given `sha256` (hex), the
-    /// store refuses bytes of another digest.
-    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, layers: &[&str]) -> Result<(), StorageError>;
+    /// `retention::LAYERS_META`, which the retention sweep lists) and, for a deps layer, the
+    /// tenant that uploaded it (`retention::UPLOADER_META`). Given `sha256` (hex), the store
+    /// refuses bytes of another digest.
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, meta: Meta<'_>) -> Result<(), StorageError>;
     /// A page of the objects under `prefix`, in key order, from `cursor` (the last page's).
     async fn list(&self, prefix: &str, cursor: Option<String>) -> Result<Listing, StorageError>;
     /// Deletes the objects `keys` (at most a page's); a key with no object is no error.
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError>;
 }
 
+/// The custom metadata of a put (R2's): the layers an object names, the tenant that uploaded it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Meta<'a> {
+    pub layers: &'a [&'a str],
+    pub uploader: Option<&'a str>,
+}
+
+impl<'a> Meta<'a> {
+    pub fn naming(layers: &'a [&'a str]) -> Self {
+        Meta { layers, uploader: None }
+    }
+}
+
 /// A page of a [`Blobs::list`]: each object's key and when it was stored, the layers each
-/// names (R2 custom metadata `retention::LAYERS_META`, by key, for those that have it), each
-/// one's size (by key), and where the next page starts, if there is one.
+/// names (R2 custom metadata `retention::LAYERS_META`, by key, for those that have it), the
+/// tenant that uploaded each deps layer (`retention::UPLOADER_META`, by key), each one's size
+/// (by key), and where the next page starts, if there is one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listing {
     pub objects: Vec<(String, u64)>,
     pub layers: HashMap<String, String>,
+    pub uploaders: HashMap<String, String>,
     pub sizes: HashMap<String, u64>,
     pub next: Option<String>,
 }
@@ -79,10 +95,11 @@ pub async fn store_capsule(
     capsule: &Capsule,
     now_ms: u64,
 ) -> Result<(), StorageError> {
-    let layers = capsule.layers.iter().map(|(layer, bytes)| put_layer(blobs, &layer.sha256, bytes.to_vec(), now_ms));
+    let layers =
+        capsule.layers.iter().map(|(layer, bytes)| put_layer(blobs, &layer.sha256, bytes.to_vec(), None, now_ms));
     let manifest_key = keys::manifest(tenant_id, &capsule.hash);
     let named: Vec<&str> = capsule.manifest.fs_layers.iter().map(|layer| layer.sha256.as_str()).collect();
-    let manifest = blobs.put(&manifest_key, capsule.manifest_json.clone(), None, &named);
+    let manifest = blobs.put(&manifest_key, capsule.manifest_json.clone(), None, Meta::naming(&named));
     let (layers, manifest) = future::join(future::try_join_all(layers), manifest).await;
     layers?;
     manifest
@@ -100,11 +117,19 @@ pub fn capsule_bytes(capsule: &Capsule) -> u64 {
 /// less than [`LAYER_REFRESH_MS`] before `now_ms` (content-addressed: stored once is stored;
 /// an older one is stored again so that a sweep under way, which may have listed the capsules
 /// before this one, does not take it as unnamed); the store refuses bytes of another digest.
-pub async fn put_layer(blobs: &impl Blobs, sha256: &str, bytes: Vec<u8>, now_ms: u64) -> Result<(), StorageError> {
+/// A deps layer records the tenant that uploaded it (`uploader`), which pays for it while
+/// nothing names it (`retention::UPLOADER_META`); one there already keeps its own.
+pub async fn put_layer(
+    blobs: &impl Blobs,
+    sha256: &str,
+    bytes: Vec<u8>,
+    uploader: Option<&str>,
+    now_ms: u64,
+) -> Result<(), StorageError> {
     let key = keys::layer(sha256);
     let recent = |head: Head| now_ms.saturating_sub(head.uploaded_ms) < LAYER_REFRESH_MS;
     if !blobs.head(&key).await?.is_some_and(recent) {
-        blobs.put(&key, bytes, Some(sha256), &[]).await?;
+        blobs.put(&key, bytes, Some(sha256), Meta { layers: &[], uploader }).await?;
     }
     Ok(())
 }
@@ -162,7 +187,7 @@ pub async fn record_build(
     record: &BuildRecord,
 ) -> Result<(), StorageError> {
     let bytes = serde_json::to_vec(record).expect("a build record serializes");
-    blobs.put(&keys::build_record(tenant_id, key), bytes, None, &[&record.layer.sha256]).await
+    blobs.put(&keys::build_record(tenant_id, key), bytes, None, Meta::naming(&[&record.layer.sha256])).await
 }
 
 /// An uploaded deps layer's bytes, if they are stored with the size its claim was held to

@@ -11,10 +11,12 @@ use common::*;
 use relay_core::capsule::canonical::{canonical_json, sha256_hex};
 use relay_core::error::ErrorName;
 use relay_core::mcp::{
-    data_result, file_result, log_notifications, progress_notification, tool_error, tool_result, Dispatch, Era,
-    LogLevel, Tool, ToolCall, ToolResult, OUTPUT_BUDGET,
+    data_result, file_result, log_notifications, progress_notification, refused_tool, tool_error, tool_result,
+    Dispatch, Era, LogLevel, Tool, ToolCall, ToolResult, OUTPUT_BUDGET,
 };
+use relay_core::quota;
 use relay_core::run::backchannel::exit_fields;
+use relay_core::workspace::Refusal;
 use serde_json::{json, Value};
 
 fn tools() -> Vec<Value> {
@@ -524,6 +526,7 @@ fn error_names_and_statuses() {
         (ErrorName::UpstreamFailed, "UpstreamFailed", 502),
         (ErrorName::RuntimeCrashed, "RuntimeCrashed", 500),
         (ErrorName::EdgeBudgetExceeded, "EdgeBudgetExceeded", 429),
+        (ErrorName::QuotaExceeded, "QuotaExceeded", 429),
         (ErrorName::Internal, "Internal", 500),
     ];
     assert_eq!(ErrorName::TOOL.len(), expected.len());
@@ -619,4 +622,75 @@ fn a_run_result_shows_images_within_their_budget() {
     let images: Vec<&Value> = content.as_array().unwrap().iter().filter(|c| c["type"] == "image").collect();
     assert_eq!(images.len(), 1, "the first fits; the big one and everything after it does not");
     assert_eq!(images[0]["mimeType"], "image/png");
+}
+
+/// Whether `value` conforms to `schema`, for the keywords the tools' output schemas use (what a
+/// schema-validating client, the official SDK's `callTool`, checks even when `isError`).
+fn conforms(schema: &Value, value: &Value) -> Result<(), String> {
+    let typed = match schema["type"].as_str() {
+        None => true,
+        Some("object") => value.is_object(),
+        Some("string") => value.is_string(),
+        Some("integer") => value.is_u64() || value.is_i64(),
+        Some("number") => value.is_number(),
+        Some("boolean") => value.is_boolean(),
+        Some("array") => value.is_array(),
+        Some(other) => return Err(format!("no check for type {other}")),
+    };
+    if !typed {
+        return Err(format!("{value} is not {}", schema["type"]));
+    }
+    if let Some(allowed) = schema["enum"].as_array() {
+        if !allowed.contains(value) {
+            return Err(format!("{value} is not one of {}", schema["enum"]));
+        }
+    }
+    if let Some(any) = schema["anyOf"].as_array() {
+        if !any.iter().any(|s| conforms(s, value).is_ok()) {
+            return Err(format!("{value} matches none of anyOf"));
+        }
+    }
+    for key in schema["required"].as_array().into_iter().flatten() {
+        if value.get(key.as_str().unwrap()).is_none() {
+            return Err(format!("{key} is missing from {value}"));
+        }
+    }
+    let (Some(properties), Some(object)) = (schema["properties"].as_object(), value.as_object()) else {
+        return Ok(());
+    };
+    for (key, item) in object {
+        match properties.get(key) {
+            Some(property) => conforms(property, item).map_err(|e| format!("{key}: {e}"))?,
+            None if schema["additionalProperties"] == false => return Err(format!("{key} is not allowed")),
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_name_a_tool_result_may_carry_passes_every_tools_output_schema() {
+    let quota =
+        quota::Refusal { quota: "storedBytes".into(), limit: 1 << 20, used: 600_000, retry_after_s: 3600, wanted: 9 };
+    for listed in tools() {
+        let tool = Tool::from_name(listed["name"].as_str().unwrap()).unwrap();
+        let schema = &listed["outputSchema"];
+        for name in ErrorName::ALL.into_iter().filter(|n| n.in_tool_results()) {
+            let result = &tool_error(&file_call(tool), name, "why")["result"];
+            conforms(schema, &result["structuredContent"]).unwrap_or_else(|e| panic!("{name:?} in {tool:?}: {e}"));
+        }
+        // A write's quota refusal, as the relay session answers it, with the data to retry by.
+        let refused = Refusal::from(quota.error());
+        let result = &refused_tool(&file_call(tool), &refused)["result"];
+        let error = &result["structuredContent"]["error"];
+        conforms(schema, &result["structuredContent"]).unwrap_or_else(|e| panic!("a quota's in {tool:?}: {e}"));
+        assert_eq!((result["isError"].clone(), error["name"].clone()), (json!(true), json!("QuotaExceeded")));
+        assert_eq!(
+            (error["quota"].clone(), error["retryAfterS"].clone()),
+            (json!("defaults.quotas.storedBytes"), json!(3600))
+        );
+        assert_eq!((error["limit"].clone(), error["used"].clone()), (json!(1 << 20), json!(600_000)));
+    }
+    // The names only a route answers with are not in the schemas: the page maps them.
+    assert!(!ErrorName::NotFound.in_tool_results() && !ErrorName::StorageUnavailable.in_tool_results());
 }

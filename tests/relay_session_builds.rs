@@ -58,7 +58,7 @@ fn upload(session: &Session, run: &str, bytes: &[u8]) -> UploadGrant {
     let now_s = session.now_ms() / 1000;
     let grant = UploadGrant::verify(token, &KeySet::from_signers(&[&signer()]), now_s).expect("a grant of this key");
     session.spend(&grant).expect("spent once");
-    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.to_vec(), session.now_ms()));
+    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.to_vec(), Some("t_1"), session.now_ms()));
     grant
 }
 
@@ -119,7 +119,7 @@ fn presign_spend_and_finalize_refuse_what_the_build_did_not_grant_or_store() {
     assert_eq!(missing.name, ErrorName::LayerNotUploaded);
     assert!(missing.message.contains("not in storage"), "{}", missing.message);
     // R2 failing is a 503 that passes.
-    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.clone(), session.now_ms()));
+    run_ok(put_layer(&session.platform.blobs, &grant.sha256, bytes.clone(), Some("t_1"), session.now_ms()));
     session.platform.blobs.failing.set(true);
     let failing = run(session.finalize(&caller(), "r_1", proposal.as_bytes(), &signer())).unwrap_err();
     assert_eq!((failing.name, failing.status()), (ErrorName::StorageUnavailable, 503));

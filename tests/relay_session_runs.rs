@@ -21,10 +21,12 @@ use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
 use relay_core::mcp::{Era, Tool};
 use relay_core::quota::{answer, run_lease, Charge, LedgerRequest};
 use relay_core::relay_session::desk::{Unadmitted, ANSWERS_KEPT};
-use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, Job, Resumed, Work};
+use relay_core::relay_session::runs::{
+    prepare, start_task, Answer, Call, CancelOnDrop, Job, Resumed, UnchargeOnDrop, Work,
+};
 use relay_core::relay_session::{RelaySession, Sql};
 use relay_core::run::backchannel::parse_batch;
-use relay_core::run::machine::Input;
+use relay_core::run::machine::{run_life_ms, Input};
 use relay_core::stores;
 use serde_json::{json, Value};
 use support::{Failing, Sqlite};
@@ -386,18 +388,55 @@ fn a_run_whose_capsule_would_pass_the_tenants_stored_bytes_ends_quota_exceeded_a
     assert_eq!(session.platform.stored_used(), (1u64 << 20) - 10 + in_r2 as u64);
 }
 
+/// The relay session's admission of `call` (`Job::admission`, as its DO sends it to the
+/// tenant's ledger, and `Job::admitted` on the answer); the capsule bytes it charged.
+fn admitted(session: &Session, call: &Call) -> u64 {
+    let charge = call.job.admission(&**session, &call.caller, &call.run, session.now_ms());
+    let Charge::Run { stored_bytes, .. } = charge.clone() else { panic!("a run's charge: {charge:?}") };
+    let request = LedgerRequest { quotas: call.caller.tenant.defaults.quotas, charge };
+    let answered = answer(&session.platform.ledger, &request, session.now_ms()).unwrap();
+    call.job.admitted(&request.charge, &answered, session.now_ms());
+    stored_bytes
+}
+
+#[test]
+fn a_runs_admission_leases_its_slot_for_the_runs_whole_life() {
+    let session = with_tabs(&["tab_1"]);
+    let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("3"), Era::Modern, None));
+    let defaults = &call.caller.tenant.defaults;
+    let life_ms = run_life_ms(&defaults.queue, defaults.policy.limits.timeout_ms);
+    let charge = call.job.admission(&*session, &call.caller, "r_1", session.now_ms());
+    let Charge::Run { lease, .. } = charge else { panic!("a run's charge") };
+    assert_eq!(lease, run_lease("r_1", session.now_ms(), life_ms));
+}
+
+#[test]
+fn a_capsule_charged_at_admission_comes_back_if_its_preparation_never_runs() {
+    let session = with_tabs(&["tab_1"]);
+    let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("4"), Era::Modern, None));
+    let bytes = admitted(&session, &call);
+    assert!(bytes > 0);
+    assert_eq!(session.platform.stored_used(), bytes);
+    // A streamed answer whose body is dropped before it is polled: `prepare` never runs.
+    drop(UnchargeOnDrop { session: session.clone(), call: call.clone() });
+    assert_eq!(session.platform.stored_used(), 0, "given back");
+    // Prepared, the charge is the store's: dropping the guard then gives nothing back.
+    let again = call_of(&session, "r_2", tool_call(Tool::RunJs, js("4"), Era::Modern, None));
+    admitted(&session, &again);
+    let guard = UnchargeOnDrop { session: session.clone(), call: again.clone() };
+    start(&session, &again);
+    drop(guard);
+    assert_eq!(session.platform.stored_used(), bytes, "stored once, charged once");
+}
+
 #[test]
 fn a_capsule_charged_with_its_runs_admission_is_stored_with_no_other_hop_and_a_failed_put_gives_it_back() {
     let session = with_tabs(&["tab_1"]);
     let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("2"), Era::Modern, None));
-    // What the Worker's admission charges with the run's slot (`Charge::Run`), in one hop.
-    let bytes = call.job.stored_bytes(&*session);
+    // What the relay session's admission charges with the run's slot, in one hop.
+    let bytes = admitted(&session, &call);
     let Job::Capsule { capsule, .. } = call.job.as_ref() else { panic!("a capsule job") };
     assert_eq!(bytes, stores::capsule_bytes(capsule));
-    let run_charge = Charge::Run { lease: run_lease("r_1", session.now_ms(), 60_000), stored_bytes: bytes };
-    let request = LedgerRequest { quotas: call.caller.tenant.defaults.quotas, charge: run_charge };
-    answer(&session.platform.ledger, &request, session.now_ms()).unwrap();
-    call.job.charged(session.now_ms());
     session.platform.blobs.failing.set(true);
     let stream = start(&session, &call);
     assert_eq!(session.platform.store_hops.get(), 0, "no hop to the ledger but the admission's");

@@ -139,7 +139,7 @@ fn storing_a_layer_that_is_there_stores_it_again_only_past_half_its_grace() {
     let sha = relay_core::capsule::canonical::sha256_hex(&bytes);
     let put = |at: u64| {
         blobs.clock_ms.set(at);
-        platform::run(put_layer(&blobs, &sha, bytes.clone(), at)).unwrap();
+        platform::run(put_layer(&blobs, &sha, bytes.clone(), None, at)).unwrap();
         blobs.uploaded.borrow()[&keys::layer(&sha)]
     };
     assert_eq!(put(t0), t0);

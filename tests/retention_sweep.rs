@@ -24,7 +24,7 @@ use relay_core::retention::sweep::{measure_stored, sweep_bodies, sweep_stored, D
 use relay_core::retention::{layers_named, Sweep, DAY_MS, LAYER_GRACE_MS};
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
-use relay_core::stores::{put_layer, Blobs, Head, Listing, StorageError};
+use relay_core::stores::{put_layer, Blobs, Head, Listing, Meta, StorageError};
 use serde_json::json;
 
 /// Tenants and relay sessions as KV and the Durable Objects would answer.
@@ -97,8 +97,8 @@ impl Blobs for Interleaved<'_> {
         self.blobs.head(key).await
     }
 
-    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, layers: &[&str]) -> Result<(), StorageError> {
-        self.blobs.put(key, bytes, sha256, layers).await
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, meta: Meta<'_>) -> Result<(), StorageError> {
+        self.blobs.put(key, bytes, sha256, meta).await
     }
 
     async fn list(&self, prefix: &str, cursor: Option<String>) -> Result<Listing, StorageError> {
@@ -152,7 +152,7 @@ fn a_capsule_stored_again_between_the_listing_and_the_delete_is_kept() {
             async move {
                 let bytes = blobs.objects.borrow()[&manifest].clone();
                 let layers: Vec<&str> = named.split(',').collect();
-                blobs.put(&manifest, bytes, None, &layers).await.unwrap();
+                blobs.put(&manifest, bytes, None, Meta::naming(&layers)).await.unwrap();
             }
             .boxed_local()
         }),
@@ -175,7 +175,7 @@ fn a_layer_stored_again_between_the_listing_and_the_delete_is_kept() {
     let blobs = MemoryBlobs::default();
     let bytes = b"a layer".to_vec();
     let sha = relay_core::capsule::canonical::sha256_hex(&bytes);
-    run(put_layer(&blobs, &sha, bytes.clone(), 0)).unwrap();
+    run(put_layer(&blobs, &sha, bytes.clone(), None, 0)).unwrap();
     let now = 2 * LAYER_GRACE_MS;
     blobs.clock_ms.set(now);
     let key = keys::layer(&sha);
@@ -184,7 +184,7 @@ fn a_layer_stored_again_between_the_listing_and_the_delete_is_kept() {
         after_listing: &key,
         meanwhile: Box::new(move |blobs| {
             let (sha, bytes) = (sha.clone(), bytes.clone());
-            async move { put_layer(blobs, &sha, bytes, now).await.unwrap() }.boxed_local()
+            async move { put_layer(blobs, &sha, bytes, None, now).await.unwrap() }.boxed_local()
         }),
         armed: Cell::new(false),
         done: Cell::new(false),
@@ -216,7 +216,7 @@ fn a_tenant_whose_settings_cannot_be_read_keeps_its_capsules_and_the_sweep_goes_
     directory.unreadable.insert(manifest.split('/').nth(1).unwrap().to_owned());
     let orphan = b"nobody names me".to_vec();
     let sha = relay_core::capsule::canonical::sha256_hex(&orphan);
-    run(put_layer(blobs, &sha, orphan, 0)).unwrap();
+    run(put_layer(blobs, &sha, orphan, None, 0)).unwrap();
     let (stored, problems) = run(sweep_stored(blobs, &directory, session.now_ms() + LAYER_GRACE_MS));
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("its capsules and build records are kept"), "{problems:?}");
@@ -256,7 +256,7 @@ fn a_capsule_stored_before_it_named_its_layers_names_them_from_its_bytes() {
     assert!(!its_layers.is_empty());
     let orphan = b"nobody names me".to_vec();
     let orphan_sha = relay_core::capsule::canonical::sha256_hex(&orphan);
-    run(put_layer(blobs, &orphan_sha, orphan, session.now_ms())).unwrap();
+    run(put_layer(blobs, &orphan_sha, orphan, None, session.now_ms())).unwrap();
     let as_of = session.now_ms() + 2 * LAYER_GRACE_MS;
     let (stored, problems) = run(sweep_stored(blobs, &directory_of(&manifest, 3650), as_of));
     assert!(problems.is_empty(), "{problems:?}");
@@ -339,10 +339,49 @@ fn a_capsule_a_tab_could_not_fetch_is_stored_again_by_the_next_call() {
     assert!(blobs.objects.borrow().contains_key(&manifest), "stored again");
 }
 
-/// The bytes `blobs` holds for each of `tenants`, as the sweep measures them.
+/// The bytes `blobs` holds for each of `tenants`, as the sweep measures them (at R2's clock).
 fn measured(blobs: &MemoryBlobs, tenants: &[&str]) -> Result<Vec<(String, u64)>, StorageError> {
     let ids: Vec<String> = tenants.iter().map(|id| id.to_string()).collect();
-    Ok(futures::executor::block_on(measure_stored(blobs, &ids))?.into_iter().collect())
+    Ok(futures::executor::block_on(measure_stored(blobs, &ids, blobs.clock_ms.get()))?.into_iter().collect())
+}
+
+#[test]
+fn a_layer_uploaded_and_never_named_counts_to_its_uploader_while_the_sweep_keeps_it() {
+    let blobs = MemoryBlobs::default();
+    let layer = vec![7u8; 50_000];
+    let sha = relay_core::capsule::canonical::sha256_hex(&layer);
+    // Uploaded under a build grant whose finalize never comes: the sweep keeps it a day.
+    run(put_layer(&blobs, &sha, layer, Some("ta"), 0)).unwrap();
+    assert_eq!(measured(&blobs, &["ta", "tb"]).unwrap(), vec![("ta".to_string(), 50_000), ("tb".into(), 0)]);
+    blobs.clock_ms.set(LAYER_GRACE_MS - 1);
+    assert_eq!(measured(&blobs, &["ta"]).unwrap(), vec![("ta".to_string(), 50_000)], "kept, so counted");
+    // Named by another tenant's build record: it pays, the uploader no longer does (once each).
+    let record = "builds/tb/k.json".to_string();
+    blobs.objects.borrow_mut().insert(record.clone(), vec![0; 20]);
+    blobs.layers.borrow_mut().insert(record.clone(), sha.clone());
+    assert_eq!(measured(&blobs, &["ta", "tb"]).unwrap(), vec![("ta".to_string(), 0), ("tb".into(), 20 + 50_000)]);
+    // Unnamed past its grace, the sweep deletes it: nobody's.
+    blobs.objects.borrow_mut().remove(&record);
+    blobs.clock_ms.set(LAYER_GRACE_MS);
+    assert_eq!(measured(&blobs, &["ta"]).unwrap(), vec![("ta".to_string(), 0)]);
+}
+
+#[test]
+fn a_capsule_stored_before_it_named_its_layers_counts_them_from_its_bytes() {
+    let (session, manifest) = stored_capsule();
+    let blobs = &session.platform.blobs;
+    let owner = manifest.split('/').nth(1).unwrap().to_owned();
+    let all = measured(blobs, &[&owner]).unwrap();
+    let layers: u64 =
+        blobs.objects.borrow().iter().filter(|(k, _)| k.starts_with("layers/")).map(|(_, b)| b.len() as u64).sum();
+    assert!(layers > 0);
+    assert_eq!(all, vec![(owner.clone(), blobs.objects.borrow()[&manifest].len() as u64 + layers)]);
+    blobs.layers.borrow_mut().remove(&manifest); // as stored before this metadata
+    assert_eq!(measured(blobs, &[&owner]).unwrap(), all, "its layers read from its capsule.json");
+    // One that cannot be read counts its own bytes and no layers: the measurement still stands.
+    blobs.unreadable.borrow_mut().insert(manifest.clone());
+    let own = blobs.objects.borrow()[&manifest].len() as u64;
+    assert_eq!(measured(blobs, &[&owner]).unwrap(), vec![(owner.clone(), own)]);
 }
 
 #[test]

@@ -14,6 +14,7 @@
 import { loadCapsule, runnerJob } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
 import { failure, isErrorName } from "./errors.js";
+import { HttpError } from "./http.js";
 import { storeDisplays } from "./displays.js";
 import { exitEvent } from "./exit-event.js";
 import { notStored, uploadOutFiles } from "./out-files.js";
@@ -245,9 +246,15 @@ function capsuleFailure(hash, err) {
   return failure("Internal", `could not fetch capsule ${hash}: ${err.message}`);
 }
 
-/** A build that failed: the build's own named error, or the server's refusal of its upload. */
+/**
+ * A build that failed: the build's own named error, or the server's refusal of its upload or
+ * finalize for the storedBytes quota (QuotaExceeded: its message names the quota and says when to
+ * retry; a bare DepsResolutionFailed would hide both). Any other refusal is the build's failure,
+ * not the agent's arguments: DepsResolutionFailed.
+ */
 function buildFailure(err) {
   if (isErrorName(err.name)) return failure(err.name, err.message);
+  if (err instanceof HttpError && err.serverName === "QuotaExceeded") return failure(err.serverName, err.message);
   return failure("DepsResolutionFailed", `the dependency build failed: ${err.message}`);
 }
 

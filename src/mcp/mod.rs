@@ -68,8 +68,8 @@ pub use http::{sse_event, sse_frame, wants_sse, HttpRequest, HttpResponse, SSE_H
 pub use ledger::{admission, reads_usage};
 pub use logging::LogLevel;
 pub use results::{
-    data_result, file_result, log_notifications, progress_notification, queue_full, quota_exceeded, task_created,
-    tool_error, tool_error_to, tool_result, ToolResult, OUTPUT_BUDGET, QUEUE_FULL_RETRY_AFTER_S,
+    data_result, file_result, log_notifications, progress_notification, queue_full, quota_exceeded, refused_tool,
+    task_created, tool_error, tool_error_to, tool_result, ToolResult, OUTPUT_BUDGET, QUEUE_FULL_RETRY_AFTER_S,
 };
 pub use server::{answer_stateless, handle, Dispatch, SessionStatus, SessionStore, MAX_BODY_BYTES};
 pub use tools::{Tool, ToolCall};

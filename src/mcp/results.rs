@@ -21,6 +21,7 @@ use super::tools::{Tool, ToolCall};
 use crate::error::ErrorName;
 use crate::run::backchannel::Display;
 use crate::run::contexts::Report;
+use crate::workspace::rules::Refusal;
 
 /// The most run output, in serialized JSON bytes, that one message carries in each place it
 /// appears: `structuredContent.stdout` and `.stderr` together, the text content, and the data
@@ -188,6 +189,21 @@ fn images_within(images: &[(String, String)], budget: usize) -> impl Iterator<It
 /// `structuredContent.error {name, message}` (every tool's outputSchema admits it).
 pub fn tool_error(call: &ToolCall, name: ErrorName, message: &str) -> Value {
     tool_error_to(&call.id, call.era, name, message)
+}
+
+/// [`tool_error`] for a refusal a route would answer with: a quota's carries its data
+/// (`{quota, limit, used, retryAfterS}`, as the JSON-RPC refusal -32051) in its structured
+/// error, so a client reads when to retry without parsing the message.
+pub fn refused_tool(call: &ToolCall, refusal: &Refusal) -> Value {
+    let mut body = error_result(refusal.name, &refusal.message);
+    if let (Some(Value::Object(data)), Some(Value::Object(error))) =
+        (&refusal.quota, body.pointer_mut("/structuredContent/error"))
+    {
+        for (key, value) in data {
+            error.entry(key.as_str()).or_insert_with(|| value.clone());
+        }
+    }
+    envelope(call, body)
 }
 
 /// The answer to a `tools/call` that became a task: its CreateTaskResult (tasks extension).

@@ -464,7 +464,15 @@ fn with_error(mut properties: Value, required: Vec<&str>) -> Value {
     let names: Vec<&str> = ErrorName::TOOL.iter().map(|n| n.as_str()).collect();
     properties["error"] = json!({
         "type": "object",
-        "properties": { "name": { "type": "string", "enum": names }, "message": { "type": "string" } },
+        "properties": {
+            "name": { "type": "string", "enum": names },
+            "message": { "type": "string" },
+            // A QuotaExceeded's data, as the JSON-RPC refusal -32051 carries it.
+            "quota": { "type": "string", "description": "the quota reached: defaults.quotas.<name>" },
+            "limit": { "type": "integer" },
+            "used": { "type": "integer" },
+            "retryAfterS": { "type": "integer", "description": "seconds until the quota comes back" },
+        },
         "required": ["name", "message"],
     });
     json!({

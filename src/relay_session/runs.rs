@@ -32,12 +32,13 @@ use crate::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
 use crate::mcp::tasks::{TaskRecord, TaskStatus};
 use crate::mcp::{self, Era, HttpResponse, LogLevel, Tool, ToolCall, ToolResult};
 use crate::protocol::{Caller, CapsuleCommand, ContextOrder, TabCommand};
+use crate::quota::{run_lease, Charge, LedgerAnswer};
 use crate::run::args::{capsule_spec, deps_request};
 use crate::run::backchannel::{EventBody, Exit, OutFile, RunError, Usage};
 use crate::run::contexts::{ask_of, Ask};
 use crate::run::executor::Executor;
 use crate::run::file_op::{file_op, FileOp};
-use crate::run::machine::{Cancel, Input, Outcome};
+use crate::run::machine::{run_life_ms, Cancel, Input, Outcome};
 use crate::stores;
 use crate::upstream::seal::SealingKey;
 use crate::workspace::Refusal;
@@ -119,9 +120,22 @@ impl Job {
         }
     }
 
-    /// Notes that the run's admission charged its capsule's bytes at `charged_ms`.
-    pub fn charged(&self, charged_ms: u64) {
-        if let Job::Capsule { charged_ms: at, .. } = self {
+    /// What run `run`'s admission charges its tenant's ledger, in one hop
+    /// (`quota::Charge::Run`): a slot of its runs in flight, leased for the longest the run may
+    /// take (`run_life_ms`, which the run machine enforces), and the bytes its capsule will
+    /// store ([`Job::stored_bytes`]).
+    pub fn admission<P: Platform>(&self, session: &RelaySession<P>, caller: &Caller, run: &str, now_ms: u64) -> Charge {
+        let defaults = &caller.tenant.defaults;
+        let life_ms = run_life_ms(&defaults.queue, defaults.policy.limits.timeout_ms);
+        Charge::Run { lease: run_lease(run, now_ms, life_ms), stored_bytes: self.stored_bytes(session) }
+    }
+
+    /// The ledger `answered` `charge`, the admission sent at `charged_ms`: a capsule's bytes
+    /// charged are noted, so that storing it charges nothing more (and a put that fails, or a
+    /// preparation that never runs, gives them back).
+    pub fn admitted(&self, charge: &Charge, answered: &LedgerAnswer, charged_ms: u64) {
+        let charged = matches!(charge, Charge::Run { stored_bytes, .. } if *stored_bytes > 0);
+        if let (Job::Capsule { charged_ms: at, .. }, LedgerAnswer::Charged { .. }, true) = (self, answered, charged) {
             at.set(Some(charged_ms));
         }
     }
@@ -446,7 +460,7 @@ impl<P: Platform + 'static> RelaySession<P> {
         match answer {
             Ok(value) => Ok(mcp::file_result(tool_call, value)),
             Err(refusal) if refusal.name == ErrorName::StorageUnavailable => Err(StorageError(refusal.message)),
-            Err(refusal) => Ok(mcp::tool_error(tool_call, refusal.name, &refusal.message)),
+            Err(refusal) => Ok(mcp::refused_tool(tool_call, &refusal)),
         }
     }
 
@@ -637,5 +651,20 @@ impl<P: Platform> RelaySession<P> {
             self.persisted("tasks", self.store().save_task(&failed));
             Some(failed)
         })
+    }
+}
+
+/// Gives back what a run's admission charged for its capsule, if its preparation never took
+/// the charge, when dropped: a streamed answer runs `prepare` only as its body is polled, and
+/// a body dropped first (the client gone at once) would keep the charge until the next
+/// measurement. A no-op once [`prepare`] ran.
+pub struct UnchargeOnDrop<P: Platform + 'static> {
+    pub session: Rc<RelaySession<P>>,
+    pub call: Call,
+}
+
+impl<P: Platform + 'static> Drop for UnchargeOnDrop<P> {
+    fn drop(&mut self) {
+        self.call.job.uncharge(&self.session, &self.call.caller.tenant.id);
     }
 }

@@ -21,7 +21,7 @@ use crate::keys;
 use crate::policy::fs_path::is_within;
 use crate::protocol::Caller;
 use crate::search::{SearchRequest, Searcher};
-use crate::stores::Blobs;
+use crate::stores::{Blobs, Meta};
 use crate::workspace::rules::{self, check_write, directories_above, Facts};
 use crate::workspace::tools::{self, ReadArgs, WriteArgs};
 use crate::workspace::{root, Change, FileEntry, Refusal, INLINE_MAX_BYTES, MCPS_ROOT};
@@ -335,7 +335,7 @@ impl<P: Platform> RelaySession<P> {
         let charged_ms = self.now_ms();
         self.platform.charge_stored(&caller.tenant, size).await?;
         let key = keys::workspace_body(&caller.object_name(), sha256);
-        if let Err(e) = self.platform.blobs().put(&key, bytes, Some(sha256), &[]).await {
+        if let Err(e) = self.platform.blobs().put(&key, bytes, Some(sha256), Meta::default()).await {
             self.platform.store_failed(&caller.tenant.id, size, charged_ms);
             return Err(unavailable(e));
         }

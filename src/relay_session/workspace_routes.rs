@@ -256,5 +256,10 @@ fn unavailable_sqlite() -> HttpError {
 
 /// A refusal as a route's error.
 fn http_error(refusal: Refusal) -> HttpError {
-    HttpError { name: refusal.name, message: refusal.message, retry_after_s: refusal.retry_after_s }
+    HttpError {
+        name: refusal.name,
+        message: refusal.message,
+        retry_after_s: refusal.retry_after_s,
+        quota: refusal.quota,
+    }
 }

@@ -18,7 +18,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{
-    stored_owner, unused, StoredSweep, Sweep, BUILD_PREFIX, CAPSULE_PREFIX, LAYER_PREFIX, OUT_PREFIX, WORKSPACE_PREFIX,
+    stored_owner, unused, StoredSweep, Sweep, BUILD_PREFIX, CAPSULE_PREFIX, LAYER_GRACE_MS, LAYER_PREFIX, OUT_PREFIX,
+    WORKSPACE_PREFIX,
 };
 use crate::auth::Tenant;
 use crate::capsule::Manifest;
@@ -187,17 +188,27 @@ pub async fn sweep_bodies(directory: &impl Directory, as_of_ms: u64) -> (Sweep, 
 /// Layers (`layers/<sha256>`, shared by hash) count to every tenant one names: [`measure_stored`].
 pub const MEASURED_PREFIXES: [&str; 4] = [CAPSULE_PREFIX, BUILD_PREFIX, OUT_PREFIX, WORKSPACE_PREFIX];
 
-/// What each of `tenants` stores in R2 now (every one of them in the answer, 0 for one with
-/// nothing: its files may all have been deleted since the last measurement): the objects
-/// listed under [`MEASURED_PREFIXES`], and each layer once for every tenant whose capsules or
-/// build records name it (their [`super::LAYERS_META`]): the sweep keeps a layer while any of
-/// them stands, so each of those tenants keeps it, and a tenant pays for nothing it does not
-/// keep. Objects of tenants not named (a deletion under way) are not counted. A listing that
-/// fails fails the whole measurement: a partial sum would let the tenant store past its quota.
-pub async fn measure_stored(blobs: &impl Blobs, tenants: &[String]) -> Result<BTreeMap<String, u64>, StorageError> {
+/// What each of `tenants` stores in R2 as of `as_of_ms` (every one of them in the answer, 0 for
+/// one with nothing: its files may all have been deleted since the last measurement): the
+/// objects listed under [`MEASURED_PREFIXES`], and each layer once for every tenant whose
+/// capsules or build records name it (their [`super::LAYERS_META`], or for one stored before
+/// its metadata named them, its own bytes, as the sweep reads them): the sweep keeps a layer
+/// while any of them stands, so each of those tenants keeps it, and a tenant pays for nothing
+/// it does not keep. A layer nothing names is kept for [`LAYER_GRACE_MS`] after its upload
+/// (its build's finalize may be coming): its uploader ([`super::UPLOADER_META`]) pays for it
+/// meanwhile. Objects of tenants not named (a deletion under way) are not counted. A listing
+/// that fails fails the whole measurement: a partial sum would let the tenant store past its
+/// quota (an old object's read that fails only drops the layers it names).
+pub async fn measure_stored(
+    blobs: &impl Blobs,
+    tenants: &[String],
+    as_of_ms: u64,
+) -> Result<BTreeMap<String, u64>, StorageError> {
     let mut stored: BTreeMap<String, u64> = tenants.iter().map(|id| (id.clone(), 0)).collect();
-    // Each layer named, with the tenants that name it.
+    // Each layer named, with the tenants that name it; the capsules and build records whose
+    // metadata names none (stored before it did), with their owners.
     let mut keepers: HashMap<String, BTreeSet<String>> = HashMap::new();
+    let mut unlabelled: Vec<(String, String)> = Vec::new();
     for prefix in MEASURED_PREFIXES {
         each_page(blobs, prefix, |page| {
             for (key, _) in &page.objects {
@@ -206,24 +217,45 @@ pub async fn measure_stored(blobs: &impl Blobs, tenants: &[String]) -> Result<BT
                     continue;
                 };
                 *sum = sum.saturating_add(page.sizes.get(key).copied().unwrap_or(0));
-                for layer in page.layers.get(key).and_then(|meta| super::layers_named(meta)).unwrap_or_default() {
-                    keepers.entry(layer.to_owned()).or_default().insert(owner.to_owned());
+                match page.layers.get(key) {
+                    Some(meta) => keep(&mut keepers, owner, Some(meta)),
+                    None if prefix == CAPSULE_PREFIX || prefix == BUILD_PREFIX => {
+                        unlabelled.push((key.clone(), owner.to_owned()))
+                    }
+                    None => {}
                 }
             }
         })
         .await?;
     }
+    // An unreadable one counts no layers, as the sweep reads it: one bad old object (or a
+    // spent subrequest budget) must not leave every tenant unmeasured, its charges only growing.
+    for (key, owner) in unlabelled {
+        let named = blobs.get(&key).await.ok().flatten().and_then(|bytes| layers_in(&key, &bytes));
+        keep(&mut keepers, &owner, named.as_deref());
+    }
     each_page(blobs, LAYER_PREFIX, |page| {
-        for (key, _) in &page.objects {
+        for (key, uploaded_ms) in &page.objects {
+            let size = page.sizes.get(key).copied().unwrap_or(0);
             let named_by = key.strip_prefix(LAYER_PREFIX).and_then(|sha| keepers.get(sha));
-            for owner in named_by.into_iter().flatten() {
-                let sum = stored.get_mut(owner).expect("a keeper is a tenant measured");
-                *sum = sum.saturating_add(page.sizes.get(key).copied().unwrap_or(0));
+            let in_grace = as_of_ms.saturating_sub(*uploaded_ms) < LAYER_GRACE_MS;
+            let uploader = page.uploaders.get(key).filter(|_| named_by.is_none() && in_grace);
+            for owner in named_by.into_iter().flatten().chain(uploader) {
+                if let Some(sum) = stored.get_mut(owner) {
+                    *sum = sum.saturating_add(size);
+                }
             }
         }
     })
     .await?;
     Ok(stored)
+}
+
+/// Notes that `owner` keeps the layers `meta` names (a [`super::LAYERS_META`] value).
+fn keep(keepers: &mut HashMap<String, BTreeSet<String>>, owner: &str, meta: Option<&str>) {
+    for layer in meta.and_then(super::layers_named).unwrap_or_default() {
+        keepers.entry(layer.to_owned()).or_default().insert(owner.to_owned());
+    }
 }
 
 /// `each` of the pages R2 lists under `prefix`, in order.

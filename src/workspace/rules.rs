@@ -30,17 +30,19 @@ pub struct Refusal {
     pub message: String,
     /// When a route answers it: its `Retry-After` (a quota's), if it passes with time.
     pub retry_after_s: Option<u64>,
+    /// A quota's refusal: its data, for the tool result's error (`HttpError::quota`).
+    pub quota: Option<serde_json::Value>,
 }
 
 impl Refusal {
     pub fn new(name: ErrorName, message: impl Into<String>) -> Self {
-        Refusal { name, message: message.into(), retry_after_s: None }
+        Refusal { name, message: message.into(), retry_after_s: None, quota: None }
     }
 }
 
 impl From<HttpError> for Refusal {
     fn from(e: HttpError) -> Self {
-        Refusal { name: e.name, message: e.message, retry_after_s: e.retry_after_s }
+        Refusal { name: e.name, message: e.message, retry_after_s: e.retry_after_s, quota: e.quota }
     }
 }
 

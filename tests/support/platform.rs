@@ -5,7 +5,7 @@
 //! runtime (`durable/src/relay_session/shared.rs`).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 use futures::channel::oneshot;
@@ -22,7 +22,7 @@ use relay_core::relay_session::runs::{prepare, Answer, Call, Work};
 use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
 use relay_core::run::machine::Input;
 use relay_core::run::readiness::Readiness;
-use relay_core::stores::{Blobs, Head, Listing, Records};
+use relay_core::stores::{Blobs, Head, Listing, Meta, Records};
 use relay_core::upstream::client::{Post, Received};
 use serde_json::{json, Value};
 
@@ -39,10 +39,14 @@ pub struct MemoryBlobs {
     pub objects: RefCell<BTreeMap<String, Vec<u8>>>,
     pub puts: Cell<usize>,
     pub failing: Cell<bool>,
+    /// Objects whose `get` fails (an unreadable object; the rest of R2 answers).
+    pub unreadable: RefCell<HashSet<String>>,
     /// When each object was last put, by the clock below (R2's `uploaded`).
     pub uploaded: RefCell<HashMap<String, u64>>,
     /// The layers each object names (R2 custom metadata `retention::LAYERS_META`).
     pub layers: RefCell<HashMap<String, String>>,
+    /// The tenant that uploaded each deps layer (`retention::UPLOADER_META`).
+    pub uploaders: RefCell<HashMap<String, String>>,
     /// R2's clock: what a put records as `uploaded` (tests move it beside the relay session's).
     pub clock_ms: Cell<u64>,
     /// Every delete, its keys.
@@ -71,6 +75,9 @@ impl MemoryBlobs {
 impl Blobs for MemoryBlobs {
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
         self.check()?;
+        if self.unreadable.borrow().contains(key) {
+            return Err(StorageError(format!("{key} is unreadable (a test said so)")));
+        }
         Ok(self.objects.borrow().get(key).cloned())
     }
 
@@ -80,7 +87,7 @@ impl Blobs for MemoryBlobs {
         Ok(self.objects.borrow().get(key).map(|bytes| Head { size: bytes.len() as u64, uploaded_ms }))
     }
 
-    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, layers: &[&str]) -> Result<(), StorageError> {
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, meta: Meta<'_>) -> Result<(), StorageError> {
         self.check()?;
         if sha256.is_some_and(|digest| digest != sha256_hex(&bytes)) {
             return Err(StorageError(format!("{key}: the body does not have the sha256 given")));
@@ -88,7 +95,11 @@ impl Blobs for MemoryBlobs {
         self.puts.set(self.puts.get() + 1);
         self.objects.borrow_mut().insert(key.to_owned(), bytes);
         self.uploaded.borrow_mut().insert(key.to_owned(), self.clock_ms.get());
-        self.layers.borrow_mut().insert(key.to_owned(), layers.join(","));
+        self.layers.borrow_mut().insert(key.to_owned(), meta.layers.join(","));
+        match meta.uploader {
+            Some(uploader) => self.uploaders.borrow_mut().insert(key.to_owned(), uploader.to_owned()),
+            None => self.uploaders.borrow_mut().remove(key),
+        };
         self.held().await;
         Ok(())
     }
@@ -111,8 +122,10 @@ impl Blobs for MemoryBlobs {
             .iter()
             .filter_map(|(k, _)| named.get(k).filter(|meta| !meta.is_empty()).map(|meta| (k.clone(), meta.clone())))
             .collect();
+        let uploaders = self.uploaders.borrow();
+        let uploaders = page.iter().filter_map(|(k, _)| uploaders.get(k).map(|u| (k.clone(), u.clone()))).collect();
         let sizes = page.iter().map(|(k, _)| (k.clone(), objects[k].len() as u64)).collect();
-        Ok(Listing { objects: page, layers, sizes, next })
+        Ok(Listing { objects: page, layers, uploaders, sizes, next })
     }
 
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {

@@ -97,7 +97,7 @@ pub async fn upload(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
         if spent.status_code() != 204 {
             return Err(spent);
         }
-        put_layer(env, &grant.sha256, body).await
+        put_layer(env, &grant.sha256, body, &caller.tenant.id).await
     };
     if let Err(refused) = ledger::charged_put(env, &caller.tenant, grant.size, spend_and_put).await {
         return Ok(refused);

@@ -59,7 +59,7 @@ async fn measure(env: &Env, at_ms: u64) {
         Ok(names) => names.iter().filter_map(|name| name.strip_prefix(&prefix).map(str::to_owned)).collect(),
         Err(e) => return worker::console_error!("retention: stored bytes not measured: listing the tenants: {e}"),
     };
-    let stored = match sweep::measure_stored(&R2(env.clone()), &tenants).await {
+    let stored = match sweep::measure_stored(&R2(env.clone()), &tenants, at_ms).await {
         Ok(stored) => stored,
         Err(e) => return worker::console_error!("retention: stored bytes not measured: {e}"),
     };

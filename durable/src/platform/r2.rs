@@ -11,8 +11,8 @@ use relay_core::auth::Tenant;
 use relay_core::capsule::Capsule;
 use relay_core::error::HttpError;
 use relay_core::policy::Policy;
-use relay_core::retention::{layers_meta, LAYERS_META};
-use relay_core::stores::{self, Blobs, Head, Listing, PolicyCache, StorageError};
+use relay_core::retention::{layers_meta, LAYERS_META, UPLOADER_META};
+use relay_core::stores::{self, Blobs, Head, Listing, Meta, PolicyCache, StorageError};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use worker::{Bucket, Env, Include, Response};
@@ -47,12 +47,18 @@ impl Blobs for R2 {
         Ok(object.map(|object| Head { size: object.size(), uploaded_ms: object.uploaded().as_millis() }))
     }
 
-    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, layers: &[&str]) -> Result<(), StorageError> {
+    async fn put(&self, key: &str, bytes: Vec<u8>, sha256: Option<&str>, meta: Meta<'_>) -> Result<(), StorageError> {
         let bucket = self.bucket()?;
         let mut put = bucket.put(key, bytes);
-        if !layers.is_empty() {
-            let meta = [(LAYERS_META.to_owned(), layers_meta(layers.iter().copied()))];
-            put = put.custom_metadata(HashMap::from(meta));
+        let mut custom = HashMap::new();
+        if !meta.layers.is_empty() {
+            custom.insert(LAYERS_META.to_owned(), layers_meta(meta.layers.iter().copied()));
+        }
+        if let Some(uploader) = meta.uploader {
+            custom.insert(UPLOADER_META.to_owned(), uploader.to_owned());
+        }
+        if !custom.is_empty() {
+            put = put.custom_metadata(custom);
         }
         if let Some(sha256) = sha256 {
             put = put.sha256(hex::decode(sha256).map_err(|e| failed(format!("layer hash {sha256}: {e}")))?);
@@ -67,15 +73,20 @@ impl Blobs for R2 {
             list = list.cursor(cursor);
         }
         let page = list.execute().await.map_err(failed)?;
-        let (mut objects, mut layers, mut sizes) = (Vec::new(), HashMap::new(), HashMap::new());
+        let (mut objects, mut layers, mut uploaders, mut sizes) =
+            (Vec::new(), HashMap::new(), HashMap::new(), HashMap::new());
         for object in page.objects() {
-            if let Some(meta) = object.custom_metadata().map_err(failed)?.remove(LAYERS_META) {
+            let mut custom = object.custom_metadata().map_err(failed)?;
+            if let Some(meta) = custom.remove(LAYERS_META) {
                 layers.insert(object.key(), meta);
+            }
+            if let Some(uploader) = custom.remove(UPLOADER_META) {
+                uploaders.insert(object.key(), uploader);
             }
             sizes.insert(object.key(), object.size());
             objects.push((object.key(), object.uploaded().as_millis()));
         }
-        Ok(Listing { objects, layers, sizes, next: page.truncated().then(|| page.cursor()).flatten() })
+        Ok(Listing { objects, layers, uploaders, sizes, next: page.truncated().then(|| page.cursor()).flatten() })
     }
 
     async fn delete(&self, keys: Vec<String>) -> Result<(), StorageError> {
@@ -92,9 +103,10 @@ pub async fn store_capsule(env: &Env, tenant: &Tenant, capsule: &Capsule) -> Res
     ledger::charged_put(env, tenant, stores::capsule_bytes(capsule), put).await
 }
 
-/// Stores an uploaded layer (`stores::put_layer`), or the 503 to answer with.
-pub async fn put_layer(env: &Env, sha256: &str, bytes: Vec<u8>) -> Result<(), Response> {
-    stores::put_layer(&R2(env.clone()), sha256, bytes, super::now_ms()).await.map_err(|_| unavailable())
+/// Stores a layer tenant `uploader` uploaded (`stores::put_layer`), or the 503 to answer with.
+pub async fn put_layer(env: &Env, sha256: &str, bytes: Vec<u8>, uploader: &str) -> Result<(), Response> {
+    let stored = stores::put_layer(&R2(env.clone()), sha256, bytes, Some(uploader), super::now_ms()).await;
+    stored.map_err(|_| unavailable())
 }
 
 fn unavailable() -> Response {

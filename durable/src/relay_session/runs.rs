@@ -17,11 +17,12 @@ use futures::{future, FutureExt, Stream, StreamExt};
 use relay_core::error::ErrorName;
 use relay_core::mcp::{self, Era, Tool, ToolCall};
 use relay_core::protocol::Caller;
-use relay_core::quota::{run_lease, Charge, LedgerAnswer};
+use relay_core::quota::LedgerAnswer;
 use relay_core::relay_session::desk::Unadmitted;
-use relay_core::relay_session::runs::{prepare, start_task, Answer, Call, CancelOnDrop, FileCall, Job, Resumed, Work};
+use relay_core::relay_session::runs::{
+    prepare, start_task, Answer, Call, CancelOnDrop, FileCall, Job, Resumed, UnchargeOnDrop, Work,
+};
 use relay_core::relay_session::Platform;
-use relay_core::run::machine::run_life_ms;
 use std::rc::Rc;
 use worker::{Response, Result};
 
@@ -78,6 +79,8 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     }
     let cancel =
         (call.tool_call.era == Era::Modern).then(|| CancelOnDrop { session: shared.clone(), run: call.run.clone() });
+    // Dropped unpolled, the body never prepares the run: the capsule's charge comes back.
+    let uncharge = UnchargeOnDrop { session: shared.clone(), call: call.clone() };
     let preparing = {
         let (shared, call) = (shared.clone(), call.clone());
         async move { prepare(&shared, &call.caller, &call.run, &call.job).await }
@@ -88,7 +91,7 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     // no frames of their own but keep-alives): polling the body drives all of them, and
     // dropping it drops them and, for a 2026-07-28 call, cancels the run.
     let stream = run_stream(shared, call.run, body, preparing).map(move |frame| {
-        let _ = &cancel;
+        let _ = (&cancel, &uncharge);
         frame
     });
     Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()))
@@ -119,16 +122,15 @@ async fn answer_body(shared: Rc<Shared>, call: Call) -> Result<Response> {
 /// call itself before routing it here. The answer to send instead when a quota or the ledger
 /// refuses it.
 async fn charge(shared: &Shared, caller: &Caller, call: &ToolCall, run: &str, job: &Job) -> Result<Option<Response>> {
-    let defaults = &caller.tenant.defaults;
-    let life_ms = run_life_ms(&defaults.queue, defaults.policy.limits.timeout_ms);
-    let (charged_ms, stored_bytes) = (now_ms(), job.stored_bytes(shared));
-    let charge = Charge::Run { lease: run_lease(run, charged_ms, life_ms), stored_bytes };
-    Ok(match ledger::charge(&shared.platform.env, &caller.tenant, charge).await? {
+    let charged_ms = now_ms();
+    let charge = job.admission(shared, caller, run, charged_ms);
+    let answered = ledger::charge(&shared.platform.env, &caller.tenant, charge.clone()).await?;
+    if let Ok(answer) = &answered {
+        job.admitted(&charge, answer, charged_ms);
+    }
+    Ok(match answered {
         Ok(LedgerAnswer::Refused { refusal }) => Some(http::to_response(mcp::quota_exceeded(&call.id, &refusal))),
         Ok(LedgerAnswer::Charged { edge_spent_ms }) => {
-            if stored_bytes > 0 {
-                job.charged(charged_ms);
-            }
             shared.edge_spent_by_tenant(edge_spent_ms);
             None
         }
