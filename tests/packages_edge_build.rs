@@ -2,21 +2,19 @@
 //! past each, and what the Worker's entry answers for a build mapped to the run's outcome.
 
 use proptest::prelude::*;
-use relay_core::capsule::limits::DEPS_LAYER_MAX;
 use relay_core::capsule::Language;
 use relay_core::error::ErrorName;
 use relay_core::packages::edge_build::{build_outcome, edge_build_refusal, over_cap, EDGE_BUILD_CAPS};
 use serde_json::json;
 
+/// The caps the job carries, by the names edge-build.js reads.
 const CAPS: [&str; 4] = ["treeBytes", "treeFiles", "layerBytes", "wallMs"];
+/// Every cap a guest may stop at: the job's, and the download budget (held to treeBytes).
+const STOPS: [&str; 5] = ["downloadBytes", "treeBytes", "treeFiles", "layerBytes", "wallMs"];
 
 #[test]
-fn the_caps_are_the_benchs_and_the_deps_layers() {
-    let caps = EDGE_BUILD_CAPS;
-    assert_eq!((caps.tree_bytes, caps.tree_files), (8 * 1024 * 1024, 2_000));
-    assert_eq!(caps.layer_bytes, DEPS_LAYER_MAX);
-    assert_eq!((caps.wall_ms, caps.cpu_ms), (15_000, 10_000));
-    let json = serde_json::to_value(caps).unwrap();
+fn the_job_names_each_cap_the_guest_reads() {
+    let json = serde_json::to_value(EDGE_BUILD_CAPS).unwrap();
     for cap in CAPS {
         assert!(json[cap].is_u64(), "the job names cap {cap}: {json}");
     }
@@ -31,6 +29,7 @@ fn python_builds_never_go_to_the_edge_and_npm_builds_one_at_a_time() {
     assert_eq!(edge_build_refusal(Language::Js, || true), None);
     let busy = edge_build_refusal(Language::Js, || false).unwrap();
     assert!(busy.contains("one at a time") && busy.contains("a browser tab can build it"), "{busy}");
+    assert!(busy.contains("within 15 s"), "the refusal says how long to wait: {busy}");
 }
 
 #[test]
@@ -39,6 +38,12 @@ fn past_each_cap_the_message_names_it_its_limit_and_the_tab() {
     assert!(message.contains("2101 files, past the edge's cap of 2000 files (edge build cap treeFiles)"), "{message}");
     let message = over_cap("wallMs", 15_020).unwrap();
     assert!(message.contains("it ran for 15020 ms, past the edge's cap of 15000 ms"), "{message}");
+    let message = over_cap("downloadBytes", 9_000_000).unwrap();
+    assert!(
+        message.contains("its downloads (package lists and tarballs, compressed) reached 9000000 bytes"),
+        "{message}"
+    );
+    assert!(!message.contains("unpacked"), "compressed downloads are not the unpacked tree: {message}");
     assert_eq!(over_cap("cpuMs", 1), None, "the isolate's CPU wall ends it as a crash, not a cap");
 }
 
@@ -66,7 +71,7 @@ proptest! {
     /// Whatever a guest's isolate or the entry answers, the run gets a known error name and a
     /// message, never a panic; a cap's message always says a tab can build it.
     #[test]
-    fn any_answer_maps_to_an_outcome(cap in prop::sample::select(CAPS.to_vec()), value: u64, name in ".{0,20}", text in ".{0,40}") {
+    fn any_answer_maps_to_an_outcome(cap in prop::sample::select(STOPS.to_vec()), value: u64, name in ".{0,20}", text in ".{0,40}") {
         let (error, message) = build_outcome(&json!({ "cap": cap, "value": value })).unwrap_err();
         prop_assert_eq!(error, ErrorName::DepsResolutionFailed);
         prop_assert!(message.contains(cap) && message.contains("a browser tab can build it"));

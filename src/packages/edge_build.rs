@@ -53,7 +53,8 @@ pub fn edge_build_refusal(language: Language, claim: impl FnOnce() -> bool) -> O
         Language::Js if claim() => None,
         Language::Js => Some(format!(
             "another dependency build of this relay session is running at the edge (one at a time); call again when \
-             it has ended, or {ON_A_TAB}"
+             it has ended (within {} s), or {ON_A_TAB}",
+            EDGE_BUILD_CAPS.wall_ms / 1000
         )),
     }
 }
@@ -63,9 +64,10 @@ pub fn edge_build_refusal(language: Language, claim: impl FnOnce() -> bool) -> O
 pub fn over_cap(cap: &str, value: u64) -> Option<String> {
     let caps = EDGE_BUILD_CAPS;
     let (what, limit, unit) = match cap {
-        "treeBytes" => ("its unpacked packages hold", caps.tree_bytes, "bytes"),
-        "treeFiles" => ("its unpacked packages hold", caps.tree_files, "files"),
-        "layerBytes" => ("the deps layer it built holds", caps.layer_bytes, "bytes"),
+        "downloadBytes" => ("its downloads (package lists and tarballs, compressed) reached", caps.tree_bytes, "bytes"),
+        "treeBytes" => ("its unpacked packages reached", caps.tree_bytes, "bytes"),
+        "treeFiles" => ("its unpacked packages reached", caps.tree_files, "files"),
+        "layerBytes" => ("the deps layer it built (its bundles, then its zip) reached", caps.layer_bytes, "bytes"),
         "wallMs" => ("it ran for", caps.wall_ms, "ms"),
         _ => return None,
     };
