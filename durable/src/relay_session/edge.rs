@@ -61,7 +61,6 @@ impl<P: EdgePlatform> EdgeRuns<P> {
             if let Err(refusal) = execute(&shared, &run, stopped).await {
                 shared.edge_failed(&run, refusal);
             }
-            shared.edge_build_over(&run); // a build stopped with its run
             shared.platform.edge_runs().running.borrow_mut().remove(&run);
         });
     }
@@ -82,7 +81,7 @@ async fn execute<P: EdgePlatform>(
     let mut job = shared.edge_job(run).await?;
     if job.get("build").is_some() {
         if !build(shared, run, &job, &mut stopped).await? {
-            return Ok(()); // stopped: the build's isolate ends at its caps
+            return Ok(()); // stopped: the build's isolate ends at its caps, then frees the slot
         }
         job = shared.edge_job(run).await?; // now the capsule the build finalized
     }
@@ -111,7 +110,9 @@ async fn execute<P: EdgePlatform>(
 }
 
 /// Builds run `run`'s deps layer at the edge (`job`: its build job) and finalizes it, unless
-/// it is stopped first (false); why not, if the build failed or stopped at a cap.
+/// it is stopped first (false); why not, if the build failed or stopped at a cap. The relay
+/// session's one build at the edge is released when the build settles, not when its run stops:
+/// a stopped build's isolate works on until its caps end it, and the next build waits for it.
 async fn build<P: EdgePlatform>(
     shared: &Rc<RelaySession<P>>,
     run: &str,
@@ -119,13 +120,28 @@ async fn build<P: EdgePlatform>(
     stopped: &mut oneshot::Receiver<()>,
 ) -> Result<bool, Refusal> {
     let exports = &shared.platform.edge_runs().exports;
-    let built = JsFuture::from(call_executor(exports, "build", &job.to_string()).map_err(js_internal)?);
+    let built = match call_executor(exports, "build", &job.to_string()) {
+        Ok(built) => JsFuture::from(built),
+        Err(e) => {
+            shared.edge_build_over(run);
+            return Err(js_internal(e));
+        }
+    };
     let answer = match future::select(built, stopped).await {
-        Either::Left((answer, _)) => answer.map_err(js_internal)?,
-        Either::Right(_) => return Ok(false),
+        Either::Left((answer, _)) => answer,
+        Either::Right((_, built)) => {
+            let (shared, run) = (Rc::clone(shared), run.to_owned());
+            spawn_local(async move {
+                let _settled = built.await;
+                shared.edge_build_over(&run);
+            });
+            return Ok(false);
+        }
     };
     shared.edge_build_over(run);
-    build_outcome(&serde_json::from_str(&answer.as_string().unwrap_or_default()).unwrap_or_default())?;
+    build_outcome(
+        &serde_json::from_str(&answer.map_err(js_internal)?.as_string().unwrap_or_default()).unwrap_or_default(),
+    )?;
     Ok(true)
 }
 
