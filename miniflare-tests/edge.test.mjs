@@ -5,7 +5,8 @@
 // to a test upstream; where runs go (a tab attaching takes the next runs; one that left is
 // waited for; a tenant on `tab` still gets NoExecutorAttached; Python needs a tab; a spent
 // budget is EdgeBudgetExceeded; a deps layer a tab built runs at the edge; a new build with no
-// tab runs at the edge and a tab attaching later reuses it; a package past a build cap fails naming it); the limits the runner enforces itself, each ending with its
+// tab runs at the edge and a tab attaching later reuses it; a package past a build cap fails naming it, a gzip bomb
+// and a tarball of countless entries stopped as they inflate); the limits the runner enforces itself, each ending with its
 // error and the server answering again within the run's timeout and a generous margin (short
 // timeouts: a busy guest freezes all of wrangler dev's workerd), what the runner holds outside
 // QuickJS's heap bounded; and what a guest cannot reach from there (HOST's routes are tested in
@@ -485,15 +486,37 @@ describe("where runs go", () => {
       // workerd's deflate is not Chromium's (each is deterministic where it runs).
       const edgeLayer = await depsLayer(tab.lines, /^Received capsule ([0-9a-f]+)/, pkg.key);
       console.log(`# lodash's deps layer: built at the edge ${edgeLayer.sha256}, on a tab ${tabLayer?.sha256}; ${Object.keys(edgeLayer.files).length} files`);
-      if (tabLayer) assert.deepEqual(edgeLayer.files, tabLayer.files, "the same files at the edge as on a tab");
+      assert.ok(tabLayer, "the test before this one built lodash on a tab: run the file whole");
+      assert.deepEqual(edgeLayer.files, tabLayer.files, "the same files at the edge as on a tab");
       await tab.context.close();
 
       const tooMany = (await runJs("import n from 'many-files'; console.log(n)", { npm: { dependencies: { "many-files": "1.0.0" } }, executor: "edge" }, c)).structuredContent;
       assert.equal(tooMany.error?.name, "DepsResolutionFailed", JSON.stringify(tooMany));
-      assert.match(tooMany.error.message, /2002 files, past the edge's cap of 2000 files \(edge build cap treeFiles\).*a browser tab can build it/);
+      assert.match(tooMany.error.message, /2001 files, past the edge's cap of 2000 files \(edge build cap treeFiles\).*a browser tab can build it/);
     } finally {
       await c?.close();
       await browser.close();
+      await registry.close();
+    }
+  });
+
+  test("a build at the edge stops a gzip bomb and a tarball of countless entries as they inflate, naming the cap; the server answers on", async () => {
+    const registry = await startPackageSources();
+    const c = await connectClient((await createTenant("edge-bombs", { executor: "edge", edge: BUDGET, packages: registry.sources })).key);
+    try {
+      for (const [name, cap] of [
+        ["bomb", /reached \d+ bytes, past the edge's cap of 8388608 bytes \(edge build cap treeBytes\)/],
+        ["many-tiny", /reached 2001 files, past the edge's cap of 2000 files \(edge build cap treeFiles\)/],
+      ]) {
+        const started = Date.now();
+        const stopped = (await runJs(`import m from '${name}'; console.log(m)`, { npm: { dependencies: { [name]: "1.0.0" } } }, c)).structuredContent;
+        console.log(`# ${name} stopped at the edge after ${Date.now() - started} ms`);
+        assert.equal(stopped.error?.name, "DepsResolutionFailed", JSON.stringify(stopped));
+        assert.match(stopped.error.message, cap);
+        assert.equal((await fetch(`${BASE}/healthz`)).status, 200, `the server answers after ${name}`);
+      }
+    } finally {
+      await c.close();
       await registry.close();
     }
   });

@@ -8,9 +8,11 @@
 // to the build's run, which adds the run's token and lets through only GET /registry: the
 // tenant's package sources, decided by the Worker as a tab's build's fetches are.
 //
-// Within the caps the job carries (relay-core's EDGE_BUILD_CAPS): the download and the
-// unpacked tree (bytes, files), checked before bundling, and the layer. The wall time is the
-// host's timer; limits.cpuMs the isolate's.
+// Within the caps the job carries (relay-core's EDGE_BUILD_CAPS), counted as the bytes arrive
+// (registry.js's Budget): the download (package lists and tarballs, compressed, within the
+// tree's bytes), the unpacked tree (bytes, files: each entry from its header, before its body is
+// inflated), the bundles, and the layer's zip. The wall time is the host's timer; limits.cpuMs
+// the isolate's.
 //
 // POST /build {build, sources, caps} -> 200 the layer's zip, header x-relay-resolved: JSON
 // ["name@version"]; 422 {cap, value} past a cap; 422 {error: {name, message}} when it failed.
@@ -18,7 +20,7 @@
 import * as esbuild from "esbuild-wasm";
 import wasmModule from "./esbuild.wasm";
 import { buildNpm } from "../../public/lib/packages/npm-build.js";
-import { Registry } from "../../public/lib/packages/registry.js";
+import { Budget, Registry } from "../../public/lib/packages/registry.js";
 import { zip } from "../../public/lib/zip-writer.js";
 
 // registry.js resolves /registry against the page's location; here it is a host route.
@@ -38,29 +40,19 @@ export default {
   async fetch(request, env) {
     globalThis.fetch = (input, init) => env.HOST.fetch(new Request(new URL(input, ORIGIN), init));
     const { build, sources, caps } = await request.json();
-    // The host adds the run token (this isolate never holds it); compressed packages past the
-    // tree's cap are stopped as they arrive.
-    const via = new Registry("", caps.treeBytes);
+    // The host adds the run token (this isolate never holds it). The budget stops the build
+    // at a cap as the bytes arrive: downloads, entries unpacked, bundles.
+    const budget = new Budget({ downloadBytes: caps.treeBytes, treeBytes: caps.treeBytes, treeFiles: caps.treeFiles, layerBytes: caps.layerBytes }, (cap, value) => new OverCap(cap, value));
+    const via = new Registry("", budget);
     try {
       const ready = esbuild.initialize({ wasmModule, worker: false });
-      const checkTree = (files) => checkedTree(files, caps);
-      const { files, resolved } = await buildNpm(build, sources, via, () => {}, { esbuild, ready, checkTree });
+      const { files, resolved } = await buildNpm(build, sources, via, () => {}, { esbuild, ready });
       const layer = await zip(Object.fromEntries(files));
       if (layer.length > caps.layerBytes) throw new OverCap("layerBytes", layer.length);
       return new Response(layer, { headers: { "content-type": "application/zip", "x-relay-resolved": JSON.stringify(resolved) } });
     } catch (err) {
-      // A download past the tree's cap fails in registry.js: the cap's error.
-      const over = err instanceof OverCap ? err : via.downloaded > caps.treeBytes ? new OverCap("treeBytes", via.downloaded) : null;
-      const answer = over ? { cap: over.cap, value: over.value } : { error: { name: err.name, message: err.message } };
+      const answer = err instanceof OverCap ? { cap: err.cap, value: err.value } : { error: { name: err.name, message: err.message } };
       return Response.json(answer, { status: 422 });
     }
   },
 };
-
-/** Throws OverCap when the unpacked tree holds more files or bytes than the caps allow. */
-function checkedTree(files, caps) {
-  if (files.size > caps.treeFiles) throw new OverCap("treeFiles", files.size);
-  let bytes = 0;
-  for (const contents of files.values()) bytes += contents.byteLength;
-  if (bytes > caps.treeBytes) throw new OverCap("treeBytes", bytes);
-}

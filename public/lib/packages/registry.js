@@ -1,23 +1,61 @@
 // How a build reaches its package sources: every request goes to this Worker's `/registry?url=`
 // under the run's token (the page may connect to nothing else), which fetches it only if it lies
 // under the tenant's npm registry or Python index. Also the checks a download must pass before
-// any of it is used: the registry's published digest, and the build's size budget.
+// any of it is used: the registry's published digest, and the build's budget (counted as it arrives).
 
-import { sha256Hex, sriOf } from "../bytes.js";
+import { concatBytes, sha256Hex, sriOf } from "../bytes.js";
 import { namedError } from "../errors.js";
 
-/** All packages of one build together, compressed as downloaded. */
+/** All packages of one build together, compressed as downloaded (package lists included). */
 export const MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A build's running totals against its caps, counted as the bytes arrive (so a gzip bomb or a
+ * tarball of countless entries stops at the cap, not after it is all in memory): `downloadBytes`
+ * (every answer's body, compressed), `treeBytes` and `treeFiles` (the unpacked tarballs' entries),
+ * `layerBytes` (the bundles). A cap not given is unlimited; past one, `over(cap, value, limit)`'s
+ * error is thrown.
+ */
+export class Budget {
+  constructor(caps, over = overMessage) {
+    this.caps = caps;
+    this.over = over;
+    this.used = {};
+  }
+
+  /** Adds `n` to `cap`'s total; throws past the cap. */
+  count(cap, n) {
+    const used = (this.used[cap] ?? 0) + n;
+    this.used[cap] = used;
+    const limit = this.caps[cap] ?? Infinity;
+    if (used > limit) throw this.over(cap, used, limit);
+  }
+}
+
+const CAP_WORDS = {
+  downloadBytes: "downloaded (compressed) more than",
+  treeBytes: "unpacked more bytes than",
+  treeFiles: "unpacked more files than",
+  layerBytes: "bundled more bytes than",
+};
+
+function overMessage(cap, value, limit) {
+  return failed(`the build ${CAP_WORDS[cap]} ${limit}; list fewer or smaller packages`);
+}
 
 export class Registry {
   /**
    * @param runToken the `build` command's run token
-   * @param maxDownloadBytes the build's download budget (the edge's is its tree cap)
+   * @param budget the build's Budget (a tab's: its downloads only)
    */
-  constructor(runToken, maxDownloadBytes = MAX_DOWNLOAD_BYTES) {
+  constructor(runToken, budget = new Budget({ downloadBytes: MAX_DOWNLOAD_BYTES })) {
     this.runToken = runToken;
-    this.maxDownloadBytes = maxDownloadBytes;
-    this.downloaded = 0;
+    this.budget = budget;
+  }
+
+  /** Bytes downloaded so far. */
+  get downloaded() {
+    return this.budget.used.downloadBytes ?? 0;
   }
 
   /**
@@ -40,23 +78,51 @@ export class Registry {
   }
 
   async json(url, what, accept) {
-    return (await this.get(url, what, accept)).json();
+    return this.parsed(await this.get(url, what, accept), url, what);
   }
 
   /** The JSON at `url`, or null when the source has nothing there (404). */
   async jsonIfThere(url, what, accept) {
-    return (await this.get(url, what, accept, true))?.json() ?? null;
+    const res = await this.get(url, what, accept, true);
+    return res && this.parsed(res, url, what);
   }
 
   /** The bytes at `url`, counted against the build's download budget. */
   async bytes(url, what) {
-    const bytes = new Uint8Array(await (await this.get(url, what)).arrayBuffer());
-    this.downloaded += bytes.length;
-    if (this.downloaded > this.maxDownloadBytes) {
-      throw failed(`${what}: the build downloaded more than ${this.maxDownloadBytes >> 20} MiB; list fewer or smaller packages`);
-    }
-    return bytes;
+    return this.counted(await this.get(url, what), url, what);
   }
+
+  async parsed(res, url, what) {
+    const body = new TextDecoder().decode(await this.counted(res, url, what));
+    try {
+      return JSON.parse(body);
+    } catch (err) {
+      throw failed(`${what}: ${url} did not answer JSON: ${err.message}`);
+    }
+  }
+
+  /** `res`'s body, each chunk counted as it arrives: past the budget the download stops. */
+  async counted(res, url, what) {
+    const reader = res.body.getReader();
+    const chunks = [];
+    try {
+      for (let chunk; (chunk = await readChunk(reader, url, what)); chunks.push(chunk)) this.budget.count("downloadBytes", chunk.length);
+    } finally {
+      reader.cancel().catch(() => {});
+    }
+    return concatBytes(chunks);
+  }
+}
+
+/** The next chunk of `reader`, null at its end; a DepsResolutionFailed if the read fails. */
+async function readChunk(reader, url, what) {
+  let read;
+  try {
+    read = await reader.read();
+  } catch (err) {
+    throw failed(`${what}: reading ${url} failed: ${err.message}`);
+  }
+  return read.done ? null : read.value;
 }
 
 /** A DepsResolutionFailed error. */
