@@ -126,18 +126,23 @@ export class EdgeExecutor extends WorkerEntrypoint {
   }
 }
 
-/** The build's guest answer: {layer, resolved}, {cap, value} or {error}. */
+/**
+ * The build's guest answer: {layer, resolved}, {cap, value} or {error}. An answer cut short or
+ * malformed (its isolate died while answering) is the isolate dying.
+ */
 async function guestBuild(worker, job, signal) {
   const started = Date.now();
-  let res;
   try {
-    res = await worker.getEntrypoint().fetch("https://edge.invalid/build", { method: "POST", body: JSON.stringify(job), signal });
+    const res = await worker.getEntrypoint().fetch("https://edge.invalid/build", { method: "POST", body: JSON.stringify(job), signal });
+    if (!res.ok) return await res.json();
+    const resolved = JSON.parse(res.headers.get("x-relay-resolved"));
+    if (!Array.isArray(resolved)) throw new Error("its answer lists no resolved packages");
+    return { layer: new Uint8Array(await res.arrayBuffer()), resolved };
   } catch (err) {
+    if (signal.aborted) throw err;
     const message = `its isolate died after ${Date.now() - started} ms (${err.message}), most likely of its CPU time or its 128 MB of memory: list fewer or smaller packages, or build it once in a browser tab`;
     return { error: { name: "DepsResolutionFailed", message } };
   }
-  if (!res.ok) return res.json();
-  return { layer: new Uint8Array(await res.arrayBuffer()), resolved: JSON.parse(res.headers.get("x-relay-resolved")) };
 }
 
 /**
