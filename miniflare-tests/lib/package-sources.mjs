@@ -13,7 +13,7 @@
 // python-dateutil depending on six), and the files themselves; /pyodide-tampered/
 // serves the same lock with one byte of msgpack's wheel changed.
 // `many-files` (made here: 2,001 one-line modules) is past a build at the edge's cap of files;
-// `bomb` (200 MiB of zeros, about 200 KiB gzipped) past its unpacked bytes, and `many-tiny`
+// `bomb` (25 files of 8 MiB of zeros, about 200 KiB gzipped) past its unpacked bytes, and `many-tiny`
 // (20,000 empty files) past its files by far: a build must stop them as they inflate.
 // Outside every source, `/secret` answers 200: a request the Worker should never have made shows.
 
@@ -99,8 +99,10 @@ const madePackages = memo(() => ({
     for (let i = 0; i < 2_001; i++) writeFileSync(path.join(dir, `m${i}.js`), `module.exports = ${i};\n`);
   }),
   bomb: packed("bomb", (dir) => {
-    writeFileSync(path.join(dir, "zeros.bin"), "");
-    truncateSync(path.join(dir, "zeros.bin"), 200 * 1024 * 1024); // sparse: no disk, no memory
+    for (let i = 0; i < 25; i++) {
+      writeFileSync(path.join(dir, `zeros${i}.bin`), "");
+      truncateSync(path.join(dir, `zeros${i}.bin`), 8 * 1024 * 1024); // sparse: no disk, no memory
+    }
   }),
   "many-tiny": packed("many-tiny", (dir) => {
     for (let i = 0; i < 20_000; i++) writeFileSync(path.join(dir, `t${i}.js`), "");
@@ -114,7 +116,7 @@ function packed(name, fill) {
     mkdirSync(path.join(dir, "package"));
     writeFileSync(path.join(dir, "package", "package.json"), JSON.stringify({ name, version: "1.0.0", main: "index.js" }));
     fill(path.join(dir, "package"));
-    return execFileSync("tar", ["-czf", "-", "-C", dir, "package"], { maxBuffer: 64 * 1024 * 1024 });
+    return execFileSync("tar", ["--sort=name", "-czf", "-", "-C", dir, "package"], { maxBuffer: 64 * 1024 * 1024 });
   } finally {
     rmSync(dir, { recursive: true });
   }
