@@ -20,7 +20,7 @@ import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
-import { startPackageSources } from "./lib/package-sources.mjs";
+import { startPackageSources, startSilentSource } from "./lib/package-sources.mjs";
 import { startModernUpstream } from "./lib/upstream-servers.mjs";
 
 const SECRET = "edge-upstream-secret-5f1c";
@@ -519,6 +519,33 @@ describe("where runs go", () => {
     } finally {
       await c.close();
       await registry.close();
+    }
+  });
+
+  // A cancelled build's isolate works on until its caps end it (15 s of wall here: the source
+  // never answers): the relay session's one build at the edge stays taken until then.
+  test("a build at the edge cancelled by its client holds the relay session's one build until it settles, then frees it", { timeout: 120_000 }, async () => {
+    const silent = await startSilentSource();
+    const c = await connectClient((await createTenant("edge-build-cancel", { executor: "edge", edge: BUDGET, packages: silent.sources })).key);
+    const build = (name, options) => c.callTool({ name: "run_js", arguments: { code: `import m from '${name}'; console.log(m)`, npm: { dependencies: { [name]: "1.0.0" } } } }, undefined, { timeout: 60_000, ...options });
+    try {
+      const abort = new AbortController();
+      const started = Date.now();
+      const cancelled = build("silent", { signal: abort.signal });
+      await new Promise((r) => setTimeout(r, 2_000)); // its build is waiting on the source
+      abort.abort("enough");
+      await assert.rejects(cancelled);
+      const busy = (await build("stall")).structuredContent;
+      assert.equal(busy.error?.name, "DepsResolutionFailed", JSON.stringify(busy));
+      assert.match(busy.error.message, /another dependency build of this relay session is running at the edge \(one at a time\); call again when it has ended \(within 15 s\)/);
+      await new Promise((r) => setTimeout(r, Math.max(0, started + 17_000 - Date.now()))); // its wall cap passed
+      const after = (await build("stall")).structuredContent;
+      console.log(`# after the cancelled build settled, the next build ran and ended: ${after.error?.message}`);
+      assert.equal(after.error?.name, "DepsResolutionFailed", JSON.stringify(after));
+      assert.doesNotMatch(after.error.message, /one at a time/, "the slot was freed once the cancelled build settled");
+    } finally {
+      await c.close();
+      await silent.close();
     }
   });
 
