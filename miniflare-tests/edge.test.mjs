@@ -6,7 +6,7 @@
 // waited for; a tenant on `tab` still gets NoExecutorAttached; Python needs a tab; a spent
 // budget is EdgeBudgetExceeded; a deps layer a tab built runs at the edge; a new build with no
 // tab runs at the edge and a tab attaching later reuses it; a package past a build cap fails naming it, a gzip bomb
-// and a tarball of countless entries stopped as they inflate); the limits the runner enforces itself, each ending with its
+// and a tarball of countless entries stopped as they inflate, a cancelled build holding the one build slot until it settles); the limits the runner enforces itself, each ending with its
 // error and the server answering again within the run's timeout and a generous margin (short
 // timeouts: a busy guest freezes all of wrangler dev's workerd), what the runner holds outside
 // QuickJS's heap bounded; and what a guest cannot reach from there (HOST's routes are tested in
