@@ -505,7 +505,7 @@ describe("where runs go", () => {
     const c = await connectClient((await createTenant("edge-bombs", { executor: "edge", edge: BUDGET, packages: registry.sources })).key);
     try {
       for (const [name, cap] of [
-        // Stopped at its first 8 MiB file's header (package.json's bytes before it), not 200 MiB later.
+        // Stopped at its first 8 MiB file's header (package.json's bytes before it), not 1 GiB later.
         ["bomb", /reached 83886\d\d bytes, past the edge's cap of 8388608 bytes \(edge build cap treeBytes\)/],
         ["many-tiny", /reached 2001 files, past the edge's cap of 2000 files \(edge build cap treeFiles\)/],
       ]) {

@@ -13,7 +13,7 @@
 // python-dateutil depending on six), and the files themselves; /pyodide-tampered/
 // serves the same lock with one byte of msgpack's wheel changed.
 // `many-files` (made here: 2,001 one-line modules) is past a build at the edge's cap of files;
-// `bomb` (25 files of 8 MiB of zeros, about 200 KiB gzipped) past its unpacked bytes, and `many-tiny`
+// `bomb` (128 files of 8 MiB of zeros: 1 GiB, about 1 MiB gzipped) past its unpacked bytes, and `many-tiny`
 // (20,000 empty files) past its files by far: a build must stop them as they inflate.
 // Outside every source, `/secret` answers 200: a request the Worker should never have made shows.
 
@@ -94,12 +94,12 @@ function npmRegistry(base) {
 }
 
 /** The packages made here, by name: made once per process (the bomb takes a few seconds). */
-const madePackages = memo(() => ({
+export const madePackages = memo(() => ({
   "many-files": packed("many-files", (dir) => {
     for (let i = 0; i < 2_001; i++) writeFileSync(path.join(dir, `m${i}.js`), `module.exports = ${i};\n`);
   }),
   bomb: packed("bomb", (dir) => {
-    for (let i = 0; i < 25; i++) {
+    for (let i = 0; i < 128; i++) {
       writeFileSync(path.join(dir, `zeros${i}.bin`), "");
       truncateSync(path.join(dir, `zeros${i}.bin`), 8 * 1024 * 1024); // sparse: no disk, no memory
     }
@@ -110,7 +110,7 @@ const madePackages = memo(() => ({
 }));
 
 /** Package `name` (its package.json, and what `fill` writes beside it) as a tarball (`tar`, as `npm pack` makes them). */
-function packed(name, fill) {
+export function packed(name, fill) {
   const dir = mkdtempSync(path.join(tmpdir(), `${name}-`));
   try {
     mkdirSync(path.join(dir, "package"));

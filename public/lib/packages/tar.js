@@ -4,20 +4,22 @@
 import { Budget, failed } from "./registry.js";
 
 const BLOCK = 512;
+/** The entry types of regular files (ustar's "0", and "7"); only these count as the tree's files. */
+const FILE_TYPES = ["0", "7"];
+/**
+ * Directories, links, pax and GNU long-name entries a tarball may hold besides its files: not
+ * files, yet each read costs a header, so a flood of them stops here.
+ */
+const MAX_OTHER_ENTRIES = 10_000;
 
 /**
- * Inflates as it reads: each entry is counted into `budget` (`treeFiles`, and its size into
- * `treeBytes`) from its header, before its body is read, so a tarball past the caps stops there
+ * Inflates as it reads: each entry is counted into `budget` (a regular file into `treeFiles`, every
+ * entry's size into `treeBytes`) from its header, before its body is read, so a tarball past the caps stops there
  * with the cap's error, holding no more than the caps allow.
  * @returns {Promise<Map<string, Uint8Array>>}
  */
 export async function untgz(bytes, what, budget = new Budget({})) {
-  const inflate = new DecompressionStream("gzip");
-  const writer = inflate.writable.getWriter();
-  // Corrupt input fails both sides: the readable's error is the one reported.
-  writer.write(bytes).catch(() => {});
-  writer.close().catch(() => {});
-  const tar = new Inflated(inflate.readable.getReader(), what);
+  const tar = new Inflated(bytes, what);
   try {
     return await entries(tar, what, budget);
   } finally {
@@ -28,31 +30,47 @@ export async function untgz(bytes, what, budget = new Budget({})) {
 async function entries(tar, what, budget) {
   const files = new Map();
   let longName = null;
+  let others = 0;
   for (let header; (header = await tar.take(BLOCK)) && !header.every((b) => b === 0); ) {
     const size = parseInt(text(header, 124, 12).trim() || "0", 8);
     if (!Number.isSafeInteger(size) || size < 0) throw failed(`${what}: the tarball has an entry of unreadable size`);
-    budget.count("treeFiles", 1);
-    budget.count("treeBytes", size);
+    const type = String.fromCharCode(header[156] || 48);
+    if (FILE_TYPES.includes(type)) budget.count("treeFiles", 1, what);
+    else if (++others > MAX_OTHER_ENTRIES) throw failed(`${what}: the tarball has more than ${MAX_OTHER_ENTRIES} entries that are not files (directories, links, long names, pax headers); a package has far fewer: list another version or package`);
+    budget.count("treeBytes", size, what);
     const body = await tar.take(size);
     if (!body) throw failed(`${what}: the tarball ends inside an entry`);
     await tar.take((BLOCK - (size % BLOCK)) % BLOCK); // padding, absent at a short end
-    const type = String.fromCharCode(header[156] || 48);
     if (type === "x") longName = paxPath(body) ?? longName;
     else if (type === "L") longName = text(body, 0, body.length);
     else if (type !== "g") {
       const prefix = text(header, 345, 155);
       const name = longName ?? (prefix ? `${prefix}/${text(header, 0, 100)}` : text(header, 0, 100));
       longName = null;
-      if (type === "0" || type === "7") files.set(inPackage(name, what), body);
+      if (FILE_TYPES.includes(type)) files.set(inPackage(name, what), body);
     }
   }
   return files;
 }
 
-/** A gzip stream's inflated bytes, taken a given number at a time. */
+/**
+ * A gzip stream's inflated bytes, taken a given number at a time. The compressed bytes go to the
+ * inflater a slice at a time, and the next slice only once a read waits on it: a written chunk
+ * is inflated whole before any read is served (workerd's DecompressionStream has no
+ * backpressure; Chromium's transforms a chunk at once), so a bomb written whole would fill the
+ * host's memory before the caps saw a byte. A slice inflates to at most ~4 MiB (deflate's
+ * 1032:1), so the caps stop a bomb within a few MiB of them.
+ */
 class Inflated {
-  constructor(reader, what) {
-    this.reader = reader;
+  static SLICE = 4096;
+
+  constructor(compressed, what) {
+    const inflate = new DecompressionStream("gzip");
+    this.compressed = compressed;
+    this.fed = 0;
+    this.writing = null; // the slice being written, until the inflater has taken it
+    this.writer = inflate.writable.getWriter();
+    this.reader = inflate.readable.getReader();
     this.what = what;
     this.chunks = [];
     this.length = 0;
@@ -80,17 +98,51 @@ class Inflated {
   }
 
   async read() {
+    const next = this.reader.read();
+    let served = false;
+    next.then(
+      () => (served = true),
+      () => (served = true),
+    );
+    const until = (promise) => Promise.race([next, promise]);
+    while (!served) {
+      if (this.writing) {
+        // One write at a time; it may wait for its output to be read (Node's inflater).
+        await until(this.writing);
+        if (served) break;
+        this.writing = null;
+      }
+      // Output inflated already reaches the read by the host's next turn, with no more input.
+      await until(turn());
+      if (served || this.fed === this.compressed.length) break;
+      this.writing = this.feed();
+    }
     try {
-      const { done, value } = await this.reader.read();
+      const { done, value } = await next;
       return done ? null : value;
     } catch (err) {
       throw failed(`${this.what}: the tarball is not gzip: ${err.message}`);
     }
   }
 
+  /** Writes the next slice to the inflater, closing it after the last. */
+  async feed() {
+    const slice = this.compressed.subarray(this.fed, this.fed + Inflated.SLICE);
+    this.fed += slice.length;
+    // Corrupt input fails both sides: the readable's error is the one reported.
+    const written = this.writer.write(slice).catch(() => {});
+    if (this.fed === this.compressed.length) this.writer.close().catch(() => {});
+    await written;
+  }
+
   cancel() {
     this.reader.cancel().catch(() => {});
   }
+}
+
+/** The host's next turn: where a written slice's output reaches a waiting read (workerd's). */
+function turn() {
+  return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
 function text(bytes, start, length) {

@@ -1,0 +1,106 @@
+// No server and no browser: the page's tarball reader (public/lib/packages/tar.js), which builds
+// at the edge share, in Node. A gzip bomb (1 GiB of zeros, about 1 MiB gzipped) must stop at the
+// tree's cap having handed the inflater the bytes that inflate to the cap and a few slices more,
+// not all of it: workerd's DecompressionStream
+// inflates each written chunk whole before serving a read, so what is written is what is
+// inflated. Node's inflater is the real one here, watched for the bytes written to it. Only
+// regular files count as the tree's files; other entries are bounded on their own.
+
+import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { pathToFileURL } from "node:url";
+import * as esbuild from "esbuild";
+import { madePackages, packed } from "./lib/package-sources.mjs";
+import { ROOT } from "./lib/relay.mjs";
+
+// The page's modules name their errors from relay-core's table, which `bash scripts/build.sh`
+// writes (scripts/build-assets.mjs aliases it as the page's build does).
+const { Budget, untgz } = await (async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), "tar-test-"));
+  try {
+    const outfile = path.join(dir, "tar.mjs");
+    await esbuild.build({
+      stdin: { contents: 'export { untgz } from "./tar.js"; export { Budget } from "./registry.js";', resolveDir: path.join(ROOT, "public/lib/packages") },
+      bundle: true,
+      format: "esm",
+      platform: "neutral",
+      outfile,
+      alias: { "relay-error-names": path.join(ROOT, "dist/generated/error-names.json") },
+      logLevel: "error",
+    });
+    return await import(pathToFileURL(outfile).href);
+  } finally {
+    await rm(dir, { recursive: true });
+  }
+})();
+
+// Past the first 8 files of the bomb's 128: the inflater must keep pace with the reads that long.
+const TREE_BYTES = 64 * 1024 * 1024;
+const BOMB_BYTES = 128 * 8 * 1024 * 1024;
+const SLICE = 4096;
+
+/** Counts the bytes every DecompressionStream made meanwhile is written. */
+function watchInflaters() {
+  const Real = globalThis.DecompressionStream;
+  const watch = { written: 0, restore: () => (globalThis.DecompressionStream = Real) };
+  globalThis.DecompressionStream = class extends Real {
+    get writable() {
+      const writable = super.writable;
+      const getWriter = writable.getWriter.bind(writable);
+      writable.getWriter = () => {
+        const writer = getWriter();
+        const write = writer.write.bind(writer);
+        writer.write = (chunk) => ((watch.written += chunk.byteLength), write(chunk));
+        return writer;
+      };
+      return writable;
+    }
+  };
+  return watch;
+}
+
+test("a gzip bomb stops at treeBytes having handed the inflater the bytes of that much and a few slices more", async () => {
+  const bomb = new Uint8Array(madePackages().bomb);
+  const watch = watchInflaters();
+  try {
+    const started = Date.now();
+    await assert.rejects(untgz(bomb, "bomb@1.0.0", new Budget({ treeBytes: TREE_BYTES })), /bomb@1.0.0: the build unpacked more than \(its packages. files\) 64 MiB/);
+    const needed = Math.ceil((TREE_BYTES / BOMB_BYTES) * bomb.length); // the compressed bytes of the tree up to the cap
+    console.log(`# the bomb (${bomb.length} bytes gzipped): ${watch.written} bytes written to the inflater (${needed} inflate to the cap) before the cap stopped it, ${Date.now() - started} ms`);
+    // Node's inflater takes a write into its buffer at once and inflates it on its thread pool,
+    // so a few slices may go ahead of the reads here (workerd and Chromium inflate in the write);
+    // written whole, the bomb's every byte goes in.
+    assert.ok(watch.written <= needed + 16 * SLICE, `${watch.written} bytes written: more than a few slices past the cap's ${needed}`);
+  } finally {
+    watch.restore();
+  }
+});
+
+test("a tarball read a slice at a time gives its files whole", async () => {
+  const files = await untgz(new Uint8Array(madePackages()["many-files"]), "many-files@1.0.0");
+  assert.equal(files.size, 2_002);
+  assert.equal(new TextDecoder().decode(files.get("m1999.js")), "module.exports = 1999;\n");
+  assert.equal(JSON.parse(new TextDecoder().decode(files.get("package.json"))).name, "many-files");
+});
+
+test("only regular files count toward treeFiles: directories and long names do not", async () => {
+  const long = `${"d".repeat(120)}.js`; // past ustar's 100 bytes: a GNU long-name entry before it
+  const tarball = packed("dirs", (dir) => {
+    mkdirSync(path.join(dir, "lib", "deep"), { recursive: true });
+    writeFileSync(path.join(dir, "lib", "deep", "a.js"), "export default 1;\n");
+    writeFileSync(path.join(dir, "lib", long), "export default 2;\n");
+  });
+  const files = await untgz(new Uint8Array(tarball), "dirs@1.0.0", new Budget({ treeFiles: 3 }));
+  assert.deepEqual([...files.keys()].sort(), ["lib/deep/a.js", `lib/${long}`, "package.json"].sort());
+});
+
+test("a flood of entries that are not files stops at its own bound", async () => {
+  const tarball = packed("dir-flood", (dir) => {
+    for (let i = 0; i <= 10_000; i++) mkdirSync(path.join(dir, `d${i}`));
+  });
+  await assert.rejects(untgz(new Uint8Array(tarball), "dir-flood@1.0.0", new Budget({ treeFiles: 2_000 })), /dir-flood@1.0.0: the tarball has more than 10000 entries that are not files/);
+});
