@@ -25,3 +25,19 @@ pub fn too_slow_message(deadline_ms: u64) -> String {
         MIN_BYTES_PER_S / 1024
     )
 }
+
+/// The most a body's buffer holds before its bytes arrive: a request that sends its headers
+/// and then nothing (or trickles to its deadline) reserves no more than this.
+pub const UP_FRONT_BYTES: usize = 1024 * 1024;
+
+/// The capacity to give a body's buffer holding `len` bytes with `capacity` when `incoming`
+/// more arrive, on a route whose limit is `limit`: at least what they need, doubled as a `Vec`
+/// grows (so copies stay linear), but never reserved past the limit, so a body of exactly the
+/// limit (a granted upload) ends in a buffer of its own size.
+pub fn grown_capacity(len: usize, capacity: usize, incoming: usize, limit: usize) -> usize {
+    let needed = len.saturating_add(incoming);
+    if needed <= capacity {
+        return capacity;
+    }
+    capacity.saturating_mul(2).min(limit).max(needed)
+}

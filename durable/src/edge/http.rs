@@ -38,11 +38,12 @@ pub async fn read_capped(req: &mut Request, limit: usize) -> worker::Result<Resu
     read_into(req, limit, Vec::new()).await
 }
 
-/// [`read_capped`] for a body of the `size` this server granted (a signed upload grant): read
-/// into one buffer of that size, never regrown. (A client's own Content-Length is not trusted
-/// to reserve memory before its bytes arrive.)
+/// [`read_capped`] for a body of the `size` this server granted (a signed upload grant): at
+/// most `body::UP_FRONT_BYTES` reserved before its bytes arrive (uploads that send headers only
+/// hold little), grown as they do and ending in a buffer of the grant's size. (A client's own
+/// Content-Length is not trusted to reserve memory.)
 pub async fn read_granted(req: &mut Request, size: usize) -> worker::Result<Result<Vec<u8>, Response>> {
-    read_into(req, size, Vec::with_capacity(size)).await
+    read_into(req, size, Vec::with_capacity(size.min(body::UP_FRONT_BYTES))).await
 }
 
 async fn read_into(req: &mut Request, limit: usize, body: Vec<u8>) -> worker::Result<Result<Vec<u8>, Response>> {
@@ -68,6 +69,7 @@ async fn read_chunks(mut chunks: ByteStream, mut body: Vec<u8>, limit: usize) ->
         let Ok(chunk) = chunk else {
             return Err(refuse(ErrorName::Cancelled, "the client went away before its request body arrived whole"));
         };
+        body.reserve_exact(body::grown_capacity(body.len(), body.capacity(), chunk.len(), limit) - body.len());
         body.extend_from_slice(&chunk);
         if body.len() > limit {
             return Err(too_large(limit));
