@@ -1,5 +1,5 @@
-// No server and no browser: the page's tarball reader (public/lib/packages/tar.js), which builds
-// at the edge share, in Node. A gzip bomb (1 GiB of zeros, about 1 MiB gzipped) must stop at the
+// No server and no browser: the page's build budget in Node, as builds at the edge share it:
+// the tarball reader (public/lib/packages/tar.js) and the download counts (registry.js). A gzip bomb (1 GiB of zeros, about 1 MiB gzipped) must stop at the
 // tree's cap having handed the inflater the bytes that inflate to the cap and a few slices more,
 // not all of it: workerd's DecompressionStream
 // inflates each written chunk whole before serving a read, so what is written is what is
@@ -19,12 +19,12 @@ import { ROOT } from "./lib/relay.mjs";
 
 // The page's modules name their errors from relay-core's table, which `bash scripts/build.sh`
 // writes (scripts/build-assets.mjs aliases it as the page's build does).
-const { Budget, untgz } = await (async () => {
+const { Budget, Registry, untgz } = await (async () => {
   const dir = await mkdtemp(path.join(tmpdir(), "tar-test-"));
   try {
     const outfile = path.join(dir, "tar.mjs");
     await esbuild.build({
-      stdin: { contents: 'export { untgz } from "./tar.js"; export { Budget } from "./registry.js";', resolveDir: path.join(ROOT, "public/lib/packages") },
+      stdin: { contents: 'export { untgz } from "./tar.js"; export { Budget, Registry } from "./registry.js";', resolveDir: path.join(ROOT, "public/lib/packages") },
       bundle: true,
       format: "esm",
       platform: "neutral",
@@ -103,4 +103,25 @@ test("a flood of entries that are not files stops at its own bound", async () =>
     for (let i = 0; i <= 10_000; i++) mkdirSync(path.join(dir, `d${i}`));
   });
   await assert.rejects(untgz(new Uint8Array(tarball), "dir-flood@1.0.0", new Budget({ treeFiles: 2_000 })), /dir-flood@1.0.0: the tarball has more than 10000 entries that are not files/);
+});
+
+test("a tab's download cap names the package and its size in MiB; package lists have their own budget", async () => {
+  const via = new Registry("");
+  const mib = (n) => new Uint8Array(n * 1024 * 1024);
+  await via.counted(new Response(mib(60)), "https://registry.test/big.tgz", "big@1.0.0", "downloadBytes");
+  // The decoded package lists count apart from the archives' compressed bytes.
+  await via.counted(new Response(mib(10)), "https://registry.test/big", "big", "listBytes");
+  await assert.rejects(
+    via.counted(new Response(mib(5)), "https://registry.test/more.tgz", "more@2.0.0", "downloadBytes"),
+    (err) => err.name === "DepsResolutionFailed" && /^more@2\.0\.0: the build downloaded more than \(its packages' archives, compressed\) 64 MiB; list fewer/.test(err.message),
+  );
+});
+
+test("an answer with no body is a DepsResolutionFailed naming the package and the URL", async () => {
+  const via = new Registry("");
+  await assert.rejects(via.counted(new Response(null, { status: 200 }), "https://registry.test/x.tgz", "x@1.0.0", "downloadBytes"), (err) => {
+    assert.equal(err.name, "DepsResolutionFailed");
+    assert.equal(err.message, "x@1.0.0: https://registry.test/x.tgz answered 200 with no body");
+    return true;
+  });
 });

@@ -537,7 +537,7 @@ describe("where runs go", () => {
       await assert.rejects(cancelled);
       const busy = (await build("stall")).structuredContent;
       assert.equal(busy.error?.name, "DepsResolutionFailed", JSON.stringify(busy));
-      assert.match(busy.error.message, /another dependency build of this relay session is running at the edge \(one at a time\); call again when it has ended \(within 15 s\)/);
+      assert.match(busy.error.message, /another dependency build of this relay session is running at the edge \(one at a time\); call again when it has ended \(its build stops within 15 s, then uploads the layer it built, if any\)/);
       await new Promise((r) => setTimeout(r, Math.max(0, started + 17_000 - Date.now()))); // its wall cap passed
       const after = (await build("stall")).structuredContent;
       console.log(`# after the cancelled build settled, the next build ran and ended: ${after.error?.message}`);

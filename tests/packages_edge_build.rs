@@ -7,10 +7,8 @@ use relay_core::error::ErrorName;
 use relay_core::packages::edge_build::{build_outcome, edge_build_refusal, over_cap, EDGE_BUILD_CAPS};
 use serde_json::json;
 
-/// The caps the job carries, by the names edge-build.js reads.
-const CAPS: [&str; 4] = ["treeBytes", "treeFiles", "layerBytes", "wallMs"];
-/// Every cap a guest may stop at: the job's, and the download budget (held to treeBytes).
-const STOPS: [&str; 5] = ["downloadBytes", "treeBytes", "treeFiles", "layerBytes", "wallMs"];
+/// The caps the job carries, by the names edge-build.js reads: each one a guest may stop at.
+const CAPS: [&str; 7] = ["downloadBytes", "listBytes", "treeBytes", "treeFiles", "bundleBytes", "layerBytes", "wallMs"];
 
 #[test]
 fn the_job_names_each_cap_the_guest_reads() {
@@ -29,7 +27,10 @@ fn python_builds_never_go_to_the_edge_and_npm_builds_one_at_a_time() {
     assert_eq!(edge_build_refusal(Language::Js, || true), None);
     let busy = edge_build_refusal(Language::Js, || false).unwrap();
     assert!(busy.contains("one at a time") && busy.contains("a browser tab can build it"), "{busy}");
-    assert!(busy.contains("within 15 s"), "the refusal says how long to wait: {busy}");
+    assert!(
+        busy.contains("its build stops within 15 s, then uploads the layer it built"),
+        "the refusal says how long to wait, upload included: {busy}"
+    );
 }
 
 #[test]
@@ -40,10 +41,26 @@ fn past_each_cap_the_message_names_it_its_limit_and_the_tab() {
     assert!(message.contains("it ran for 15020 ms, past the edge's cap of 15000 ms"), "{message}");
     let message = over_cap("downloadBytes", 9_000_000).unwrap();
     assert!(
-        message.contains("its downloads (package lists and tarballs, compressed) reached 9000000 bytes"),
+        message.contains(
+            "its packages' archives (compressed, as downloaded) reached 9000000 bytes, past the edge's cap of 8388608"
+        ),
         "{message}"
     );
     assert!(!message.contains("unpacked"), "compressed downloads are not the unpacked tree: {message}");
+    let message = over_cap("listBytes", 17_000_000).unwrap();
+    assert!(
+        message.contains("its package lists (as decoded) reached 17000000 bytes, past the edge's cap of 16777216"),
+        "{message}"
+    );
+    let message = over_cap("bundleBytes", 70_000_000).unwrap();
+    assert!(
+        message.contains(
+            "bundles and their source maps (before the zip) reached 70000000 bytes, past the edge's cap of 67108864"
+        ),
+        "{message}"
+    );
+    let message = over_cap("layerBytes", 21_000_000).unwrap();
+    assert!(message.contains("the deps layer it built (its zip) reached 21000000 bytes"), "{message}");
     assert_eq!(over_cap("cpuMs", 1), None, "the isolate's CPU wall ends it as a crash, not a cap");
 }
 
@@ -71,7 +88,7 @@ proptest! {
     /// Whatever a guest's isolate or the entry answers, the run gets a known error name and a
     /// message, never a panic; a cap's message always says a tab can build it.
     #[test]
-    fn any_answer_maps_to_an_outcome(cap in prop::sample::select(STOPS.to_vec()), value: u64, name in ".{0,20}", text in ".{0,40}") {
+    fn any_answer_maps_to_an_outcome(cap in prop::sample::select(CAPS.to_vec()), value: u64, name in ".{0,20}", text in ".{0,40}") {
         let (error, message) = build_outcome(&json!({ "cap": cap, "value": value })).unwrap_err();
         prop_assert_eq!(error, ErrorName::DepsResolutionFailed);
         prop_assert!(message.contains(cap) && message.contains("a browser tab can build it"));

@@ -41,8 +41,9 @@ export default {
     globalThis.fetch = (input, init) => env.HOST.fetch(new Request(new URL(input, ORIGIN), init));
     const { build, sources, caps } = await request.json();
     // The host adds the run token (this isolate never holds it). The budget stops the build
-    // at a cap as the bytes arrive: downloads, entries unpacked, bundles.
-    const budget = new Budget({ downloadBytes: caps.treeBytes, treeBytes: caps.treeBytes, treeFiles: caps.treeFiles, layerBytes: caps.layerBytes }, (cap, value) => new OverCap(cap, value));
+    // at a cap as the bytes arrive: downloads, package lists, entries unpacked, bundles.
+    const { downloadBytes, listBytes, treeBytes, treeFiles, bundleBytes } = caps;
+    const budget = new Budget({ downloadBytes, listBytes, treeBytes, treeFiles, bundleBytes }, (cap, value) => new OverCap(cap, value));
     const via = new Registry("", budget);
     try {
       const ready = esbuild.initialize({ wasmModule, worker: false });

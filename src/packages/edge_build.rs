@@ -19,10 +19,17 @@ const MIB: u64 = 1024 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EdgeBuildCaps {
+    /// Bytes of the packages' archives, compressed as downloaded.
+    pub download_bytes: u64,
+    /// Bytes of the package lists (packuments), as decoded: one lists every version of its
+    /// package, often bigger than the version's tarball.
+    pub list_bytes: u64,
     /// Bytes of the unpacked package tree (every file of every package).
     pub tree_bytes: u64,
     /// Files of the unpacked package tree.
     pub tree_files: u64,
+    /// Bytes of the bundles and their source maps, raw (unminified), before the zip.
+    pub bundle_bytes: u64,
     /// Bytes of the deps layer built (its zip), the deps layer's own cap.
     pub layer_bytes: u64,
     /// Wall time of the build, on the host's timer (the build yields at each plugin call, so
@@ -33,8 +40,11 @@ pub struct EdgeBuildCaps {
 }
 
 pub const EDGE_BUILD_CAPS: EdgeBuildCaps = EdgeBuildCaps {
+    download_bytes: 8 * MIB,
+    list_bytes: 16 * MIB,
     tree_bytes: 8 * MIB,
     tree_files: 2_000,
+    bundle_bytes: 64 * MIB,
     layer_bytes: DEPS_LAYER_MAX,
     wall_ms: 15_000,
     cpu_ms: 10_000,
@@ -53,7 +63,7 @@ pub fn edge_build_refusal(language: Language, claim: impl FnOnce() -> bool) -> O
         Language::Js if claim() => None,
         Language::Js => Some(format!(
             "another dependency build of this relay session is running at the edge (one at a time); call again when \
-             it has ended (within {} s), or {ON_A_TAB}",
+             it has ended (its build stops within {} s, then uploads the layer it built, if any), or {ON_A_TAB}",
             EDGE_BUILD_CAPS.wall_ms / 1000
         )),
     }
@@ -64,10 +74,12 @@ pub fn edge_build_refusal(language: Language, claim: impl FnOnce() -> bool) -> O
 pub fn over_cap(cap: &str, value: u64) -> Option<String> {
     let caps = EDGE_BUILD_CAPS;
     let (what, limit, unit) = match cap {
-        "downloadBytes" => ("its downloads (package lists and tarballs, compressed) reached", caps.tree_bytes, "bytes"),
+        "downloadBytes" => ("its packages' archives (compressed, as downloaded) reached", caps.download_bytes, "bytes"),
+        "listBytes" => ("its package lists (as decoded) reached", caps.list_bytes, "bytes"),
         "treeBytes" => ("its unpacked packages reached", caps.tree_bytes, "bytes"),
         "treeFiles" => ("its unpacked packages reached", caps.tree_files, "files"),
-        "layerBytes" => ("the deps layer it built (its bundles, then its zip) reached", caps.layer_bytes, "bytes"),
+        "bundleBytes" => ("its bundles and their source maps (before the zip) reached", caps.bundle_bytes, "bytes"),
+        "layerBytes" => ("the deps layer it built (its zip) reached", caps.layer_bytes, "bytes"),
         "wallMs" => ("it ran for", caps.wall_ms, "ms"),
         _ => return None,
     };

@@ -21,7 +21,8 @@ const LOADERS = { ".json": "json", ".mjs": "js", ".cjs": "js", ".js": "js" };
  * @param esbuild an initialized esbuild-wasm
  * @param files Map of absolute path -> bytes (the unpacked tree)
  * @param specifiers the packages the call listed, and the subpaths of them its code imports
- * @param budget the build's Budget: each output counted into `layerBytes` as it comes
+ * @param budget the build's Budget: each output counted into `bundleBytes` as it comes (raw, before
+ *   the layer's zip, which its own `layerBytes` bounds)
  * @returns {Promise<Map<string, Uint8Array>>} the layer's files: node_modules/<specifier>/index.js
  *   and .map
  */
@@ -48,7 +49,7 @@ export async function bundlePackages(esbuild, files, specifiers, budget = new Bu
         throw failed(`${name}: ${describe(err)}`);
       });
     for (const file of result.outputFiles) {
-      budget.count("layerBytes", file.contents.length);
+      budget.count("bundleBytes", file.contents.length, name);
       out.set(file.path.slice(1), file.contents);
     }
   }

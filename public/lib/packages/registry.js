@@ -6,15 +6,18 @@
 import { concatBytes, sha256Hex, sriOf } from "../bytes.js";
 import { namedError } from "../errors.js";
 
-/** All packages of one build together, compressed as downloaded (package lists included). */
-export const MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024;
+const MIB = 1024 * 1024;
+/** All tarballs of one build together, compressed as downloaded. */
+export const MAX_DOWNLOAD_BYTES = 64 * MIB;
+/** All package lists (packuments, PyPI documents) of one build together, as decoded. */
+export const MAX_LIST_BYTES = 64 * MIB;
 
 /**
  * A build's running totals against its caps, counted as the bytes arrive (so a gzip bomb or a
  * tarball of countless entries stops at the cap, not after it is all in memory): `downloadBytes`
- * (every answer's body, compressed), `treeBytes` and `treeFiles` (the unpacked tarballs' entries),
+ * (each tarball, compressed as downloaded), `listBytes` (each package list, as decoded), `treeBytes` and `treeFiles` (the unpacked tarballs' entries),
  * `layerBytes` (the bundles). A cap not given is unlimited; past one, `over(cap, value, limit)`'s
- * error is thrown.
+ * error is thrown, naming the package (`what`) that crossed it.
  */
 export class Budget {
   constructor(caps, over = overMessage) {
@@ -23,24 +26,27 @@ export class Budget {
     this.used = {};
   }
 
-  /** Adds `n` to `cap`'s total; throws past the cap. */
-  count(cap, n) {
+  /** Adds `n` to `cap`'s total; throws past the cap, naming `what`. */
+  count(cap, n, what) {
     const used = (this.used[cap] ?? 0) + n;
     this.used[cap] = used;
     const limit = this.caps[cap] ?? Infinity;
-    if (used > limit) throw this.over(cap, used, limit);
+    if (used > limit) throw this.over(cap, used, limit, what);
   }
 }
 
 const CAP_WORDS = {
-  downloadBytes: "downloaded (compressed) more than",
-  treeBytes: "unpacked more bytes than",
+  downloadBytes: "downloaded more than (its packages' archives, compressed)",
+  listBytes: "read more than (its package lists)",
+  treeBytes: "unpacked more than (its packages' files)",
   treeFiles: "unpacked more files than",
-  layerBytes: "bundled more bytes than",
+  bundleBytes: "bundled more than (its bundles and their source maps)",
+  layerBytes: "built a deps layer of more than",
 };
 
-function overMessage(cap, value, limit) {
-  return failed(`the build ${CAP_WORDS[cap]} ${limit}; list fewer or smaller packages`);
+function overMessage(cap, value, limit, what) {
+  const amount = cap === "treeFiles" ? `${limit}` : `${limit / MIB} MiB`;
+  return failed(`${what}: the build ${CAP_WORDS[cap]} ${amount}; list fewer or smaller packages`);
 }
 
 export class Registry {
@@ -48,14 +54,14 @@ export class Registry {
    * @param runToken the `build` command's run token
    * @param budget the build's Budget (a tab's: its downloads only)
    */
-  constructor(runToken, budget = new Budget({ downloadBytes: MAX_DOWNLOAD_BYTES })) {
+  constructor(runToken, budget = new Budget({ downloadBytes: MAX_DOWNLOAD_BYTES, listBytes: MAX_LIST_BYTES })) {
     this.runToken = runToken;
     this.budget = budget;
   }
 
-  /** Bytes downloaded so far. */
+  /** Bytes downloaded so far (tarballs and package lists). */
   get downloaded() {
-    return this.budget.used.downloadBytes ?? 0;
+    return (this.budget.used.downloadBytes ?? 0) + (this.budget.used.listBytes ?? 0);
   }
 
   /**
@@ -89,11 +95,11 @@ export class Registry {
 
   /** The bytes at `url`, counted against the build's download budget. */
   async bytes(url, what) {
-    return this.counted(await this.get(url, what), url, what);
+    return this.counted(await this.get(url, what), url, what, "downloadBytes");
   }
 
   async parsed(res, url, what) {
-    const body = new TextDecoder().decode(await this.counted(res, url, what));
+    const body = new TextDecoder().decode(await this.counted(res, url, what, "listBytes"));
     try {
       return JSON.parse(body);
     } catch (err) {
@@ -101,12 +107,13 @@ export class Registry {
     }
   }
 
-  /** `res`'s body, each chunk counted as it arrives: past the budget the download stops. */
-  async counted(res, url, what) {
+  /** `res`'s body, each chunk counted into `cap` as it arrives: past the budget the download stops. */
+  async counted(res, url, what, cap) {
+    if (!res.body) throw failed(`${what}: ${url} answered ${res.status} with no body`);
     const reader = res.body.getReader();
     const chunks = [];
     try {
-      for (let chunk; (chunk = await readChunk(reader, url, what)); chunks.push(chunk)) this.budget.count("downloadBytes", chunk.length);
+      for (let chunk; (chunk = await readChunk(reader, url, what)); chunks.push(chunk)) this.budget.count(cap, chunk.length, what);
     } finally {
       reader.cancel().catch(() => {});
     }
