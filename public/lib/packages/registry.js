@@ -15,8 +15,9 @@ export const MAX_LIST_BYTES = 64 * MIB;
 /**
  * A build's running totals against its caps, counted as the bytes arrive (so a gzip bomb or a
  * tarball of countless entries stops at the cap, not after it is all in memory): `downloadBytes`
- * (each tarball, compressed as downloaded), `listBytes` (each package list, as decoded), `treeBytes` and `treeFiles` (the unpacked tarballs' entries),
- * `layerBytes` (the bundles). A cap not given is unlimited; past one, `over(cap, value, limit)`'s
+ * (the packages' archives, compressed as downloaded), `listBytes` (the package lists, as
+ * decoded), `treeBytes` and `treeFiles` (the unpacked tarballs' entries), `bundleBytes` (the
+ * bundles and maps, raw). A cap not given is unlimited; past one, `over(cap, value, limit, what)`'s
  * error is thrown, naming the package (`what`) that crossed it.
  */
 export class Budget {
@@ -41,7 +42,6 @@ const CAP_WORDS = {
   treeBytes: "unpacked more than (its packages' files)",
   treeFiles: "unpacked more files than",
   bundleBytes: "bundled more than (its bundles and their source maps)",
-  layerBytes: "built a deps layer of more than",
 };
 
 function overMessage(cap, value, limit, what) {
