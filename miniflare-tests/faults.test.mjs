@@ -215,9 +215,10 @@ test("concurrent calls run in the order the relay session admitted them", async 
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     await Promise.all(calls);
+    // Newest first, in admission order even for runs admitted in the same millisecond.
     const admitted = (await readRelaySession(client)).recentRuns
       .slice(0, 3)
-      .sort((a, b) => a.queuedMs - b.queuedMs)
+      .reverse()
       .map((run) => run.capsuleHash);
     const started = tab.lines.map((line) => /^Received capsule ([0-9a-f]{64})/.exec(line)?.[1]).filter(Boolean);
     assert.deepEqual(started.slice(-3), admitted);

@@ -213,6 +213,19 @@ fn a_refused_run_leaves_no_row_and_a_build_names_its_capsule_later() {
 }
 
 #[test]
+fn recent_runs_are_newest_first_even_when_admitted_in_the_same_millisecond() {
+    let db = migrated();
+    let store = Store::new(&db);
+    let (args, id) = (json!({}), json!(1));
+    for run in ["r_b", "r_c", "r_a"] {
+        store.audit_queued(&queued(run, &args, &id), 7).unwrap();
+    }
+    store.audit_queued(&queued("r_0", &args, &id), 6).unwrap();
+    let order: Vec<_> = store.recent_runs(10).as_array().unwrap().iter().map(|r| r["runId"].clone()).collect();
+    assert_eq!(order, ["r_a", "r_c", "r_b", "r_0"]);
+}
+
+#[test]
 fn denials_and_upstream_calls_join_the_same_chain_in_the_runs_tenant() {
     let db = migrated();
     let store = Store::new(&db);

@@ -347,10 +347,11 @@ impl<'a, S: Sql> Store<'a, S> {
         Ok(task.filter(|task| now_ms.saturating_sub(task.created_ms) < TASK_TTL_MS))
     }
 
-    /// The latest runs, newest first, for `relay://session` (the error, if reading failed).
+    /// The latest runs, newest first, for `relay://session` (the error, if reading failed). Runs
+    /// admitted in the same millisecond are in admission order too (rowid: the order of inserts).
     pub fn recent_runs(&self, limit: u64) -> Value {
         let rows = self.sql.rows::<Value>(
-            "SELECT run_id AS runId, tool, capsule_hash AS capsuleHash, queued_ms AS queuedMs, finished_ms AS finishedMs, exit_code AS exitCode, error_name AS errorName, error_message AS errorMessage, wall_ms AS wallMs, stdout_bytes AS stdoutBytes, stdout_sha256 AS stdoutSha256 FROM runs ORDER BY queued_ms DESC LIMIT ?",
+            "SELECT run_id AS runId, tool, capsule_hash AS capsuleHash, queued_ms AS queuedMs, finished_ms AS finishedMs, exit_code AS exitCode, error_name AS errorName, error_message AS errorMessage, wall_ms AS wallMs, stdout_bytes AS stdoutBytes, stdout_sha256 AS stdoutSha256 FROM runs ORDER BY queued_ms DESC, rowid DESC LIMIT ?",
             &[limit.into()],
         );
         rows.map(Value::from).unwrap_or_else(|e| json!({ "error": e.to_string() }))
