@@ -35,11 +35,11 @@ fn python_builds_never_go_to_the_edge_and_npm_builds_one_at_a_time() {
 
 #[test]
 fn past_each_cap_the_message_names_it_its_limit_and_the_tab() {
-    let message = over_cap("treeFiles", 2_101).unwrap();
+    let message = over_cap("treeFiles", 2_101, None).unwrap();
     assert!(message.contains("2101 files, past the edge's cap of 2000 files (edge build cap treeFiles)"), "{message}");
-    let message = over_cap("wallMs", 15_020).unwrap();
+    let message = over_cap("wallMs", 15_020, None).unwrap();
     assert!(message.contains("it ran for 15020 ms, past the edge's cap of 15000 ms"), "{message}");
-    let message = over_cap("downloadBytes", 9_000_000).unwrap();
+    let message = over_cap("downloadBytes", 9_000_000, None).unwrap();
     assert!(
         message.contains(
             "its packages' archives (compressed, as downloaded) reached 9000000 bytes, past the edge's cap of 8388608"
@@ -47,21 +47,37 @@ fn past_each_cap_the_message_names_it_its_limit_and_the_tab() {
         "{message}"
     );
     assert!(!message.contains("unpacked"), "compressed downloads are not the unpacked tree: {message}");
-    let message = over_cap("listBytes", 17_000_000).unwrap();
+    let message = over_cap("listBytes", 17_000_000, None).unwrap();
     assert!(
         message.contains("its package lists (as decoded) reached 17000000 bytes, past the edge's cap of 16777216"),
         "{message}"
     );
-    let message = over_cap("bundleBytes", 70_000_000).unwrap();
+    let message = over_cap("bundleBytes", 70_000_000, None).unwrap();
     assert!(
         message.contains(
             "bundles and their source maps (before the zip) reached 70000000 bytes, past the edge's cap of 67108864"
         ),
         "{message}"
     );
-    let message = over_cap("layerBytes", 21_000_000).unwrap();
+    let message = over_cap("layerBytes", 21_000_000, None).unwrap();
     assert!(message.contains("the deps layer it built (its zip) reached 21000000 bytes"), "{message}");
-    assert_eq!(over_cap("cpuMs", 1), None, "the isolate's CPU wall ends it as a crash, not a cap");
+    assert_eq!(over_cap("cpuMs", 1, None), None, "the isolate's CPU wall ends it as a crash, not a cap");
+}
+
+#[test]
+fn a_caps_message_names_the_package_past_it() {
+    let answer = json!({ "cap": "treeBytes", "value": 9_000_000, "what": "bomb@1.0.0" });
+    let (name, message) = build_outcome(&answer).unwrap_err();
+    assert_eq!(name, ErrorName::DepsResolutionFailed);
+    assert!(
+        message.starts_with(
+            "the dependency build at the edge stopped at bomb@1.0.0: its unpacked packages reached 9000000 bytes"
+        ),
+        "{message}"
+    );
+    let long = "x".repeat(10_000);
+    let message = over_cap("treeFiles", 2_001, Some(&long)).unwrap();
+    assert!(message.len() < 1_000, "a guest's long name is cut: {} bytes", message.len());
 }
 
 #[test]

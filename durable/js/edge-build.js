@@ -15,7 +15,7 @@
 // the isolate's.
 //
 // POST /build {build, sources, caps} -> 200 the layer's zip, header x-relay-resolved: JSON
-// ["name@version"]; 422 {cap, value} past a cap; 422 {error: {name, message}} when it failed.
+// ["name@version"]; 422 {cap, value, what} past a cap (what: the package or bundle past it); 422 {error: {name, message}} when it failed.
 
 import * as esbuild from "esbuild-wasm";
 import wasmModule from "./esbuild.wasm";
@@ -27,12 +27,13 @@ import { zip } from "../../public/lib/zip-writer.js";
 const ORIGIN = "https://relay.invalid";
 globalThis.location = new URL(`${ORIGIN}/`);
 
-/** A build stopped at one of its caps. */
+/** A build stopped at one of its caps, at `what` (the package or bundle past it), if known. */
 class OverCap extends Error {
-  constructor(cap, value) {
+  constructor(cap, value, what) {
     super(`past the edge build cap ${cap}`);
     this.cap = cap;
     this.value = value;
+    this.what = what;
   }
 }
 
@@ -43,7 +44,7 @@ export default {
     // The host adds the run token (this isolate never holds it). The budget stops the build
     // at a cap as the bytes arrive: downloads, package lists, entries unpacked, bundles.
     const { downloadBytes, listBytes, treeBytes, treeFiles, bundleBytes } = caps;
-    const budget = new Budget({ downloadBytes, listBytes, treeBytes, treeFiles, bundleBytes }, (cap, value) => new OverCap(cap, value));
+    const budget = new Budget({ downloadBytes, listBytes, treeBytes, treeFiles, bundleBytes }, (cap, value, _limit, what) => new OverCap(cap, value, what));
     const via = new Registry("", budget);
     try {
       const ready = esbuild.initialize({ wasmModule, worker: false });
@@ -52,7 +53,7 @@ export default {
       if (layer.length > caps.layerBytes) throw new OverCap("layerBytes", layer.length);
       return new Response(layer, { headers: { "content-type": "application/zip", "x-relay-resolved": JSON.stringify(resolved) } });
     } catch (err) {
-      const answer = err instanceof OverCap ? { cap: err.cap, value: err.value } : { error: { name: err.name, message: err.message } };
+      const answer = err instanceof OverCap ? { cap: err.cap, value: err.value, what: err.what } : { error: { name: err.name, message: err.message } };
       return Response.json(answer, { status: 422 });
     }
   },

@@ -127,7 +127,7 @@ export class EdgeExecutor extends WorkerEntrypoint {
 }
 
 /**
- * The build's guest answer: {layer, resolved}, {cap, value} or {error}. An answer cut short or
+ * The build's guest answer: {layer, resolved}, {cap, value, what} or {error}. An answer cut short or
  * malformed (its isolate died while answering) is the isolate dying.
  */
 async function guestBuild(worker, job, signal) {

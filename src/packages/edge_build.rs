@@ -69,11 +69,16 @@ pub fn edge_build_refusal(language: Language, claim: impl FnOnce() -> bool) -> O
     }
 }
 
+/// The longest package name (npm's 214 bytes) with a long version: what of the guest's `what`
+/// a cap's message repeats.
+const MAX_WHAT_CHARS: usize = 256;
+
 /// The message of a build at the edge stopped at cap `cap` (its name as the job carries it)
-/// having reached `value`; None for a name that is no cap.
-pub fn over_cap(cap: &str, value: u64) -> Option<String> {
+/// having reached `value` at `what` (the package, or the bundle, that went past it, if one
+/// did); None for a name that is no cap.
+pub fn over_cap(cap: &str, value: u64, what: Option<&str>) -> Option<String> {
     let caps = EDGE_BUILD_CAPS;
-    let (what, limit, unit) = match cap {
+    let (reached, limit, unit) = match cap {
         "downloadBytes" => ("its packages' archives (compressed, as downloaded) reached", caps.download_bytes, "bytes"),
         "listBytes" => ("its package lists (as decoded) reached", caps.list_bytes, "bytes"),
         "treeBytes" => ("its unpacked packages reached", caps.tree_bytes, "bytes"),
@@ -83,14 +88,16 @@ pub fn over_cap(cap: &str, value: u64) -> Option<String> {
         "wallMs" => ("it ran for", caps.wall_ms, "ms"),
         _ => return None,
     };
+    let at =
+        what.map(|what| format!(" at {}", what.chars().take(MAX_WHAT_CHARS).collect::<String>())).unwrap_or_default();
     Some(format!(
-        "the dependency build at the edge stopped: {what} {value} {unit}, past the edge's cap of {limit} {unit} \
+        "the dependency build at the edge stopped{at}: {reached} {value} {unit}, past the edge's cap of {limit} {unit} \
          (edge build cap {cap}); list fewer or smaller packages, or {ON_A_TAB}"
     ))
 }
 
 /// What the Worker's entry answered for a build at the edge, as the run goes on: `{ok: true}`
-/// (finalized: the run now holds its capsule), `{cap, value}` (stopped at a cap), or `{error:
+/// (finalized: the run now holds its capsule), `{cap, value, what?}` (stopped at a cap), or `{error:
 /// {name, message}}` (the build's own error, or the server's refusal of its upload). Anything
 /// else, or a name relay-core does not know, is the build failing.
 pub fn build_outcome(answer: &serde_json::Value) -> Result<(), (ErrorName, String)> {
@@ -98,7 +105,7 @@ pub fn build_outcome(answer: &serde_json::Value) -> Result<(), (ErrorName, Strin
         return Ok(());
     }
     if let (Some(cap), Some(value)) = (answer["cap"].as_str(), answer["value"].as_u64()) {
-        if let Some(message) = over_cap(cap, value) {
+        if let Some(message) = over_cap(cap, value, answer["what"].as_str()) {
             return Err((ErrorName::DepsResolutionFailed, message));
         }
     }
