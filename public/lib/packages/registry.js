@@ -29,10 +29,15 @@ export class Budget {
 
   /** Adds `n` to `cap`'s total; throws past the cap, naming `what`. */
   count(cap, n, what) {
-    const used = (this.used[cap] ?? 0) + n;
-    this.used[cap] = used;
+    const used = this.tally(cap, n);
     const limit = this.caps[cap] ?? Infinity;
     if (used > limit) throw this.over(cap, used, limit, what);
+  }
+
+  /** Adds `n` to the build's `counter` (a cap's or a bound's the caller keeps); its new total. */
+  tally(counter, n) {
+    this.used[counter] = (this.used[counter] ?? 0) + n;
+    return this.used[counter];
   }
 }
 

@@ -7,10 +7,18 @@ const BLOCK = 512;
 /** The entry types of regular files (ustar's "0", and "7"); only these count as the tree's files. */
 const FILE_TYPES = ["0", "7"];
 /**
- * Directories, links, pax and GNU long-name entries a tarball may hold besides its files: not
- * files, yet each read costs a header, so a flood of them stops here.
+ * Directories, links, pax and GNU long-name entries a build's tarballs may hold besides their
+ * files (counted across the build's Budget): not files, yet each read costs a header, so a flood
+ * of them stops here.
  */
 const MAX_OTHER_ENTRIES = 10_000;
+/**
+ * The compressed bytes handed to the inflater at a time: 4 KiB (at most ~4 MiB inflated) under
+ * a tree cap (the edge's budget, where the inflater has no backpressure), 64 KiB where there is
+ * none (a tab's), so a multi-MiB tarball takes few turns.
+ */
+const CAPPED_SLICE = 4 * 1024;
+const UNCAPPED_SLICE = 64 * 1024;
 
 /**
  * Inflates as it reads: each entry is counted into `budget` (a regular file into `treeFiles`, every
@@ -19,7 +27,10 @@ const MAX_OTHER_ENTRIES = 10_000;
  * @returns {Promise<Map<string, Uint8Array>>}
  */
 export async function untgz(bytes, what, budget = new Budget({})) {
-  const tar = new Inflated(bytes, what);
+  // Refused here: an inflater never written to would never end its output.
+  if (bytes.length === 0) throw failed(`${what}: the tarball is not gzip: it is empty (0 bytes)`);
+  const slice = budget.caps.treeBytes === undefined ? UNCAPPED_SLICE : CAPPED_SLICE;
+  const tar = new Inflated(bytes, what, slice);
   try {
     return await entries(tar, what, budget);
   } finally {
@@ -30,13 +41,12 @@ export async function untgz(bytes, what, budget = new Budget({})) {
 async function entries(tar, what, budget) {
   const files = new Map();
   let longName = null;
-  let others = 0;
   for (let header; (header = await tar.take(BLOCK)) && !header.every((b) => b === 0); ) {
     const size = parseInt(text(header, 124, 12).trim() || "0", 8);
     if (!Number.isSafeInteger(size) || size < 0) throw failed(`${what}: the tarball has an entry of unreadable size`);
     const type = String.fromCharCode(header[156] || 48);
     if (FILE_TYPES.includes(type)) budget.count("treeFiles", 1, what);
-    else if (++others > MAX_OTHER_ENTRIES) throw failed(`${what}: the tarball has more than ${MAX_OTHER_ENTRIES} entries that are not files (directories, links, long names, pax headers); a package has far fewer: list another version or package`);
+    else if (budget.tally("otherEntries", 1) > MAX_OTHER_ENTRIES) throw failed(`${what}: the build's tarballs have more than ${MAX_OTHER_ENTRIES} entries that are not files (directories, links, long names, pax headers); packages have far fewer: list other versions or packages`);
     budget.count("treeBytes", size, what);
     const body = await tar.take(size);
     if (!body) throw failed(`${what}: the tarball ends inside an entry`);
@@ -58,15 +68,14 @@ async function entries(tar, what, budget) {
  * inflater a slice at a time, and the next slice only once a read waits on it: a written chunk
  * is inflated whole before any read is served (workerd's DecompressionStream has no
  * backpressure; Chromium's transforms a chunk at once), so a bomb written whole would fill the
- * host's memory before the caps saw a byte. A slice inflates to at most ~4 MiB (deflate's
+ * host's memory before the caps saw a byte. A 4 KiB slice inflates to at most ~4 MiB (deflate's
  * 1032:1), so the caps stop a bomb within a few MiB of them.
  */
 class Inflated {
-  static SLICE = 4096;
-
-  constructor(compressed, what) {
+  constructor(compressed, what, slice) {
     const inflate = new DecompressionStream("gzip");
     this.compressed = compressed;
+    this.slice = slice;
     this.fed = 0;
     this.writing = null; // the slice being written, until the inflater has taken it
     this.writer = inflate.writable.getWriter();
@@ -97,6 +106,12 @@ class Inflated {
     return out;
   }
 
+  /**
+   * The next inflated chunk. A slice goes in only once the last one's write has settled and its
+   * turns have passed with no output; each slice of a read that brought none waits twice the
+   * turns of the one before, so a host that takes k turns to serve a read (workerd's) gets about
+   * log2(k) slices ahead of it, not k, and a slice that inflates to nothing still moves on.
+   */
   async read() {
     const next = this.reader.read();
     let served = false;
@@ -105,15 +120,13 @@ class Inflated {
       () => (served = true),
     );
     const until = (promise) => Promise.race([next, promise]);
-    while (!served) {
-      if (this.writing) {
-        // One write at a time; it may wait for its output to be read (Node's inflater).
-        await until(this.writing);
-        if (served) break;
-        this.writing = null;
-      }
-      // Output inflated already reaches the read by the host's next turn, with no more input.
-      await until(turn());
+    for (let turns = 1; ; turns *= 2) {
+      // One write at a time; it may wait for its output to be read (Node's inflater).
+      if (this.writing) await until(this.writing);
+      if (served) break;
+      this.writing = null;
+      // Output inflated already reaches the read within the host's next turns, with no more input.
+      for (let turn = 0; turn < turns && !served; turn++) await until(nextTurn());
       if (served || this.fed === this.compressed.length) break;
       this.writing = this.feed();
     }
@@ -127,7 +140,7 @@ class Inflated {
 
   /** Writes the next slice to the inflater, closing it after the last. */
   async feed() {
-    const slice = this.compressed.subarray(this.fed, this.fed + Inflated.SLICE);
+    const slice = this.compressed.subarray(this.fed, this.fed + this.slice);
     this.fed += slice.length;
     // Corrupt input fails both sides: the readable's error is the one reported.
     const written = this.writer.write(slice).catch(() => {});
@@ -140,9 +153,21 @@ class Inflated {
   }
 }
 
-/** The host's next turn: where a written slice's output reaches a waiting read (workerd's). */
-function turn() {
-  return new Promise((resolve) => setTimeout(resolve, 0));
+/**
+ * The host's next turn, where a written slice's output reaches a waiting read (workerd's): a
+ * message to itself, which no host delays (a tab clamps nested timers to 4 ms each); a timer
+ * where there is no MessageChannel.
+ */
+function nextTurn() {
+  if (typeof MessageChannel !== "function") return new Promise((resolve) => setTimeout(resolve, 0));
+  const { port1, port2 } = new MessageChannel();
+  return new Promise((resolve) => {
+    port1.onmessage = () => {
+      port1.close();
+      resolve();
+    };
+    port2.postMessage(null);
+  });
 }
 
 function text(bytes, start, length) {
