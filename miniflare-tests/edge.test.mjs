@@ -500,14 +500,14 @@ describe("where runs go", () => {
     }
   });
 
-  test("a build at the edge stops a gzip bomb and a tarball of countless entries as they inflate, naming the cap; the server answers on", async () => {
+  test("a build at the edge stops a gzip bomb and a tarball of countless entries as they inflate, naming the cap and the package; the server answers on", async () => {
     const registry = await startPackageSources();
     const c = await connectClient((await createTenant("edge-bombs", { executor: "edge", edge: BUDGET, packages: registry.sources })).key);
     try {
       for (const [name, cap] of [
         // Stopped at its first 8 MiB file's header (package.json's bytes before it), not 1 GiB later.
-        ["bomb", /reached 83886\d\d bytes, past the edge's cap of 8388608 bytes \(edge build cap treeBytes\)/],
-        ["many-tiny", /reached 2001 files, past the edge's cap of 2000 files \(edge build cap treeFiles\)/],
+        ["bomb", /stopped at bomb@1\.0\.0: its unpacked packages reached 83886\d\d bytes, past the edge's cap of 8388608 bytes \(edge build cap treeBytes\)/],
+        ["many-tiny", /stopped at many-tiny@1\.0\.0: its unpacked packages reached 2001 files, past the edge's cap of 2000 files \(edge build cap treeFiles\)/],
       ]) {
         const started = Date.now();
         const stopped = (await runJs(`import m from '${name}'; console.log(m)`, { npm: { dependencies: { [name]: "1.0.0" } } }, c)).structuredContent;

@@ -154,12 +154,13 @@ class Inflated {
 }
 
 /**
- * The host's next turn, where a written slice's output reaches a waiting read (workerd's): a
- * message to itself, which no host delays (a tab clamps nested timers to 4 ms each); a timer
- * where there is no MessageChannel.
+ * The host's next turn, where a written slice's output reaches a waiting read (workerd's): on a
+ * tab a message to itself, which no browser delays (they clamp nested timers to 4 ms each); in
+ * workerd (whose timers are not clamped) and wherever there is no MessageChannel, a timer.
  */
 function nextTurn() {
-  if (typeof MessageChannel !== "function") return new Promise((resolve) => setTimeout(resolve, 0));
+  const workerd = globalThis.navigator?.userAgent === "Cloudflare-Workers";
+  if (workerd || typeof MessageChannel !== "function") return new Promise((resolve) => setTimeout(resolve, 0));
   const { port1, port2 } = new MessageChannel();
   return new Promise((resolve) => {
     port1.onmessage = () => {
