@@ -98,6 +98,8 @@ pub struct Desk<F> {
     pub(super) edge_runs: RefCell<VecDeque<String>>,
     /// The tenant's queue settings and edge budget as the last request carried them.
     pub(super) settings: RefCell<Option<Settings>>,
+    /// The run whose deps build is running at the edge: one at a time per relay session.
+    edge_building: RefCell<Option<String>>,
 }
 
 /// What the run machine is configured with: the tenant's queue settings and edge budget.
@@ -113,6 +115,7 @@ impl<F> Default for Desk<F> {
             contexts: RefCell::default(),
             edge_runs: RefCell::default(),
             settings: RefCell::default(),
+            edge_building: RefCell::default(),
         }
     }
 }
@@ -468,6 +471,27 @@ impl<P: Platform> RelaySession<P> {
         let run = self.desk.runs.borrow().iter().find(|(_, io)| io.request_key == key).map(|(id, _)| id.clone());
         if let Some(run) = run {
             self.feed(Input::Cancel { run, why: Cancel::ByClient });
+        }
+    }
+
+    /// Whether run `run` may start its deps build at the edge (none of this relay session's
+    /// other runs is building there): then it is the one building.
+    pub(super) fn claim_edge_build(&self, run: &str) -> bool {
+        let mut building = self.desk.edge_building.borrow_mut();
+        match building.as_deref() {
+            Some(other) if other != run => false,
+            _ => {
+                *building = Some(run.to_owned());
+                true
+            }
+        }
+    }
+
+    /// Run `run`'s build at the edge is over (built, failed or stopped), if it had one.
+    pub fn edge_build_over(&self, run: &str) {
+        let mut building = self.desk.edge_building.borrow_mut();
+        if building.as_deref() == Some(run) {
+            *building = None;
         }
     }
 
