@@ -100,6 +100,10 @@ impl Alarm {
         Alarm { storage, at: Cell::new(None) }
     }
 
+    fn is_set(&self) -> bool {
+        self.at.get().is_some()
+    }
+
     /// Moves the alarm to `wake` (epoch ms; None deletes it) unless it is already there:
     /// whether it wrote it. The storage call is made before the first await, so calls take
     /// effect in the order their `wake`s were read: the last one set is the machine's latest
@@ -161,17 +165,26 @@ pub fn schedule(shared: &Rc<Shared>) {
 fn schedule_from(shared: &Rc<Shared>, ticked: bool) {
     let wake = shared.next_wake();
     if wake.is_some() && !shared.platform.vigil.replace(true) {
+        // Its pending timer is what keeps an instance with runs in hand and no request open (a
+        // task's run, a client gone) from eviction: compatibility dates from 2026-10-01 on
+        // (`durable_object_io_tasks_prevent_eviction`).
         let vigil = ticker(shared.clone(), |s| s.next_wake().is_some(), None);
         let kept = shared.clone();
         spawn_local(async move {
             vigil.for_each(|_| future::ready(())).await;
             kept.platform.vigil.set(false);
+            // An alarm still set: the last run ended outside any handler (a dropped stream's
+            // cancel), so nothing let it go or saved; do both now, as a run's end does.
+            if kept.platform.alarm.is_set() {
+                schedule(&kept);
+            }
         });
     }
     if wake.is_none() {
         flush_soon(shared);
     }
-    if ticked || wake.is_none() {
+    // An erased relay session's storage stays empty (a vigil may still tick its last run).
+    if (ticked || wake.is_none()) && !shared.platform.erased.get() {
         let kept = shared.clone();
         spawn_local(async move {
             if kept.platform.alarm.follow(wake).await {
