@@ -19,7 +19,8 @@ use relay_core::error::ErrorName;
 use relay_core::mcp::{Era, Tool};
 use relay_core::protocol::Caller;
 use relay_core::relay_session::runs::{executor_of, prepare, Answer, Call, FileCall, Work};
-use relay_core::relay_session::Sql;
+use relay_core::relay_session::{RelaySession, Sql, Store};
+use relay_core::run::contexts::{Ask, ContextSettings};
 use relay_core::run::executor::{EdgeBudget, Executor};
 use relay_core::upstream::seal::SealingKey;
 use serde_json::{json, Value};
@@ -195,4 +196,48 @@ fn an_edge_run_that_ends_is_told_to_the_attached_tabs_and_kept_for_tabs_attachin
         relay_core::protocol::RAN_OUTPUT_CHARS,
         "the start of the output, by characters"
     );
+}
+
+/// A new instance over `session`'s storage (its DO slept and was evicted): a fresh SQLite
+/// holding the row `session` kept, opened as the DO's constructor opens it.
+fn next_instance(session: &Session) -> Session {
+    let kept: Vec<Value> = session.platform.sql.rows("SELECT doc FROM kept", &[]).unwrap();
+    let sql = support::Sqlite::new();
+    Store::new(&sql).migrate().unwrap();
+    for row in kept {
+        sql.exec("INSERT INTO kept (id, doc) VALUES (1, ?)", &[row["doc"].as_str().unwrap().into()]).unwrap();
+    }
+    let next = Rc::new(RelaySession::new(platform::TestPlatform::over(sql)));
+    next.open().expect("opened");
+    next
+}
+
+#[test]
+fn what_an_instance_keeps_is_in_the_next_one_over_its_storage() {
+    let session = edge_session();
+    let (_, stream) = start(&session, "r_1", Tool::RunJs, json!({ "code": "console.log(1)" }));
+    let exit = json!({ "runId": "r_1", "seq": 0, "type": "exit", "exitCode": 0, "usage": { "wallMs": 3 } });
+    session.edge_events(exit.to_string().as_bytes()).expect("applied");
+    assert!(stream.messages().iter().any(|m| m.get("result").is_some()), "the run ended");
+    let contexts = ContextSettings::default();
+    session.claim_context("quickjs@1", &Ask { name: "nb".into(), reset: false }, &contexts).expect("claimed");
+    session.caches.saw_client(&json!({ "name": "inspector", "version": "1.0" }), 5);
+    assert!(next_instance(&session).edge_run_frames().is_empty(), "nothing is saved before the relay session is idle");
+
+    session.keep_memory();
+    let next = next_instance(&session);
+    assert!(next.configured(), "the machine can take its tabs back before any request");
+    assert_eq!(next.edge_run_frames().len(), 1);
+    assert_eq!(next.edge_run_frames(), session.edge_run_frames());
+    assert_eq!(next.contexts_view(&contexts), session.contexts_view(&contexts));
+    assert_eq!(
+        next.contexts_view(&contexts)["contexts"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        next.contexts_view(&contexts)
+    );
+    assert_eq!(next.caches.clients(), session.caches.clients());
+    assert_ne!(session.edge_meter(), Default::default(), "the edge run's start was counted");
+    assert_eq!(next.edge_meter(), session.edge_meter(), "a new instance does not start its minute over");
+    assert!(!platform::session().configured(), "a relay session that never kept anything starts unconfigured");
 }
