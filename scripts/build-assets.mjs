@@ -15,6 +15,8 @@
 //   not one a cached snapshot is labelled with: public/lib/runtime-files.js);
 // - copies esbuild-wasm's esbuild.wasm (the dependency builds' bundler) into dist/public/ and its
 //   SRI hash into dist/generated/esbuild-wasm.json, imported as `relay-esbuild-wasm`.
+// - bundles the edge executor's runners: QuickJS's into dist/edge/ (the Worker imports it),
+//   Pyodide's, patched, into dist/public/edge/ (the Worker reads it from its assets).
 // Run as `node scripts/build-assets.mjs`; also imported by the tests (buildAssets()).
 // Idempotent: vendored files whose size and mtime already match are not copied again.
 
@@ -25,6 +27,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import * as esbuild from "esbuild";
+import { patchPyodide } from "./pyodide-patches.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const SRC = path.join(ROOT, "public");
@@ -85,7 +88,7 @@ export async function buildAssets({ log = console.log } = {}) {
   await generateFromCore();
   const outputs = [await buildPolicyWasm(), await vendorEsbuildWasm(), ...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
   await buildTestPage();
-  await buildEdgeRunner();
+  outputs.push(await buildEdgeRunners());
   const runtimes = {};
   for (const runtime of RUNTIMES) {
     const { id, files } = await vendorRuntime(runtime);
@@ -198,25 +201,34 @@ async function bundleRunners() {
   }));
 }
 
-// The edge executor's runner (durable/js/edge-runner.js), which the Worker's main module
-// (durable/js/entry.mjs) imports and hands to each run's dynamic Worker: one ES module, as text,
-// in dist/edge/, never served (QuickJS's wasm and policy.wasm come from the page's assets).
+// The edge executor's runners (durable/js/edge-runner.js, edge-runner-pyodide.js), which
+// durable/js/entry.mjs hands to each run's dynamic Worker as one ES module of text. QuickJS's
+// goes to dist/edge/, never served, and is bundled into the Worker (QuickJS's wasm and
+// policy.wasm come from the page's assets). Pyodide's holds Pyodide's JS (1.3 MB): it is one of
+// the page's static assets (EDGE_PYODIDE_RUNNER), read as the wasm files are, so the Worker's
+// bundle does not grow; Pyodide's module text is patched for the edge (scripts/pyodide-patches.mjs).
 const EDGE_OUT = path.join(ROOT, "dist", "edge");
+const EDGE_PYODIDE_RUNNER = "edge/runner-pyodide.mjs";
 
-async function buildEdgeRunner() {
+async function buildEdgeRunners() {
   await mkdir(EDGE_OUT, { recursive: true });
+  const common = { absWorkingDir: ROOT, bundle: true, format: "esm", platform: "browser", target: "es2022", alias: ALIASES, logLevel: "warning" };
   await esbuild.build({
-    absWorkingDir: ROOT,
+    ...common,
     entryPoints: [path.join(ROOT, "durable", "js", "edge-runner.js")],
     outfile: path.join(EDGE_OUT, "runner.txt"),
-    bundle: true,
-    format: "esm",
-    platform: "browser",
-    target: "es2022",
     external: ["./quickjs.wasm", "./policy.wasm", ...NODE_ONLY],
-    alias: ALIASES,
-    logLevel: "warning",
   });
+  await esbuild.build({
+    ...common,
+    entryPoints: [path.join(ROOT, "durable", "js", "edge-runner-pyodide.js")],
+    outfile: path.join(OUT, EDGE_PYODIDE_RUNNER),
+    external: ["./pyodide.asm.wasm", "./policy.wasm", "./python_stdlib.zip", "./pyodide-lock.json", "./snapshot.bin", ...NODE_ONLY],
+    loader: { ".py": "text" },
+    plugins: [patchPyodide()],
+    minifyWhitespace: true,
+  });
+  return path.dirname(EDGE_PYODIDE_RUNNER);
 }
 
 function outputNames({ metafile }) {

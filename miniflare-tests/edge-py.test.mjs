@@ -1,0 +1,167 @@
+// run_py with no tab (issue 27 item 4): the edge executor runs Python as it runs JavaScript, a
+// fresh dynamic Worker per run booted from Pyodide's memory snapshot (made by a dynamic Worker
+// on first need and kept in R2), running the page's own Pyodide runner and relay_run.py, through
+// the official SDK client with NO tab attached. Output, exit codes, stdin/args/env; the relay
+// session's workspace (read by `read` and by a later run_js, written before and read by run_py);
+// /out and display(); guarded fetch allowed and denied; mcps.call; the limits the runner
+// enforces itself (a busy loop, one that catches KeyboardInterrupt, memory, an output flood),
+// each ending with its error while /healthz keeps answering; pip packages with no tab refused
+// saying why; a tenant on `tab` still refused; and what a guest cannot reach (Pyodide's JS FFI
+// hands Python the isolate's realm: its fetch, its globals). Figures are printed.
+
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { after, before, describe, test } from "node:test";
+import { connectClient } from "./lib/mcp-client.mjs";
+import { BASE, createTenant, devVars } from "./lib/relay.mjs";
+import { startModernUpstream } from "./lib/upstream-servers.mjs";
+
+const SECRET = "edge-py-upstream-secret-8a2d";
+const BUDGET = { cpuMsPerDay: 3_600_000, runsPerMinute: 600 };
+const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
+
+let target; // a loopback server the policy allows
+let port;
+let upstream;
+let key;
+let client;
+
+before(async () => {
+  target = createServer((req, res) => {
+    if (req.url === "/hello") return res.writeHead(200, { "content-type": "text/plain" }).end("hello from the target");
+    res.writeHead(404).end();
+  });
+  await new Promise((resolve) => target.listen(0, resolve));
+  port = target.address().port;
+  upstream = await startModernUpstream(SECRET);
+  const network = { allowedDomains: [`localhost:${port}`], blockPrivateRanges: false, denyIpLiterals: false };
+  let tenant;
+  ({ key, tenant } = await createTenant("edge-py", { executor: "tab-or-edge", edge: BUDGET, policy: { network }, queue: { attachWaitMs: 1000 } }));
+  const put = await fetch(`${BASE}/admin/tenants/${tenant.id}/upstreams/modern`, {
+    method: "PUT",
+    headers: admin,
+    body: JSON.stringify({ url: upstream.url, headers: { "x-api-key": SECRET } }),
+  });
+  assert.equal(put.status, 200, await put.text());
+  client = await connectClient(key);
+});
+
+after(async () => {
+  await client?.close();
+  await upstream?.close();
+  target?.close();
+});
+
+const call = (name, args, c = client) => c.callTool({ name, arguments: args }, undefined, { timeout: 180_000 });
+const limits = (timeoutMs) => ({ policy: { limits: { timeoutMs } } });
+
+/** Runs Python `code` and returns its structuredContent, failing unless it ran at the edge. */
+async function pyAtEdge(code, extra = {}, c = client) {
+  const { structuredContent: out } = await call("run_py", { code, ...extra }, c);
+  assert.equal(out.executor, "edge", JSON.stringify(out).slice(0, 2000));
+  return out;
+}
+
+// How much later than a run's timeout the server may answer again, on a loaded machine.
+const MARGIN_MS = 15_000;
+
+/** Times `GET /healthz` while `work` runs (see edge.test.mjs): every answer's status and latency. */
+async function healthzDuring(work) {
+  const answers = [];
+  let running = true;
+  const probe = (async () => {
+    while (running) {
+      const started = Date.now();
+      const res = await fetch(`${BASE}/healthz`);
+      answers.push({ status: res.status, ms: Date.now() - started });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  const result = await work();
+  running = false;
+  await probe;
+  answers.push({ status: (await fetch(`${BASE}/healthz`)).status, ms: 0 });
+  return { result, answers };
+}
+
+describe("run_py with no tab runs at the edge", () => {
+  test("output, exit codes, stdin, args and env; the first call makes the snapshot, later ones start from it", async () => {
+    const code = `import sys, os
+print("out", ",".join(sys.argv[1:]), os.environ["GREETING"], sys.stdin.read().strip())
+print("err line", file=sys.stderr)
+sys.exit(3)`;
+    const started = Date.now();
+    const out = await pyAtEdge(code, { args: ["a", "b"], env: { GREETING: "hi" }, stdin: "from stdin\n" });
+    const first = Date.now() - started;
+    assert.equal(out.stdout, "out a,b hi from stdin\n");
+    assert.equal(out.stderr, "err line\n");
+    assert.equal(out.exitCode, 3);
+    const again = Date.now();
+    const raised = await pyAtEdge(`raise ValueError("bad thing")`);
+    console.log(`# edge run_py: the first (snapshot made) answered in ${first} ms, the next in ${Date.now() - again} ms (wallMs ${raised.usage.wallMs})`);
+    assert.equal(raised.exitCode, 1);
+    assert.match(raised.stderr, /ValueError: bad thing/);
+    const awaited = await pyAtEdge(`import asyncio\nawait asyncio.sleep(0.01)\nprint("awaited")`);
+    assert.equal(awaited.stdout, "awaited\n");
+  });
+
+  test("the workspace: run_py's writes are read by `read` and a later run_js, a file written before is read by run_py", async () => {
+    const wrote = await pyAtEdge(`import os
+os.makedirs("/tmp/py", exist_ok=True)
+with open("/tmp/py/note.txt", "w") as f:
+    f.write("written by python at the edge")
+with open("/tmp/py/big.bin", "wb") as f:
+    f.write(b"x" * 20000)
+with open("/tmp/py/gone.txt", "w") as f:
+    f.write("soon gone")
+os.remove("/tmp/py/gone.txt")
+print(sorted(os.listdir("/tmp/py")))`);
+    assert.equal(wrote.stdout, "['big.bin', 'note.txt']\n");
+    const read = await call("read", { path: "/tmp/py/note.txt" });
+    assert.equal(read.structuredContent.content, "written by python at the edge");
+    assert.equal((await call("read", { path: "/tmp/py/big.bin" })).structuredContent.size, 20000);
+    assert.equal((await call("read", { path: "/tmp/py/gone.txt" })).isError, true);
+    const js = (await call("run_js", { code: `import fs from "fs"; console.log(fs.readFileSync("/tmp/py/note.txt", "utf8"))` })).structuredContent;
+    assert.equal(js.executor, "edge");
+    assert.equal(js.stdout, "written by python at the edge\n");
+    await call("write", { path: "/tmp/py/from-write.txt", content: "written by the write tool" });
+    const seen = await pyAtEdge(`print(open("/tmp/py/from-write.txt").read())`);
+    assert.equal(seen.stdout, "written by the write tool\n");
+  });
+
+  test("/out files and display() come back as from a tab; a refused write fails in the program", async () => {
+    const out = await pyAtEdge(`with open("/out/py-report.txt", "w") as f:
+    f.write("made by python")
+display({"text/html": "<b>py</b>"}, raw=True)
+try:
+    open("/host/nope.txt", "w")
+except PermissionError as e:
+    print("refused", e.errno)`);
+    assert.equal(out.exitCode, 0, JSON.stringify(out));
+    assert.match(out.stdout, /^refused \d+/);
+    assert.equal(out.displays?.[0]?.mimeType, "text/html", JSON.stringify(out.displays));
+    const report = out.files.find((f) => f.path === "/out/py-report.txt");
+    assert.equal(report.size, 14);
+    assert.equal(await (await fetch(report.url)).text(), "made by python");
+  });
+
+  test("guarded fetch: an allowed host (pyfetch and urllib), a denied one PolicyDenied naming how to allow it; mcps.call", async () => {
+    const out = await pyAtEdge(`from pyodide.http import pyfetch
+import urllib.request
+r = await pyfetch("http://localhost:${port}/hello")
+print(r.status, await r.string())
+print(urllib.request.urlopen("http://localhost:${port}/hello").read().decode())
+try:
+    await pyfetch("https://example.com/")
+    print("fetched")
+except Exception as e:
+    print(type(e).__name__, e)
+print(await mcps.call("modern", "shout", {"text": "from python"}))`);
+    const [ok, viaUrllib, denied, mcp] = out.stdout.trim().split("\n");
+    assert.equal(ok, "200 hello from the target", out.stdout + out.stderr);
+    assert.equal(viaUrllib, "hello from the target", out.stdout + out.stderr);
+    assert.match(denied, /PolicyDenied.*example\.com.*allowedDomains/);
+    assert.match(mcp, /FROM PYTHON/);
+    assert.doesNotMatch(JSON.stringify(out), new RegExp(SECRET));
+  });
+});
