@@ -145,12 +145,15 @@ except PermissionError as e:
     assert.equal(await (await fetch(report.url)).text(), "made by python");
   });
 
-  test("guarded fetch: an allowed host (pyfetch and urllib), a denied one PolicyDenied naming how to allow it; mcps.call", async () => {
+  test("guarded fetch: an allowed host, a denied one PolicyDenied naming how to allow it; urllib says to use pyfetch (no JSPI here); mcps.call", async () => {
     const out = await pyAtEdge(`from pyodide.http import pyfetch
 import urllib.request
 r = await pyfetch("http://localhost:${port}/hello")
 print(r.status, await r.string())
-print(urllib.request.urlopen("http://localhost:${port}/hello").read().decode())
+try:
+    urllib.request.urlopen("http://localhost:${port}/hello")
+except urllib.error.URLError as e:
+    print("urllib:", e.reason)
 try:
     await pyfetch("https://example.com/")
     print("fetched")
@@ -159,9 +162,117 @@ except Exception as e:
 print(await mcps.call("modern", "shout", {"text": "from python"}))`);
     const [ok, viaUrllib, denied, mcp] = out.stdout.trim().split("\n");
     assert.equal(ok, "200 hello from the target", out.stdout + out.stderr);
-    assert.equal(viaUrllib, "hello from the target", out.stdout + out.stderr);
+    assert.match(viaUrllib, /^urllib: .*the edge executor.*pyfetch/, out.stdout + out.stderr);
     assert.match(denied, /PolicyDenied.*example\.com.*allowedDomains/);
     assert.match(mcp, /FROM PYTHON/);
     assert.doesNotMatch(JSON.stringify(out), new RegExp(SECRET));
+  });
+});
+
+describe("limits the Python runner enforces itself; the server answers again within the run's timeout", () => {
+  for (const [what, code] of [
+    ["while True: pass", "while True:\n    pass"],
+    ["a loop catching KeyboardInterrupt", "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        print('caught, going on')"],
+    ["SIGINT ignored", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"],
+    ["an asyncio loop that never ends", "import asyncio\nwhile True:\n    await asyncio.sleep(0)"],
+    ["a sleep past the timeout", "import asyncio\nawait asyncio.sleep(3600)"],
+  ]) {
+    test(`${what} ends Timeout`, async () => {
+      const { result, answers } = await healthzDuring(() => pyAtEdge(code, limits(2000)));
+      assert.equal(result.error?.name, "Timeout", JSON.stringify(result).slice(0, 1500));
+      assert.equal(result.exitCode, 124);
+      assert.ok(answers.every((a) => a.status === 200));
+      const worst = Math.max(...answers.map((a) => a.ms));
+      assert.ok(worst < 2000 + MARGIN_MS, JSON.stringify(answers));
+      console.log(`# ${what}: stopped after ${result.usage.wallMs} ms of a 2000 ms timeout; /healthz answered ${answers.length} times, the slowest in ${worst} ms`);
+    });
+  }
+
+  test("a run that times out keeps what it wrote before", async () => {
+    const out = await pyAtEdge(`with open("/tmp/py/before-timeout.txt", "w") as f:
+    f.write("kept")
+while True:
+    pass`, limits(1500));
+    assert.equal(out.error?.name, "Timeout");
+    assert.equal((await call("read", { path: "/tmp/py/before-timeout.txt" })).structuredContent.content, "kept");
+  });
+
+  test("bytearray(2**30) and a growing list end with MemoryError under the heap cap", async () => {
+    const { result, answers } = await healthzDuring(() => pyAtEdge("a = bytearray(2**30)\nprint(len(a))"));
+    assert.equal(result.exitCode, 1, JSON.stringify(result).slice(0, 1500));
+    assert.match(result.stderr, /MemoryError/);
+    const grown = await pyAtEdge("a = []\nwhile True:\n    a.append('x' * 1000 + str(len(a)))", limits(20_000));
+    assert.match(grown.stderr, /MemoryError/, JSON.stringify(grown).slice(0, 1500));
+    assert.ok(grown.usage.memPeakMb <= 64, JSON.stringify(grown.usage));
+    assert.ok(answers.every((a) => a.status === 200));
+    console.log(`# memory: the heap stopped at ${grown.usage.memPeakMb} MiB after ${grown.usage.wallMs} ms`);
+  });
+
+  test("a print flood ends OutputLimitExceeded at the cap", async () => {
+    const { result } = await healthzDuring(() => pyAtEdge("i = 0\nwhile True:\n    print('flood', i)\n    i += 1", { policy: { limits: { stdoutBytes: 65536, timeoutMs: 20_000 } } }));
+    assert.equal(result.error?.name, "OutputLimitExceeded", JSON.stringify(result).slice(0, 500));
+    assert.ok(result.stdout.length <= 65536 + 100);
+    console.log(`# output flood: stopped after ${result.usage.wallMs} ms`);
+  });
+
+  test("after all that the edge still runs the next call", async () => {
+    assert.equal((await pyAtEdge("print('still here')")).stdout, "still here\n");
+  });
+});
+
+describe("where Python runs", () => {
+  test("pip packages with no tab: refused saying a tab must run them and why; a tenant on tab still gets NoExecutorAttached", async () => {
+    const pip = { requirements: ["attrs==24.2.0"] };
+    const packaged = (await call("run_py", { code: "import attrs", pip })).structuredContent;
+    assert.equal(packaged.error?.name, "NoExecutorAttached", JSON.stringify(packaged));
+    assert.match(packaged.error.message, /pip packages needs a browser tab.*\.so.*open http/);
+    const atEdge = (await call("run_py", { code: "import attrs", pip, executor: "edge" })).structuredContent;
+    assert.equal(atEdge.error?.name, "ValidationError", JSON.stringify(atEdge));
+    assert.match(atEdge.error.message, /pip packages needs a browser tab/);
+    const onTab = await createTenant("edge-py-none", { queue: { attachWaitMs: 300 } });
+    const c = await connectClient(onTab.key);
+    const py = (await call("run_py", { code: "print(1)" }, c)).structuredContent;
+    await c.close();
+    assert.equal(py.error?.name, "NoExecutorAttached");
+    assert.match(py.error.message, /open http/);
+  });
+});
+
+describe("nothing to reach from Python at the edge", () => {
+  test("Pyodide's JS FFI reaches no network, no binding, no secret", async () => {
+    const out = await pyAtEdge(`import js, pyodide_js
+from pyodide.ffi import to_js
+seen = []
+for name in ["HOST", "env", "LOADER", "R2_CAPSULES", "process"]:
+    seen.append(f"{name}:{hasattr(js, name)}")
+print(" ".join(seen))
+for url in ["https://example.com/", "http://127.0.0.1:${new URL(BASE).port}/healthz", "/admin/tenants/dev", "https://relay.invalid/session"]:
+    for fetcher in ("js.fetch", "globalThis.fetch"):
+        try:
+            f = js.fetch if fetcher == "js.fetch" else pyodide_js._api.config.jsglobals.fetch
+            r = await f(url)
+            print("REACHED" if r.status < 400 else "refused", r.status, fetcher, url)
+        except Exception as e:
+            print("failed", fetcher, url, type(e).__name__)
+# The isolate's own globalThis (where its fetch goes to the host entrypoint): eval and the
+# Function constructor are refused in a dynamic worker, so neither reaches it.
+for how in ("run_js", "Function"):
+    try:
+        if how == "run_js":
+            from pyodide.code import run_js
+            f = run_js("globalThis.fetch")
+        else:
+            f = js.Object.constructor("return globalThis.fetch")()
+        r = await f("/admin/tenants/dev")
+        print("REACHED" if r.status < 400 else "refused", r.status, how)
+    except Exception as e:
+        print("failed", how, type(e).__name__, str(e)[:80])
+import os
+print("env:", sorted(k for k in os.environ if k not in ("HOME", "USER", "LOGNAME", "PATH", "PWD", "LANG", "TERM", "SHELL", "PYTHONHOME", "PYTHONPATH", "_")))`);
+    assert.doesNotMatch(out.stdout, /REACHED/, out.stdout + out.stderr);
+    assert.match(out.stdout, /^HOST:False env:False LOADER:False R2_CAPSULES:False process:False\n/);
+    assert.equal(out.stdout.match(/^(failed|refused) /gm)?.length, 10, out.stdout);
+    for (const secret of [devVars.ADMIN_TOKEN, devVars.CAPSULE_SIGNING_KEY, key]) assert.ok(!JSON.stringify(out).includes(secret));
+    console.log(`# ffi: ${out.stdout.replaceAll("\n", " | ")} ${out.stderr.slice(-300)}`);
   });
 });

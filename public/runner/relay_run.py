@@ -8,7 +8,7 @@ cwd, stdin, a fresh __main__), and no later run ever sees what this one changed.
 the builtin `mcps` calls the tenant's upstream MCP servers: `await mcps.call(server, tool, params)`.
 
 Blocking on a JavaScript promise (`run_sync`: driving a top-level await from a plain call,
-`asyncio.run`, urllib) needs WebAssembly stack switching (JSPI). A browser without it (WebKit)
+`asyncio.run`, urllib) needs WebAssembly stack switching (JSPI). A runtime without it (WebKit, the edge)
 calls `relay_run` with `can_block=False`: an entry that awaits at top level is then handed back
 as an awaitable of its exit code, and urllib raises a URLError saying to use pyfetch.
 
@@ -208,8 +208,9 @@ def _drive(coroutine):
 
 
 URLLIB_NEEDS_JSPI = (
-    "urllib.request blocks on the page's fetch, which needs WebAssembly stack switching (JSPI); "
-    "this browser has none: use `await pyodide.http.pyfetch(url)`, or run the executor tab in Chrome or Firefox"
+    "urllib.request blocks on the runner's fetch, which needs WebAssembly stack switching (JSPI); "
+    "this runtime has none (a WebKit browser, or the edge executor): use `await pyodide.http.pyfetch(url)`, "
+    "or run it in an executor tab in Chrome or Firefox"
 )
 
 
