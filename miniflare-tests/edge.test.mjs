@@ -3,7 +3,8 @@
 // stdin/args/env; the relay session's workspace (a run's writes seen by `read`, a `write` seen
 // by a run); guarded fetch allowed (a loopback server the policy allows) and denied; mcps.call
 // to a test upstream; where runs go (a tab attaching takes the next runs; one that left is
-// waited for; a tenant on `tab` still gets NoExecutorAttached; Python needs a tab; a spent
+// waited for; a tenant on `tab` still gets NoExecutorAttached; Python with pip packages needs a tab (Python
+// itself: edge-py.test.mjs); a spent
 // budget is EdgeBudgetExceeded; a deps layer a tab built runs at the edge, a new build does not); the limits the runner enforces itself, each ending with its
 // error and the server answering again within the run's timeout and a generous margin (short
 // timeouts: a busy guest freezes all of wrangler dev's workerd), what the runner holds outside
@@ -379,7 +380,7 @@ describe("nothing to reach from the edge", () => {
 });
 
 describe("where runs go", () => {
-  test("a tenant on tab (no edge budget) still gets NoExecutorAttached; Python needs a tab", async () => {
+  test("a tenant on tab (no edge budget) still gets NoExecutorAttached; Python with pip packages needs a tab", async () => {
     const onTab = await createTenant("edge-none", { queue: { attachWaitMs: 300 } });
     const c = await connectClient(onTab.key);
     const res = await runJs("console.log(1)", {}, c);
@@ -388,9 +389,10 @@ describe("where runs go", () => {
     assert.equal(wider.structuredContent.error.name, "ValidationError");
     assert.match(wider.structuredContent.error.message, /defaults\.edge/);
     await c.close();
-    const py = await client.callTool({ name: "run_py", arguments: { code: "print(1)" } });
+    // Python itself runs at the edge (edge-py.test.mjs); its pip packages need a tab.
+    const py = await client.callTool({ name: "run_py", arguments: { code: "import attrs", pip: { requirements: ["attrs"] } } });
     assert.equal(py.structuredContent.error.name, "NoExecutorAttached");
-    assert.match(py.structuredContent.error.message, /Python needs a browser tab.*open http/);
+    assert.match(py.structuredContent.error.message, /Python with pip packages needs a browser tab.*open http/);
   });
 
   test("a tenant over its edge budget gets EdgeBudgetExceeded naming the budget", async () => {

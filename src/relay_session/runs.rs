@@ -28,10 +28,10 @@ use crate::capsule::jws::Signer;
 use crate::capsule::{Capsule, Language};
 use crate::error::ErrorName;
 use crate::files::download_url;
-use crate::packages::request::DepsRequest;
 use crate::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
 use crate::mcp::tasks::{TaskRecord, TaskStatus};
 use crate::mcp::{self, Era, HttpResponse, LogLevel, Tool, ToolCall, ToolResult};
+use crate::packages::request::DepsRequest;
 use crate::protocol::{Caller, CapsuleCommand, ContextOrder, TabCommand};
 use crate::quota::{run_lease, Charge, LedgerAnswer};
 use crate::run::args::{capsule_spec, deps_request};
@@ -240,7 +240,10 @@ impl Call {
             context_runs: exit.usage.context_runs,
             files,
             images: images.collect(),
-            error: exit.error.as_ref().map(|e| named_error(e, caller, call.tool == Tool::RunPy && names_pip_packages(&call.arguments))),
+            error: exit
+                .error
+                .as_ref()
+                .map(|e| named_error(e, caller, call.tool == Tool::RunPy && names_pip_packages(&call.arguments))),
             context,
             displays: exit.displays.clone(),
             run: run.clone(),
@@ -290,7 +293,9 @@ pub fn executor_of(call: &ToolCall, caller: &Caller) -> Result<Executor, String>
 
 /// Whether a run_py call's `pip` lists a package (an invalid one is refused on its own later).
 fn names_pip_packages(arguments: &Value) -> bool {
-    arguments.as_object().is_some_and(|arguments| matches!(DepsRequest::from_arguments(Language::Py, arguments), Ok(Some(_))))
+    arguments
+        .as_object()
+        .is_some_and(|arguments| matches!(DepsRequest::from_arguments(Language::Py, arguments), Ok(Some(_))))
 }
 
 /// Why a run in a context never runs at the edge.
