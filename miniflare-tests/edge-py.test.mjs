@@ -12,6 +12,7 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
+import { healthzDuring, MARGIN_MS } from "./lib/healthz.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
 import { startModernUpstream } from "./lib/upstream-servers.mjs";
@@ -60,28 +61,6 @@ async function pyAtEdge(code, extra = {}, c = client) {
   const { structuredContent: out } = await call("run_py", { code, ...extra }, c);
   assert.equal(out.executor, "edge", JSON.stringify(out).slice(0, 2000));
   return out;
-}
-
-// How much later than a run's timeout the server may answer again, on a loaded machine.
-const MARGIN_MS = 15_000;
-
-/** Times `GET /healthz` while `work` runs (see edge.test.mjs): every answer's status and latency. */
-async function healthzDuring(work) {
-  const answers = [];
-  let running = true;
-  const probe = (async () => {
-    while (running) {
-      const started = Date.now();
-      const res = await fetch(`${BASE}/healthz`);
-      answers.push({ status: res.status, ms: Date.now() - started });
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  })();
-  const result = await work();
-  running = false;
-  await probe;
-  answers.push({ status: (await fetch(`${BASE}/healthz`)).status, ms: 0 });
-  return { result, answers };
 }
 
 describe("run_py with no tab runs at the edge", () => {

@@ -15,6 +15,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
+import { healthzDuring, MARGIN_MS } from "./lib/healthz.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
@@ -65,33 +66,6 @@ async function atEdge(code, extra, c = client) {
   const { structuredContent: out } = await runJs(code, extra, c);
   assert.equal(out.executor, "edge", JSON.stringify(out));
   return out;
-}
-
-// How much later than a run's timeout the server may answer again, on a loaded machine.
-const MARGIN_MS = 15_000;
-
-/**
- * Times `GET /healthz` while `work` runs: every answer's status and latency. wrangler dev's
- * workerd is frozen while a guest computes and answers every probe afterwards, so this proves
- * only that the server came back, and by the slowest probe, how soon.
- */
-async function healthzDuring(work) {
-  const answers = [];
-  let running = true;
-  const probe = (async () => {
-    while (running) {
-      const started = Date.now();
-      const res = await fetch(`${BASE}/healthz`);
-      answers.push({ status: res.status, ms: Date.now() - started });
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  })();
-  const result = await work();
-  running = false;
-  await probe;
-  const res = await fetch(`${BASE}/healthz`);
-  answers.push({ status: res.status, ms: 0 });
-  return { result, answers };
 }
 
 describe("run_js with no tab runs at the edge", () => {
