@@ -10,47 +10,24 @@
 // hands Python the isolate's realm: its fetch, its globals). Figures are printed.
 
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
-import { healthzDuring, MARGIN_MS } from "./lib/healthz.mjs";
+import { edgeTenant, healthzDuring, MARGIN_MS } from "./lib/edge.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
-import { startModernUpstream } from "./lib/upstream-servers.mjs";
 
 const SECRET = "edge-py-upstream-secret-8a2d";
-const BUDGET = { cpuMsPerDay: 3_600_000, runsPerMinute: 600 };
-const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
 
-let target; // a loopback server the policy allows
-let port;
-let upstream;
+let port; // of a loopback server the policy allows
 let key;
 let client;
+let close;
 
 before(async () => {
-  target = createServer((req, res) => {
-    if (req.url === "/hello") return res.writeHead(200, { "content-type": "text/plain" }).end("hello from the target");
-    res.writeHead(404).end();
-  });
-  await new Promise((resolve) => target.listen(0, resolve));
-  port = target.address().port;
-  upstream = await startModernUpstream(SECRET);
-  const network = { allowedDomains: [`localhost:${port}`], blockPrivateRanges: false, denyIpLiterals: false };
-  let tenant;
-  ({ key, tenant } = await createTenant("edge-py", { executor: "tab-or-edge", edge: BUDGET, policy: { network }, queue: { attachWaitMs: 1000 } }));
-  const put = await fetch(`${BASE}/admin/tenants/${tenant.id}/upstreams/modern`, {
-    method: "PUT",
-    headers: admin,
-    body: JSON.stringify({ url: upstream.url, headers: { "x-api-key": SECRET } }),
-  });
-  assert.equal(put.status, 200, await put.text());
-  client = await connectClient(key);
+  ({ port, key, client, close } = await edgeTenant("edge-py", SECRET));
 });
 
 after(async () => {
-  await client?.close();
-  await upstream?.close();
-  target?.close();
+  await close?.();
 });
 
 const call = (name, args, c = client) => c.callTool({ name, arguments: args }, undefined, { timeout: 180_000 });

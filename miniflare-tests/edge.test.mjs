@@ -12,51 +12,28 @@
 // edge-run.test.mjs). Figures are printed; only those bounds are asserted.
 
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
-import { healthzDuring, MARGIN_MS } from "./lib/healthz.mjs";
+import { admin, EDGE_BUDGET as BUDGET, edgeTenant, healthzDuring, MARGIN_MS } from "./lib/edge.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
 import { startPackageSources } from "./lib/package-sources.mjs";
-import { startModernUpstream } from "./lib/upstream-servers.mjs";
 
 const SECRET = "edge-upstream-secret-5f1c";
-const BUDGET = { cpuMsPerDay: 3_600_000, runsPerMinute: 600 };
-const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
 
-let target; // a loopback server the policy allows
-let port;
-let upstream;
+let port; // of a loopback server the policy allows
 let tenant;
 let key;
 let client;
+let close;
 
 before(async () => {
-  target = createServer((req, res) => {
-    if (req.url === "/hello") return res.writeHead(200, { "content-type": "text/plain" }).end("hello from the target");
-    if (req.url === "/to-evil") return res.writeHead(302, { location: "https://evil.example/steal" }).end();
-    res.writeHead(404).end();
-  });
-  await new Promise((resolve) => target.listen(0, resolve));
-  port = target.address().port;
-  upstream = await startModernUpstream(SECRET);
-  const network = { allowedDomains: [`localhost:${port}`], blockPrivateRanges: false, denyIpLiterals: false };
-  ({ key, tenant } = await createTenant("edge", { executor: "tab-or-edge", edge: BUDGET, policy: { network }, queue: { attachWaitMs: 1000 } }));
-  const put = await fetch(`${BASE}/admin/tenants/${tenant.id}/upstreams/modern`, {
-    method: "PUT",
-    headers: admin,
-    body: JSON.stringify({ url: upstream.url, headers: { "x-api-key": SECRET } }),
-  });
-  assert.equal(put.status, 200, await put.text());
-  client = await connectClient(key);
+  ({ port, key, tenant, client, close } = await edgeTenant("edge", SECRET));
 });
 
 after(async () => {
-  await client?.close();
-  await upstream?.close();
-  target?.close();
+  await close?.();
 });
 
 const runJs = (code, extra = {}, c = client) => c.callTool({ name: "run_js", arguments: { code, ...extra } }, undefined, { timeout: 120_000 });
