@@ -15,8 +15,8 @@
 //   not one a cached snapshot is labelled with: public/lib/runtime-files.js);
 // - copies esbuild-wasm's esbuild.wasm (the dependency builds' bundler) into dist/public/ and its
 //   SRI hash into dist/generated/esbuild-wasm.json, imported as `relay-esbuild-wasm`.
-// - bundles the edge executor's runners: QuickJS's into dist/edge/ (the Worker imports it),
-//   Pyodide's, patched, into dist/public/edge/ (the Worker reads it from its assets).
+// - bundles the edge executor's Python runner (durable/js/edge-runner-pyodide.js) with
+//   Pyodide's JS, patched, into dist/public/edge/ (the Worker reads it from its assets).
 // Run as `node scripts/build-assets.mjs`; also imported by the tests (buildAssets()).
 // Idempotent: vendored files whose size and mtime already match are not copied again.
 
@@ -88,7 +88,8 @@ export async function buildAssets({ log = console.log } = {}) {
   await generateFromCore();
   const outputs = [await buildPolicyWasm(), await vendorEsbuildWasm(), ...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
   await buildTestPage();
-  outputs.push(await buildEdgeRunners());
+  await buildEdgeRunner();
+  outputs.push(await buildEdgePyodideRunner());
   const runtimes = {};
   for (const runtime of RUNTIMES) {
     const { id, files } = await vendorRuntime(runtime);
@@ -201,38 +202,54 @@ async function bundleRunners() {
   }));
 }
 
-// The edge executor's runners (durable/js/edge-runner.js, edge-runner-pyodide.js), which
-// durable/js/entry.mjs hands to each run's dynamic Worker as one ES module of text. QuickJS's
-// goes to dist/edge/, never served, and is bundled into the Worker (QuickJS's wasm and
-// policy.wasm come from the page's assets). Pyodide's holds Pyodide's JS (1.3 MB): it is one of
-// the page's static assets (EDGE_PYODIDE_RUNNER), read as the wasm files are, so the Worker's
-// bundle does not grow; Pyodide's module text is patched for the edge (scripts/pyodide-patches.mjs).
+// The edge executor's runner (durable/js/edge-runner.js), which the Worker's main module
+// (durable/js/entry.mjs) imports and hands to each run's dynamic Worker: one ES module, as text,
+// in dist/edge/, never served (QuickJS's wasm and policy.wasm come from the page's assets).
 const EDGE_OUT = path.join(ROOT, "dist", "edge");
-const EDGE_PYODIDE_RUNNER = "edge/runner-pyodide.mjs";
 
-async function buildEdgeRunners() {
+async function buildEdgeRunner() {
   await mkdir(EDGE_OUT, { recursive: true });
-  const common = { absWorkingDir: ROOT, bundle: true, format: "esm", platform: "browser", target: "es2022", alias: ALIASES, logLevel: "warning" };
   await esbuild.build({
-    ...common,
+    absWorkingDir: ROOT,
     entryPoints: [path.join(ROOT, "durable", "js", "edge-runner.js")],
     outfile: path.join(EDGE_OUT, "runner.txt"),
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
     external: ["./quickjs.wasm", "./policy.wasm", ...NODE_ONLY],
+    alias: ALIASES,
+    logLevel: "warning",
   });
-  await esbuild.build({
-    ...common,
-    entryPoints: [path.join(ROOT, "durable", "js", "edge-runner-pyodide.js")],
-    outfile: path.join(OUT, EDGE_PYODIDE_RUNNER),
-    external: ["./pyodide.asm.wasm", "./policy.wasm", "./python_stdlib.zip", "./pyodide-lock.json", "./snapshot.bin", ...NODE_ONLY],
-    loader: { ".py": "text" },
-    plugins: [patchPyodide()],
-    minifyWhitespace: true,
-  });
-  return path.dirname(EDGE_PYODIDE_RUNNER);
 }
 
 function outputNames({ metafile }) {
   return Object.keys(metafile.outputs).map((file) => path.relative(OUT, path.resolve(ROOT, file)));
+}
+
+// The edge executor's Python runner (durable/js/edge-runner-pyodide.js), which entry.mjs hands
+// to each run_py's dynamic Worker as one ES module of text. It holds Pyodide's JS (1.3 MB), so
+// it is one of the page's static assets, read as the runtimes' files are, and the Worker's
+// bundle does not grow; Pyodide's module text is patched for the edge (pyodide-patches.mjs).
+const EDGE_PYODIDE_RUNNER = "edge/runner-pyodide.mjs";
+
+async function buildEdgePyodideRunner() {
+  await esbuild.build({
+    absWorkingDir: ROOT,
+    entryPoints: [path.join(ROOT, "durable", "js", "edge-runner-pyodide.js")],
+    outfile: path.join(OUT, EDGE_PYODIDE_RUNNER),
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    external: ["./pyodide.asm.wasm", "./policy.wasm", "./python_stdlib.zip", "./pyodide-lock.json", "./snapshot.bin", ...NODE_ONLY],
+    alias: ALIASES,
+    loader: { ".py": "text" },
+    plugins: [patchPyodide()],
+    minifyWhitespace: true,
+    logLevel: "warning",
+  });
+  return path.dirname(EDGE_PYODIDE_RUNNER);
 }
 
 /** The runner test page and its bundle, into TEST_OUT only. */
