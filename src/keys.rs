@@ -108,7 +108,7 @@ pub fn tenant_workspace_body(tenant: &str, sha256: &str) -> String {
 }
 
 // R2 also holds Pyodide's memory snapshot for the edge executor, no tenant's, written and read
-// by the Worker's JavaScript (`durable/js/entry.mjs` `snapshotOf`):
+// by the Worker's JavaScript (`durable/js/edge-pyodide.mjs` `snapshotOf`):
 // `runtime-snapshots/<runtime id>/<sha256 of what shaped it>`, which no retention sweep lists.
 
 /// R2: the prefixes of everything a tenant owns there (layers are shared, never a tenant's):
