@@ -6,12 +6,18 @@
 // /out and display(); guarded fetch allowed and denied; mcps.call; the limits the runner
 // enforces itself (a busy loop, one that catches KeyboardInterrupt, memory, an output flood),
 // each ending with its error while /healthz keeps answering; pip packages with no tab refused
-// saying why; a tenant on `tab` still refused; and what a guest cannot reach (Pyodide's JS FFI
-// hands Python the isolate's realm: its fetch, its globals). Figures are printed.
+// saying why; a tenant on `tab` still refused; what a guest cannot reach (Pyodide's JS FFI
+// hands Python the isolate's realm: its fetch, its globals); and a snapshot damaged in R2 made
+// again (on a server of its own, RELAY_RESTART_PORT). Figures are printed.
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { edgeTenant, healthzDuring, MARGIN_MS } from "./lib/edge.mjs";
+import { EDGE_BUDGET, edgeTenant, healthzDuring, MARGIN_MS } from "./lib/edge.mjs";
+import { startWorker } from "./lib/local-worker.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
 
@@ -230,5 +236,53 @@ print("env:", sorted(k for k in os.environ if k not in ("HOME", "USER", "LOGNAME
     assert.equal(out.stdout.match(/^(failed|refused) /gm)?.length, 10, out.stdout);
     for (const secret of [devVars.ADMIN_TOKEN, devVars.CAPSULE_SIGNING_KEY, key]) assert.ok(!JSON.stringify(out).includes(secret));
     console.log(`# ffi: ${out.stdout.replaceAll("\n", " | ")} ${out.stderr.slice(-300)}`);
+  });
+});
+
+describe("Python's memory snapshot in R2", () => {
+  // A server of its own (RELAY_RESTART_PORT) over a state directory kept across restarts: R2's
+  // blobs are files there. The snapshot is the one blob over 20 MB.
+  const bigBlobs = async (dir) => {
+    const found = [];
+    for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+      const file = path.join(entry.parentPath, entry.name);
+      if (entry.isFile() && (await stat(file)).size > 20 << 20) found.push(file);
+    }
+    return found;
+  };
+  const sha256 = async (file) => createHash("sha256").update(await readFile(file)).digest("hex");
+
+  test("a snapshot damaged in R2 is refused by its sha256 and made again: the run still works", async () => {
+    const stateDir = await mkdtemp(path.join(tmpdir(), "relay-edge-py-snapshot-"));
+    const port = Number(process.env.RELAY_RESTART_PORT ?? 8796);
+    const runOnce = async () => {
+      const worker = await startWorker({ port, stateDir });
+      try {
+        const { key: own } = await createTenant("edge-py-snapshot", { executor: "edge", edge: EDGE_BUDGET }, worker.url);
+        const c = await connectClient(own, "default", undefined, worker.url);
+        const out = (await call("run_py", { code: "print(6 * 7)" }, c)).structuredContent;
+        await c.close();
+        return out;
+      } finally {
+        await worker.stop();
+      }
+    };
+    try {
+      assert.equal((await runOnce()).stdout, "42\n", "the first run makes the snapshot");
+      const [blob, ...others] = await bigBlobs(stateDir);
+      assert.ok(blob && others.length === 0, `one snapshot blob in ${stateDir}`);
+      // Damaged in place, its size kept: a byte flipped every 4 KiB (much of a heap is zeros
+      // already, so zeros written over it may change nothing).
+      const bytes = await readFile(blob);
+      for (let i = 0; i < bytes.length; i += 4096) bytes[i] ^= 0xff;
+      await writeFile(blob, bytes);
+      const damaged = await sha256(blob);
+      const again = await runOnce();
+      assert.equal(again.stdout, "42\n", JSON.stringify(again).slice(0, 1500));
+      const now = await Promise.all((await bigBlobs(stateDir)).map(sha256));
+      assert.ok(now.some((hash) => hash !== damaged), "a whole snapshot was put back");
+    } finally {
+      await rm(stateDir, { recursive: true, force: true });
+    }
   });
 });
