@@ -211,7 +211,11 @@ async function execute(job, events, engine) {
   events.guard = guard;
   const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(engine.modules), events, guard, runnerJobOf.limits.stdoutBytes);
   events.emit({ type: "progress", phase: "execute" });
-  const instance = await engine.start(runnerJobOf.limits.memMb);
+  // A stop while the engine starts (its timeout, the relay session leaving) ends the run then:
+  // a start that never settles would otherwise hold it until the relay session's deadline (the
+  // run's pending timer keeps workerd from taking such an isolate for hung).
+  const instance = await Promise.race([engine.start(runnerJobOf.limits.memMb), new Promise((resolve) => (guard.onStop = () => resolve(null)))]);
+  if (!instance) return events.end(failure(guard.error.name, guard.error.message));
   const exit = await runJob(instance, runnerJobOf, (message) => host.hear(message), host.relay, guard);
   // As the page does: displays inline or in /out, what the run left in /out uploaded and listed.
   const displays = await storeDisplays(announced.runId, host.displays.shown, async (path, data) => {
