@@ -135,6 +135,7 @@ describe("limits the Python runner enforces itself; the server answers again wit
   for (const [what, code] of [
     ["while True: pass", "while True:\n    pass"],
     ["a loop catching KeyboardInterrupt", "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        print('caught, going on')"],
+    ["a loop swallowing KeyboardInterrupt silently", "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass"],
     ["SIGINT ignored", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"],
     ["an asyncio loop that never ends", "import asyncio\nwhile True:\n    await asyncio.sleep(0)"],
     ["a sleep past the timeout", "import asyncio\nawait asyncio.sleep(3600)"],
