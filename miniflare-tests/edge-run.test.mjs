@@ -1,5 +1,6 @@
 // The edge entrypoints' rules that need no workerd (durable/js/edge-run.mjs), in Node: the routes
-// a run's HOST lets through (the guest cannot reach HOST itself: QuickJS has no binding), and
+// a run's HOST lets through (the guest cannot reach HOST itself: QuickJS has no binding) and a
+// build's, and
 // the exit event a run gets when its isolate dies first (production's limits.cpuMs and 128 MB,
 // which wrangler dev does not enforce on a dynamic worker).
 
@@ -31,6 +32,24 @@ describe("a run's HOST reaches only its run token's routes", () => {
       ["PUT", "/files/r_1/out/"],
     ]) {
       assert.equal(isRunRoute(method, path), false, `${method} ${path}`);
+    }
+  });
+});
+
+describe("a build's HOST reaches only its package sources", () => {
+  test("GET /registry, and none of a run's routes", () => {
+    assert.ok(isRunRoute("GET", "/registry", { build: true }));
+    assert.equal(isRunRoute("GET", "/registry"), false, "a run never fetches packages");
+    for (const [method, path] of [
+      ["POST", "/registry"],
+      ["GET", "/registry/x"],
+      ["POST", "/capsule/presign"],
+      ["PUT", "/capsule/upload"],
+      ["POST", "/capsule/finalize"],
+      ["POST", "/egress"],
+      ["POST", "/workspace/commit"],
+    ]) {
+      assert.equal(isRunRoute(method, path, { build: true }), false, `${method} ${path}`);
     }
   });
 });

@@ -3,22 +3,26 @@
 // stdin/args/env; the relay session's workspace (a run's writes seen by `read`, a `write` seen
 // by a run); guarded fetch allowed (a loopback server the policy allows) and denied; mcps.call
 // to a test upstream; where runs go (a tab attaching takes the next runs; one that left is
-// waited for; a tenant on `tab` still gets NoExecutorAttached; Python with pip packages needs a tab (Python
-// itself: edge-py.test.mjs); a spent
-// budget is EdgeBudgetExceeded; a deps layer a tab built runs at the edge, a new build does not); the limits the runner enforces itself, each ending with its
+// waited for; a tenant on `tab` still gets NoExecutorAttached; Python with pip packages needs a
+// tab (Python itself: edge-py.test.mjs); a spent budget is EdgeBudgetExceeded; a deps layer a
+// tab built runs at the edge; a new build with no tab runs at the edge and a tab attaching later
+// reuses it; a package past a build cap fails naming it, a gzip bomb and a tarball of countless
+// entries stopped as they inflate, a cancelled build holding the one build slot until it
+// settles); the limits the runner enforces itself, each ending with its
 // error and the server answering again within the run's timeout and a generous margin (short
 // timeouts: a busy guest freezes all of wrangler dev's workerd), what the runner holds outside
 // QuickJS's heap bounded; and what a guest cannot reach from there (HOST's routes are tested in
 // edge-run.test.mjs). Figures are printed; only those bounds are asserted.
 
 import assert from "node:assert/strict";
+import { inflateRawSync } from "node:zlib";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
 import { admin, EDGE_BUDGET as BUDGET, edgeTenant, healthzDuring, MARGIN_MS } from "./lib/edge.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
-import { startPackageSources } from "./lib/package-sources.mjs";
+import { startPackageSources, startSilentSource } from "./lib/package-sources.mjs";
 
 const SECRET = "edge-upstream-secret-5f1c";
 
@@ -35,6 +39,34 @@ before(async () => {
 after(async () => {
   await close?.();
 });
+
+const LODASH = { dependencies: { lodash: "^4.17.0" } };
+const LODASH_CODE = `import chunk from "lodash/chunk"; import _ from "lodash"; console.log(JSON.stringify(chunk([1, 2, 3], 2)), _.VERSION)`;
+const LODASH_OUT = "[[1,2],[3]] 4.17.21\n";
+
+let tabLayer; // lodash's deps layer as a tab built it ("where runs go"): {sha256, files}
+
+/**
+ * The deps layer of the last capsule a tab's `lines` name by `pattern`: its sha256 and its
+ * files (path -> bytes, inflated here: zlib's, not the page's reader).
+ */
+async function depsLayer(lines, pattern, key) {
+  const hash = lines.map((line) => pattern.exec(line)?.[1]).filter(Boolean).pop();
+  const get = (file) => fetch(`${BASE}/capsules/${hash}/${file}`, { headers: { authorization: `Bearer ${key}` } });
+  const manifest = await (await get("capsule.json")).json();
+  const layer = manifest.fsLayers.find((l) => l.path.includes("deps"));
+  const zip = Buffer.from(await (await get(layer.path)).arrayBuffer());
+  const files = {};
+  // The writer's local headers carry the sizes (lib/zip-writer.js: no data descriptors).
+  for (let at = 0; zip.readUInt32LE(at) === 0x04034b50; ) {
+    const [method, size, nameLength, extraLength] = [zip.readUInt16LE(at + 8), zip.readUInt32LE(at + 18), zip.readUInt16LE(at + 26), zip.readUInt16LE(at + 28)];
+    const name = zip.toString("utf8", at + 30, at + 30 + nameLength);
+    const body = zip.subarray(at + 30 + nameLength + extraLength, at + 30 + nameLength + extraLength + size);
+    files[name] = method === 8 ? inflateRawSync(body) : body;
+    at += 30 + nameLength + extraLength + size;
+  }
+  return { sha256: layer.sha256, files };
+}
 
 const runJs = (code, extra = {}, c = client) => c.callTool({ name: "run_js", arguments: { code, ...extra } }, undefined, { timeout: 120_000 });
 
@@ -336,6 +368,8 @@ describe("where runs go", () => {
     const c = await connectClient(onTab.key);
     const res = await runJs("console.log(1)", {}, c);
     assert.equal(res.structuredContent.error.name, "NoExecutorAttached");
+    const packaged = await runJs(LODASH_CODE, { npm: LODASH }, c);
+    assert.equal(packaged.structuredContent.error.name, "NoExecutorAttached", "no build at the edge either");
     const wider = await runJs("console.log(1)", { executor: "edge" }, c);
     assert.equal(wider.structuredContent.error.name, "ValidationError");
     assert.match(wider.structuredContent.error.message, /defaults\.edge/);
@@ -356,29 +390,116 @@ describe("where runs go", () => {
     await c.close();
   });
 
-  test("a deps layer a tab built earlier runs at the edge; a new build with no tab is DepsResolutionFailed", async () => {
+  test("a deps layer a tab built earlier runs at the edge", async () => {
     const registry = await startPackageSources();
     const browser = await launchBrowser();
     try {
       const pkg = await createTenant("edge-packages", { executor: "tab-or-edge", edge: BUDGET, packages: registry.sources });
       const c = await connectClient(pkg.key);
-      const code = `import chunk from "lodash/chunk"; import _ from "lodash"; console.log(JSON.stringify(chunk([1, 2, 3], 2)), _.VERSION)`;
-      const npm = { dependencies: { lodash: "^4.17.0" } };
       const tab = await openExecutor(browser, pkg.key);
-      const built = (await runJs(code, { npm }, c)).structuredContent;
+      const built = (await runJs(LODASH_CODE, { npm: LODASH }, c)).structuredContent;
       assert.equal(built.executor, "tab");
-      assert.equal(built.stdout, "[[1,2],[3]] 4.17.21\n", JSON.stringify(built));
+      assert.equal(built.stdout, LODASH_OUT, JSON.stringify(built));
+      tabLayer = await depsLayer(tab.lines, /^Built capsule ([0-9a-f]+)/, pkg.key);
       await tab.context.close();
-      const reused = (await runJs(code, { npm, executor: "edge" }, c)).structuredContent;
+      const reused = (await runJs(LODASH_CODE, { npm: LODASH, executor: "edge" }, c)).structuredContent;
       assert.equal(reused.executor, "edge");
-      assert.equal(reused.stdout, "[[1,2],[3]] 4.17.21\n", JSON.stringify(reused));
-      const fresh = (await runJs("import isOdd from 'is-odd'; console.log(isOdd(3))", { npm: { dependencies: { "is-odd": "^3.0.0" } }, executor: "edge" }, c)).structuredContent;
-      assert.equal(fresh.error?.name, "DepsResolutionFailed", JSON.stringify(fresh));
-      assert.match(fresh.error.message, /builds run in a browser tab/);
+      assert.equal(reused.stdout, LODASH_OUT, JSON.stringify(reused));
       await c.close();
     } finally {
       await browser.close();
       await registry.close();
+    }
+  });
+
+  test("a new build with no tab runs at the edge; a tab attaching later reuses its build; past a cap it fails naming the cap", async () => {
+    const registry = await startPackageSources();
+    const tarball = "/npm/lodash/-/lodash-4.17.21.tgz";
+    const browser = await launchBrowser();
+    let c;
+    try {
+      const pkg = await createTenant("edge-builds", { executor: "tab-or-edge", edge: BUDGET, packages: registry.sources, queue: { attachWaitMs: 300 } });
+      c = await connectClient(pkg.key);
+      let started = Date.now();
+      const built = (await runJs(LODASH_CODE, { npm: LODASH }, c)).structuredContent;
+      console.log(`# lodash built at the edge and run: ${Date.now() - started} ms (wallMs ${built.usage?.wallMs})`);
+      assert.equal(built.executor, "edge", JSON.stringify(built));
+      assert.equal(built.stdout, LODASH_OUT, JSON.stringify(built));
+      assert.equal(registry.hits.get(tarball), 1, "one download of lodash");
+      started = Date.now();
+      const again = (await runJs(LODASH_CODE, { npm: LODASH }, c)).structuredContent;
+      console.log(`# the same call again at the edge (its build reused): ${Date.now() - started} ms`);
+      assert.equal(again.stdout, LODASH_OUT, JSON.stringify(again));
+      const tab = await openExecutor(browser, pkg.key);
+      const onTab = (await runJs(LODASH_CODE, { npm: LODASH, executor: "tab" }, c)).structuredContent;
+      assert.equal(onTab.executor, "tab");
+      assert.equal(onTab.stdout, LODASH_OUT, JSON.stringify(onTab));
+      assert.equal(registry.hits.get(tarball), 1, "no second build: the tab reused the edge's build record");
+      assert.ok(!tab.lines.some((line) => /Building the dependencies/.test(line)), tab.lines.join("\n"));
+      // The same packages give the same files at the edge as on a tab; the zips differ, as
+      // workerd's deflate is not Chromium's (each is deterministic where it runs).
+      const edgeLayer = await depsLayer(tab.lines, /^Received capsule ([0-9a-f]+)/, pkg.key);
+      console.log(`# lodash's deps layer: built at the edge ${edgeLayer.sha256}, on a tab ${tabLayer?.sha256}; ${Object.keys(edgeLayer.files).length} files`);
+      assert.ok(tabLayer, "the test before this one built lodash on a tab: run the file whole");
+      assert.deepEqual(edgeLayer.files, tabLayer.files, "the same files at the edge as on a tab");
+      await tab.context.close();
+
+      const tooMany = (await runJs("import n from 'many-files'; console.log(n)", { npm: { dependencies: { "many-files": "1.0.0" } }, executor: "edge" }, c)).structuredContent;
+      assert.equal(tooMany.error?.name, "DepsResolutionFailed", JSON.stringify(tooMany));
+      assert.match(tooMany.error.message, /2001 files, past the edge's cap of 2000 files \(edge build cap treeFiles\).*a browser tab can build it/);
+    } finally {
+      await c?.close();
+      await browser.close();
+      await registry.close();
+    }
+  });
+
+  test("a build at the edge stops a gzip bomb and a tarball of countless entries as they inflate, naming the cap and the package; the server answers on", async () => {
+    const registry = await startPackageSources();
+    const c = await connectClient((await createTenant("edge-bombs", { executor: "edge", edge: BUDGET, packages: registry.sources })).key);
+    try {
+      for (const [name, cap] of [
+        // Stopped at its first 8 MiB file's header (package.json's bytes before it), not 1 GiB later.
+        ["bomb", /stopped at bomb@1\.0\.0: its unpacked packages reached 83886\d\d bytes, past the edge's cap of 8388608 bytes \(edge build cap treeBytes\)/],
+        ["many-tiny", /stopped at many-tiny@1\.0\.0: its unpacked packages reached 2001 files, past the edge's cap of 2000 files \(edge build cap treeFiles\)/],
+      ]) {
+        const started = Date.now();
+        const stopped = (await runJs(`import m from '${name}'; console.log(m)`, { npm: { dependencies: { [name]: "1.0.0" } } }, c)).structuredContent;
+        console.log(`# ${name} stopped at the edge after ${Date.now() - started} ms`);
+        assert.equal(stopped.error?.name, "DepsResolutionFailed", JSON.stringify(stopped));
+        assert.match(stopped.error.message, cap);
+        assert.equal((await fetch(`${BASE}/healthz`)).status, 200, `the server answers after ${name}`);
+      }
+    } finally {
+      await c.close();
+      await registry.close();
+    }
+  });
+
+  // A cancelled build's isolate works on until its caps end it (15 s of wall here: the source
+  // never answers): the relay session's one build at the edge stays taken until then.
+  test("a build at the edge cancelled by its client holds the relay session's one build until it settles, then frees it", { timeout: 120_000 }, async () => {
+    const silent = await startSilentSource();
+    const c = await connectClient((await createTenant("edge-build-cancel", { executor: "edge", edge: BUDGET, packages: silent.sources })).key);
+    const build = (name, options) => c.callTool({ name: "run_js", arguments: { code: `import m from '${name}'; console.log(m)`, npm: { dependencies: { [name]: "1.0.0" } } } }, undefined, { timeout: 60_000, ...options });
+    try {
+      const abort = new AbortController();
+      const started = Date.now();
+      const cancelled = build("silent", { signal: abort.signal });
+      await new Promise((r) => setTimeout(r, 2_000)); // its build is waiting on the source
+      abort.abort("enough");
+      await assert.rejects(cancelled);
+      const busy = (await build("stall")).structuredContent;
+      assert.equal(busy.error?.name, "DepsResolutionFailed", JSON.stringify(busy));
+      assert.match(busy.error.message, /another dependency build of this relay session is running at the edge \(one at a time\); call again when it has ended \(its build stops within 15 s, then uploads the layer it built, if any\)/);
+      await new Promise((r) => setTimeout(r, Math.max(0, started + 17_000 - Date.now()))); // its wall cap passed
+      const after = (await build("stall")).structuredContent;
+      console.log(`# after the cancelled build settled, the next build ran and ended: ${after.error?.message}`);
+      assert.equal(after.error?.name, "DepsResolutionFailed", JSON.stringify(after));
+      assert.doesNotMatch(after.error.message, /one at a time/, "the slot was freed once the cancelled build settled");
+    } finally {
+      await c.close();
+      await silent.close();
     }
   });
 

@@ -1,7 +1,7 @@
 // A run's dependency build, in a worker of the page's own origin so the page never waits on it:
 // npm packages are resolved, fetched, checked and bundled with esbuild-wasm (served by this
 // Worker, checked against the SRI hash built into this bundle, kept in the Cache API), each
-// package and each subpath the code imports; Python wheels are resolved by relay-core's
+// package and each subpath the code imports (lib/packages/npm-build.js, as at the edge); Python wheels are resolved by relay-core's
 // resolver (policy.wasm), their requirements followed, and checked. The result is the deps layer's zip, which lib/deps-build.js
 // uploads and finalizes. Everything is fetched through the Worker's /registry route.
 // Messages: page -> {language, build, sources, runToken}; worker -> {progress: {phase, detail}}
@@ -10,8 +10,7 @@
 import * as esbuild from "esbuild-wasm";
 import ESBUILD_WASM from "relay-esbuild-wasm";
 import { memo } from "./lib/memo.js";
-import { bundlePackages } from "./lib/packages/bundle.js";
-import { installNpm } from "./lib/packages/npm.js";
+import { buildNpm } from "./lib/packages/npm-build.js";
 import { installPip } from "./lib/packages/pip.js";
 import { Registry } from "./lib/packages/registry.js";
 import { cachedFile } from "./lib/runtime-files.js";
@@ -24,22 +23,15 @@ self.onmessage = async ({ data: { language, build, sources, runToken } }) => {
   try {
     const via = new Registry(runToken);
     const { files, resolved } =
-      language === "js" ? await buildNpm(build, sources, via, progress) : await installPip(build, sources, via, progress);
+      language === "js"
+        ? await buildNpm(build, sources, via, progress, { esbuild, ready: startEsbuild() })
+        : await installPip(build, sources, via, progress);
     const layer = await zip(Object.fromEntries(files));
     self.postMessage({ layer, resolved }, [layer.buffer]);
   } catch (err) {
     self.postMessage({ error: { name: err.name, message: err.message } });
   }
 };
-
-async function buildNpm({ dependencies, subpaths = [] }, sources, via, progress) {
-  const [{ files, installed }] = await Promise.all([installNpm(dependencies, sources.npmRegistry, via, progress), startEsbuild()]);
-  const specifiers = [...Object.keys(dependencies), ...subpaths];
-  const imports = subpaths.length ? ` and ${subpaths.length} subpaths` : "";
-  progress("bundle", `${Object.keys(dependencies).length} packages${imports} with esbuild ${esbuild.version}`);
-  const bundled = await bundlePackages(esbuild, files, specifiers);
-  return { files: bundled, resolved: installed.map(({ name, version }) => `${name}@${version}`) };
-}
 
 const startEsbuild = memo(async () => {
   const cache = self.caches ? await caches.open(TOOLS_CACHE) : null;

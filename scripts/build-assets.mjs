@@ -202,25 +202,33 @@ async function bundleRunners() {
   }));
 }
 
-// The edge executor's runner (durable/js/edge-runner.js), which the Worker's main module
-// (durable/js/entry.mjs) imports and hands to each run's dynamic Worker: one ES module, as text,
-// in dist/edge/, never served (QuickJS's wasm and policy.wasm come from the page's assets).
+// The edge executor's runner (durable/js/edge-runner.js) and deps builder (edge-build.js), which
+// the Worker's main module (durable/js/entry.mjs) imports and hands to each run's or build's
+// dynamic Worker: one ES module each, as text, in dist/edge/, never served (QuickJS's wasm,
+// policy.wasm and esbuild.wasm come from the page's assets).
 const EDGE_OUT = path.join(ROOT, "dist", "edge");
 
 async function buildEdgeRunner() {
   await mkdir(EDGE_OUT, { recursive: true });
-  await esbuild.build({
-    absWorkingDir: ROOT,
-    entryPoints: [path.join(ROOT, "durable", "js", "edge-runner.js")],
-    outfile: path.join(EDGE_OUT, "runner.txt"),
-    bundle: true,
-    format: "esm",
-    platform: "browser",
-    target: "es2022",
-    external: ["./quickjs.wasm", "./policy.wasm", ...NODE_ONLY],
-    alias: ALIASES,
-    logLevel: "warning",
-  });
+  const edgeModule = (entry, outfile, external) =>
+    esbuild.build({
+      absWorkingDir: ROOT,
+      entryPoints: [path.join(ROOT, "durable", "js", entry)],
+      outfile: path.join(EDGE_OUT, outfile),
+      bundle: true,
+      format: "esm",
+      platform: "browser",
+      target: "es2022",
+      external: [...external, ...NODE_ONLY],
+      alias: ALIASES,
+      logLevel: "warning",
+    });
+  // The edge's deps builder (durable/js/edge-build.js: the tab's build code and esbuild-wasm's
+  // browser API), whose esbuild.wasm is the page's asset too.
+  await Promise.all([
+    edgeModule("edge-runner.js", "runner.txt", ["./quickjs.wasm", "./policy.wasm"]),
+    edgeModule("edge-build.js", "builder.txt", ["./esbuild.wasm"]),
+  ]);
 }
 
 function outputNames({ metafile }) {

@@ -25,3 +25,24 @@ pub fn too_slow_message(deadline_ms: u64) -> String {
         MIN_BYTES_PER_S / 1024
     )
 }
+
+/// The most a body's buffer holds before its bytes arrive: a request that sends its headers
+/// and then nothing (or trickles to its deadline) reserves no more than this.
+pub const UP_FRONT_BYTES: usize = 1024 * 1024;
+
+/// The capacity to give a body's buffer holding `len` bytes with `capacity` when `incoming`
+/// more arrive, on a route whose limit is `limit`: at least what they need, doubled as a `Vec`
+/// grows (so copies stay linear), but never reserved past the limit, so a body of exactly the
+/// limit (a granted upload) ends in a buffer of its own size. A doubling past half the limit
+/// goes to the limit at once: the copy holds the old buffer and the new, 1.5 times the limit
+/// at most when chunks are small beside the buffer (a 20 MiB grant: 8 + 20 MiB, not 16 + 20);
+/// a chunk larger than the buffer grows it to what it needs, so the old one may be larger.
+pub fn grown_capacity(len: usize, capacity: usize, incoming: usize, limit: usize) -> usize {
+    let needed = len.saturating_add(incoming);
+    if needed <= capacity {
+        return capacity;
+    }
+    let doubled = capacity.saturating_mul(2);
+    let grown = if doubled > limit / 2 { limit } else { doubled };
+    grown.max(needed)
+}

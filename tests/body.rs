@@ -61,3 +61,40 @@ proptest! {
         prop_assert!(deadline_ms(declared, limit) >= BASE_MS + needed_ms);
     }
 }
+
+#[test]
+fn a_buffer_reserves_at_most_1_mib_up_front_and_grows_to_the_limit_never_past_it() {
+    use relay_core::body::{grown_capacity, UP_FRONT_BYTES};
+    const GRANT: usize = 20 * 1024 * 1024; // the largest granted upload, a deps layer
+    assert_eq!(UP_FRONT_BYTES, 1024 * 1024);
+    let (mut len, mut capacity, mut grown, mut held) = (0, GRANT.min(UP_FRONT_BYTES), 0, 0);
+    while len < GRANT {
+        let next = grown_capacity(len, capacity, 64 * 1024, GRANT);
+        if next != capacity {
+            grown += 1;
+            held = held.max(capacity + next); // the copy holds both buffers
+        }
+        (len, capacity) = (len + 64 * 1024, next);
+    }
+    assert_eq!(capacity, GRANT, "a body of the grant's size ends in a buffer of that size");
+    assert_eq!(grown, 4, "1 MiB doubled to 8, then the grant's 20: {grown} regrowths");
+    assert_eq!(held, 28 * 1024 * 1024, "the last growth holds 8 + 20 MiB, not 16 + 20: {held}");
+}
+
+proptest! {
+    /// Whatever arrives, the buffer holds it, grows at least geometrically, and never reserves
+    /// past the limit more than the bytes that arrived.
+    #[test]
+    fn a_grown_buffer_holds_what_arrived_and_stays_within_the_limit(len in 0usize..1 << 30, extra in 0usize..1 << 30, incoming in 0usize..1 << 24, limit in 0usize..1 << 31) {
+        use relay_core::body::grown_capacity;
+        let capacity = len.saturating_add(extra);
+        let next = grown_capacity(len, capacity, incoming, limit);
+        prop_assert!(next >= len + incoming && next >= capacity);
+        if next > capacity {
+            prop_assert!(next <= limit.max(len + incoming));
+            prop_assert!(next >= (2 * capacity).min(limit));
+            // Past half the limit a growth goes to the limit (or what arrived), not halfway.
+            prop_assert!(next <= limit / 2 || next == limit || next == len + incoming);
+        }
+    }
+}

@@ -91,14 +91,30 @@ fn a_run_with_no_tab_goes_to_the_edge_with_its_capsule_and_workspace_and_ends_by
 }
 
 #[test]
-fn a_packaged_run_never_built_fails_at_the_edge_saying_a_tab_must_build_it() {
+fn a_packaged_run_never_built_gets_its_build_at_the_edge_within_the_caps_one_at_a_time() {
+    use relay_core::packages::edge_build::EDGE_BUILD_CAPS;
     let session = edge_session();
     let args = json!({ "code": "import _ from 'lodash'", "npm": { "dependencies": { "lodash": "^4.17.0" } } });
-    let (_, stream) = start(&session, "r_2", Tool::RunJs, args);
-    let (name, message) = run(session.edge_job("r_2")).unwrap_err();
+    let (_, _stream) = start(&session, "r_2", Tool::RunJs, args.clone());
+    let job = run(session.edge_job("r_2")).expect("a build job");
+    // The tab's own build command (with its run token for /registry, presign and finalize).
+    assert_eq!(job["build"]["runId"], "r_2");
+    assert_eq!(job["build"]["build"]["dependencies"]["lodash"], "^4.17.0");
+    assert!(job["build"]["runToken"].as_str().is_some_and(|t| !t.is_empty()));
+    assert_eq!(job["caps"], serde_json::to_value(EDGE_BUILD_CAPS).unwrap());
+    assert_eq!(job["caps"]["treeFiles"], 2_000);
+    // Asked again (as the durable layer does once the build finalized, or a retry), the same
+    // run still holds the one build; another run of the relay session does not get it.
+    run(session.edge_job("r_2")).expect("the same run keeps its build");
+    let (_, stream) = start(&session, "r_3", Tool::RunJs, args);
+    let (name, message) = run(session.edge_job("r_3")).unwrap_err();
     assert_eq!(name.as_str(), "DepsResolutionFailed");
-    assert!(message.contains("tab"), "{message}");
-    session.edge_failed("r_2", (name, message));
+    assert!(message.contains("one at a time") && message.contains("a browser tab can build it"), "{message}");
+    session.edge_build_over("r_3"); // not the one building: changes nothing
+    assert!(run(session.edge_job("r_3")).unwrap_err().1.contains("one at a time"), "r_2 still builds");
+    session.edge_build_over("r_2");
+    run(session.edge_job("r_3")).expect("with r_2's build over, r_3 builds");
+    session.edge_failed("r_3", (name, message));
     let answer = stream.messages().into_iter().find(|m| m.get("result").is_some()).expect("answered");
     assert_eq!(answer["result"]["structuredContent"]["error"]["name"], "DepsResolutionFailed");
 }

@@ -1,6 +1,6 @@
-// The two rules of entry.mjs's edge entrypoints that need no workerd, in a module of their own
-// so Node tests them (miniflare-tests/edge-run.test.mjs): which routes a run's HOST lets through,
-// and the exit event a run gets when its isolate dies before it sends one.
+// The rules of entry.mjs's edge entrypoints that need no workerd, in a module of their own so
+// Node tests them (miniflare-tests/edge-run.test.mjs): which routes a run's HOST lets through
+// (and a build's), and the exit event a run gets when its isolate dies before it sends one.
 
 // The routes a run may reach with its token, by method and path.
 const RUN_ROUTES = [
@@ -11,9 +11,16 @@ const RUN_ROUTES = [
   ["PUT", /^\/files\/[^/]+\/out\/.+$/],
 ];
 
-/** Whether a run at the edge may reach `method` `pathname` (a parsed URL's) with its token. */
-export function isRunRoute(method, pathname) {
-  return RUN_ROUTES.some(([allowed, path]) => method === allowed && path.test(pathname));
+// The one route a deps build at the edge may reach: the tenant's package sources, through the
+// Worker (durable/js/edge-build.js). Its upload and finalize are the host's own requests.
+const BUILD_ROUTES = [["GET", /^\/registry$/]];
+
+/**
+ * Whether a run at the edge (or, with `build`, its deps build) may reach `method` `pathname`
+ * (a parsed URL's) with its token.
+ */
+export function isRunRoute(method, pathname, { build = false } = {}) {
+  return (build ? BUILD_ROUTES : RUN_ROUTES).some(([allowed, path]) => method === allowed && path.test(pathname));
 }
 
 // relay-core's exit codes of the two names (ErrorName::exit_code): this module is bundled by

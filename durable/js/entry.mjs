@@ -22,7 +22,9 @@
 
 import { WorkerEntrypoint } from "cloudflare:workers";
 import Worker, { LedgerDO, SessionDO } from "../build/index.js";
+import BUILDER from "../../dist/edge/builder.txt";
 import RUNNER from "../../dist/edge/runner.txt";
+import { publishLayer } from "../../public/lib/packages/publish.js";
 import { endingWithExit, isRunRoute } from "./edge-run.mjs";
 import { pyodideModules } from "./edge-pyodide.mjs";
 
@@ -37,14 +39,31 @@ const CPU_MS_GRACE = 1000;
 const RUNTIME = "quickjs@";
 const WASM_FILES = ["emscripten-module.wasm", "policy.wasm"];
 let wasmFiles = null; // Promise<[quickjs, policy]> of this isolate, once read
+// esbuild-wasm's binary, as scripts/build-assets.mjs copies it into the page's assets.
+const ESBUILD_WASM = "esbuild.wasm";
+let esbuildWasm = null; // Promise<ArrayBuffer> of this isolate, once read
+
+/** `path` of the page's assets, or an error saying the page is not built. */
+async function asset(assets, path) {
+  const res = await assets.fetch(new URL(path, "https://assets.invalid/"));
+  if (!res.ok) throw new Error(`the asset ${path} answered ${res.status}: is the page built?`);
+  return res;
+}
+
+/** esbuild.wasm's bytes, from the page's assets (a failed read is not kept). */
+function esbuildBytes(assets) {
+  esbuildWasm ??= asset(assets, ESBUILD_WASM)
+    .then((res) => res.arrayBuffer())
+    .catch((err) => {
+      esbuildWasm = null;
+      throw err;
+    });
+  return esbuildWasm;
+}
 
 /** QuickJS's and policy.wasm's bytes, from the page's assets (a failed read is not kept). */
 function runtimeWasm(assets) {
-  const read = async (path) => {
-    const res = await assets.fetch(new URL(path, "https://assets.invalid/"));
-    if (!res.ok) throw new Error(`the asset ${path} answered ${res.status}: is the page built?`);
-    return res;
-  };
+  const read = (path) => asset(assets, path);
   wasmFiles ??= (async () => {
     const runtimes = await (await read("runtimes.json")).json();
     const [, runtime] = Object.entries(runtimes).find(([id]) => id.startsWith(RUNTIME)) ?? [];
@@ -86,18 +105,94 @@ export class EdgeExecutor extends WorkerEntrypoint {
     const events = endingWithExit(response.body, { runId: job.announced.runId, started, timeoutMs });
     return new Response(events, { headers: response.headers });
   }
+
+  async build(jobJson) {
+    const { build, caps } = JSON.parse(jobJson);
+    const { runToken } = build;
+    const worker = this.env.LOADER.load({
+      compatibilityDate: COMPATIBILITY_DATE,
+      mainModule: "builder.js",
+      modules: { "builder.js": { js: BUILDER }, "esbuild.wasm": { wasm: await esbuildBytes(this.env.ASSETS) } },
+      globalOutbound: null,
+      env: { HOST: this.ctx.exports.EdgeHost({ props: { runToken, build: true } }) },
+      limits: { cpuMs: caps.cpuMs },
+    });
+    const built = await withinWall(caps.wallMs, (signal) => guestBuild(worker, { build: build.build, sources: build.sources, caps }, signal));
+    if (!built.layer) return JSON.stringify(built);
+    // The run token only in the host's own requests; an upload's grant stands in its place.
+    const send = async (path, init) => {
+      const headers = new Headers({ authorization: `Bearer ${runToken}`, ...init.headers });
+      const res = await ownFetch(this, new Request(new URL(path, "https://relay.internal"), { ...init, headers }));
+      if (res.ok) return res;
+      const body = await res.json().catch(() => null);
+      throw Object.assign(new Error(body?.error?.message ?? `${init.method} ${path} answered ${res.status}`), { name: body?.error?.name });
+    };
+    try {
+      await publishLayer(built.layer, built.resolved, send, () => {});
+      return JSON.stringify({ ok: true });
+    } catch (err) {
+      return JSON.stringify({ error: { name: err.name, message: err.message } });
+    }
+  }
+}
+
+/**
+ * The build's guest answer: {layer, resolved}, {cap, value, what} or {error}. An answer cut short or
+ * malformed (its isolate died while answering) is the isolate dying.
+ */
+async function guestBuild(worker, job, signal) {
+  const started = Date.now();
+  try {
+    const res = await worker.getEntrypoint().fetch("https://edge.invalid/build", { method: "POST", body: JSON.stringify(job), signal });
+    if (!res.ok) return await res.json();
+    const resolved = JSON.parse(res.headers.get("x-relay-resolved"));
+    if (!Array.isArray(resolved)) throw new Error("its answer lists no resolved packages");
+    return { layer: new Uint8Array(await res.arrayBuffer()), resolved };
+  } catch (err) {
+    if (signal.aborted) throw err;
+    const message = `its isolate died after ${Date.now() - started} ms (${err.message}), most likely of its CPU time or its 128 MB of memory: list fewer or smaller packages, or build it once in a browser tab`;
+    return { error: { name: "DepsResolutionFailed", message } };
+  }
+}
+
+/**
+ * `work(signal)`'s answer, or {cap: "wallMs", value} once `wallMs` have passed on this isolate's
+ * timer (the guest's answer then aborted: the build yields to the event loop at each of the
+ * bundler's plugin calls, so the timer fires).
+ */
+async function withinWall(wallMs, work) {
+  const started = Date.now();
+  const controller = new AbortController();
+  let timer;
+  const overtime = new Promise((resolve) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      resolve({ cap: "wallMs", value: Date.now() - started });
+    }, wallMs);
+  });
+  try {
+    return await Promise.race([work(controller.signal), overtime]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The Worker's own fetch handler, on behalf of entrypoint `entry` (its env). */
+function ownFetch(entry, request) {
+  return Worker.prototype.fetch.call(entry, request);
 }
 
 export class EdgeHost extends WorkerEntrypoint {
   async fetch(request) {
     const url = new URL(request.url);
-    if (!isRunRoute(request.method, url.pathname)) {
-      const message = `a run at the edge reaches only its own routes, not ${request.method} ${url.pathname}`;
+    const { runToken, build = false } = this.ctx.props;
+    if (!isRunRoute(request.method, url.pathname, { build })) {
+      const message = `a ${build ? "build" : "run"} at the edge reaches only its own routes, not ${request.method} ${url.pathname}`;
       return Response.json({ error: { name: "Forbidden", message } }, { status: 403 });
     }
     const headers = new Headers(request.headers);
-    headers.set("authorization", `Bearer ${this.ctx.props.runToken}`);
+    headers.set("authorization", `Bearer ${runToken}`);
     const forwarded = new Request(new URL(url.pathname + url.search, "https://relay.internal"), { method: request.method, headers, body: request.body });
-    return Worker.prototype.fetch.call(this, forwarded);
+    return ownFetch(this, forwarded);
   }
 }

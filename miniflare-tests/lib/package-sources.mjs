@@ -12,13 +12,17 @@
 // lock's format (its `info` copied from the shipped one) over real wheels (msgpack compiled,
 // python-dateutil depending on six), and the files themselves; /pyodide-tampered/
 // serves the same lock with one byte of msgpack's wheel changed.
+// `many-files` (made here: 2,001 one-line modules) is past a build at the edge's cap of files;
+// `bomb` (128 files of 8 MiB of zeros: 1 GiB, about 1 MiB gzipped) past its unpacked bytes, and `many-tiny`
+// (20,000 empty files) past its files by far: a build must stop them as they inflate.
 // Outside every source, `/secret` answers 200: a request the Worker should never have made shows.
 
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { existsSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { ROOT } from "./relay.mjs";
 
@@ -85,7 +89,42 @@ function npmRegistry(base) {
       add("tampered-number", manifest.version, manifest, tampered, sri(bytes));
     }
   }
+  for (const [name, tarball] of Object.entries(madePackages())) add(name, "1.0.0", {}, tarball, sri(tarball));
   return { packuments, files };
+}
+
+/** The packages made here, by name: made once per process (the bomb takes a few seconds). */
+export const madePackages = memo(() => ({
+  "many-files": packed("many-files", (dir) => {
+    for (let i = 0; i < 2_001; i++) writeFileSync(path.join(dir, `m${i}.js`), `module.exports = ${i};\n`);
+  }),
+  bomb: packed("bomb", (dir) => {
+    for (let i = 0; i < 128; i++) {
+      writeFileSync(path.join(dir, `zeros${i}.bin`), "");
+      truncateSync(path.join(dir, `zeros${i}.bin`), 8 * 1024 * 1024); // sparse: no disk, no memory
+    }
+  }),
+  "many-tiny": packed("many-tiny", (dir) => {
+    for (let i = 0; i < 20_000; i++) writeFileSync(path.join(dir, `t${i}.js`), "");
+  }),
+}));
+
+/** Package `name` (its package.json, and what `fill` writes beside it) as a tarball (`tar`, as `npm pack` makes them). */
+export function packed(name, fill) {
+  const dir = mkdtempSync(path.join(tmpdir(), `${name}-`));
+  try {
+    mkdirSync(path.join(dir, "package"));
+    writeFileSync(path.join(dir, "package", "package.json"), JSON.stringify({ name, version: "1.0.0", main: "index.js" }));
+    fill(path.join(dir, "package"));
+    return execFileSync("tar", ["--sort=name", "-czf", "-", "-C", dir, "package"], { maxBuffer: 64 * 1024 * 1024 });
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+}
+
+function memo(make) {
+  let made;
+  return () => (made ??= make());
 }
 
 /** PyPI JSON API documents by project, and the files by URL path. */

@@ -1,15 +1,14 @@
 // Builds a run's dependencies when the server sends a `build` command instead of a capsule: the
 // build worker (../build-worker.js) resolves, fetches, checks and bundles them into the deps
-// layer; this side then asks the Worker for an upload grant (POST /capsule/presign), uploads the
-// layer under it (PUT /capsule/upload), and finalizes (POST /capsule/finalize), which signs the
-// capsule and answers with the `capsule` command to run. Each phase is reported as progress.
-// The server trusts none of it: it checks the upload against the grant, and the proposal
-// against what was uploaded and the run's policy.
+// layer; this side then publishes it as a build at the edge does (packages/publish.js: upload
+// grant, upload, finalize), which answers with the `capsule` command to run. Each phase is
+// reported as progress. The server trusts none of it: it checks the upload against the grant,
+// and the proposal against what was uploaded and the run's policy.
 
-import { sha256Hex } from "./bytes.js";
 import { rememberLayer } from "./capsule.js";
 import { namedError } from "./errors.js";
 import { fetchOk } from "./http.js";
+import { publishLayer } from "./packages/publish.js";
 
 /** How long a build worker waits for the next build before it is terminated. */
 const KEEP_WARM_MS = 5 * 60_000;
@@ -27,17 +26,12 @@ export class DepsBuilder {
    * @throws an Error named DepsResolutionFailed (or the server's refusal) when the build fails
    */
   async build(command, progress, signal) {
-    const started = performance.now();
     const { layer, resolved } = await this.inWorker(command, progress, signal);
-    const claim = { id: "deps", sha256: await sha256Hex(layer), size: layer.length };
-    progress("upload", `${Math.round(layer.length / 1024)} KiB`);
-    const auth = { authorization: `Bearer ${command.runToken}`, "content-type": "application/json" };
-    const presigned = await post("/capsule/presign", { layers: [claim] }, auth, signal);
-    const [{ url, grant }] = presigned.grants;
-    await fetchOk(new URL(url, location.href), { method: "PUT", headers: { authorization: `Bearer ${grant}` }, body: layer, signal });
-    await rememberLayer(claim.sha256, layer);
-    progress("finalize", `${resolved.length} packages in ${Math.round(performance.now() - started)} ms`);
-    return post("/capsule/finalize", { layers: [claim], resolved }, auth, signal);
+    const send = (path, init) =>
+      fetchOk(new URL(path, location.href), { ...init, headers: { authorization: `Bearer ${command.runToken}`, ...init.headers }, signal });
+    const { sha256, announced } = await publishLayer(layer, resolved, send, progress);
+    await rememberLayer(sha256, layer);
+    return announced;
   }
 
   /**
@@ -78,9 +72,4 @@ export class DepsBuilder {
       this.idle = null;
     }, KEEP_WARM_MS);
   }
-}
-
-async function post(path, body, headers, signal) {
-  const res = await fetchOk(new URL(path, location.href), { method: "POST", headers, body: JSON.stringify(body), signal });
-  return res.json();
 }

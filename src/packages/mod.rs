@@ -7,6 +7,7 @@
 //! capsule with the run's own policy ([`pending`]). A finished build is remembered by the
 //! request's key ([`record`]), so the same dependencies are never built twice for a tenant.
 
+pub mod edge_build;
 pub mod grant;
 pub mod imports;
 pub mod pending;

@@ -96,6 +96,8 @@ pub struct Desk<F> {
     contexts: RefCell<Contexts>,
     /// The last runs at the edge, oldest first, for the pages' lists (in memory only).
     edge_runs: RefCell<VecDeque<RanCommand>>,
+    /// The run whose deps build is running at the edge: one at a time per relay session.
+    edge_building: RefCell<Option<String>>,
 }
 
 impl<F> Default for Desk<F> {
@@ -107,6 +109,7 @@ impl<F> Default for Desk<F> {
             builds: RefCell::default(),
             contexts: RefCell::default(),
             edge_runs: RefCell::default(),
+            edge_building: RefCell::default(),
         }
     }
 }
@@ -461,6 +464,27 @@ impl<P: Platform> RelaySession<P> {
         let run = self.desk.runs.borrow().iter().find(|(_, io)| io.request_key == key).map(|(id, _)| id.clone());
         if let Some(run) = run {
             self.feed(Input::Cancel { run, why: Cancel::ByClient });
+        }
+    }
+
+    /// Whether run `run` may start its deps build at the edge (none of this relay session's
+    /// other runs is building there): then it is the one building.
+    pub(super) fn claim_edge_build(&self, run: &str) -> bool {
+        let mut building = self.desk.edge_building.borrow_mut();
+        match building.as_deref() {
+            Some(other) if other != run => false,
+            _ => {
+                *building = Some(run.to_owned());
+                true
+            }
+        }
+    }
+
+    /// Run `run`'s build at the edge is over (built, failed or stopped), if it had one.
+    pub fn edge_build_over(&self, run: &str) {
+        let mut building = self.desk.edge_building.borrow_mut();
+        if building.as_deref() == Some(run) {
+            *building = None;
         }
     }
 

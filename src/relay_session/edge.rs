@@ -13,7 +13,8 @@ use serde_json::{json, Map, Value};
 use super::{Platform, RelaySession};
 use crate::error::ErrorName;
 use crate::keys;
-use crate::protocol::{CapsuleCommand, TabCommand};
+use crate::packages::edge_build::{edge_build_refusal, EDGE_BUILD_CAPS};
+use crate::protocol::{BuildCommand, CapsuleCommand, TabCommand};
 use crate::run::backchannel::parse_batch;
 use crate::run::executor::{EDGE, EDGE_WORKSPACE_MAX_BYTES};
 use crate::run::machine::{Cancel, Input, Output};
@@ -24,14 +25,18 @@ pub type Refusal = (ErrorName, String);
 
 impl<P: Platform> RelaySession<P> {
     /// What run `run`'s isolate starts with: `{announced, workspace: {path: base64},
-    /// workspaceLimit}` (`announced`: the capsule command with every layer inline).
+    /// workspaceLimit}` (`announced`: the capsule command with every layer inline); or, for a
+    /// run whose deps layer was never built, what its build's isolate starts with (`{build,
+    /// caps}`: the `build` command a tab would get, and [`EDGE_BUILD_CAPS`]), unless the build may
+    /// not run at the edge; a build started holds the relay session's one build at the edge
+    /// until [`RelaySession::edge_build_over`].
     pub async fn edge_job(&self, run: &str) -> Result<Value, Refusal> {
         let (command, tenant, relay_session, workspace_limit) = self.edge_start(run).ok_or_else(|| {
             (ErrorName::Internal, "the run was no longer in hand when the edge executor took it".to_owned())
         })?;
         let announced = match command {
             TabCommand::Capsule(capsule) => self.inlined(capsule, &tenant).await?,
-            TabCommand::Build(_) => return Err((ErrorName::DepsResolutionFailed, NO_EDGE_BUILD.to_owned())),
+            TabCommand::Build(build) => return edge_build_job(build, || self.claim_edge_build(run)),
             _ => return Err((ErrorName::Internal, "the run has no capsule for the edge".to_owned())),
         };
         let workspace = self.edge_workspace(run, &relay_session).await?;
@@ -123,5 +128,11 @@ fn too_big_for_the_edge(bytes: u64) -> String {
     )
 }
 
-/// Why a packaged run whose deps layer was never built cannot run at the edge.
-const NO_EDGE_BUILD: &str = "this call's dependencies were never built, and builds run in a browser tab: open the relay page once and call again (later identical calls reuse the build, at the edge too)";
+/// The job of a build at the edge (`{build, caps}`), or why it may not run there (`claim`:
+/// whether it may take the relay session's one build at the edge, asked last).
+fn edge_build_job(build: BuildCommand, claim: impl FnOnce() -> bool) -> Result<Value, Refusal> {
+    if let Some(why) = edge_build_refusal(build.language, claim) {
+        return Err((ErrorName::DepsResolutionFailed, why));
+    }
+    Ok(json!({ "build": build, "caps": EDGE_BUILD_CAPS }))
+}

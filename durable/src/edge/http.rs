@@ -35,6 +35,18 @@ pub fn internal(err: worker::Error) -> Response {
 /// before it did. A declared Content-Length is checked first, and a streamed body is read chunk
 /// by chunk, so an oversized body is refused without ever being buffered whole.
 pub async fn read_capped(req: &mut Request, limit: usize) -> worker::Result<Result<Vec<u8>, Response>> {
+    read_into(req, limit, Vec::new()).await
+}
+
+/// [`read_capped`] for a body of the `size` this server granted (a signed upload grant): at
+/// most `body::UP_FRONT_BYTES` reserved before its bytes arrive (uploads that send headers only
+/// hold little), grown as they do and ending in a buffer of the grant's size. (A client's own
+/// Content-Length is not trusted to reserve memory.)
+pub async fn read_granted(req: &mut Request, size: usize) -> worker::Result<Result<Vec<u8>, Response>> {
+    read_into(req, size, Vec::with_capacity(size.min(body::UP_FRONT_BYTES))).await
+}
+
+async fn read_into(req: &mut Request, limit: usize, body: Vec<u8>) -> worker::Result<Result<Vec<u8>, Response>> {
     let declared = req.headers().get("content-length")?.and_then(|l| l.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
         return Ok(Err(too_large(limit)));
@@ -43,14 +55,13 @@ pub async fn read_capped(req: &mut Request, limit: usize) -> worker::Result<Resu
         return Ok(Ok(Vec::new())); // no body at all
     };
     let deadline = body::deadline_ms(declared, limit as u64);
-    match future::select(Box::pin(read_chunks(chunks, limit)), sleep(deadline)).await {
+    match future::select(Box::pin(read_chunks(chunks, body, limit)), sleep(deadline)).await {
         future::Either::Left((read, _)) => Ok(read),
         future::Either::Right(_) => Ok(Err(refuse(ErrorName::RequestTimeout, body::too_slow_message(deadline)))),
     }
 }
 
-async fn read_chunks(mut chunks: ByteStream, limit: usize) -> Result<Vec<u8>, Response> {
-    let mut body = Vec::new();
+async fn read_chunks(mut chunks: ByteStream, mut body: Vec<u8>, limit: usize) -> Result<Vec<u8>, Response> {
     while let Some(chunk) = chunks.next().await {
         // Only the client writes a request body: a read that fails means its connection ended
         // (workerd says "Network connection lost."). That is the client's doing, not a fault
@@ -58,6 +69,7 @@ async fn read_chunks(mut chunks: ByteStream, limit: usize) -> Result<Vec<u8>, Re
         let Ok(chunk) = chunk else {
             return Err(refuse(ErrorName::Cancelled, "the client went away before its request body arrived whole"));
         };
+        body.reserve_exact(body::grown_capacity(body.len(), body.capacity(), chunk.len(), limit) - body.len());
         body.extend_from_slice(&chunk);
         if body.len() > limit {
             return Err(too_large(limit));

@@ -9,7 +9,7 @@
 //! DO spends the grant, and R2 checks the sha256 again as it stores them.
 
 use super::egress::to_run_session;
-use super::http::read_capped;
+use super::http::read_granted;
 use super::tenants::token_tenant;
 use super::Who;
 use crate::platform::http::{json, refuse, storage_unavailable};
@@ -76,7 +76,7 @@ pub async fn upload(mut req: Request, env: &Env, who: &Who) -> Result<Response> 
         Err(why) => return Ok(refuse(ErrorName::Unauthorized, why)),
     };
     who.is(&grant.sub, &grant.sid);
-    let body = match read_capped(&mut req, grant.size as usize).await? {
+    let body = match read_granted(&mut req, grant.size as usize).await? {
         Ok(body) => body,
         Err(too_large) => return Ok(too_large),
     };

@@ -2,16 +2,20 @@
 //! Worker's `EdgeExecutor` entrypoint (`durable/js/entry.mjs`, reached through this DO's
 //! `ctx.exports`), which runs it in a fresh dynamic Worker and answers with its NDJSON events;
 //! each batch of complete lines is fed to the machine as a tab's batch is
-//! (`RelaySession::edge_events`). What the run starts with, and every decision, is the core's
-//! (`relay_core::relay_session::edge`).
+//! (`RelaySession::edge_events`). A run whose deps layer was never built first gets its build
+//! there (`EdgeExecutor.build`: a fresh dynamic Worker of its own, finalized as a tab's build),
+//! then runs the capsule that build made. What the run starts with, and every decision, is the
+//! core's (`relay_core::relay_session::edge`, `relay_core::packages::edge_build`).
 
 use crate::platform::signer::key_set;
 use futures::channel::oneshot;
 use futures::future::{self, Either};
 use futures::StreamExt;
 use relay_core::error::ErrorName;
+use relay_core::packages::edge_build::build_outcome;
 use relay_core::relay_session::edge::Refusal;
 use relay_core::relay_session::{Platform, RelaySession};
+use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
@@ -73,12 +77,19 @@ async fn execute<P: EdgePlatform>(
     run: &str,
     stopped: oneshot::Receiver<()>,
 ) -> Result<(), Refusal> {
+    let mut stopped = stopped;
     let mut job = shared.edge_job(run).await?;
+    if job.get("build").is_some() {
+        if !build(shared, run, &job, &mut stopped).await? {
+            return Ok(()); // stopped: the build's isolate ends at its caps, then frees the slot
+        }
+        job = shared.edge_job(run).await?; // now the capsule the build finalized
+    }
     job["keys"] = key_set(shared.platform.env()).map_err(internal)?.to_jwks();
-    let response = call_executor(&shared.platform.edge_runs().exports, &job.to_string()).map_err(js_internal)?;
+    let response = call_executor(&shared.platform.edge_runs().exports, "run", &job.to_string()).map_err(js_internal)?;
     let response: web_sys::Response = JsFuture::from(response).await.map_err(js_internal)?.unchecked_into();
     let mut events = Response::from(response).stream().map_err(internal)?;
-    let (mut pending, mut stopped) = (Vec::new(), stopped);
+    let mut pending = Vec::new();
     loop {
         let chunk = match future::select(events.next(), &mut stopped).await {
             Either::Left((chunk, _)) => chunk,
@@ -98,12 +109,48 @@ async fn execute<P: EdgePlatform>(
     Err((ErrorName::Internal, "the edge executor stopped before the run ended; run the tool again".to_owned()))
 }
 
-/// `ctx.exports.EdgeExecutor.run(job)`: an RPC method is called with `Reflect::apply` (its
-/// stub's `call` would name a remote method `call`).
-fn call_executor(exports: &JsValue, job: &str) -> Result<Promise, JsValue> {
+/// Builds run `run`'s deps layer at the edge (`job`: its build job) and finalizes it, unless
+/// it is stopped first (false); why not, if the build failed or stopped at a cap. The relay
+/// session's one build at the edge is released when the build settles, not when its run stops:
+/// a stopped build's isolate works on until its caps end it, and the next build waits for it.
+async fn build<P: EdgePlatform>(
+    shared: &Rc<RelaySession<P>>,
+    run: &str,
+    job: &Value,
+    stopped: &mut oneshot::Receiver<()>,
+) -> Result<bool, Refusal> {
+    let exports = &shared.platform.edge_runs().exports;
+    let built = match call_executor(exports, "build", &job.to_string()) {
+        Ok(built) => JsFuture::from(built),
+        Err(e) => {
+            shared.edge_build_over(run);
+            return Err(js_internal(e));
+        }
+    };
+    let answer = match future::select(built, stopped).await {
+        Either::Left((answer, _)) => answer,
+        Either::Right((_, built)) => {
+            let (shared, run) = (Rc::clone(shared), run.to_owned());
+            spawn_local(async move {
+                let _settled = built.await;
+                shared.edge_build_over(&run);
+            });
+            return Ok(false);
+        }
+    };
+    shared.edge_build_over(run);
+    build_outcome(
+        &serde_json::from_str(&answer.map_err(js_internal)?.as_string().unwrap_or_default()).unwrap_or_default(),
+    )?;
+    Ok(true)
+}
+
+/// `ctx.exports.EdgeExecutor[method](job)` (`run` or `build`): an RPC method is called with
+/// `Reflect::apply` (its stub's `call` would name a remote method `call`).
+fn call_executor(exports: &JsValue, method: &str, job: &str) -> Result<Promise, JsValue> {
     let executor = Reflect::get(exports, &"EdgeExecutor".into())?;
-    let run: Function = Reflect::get(&executor, &"run".into())?.unchecked_into();
-    Ok(Reflect::apply(&run, &executor, &Array::of1(&job.into()))?.unchecked_into())
+    let method: Function = Reflect::get(&executor, &method.into())?.unchecked_into();
+    Ok(Reflect::apply(&method, &executor, &Array::of1(&job.into()))?.unchecked_into())
 }
 
 fn internal(e: impl std::fmt::Display) -> Refusal {

@@ -8,7 +8,7 @@
 // reaches for a Node built-in fails the build, naming the package and the built-in: the sandbox
 // has none of them.
 
-import { failed } from "./registry.js";
+import { Budget, failed } from "./registry.js";
 
 const NODE_BUILTINS = new Set(
   "assert async_hooks buffer child_process cluster console constants crypto dgram diagnostics_channel dns domain events fs http http2 https inspector module net os path perf_hooks process punycode querystring readline repl stream string_decoder sys timers tls trace_events tty url util v8 vm wasi worker_threads zlib".split(" "),
@@ -21,10 +21,12 @@ const LOADERS = { ".json": "json", ".mjs": "js", ".cjs": "js", ".js": "js" };
  * @param esbuild an initialized esbuild-wasm
  * @param files Map of absolute path -> bytes (the unpacked tree)
  * @param specifiers the packages the call listed, and the subpaths of them its code imports
+ * @param budget the build's Budget: each output counted into `bundleBytes` as it comes (raw, before
+ *   the layer's zip, which its own `layerBytes` bounds)
  * @returns {Promise<Map<string, Uint8Array>>} the layer's files: node_modules/<specifier>/index.js
  *   and .map
  */
-export async function bundlePackages(esbuild, files, specifiers) {
+export async function bundlePackages(esbuild, files, specifiers, budget = new Budget({})) {
   const out = new Map();
   for (const name of specifiers) {
     const result = await esbuild
@@ -46,7 +48,10 @@ export async function bundlePackages(esbuild, files, specifiers) {
       .catch((err) => {
         throw failed(`${name}: ${describe(err)}`);
       });
-    for (const file of result.outputFiles) out.set(file.path.slice(1), file.contents);
+    for (const file of result.outputFiles) {
+      budget.count("bundleBytes", file.contents.length, name);
+      out.set(file.path.slice(1), file.contents);
+    }
   }
   return out;
 }

@@ -3,7 +3,7 @@
 // version that does; their `dependencies` in
 // turn, hoisted to the top `node_modules` unless another version is there already (then nested
 // under the package that needs it). Each tarball is checked against the registry's `integrity`
-// before it is unpacked. The result is a virtual tree of files under /node_modules.
+// before it is unpacked, and unpacked within the build's budget. The result is a virtual tree of files under /node_modules.
 
 import maxSatisfying from "semver/ranges/max-satisfying.js";
 import satisfies from "semver/functions/satisfies.js";
@@ -39,7 +39,7 @@ export async function installNpm(dependencies, registry, via, progress) {
     const what = `${pkg.name}@${pkg.version}`;
     const tarball = await via.bytes(pkg.dist.tarball, what);
     await checkDigest(tarball, pkg.dist.integrity ?? (pkg.dist.shasum && `sha1-${hexToBase64(pkg.dist.shasum)}`), what);
-    for (const [path, bytes] of await untgz(tarball, what)) files.set(`${pkg.dir}/${path}`, bytes);
+    for (const [path, bytes] of await untgz(tarball, what, via.budget)) files.set(`${pkg.dir}/${path}`, bytes);
     progress("fetch", `${++done} of ${installed.length} packages, ${Math.round(via.downloaded / 1024)} KiB`);
   }
   return { files, installed: installed.map(({ name, version, dir }) => ({ name, version, dir })) };
