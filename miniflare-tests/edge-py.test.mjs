@@ -203,20 +203,18 @@ describe("where Python runs", () => {
 
 describe("nothing to reach from Python at the edge", () => {
   test("Pyodide's JS FFI reaches no network, no binding, no secret", async () => {
-    const out = await pyAtEdge(`import js, pyodide_js
+    const out = await pyAtEdge(`import js
 from pyodide.ffi import to_js
 seen = []
 for name in ["HOST", "env", "LOADER", "R2_CAPSULES", "process"]:
     seen.append(f"{name}:{hasattr(js, name)}")
 print(" ".join(seen))
 for url in ["https://example.com/", "http://127.0.0.1:${new URL(BASE).port}/healthz", "/admin/tenants/dev", "https://relay.invalid/session"]:
-    for fetcher in ("js.fetch", "globalThis.fetch"):
-        try:
-            f = js.fetch if fetcher == "js.fetch" else pyodide_js._api.config.jsglobals.fetch
-            r = await f(url)
-            print("REACHED" if r.status < 400 else "refused", r.status, fetcher, url)
-        except Exception as e:
-            print("failed", fetcher, url, type(e).__name__)
+    try:
+        r = await js.fetch(url)
+        print("REACHED" if r.status < 400 else "refused", r.status, url)
+    except Exception as e:
+        print("failed", url, type(e).__name__)
 # The isolate's own globalThis (where its fetch goes to the host entrypoint): eval and the
 # Function constructor are refused in a dynamic worker, so neither reaches it.
 for how in ("run_js", "Function"):
@@ -234,9 +232,50 @@ import os
 print("env:", sorted(k for k in os.environ if k not in ("HOME", "USER", "LOGNAME", "PATH", "PWD", "LANG", "TERM", "SHELL", "PYTHONHOME", "PYTHONPATH", "_")))`);
     assert.doesNotMatch(out.stdout, /REACHED/, out.stdout + out.stderr);
     assert.match(out.stdout, /^HOST:False env:False LOADER:False R2_CAPSULES:False process:False\n/);
-    assert.equal(out.stdout.match(/^(failed|refused) /gm)?.length, 10, out.stdout);
+    assert.equal(out.stdout.match(/^(failed|refused) /gm)?.length, 6, out.stdout);
     for (const secret of [devVars.ADMIN_TOKEN, devVars.CAPSULE_SIGNING_KEY, key]) assert.ok(!JSON.stringify(out).includes(secret));
     console.log(`# ffi: ${out.stdout.replaceAll("\n", " | ")} ${out.stderr.slice(-300)}`);
+  });
+});
+
+describe("Pyodide's own API is sealed from the guest at the edge", () => {
+  // Each way a guest reached the Module (its heap, FS, setInterruptBuffer) or the interpreter's
+  // memory, tried, then a busy loop: before the seal the first line switched the work counter
+  // off and the loop froze all of workerd (this file timed out).
+  const BYPASSES = {
+    "import pyodide_js": "import pyodide_js\npyodide_js.setInterruptBuffer(None)",
+    "pyodide_js._api": "from pyodide_js._api import config",
+    "the Module's buffer": "import pyodide_js\npyodide_js._module.Py_EmscriptenSignalBuffer = None",
+    "importlib": "import importlib\nimportlib.import_module('pyodide_js')",
+    "pyodide.code.run_js": "from pyodide.code import run_js\nrun_js('pyodide')",
+    "ctypes": "import ctypes\nctypes.memset(0, 0, 1)",
+    "gc.get_objects": "import gc\n[o.jsproxy._module for o in gc.get_objects() if type(o).__name__ == 'JsLoader' and o.jsproxy is not None and hasattr(o.jsproxy, '_module')][0].Py_EmscriptenSignalBuffer = None",
+    "the js module": "import js\njs._module.HEAP8",
+  };
+  const tries = Object.entries(BYPASSES)
+    .map(([what, code]) => `try:\n${code.replace(/^/gm, "    ")}\n    print("OPEN ${what}")\nexcept BaseException as e:\n    print("closed ${what}:", type(e).__name__, e)`)
+    .join("\n");
+
+  test("each way to Pyodide's API or the interpreter's memory fails with a clear error, then a busy loop still ends Timeout", async () => {
+    const { result, answers } = await healthzDuring(() => pyAtEdge(`${tries}\nimport sys\nsys.stdout.flush()\nwhile True:\n    pass`, limits(3000)));
+    console.log(`# sealed: ${result.stdout.replaceAll("\n", " | ")}`);
+    assert.equal(result.error?.name, "Timeout", JSON.stringify(result).slice(0, 2000));
+    assert.doesNotMatch(result.stdout, /OPEN/);
+    assert.equal(result.stdout.match(/^closed /gm)?.length, Object.keys(BYPASSES).length, result.stdout);
+    assert.match(result.stdout, /closed import pyodide_js: ModuleNotFoundError No module named 'pyodide_js'/);
+    assert.match(result.stdout, /closed ctypes: RuntimeError ctypes is not available at the edge executor .*run it in a tab/);
+    assert.match(result.stdout, /closed gc.get_objects: RuntimeError gc.get_objects is not available at the edge executor/);
+    assert.ok(answers.every((a) => a.status === 200));
+  });
+
+  test("time.sleep raises naming asyncio.sleep (it was a busy-wait no limit saw: it froze workerd); asyncio.run names top-level await", async () => {
+    const { result, answers } = await healthzDuring(() => pyAtEdge("import time\ntime.sleep(3600)", limits(5000)));
+    assert.equal(result.exitCode, 1, JSON.stringify(result).slice(0, 1500));
+    assert.match(result.stderr, /RuntimeError: time.sleep is not available at the edge executor \(it would block its only thread\): use `await asyncio.sleep\(seconds\)`, or run it in a tab/);
+    assert.ok(answers.every((a) => a.status === 200));
+    const run = await pyAtEdge("import asyncio\nasync def main():\n    return 1\nasyncio.run(main())");
+    assert.match(run.stderr, /RuntimeError: asyncio.run is not available at the edge executor .*`await main\(\)` at top level/);
+    assert.equal((await pyAtEdge("import asyncio\nawait asyncio.sleep(0.05)\nprint('slept')")).stdout, "slept\n");
   });
 });
 

@@ -11,7 +11,12 @@ export const PYODIDE_PATCHES = {
   "pyodide.asm.mjs": [
     // The signal check's try/catch swallows what the interrupt buffer's getter throws: let the
     // hard stop through (public/runner/python-limits.js), so it unwinds the interpreter.
-    ["Module.Py_EmscriptenSignalBuffer[0]=0;return result}catch(e){return 0}", "Module.Py_EmscriptenSignalBuffer[0]=0;return result}catch(e){if(e?.relayHardStop)throw e;return 0}"],
+    // And it reads the runner's buffer (globalThis.relaySignalBuffer, out of the guest's reach)
+    // where there is one, not the Module's, which a guest holding the Module could replace.
+    [
+      "function _Py_CheckEmscriptenSignals_Helper(){if(!Module.Py_EmscriptenSignalBuffer){return 0}try{let result=Module.Py_EmscriptenSignalBuffer[0];Module.Py_EmscriptenSignalBuffer[0]=0;return result}catch(e){return 0}}",
+      "function _Py_CheckEmscriptenSignals_Helper(){const buffer=globalThis.relaySignalBuffer??Module.Py_EmscriptenSignalBuffer;if(!buffer){return 0}try{let result=buffer[0];buffer[0]=0;return result}catch(e){if(e?.relayHardStop)throw e;return 0}}",
+    ],
     // The wasm heap's cap, read at each growth: past it an allocation fails, Python raises MemoryError.
     ["getHeapMax=()=>4294901760", "getHeapMax=()=>globalThis.relayHeapMax??4294901760"],
   ],

@@ -81,8 +81,12 @@ export const pyodideEngine = {
  */
 async function guarded(pyodide, guard, memMb, running) {
   globalThis.relayHeapMax = memMb * MiB;
+  seal(pyodide);
   const counter = new SignalCounter(pyodide._module, (ticks) => guard.spend(ticks));
-  pyodide.setInterruptBuffer(counter.buffer());
+  // Sets CPython's flag that it has a buffer to read; the patched helper reads this one, out of
+  // the guest's reach (Module.Py_EmscriptenSignalBuffer, were the Module reached, is not read).
+  globalThis.relaySignalBuffer = counter.buffer();
+  pyodide.setInterruptBuffer(globalThis.relaySignalBuffer);
   guard.onStop = () => counter.haltSoon();
   try {
     return await Promise.race([running(), counter.stopped]);
@@ -91,6 +95,16 @@ async function guarded(pyodide, guard, memMb, running) {
     if (err?.relayHardStop || guard.error) return { exitCode: 1, unwrapped: () => {} };
     throw err;
   }
+}
+
+/**
+ * Takes Pyodide's JavaScript API (pyodide_js: the Module, its heap, its FS, setInterruptBuffer)
+ * from the guest's reach before it runs, and the edge's other walls (relay_run.py's relay_seal).
+ * The edge only: a tab's worker is its own thread, stopped from outside.
+ */
+function seal(pyodide) {
+  pyodide.unregisterJsModule("pyodide_js");
+  pyodide.runPython("relay_seal()");
 }
 
 async function load({ modules, files }, options) {
