@@ -277,6 +277,15 @@ describe("Pyodide's own API is sealed from the guest at the edge", () => {
     assert.match(run.stderr, /RuntimeError: asyncio.run is not available at the edge executor .*`await main\(\)` at top level/);
     assert.equal((await pyAtEdge("import asyncio\nawait asyncio.sleep(0.05)\nprint('slept')")).stdout, "slept\n");
   });
+
+  test("each run draws its own random numbers and temporary names (the snapshot imported random)", async () => {
+    const code = "import random, tempfile\nprint(random.random(), next(tempfile._get_candidate_names()))";
+    const [a, b] = [(await pyAtEdge(code)).stdout, (await pyAtEdge(code)).stdout];
+    console.log(`# random: ${a.trim()} / ${b.trim()}`);
+    const [[ra, ta], [rb, tb]] = [a.trim().split(" "), b.trim().split(" ")];
+    assert.notEqual(ra, rb);
+    assert.notEqual(ta, tb);
+  });
 });
 
 describe("Python's memory snapshot in R2", () => {

@@ -114,6 +114,19 @@ def relay_warm():
         _exec_main(warm)
     finally:
         os.remove(warm)
+    _reseed()
+
+
+def _reseed():
+    """Every interpreter starts from the same memory snapshot, which imported `random` (and
+    tempfile's names may come from it): seeded from the OS's randomness here, each run draws its
+    own numbers. The hash secret stays the snapshot's (CPython fixes it at startup)."""
+    import random
+
+    random.seed()
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:
+        tempfile._name_sequence = None  # made again, from a fresh Random, on first use
 
 
 def relay_seal():
