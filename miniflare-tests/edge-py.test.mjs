@@ -286,6 +286,13 @@ describe("Pyodide's own API is sealed from the guest at the edge", () => {
     assert.notEqual(ra, rb);
     assert.notEqual(ta, tb);
   });
+
+  test("the run's timeout starts with the guest: a 200 ms timeout is not spent on the engine's start (0.2-1.3 s)", async () => {
+    const out = await pyAtEdge("print('ran')", limits(200));
+    console.log(`# a 200 ms run: wallMs ${out.usage?.wallMs}`);
+    assert.equal(out.stdout, "ran\n", JSON.stringify(out).slice(0, 1500));
+    assert.equal(out.exitCode, 0);
+  });
 });
 
 describe("Python's memory snapshot in R2", () => {

@@ -51,6 +51,8 @@ const EDGE_MEM_MB = 64;
 const HELD_MAX_BYTES = 16 << 20;
 // relay-core's DENIALS_AUDITED: the denials of a run sent as events; the rest are only counted.
 const DENIALS_AUDITED = 16;
+// relay-core's EDGE_LOAD_MS: how long a run's engine may take to start before its timeout counts.
+const EDGE_LOAD_MS = 30_000;
 // A denied event's target, at most (characters).
 const DENIED_TARGET_CHARS = 1024;
 const encoder = new TextEncoder();
@@ -142,12 +144,25 @@ class EventStream {
  */
 class Guard {
   constructor(timeoutMs, ticksPerMs) {
-    this.left = timeoutMs * ticksPerMs;
+    this.timeoutMs = timeoutMs;
+    this.ticksPerMs = ticksPerMs;
     this.error = null;
     this.onStop = () => {};
     this.timedOut = { name: "Timeout", message: `the run did not finish within its ${timeoutMs} ms timeout (policy.limits.timeoutMs); it was stopped` };
-    this.timer = setTimeout(() => this.stop(this.timedOut.name, this.timedOut.message), timeoutMs);
-    this.deadline = Date.now() + timeoutMs;
+    // Until the engine has started (Pyodide's restore: 0.3-1.3 s), the start's own bound.
+    this.arm(EDGE_LOAD_MS, { name: "Timeout", message: `the engine did not start within ${EDGE_LOAD_MS} ms; the run was stopped before its code ran. Run it again, or in a tab` });
+  }
+
+  /** Starts the run's timeout (budget, timer, deadline) now, once the engine has started: the guest gets all of it. */
+  begin() {
+    this.arm(this.timeoutMs, this.timedOut);
+  }
+
+  arm(ms, error) {
+    clearTimeout(this.timer);
+    this.left = ms * this.ticksPerMs;
+    this.timer = setTimeout(() => this.stop(error.name, error.message), ms);
+    this.deadline = Date.now() + ms;
   }
 
   /**
@@ -216,6 +231,7 @@ async function execute(job, events, engine) {
   // run's pending timer keeps workerd from taking such an isolate for hung).
   const instance = await Promise.race([engine.start(runnerJobOf.limits.memMb), new Promise((resolve) => (guard.onStop = () => resolve(null)))]);
   if (!instance) return events.end(failure(guard.error.name, guard.error.message));
+  guard.begin();
   const exit = await runJob(instance, runnerJobOf, (message) => host.hear(message), host.relay, guard);
   // As the page does: displays inline or in /out, what the run left in /out uploaded and listed.
   const displays = await storeDisplays(announced.runId, host.displays.shown, async (path, data) => {
