@@ -121,12 +121,24 @@ fn a_packaged_run_never_built_gets_its_build_at_the_edge_within_the_caps_one_at_
 }
 
 #[test]
-fn python_and_runs_in_a_context_stay_on_tabs_and_a_call_cannot_send_them_to_the_edge() {
+fn python_with_packages_and_runs_in_a_context_stay_on_tabs_and_a_call_cannot_send_them_to_the_edge() {
     let caller = edge_caller();
+    // Python runs at the edge as JavaScript does (the tenant is tab-or-edge)...
     let py = tool_call(Tool::RunPy, json!({ "code": "print(1)" }), Era::Modern, None);
-    assert_eq!(executor_of(&py, &caller), Ok(Executor::Tab));
-    let to_edge = tool_call(Tool::RunPy, json!({ "code": "print(1)", "executor": "edge" }), Era::Modern, None);
-    assert!(executor_of(&to_edge, &caller).unwrap_err().contains("Python needs a browser tab"));
+    assert_eq!(executor_of(&py, &caller), Ok(Executor::TabOrEdge));
+    let py_at_edge = tool_call(Tool::RunPy, json!({ "code": "print(1)", "executor": "edge" }), Era::Modern, None);
+    assert_eq!(executor_of(&py_at_edge, &caller), Ok(Executor::Edge));
+    let no_packages = json!({ "code": "print(1)", "pip": { "requirements": [] } });
+    assert_eq!(executor_of(&tool_call(Tool::RunPy, no_packages, Era::Modern, None), &caller), Ok(Executor::TabOrEdge));
+    // ...but not with pip packages: a compiled module is wasm compiled as it loads.
+    let packaged = json!({ "code": "import attrs", "pip": { "requirements": ["attrs"] } });
+    assert_eq!(executor_of(&tool_call(Tool::RunPy, packaged.clone(), Era::Modern, None), &caller), Ok(Executor::Tab));
+    let mut to_edge = packaged;
+    to_edge["executor"] = json!("edge");
+    let refusal = executor_of(&tool_call(Tool::RunPy, to_edge, Era::Modern, None), &caller).unwrap_err();
+    assert!(refusal.contains("Python with pip packages needs a browser tab") && refusal.contains(".so"), "{refusal}");
+    let wheel = json!({ "code": "1", "pip": { "wheelUrls": ["https://example.com/a-1.0-py3-none-any.whl"] } });
+    assert_eq!(executor_of(&tool_call(Tool::RunPy, wheel, Era::Modern, None), &caller), Ok(Executor::Tab));
     let js = tool_call(Tool::RunJs, json!({ "code": "1", "executor": "tab" }), Era::Modern, None);
     assert_eq!(executor_of(&js, &caller), Ok(Executor::Tab));
     // A context lives in a tab: a run in one goes there, and may not ask for the edge.

@@ -6,13 +6,15 @@
 //
 // - EdgeExecutor.run(jobJson): called by the relay session's DO (ctx.exports, from Rust) for a
 //   run the run machine sent to the edge. Loads a fresh dynamic Worker for it (never reused:
-//   LOADER.load, not get), with no network (globalOutbound: null), the runner bundle
-//   (durable/js/edge-runner.js, built by scripts/build-assets.mjs into dist/edge/) and QuickJS
-//   and policy.wasm as wasm modules (a dynamic worker may not compile wasm at run time), and
-//   one binding: HOST. Returns its NDJSON event stream, ended with an exit event of its own if
-//   the isolate dies before it sends one (edge-run.mjs). The two wasm files are the page's own
-//   static assets, the QuickJS runtime's files in runtimes.json, read once per isolate from the
-//   ASSETS binding: bundled into the Worker they would add 456 KiB gzipped to it.
+//   LOADER.load, not get), with no network (globalOutbound: null), the runner of the capsule's
+//   language and its runtime's files as modules (a dynamic worker may not compile wasm at run
+//   time), and one binding: HOST. JavaScript: the runner bundle (durable/js/edge-runner.js,
+//   built by scripts/build-assets.mjs into dist/edge/) and QuickJS and policy.wasm as wasm
+//   modules, the page's own static assets (the QuickJS runtime's files in runtimes.json), read
+//   once per isolate from the ASSETS binding: bundled into the Worker they would add 456 KiB
+//   gzipped to it. Python: edge-pyodide.mjs (Pyodide's runner and files, assets too, and its
+//   memory snapshot, kept in R2). Returns its NDJSON event stream, ended with an exit event of
+//   its own if the isolate dies before it sends one (edge-run.mjs).
 // - EdgeHost: HOST, an entrypoint scoped to that run by its props (the run token), which the
 //   guest's isolate cannot read. Its fetch lets through only the routes a tab's run uses with its
 //   run token (/egress, /mcps-rpc, /workspace/bodies/*, /workspace/commit, /files/<run>/out/*), sets the token,
@@ -24,6 +26,7 @@ import BUILDER from "../../dist/edge/builder.txt";
 import RUNNER from "../../dist/edge/runner.txt";
 import { publishLayer } from "../../public/lib/packages/publish.js";
 import { endingWithExit, isRunRoute } from "./edge-run.mjs";
+import { pyodideModules } from "./edge-pyodide.mjs";
 
 export { LedgerDO, SessionDO };
 export default Worker;
@@ -73,19 +76,26 @@ function runtimeWasm(assets) {
   return wasmFiles;
 }
 
+/** The modules of a run_js's dynamic Worker: the runner, QuickJS and policy.wasm. */
+async function quickJsModules(assets) {
+  const [QUICKJS, POLICY] = await runtimeWasm(assets);
+  return { "runner.js": { js: RUNNER }, "quickjs.wasm": { wasm: QUICKJS }, "policy.wasm": { wasm: POLICY } };
+}
+
 export class EdgeExecutor extends WorkerEntrypoint {
   async run(jobJson) {
-    const [QUICKJS, POLICY] = await runtimeWasm(this.env.ASSETS);
     const job = JSON.parse(jobJson);
+    const manifest = JSON.parse(job.announced.inline.manifest);
+    const modules = manifest.language === "py" ? await pyodideModules(this.env, COMPATIBILITY_DATE) : await quickJsModules(this.env.ASSETS);
     const runToken = job.announced.runToken;
     // The isolate holds no credential: HOST adds the run token, and it needs no other.
     delete job.announced.runToken;
     delete job.announced.token;
-    const { timeoutMs = 60_000 } = JSON.parse(job.announced.inline.manifest).policy?.limits ?? {};
+    const { timeoutMs = 60_000 } = manifest.policy?.limits ?? {};
     const worker = this.env.LOADER.load({
       compatibilityDate: COMPATIBILITY_DATE,
       mainModule: "runner.js",
-      modules: { "runner.js": { js: RUNNER }, "quickjs.wasm": { wasm: QUICKJS }, "policy.wasm": { wasm: POLICY } },
+      modules,
       globalOutbound: null,
       env: { HOST: this.ctx.exports.EdgeHost({ props: { runToken } }) },
       limits: { cpuMs: timeoutMs + CPU_MS_GRACE },

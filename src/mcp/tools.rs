@@ -393,7 +393,7 @@ fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
                    "description": "With `context`: throw the context's interpreter away and start it afresh for this run." },
         "policy": policy_schema(),
         "executor": { "type": "string", "enum": ["tab", "tab-or-edge", "edge"],
-                      "description": "Where the code may run, within the tenant's defaults.executor (a call may only narrow it): a browser tab, a tab when one is attached or coming back else the edge (a fresh sandbox on the server, JavaScript only), or the edge only." },
+                      "description": "Where the code may run, within the tenant's defaults.executor (a call may only narrow it): a browser tab, a tab when one is attached or coming back else the edge (a fresh sandbox on the server; Python there without pip packages, and with pyfetch rather than urllib), or the edge only." },
     });
     properties[deps_name] = deps;
     object(properties, &["code"])
