@@ -361,7 +361,8 @@ const RUN_COMMON: &str = "Each run starts in a fresh interpreter unless it names
     fetch or write the policy refuses raises PolicyDenied inside the program, naming what to \
     allow. `await mcps.call(server, tool, params)` (JS and Python) calls a tool of the tenant's \
     upstream MCP servers (see /mcps/index.json); their credentials stay on the server. A browser tab runs the code; where the tenant allows \
-    it, JavaScript with no tab runs at the edge instead (structuredContent.executor says where; \
+    it, code with no tab runs at the edge instead (Python there without pip packages, time.sleep or \
+    urllib: use await asyncio.sleep and pyfetch; structuredContent.executor says where; \
     EdgeBudgetExceeded when its budget is spent). On NoExecutorAttached ask the user to open the relay page.";
 
 /// The `context` argument: what it keeps, what it shares, how it ends.
