@@ -5,6 +5,9 @@
 // Worker they would break the deploy check's bound; Pyodide's wasm is 9.6 MB, its stdlib 2.5 MB);
 // the memory snapshot it boots from is made once by a dynamic Worker and kept in R2.
 
+import { sha256Hex } from "../../public/lib/bytes.js";
+import { asset, heldOnce, listedRuntime } from "./assets.mjs";
+
 // Pyodide's files by their runtimes.json names: each module's name and kind.
 const FILES = {
   "pyodide.asm.wasm": ["pyodide.asm.wasm", "wasm"],
@@ -21,8 +24,6 @@ const SNAPSHOT_PREFIX = "runtime-snapshots/";
 // A snapshot is made in 2-10 s of CPU here: its maker's wall in production.
 const SNAPSHOT_CPU_MS = 60_000;
 
-let files = null; // Promise<{modules, shape}> of this isolate, once read
-const snapshots = {}; // shape -> Promise<ArrayBuffer> of this isolate
 
 /**
  * The modules of a run_py's dynamic Worker (its main module is `runner.js`): the runner,
@@ -40,28 +41,17 @@ export async function pyodideModules(env, compatibilityDate) {
  * and the bootstrap imports). A failed read is not kept.
  */
 function runtimeFiles(assets) {
-  files ??= (async () => {
-    const read = async (path) => {
-      const res = await assets.fetch(new URL(path, "https://assets.invalid/"));
-      if (!res.ok) throw new Error(`the asset ${path} answered ${res.status}: is the page built?`);
-      return res;
-    };
-    const runtimes = await (await read("runtimes.json")).json();
-    const [id, listed] = Object.entries(runtimes).find(([id]) => id.startsWith(RUNTIME)) ?? [];
-    if (!listed) throw new Error(`runtimes.json lists no ${RUNTIME} runtime`);
-    const modules = { [MAIN_MODULE]: { js: await (await read(RUNNER)).text() } };
+  return heldOnce(RUNTIME, async () => {
+    const [id, listed] = await listedRuntime(assets, RUNTIME);
+    const modules = { [MAIN_MODULE]: { js: await (await asset(assets, RUNNER)).text() } };
     const reads = Object.entries(FILES).map(async ([file, [name, kind]]) => {
-      const res = await read(listed.files[file].url);
+      const res = await asset(assets, listed.files[file].url);
       modules[name] = { [kind]: kind === "text" ? await res.text() : await res.arrayBuffer() };
     });
     await Promise.all(reads);
     const shaping = [modules[MAIN_MODULE].js, ...Object.keys(FILES).map((file) => listed.files[file].integrity)];
     return { modules, shape: `${id}/${await sha256Hex(new TextEncoder().encode(shaping.join("\n")))}` };
-  })().catch((err) => {
-    files = null;
-    throw err;
   });
-  return files;
 }
 
 /**
@@ -71,8 +61,8 @@ function runtimeFiles(assets) {
  * stays. A failure is not kept: the next run tries again.
  */
 function snapshotOf(env, runtime, compatibilityDate) {
-  snapshots[runtime.shape] ??= (async () => {
-    const key = SNAPSHOT_PREFIX + runtime.shape;
+  const key = SNAPSHOT_PREFIX + runtime.shape;
+  return heldOnce(key, async () => {
     const stored = await env.R2_CAPSULES.get(key);
     if (stored) {
       const bytes = await stored.arrayBuffer();
@@ -95,13 +85,5 @@ function snapshotOf(env, runtime, compatibilityDate) {
     await env.R2_CAPSULES.put(key, bytes, { sha256, customMetadata: { sha256 } });
     console.log(`edge: made Python's memory snapshot ${key} (${bytes.byteLength} bytes) in ${Date.now() - started} ms`);
     return bytes;
-  })().catch((err) => {
-    delete snapshots[runtime.shape];
-    throw err;
   });
-  return snapshots[runtime.shape];
-}
-
-async function sha256Hex(bytes) {
-  return [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -25,6 +25,7 @@ import Worker, { LedgerDO, SessionDO } from "../build/index.js";
 import BUILDER from "../../dist/edge/builder.txt";
 import RUNNER from "../../dist/edge/runner.txt";
 import { publishLayer } from "../../public/lib/packages/publish.js";
+import { asset, heldOnce, listedRuntime } from "./assets.mjs";
 import { endingWithExit, isRunRoute } from "./edge-run.mjs";
 import { pyodideModules } from "./edge-pyodide.mjs";
 
@@ -38,42 +39,20 @@ const CPU_MS_GRACE = 1000;
 // The runtime whose files the edge runs, and the two of them it needs, by their runtimes.json names.
 const RUNTIME = "quickjs@";
 const WASM_FILES = ["emscripten-module.wasm", "policy.wasm"];
-let wasmFiles = null; // Promise<[quickjs, policy]> of this isolate, once read
 // esbuild-wasm's binary, as scripts/build-assets.mjs copies it into the page's assets.
 const ESBUILD_WASM = "esbuild.wasm";
-let esbuildWasm = null; // Promise<ArrayBuffer> of this isolate, once read
 
-/** `path` of the page's assets, or an error saying the page is not built. */
-async function asset(assets, path) {
-  const res = await assets.fetch(new URL(path, "https://assets.invalid/"));
-  if (!res.ok) throw new Error(`the asset ${path} answered ${res.status}: is the page built?`);
-  return res;
-}
-
-/** esbuild.wasm's bytes, from the page's assets (a failed read is not kept). */
+/** esbuild.wasm's bytes, from the page's assets. */
 function esbuildBytes(assets) {
-  esbuildWasm ??= asset(assets, ESBUILD_WASM)
-    .then((res) => res.arrayBuffer())
-    .catch((err) => {
-      esbuildWasm = null;
-      throw err;
-    });
-  return esbuildWasm;
+  return heldOnce(ESBUILD_WASM, async () => (await asset(assets, ESBUILD_WASM)).arrayBuffer());
 }
 
-/** QuickJS's and policy.wasm's bytes, from the page's assets (a failed read is not kept). */
+/** QuickJS's and policy.wasm's bytes, from the page's assets. */
 function runtimeWasm(assets) {
-  const read = (path) => asset(assets, path);
-  wasmFiles ??= (async () => {
-    const runtimes = await (await read("runtimes.json")).json();
-    const [, runtime] = Object.entries(runtimes).find(([id]) => id.startsWith(RUNTIME)) ?? [];
-    if (!runtime) throw new Error(`runtimes.json lists no ${RUNTIME} runtime`);
-    return Promise.all(WASM_FILES.map(async (name) => (await read(runtime.files[name].url)).arrayBuffer()));
-  })().catch((err) => {
-    wasmFiles = null;
-    throw err;
+  return heldOnce(RUNTIME, async () => {
+    const [, runtime] = await listedRuntime(assets, RUNTIME);
+    return Promise.all(WASM_FILES.map(async (name) => (await asset(assets, runtime.files[name].url)).arrayBuffer()));
   });
-  return wasmFiles;
 }
 
 /** The modules of a run_js's dynamic Worker: the runner, QuickJS and policy.wasm. */
