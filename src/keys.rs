@@ -108,8 +108,9 @@ pub fn tenant_workspace_body(tenant: &str, sha256: &str) -> String {
 }
 
 // R2 also holds Pyodide's memory snapshot for the edge executor, no tenant's, written and read
-// by the Worker's JavaScript (`durable/js/edge-pyodide.mjs` `snapshotOf`):
-// `runtime-snapshots/<runtime id>/<sha256 of what shaped it>`, which no retention sweep lists.
+// by the Worker's JavaScript (`durable/js/edge-pyodide.mjs` `snapshotOf`), sealed by its Rust:
+// `runtime-snapshots/<runtime id>/<sha256 of what shaped it>` (`crate::runtime_snapshot`).
+// The retention sweep deletes those that are not the current one, a day after it was stored.
 
 /// R2: the prefixes of everything a tenant owns there (layers are shared, never a tenant's):
 /// its capsules, its build records, its `/out` files, its workspace bodies. Each ends in `/`.

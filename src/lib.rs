@@ -10,8 +10,9 @@
 //! of guest code's fetches through the Worker; `files` the files a run publishes from `/out`
 //! and their signed download URLs; `body` how long a request's body may take to arrive; `text`
 //! which characters of a name a person would not see; `deploy` what a dry run of a deploy
-//! must show (bindings, bundle size); `retention` what the scheduled cleanup deletes; `quota` the
-//! tenant's quotas and the ledger that counts them.
+//! must show (bindings, bundle size); `retention` what the scheduled cleanup deletes; `runtime_snapshot` the edge's Python
+//! memory snapshot in R2 (its key, its seal, when it goes); `quota` the tenant's quotas and the
+//! ledger that counts them.
 
 pub mod audit;
 pub mod auth;
@@ -34,6 +35,7 @@ pub mod range;
 pub mod relay_session;
 pub mod retention;
 pub mod run;
+pub mod runtime_snapshot;
 pub mod search;
 pub mod stores;
 pub mod text;
