@@ -74,7 +74,7 @@ async function sweep(time) {
   const res = await fetch(`${BASE}/cdn-cgi/handler/scheduled?cron=17+*+*+*+*&time=${time}`);
   const wall = performance.now() - t0;
   if (res.status !== 200) throw new Error(`scheduled: ${res.status}`);
-  while (lines().length < before + 6) await new Promise((r) => setTimeout(r, 100));
+  while (lines().length < before + 7) await new Promise((r) => setTimeout(r, 100));
   const kinds = lines().slice(before).map((l) => JSON.parse(l));
   return { wallMs: Math.round(wall), ...Object.fromEntries(kinds.map((l) => [l.what, { scanned: l.scanned, deleted: l.deleted, durationMs: l.durationMs }])) };
 }

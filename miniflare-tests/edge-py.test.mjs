@@ -7,16 +7,18 @@
 // enforces itself (a busy loop, one that catches KeyboardInterrupt, memory, an output flood),
 // each ending with its error while /healthz keeps answering; pip packages with no tab refused
 // saying why; a tenant on `tab` still refused; what a guest cannot reach (Pyodide's JS FFI
-// hands Python the isolate's realm: its fetch, its globals); and a snapshot damaged in R2 made
-// again (on a server of its own, RELAY_RESTART_PORT). Figures are printed.
+// hands Python the isolate's realm: its fetch, its globals); a snapshot replaced in R2 (its
+// sha256 beside it) refused by its seal and made again, and an old one swept by the retention
+// sweep (on a server of its own, RELAY_RESTART_PORT). Figures are printed.
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { EDGE_BUDGET, edgeTenant, healthzDuring, MARGIN_MS } from "./lib/edge.mjs";
+import { localR2 } from "./lib/local-state.mjs";
 import { startWorker } from "./lib/local-worker.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
@@ -296,47 +298,98 @@ describe("Pyodide's own API is sealed from the guest at the edge", () => {
 });
 
 describe("Python's memory snapshot in R2", () => {
-  // A server of its own (RELAY_RESTART_PORT) over a state directory kept across restarts: R2's
-  // blobs are files there. The snapshot is the one blob over 20 MB.
-  const bigBlobs = async (dir) => {
-    const found = [];
-    for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-      const file = path.join(entry.parentPath, entry.name);
-      if (entry.isFile() && (await stat(file)).size > 20 << 20) found.push(file);
-    }
-    return found;
-  };
-  const sha256 = async (file) => createHash("sha256").update(await readFile(file)).digest("hex");
-
-  test("a snapshot damaged in R2 is refused by its sha256 and made again: the run still works", async () => {
-    const stateDir = await mkdtemp(path.join(tmpdir(), "relay-edge-py-snapshot-"));
-    const port = Number(process.env.RELAY_RESTART_PORT ?? 8796);
-    const runOnce = async () => {
-      const worker = await startWorker({ port, stateDir });
-      try {
-        const { key: own } = await createTenant("edge-py-snapshot", { executor: "edge", edge: EDGE_BUDGET }, worker.url);
-        const c = await connectClient(own, "default", undefined, worker.url);
-        const out = (await call("run_py", { code: "print(6 * 7)" }, c)).structuredContent;
-        await c.close();
-        return out;
-      } finally {
-        await worker.stop();
-      }
-    };
+  // A server of its own (RELAY_RESTART_PORT) over a state directory kept across restarts, whose
+  // R2 the test changes while it is stopped (lib/local-state.mjs).
+  const port = Number(process.env.RELAY_RESTART_PORT ?? 8796);
+  const SNAPSHOTS = "runtime-snapshots/";
+  const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
+  /** The snapshots' rows in R2: key, blob_id, custom_metadata, uploaded. */
+  const snapshotRows = (stateDir) => {
+    const { db, blobs } = localR2(stateDir);
     try {
-      assert.equal((await runOnce()).stdout, "42\n", "the first run makes the snapshot");
-      const [blob, ...others] = await bigBlobs(stateDir);
-      assert.ok(blob && others.length === 0, `one snapshot blob in ${stateDir}`);
-      // Damaged in place, its size kept: a byte flipped every 4 KiB (much of a heap is zeros
-      // already, so zeros written over it may change nothing).
-      const bytes = await readFile(blob);
+      const rows = db.prepare("SELECT key, blob_id, custom_metadata, uploaded FROM _mf_objects WHERE key LIKE ? ORDER BY key").all(`${SNAPSHOTS}%`);
+      return rows.map((row) => ({ ...row, file: path.join(blobs, row.blob_id) }));
+    } finally {
+      db.close();
+    }
+  };
+  /** `work(client, worker)` on a server over `stateDir`, stopped after. */
+  const withServer = async (stateDir, work) => {
+    const worker = await startWorker({ port, stateDir });
+    try {
+      const { key: own } = await createTenant("edge-py-snapshot", { executor: "edge", edge: EDGE_BUDGET }, worker.url);
+      const c = await connectClient(own, "default", undefined, worker.url);
+      try {
+        return await work(c, worker);
+      } finally {
+        await c.close();
+      }
+    } finally {
+      await worker.stop();
+    }
+  };
+  const runPy = async (c) => (await call("run_py", { code: "print(6 * 7)" }, c)).structuredContent;
+  /** A state directory where a first run made the snapshot: `[stateDir, its row]`. */
+  const madeSnapshot = async () => {
+    const stateDir = await mkdtemp(path.join(tmpdir(), "relay-edge-py-snapshot-"));
+    assert.equal((await withServer(stateDir, runPy)).stdout, "42\n", "the first run makes the snapshot");
+    const rows = snapshotRows(stateDir);
+    assert.equal(rows.length, 1, JSON.stringify(rows));
+    assert.ok(JSON.parse(rows[0].custom_metadata).hmac, `sealed: ${rows[0].custom_metadata}`);
+    return [stateDir, rows[0]];
+  };
+
+  test("a snapshot replaced in R2 with its sha256 to match is refused by its seal and made again: the run still works", async () => {
+    const [stateDir, made] = await madeSnapshot();
+    try {
+      // Other bytes of the same size (a byte flipped every 4 KiB: much of a heap is zeros, so
+      // zeros written over it may change nothing), and their sha256 beside them, as anyone who
+      // can write the bucket can write them. Only the Worker's key makes the MAC.
+      const bytes = await readFile(made.file);
       for (let i = 0; i < bytes.length; i += 4096) bytes[i] ^= 0xff;
-      await writeFile(blob, bytes);
-      const damaged = await sha256(blob);
-      const again = await runOnce();
+      await writeFile(made.file, bytes);
+      const forged = sha256(bytes);
+      const { db } = localR2(stateDir);
+      const metadata = { ...JSON.parse(made.custom_metadata), sha256: forged };
+      db.prepare("UPDATE _mf_objects SET custom_metadata = ? WHERE key = ?").run(JSON.stringify(metadata), made.key);
+      db.close();
+      const again = await withServer(stateDir, runPy);
       assert.equal(again.stdout, "42\n", JSON.stringify(again).slice(0, 1500));
-      const now = await Promise.all((await bigBlobs(stateDir)).map(sha256));
-      assert.ok(now.some((hash) => hash !== damaged), "a whole snapshot was put back");
+      const [now] = snapshotRows(stateDir);
+      assert.notEqual(sha256(await readFile(now.file)), forged, "a whole snapshot was put back");
+      assert.ok(JSON.parse(now.custom_metadata).hmac, now.custom_metadata);
+    } finally {
+      await rm(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  test("the retention sweep deletes a snapshot that is not the current one a day after the current one was made, and keeps the current one", async () => {
+    const [stateDir, current] = await madeSnapshot();
+    try {
+      // What a previous runner or Pyodide left: a snapshot under another key, a copy of its
+      // body under a blob of its own.
+      const old = `${SNAPSHOTS}pyodide@313/${"0".repeat(64)}`;
+      const blob = `${"f".repeat(64)}${current.blob_id.slice(64)}`;
+      const { db, blobs } = localR2(stateDir);
+      await writeFile(path.join(blobs, blob), await readFile(current.file));
+      db.prepare(
+        "INSERT INTO _mf_objects (key, blob_id, version, size, etag, uploaded, checksums, http_metadata, custom_metadata) SELECT ?, ?, version, size, etag, uploaded, checksums, http_metadata, custom_metadata FROM _mf_objects WHERE key = ?",
+      ).run(old, blob, current.key);
+      db.close();
+      const keys = () => snapshotRows(stateDir).map((row) => row.key);
+      await withServer(stateDir, async (c, worker) => {
+        const sweep = async (time) => {
+          const res = await fetch(`${worker.url}/cdn-cgi/handler/scheduled?cron=17+*+*+*+*&time=${time}`);
+          assert.equal(res.status, 200, await res.text());
+        };
+        await sweep(Date.now());
+        assert.deepEqual(keys(), [current.key, old].sort(), "within the day after the current one was made, both stay");
+        await sweep(Date.now() + 2 * 86_400_000);
+        assert.deepEqual(keys(), [current.key], "the old one went, the current one stayed");
+        assert.equal((await runPy(c)).stdout, "42\n");
+      });
+      const [kept] = snapshotRows(stateDir);
+      assert.equal(kept.blob_id, current.blob_id, "the current one was read, not made again");
     } finally {
       await rm(stateDir, { recursive: true, force: true });
     }

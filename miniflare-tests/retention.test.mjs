@@ -18,7 +18,7 @@ import { storedKeys } from "./lib/local-state.mjs";
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 /** The kinds a sweep logs a line for, in its order (last, what each tenant stores, measured). */
-const KINDS = ["out files", "capsules", "build records", "layers", "workspace bodies", "stored bytes"];
+const KINDS = ["out files", "capsules", "build records", "layers", "workspace bodies", "runtime snapshots", "stored bytes"];
 
 const r2Keys = (test) => storedKeys("r2", test);
 

@@ -3,8 +3,11 @@
 // (durable/js/edge-runner-pyodide.js, 1.3 MB with Pyodide's JS) and Pyodide's files are the
 // page's own static assets, read once per isolate from the ASSETS binding (bundled into the
 // Worker they would break the deploy check's bound; Pyodide's wasm is 9.6 MB, its stdlib 2.5 MB);
-// the memory snapshot it boots from is made once by a dynamic Worker and kept in R2.
+// the memory snapshot it boots from is made once by a dynamic Worker and kept in R2, sealed
+// with a MAC that the Worker's Rust makes and checks (relay_core::runtime_snapshot: its key
+// too), under a key that never comes here.
 
+import { RuntimeSnapshot } from "../build/index.js";
 import { sha256Hex } from "../../public/lib/bytes.js";
 import { asset, heldOnce, listedRuntime } from "./assets.mjs";
 
@@ -15,65 +18,59 @@ const FILES = {
   "pyodide-lock.json": ["pyodide-lock.json", "text"],
   "policy.wasm": ["policy.wasm", "wasm"],
 };
+// The runtime and the runner whose texts shape the snapshot's key: relay_core::runtime_snapshot's
+// RUNTIME and RUNNER_ASSET.
 const RUNTIME = "pyodide@";
 const RUNNER = "edge/runner-pyodide.mjs";
 const MAIN_MODULE = "runner.js";
-// R2: the snapshot, by what shaped it (runtime()'s shape); its sha256 in its custom metadata.
-// Not a tenant's: the retention sweeps list only their own prefixes.
-const SNAPSHOT_PREFIX = "runtime-snapshots/";
 // A snapshot is made in 2-10 s of CPU here: its maker's wall in production.
 const SNAPSHOT_CPU_MS = 60_000;
-
 
 /**
  * The modules of a run_py's dynamic Worker (its main module is `runner.js`): the runner,
  * Pyodide's files and the memory snapshot. `compatibilityDate` is the edge's.
  */
 export async function pyodideModules(env, compatibilityDate) {
-  const runtime = await runtimeFiles(env.ASSETS);
-  const snapshot = await snapshotOf(env, runtime, compatibilityDate);
-  return { ...runtime.modules, "snapshot.bin": { data: snapshot } };
+  const modules = await runtimeModules(env.ASSETS);
+  const snapshot = await snapshotOf(env, modules, compatibilityDate);
+  return { ...modules, "snapshot.bin": { data: snapshot } };
 }
 
-/**
- * The runner and Pyodide's files as modules, and `shape`: what shaped a snapshot made with them
- * (the runtime's id, each file's integrity, the runner's text, which holds Pyodide's patched JS
- * and the bootstrap imports). A failed read is not kept.
- */
-function runtimeFiles(assets) {
+/** The runner and Pyodide's files as modules. A failed read is not kept. */
+function runtimeModules(assets) {
   return heldOnce(RUNTIME, async () => {
-    const [id, listed] = await listedRuntime(assets, RUNTIME);
+    const [, listed] = await listedRuntime(assets, RUNTIME);
     const modules = { [MAIN_MODULE]: { js: await (await asset(assets, RUNNER)).text() } };
     const reads = Object.entries(FILES).map(async ([file, [name, kind]]) => {
       const res = await asset(assets, listed.files[file].url);
       modules[name] = { [kind]: kind === "text" ? await res.text() : await res.arrayBuffer() };
     });
     await Promise.all(reads);
-    const shaping = [modules[MAIN_MODULE].js, ...Object.keys(FILES).map((file) => listed.files[file].integrity)];
-    return { modules, shape: `${id}/${await sha256Hex(new TextEncoder().encode(shaping.join("\n")))}` };
+    return modules;
   });
 }
 
 /**
- * Pyodide's memory snapshot for `runtime`: read from R2 (and checked against its sha256), else
- * made by a fresh dynamic Worker of the runner itself (POST /snapshot: no guest code exists
- * there), and kept. Two isolates making it at once each put a whole, checked snapshot: the last
- * stays. A failure is not kept: the next run tries again.
+ * Pyodide's memory snapshot made with `modules`: read from R2 under its current key (what
+ * shaped it: the Rust reads it from the same assets) when its seal checks, else made by a fresh
+ * dynamic Worker of the runner itself (POST /snapshot: no guest code exists there), sealed and
+ * kept. Two isolates making it at once each put a whole, sealed snapshot: the last stays. A
+ * failure is not kept: the next run tries again.
  */
-function snapshotOf(env, runtime, compatibilityDate) {
-  const key = SNAPSHOT_PREFIX + runtime.shape;
+async function snapshotOf(env, modules, compatibilityDate) {
+  const key = await heldOnce("runtime-snapshot-key", () => RuntimeSnapshot.currentKey(env));
   return heldOnce(key, async () => {
     const stored = await env.R2_CAPSULES.get(key);
     if (stored) {
       const bytes = await stored.arrayBuffer();
-      if ((await sha256Hex(bytes)) === stored.customMetadata?.sha256) return bytes;
-      console.warn(`edge: the stored Python snapshot ${key} does not match its sha256: made again`);
+      if (RuntimeSnapshot.verify(env, key, await sha256Hex(bytes), stored.customMetadata?.hmac ?? "")) return bytes;
+      console.warn(`edge: the stored Python snapshot ${key} is not sealed by this Worker's snapshot key (derived from CAPSULE_SIGNING_KEY): made again`);
     }
     const started = Date.now();
     const maker = env.LOADER.load({
       compatibilityDate,
       mainModule: MAIN_MODULE,
-      modules: { ...runtime.modules, "snapshot.bin": { data: new ArrayBuffer(0) } },
+      modules: { ...modules, "snapshot.bin": { data: new ArrayBuffer(0) } },
       globalOutbound: null,
       env: {},
       limits: { cpuMs: SNAPSHOT_CPU_MS },
@@ -82,7 +79,7 @@ function snapshotOf(env, runtime, compatibilityDate) {
     if (!res.ok) throw new Error(`the edge could not make Python's memory snapshot: ${await res.text()}`);
     const bytes = await res.arrayBuffer();
     const sha256 = await sha256Hex(bytes);
-    await env.R2_CAPSULES.put(key, bytes, { sha256, customMetadata: { sha256 } });
+    await env.R2_CAPSULES.put(key, bytes, { sha256, customMetadata: { hmac: RuntimeSnapshot.seal(env, key, sha256) } });
     console.log(`edge: made Python's memory snapshot ${key} (${bytes.byteLength} bytes) in ${Date.now() - started} ms`);
     return bytes;
   });

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod oauth;
 pub mod packages;
 pub mod retention;
+pub mod runtime_snapshot;
 pub mod session;
 pub mod tenant_life;
 pub mod tenants;

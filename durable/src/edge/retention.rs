@@ -4,10 +4,12 @@
 //! renew while they use them), and the layers no capsule or build record left standing names
 //! (`relay_core::retention::sweep` over R2 and [`Edge`]); then each relay session listed in KV
 //! is asked to sweep its own workspace bodies (`relay_core::relay_session::body_sweep`: only it
-//! knows which its index names); last, what each tenant stores now is measured and sent to its
+//! knows which its index names); then Python's memory snapshots that are not the current one
+//! (`relay_core::runtime_snapshot::stale`); last, what each tenant stores now is measured and sent to its
 //! ledger (`storedBytes`: `relay_core::quota`). One log line for each kind, with what it looked at and
 //! deleted, by tenant; one error line for each thing that failed.
 
+use super::runtime_snapshot;
 use super::tenants::by_id;
 use crate::platform::bindings::{bucket, var};
 use crate::platform::r2::R2;
@@ -17,6 +19,7 @@ use relay_core::keys;
 use relay_core::protocol::{Caller, SessionRequest};
 use relay_core::retention::sweep::{self, Directory};
 use relay_core::retention::{Sweep, OUT_PREFIX};
+use relay_core::runtime_snapshot as snapshot;
 use relay_core::stores::StorageError;
 use worker::{Bucket, Env, Object, Objects, Result};
 
@@ -46,7 +49,33 @@ pub async fn run(env: &Env, scheduled_ms: u64) {
     let (bodies, problems) = sweep::sweep_bodies(&edge, scheduled_ms).await;
     report(&problems);
     log(&bodies, "workspace bodies", scheduled_ms, started);
+    let started = now_ms();
+    match sweep_snapshots(env, scheduled_ms).await {
+        Ok(sweep) => log(&sweep, "runtime snapshots", scheduled_ms, started),
+        Err(e) => worker::console_error!("retention: the sweep of runtime snapshots stopped: {e}"),
+    }
     measure(env, scheduled_ms).await;
+}
+
+/// Python's memory snapshots (no tenant's) that are not the current one, once it and they are
+/// a day old. The whole listing is judged at once: one snapshot a deploy, so few pages.
+async fn sweep_snapshots(env: &Env, now_ms: u64) -> Result<Sweep> {
+    let current = runtime_snapshot::current_key(env).await?;
+    let bucket = bucket(env)?;
+    let (mut listed, mut cursor) = (Vec::new(), None);
+    loop {
+        let page = list(&bucket, snapshot::PREFIX, cursor.take()).await?;
+        listed.extend(page.objects().iter().map(|o| (o.key(), o.uploaded().as_millis())));
+        if !page.truncated() {
+            break;
+        }
+        cursor = page.cursor();
+    }
+    let (doomed, sweep) = snapshot::stale(&listed, &current, now_ms);
+    for page in doomed.chunks(1000) {
+        delete(&bucket, page.to_vec()).await?;
+    }
+    Ok(sweep)
 }
 
 /// Measures what each tenant stores, after the sweeps' deletions, and tells its ledger; logs

@@ -1,8 +1,10 @@
 //! The keys: the signer of capsules and tokens (the `CAPSULE_SIGNING_KEY` secret), the key
-//! sets that verify them, and the key that seals upstream servers' header values.
+//! sets that verify them, the key that seals upstream servers' header values and the one that
+//! seals Python's memory snapshot in R2.
 
 use super::bindings::{CAPSULE_RETIRED_KEYS, CAPSULE_SIGNING_KEY};
 use relay_core::capsule::jws::{KeySet, Signer};
+use relay_core::runtime_snapshot::Seal;
 use relay_core::upstream::seal::SealingKey;
 use serde_json::Value;
 use worker::{Env, Result};
@@ -37,4 +39,9 @@ pub fn token_keys(env: &Env) -> Result<KeySet> {
 /// The key that seals and opens upstream servers' header values.
 pub fn sealing_key(env: &Env) -> Result<SealingKey> {
     Ok(SealingKey::of(&signer(env)?))
+}
+
+/// The key that seals Python's memory snapshot in R2 (`relay_core::runtime_snapshot`).
+pub fn snapshot_seal(env: &Env) -> Result<Seal> {
+    Ok(Seal::of(&signer(env)?))
 }
