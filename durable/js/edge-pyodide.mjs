@@ -31,13 +31,17 @@ const SNAPSHOT_CPU_MS = 60_000;
  * Pyodide's files and the memory snapshot. `compatibilityDate` is the edge's.
  */
 export async function pyodideModules(env, compatibilityDate) {
-  const modules = await runtimeModules(env.ASSETS);
-  const snapshot = await snapshotOf(env, modules, compatibilityDate);
-  return { ...modules, "snapshot.bin": { data: snapshot } };
+  const runtime = await runtimeFiles(env.ASSETS);
+  const snapshot = await snapshotOf(env, runtime, compatibilityDate);
+  return { ...runtime.modules, "snapshot.bin": { data: snapshot } };
 }
 
-/** The runner and Pyodide's files as modules. A failed read is not kept. */
-function runtimeModules(assets) {
+/**
+ * The runner and Pyodide's files as modules, and `key`: the R2 key of a snapshot made with
+ * them, by the Rust's rule from runtimes.json and the runner's text (the retention sweep's
+ * too). A failed read is not kept.
+ */
+function runtimeFiles(assets) {
   return heldOnce(RUNTIME, async () => {
     const [, listed] = await listedRuntime(assets, RUNTIME);
     const modules = { [MAIN_MODULE]: { js: await (await asset(assets, RUNNER)).text() } };
@@ -46,19 +50,20 @@ function runtimeModules(assets) {
       modules[name] = { [kind]: kind === "text" ? await res.text() : await res.arrayBuffer() };
     });
     await Promise.all(reads);
-    return modules;
+    const runtimesJson = await (await asset(assets, "runtimes.json")).text();
+    return { modules, key: RuntimeSnapshot.key(runtimesJson, modules[MAIN_MODULE].js) };
   });
 }
 
 /**
- * Pyodide's memory snapshot made with `modules`: read from R2 under its current key (what
- * shaped it: the Rust reads it from the same assets) when its seal checks, else made by a fresh
+ * Pyodide's memory snapshot for `runtime`: read from R2 under its key when its seal checks
+ * (the Worker's Rust checks it: the seal's key stays there), else made by a fresh
  * dynamic Worker of the runner itself (POST /snapshot: no guest code exists there), sealed and
  * kept. Two isolates making it at once each put a whole, sealed snapshot: the last stays. A
  * failure is not kept: the next run tries again.
  */
-async function snapshotOf(env, modules, compatibilityDate) {
-  const key = await heldOnce("runtime-snapshot-key", () => RuntimeSnapshot.currentKey(env));
+function snapshotOf(env, runtime, compatibilityDate) {
+  const { key } = runtime;
   return heldOnce(key, async () => {
     const stored = await env.R2_CAPSULES.get(key);
     if (stored) {
@@ -70,7 +75,7 @@ async function snapshotOf(env, modules, compatibilityDate) {
     const maker = env.LOADER.load({
       compatibilityDate,
       mainModule: MAIN_MODULE,
-      modules: { ...modules, "snapshot.bin": { data: new ArrayBuffer(0) } },
+      modules: { ...runtime.modules, "snapshot.bin": { data: new ArrayBuffer(0) } },
       globalOutbound: null,
       env: {},
       limits: { cpuMs: SNAPSHOT_CPU_MS },

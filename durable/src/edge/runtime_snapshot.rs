@@ -1,7 +1,7 @@
 //! Python's memory snapshot in R2 (`relay_core::runtime_snapshot`), for the two that need it:
-//! the retention sweep (its current key) and the Worker's own JavaScript that reads and makes
-//! it (`durable/js/edge-pyodide.mjs`), through [`RuntimeSnapshot`], exported to it by
-//! worker-build. The seal's key stays here: the JavaScript gets MACs and verdicts, never the key,
+//! the retention sweep (its current key, from the page's assets) and the Worker's own JavaScript
+//! that reads and makes it (`durable/js/edge-pyodide.mjs`), through [`RuntimeSnapshot`],
+//! exported to it by worker-build: the same key from the same texts, which it has read already. The seal's key stays here: the JavaScript gets MACs and verdicts, never the key,
 //! so it cannot reach a log, a job or a dynamic Worker.
 
 use crate::platform::bindings::ASSETS;
@@ -9,7 +9,7 @@ use crate::platform::signer::snapshot_seal;
 use relay_core::runtime_snapshot::{self, RUNNER_ASSET};
 use worker::wasm_bindgen::prelude::wasm_bindgen;
 use worker::wasm_bindgen::JsValue;
-use worker::{js_sys, wasm_bindgen_futures, Env, Result};
+use worker::{js_sys, Env, Result};
 
 /// The current snapshot's key, from the page's assets (runtimes.json and the edge runner).
 pub async fn current_key(env: &Env) -> Result<String> {
@@ -34,10 +34,10 @@ pub struct RuntimeSnapshot;
 
 #[wasm_bindgen]
 impl RuntimeSnapshot {
-    /// Resolves with the current snapshot's R2 key.
-    #[wasm_bindgen(js_name = currentKey)]
-    pub fn current_key(env: Env) -> js_sys::Promise {
-        wasm_bindgen_futures::future_to_promise(async move { Ok(current_key(&env).await.map_err(js_error)?.into()) })
+    /// The R2 key of the snapshot made with the page's `runtimes_json` and the edge runner's
+    /// text (`runner`), as JavaScript read them: the sweep's rule ([`current_key`]).
+    pub fn key(runtimes_json: &str, runner: &str) -> std::result::Result<String, JsValue> {
+        runtime_snapshot::current_key(runtimes_json, runner.as_bytes()).map_err(|e| js_sys::Error::new(&e).into())
     }
 
     /// The MAC to store with the snapshot of `sha256` (hex) under `key`.
