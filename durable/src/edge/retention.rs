@@ -5,8 +5,8 @@
 //! (`relay_core::retention::sweep` over R2 and [`Edge`]); then each relay session listed in KV
 //! is asked to sweep its own workspace bodies (`relay_core::relay_session::body_sweep`: only it
 //! knows which its index names); then Python's memory snapshots that are not the current one
-//! (`relay_core::runtime_snapshot::stale`); last, what each tenant stores now is measured and sent to its
-//! ledger (`storedBytes`: `relay_core::quota`). One log line for each kind, with what it looked at and
+//! (`relay_core::runtime_snapshot::stale`); last, what each tenant stores now is measured and
+//! sent to its ledger (`storedBytes`: `relay_core::quota`). One log line for each kind, with what it looked at and
 //! deleted, by tenant; one error line for each thing that failed.
 
 use super::runtime_snapshot;

@@ -1,8 +1,9 @@
 //! Python's memory snapshot in R2 (`relay_core::runtime_snapshot`), for the two that need it:
-//! the retention sweep (its current key, from the page's assets) and the Worker's own JavaScript
-//! that reads and makes it (`durable/js/edge-pyodide.mjs`), through [`RuntimeSnapshot`],
-//! exported to it by worker-build: the same key from the same texts, which it has read already. The seal's key stays here: the JavaScript gets MACs and verdicts, never the key,
-//! so it cannot reach a log, a job or a dynamic Worker.
+//! the retention sweep (its current key, from the page's assets) and the Worker's own
+//! JavaScript that reads and makes it (`durable/js/edge-pyodide.mjs`), through
+//! [`RuntimeSnapshot`], which worker-build exports to it: the same key from the same texts,
+//! which it has read already. The seal's key stays here: the JavaScript gets MACs and verdicts,
+//! never the key, so it cannot reach a log, a job or a dynamic Worker.
 
 use crate::platform::bindings::ASSETS;
 use crate::platform::signer::snapshot_seal;
