@@ -3,9 +3,10 @@
 //! deletes one.
 //!
 //! - **Key**: `runtime-snapshots/<runtime id>/<sha256 hex of what shaped it>` ([`current_key`]):
-//!   the edge runner's text (Pyodide's patched JS, the bootstrap imports) and each file
-//!   runtimes.json lists for the runtime, with its integrity. Both come from the page's static
-//!   assets, so the Worker knows the current key without making a snapshot.
+//!   the edge runner's text (Pyodide's patched JS, the bootstrap imports) and, with their
+//!   integrity in runtimes.json, the runtime's files the edge loads ([`EDGE_FILES`]; the tab's
+//!   runner is not one). Both come from the page's static assets, so the Worker knows the
+//!   current key without making a snapshot.
 //! - **Seal**: a snapshot is Python heap state the edge restores into an isolate, so code in
 //!   effect, and whoever can write the bucket can write a sha256 beside it. R2 keeps its MAC in
 //!   the custom metadata [`MAC_META`]: HMAC-SHA256 of its key and its bytes' sha256
@@ -31,6 +32,9 @@ pub const PREFIX: &str = "runtime-snapshots/";
 pub const RUNTIME: &str = "pyodide@";
 /// The page's asset that runs Python at the edge, snapshot maker included.
 pub const RUNNER_ASSET: &str = "edge/runner-pyodide.mjs";
+/// The runtime's files (runtimes.json names) the edge loads, so the ones that shape its
+/// snapshot: edge-pyodide.mjs's `FILES`.
+pub const EDGE_FILES: [&str; 4] = ["pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json", "policy.wasm"];
 /// The R2 custom metadata that holds a snapshot's MAC (base64url).
 pub const MAC_META: &str = "hmac";
 /// How long a snapshot that is not the current one stays after the current one was stored.
@@ -46,19 +50,21 @@ pub fn current_key(runtimes_json: &str, runner: &[u8]) -> Result<String, String>
     let rebuild = |what: String| format!("{what}: rebuild the page (bash scripts/build.sh) and deploy again");
     let runtimes: serde_json::Value =
         serde_json::from_str(runtimes_json).map_err(|e| rebuild(format!("runtimes.json is not JSON ({e})")))?;
-    let (id, runtime) = runtimes
-        .as_object()
-        .and_then(|all| all.iter().find(|(id, _)| id.starts_with(RUNTIME)))
-        .ok_or_else(|| rebuild(format!("runtimes.json lists no {RUNTIME} runtime")))?;
+    let mut listed = runtimes.as_object().into_iter().flatten().filter(|(id, _)| id.starts_with(RUNTIME));
+    let (id, runtime) = listed.next().ok_or_else(|| rebuild(format!("runtimes.json lists no {RUNTIME} runtime")))?;
+    // Two would leave which one the edge loads (the first in the file's order) to the reader.
+    if let Some((other, _)) = listed.next() {
+        return Err(rebuild(format!("runtimes.json lists two {RUNTIME} runtimes, {id} and {other}")));
+    }
     if !is_runtime_id(id) {
         return Err(rebuild(format!("runtimes.json's runtime id {id:?} cannot be one segment of an R2 key")));
     }
     let files = runtime["files"].as_object().ok_or_else(|| rebuild(format!("runtimes.json lists no files of {id}")))?;
     let mut shape = Sha256::new();
     shape.update(runner);
-    // serde_json's map is ordered by name: the same files hash the same whatever their order.
-    for (name, file) in files {
-        let integrity = file["integrity"].as_str().ok_or_else(|| rebuild(format!("{id}'s {name} has no integrity")))?;
+    for name in EDGE_FILES {
+        let integrity = files.get(name).and_then(|file| file["integrity"].as_str());
+        let integrity = integrity.ok_or_else(|| rebuild(format!("{id}'s {name} is not listed with its integrity")))?;
         shape.update(format!("\n{name} {integrity}"));
     }
     Ok(format!("{PREFIX}{id}/{}", hex::encode(shape.finalize())))

@@ -25,6 +25,7 @@ fn files() -> serde_json::Value {
     json!({
         "pyodide.asm.wasm": {"url": "vendor/pyodide.asm.wasm", "integrity": "sha384-wasm"},
         "python_stdlib.zip": {"url": "vendor/python_stdlib.zip", "integrity": "sha384-stdlib"},
+        "pyodide-lock.json": {"url": "vendor/pyodide-lock.json", "integrity": "sha384-lock"},
         "policy.wasm": {"url": "policy.wasm", "integrity": "sha384-policy"},
     })
 }
@@ -38,20 +39,22 @@ fn the_current_key_names_the_runtime_and_what_shaped_it() {
 }
 
 #[test]
-fn any_file_or_the_runner_changes_the_key_and_their_order_does_not() {
+fn any_file_the_edge_loads_or_the_runner_changes_the_key_and_nothing_else_does() {
     let key = current_key(&runtimes(files()), b"runner").unwrap();
     assert_ne!(current_key(&runtimes(files()), b"runner 2").unwrap(), key, "the runner");
-    for name in ["pyodide.asm.wasm", "python_stdlib.zip", "policy.wasm"] {
+    for name in relay_core::runtime_snapshot::EDGE_FILES {
         let mut changed = files();
         changed[name]["integrity"] = json!("sha384-other");
         assert_ne!(current_key(&runtimes(changed), b"runner").unwrap(), key, "{name}");
     }
-    let mut added = files();
-    added["pyodide-lock.json"] = json!({"url": "lock.json", "integrity": "sha384-lock"});
-    assert_ne!(current_key(&runtimes(added), b"runner").unwrap(), key, "a file more");
+    // The tab's runner, which the edge never loads, makes no new snapshot.
+    let mut tab_runner = files();
+    tab_runner["runner.js"] = json!({"url": "runner-pyodide.js", "integrity": "sha384-tab"});
+    assert_eq!(current_key(&runtimes(tab_runner), b"runner").unwrap(), key, "the tab's runner");
     // The same files listed in another order (runtimes.json as another build writes it).
     let reordered = r#"{"pyodide@314": {"files": {
         "policy.wasm": {"url": "policy.wasm", "integrity": "sha384-policy"},
+        "pyodide-lock.json": {"url": "vendor/pyodide-lock.json", "integrity": "sha384-lock"},
         "python_stdlib.zip": {"url": "vendor/python_stdlib.zip", "integrity": "sha384-stdlib"},
         "pyodide.asm.wasm": {"url": "vendor/pyodide.asm.wasm", "integrity": "sha384-wasm"}}}}"#;
     assert_eq!(current_key(reordered, b"runner").unwrap(), key);
@@ -67,7 +70,12 @@ fn a_page_built_wrong_is_an_error_saying_to_rebuild_it() {
         (json!({"quickjs@1": {"files": {}}}).to_string(), "no pyodide@ runtime"),
         (json!({"pyodide@1/../x": {"files": {}}}).to_string(), "one segment"),
         (json!({"pyodide@314": {}}).to_string(), "no files"),
-        (json!({"pyodide@314": {"files": {"a.wasm": {"url": "a"}}}}).to_string(), "a.wasm has no integrity"),
+        (
+            json!({"pyodide@314": {"files": {"pyodide.asm.wasm": {"url": "a"}}}}).to_string(),
+            "pyodide.asm.wasm is not listed",
+        ),
+        (json!({"pyodide@314": {"files": {}}}).to_string(), "pyodide.asm.wasm is not listed"),
+        (json!({"pyodide@314": {"files": {}}, "pyodide@315": {"files": {}}}).to_string(), "two pyodide@ runtimes"),
     ];
     for (json, says) in cases {
         let err = current_key(&json, b"runner").unwrap_err();

@@ -11,7 +11,8 @@ import { RuntimeSnapshot } from "../build/index.js";
 import { sha256Hex } from "../../public/lib/bytes.js";
 import { asset, heldOnce, listedRuntime } from "./assets.mjs";
 
-// Pyodide's files by their runtimes.json names: each module's name and kind.
+// Pyodide's files by their runtimes.json names: each module's name and kind (the files that shape
+// the snapshot's key: relay_core::runtime_snapshot::EDGE_FILES).
 const FILES = {
   "pyodide.asm.wasm": ["pyodide.asm.wasm", "wasm"],
   "python_stdlib.zip": ["python_stdlib.zip", "data"],
