@@ -1,8 +1,9 @@
 // Two builds at once, calls interleaved (issue 32): RELAY_URL (A, this checkout's server) and
 // RELAY_URL_B (B, another build's `wrangler dev`, started beforehand on its own port), each with
-// its own tab in one Chromium. Per round `tools/list`, `read` and a warm-context `run_js` on A
-// then on B (the order alternates), then the floor and the warm run 1 s apart, so both see the
-// same moments of a shared machine's load. Prints p50s, ratios to each one's floor, and the
+// its own tab in one Chromium. Per round `tools/list`, `read`, a warm-context `run_js` and an
+// edge `run_js` (a second tenant whose runs go to the edge) on A then on B (the order
+// alternates), then the floor and the warm run 1 s apart, so both see the same moments of a
+// shared machine's load. Prints p50s, ratios to each one's floor, and the
 // median of the paired differences A - B: what resolves a few ms where two runs differ by 50%.
 import { launchBrowser, openExecutor } from "../miniflare-tests/lib/browser.mjs";
 import { connectClient } from "../miniflare-tests/lib/mcp-client.mjs";
@@ -15,15 +16,19 @@ const side = async (base) => {
   const { key } = await createTenant("bench", { quotas: BENCH_QUOTAS }, base);
   await openExecutor(browser, key, "default", base);
   const client = await connectClient(key, "default", "ab", base);
+  const budget = { cpuMsPerDay: 86_400_000, runsPerMinute: 6_000 };
+  const edge = await createTenant("bench-edge", { executor: "edge", edge: budget, quotas: BENCH_QUOTAS }, base);
+  const edgeClient = await connectClient(edge.key, "default", "ab", base);
   return {
     list: () => client.listTools(),
     read: () => client.callTool({ name: "read", arguments: { path: "/missing.txt" } }),
     warm: () => checked(client, "run_js", "console.log(1)", { context: "bench" }),
+    edge: () => checked(edgeClient, "run_js", "console.log(1)"),
   };
 };
 const sides = { A: await side(bases.A), B: await side(bases.B) };
-const kinds = ["list", "read", "warm"];
-const t = () => ({ list: [], read: [], warm: [], plist: [], pwarm: [] });
+const kinds = ["list", "read", "warm", "edge"];
+const t = () => ({ list: [], read: [], warm: [], edge: [], plist: [], pwarm: [] });
 const times = { A: t(), B: t() };
 for (let i = 0; i < 10; i++) for (const s of ["A", "B"]) for (const k of kinds) await sides[s][k]();
 for (let i = 0; i < N; i++) for (const s of i % 2 ? ["B", "A"] : ["A", "B"]) for (const k of kinds) times[s][k].push(await timed(sides[s][k]));
@@ -35,7 +40,7 @@ for (let i = 0; i < PAUSED_N; i++) for (const s of i % 2 ? ["B", "A"] : ["A", "B
 const p50 = (xs) => percentiles(xs).p50;
 const diff = (k) => p50(times.A[k].map((a, i) => a - times.B[k][i]));
 console.log(`A ${bases.A}  B ${bases.B}  (n=${N}, paused n=${PAUSED_N})`);
-for (const [k, floor] of [["list", "list"], ["read", "list"], ["warm", "list"], ["plist", "plist"], ["pwarm", "plist"]]) {
+for (const [k, floor] of [["list", "list"], ["read", "list"], ["warm", "list"], ["edge", "list"], ["plist", "plist"], ["pwarm", "plist"]]) {
   const [a, b] = [p50(times.A[k]), p50(times.B[k])];
   const r = (s, v) => (k === floor ? "" : ` (${(v / p50(times[s][floor])).toFixed(2)}x)`);
   console.log(`${k.padEnd(6)} A ${a.toFixed(1)} ms${r("A", a)}  B ${b.toFixed(1)} ms${r("B", b)}  median A-B ${diff(k).toFixed(1)} ms`);

@@ -123,6 +123,29 @@ describe("quotas per tenant", () => {
     assert.equal((await search(key)).status, 200);
   });
 
+  test("calls a minute count each run's call once, whichever hop charges it: runs, a run refused its slot, a run with bad arguments", async () => {
+    const network = { allowedDomains: [`localhost:${port}`], blockPrivateRanges: false, denyIpLiterals: false };
+    const quotas = { callsPerMinute: 5, runsInFlight: 1 };
+    const { key } = await createTenant("run-calls", { executor: "edge", edge: BUDGET, policy: { network }, quotas });
+    if (Date.now() % 60_000 > 40_000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 100));
+    // The first is charged by the Worker (its relay session not admitted yet); the Worker leaves
+    // the next ones to the relay session, which charges each call with its run in one hop.
+    const first = await call(key, "run_js", { code: "console.log(1)" });
+    assert.equal(first.message.result?.structuredContent?.stdout, "1\n", JSON.stringify(first.message));
+    const held = call(key, "run_js", { code: `const r = await fetch("http://localhost:${port}/gate"); console.log(await r.text());` });
+    while (gates.length === 0) await new Promise((r) => setTimeout(r, 50));
+    assertQuotaRefusal(await call(key, "run_js", { code: "console.log(2)" }), "runsInFlight", 1, 1);
+    const bad = await call(key, "run_js", { code: 5 });
+    assert.ok(bad.message.result?.isError || bad.message.error, JSON.stringify(bad.message));
+    openGates();
+    assert.equal((await held).message.result?.structuredContent?.stdout, "opened\n");
+    assert.equal((await usageOf(key)).callsPerMinute.used, 4, "two runs, the refused run's call and the bad one's");
+    for (let i = 0; i < 50 && (await usageOf(key)).runsInFlight.used > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await call(key, "run_js", { code: "console.log(3)" })).message.result?.structuredContent?.stdout, "3\n");
+    assertQuotaRefusal(await call(key, "run_js", { code: "console.log(4)" }), "callsPerMinute", 5, 5);
+    assert.deepEqual((await usageOf(key)).callsPerMinute.used, 5);
+  });
+
   test("relay sessions: a tenant with 1 live relay session is refused a second, while the first stays usable", async () => {
     const { key, tenant } = await createTenant("sessions", { quotas: { relaySessions: 1 } });
     assert.equal((await search(key, "first")).status, 200);

@@ -136,10 +136,16 @@ pub enum Charge {
     /// leased; the same run charged again renews its lease (it was requeued). With the bytes
     /// its capsule will put in R2 (`stored_bytes`, 0 when its relay session stored it lately),
     /// charged as a [`Charge::Store`] in the same step: one hop admits the run and its capsule.
+    /// With `call` (a relay session's name) when the Worker left the `tools/call` asking for the
+    /// run to this hop (`mcp::Admission::ToSession`): the call is charged first, as a
+    /// [`Charge::Call`] to that relay session would be, and stays charged if the run is refused,
+    /// as it would have in a hop of its own; one hop then admits the call, the run and its capsule.
     Run {
         lease: RunLease,
         #[serde(default)]
         stored_bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<String>,
     },
     /// Run `run` ended after `edge_ms` at the edge: its slot comes back, its edge time counts.
     RunEnded {
@@ -274,13 +280,17 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Applies `charge` at `now_ms` against `quotas`: all of it, or (refused) none of it.
+    /// Applies `charge` at `now_ms` against `quotas`: all of it, or (refused) none of it; a run
+    /// with its call is two charges in turn (`Charge::Run`), the run's refusal leaving the call's.
     pub fn charge(&mut self, quotas: &Quotas, charge: &Charge, now_ms: u64) -> LedgerAnswer {
         self.roll(now_ms);
         let refused = match charge {
             Charge::Call { session } => self.call(quotas, session, now_ms),
             Charge::Admit { session } => self.admit(quotas, session, now_ms),
-            Charge::Run { lease, stored_bytes } => self.run(quotas, lease, *stored_bytes, now_ms),
+            Charge::Run { lease, stored_bytes, call } => {
+                let called = call.as_deref().map_or(Ok(()), |session| self.call(quotas, session, now_ms));
+                called.and_then(|()| self.run(quotas, lease, *stored_bytes, now_ms))
+            }
             Charge::RunEnded { run, edge_ms } => {
                 self.runs.remove(run);
                 self.edge_ms = self.edge_ms.saturating_add(*edge_ms);
@@ -502,7 +512,8 @@ pub fn run_lease(run: &str, now_ms: u64, life_ms: u64) -> RunLease {
 
 /// How long an isolate trusts that it saw a relay session admitted: a request that only needs
 /// its relay session admitted ([`Charge::Admit`]: any MCP method but `tools/call`) skips the
-/// ledger's hop meanwhile. The ledger keeps a relay session live [`SESSION_IDLE_MS`] after it was
+/// ledger's hop meanwhile, and a run's call is left to the relay session's admission hop
+/// (`mcp::Admission::ToSession`). The ledger keeps a relay session live [`SESSION_IDLE_MS`] after it was
 /// admitted, far longer, so a skipped admission never lets a relay session the ledger would
 /// refuse through.
 pub const ADMITTED_FRESH_MS: u64 = MINUTE_MS;

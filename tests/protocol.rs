@@ -24,12 +24,22 @@ fn every_request() -> Vec<SessionRequest> {
     };
     let tab = || Some("tab_1".to_owned());
     vec![
-        Mcp(HttpRequest {
-            method: "DELETE".into(),
-            headers: vec![("mcp-session-id".into(), "m".into())],
-            body: vec![],
-        }),
-        Mcp(HttpRequest { method: "POST".into(), headers: vec![], body: b"{}".to_vec() }),
+        Mcp {
+            request: HttpRequest {
+                method: "DELETE".into(),
+                headers: vec![("mcp-session-id".into(), "m".into())],
+                body: vec![],
+            },
+            charge_call: false,
+        },
+        Mcp {
+            request: HttpRequest { method: "POST".into(), headers: vec![], body: b"{}".to_vec() },
+            charge_call: false,
+        },
+        Mcp {
+            request: HttpRequest { method: "POST".into(), headers: vec![], body: b"{}".to_vec() },
+            charge_call: true,
+        },
         Events,
         Result { tab: tab(), batch: b"{\"type\":\"exit\"}\n".to_vec() },
         Result { tab: None, batch: vec![] },

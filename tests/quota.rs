@@ -23,7 +23,7 @@ fn call(session: &str) -> Charge {
 
 /// Run `id`'s slot, charged at `at` for a run that takes no time.
 fn run(id: &str, at: u64) -> Charge {
-    Charge::Run { lease: run_lease(id, at, 0), stored_bytes: 0 }
+    Charge::Run { lease: run_lease(id, at, 0), stored_bytes: 0, call: None }
 }
 
 fn ask(store: &MemoryLedger, quotas: Quotas, charge: Charge, now_ms: u64) -> LedgerAnswer {
@@ -258,6 +258,74 @@ proptest! {
     }
 }
 
+/// A run with its call (`Charge::Run`'s `call`: the Worker left the call to the relay session),
+/// or the same two charges in two hops, the call first.
+fn run_with_call(id: &str, at: u64, bytes: u64, session: &str, one_hop: bool) -> Vec<Charge> {
+    let run = Charge::Run { lease: run_lease(id, at, 0), stored_bytes: bytes, call: None };
+    match one_hop {
+        true => vec![Charge::Run { lease: run_lease(id, at, 0), stored_bytes: bytes, call: Some(session.into()) }],
+        false => vec![call(session), run],
+    }
+}
+
+/// The answer of charges in turn, as one hop's: the first refusal, else the last answer; the
+/// charges after a refused call are not sent (the Worker answered the refusal).
+fn in_turn(store: &MemoryLedger, q: Quotas, charges: Vec<Charge>, now_ms: u64) -> LedgerAnswer {
+    let mut answered = None;
+    for charge in charges {
+        let answer = ask(store, q, charge, now_ms);
+        if matches!(answer, LedgerAnswer::Refused { .. }) {
+            return answer;
+        }
+        answered = Some(answer);
+    }
+    answered.expect("at least one charge")
+}
+
+#[test]
+fn a_run_with_its_call_counts_the_call_even_when_the_run_is_refused() {
+    let (store, q) = (MemoryLedger::default(), quotas(2, 5, 1));
+    assert_eq!(refused(in_turn(&store, q, run_with_call("r1", T0, 0, "a", true), T0)), None);
+    let second = refused(in_turn(&store, q, run_with_call("r2", T0, 0, "a", true), T0));
+    assert_eq!(second, Some(("runsInFlight".into(), 1, 1, 5)), "one run in flight at most");
+    assert_eq!(usage(&store, q, T0)["callsPerMinute"]["used"], 2, "the refused run's call still counts");
+    let third = refused(in_turn(&store, q, run_with_call("r3", T0, 0, "a", true), T0));
+    assert_eq!(third.map(|r| r.0), Some("callsPerMinute".into()), "the call is checked first");
+    assert_eq!(usage(&store, q, T0)["callsPerMinute"]["used"], 2, "a refused call counts nothing");
+    assert_eq!(usage(&store, q, T0)["runsInFlight"]["used"], 1, "nor takes a slot");
+}
+
+proptest! {
+    /// One hop charging a run with its call leaves the ledger as the two hops it replaces (the
+    /// Worker's call, then the relay session's run) would, and answers what they would have
+    /// answered, whatever came before: calls, runs, ends, admissions and puts across minutes.
+    #[test]
+    fn a_run_charged_with_its_call_is_the_two_hops_it_replaces(
+        steps in proptest::collection::vec((0u64..3_000, 0usize..3, 0u8..5, 0u64..(3 * MIB)), 1..120),
+        calls in 1u64..6, sessions in 1u64..3, runs in 1u64..3,
+    ) {
+        let q = Quotas { stored_bytes: 4 * MIB, ..quotas(calls, sessions, runs) };
+        let (one, two) = (MemoryLedger::default(), MemoryLedger::default());
+        let mut now = T0;
+        for (i, (dt, session, kind, bytes)) in steps.into_iter().enumerate() {
+            now += dt * 50;
+            let (session, run_id) = (format!("s{session}"), format!("r{i}"));
+            let (a, b) = match kind {
+                0 => (run_with_call(&run_id, now, bytes, &session, true), run_with_call(&run_id, now, bytes, &session, false)),
+                1 => (vec![call(&session)], vec![call(&session)]),
+                2 => (vec![run(&run_id, now)], vec![run(&run_id, now)]),
+                3 => {
+                    let ended = Charge::RunEnded { run: format!("r{}", i.saturating_sub(2)), edge_ms: dt };
+                    (vec![ended.clone()], vec![ended])
+                }
+                _ => (vec![Charge::Admit { session: session.clone() }], vec![Charge::Admit { session }]),
+            };
+            prop_assert_eq!(in_turn(&one, q, a, now), in_turn(&two, q, b, now));
+            prop_assert_eq!(one.0.borrow().clone(), two.0.borrow().clone());
+        }
+    }
+}
+
 #[test]
 fn an_isolate_trusts_an_admission_for_a_minute_per_tenant_and_relay_session() {
     let mut admitted = Admitted::default();
@@ -420,7 +488,8 @@ fn charges_over_many_minutes_without_a_measurement_stay_counted_in_a_bounded_row
 #[test]
 fn a_run_and_its_capsules_bytes_are_charged_in_one_step_all_or_nothing() {
     let (store, q) = (MemoryLedger::default(), Quotas { runs_in_flight: 1, ..stored_quota(MIB) });
-    let run_with = |id: &str, bytes: u64| Charge::Run { lease: run_lease(id, T0, 60_000), stored_bytes: bytes };
+    let run_with =
+        |id: &str, bytes: u64| Charge::Run { lease: run_lease(id, T0, 60_000), stored_bytes: bytes, call: None };
     // Its capsule would pass the quota: refused as storedBytes, and no slot is taken.
     let (quota, _, _, retry) = refused(ask(&store, q, run_with("r_1", MIB + 1), T0)).unwrap();
     assert_eq!((quota.as_str(), retry), ("storedBytes", 3600));
@@ -469,4 +538,35 @@ fn a_failed_put_charged_in_the_minute_a_measurement_keeps_is_given_back_from_its
     ask(&store, q, failed(200_000, T0 + hour + 70_000), T0 + hour + 80_000);
     ask(&store, q, measured(100_000, T0 + hour + 130_000), T0 + hour + 140_000);
     assert_eq!(usage(&store, q, T0 + hour + 140_000)["storedBytes"]["used"], 100_000);
+}
+
+/// What the Worker charges before routing an `/mcp` request (`mcp::admission`): a run's call to a
+/// relay session it admitted lately is left to the relay session (charged with the run's slot in
+/// one hop); any other call is charged here, and anything else only admits the relay session,
+/// which a recent admission makes needless.
+#[test]
+fn the_worker_leaves_a_runs_call_to_a_relay_session_admitted_lately() {
+    use relay_core::mcp::{admission, Admission, HttpRequest};
+    let request = |method: &str, body: serde_json::Value| HttpRequest {
+        method: method.into(),
+        headers: vec![],
+        body: body.to_string().into_bytes(),
+    };
+    let tool = |name: &str| json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": {}}});
+    let charged = |session: &str| Admission::Charge(call(session));
+    for name in ["run_js", "run_py"] {
+        assert_eq!(admission(&request("POST", tool(name)), "a", true), (Admission::ToSession, json!(7)));
+        assert_eq!(admission(&request("POST", tool(name)), "a", false).0, charged("a"), "not admitted lately");
+    }
+    for name in ["read", "write", "search", "run_jsx", ""] {
+        assert_eq!(admission(&request("POST", tool(name)), "a", true).0, charged("a"), "{name:?} runs nothing");
+    }
+    let nameless = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": ["run_js"]}});
+    assert_eq!(admission(&request("POST", nameless), "a", true).0, charged("a"));
+    let listed = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"name": "run_js"}});
+    assert_eq!(admission(&request("POST", listed.clone()), "a", true).0, Admission::Admitted);
+    let admit = Admission::Charge(Charge::Admit { session: "a".into() });
+    assert_eq!(admission(&request("POST", listed), "a", false).0, admit);
+    assert_eq!(admission(&request("GET", tool("run_js")), "a", true).0, Admission::Admitted, "a GET carries no call");
+    assert_eq!(admission(&request("POST", json!("not an object")), "a", false), (admit, json!(null)));
 }

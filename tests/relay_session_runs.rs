@@ -418,7 +418,7 @@ fn a_run_whose_capsule_would_pass_the_tenants_stored_bytes_ends_quota_exceeded_a
 /// The relay session's admission of `call` (`Job::admission`, as its DO sends it to the
 /// tenant's ledger, and `Job::admitted` on the answer); the capsule bytes it charged.
 fn admitted(session: &Session, call: &Call) -> u64 {
-    let charge = call.job.admission(&**session, &call.caller, &call.run, session.now_ms());
+    let charge = call.job.admission(&**session, &call.caller, &call.run, session.now_ms(), false);
     let Charge::Run { stored_bytes, .. } = charge.clone() else { panic!("a run's charge: {charge:?}") };
     let request = LedgerRequest { quotas: call.caller.tenant.defaults.quotas, charge };
     let answered = answer(&session.platform.ledger, &request, session.now_ms()).unwrap();
@@ -432,9 +432,13 @@ fn a_runs_admission_leases_its_slot_for_the_runs_whole_life() {
     let call = call_of(&session, "r_1", tool_call(Tool::RunJs, js("3"), Era::Modern, None));
     let defaults = &call.caller.tenant.defaults;
     let life_ms = run_life_ms(&defaults.queue, defaults.policy.limits.timeout_ms);
-    let charge = call.job.admission(&*session, &call.caller, "r_1", session.now_ms());
-    let Charge::Run { lease, .. } = charge else { panic!("a run's charge") };
+    let charge = call.job.admission(&*session, &call.caller, "r_1", session.now_ms(), false);
+    let Charge::Run { lease, call: None, .. } = charge else { panic!("a run's charge, without its call") };
     assert_eq!(lease, run_lease("r_1", session.now_ms(), life_ms));
+    // Left to the relay session by the Worker, the call is charged with the run, to its session.
+    let charge = call.job.admission(&*session, &call.caller, "r_1", session.now_ms(), true);
+    let Charge::Run { call: Some(charged), .. } = charge else { panic!("a run's charge with its call") };
+    assert_eq!(charged, call.caller.session);
 }
 
 #[test]

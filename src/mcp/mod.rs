@@ -65,7 +65,7 @@ pub use content::server_info;
 pub use context::{Context, RelayView};
 pub use era::{Era, SUPPORTED_VERSIONS};
 pub use http::{sse_event, sse_frame, wants_sse, HttpRequest, HttpResponse, SSE_HEADERS, SSE_KEEPALIVE};
-pub use ledger::{admission, reads_usage};
+pub use ledger::{admission, reads_usage, Admission};
 pub use logging::LogLevel;
 pub use results::{
     data_result, file_result, log_notifications, progress_notification, queue_full, quota_exceeded, refused_tool,

@@ -46,8 +46,10 @@ pub const TOKEN_EXPIRY_HEADER: &str = "x-relay-token-expiry";
 /// A request for a relay session's DO, as the Worker sends it: which route, with what.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SessionRequest {
-    /// `/mcp`: the client's request as it came (its method, headers and body).
-    Mcp(HttpRequest),
+    /// `/mcp`: the client's request as it came (its method, headers and body). `charge_call`:
+    /// the Worker left the charge of this `tools/call` to the relay session
+    /// (`mcp::Admission::ToSession`).
+    Mcp { request: HttpRequest, charge_call: bool },
     /// A tab opens its command stream: a WebSocket from the Worker, which holds the tab's SSE
     /// stream and writes on it what the DO sends.
     Events,
@@ -150,9 +152,9 @@ impl SessionRequest {
             body,
         };
         match self {
-            Mcp(request) => Envelope {
+            Mcp { request, charge_call } => Envelope {
                 method: request.method,
-                path: path::MCP.into(),
+                path: with_query(path::MCP, if charge_call { &[("chargeCall", "1")] } else { &[] }),
                 headers: request.headers,
                 body: request.body,
             },
@@ -222,7 +224,10 @@ impl SessionRequest {
             Ok((tab, expiry))
         };
         Ok(match (route, method.as_str()) {
-            (path::MCP, _) => Mcp(HttpRequest { method: method.clone(), headers, body }),
+            (path::MCP, _) => Mcp {
+                request: HttpRequest { method: method.clone(), headers, body },
+                charge_call: params.iter().any(|(k, v)| k == "chargeCall" && v == "1"),
+            },
             (path::EVENTS, _) => Events,
             (path::RESULT, _) => Result { tab, batch: body },
             (path::RESULTS, _) => socket().map(|(tab, token_expiry_s)| ResultsSocket { tab, token_expiry_s })?,

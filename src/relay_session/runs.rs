@@ -124,11 +124,20 @@ impl Job {
     /// What run `run`'s admission charges its tenant's ledger, in one hop
     /// (`quota::Charge::Run`): a slot of its runs in flight, leased for the longest the run may
     /// take (`run_life_ms`, which the run machine enforces), and the bytes its capsule will
-    /// store ([`Job::stored_bytes`]).
-    pub fn admission<P: Platform>(&self, session: &RelaySession<P>, caller: &Caller, run: &str, now_ms: u64) -> Charge {
+    /// store ([`Job::stored_bytes`]); with the `tools/call` itself when `with_call` (the Worker
+    /// left its charge to this hop: `mcp::Admission::ToSession`).
+    pub fn admission<P: Platform>(
+        &self,
+        session: &RelaySession<P>,
+        caller: &Caller,
+        run: &str,
+        now_ms: u64,
+        with_call: bool,
+    ) -> Charge {
         let defaults = &caller.tenant.defaults;
         let life_ms = run_life_ms(&defaults.queue, defaults.policy.limits.timeout_ms);
-        Charge::Run { lease: run_lease(run, now_ms, life_ms), stored_bytes: self.stored_bytes(session) }
+        let call = with_call.then(|| caller.session.clone());
+        Charge::Run { lease: run_lease(run, now_ms, life_ms), stored_bytes: self.stored_bytes(session), call }
     }
 
     /// The ledger `answered` `charge`, the admission sent at `charged_ms`: a capsule's bytes

@@ -17,9 +17,9 @@ use crate::platform::{ledger, now_ms, sleep, stub};
 use futures::{future, StreamExt};
 use relay_core::auth::{bearer, check_key_shape, session_name_ok, Tenant, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
-use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, RelayView, MAX_BODY_BYTES};
+use relay_core::mcp::{self, Admission, Context, HttpRequest, HttpResponse, RelayView, MAX_BODY_BYTES};
 use relay_core::protocol::{Caller, SessionRequest, CALLER_HEADER, HOLD_STREAM_HEADER};
-use relay_core::quota::{Admitted, Charge, LedgerAnswer};
+use relay_core::quota::{Admitted, LedgerAnswer};
 use std::cell::RefCell;
 use worker::{Env, Method, Request, Response, Result};
 
@@ -73,10 +73,11 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
         Ok(reply) => return Ok(to_response(reply)),
         Err(request) => request,
     };
-    if let Some(refused) = admit(env, &caller, &request).await? {
-        return Ok(refused);
-    }
-    let answer = stub::send(env, &caller, SessionRequest::Mcp(request)).await?;
+    let charge_call = match admit(env, &caller, &request).await? {
+        Ok(charge_call) => charge_call,
+        Err(refused) => return Ok(refused),
+    };
+    let answer = stub::send(env, &caller, SessionRequest::Mcp { request, charge_call }).await?;
     if answer.headers().has(HOLD_STREAM_HEADER)? {
         return held_stream();
     }
@@ -99,21 +100,25 @@ fn held_stream() -> Result<Response> {
 /// Charges the tenant's ledger for `request` before it reaches its relay session (a
 /// `tools/call` is a call; anything else admits the relay session: `mcp::admission`), so a
 /// relay session the `relaySessions` quota refuses is never created, nor listed under its
-/// tenant; an admission this isolate saw within a minute is not asked again (`quota::Admitted`).
-/// The answer to send instead when a quota or the ledger refuses it.
-async fn admit(env: &Env, caller: &Caller, request: &HttpRequest) -> Result<Option<Response>> {
-    let (charge, id) = mcp::admission(request, &caller.session);
+/// tenant; an admission this isolate saw within a minute is not asked again (`quota::Admitted`),
+/// and a run's call to it is left to its relay session, which charges it with the run in one
+/// hop. Whether it was left so, or the answer to send instead when a quota or the ledger
+/// refuses it.
+async fn admit(env: &Env, caller: &Caller, request: &HttpRequest) -> Result<std::result::Result<bool, Response>> {
     let (tenant, session, now) = (&caller.tenant.id, &caller.session, now_ms());
-    if matches!(charge, Charge::Admit { .. }) && ADMITTED.with_borrow(|seen| seen.fresh(tenant, session, now)) {
-        return Ok(None);
-    }
+    let lately = ADMITTED.with_borrow(|seen| seen.fresh(tenant, session, now));
+    let (charge, id) = match mcp::admission(request, session, lately) {
+        (Admission::Charge(charge), id) => (charge, id),
+        (Admission::Admitted, _) => return Ok(Ok(false)),
+        (Admission::ToSession, _) => return Ok(Ok(true)),
+    };
     Ok(match ledger::charge(env, &caller.tenant, charge).await? {
-        Ok(LedgerAnswer::Refused { refusal }) => Some(to_response(mcp::quota_exceeded(&id, &refusal))),
+        Ok(LedgerAnswer::Refused { refusal }) => Err(to_response(mcp::quota_exceeded(&id, &refusal))),
         Ok(_) => {
             ADMITTED.with_borrow_mut(|seen| seen.remember(tenant, session, now));
-            None
+            Ok(false)
         }
-        Err(unavailable) => Some(error(unavailable)),
+        Err(unavailable) => Err(error(unavailable)),
     })
 }
 

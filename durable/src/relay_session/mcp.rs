@@ -14,7 +14,10 @@ use serde_json::Value;
 use std::rc::Rc;
 use worker::{Headers, Response, Result};
 
-pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) -> Result<Response> {
+/// `charge_call`: the Worker left this `tools/call`'s charge to the relay session
+/// (`mcp::Admission::ToSession`): a run's charge takes it (`runs::respond`), or it is charged
+/// alone before any other answer.
+pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller, charge_call: bool) -> Result<Response> {
     // Lapsed leases and passed deadlines are acted on first, so what `relay://session` and the
     // prompt say of the tabs is current even when no stream is open to tick the machine.
     shared.feed(Input::Tick);
@@ -42,13 +45,19 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
     if let Some(e) = sessions.failed {
         shared.persisted::<()>("mcp_sessions", Err(e));
     }
+    if !matches!(dispatch, Dispatch::Call(_)) {
+        let id = serde_json::from_slice::<Value>(&request.body).unwrap_or_default()["id"].clone();
+        if let Some(refused) = runs::charge_call_alone(&shared, &caller, &id, charge_call).await? {
+            return Ok(refused);
+        }
+    }
     match dispatch {
         Dispatch::Reply(reply) => Ok(http::to_response(reply)),
         Dispatch::OpenStream { session_id, last_event_id: Some(event_id) } => {
             runs::resume(shared, &session_id, &event_id)
         }
         Dispatch::OpenStream { .. } => held_stream(),
-        Dispatch::Call(call) => runs::respond(shared, caller, call).await,
+        Dispatch::Call(call) => runs::respond(shared, caller, call, charge_call).await,
         Dispatch::CancelRun { run_id, reply } => {
             shared.feed(Input::Cancel { run: run_id, why: Cancel::ByClient });
             Ok(http::to_response(reply))

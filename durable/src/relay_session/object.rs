@@ -153,7 +153,7 @@ impl SessionDO {
     async fn dispatch(&self, shared: Rc<Shared>, caller: Caller, request: SessionRequest) -> Result<Response> {
         use SessionRequest::*;
         match request {
-            Mcp(request) => mcp::handle(shared, request, caller).await,
+            Mcp { request, charge_call } => mcp::handle(shared, request, caller, charge_call).await,
             Events => tabs::attach(&shared, &self.state, &caller),
             Result { tab, batch } => Ok(tabs::result(&shared, tab, &batch)),
             ResultsSocket { tab, token_expiry_s } => tabs::open_results(&shared, &self.state, tab, token_expiry_s),

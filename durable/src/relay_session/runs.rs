@@ -14,15 +14,17 @@ use crate::platform::{ledger, now_ms};
 use futures::channel::mpsc;
 use futures::stream::PollNext;
 use futures::{future, FutureExt, Stream, StreamExt};
-use relay_core::error::ErrorName;
+use relay_core::error::{ErrorName, HttpError};
 use relay_core::mcp::{self, Era, Tool, ToolCall};
 use relay_core::protocol::Caller;
-use relay_core::quota::LedgerAnswer;
+use relay_core::quota::{Charge, LedgerAnswer};
 use relay_core::relay_session::desk::Unadmitted;
 use relay_core::relay_session::runs::{
     prepare, start_task, Answer, Call, CancelOnDrop, FileCall, Job, Resumed, UnchargeOnDrop, Work,
 };
 use relay_core::relay_session::Platform;
+use relay_core::run::file_op::FileOp;
+use serde_json::Value;
 use std::rc::Rc;
 use worker::{Response, Result};
 
@@ -30,33 +32,23 @@ use worker::{Response, Result};
 const RESUME_RETRY_MS: u64 = 5_000;
 
 /// Answers a `tools/call`: `run_js` and `run_py` run in line on the relay session's tab; `read`,
-/// `write` and `search` are answered here from the relay session's workspace.
-pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Result<Response> {
-    // A full queue refuses a run at once, as cheaply as any answer of this DO: before the
-    // capsule is built and signed, and before an audit row is written (and deleted again),
-    // since an answer is held until the storage writes before it are durable.
-    let queued = matches!(call.tool, Tool::RunJs | Tool::RunPy);
-    if let Some(max) = shared.queue_full().filter(|_| queued) {
-        return Ok(http::to_response(mcp::queue_full(&call.id, max, &caller.session)));
-    }
+/// `write` and `search` are answered here from the relay session's workspace. `charge_call`:
+/// the Worker left the call's charge to this relay session (`mcp::Admission::ToSession`).
+pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall, charge_call: bool) -> Result<Response> {
     let run = shared.random_id::<8>("r_");
-    // The capsule is built (or found built: `caches`) before the run is charged, since its
-    // bytes are part of the one charge; a refused call was charged at the Worker already.
-    let work = match Work::of(&shared, &caller, &call, || signer(&shared.platform.env))? {
-        Ok(work) => work,
-        Err(tool_error) => return Ok(http::json(200, &tool_error)),
-    };
-    let job = match work {
-        Work::Run(job) => Rc::new(job),
-        Work::File(op) => {
-            let key = sealing_key(&shared.platform.env)?;
-            return Ok(match shared.answer_file(&FileCall { tool_call: call, caller, run, op }, &key).await {
-                Ok(answer) => http::json(200, &answer),
-                Err(e) => storage_unavailable("the relay session's workspace", &e),
-            });
+    let job = match job_of(&shared, &caller, &call)? {
+        Ok(job) => Rc::new(job),
+        Err(no_run) => {
+            if let Some(refused) = charge_call_alone(&shared, &caller, &call.id, charge_call).await? {
+                return Ok(refused);
+            }
+            return match no_run {
+                NoRun::Answer(answer) => Ok(answer),
+                NoRun::File(op) => answer_file(&shared, FileCall { tool_call: call, caller, run, op }).await,
+            };
         }
     };
-    if let Some(refused) = charge(&shared, &caller, &call, &run, &job).await? {
+    if let Some(refused) = charge(&shared, &caller, &call, &run, &job, charge_call).await? {
         return Ok(refused);
     }
     let call = Call { tool_call: call, caller, run, job };
@@ -97,6 +89,39 @@ pub async fn respond(shared: Rc<Shared>, caller: Caller, call: ToolCall) -> Resu
     Ok(Response::from_stream(stream)?.with_headers(http::sse_headers()))
 }
 
+/// A `tools/call` that admits no run: its answer, or the file tool to answer.
+enum NoRun {
+    Answer(Response),
+    File(FileOp),
+}
+
+/// What `call` runs, or why it runs nothing.
+fn job_of(shared: &Shared, caller: &Caller, call: &ToolCall) -> Result<std::result::Result<Job, NoRun>> {
+    // A full queue refuses a run at once, as cheaply as any answer of this DO: before the
+    // capsule is built and signed, and before an audit row is written (and deleted again),
+    // since an answer is held until the storage writes before it are durable.
+    let queued = matches!(call.tool, Tool::RunJs | Tool::RunPy);
+    if let Some(max) = shared.queue_full().filter(|_| queued) {
+        return Ok(Err(NoRun::Answer(http::to_response(mcp::queue_full(&call.id, max, &caller.session)))));
+    }
+    // The capsule is built (or found built: `caches`) before the run is charged, since its
+    // bytes are part of the one charge.
+    Ok(match Work::of(shared, caller, call, || signer(&shared.platform.env))? {
+        Ok(Work::Run(job)) => Ok(job),
+        Ok(Work::File(op)) => Err(NoRun::File(op)),
+        Err(tool_error) => Err(NoRun::Answer(http::json(200, &tool_error))),
+    })
+}
+
+/// A file tool's answer, from the relay session's workspace.
+async fn answer_file(shared: &Shared, call: FileCall) -> Result<Response> {
+    let key = sealing_key(&shared.platform.env)?;
+    Ok(match shared.answer_file(&call, &key).await {
+        Ok(answer) => http::json(200, &answer),
+        Err(e) => storage_unavailable("the relay session's workspace", &e),
+    })
+}
+
 /// A call answered with one JSON body, which its client waits for: if the client goes away,
 /// the run is cancelled.
 async fn answer_body(shared: Rc<Shared>, call: Call) -> Result<Response> {
@@ -118,25 +143,54 @@ async fn answer_body(shared: Rc<Shared>, call: Call) -> Result<Response> {
 
 /// Takes a slot of the tenant's runs in flight (`relay_core::quota`) for run `run`, leased for
 /// the longest it may take (`run_life_ms`, which the run machine enforces), and charges the
-/// bytes its capsule will store (`Job::stored_bytes`) in the same hop; the Worker charged the
-/// call itself before routing it here. The answer to send instead when a quota or the ledger
-/// refuses it.
-async fn charge(shared: &Shared, caller: &Caller, call: &ToolCall, run: &str, job: &Job) -> Result<Option<Response>> {
+/// bytes its capsule will store (`Job::stored_bytes`) in the same hop, and the call itself
+/// when the Worker left it here (`charge_call`; else it charged it before routing it here).
+/// The answer to send instead when a quota or the ledger refuses it.
+async fn charge(
+    shared: &Shared,
+    caller: &Caller,
+    call: &ToolCall,
+    run: &str,
+    job: &Job,
+    charge_call: bool,
+) -> Result<Option<Response>> {
     let charged_ms = now_ms();
-    let charge = job.admission(shared, caller, run, charged_ms);
+    let charge = job.admission(shared, caller, run, charged_ms, charge_call);
     let answered = ledger::charge(&shared.platform.env, &caller.tenant, charge.clone()).await?;
     if let Ok(answer) = &answered {
         job.admitted(&charge, answer, charged_ms);
     }
-    Ok(match answered {
-        Ok(LedgerAnswer::Refused { refusal }) => Some(http::to_response(mcp::quota_exceeded(&call.id, &refusal))),
+    Ok(refusal(shared, &call.id, answered))
+}
+
+/// Charges the `tools/call` with JSON-RPC id `id` alone, when the Worker left its charge here
+/// (`charge_call`) and no run's charge will take it: the answer to send instead when a quota
+/// or the ledger refuses it.
+pub async fn charge_call_alone(
+    shared: &Shared,
+    caller: &Caller,
+    id: &Value,
+    charge_call: bool,
+) -> Result<Option<Response>> {
+    if !charge_call {
+        return Ok(None);
+    }
+    let charge = Charge::Call { session: caller.session.clone() };
+    Ok(refusal(shared, id, ledger::charge(&shared.platform.env, &caller.tenant, charge).await?))
+}
+
+/// The answer to send for a call with JSON-RPC id `id` whose charge the ledger `answered`, if it
+/// refused it or did not answer; the tenant's edge time today is noted from its answer.
+fn refusal(shared: &Shared, id: &Value, answered: std::result::Result<LedgerAnswer, HttpError>) -> Option<Response> {
+    match answered {
+        Ok(LedgerAnswer::Refused { refusal }) => Some(http::to_response(mcp::quota_exceeded(id, &refusal))),
         Ok(LedgerAnswer::Charged { edge_spent_ms }) => {
             shared.edge_spent_by_tenant(edge_spent_ms);
             None
         }
         Ok(LedgerAnswer::Usage { .. }) => None,
         Err(unavailable) => Some(http::error(unavailable)),
-    })
+    }
 }
 
 /// The answer to a call that was not admitted; the slot its run took, and its capsule's
