@@ -43,6 +43,8 @@ after(() => {
 
 /** A tool call of `name` over raw 2026-07-28 HTTP: `{status, res, message}`. */
 const call = (key, name, args, session) => modernCall(key, "tools/call", { name, arguments: args }, { session });
+const metricsOf = async (id) =>
+  (await fetch(`${BASE}/admin/metrics?tenant=${id}`, { headers: { ...admin, accept: "application/json" } })).json();
 const search = (key, session) => call(key, "search", { pattern: "x" }, session);
 
 /** What `relay://usage` says, through the official SDK client. */
@@ -126,7 +128,7 @@ describe("quotas per tenant", () => {
   test("calls a minute count each run's call once, whichever hop charges it: runs, a run refused its slot, a run with bad arguments", async () => {
     const network = { allowedDomains: [`localhost:${port}`], blockPrivateRanges: false, denyIpLiterals: false };
     const quotas = { callsPerMinute: 5, runsInFlight: 1 };
-    const { key } = await createTenant("run-calls", { executor: "edge", edge: BUDGET, policy: { network }, quotas });
+    const { key, tenant } = await createTenant("run-calls", { executor: "edge", edge: BUDGET, policy: { network }, quotas });
     if (Date.now() % 60_000 > 40_000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 100));
     // The first is charged by the Worker (its relay session not admitted yet); the Worker leaves
     // the next ones to the relay session, which charges each call with its run in one hop.
@@ -144,6 +146,13 @@ describe("quotas per tenant", () => {
     assert.equal((await call(key, "run_js", { code: "console.log(3)" })).message.result?.structuredContent?.stdout, "3\n");
     assertQuotaRefusal(await call(key, "run_js", { code: "console.log(4)" }), "callsPerMinute", 5, 5);
     assert.deepEqual((await usageOf(key)).callsPerMinute.used, 5);
+    // Refused there, the relay session's calls are charged by the Worker again for the minute,
+    // though the usage read above admitted it again: the next refusals cost the relay session
+    // nothing (its requests counted; a metrics read costs what it costs).
+    const requests = async () => (await metricsOf(tenant.id)).wakeups.request ?? 0;
+    const [a, b] = [await requests(), await requests()];
+    for (const n of [5, 6, 7]) assertQuotaRefusal(await call(key, "run_js", { code: `console.log(${n})` }), "callsPerMinute", 5, 5);
+    assert.equal((await requests()) - b, b - a, "refused calls reached the relay session");
   });
 
   test("relay sessions: a tenant with 1 live relay session is refused a second, while the first stays usable", async () => {

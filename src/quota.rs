@@ -524,26 +524,45 @@ const ADMITTED_KEPT: usize = 1_024;
 /// The relay sessions (tenant, name) an isolate saw the ledger admit lately.
 #[derive(Debug, Default)]
 pub struct Admitted {
-    seen: BTreeMap<(String, String), u64>,
+    /// When the ledger admitted each, and until when its calls are the Worker's to charge.
+    seen: BTreeMap<(String, String), (u64, u64)>,
 }
 
 impl Admitted {
-    /// Whether relay session `session` of `tenant` was admitted within [`ADMITTED_FRESH_MS`].
+    /// Whether relay session `session` of `tenant` was admitted within [`ADMITTED_FRESH_MS`]
+    /// and no quota refused a call left to it since ([`Admitted::refused`]).
     pub fn fresh(&self, tenant: &str, session: &str, now_ms: u64) -> bool {
-        let at = self.seen.get(&(tenant.to_owned(), session.to_owned()));
-        at.is_some_and(|&at| now_ms < at.saturating_add(ADMITTED_FRESH_MS))
+        let seen = self.seen.get(&(tenant.to_owned(), session.to_owned()));
+        seen.is_some_and(|&(at, refused_until)| {
+            now_ms < at.saturating_add(ADMITTED_FRESH_MS) && now_ms >= refused_until
+        })
     }
 
     /// The ledger admitted relay session `session` of `tenant` at `now_ms`. Past
     /// [`ADMITTED_KEPT`] the stale ones go, and if none is stale, all: forgetting only costs hops.
     pub fn remember(&mut self, tenant: &str, session: &str, now_ms: u64) {
+        self.bound(now_ms);
+        let seen = self.seen.entry((tenant.to_owned(), session.to_owned())).or_default();
+        seen.0 = now_ms;
+    }
+
+    /// A quota refused a call left to relay session `session` of `tenant` at `now_ms`, to be
+    /// asked again in `retry_after_ms`: until then (a minute at most) the Worker charges its
+    /// requests itself, where a refusal costs one ledger hop and no relay session's work, even
+    /// if another request admits it again meanwhile.
+    pub fn refused(&mut self, tenant: &str, session: &str, now_ms: u64, retry_after_ms: u64) {
+        self.bound(now_ms);
+        let seen = self.seen.entry((tenant.to_owned(), session.to_owned())).or_default();
+        seen.1 = now_ms.saturating_add(retry_after_ms.min(ADMITTED_FRESH_MS));
+    }
+
+    fn bound(&mut self, now_ms: u64) {
         if self.seen.len() >= ADMITTED_KEPT {
-            self.seen.retain(|_, at| now_ms < at.saturating_add(ADMITTED_FRESH_MS));
+            self.seen.retain(|_, &mut (at, until)| now_ms < at.saturating_add(ADMITTED_FRESH_MS) || now_ms < until);
             if self.seen.len() >= ADMITTED_KEPT {
                 self.seen.clear();
             }
         }
-        self.seen.insert((tenant.to_owned(), session.to_owned()), now_ms);
     }
 }
 

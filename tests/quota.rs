@@ -335,6 +335,16 @@ fn an_isolate_trusts_an_admission_for_a_minute_per_tenant_and_relay_session() {
     assert!(!admitted.fresh("t_1", "a", 1_000 + ADMITTED_FRESH_MS), "a minute on, the ledger is asked again");
     assert!(!admitted.fresh("t_1", "b", 1_000), "another relay session");
     assert!(!admitted.fresh("t_2", "a", 1_000), "another tenant's relay session of the same name");
+    admitted.remember("t_2", "a", 1_000);
+    admitted.refused("t_1", "a", 1_000, 30_000);
+    assert!(!admitted.fresh("t_1", "a", 1_001), "refused by its relay session: the Worker charges again");
+    admitted.remember("t_1", "a", 1_002);
+    assert!(!admitted.fresh("t_1", "a", 1_003), "admitted again by another request, its calls still the Worker's");
+    assert!(admitted.fresh("t_1", "a", 31_000), "after the retry-after, left to the relay session again");
+    assert!(admitted.fresh("t_2", "a", 1_001), "only that one was refused");
+    admitted.refused("t_2", "a", 1_000, 3_600_000);
+    admitted.remember("t_2", "a", 1_000 + ADMITTED_FRESH_MS);
+    assert!(admitted.fresh("t_2", "a", 1_000 + ADMITTED_FRESH_MS), "a minute at most");
 }
 
 #[test]

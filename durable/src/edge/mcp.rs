@@ -78,6 +78,12 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
         Err(refused) => return Ok(refused),
     };
     let answer = stub::send(env, &caller, SessionRequest::Mcp { request, charge_call }).await?;
+    if charge_call && answer.status_code() == 429 {
+        // A tenant past a quota pays its relay session's work once per isolate and minute.
+        let retry_after_s = answer.headers().get("retry-after")?.and_then(|s| s.parse::<u64>().ok());
+        let retry_after_ms = retry_after_s.unwrap_or(60).saturating_mul(1000);
+        ADMITTED.with_borrow_mut(|seen| seen.refused(&caller.tenant.id, &caller.session, now_ms(), retry_after_ms));
+    }
     if answer.headers().has(HOLD_STREAM_HEADER)? {
         return held_stream();
     }
