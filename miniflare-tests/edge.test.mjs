@@ -233,6 +233,23 @@ describe("run_js with no tab runs at the edge", () => {
     const metrics = await (await fetch(`${BASE}/admin/metrics?tenant=${tenant.id}`, { headers: admin })).text();
     assert.match(metrics, /relay_executor_runs_total\{tenant="[^"]+",executor="edge"\} [1-9]/);
   });
+
+  test("each run has an isolate of its own; a run after the last one ended finds its isolate prepared (a standby)", async () => {
+    const isolates = [];
+    for (let i = 0; i < 4; i++) {
+      // The next standby is asked for once a run's events end: a run a second later finds it.
+      if (i > 0) await new Promise((r) => setTimeout(r, 1000));
+      const progress = [];
+      const { structuredContent: out } = await client.callTool({ name: "run_js", arguments: { code: "console.log(1)" } }, undefined, { timeout: 120_000, onprogress: (p) => progress.push(p.message) });
+      assert.equal(out.executor, "edge", JSON.stringify(out));
+      const [, id, how] = progress.map((m) => /^execute \(isolate (\w+), (.+)\)$/.exec(m)).find(Boolean) ?? [];
+      assert.ok(id, JSON.stringify(progress));
+      isolates.push({ id, how, wallMs: out.usage.wallMs });
+    }
+    console.log("edge runs, 1 s apart:", JSON.stringify(isolates));
+    assert.equal(new Set(isolates.map((i) => i.id)).size, isolates.length, "no isolate serves two runs");
+    assert.deepEqual(isolates.slice(1).map((i) => i.how), Array(3).fill("prepared before the run"));
+  });
 });
 
 describe("limits the runner enforces itself; the server answers again within the run's timeout", () => {

@@ -222,7 +222,7 @@ async function buildEdgeRunner() {
   // The edge's deps builder (durable/js/edge-build.js: the tab's build code and esbuild-wasm's
   // browser API), whose esbuild.wasm is the page's asset too.
   await Promise.all([
-    edgeModule("edge-runner.js", "runner.txt", ["./quickjs.wasm", "./policy.wasm"]),
+    edgeModule("edge-runner.js", "runner.txt", ["./quickjs.wasm", "./policy.wasm", "cloudflare:workers"]),
     edgeModule("edge-build.js", "builder.txt", ["./esbuild.wasm"]),
   ]);
 }

@@ -3,8 +3,8 @@
 // page's own code, not a copy: the capsule is checked by lib/capsule.js (signature, layer
 // hashes, unzip) as a tab checks it, QuickJS runs it through runner/quickjs.js and the guest
 // prelude, serve.js's runJob caps its output. Around the run it does what the page's RunQueue
-// and RunnerHost do, over this isolate's single `fetch`, which goes to env.HOST: the host
-// entrypoint scoped to this run (entry.mjs's EdgeHost), which adds the run's token (this
+// and RunnerHost do, over this isolate's single `fetch`, which goes to the host entrypoint
+// scoped to this run that run() is given (entry.mjs's EdgeHost), which adds the run's token (this
 // isolate never holds it) and lets through only the run token's routes. So guest fetches go
 // through lib/egress.js (the policy checked here, then by /egress, redirects re-checked there),
 // `mcps.call` through /mcps-rpc, and workspace writes through lib/workspace-sync.js's
@@ -20,10 +20,12 @@
 // events not yet sent, fetches in flight), HELD_MAX_BYTES; output by the tab's cap.
 // Production's limits.cpuMs on this isolate is a second wall.
 //
-// POST /run {job} -> NDJSON events, one a line, as a tab's backchannel carries them
-// ({runId, seq, type, ...}: progress, stdout, stderr, denied, exit). A reader that goes away
-// (the relay session cancelled the run) stops the guest.
+// An RPC entrypoint (entry.mjs calls it): run(job, host) -> a Response of NDJSON events, one a
+// line, as a tab's backchannel carries them ({runId, seq, type, ...}: progress, stdout, stderr,
+// denied, exit). A reader that goes away (the relay session cancelled the run) stops the guest.
+// prepare() readies the isolate before its run is known (a standby's: see `isolate` below).
 
+import { WorkerEntrypoint } from "cloudflare:workers";
 import quickjsWasm from "./quickjs.wasm";
 import policyWasm from "./policy.wasm";
 import { fromBase64 } from "../../public/lib/bytes.js";
@@ -63,16 +65,50 @@ const OUTPUT_CHUNK = 16 * 1024;
 const ORIGIN = "https://relay.invalid";
 globalThis.location = new URL(`${ORIGIN}/`);
 
-export default {
-  async fetch(request, env, ctx) {
-    const job = await request.json();
-    // The isolate's one way out: the host entrypoint of this run (see the header).
-    globalThis.fetch = (input, init) => env.HOST.fetch(new Request(new URL(input, ORIGIN), init));
+// This isolate and its one run. It may be a standby (entry.mjs): loaded, and its QuickJS made
+// by prepare() (instantiated at the edge's cap, runtime and context made, the prelude compiled
+// and installed), before its run is known; so nothing of a run is in its env, and the job and
+// the run's host entrypoint come as run()'s arguments. It serves one run and refuses a second,
+// so no run ever sees what another left. Its random id goes with the run's execute progress
+// (with whether it was prepared before the run), so tests and benchmarks can tell isolates apart.
+const isolate = { id: null, engine: null, ran: false };
+
+export default class EdgeRunner extends WorkerEntrypoint {
+  /** Readies this isolate's QuickJS for the run to come; the isolate's id. */
+  async prepare() {
+    await engine();
+    return isolateId();
+  }
+
+  /** Runs `job`; `host` is the run's host entrypoint, the isolate's one way out (see the header). */
+  run(job, host) {
     const events = new EventStream(job.announced.runId);
-    ctx.waitUntil(execute(job, events).catch((err) => events.end(failure("Internal", `the edge runner failed: ${err.message}`))));
-    return new Response(events.readable, { headers: { "content-type": "application/x-ndjson" } });
-  },
-};
+    const response = new Response(events.readable, { headers: { "content-type": "application/x-ndjson" } });
+    if (isolate.ran) {
+      events.end(failure("Internal", `edge isolate ${isolateId()} has run a run already, and serves one only: run the tool again`));
+      return response;
+    }
+    isolate.ran = true;
+    const prepared = isolate.engine !== null;
+    globalThis.fetch = (input, init) => host.fetch(new Request(new URL(input, ORIGIN), init));
+    this.ctx.waitUntil(execute(job, events, prepared).catch((err) => events.end(failure("Internal", `the edge runner failed: ${err.message}`))));
+    return response;
+  }
+}
+
+function isolateId() {
+  isolate.id ??= crypto.randomUUID().slice(0, 8);
+  return isolate.id;
+}
+
+/** This isolate's QuickJS instance, made once, at the edge's cap (a failed one is not kept). */
+function engine() {
+  isolate.engine ??= quickJsEngine.start({ modules: MODULES, memMb: EDGE_MEM_MB }).catch((err) => {
+    isolate.engine = null;
+    throw err;
+  });
+  return isolate.engine;
+}
 
 /** The run's events as NDJSON, numbered as a tab numbers them. */
 class EventStream {
@@ -187,7 +223,8 @@ class Guard {
   }
 }
 
-async function execute(job, events) {
+/** Runs `job` in this isolate; `prepared`: whether its QuickJS was made before the run came. */
+async function execute(job, events, prepared) {
   const started = Date.now();
   const { announced } = job;
   let capsule;
@@ -203,9 +240,9 @@ async function execute(job, events) {
   const guard = new Guard(runnerJobOf.limits.timeoutMs);
   events.guard = guard;
   const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(MODULES), events, guard, runnerJobOf.limits.stdoutBytes);
-  events.emit({ type: "progress", phase: "execute" });
-  // Made at the edge's cap, so the run takes this instance and does not make a second one.
-  const instance = await quickJsEngine.start({ modules: MODULES, memMb: runnerJobOf.limits.memMb });
+  events.emit({ type: "progress", phase: "execute", detail: `isolate ${isolateId()}, ${prepared ? "prepared before the run" : "started for it"}` });
+  // At the edge's cap: a run that asks for less gets an instance of its own cap from it.
+  const instance = await engine();
   const exit = await runJob(instance, runnerJobOf, (message) => host.hear(message), host.relay, guard);
   // As the page does: displays inline or in /out, what the run left in /out uploaded and listed.
   const displays = await storeDisplays(announced.runId, host.displays.shown, async (path, data) => {

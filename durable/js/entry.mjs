@@ -6,24 +6,30 @@
 //
 // - EdgeExecutor.run(jobJson): called by the relay session's DO (ctx.exports, from Rust) for a
 //   run the run machine sent to the edge. Loads a fresh dynamic Worker for it (never reused:
-//   LOADER.load, not get), with no network (globalOutbound: null), the runner bundle
-//   (durable/js/edge-runner.js, built by scripts/build-assets.mjs into dist/edge/) and QuickJS
-//   and policy.wasm as wasm modules (a dynamic worker may not compile wasm at run time), and
-//   one binding: HOST. Returns its NDJSON event stream, ended with an exit event of its own if
-//   the isolate dies before it sends one (edge-run.mjs). The two wasm files are the page's own
-//   static assets, the QuickJS runtime's files in runtimes.json, read once per isolate from the
-//   ASSETS binding: bundled into the Worker they would add 456 KiB gzipped to it.
+//   LOADER.load, not get), with no network (globalOutbound: null), no bindings, the runner
+//   bundle (durable/js/edge-runner.js, built by scripts/build-assets.mjs into dist/edge/) and
+//   QuickJS and policy.wasm as wasm modules (a dynamic worker may not compile wasm at run time),
+//   and calls its run(job, host) with the run's host entrypoint. Returns its NDJSON event
+//   stream, ended with an exit event of its own if the isolate dies before it sends one
+//   (edge-run.mjs). The two wasm files are the page's own static assets, the QuickJS runtime's
+//   files in runtimes.json, read once per isolate from the ASSETS binding: bundled into the
+//   Worker they would add 456 KiB gzipped to it.
+// - EdgeExecutor.standby(): that fresh dynamic Worker made ahead of the run, its runner prepared
+//   (QuickJS made, the prelude installed), as an RpcTarget (Standby) the relay session holds
+//   and later calls run(jobJson) on, once. A load()ed worker's stub serves only the request that
+//   loaded it, and the stub of a dynamic worker's entrypoint cannot be sent over RPC, so the
+//   standby stays in the call that made it, which lives as long as the relay session holds it.
 // - EdgeHost: HOST, an entrypoint scoped to that run by its props (the run token), which the
 //   guest's isolate cannot read. Its fetch lets through only the routes a tab's run uses with its
 //   run token (/egress, /mcps-rpc, /workspace/bodies/*, /workspace/commit, /files/<run>/out/*), sets the token,
 //   and hands the request to the Worker's own fetch handler, so it is checked exactly as a tab's.
 
-import { WorkerEntrypoint } from "cloudflare:workers";
+import { RpcTarget, WorkerEntrypoint } from "cloudflare:workers";
 import Worker, { LedgerDO, SessionDO } from "../build/index.js";
 import BUILDER from "../../dist/edge/builder.txt";
 import RUNNER from "../../dist/edge/runner.txt";
 import { publishLayer } from "../../public/lib/packages/publish.js";
-import { endingWithExit, isRunRoute } from "./edge-run.mjs";
+import { endingWithExit, isFresh, isRunRoute, standbyFits } from "./edge-run.mjs";
 
 export { LedgerDO, SessionDO };
 export default Worker;
@@ -31,6 +37,12 @@ export default Worker;
 const COMPATIBILITY_DATE = "2026-11-01";
 // Production's wall behind the runner's own limits (its work budget): CPU time of the isolate.
 const CPU_MS_GRACE = 1000;
+// A run's timeout when its policy names none (relay-core's default limits).
+const DEFAULT_TIMEOUT_MS = 60_000;
+// The CPU limit of the last run's worker: the next standby is made with it.
+let lastCpuMs = DEFAULT_TIMEOUT_MS + CPU_MS_GRACE;
+// This Worker isolate's one standby, until a run takes it (or its relay session drops it).
+let standbySlot = null;
 
 // The runtime whose files the edge runs, and the two of them it needs, by their runtimes.json names.
 const RUNTIME = "quickjs@";
@@ -75,25 +87,14 @@ function runtimeWasm(assets) {
 
 export class EdgeExecutor extends WorkerEntrypoint {
   async run(jobJson) {
-    const [QUICKJS, POLICY] = await runtimeWasm(this.env.ASSETS);
-    const job = JSON.parse(jobJson);
-    const runToken = job.announced.runToken;
-    // The isolate holds no credential: HOST adds the run token, and it needs no other.
-    delete job.announced.runToken;
-    delete job.announced.token;
-    const { timeoutMs = 60_000 } = JSON.parse(job.announced.inline.manifest).policy?.limits ?? {};
-    const worker = this.env.LOADER.load({
-      compatibilityDate: COMPATIBILITY_DATE,
-      mainModule: "runner.js",
-      modules: { "runner.js": { js: RUNNER }, "quickjs.wasm": { wasm: QUICKJS }, "policy.wasm": { wasm: POLICY } },
-      globalOutbound: null,
-      env: { HOST: this.ctx.exports.EdgeHost({ props: { runToken } }) },
-      limits: { cpuMs: timeoutMs + CPU_MS_GRACE },
-    });
-    const started = Date.now();
-    const response = await worker.getEntrypoint().fetch("https://edge.invalid/run", { method: "POST", body: JSON.stringify(job) });
-    const events = endingWithExit(response.body, { runId: job.announced.runId, started, timeoutMs });
-    return new Response(events, { headers: response.headers });
+    return runAtEdge(this, JSON.parse(jobJson));
+  }
+
+  /** A Standby for the calling relay session, or null while this Worker isolate has one. */
+  async standby() {
+    if (standbySlot && isFresh(standbySlot, Date.now())) return null;
+    standbySlot = new Standby(this, await loadRunner(this.env, lastCpuMs), lastCpuMs);
+    return standbySlot;
   }
 
   async build(jobJson) {
@@ -123,6 +124,74 @@ export class EdgeExecutor extends WorkerEntrypoint {
     } catch (err) {
       return JSON.stringify({ error: { name: err.name, message: err.message } });
     }
+  }
+}
+
+/** A fresh dynamic Worker running the runner, no binding in its env, `cpuMs` its CPU limit. */
+async function loadRunner(env, cpuMs) {
+  const [QUICKJS, POLICY] = await runtimeWasm(env.ASSETS);
+  return env.LOADER.load({
+    compatibilityDate: COMPATIBILITY_DATE,
+    mainModule: "runner.js",
+    modules: { "runner.js": { js: RUNNER }, "quickjs.wasm": { wasm: QUICKJS }, "policy.wasm": { wasm: POLICY } },
+    globalOutbound: null,
+    env: {},
+    limits: { cpuMs },
+  });
+}
+
+/**
+ * Runs `job` on `entry`'s behalf in `standby`'s worker ({worker, cpuMs, madeAt}) when it fits
+ * the run (standbyFits), else in a fresh one: its events, ended with an exit (see the header).
+ */
+async function runAtEdge(entry, job, standby = null) {
+  const runToken = job.announced.runToken;
+  // The isolate holds no credential: its host adds the run token, and it needs no other.
+  delete job.announced.runToken;
+  delete job.announced.token;
+  const { timeoutMs = DEFAULT_TIMEOUT_MS } = JSON.parse(job.announced.inline.manifest).policy?.limits ?? {};
+  const cpuMs = timeoutMs + CPU_MS_GRACE;
+  lastCpuMs = cpuMs;
+  const worker = standby && standbyFits(standby, { cpuMs, now: Date.now() }) ? standby.worker : await loadRunner(entry.env, cpuMs);
+  const host = entry.ctx.exports.EdgeHost({ props: { runToken } });
+  const started = Date.now();
+  const response = await worker.getEntrypoint().run(job, host);
+  const events = endingWithExit(response.body, { runId: job.announced.runId, started, timeoutMs });
+  return new Response(events, { headers: response.headers });
+}
+
+/**
+ * A runner loaded and prepared before its run (the header's EdgeExecutor.standby), for one run:
+ * run() takes it, and a second run(), or one that comes once it is stale (isFresh) or for
+ * another CPU limit, runs on a fresh runner. Disposed (its relay session dropped it) it lets this Worker isolate make another.
+ */
+class Standby extends RpcTarget {
+  constructor(entry, worker, cpuMs) {
+    super();
+    this.entry = entry;
+    this.worker = worker;
+    this.cpuMs = cpuMs;
+    this.madeAt = Date.now();
+    // Not awaited: a run that comes first waits for it in the runner.
+    worker
+      .getEntrypoint()
+      .prepare()
+      .catch(() => {});
+  }
+
+  async run(jobJson) {
+    const taken = this.worker && { worker: this.worker, cpuMs: this.cpuMs, madeAt: this.madeAt };
+    this.release();
+    return runAtEdge(this.entry, JSON.parse(jobJson), taken);
+  }
+
+  release() {
+    this.worker = null;
+    if (standbySlot === this) standbySlot = null;
+  }
+
+  [Symbol.dispose]() {
+    this.release();
   }
 }
 

@@ -16,10 +16,10 @@ use relay_core::packages::edge_build::build_outcome;
 use relay_core::relay_session::edge::Refusal;
 use relay_core::relay_session::{Platform, RelaySession};
 use serde_json::Value;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
-use worker::js_sys::{Array, Function, Promise, Reflect};
+use worker::js_sys::{Array, Function, Promise, Reflect, Symbol};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::{spawn_local, JsFuture};
 use worker::{web_sys, Env, Response};
@@ -40,11 +40,22 @@ pub struct EdgeRuns<P: Platform> {
     exports: JsValue,
     /// Each run at the edge: dropping its sender stops reading its events, which stops it.
     running: RefCell<HashMap<String, oneshot::Sender<()>>>,
+    /// The next run's standby (`EdgeExecutor.standby()`'s RPC stub): a runner loaded and
+    /// prepared ahead, taken by one run; the next is asked for once that run's events end.
+    standby: RefCell<Option<JsValue>>,
+    /// A standby is being asked for: one at a time.
+    standby_coming: Cell<bool>,
 }
 
 impl<P: EdgePlatform> EdgeRuns<P> {
     pub fn new(exports: JsValue) -> Self {
-        EdgeRuns { home: RefCell::new(Weak::new()), exports, running: RefCell::default() }
+        EdgeRuns {
+            home: RefCell::new(Weak::new()),
+            exports,
+            running: RefCell::default(),
+            standby: RefCell::default(),
+            standby_coming: Cell::new(false),
+        }
     }
 
     pub fn set_home(&self, shared: &Rc<RelaySession<P>>) {
@@ -61,8 +72,25 @@ impl<P: EdgePlatform> EdgeRuns<P> {
             if let Err(refusal) = execute(&shared, &run, stopped).await {
                 shared.edge_failed(&run, refusal);
             }
-            shared.platform.edge_runs().running.borrow_mut().remove(&run);
+            let edge_runs = shared.platform.edge_runs();
+            edge_runs.running.borrow_mut().remove(&run);
+            edge_runs.ask_standby().await;
         });
+    }
+
+    /// Asks the Worker for the next run's standby, unless one is held or coming. None comes
+    /// while the Worker isolate holds one for another relay session (at most one per isolate).
+    async fn ask_standby(&self) {
+        if self.standby.borrow().is_some() || self.standby_coming.replace(true) {
+            return;
+        }
+        let asked = call_rpc(&self.exports, Some("EdgeExecutor"), "standby", None);
+        let standby = match asked {
+            Ok(asked) => JsFuture::from(asked).await.ok().filter(|s| !s.is_null() && !s.is_undefined()),
+            Err(_) => None,
+        };
+        *self.standby.borrow_mut() = standby;
+        self.standby_coming.set(false);
     }
 
     /// Stops run `run` at the edge, if it is there.
@@ -86,8 +114,16 @@ async fn execute<P: EdgePlatform>(
         job = shared.edge_job(run).await?; // now the capsule the build finalized
     }
     job["keys"] = key_set(shared.platform.env()).map_err(internal)?.to_jwks();
-    let response = call_executor(&shared.platform.edge_runs().exports, "run", &job.to_string()).map_err(js_internal)?;
-    let response: web_sys::Response = JsFuture::from(response).await.map_err(js_internal)?.unchecked_into();
+    // The standby's run, or a fresh runner's; the standby is the run's, let go once it ends.
+    let standby = shared.platform.edge_runs().standby.borrow_mut().take();
+    let _let_go = standby.as_ref().map(Disposing);
+    let job = job.to_string();
+    let response = match &standby {
+        Some(standby) => call_rpc(standby, None, "run", Some(&job)),
+        None => call_rpc(&shared.platform.edge_runs().exports, Some("EdgeExecutor"), "run", Some(&job)),
+    };
+    let response: web_sys::Response =
+        JsFuture::from(response.map_err(js_internal)?).await.map_err(js_internal)?.unchecked_into();
     let mut events = Response::from(response).stream().map_err(internal)?;
     let mut pending = Vec::new();
     loop {
@@ -120,7 +156,7 @@ async fn build<P: EdgePlatform>(
     stopped: &mut oneshot::Receiver<()>,
 ) -> Result<bool, Refusal> {
     let exports = &shared.platform.edge_runs().exports;
-    let built = match call_executor(exports, "build", &job.to_string()) {
+    let built = match call_rpc(exports, Some("EdgeExecutor"), "build", Some(&job.to_string())) {
         Ok(built) => JsFuture::from(built),
         Err(e) => {
             shared.edge_build_over(run);
@@ -145,12 +181,32 @@ async fn build<P: EdgePlatform>(
     Ok(true)
 }
 
-/// `ctx.exports.EdgeExecutor[method](job)` (`run` or `build`): an RPC method is called with
-/// `Reflect::apply` (its stub's `call` would name a remote method `call`).
-fn call_executor(exports: &JsValue, method: &str, job: &str) -> Result<Promise, JsValue> {
-    let executor = Reflect::get(exports, &"EdgeExecutor".into())?;
-    let method: Function = Reflect::get(&executor, &method.into())?.unchecked_into();
-    Ok(Reflect::apply(&method, &executor, &Array::of1(&job.into()))?.unchecked_into())
+/// `target[entry][method](arg)` (`ctx.exports.EdgeExecutor.run(job)`, a standby's `run(job)`):
+/// an RPC method is called with `Reflect::apply` (its stub's `call` would name a remote method
+/// `call`).
+fn call_rpc(target: &JsValue, entry: Option<&str>, method: &str, arg: Option<&str>) -> Result<Promise, JsValue> {
+    let stub = match entry {
+        Some(entry) => Reflect::get(target, &entry.into())?,
+        None => target.clone(),
+    };
+    let method: Function = Reflect::get(&stub, &method.into())?.unchecked_into();
+    let args = arg.map_or_else(Array::new, |arg| Array::of1(&arg.into()));
+    Ok(Reflect::apply(&method, &stub, &args)?.unchecked_into())
+}
+
+/// An RPC stub disposed when this is dropped (`Symbol.dispose`), so the far side lets go of
+/// what it holds for it (a standby's runner) as soon as the run is over, not when it is
+/// garbage-collected.
+struct Disposing<'a>(&'a JsValue);
+
+impl Drop for Disposing<'_> {
+    fn drop(&mut self) {
+        if let Ok(dispose) = Reflect::get(self.0, &Symbol::dispose()) {
+            if let Some(dispose) = dispose.dyn_ref::<Function>() {
+                let _ = dispose.call0(self.0);
+            }
+        }
+    }
 }
 
 fn internal(e: impl std::fmt::Display) -> Refusal {
