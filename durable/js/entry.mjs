@@ -19,17 +19,18 @@
 //   and later calls run(jobJson) on, once. A load()ed worker's stub serves only the request that
 //   loaded it, and the stub of a dynamic worker's entrypoint cannot be sent over RPC, so the
 //   standby stays in the call that made it, which lives as long as the relay session holds it.
-// - EdgeHost: HOST, an entrypoint scoped to that run by its props (the run token), which the
-//   guest's isolate cannot read. Its fetch lets through only the routes a tab's run uses with its
-//   run token (/egress, /mcps-rpc, /workspace/bodies/*, /workspace/commit, /files/<run>/out/*), sets the token,
-//   and hands the request to the Worker's own fetch handler, so it is checked exactly as a tab's.
+// - EdgeHost: the run's host (a build's HOST), an entrypoint scoped to that run by its props
+//   (the run token), which the guest's isolate cannot read. Its fetch lets through only the
+//   routes a tab's run uses with its run token (/egress, /mcps-rpc, /workspace/bodies/*,
+//   /workspace/commit, /files/<run>/out/*), sets the token, and hands the request to the
+//   Worker's own fetch handler, so it is checked exactly as a tab's.
 
 import { RpcTarget, WorkerEntrypoint } from "cloudflare:workers";
 import Worker, { LedgerDO, SessionDO } from "../build/index.js";
 import BUILDER from "../../dist/edge/builder.txt";
 import RUNNER from "../../dist/edge/runner.txt";
 import { publishLayer } from "../../public/lib/packages/publish.js";
-import { endingWithExit, isFresh, isRunRoute, standbyFits } from "./edge-run.mjs";
+import { STANDBY_MAX_AGE_MS, endingWithExit, isFresh, isRunRoute, standbyFits } from "./edge-run.mjs";
 
 export { LedgerDO, SessionDO };
 export default Worker;
@@ -163,7 +164,8 @@ async function runAtEdge(entry, job, standby = null) {
 /**
  * A runner loaded and prepared before its run (the header's EdgeExecutor.standby), for one run:
  * run() takes it, and a second run(), or one that comes once it is stale (isFresh) or for
- * another CPU limit, runs on a fresh runner. Disposed (its relay session dropped it) it lets this Worker isolate make another.
+ * another CPU limit, runs on a fresh runner. Stale, or disposed (its relay session let go of
+ * it), it lets go of its worker, and this Worker isolate may make another.
  */
 class Standby extends RpcTarget {
   constructor(entry, worker, cpuMs) {
@@ -172,7 +174,8 @@ class Standby extends RpcTarget {
     this.worker = worker;
     this.cpuMs = cpuMs;
     this.madeAt = Date.now();
-    // Not awaited: a run that comes first waits for it in the runner.
+    this.expiry = setTimeout(() => this.release(), STANDBY_MAX_AGE_MS);
+    // Not awaited: a run that comes before it is done shares the QuickJS it is making.
     worker
       .getEntrypoint()
       .prepare()
@@ -186,6 +189,7 @@ class Standby extends RpcTarget {
   }
 
   release() {
+    clearTimeout(this.expiry);
     this.worker = null;
     if (standbySlot === this) standbySlot = null;
   }
