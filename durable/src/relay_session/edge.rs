@@ -7,7 +7,7 @@
 //! then runs the capsule that build made. What the run starts with, and every decision, is the
 //! core's (`relay_core::relay_session::edge`, `relay_core::packages::edge_build`).
 
-use crate::platform::signer::key_set;
+use crate::platform::{self, signer::key_set};
 use futures::channel::oneshot;
 use futures::future::{self, Either};
 use futures::StreamExt;
@@ -16,13 +16,21 @@ use relay_core::packages::edge_build::build_outcome;
 use relay_core::relay_session::edge::Refusal;
 use relay_core::relay_session::{Platform, RelaySession};
 use serde_json::Value;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 use worker::js_sys::{Array, Function, Promise, Reflect, Symbol};
 use worker::wasm_bindgen::{JsCast, JsValue};
-use worker::wasm_bindgen_futures::{spawn_local, JsFuture};
+use worker::wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
 use worker::{web_sys, Env, Response};
+
+/// How long after an edge run's events end its relay session asks for the next run's standby:
+/// the run's answer goes out first. Under `wrangler dev` every isolate shares one thread, and a
+/// standby asked for at once (its isolate loaded, its QuickJS made: ~45 ms of CPU) held the
+/// answer back: from the exit applied to the client's answer, 69 ms p50 for runs 1 s apart, 29
+/// ms with this wait (docs/BENCHMARKS.md). A run that comes meanwhile cuts the wait short and
+/// waits for that standby rather than load another.
+const STANDBY_DEFER_MS: u64 = 50;
 
 /// A platform whose relay session runs at the edge: it holds that session's [`EdgeRuns`] and
 /// the Worker's env (for the signing keys). The DO's platform (`shared.rs`) is the one; the
@@ -40,22 +48,16 @@ pub struct EdgeRuns<P: Platform> {
     exports: JsValue,
     /// Each run at the edge: dropping its sender stops reading its events, which stops it.
     running: RefCell<HashMap<String, oneshot::Sender<()>>>,
-    /// The next run's standby (`EdgeExecutor.standby()`'s RPC stub): a runner loaded and
-    /// prepared ahead, taken by one run; the next is asked for once that run's events end.
-    standby: RefCell<Option<JsValue>>,
-    /// A standby is being asked for: one at a time.
-    standby_coming: Cell<bool>,
+    /// The next run's standby, as it comes: a promise of `EdgeExecutor.standby()`'s RPC stub
+    /// (a runner loaded and prepared ahead) or null, and the sender that cuts its wait short.
+    /// One run takes it, waiting for it if it is still coming; the next is asked for once that
+    /// run's events end.
+    standby: RefCell<Option<(Promise, oneshot::Sender<()>)>>,
 }
 
 impl<P: EdgePlatform> EdgeRuns<P> {
     pub fn new(exports: JsValue) -> Self {
-        EdgeRuns {
-            home: RefCell::new(Weak::new()),
-            exports,
-            running: RefCell::default(),
-            standby: RefCell::default(),
-            standby_coming: Cell::new(false),
-        }
+        EdgeRuns { home: RefCell::new(Weak::new()), exports, running: RefCell::default(), standby: RefCell::default() }
     }
 
     pub fn set_home(&self, shared: &Rc<RelaySession<P>>) {
@@ -74,23 +76,36 @@ impl<P: EdgePlatform> EdgeRuns<P> {
             }
             let edge_runs = shared.platform.edge_runs();
             edge_runs.running.borrow_mut().remove(&run);
-            edge_runs.ask_standby().await;
+            edge_runs.ask_standby();
         });
     }
 
-    /// Asks the Worker for the next run's standby, unless one is held or coming. None comes
-    /// while the Worker isolate holds one for another relay session (at most one per isolate).
-    async fn ask_standby(&self) {
-        if self.standby.borrow().is_some() || self.standby_coming.replace(true) {
+    /// Asks the Worker for the next run's standby, unless one is held or coming, after
+    /// [`STANDBY_DEFER_MS`]. None comes while the Worker isolate holds one for another relay
+    /// session (at most one per isolate).
+    fn ask_standby(&self) {
+        if self.standby.borrow().is_some() {
             return;
         }
-        let asked = call_rpc(&self.exports, Some("EdgeExecutor"), "standby", None);
-        let standby = match asked {
-            Ok(asked) => JsFuture::from(asked).await.ok().filter(|s| !s.is_null() && !s.is_undefined()),
-            Err(_) => None,
-        };
-        *self.standby.borrow_mut() = standby;
-        self.standby_coming.set(false);
+        let exports = self.exports.clone();
+        let (hurry, hurried) = oneshot::channel::<()>();
+        let asked = future_to_promise(async move {
+            future::select(platform::sleep(STANDBY_DEFER_MS), hurried).await;
+            let standby = match call_rpc(&exports, Some("EdgeExecutor"), "standby", None) {
+                Ok(asked) => JsFuture::from(asked).await.unwrap_or(JsValue::NULL),
+                Err(_) => JsValue::NULL,
+            };
+            Ok(standby)
+        });
+        *self.standby.borrow_mut() = Some((asked, hurry));
+    }
+
+    /// The standby the next run takes, if one is held or coming (waited for, its deferral cut
+    /// short: a run waits for no timer).
+    async fn take_standby(&self) -> Option<JsValue> {
+        let (coming, hurry) = self.standby.borrow_mut().take()?;
+        drop(hurry);
+        JsFuture::from(coming).await.ok().filter(|standby| !standby.is_null() && !standby.is_undefined())
     }
 
     /// Stops run `run` at the edge, if it is there.
@@ -115,7 +130,7 @@ async fn execute<P: EdgePlatform>(
     }
     job["keys"] = key_set(shared.platform.env()).map_err(internal)?.to_jwks();
     // The standby's run, or a fresh runner's; the standby is the run's, let go once it ends.
-    let standby = shared.platform.edge_runs().standby.borrow_mut().take();
+    let standby = shared.platform.edge_runs().take_standby().await;
     let _let_go = standby.as_ref().map(Disposing);
     let job = job.to_string();
     let response = match &standby {
