@@ -234,21 +234,27 @@ describe("run_js with no tab runs at the edge", () => {
     assert.match(metrics, /relay_executor_runs_total\{tenant="[^"]+",executor="edge"\} [1-9]/);
   });
 
-  test("each run has an isolate of its own; a run after the last one ended finds its isolate prepared (a standby)", async () => {
+  test("each run has an isolate of its own; a run after the last one ended finds its isolate prepared (a standby), unless it needs another CPU limit", async () => {
     const isolates = [];
-    for (let i = 0; i < 4; i++) {
+    // The fifth asks for a 2 s timeout: its worker's limits.cpuMs is not the standby's.
+    for (const extra of [{}, {}, {}, {}, { policy: { limits: { timeoutMs: 2000 } } }]) {
       // The next standby is asked for once a run's events end: a run a second later finds it.
-      if (i > 0) await new Promise((r) => setTimeout(r, 1000));
+      if (isolates.length > 0) await new Promise((r) => setTimeout(r, 1000));
       const progress = [];
-      const { structuredContent: out } = await client.callTool({ name: "run_js", arguments: { code: "console.log(1)" } }, undefined, { timeout: 120_000, onprogress: (p) => progress.push(p.message) });
+      const call = { name: "run_js", arguments: { code: "console.log(1)", ...extra } };
+      const { structuredContent: out } = await client.callTool(call, undefined, { timeout: 120_000, onprogress: (p) => progress.push(p.message) });
       assert.equal(out.executor, "edge", JSON.stringify(out));
+      assert.equal(out.stdout, "1\n");
       const [, id, how] = progress.map((m) => /^execute \(isolate (\w+), (.+)\)$/.exec(m)).find(Boolean) ?? [];
       assert.ok(id, JSON.stringify(progress));
       isolates.push({ id, how, wallMs: out.usage.wallMs });
     }
     console.log("edge runs, 1 s apart:", JSON.stringify(isolates));
     assert.equal(new Set(isolates.map((i) => i.id)).size, isolates.length, "no isolate serves two runs");
-    assert.deepEqual(isolates.slice(1).map((i) => i.how), Array(3).fill("prepared before the run"));
+    assert.deepEqual(
+      isolates.slice(1).map((i) => i.how),
+      [...Array(3).fill("prepared before the run"), "started for it"],
+    );
   });
 });
 
