@@ -244,7 +244,7 @@ describe("run_js with no tab runs at the edge", () => {
       const call = { name: "run_js", arguments: { code: "console.log(1)", ...extra } };
       const { structuredContent: out } = await client.callTool(call, undefined, { timeout: 120_000, onprogress: (p) => progress.push(p.message) });
       assert.equal(out.executor, "edge", JSON.stringify(out));
-      assert.equal(out.stdout, "1\n");
+      assert.equal(out.stdout, "1\n", JSON.stringify(out));
       const [, id, how] = progress.map((m) => /^execute \(isolate (\w+), (.+)\)$/.exec(m)).find(Boolean) ?? [];
       assert.ok(id, JSON.stringify(progress));
       isolates.push({ id, how, wallMs: out.usage.wallMs });
