@@ -1,12 +1,13 @@
 // No server and no browser: the page's build budget in Node, as builds at the edge share it:
 // the tarball reader (public/lib/packages/tar.js) and the download counts (registry.js). A gzip
 // bomb (1 GiB of zeros, about 1 MiB gzipped) must stop at the tree's cap having inflated only
-// what the reads took and one slice more (the inflater is fflate, in the reader's turn, as it
+// what the reads took and one slice more (the inflater is pako, in the reader's turn, as it
 // is at the edge). Only regular files count as the tree's files; other entries are bounded on
 // their own.
 
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { gzipSync } from "node:zlib";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -60,8 +61,9 @@ test("the inflater is handed only the slices a take needs, so it holds at most o
 });
 
 test("a gzip header with a long comment (an empty-output prefix) unpacks at once, on a tab and at the edge", { timeout: 20_000 }, async () => {
-  // The stream inflater this replaced waited twice as long for each slice that gave no output:
-  // a 96 KiB comment took the edge's whole 15 s, 2 MiB a tab's build for hours.
+  // The stream inflater this replaced waited twice as long for each slice that gave no output
+  // (a 96 KiB comment took the edge's whole 15 s, 2 MiB a tab's build for hours); fflate, tried
+  // next, reads a header again from its start at each slice.
   const tarball = Buffer.from(packed("commented", (dir) => writeFileSync(path.join(dir, "index.js"), "module.exports = 1;\n")));
   const comment = Buffer.alloc(2 * 1024 * 1024, 0x61);
   // FLG.FCOMMENT (0x10): a zero-terminated comment after the 10-byte header.
@@ -70,6 +72,20 @@ test("a gzip header with a long comment (an empty-output prefix) unpacks at once
   for (const budget of [new Budget({}), new Budget({ treeBytes: TREE_BYTES })]) {
     const files = await untgz(new Uint8Array(withComment), "commented@1.0.0", budget);
     assert.equal(new TextDecoder().decode(files.get("index.js")), "module.exports = 1;\n");
+  }
+});
+
+test("gzip members, padding and truncation are read as zlib reads them, on a tab and at the edge", { timeout: 20_000 }, async () => {
+  const tarball = Buffer.from(packed("members", (dir) => writeFileSync(path.join(dir, "index.js"), "module.exports = 2;\n")));
+  // 100,000 empty members first (2 MiB, so members end on slice boundaries too), zeros after.
+  const members = Buffer.concat([Buffer.concat(Array(100_000).fill(gzipSync(Buffer.alloc(0)))), tarball, Buffer.alloc(1024)]);
+  for (const budget of [new Budget({}), new Budget({ treeBytes: TREE_BYTES })]) {
+    const files = await untgz(new Uint8Array(members), "members@1.0.0", budget);
+    assert.equal(new TextDecoder().decode(files.get("index.js")), "module.exports = 2;\n");
+    await assert.rejects(untgz(new Uint8Array(tarball.subarray(0, tarball.length - 8)), "cut@1.0.0", budget), /^DepsResolutionFailed: cut@1\.0\.0: the tarball is not gzip: it ends before its compressed stream does$/);
+    const badCrc = Buffer.from(tarball);
+    badCrc[badCrc.length - 8] ^= 0xff;
+    await assert.rejects(untgz(new Uint8Array(badCrc), "crc@1.0.0", budget), /crc@1\.0\.0: the tarball is not gzip: incorrect data check/);
   }
 });
 

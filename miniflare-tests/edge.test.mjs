@@ -3,61 +3,41 @@
 // stdin/args/env; the relay session's workspace (a run's writes seen by `read`, a `write` seen
 // by a run); guarded fetch allowed (a loopback server the policy allows) and denied; mcps.call
 // to a test upstream; where runs go (a tab attaching takes the next runs; one that left is
-// waited for; a tenant on `tab` still gets NoExecutorAttached; Python needs a tab; a spent
-// budget is EdgeBudgetExceeded; a deps layer a tab built runs at the edge; a new build with no
-// tab runs at the edge and a tab attaching later reuses it; a package past a build cap fails naming it, a gzip bomb
-// and a tarball of countless entries stopped as they inflate, a cancelled build holding the one build slot until it settles); the limits the runner enforces itself, each ending with its
+// waited for; a tenant on `tab` still gets NoExecutorAttached; Python with pip packages needs a
+// tab (Python itself: edge-py.test.mjs); a spent budget is EdgeBudgetExceeded; a deps layer a
+// tab built runs at the edge; a new build with no tab runs at the edge and a tab attaching later
+// reuses it; a package past a build cap fails naming it, a gzip bomb and a tarball of countless
+// entries stopped as they inflate, a cancelled build holding the one build slot until it
+// settles); the limits the runner enforces itself, each ending with its
 // error and the server answering again within the run's timeout and a generous margin (short
 // timeouts: a busy guest freezes all of wrangler dev's workerd), what the runner holds outside
 // QuickJS's heap bounded; and what a guest cannot reach from there (HOST's routes are tested in
 // edge-run.test.mjs). Figures are printed; only those bounds are asserted.
 
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
 import { inflateRawSync } from "node:zlib";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
+import { admin, EDGE_BUDGET as BUDGET, edgeTenant, healthzDuring, MARGIN_MS } from "./lib/edge.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
 import { startPackageSources, startSilentSource } from "./lib/package-sources.mjs";
-import { startModernUpstream } from "./lib/upstream-servers.mjs";
 
 const SECRET = "edge-upstream-secret-5f1c";
-const BUDGET = { cpuMsPerDay: 3_600_000, runsPerMinute: 600 };
-const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-type": "application/json" };
 
-let target; // a loopback server the policy allows
-let port;
-let upstream;
+let port; // of a loopback server the policy allows
 let tenant;
 let key;
 let client;
+let close;
 
 before(async () => {
-  target = createServer((req, res) => {
-    if (req.url === "/hello") return res.writeHead(200, { "content-type": "text/plain" }).end("hello from the target");
-    if (req.url === "/to-evil") return res.writeHead(302, { location: "https://evil.example/steal" }).end();
-    res.writeHead(404).end();
-  });
-  await new Promise((resolve) => target.listen(0, resolve));
-  port = target.address().port;
-  upstream = await startModernUpstream(SECRET);
-  const network = { allowedDomains: [`localhost:${port}`], blockPrivateRanges: false, denyIpLiterals: false };
-  ({ key, tenant } = await createTenant("edge", { executor: "tab-or-edge", edge: BUDGET, policy: { network }, queue: { attachWaitMs: 1000 } }));
-  const put = await fetch(`${BASE}/admin/tenants/${tenant.id}/upstreams/modern`, {
-    method: "PUT",
-    headers: admin,
-    body: JSON.stringify({ url: upstream.url, headers: { "x-api-key": SECRET } }),
-  });
-  assert.equal(put.status, 200, await put.text());
-  client = await connectClient(key);
+  ({ port, key, tenant, client, close } = await edgeTenant("edge", SECRET));
 });
 
 after(async () => {
-  await client?.close();
-  await upstream?.close();
-  target?.close();
+  await close?.();
 });
 
 const LODASH = { dependencies: { lodash: "^4.17.0" } };
@@ -95,33 +75,6 @@ async function atEdge(code, extra, c = client) {
   const { structuredContent: out } = await runJs(code, extra, c);
   assert.equal(out.executor, "edge", JSON.stringify(out));
   return out;
-}
-
-// How much later than a run's timeout the server may answer again, on a loaded machine.
-const MARGIN_MS = 15_000;
-
-/**
- * Times `GET /healthz` while `work` runs: every answer's status and latency. wrangler dev's
- * workerd is frozen while a guest computes and answers every probe afterwards, so this proves
- * only that the server came back, and by the slowest probe, how soon.
- */
-async function healthzDuring(work) {
-  const answers = [];
-  let running = true;
-  const probe = (async () => {
-    while (running) {
-      const started = Date.now();
-      const res = await fetch(`${BASE}/healthz`);
-      answers.push({ status: res.status, ms: Date.now() - started });
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  })();
-  const result = await work();
-  running = false;
-  await probe;
-  const res = await fetch(`${BASE}/healthz`);
-  answers.push({ status: res.status, ms: 0 });
-  return { result, answers };
 }
 
 describe("run_js with no tab runs at the edge", () => {
@@ -433,7 +386,7 @@ describe("nothing to reach from the edge", () => {
 });
 
 describe("where runs go", () => {
-  test("a tenant on tab (no edge budget) still gets NoExecutorAttached; Python needs a tab", async () => {
+  test("a tenant on tab (no edge budget) still gets NoExecutorAttached; Python with pip packages needs a tab", async () => {
     const onTab = await createTenant("edge-none", { queue: { attachWaitMs: 300 } });
     const c = await connectClient(onTab.key);
     const res = await runJs("console.log(1)", {}, c);
@@ -444,9 +397,10 @@ describe("where runs go", () => {
     assert.equal(wider.structuredContent.error.name, "ValidationError");
     assert.match(wider.structuredContent.error.message, /defaults\.edge/);
     await c.close();
-    const py = await client.callTool({ name: "run_py", arguments: { code: "print(1)" } });
+    // Python itself runs at the edge (edge-py.test.mjs); its pip packages need a tab.
+    const py = await client.callTool({ name: "run_py", arguments: { code: "import attrs", pip: { requirements: ["attrs"] } } });
     assert.equal(py.structuredContent.error.name, "NoExecutorAttached");
-    assert.match(py.structuredContent.error.message, /Python needs a browser tab.*open http/);
+    assert.match(py.structuredContent.error.message, /Python with pip packages needs a browser tab.*open http/);
   });
 
   test("a tenant over its edge budget gets EdgeBudgetExceeded naming the budget", async () => {

@@ -15,6 +15,8 @@
 //   not one a cached snapshot is labelled with: public/lib/runtime-files.js);
 // - copies esbuild-wasm's esbuild.wasm (the dependency builds' bundler) into dist/public/ and its
 //   SRI hash into dist/generated/esbuild-wasm.json, imported as `relay-esbuild-wasm`.
+// - bundles the edge executor's Python runner (durable/js/edge-runner-pyodide.js) with
+//   Pyodide's JS, patched, into dist/public/edge/ (the Worker reads it from its assets).
 // Run as `node scripts/build-assets.mjs`; also imported by the tests (buildAssets()).
 // Idempotent: vendored files whose size and mtime already match are not copied again.
 
@@ -25,6 +27,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import * as esbuild from "esbuild";
+import { patchPyodide } from "./pyodide-patches.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const SRC = path.join(ROOT, "public");
@@ -86,6 +89,7 @@ export async function buildAssets({ log = console.log } = {}) {
   const outputs = [await buildPolicyWasm(), await vendorEsbuildWasm(), ...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
   await buildTestPage();
   await buildEdgeRunner();
+  outputs.push(await buildEdgePyodideRunner());
   const runtimes = {};
   for (const runtime of RUNTIMES) {
     const { id, files } = await vendorRuntime(runtime);
@@ -229,6 +233,31 @@ async function buildEdgeRunner() {
 
 function outputNames({ metafile }) {
   return Object.keys(metafile.outputs).map((file) => path.relative(OUT, path.resolve(ROOT, file)));
+}
+
+// The edge executor's Python runner (durable/js/edge-runner-pyodide.js), which entry.mjs hands
+// to each run_py's dynamic Worker as one ES module of text. It holds Pyodide's JS (1.3 MB), so
+// it is one of the page's static assets, read as the runtimes' files are, and the Worker's
+// bundle does not grow; Pyodide's module text is patched for the edge (pyodide-patches.mjs).
+const EDGE_PYODIDE_RUNNER = "edge/runner-pyodide.mjs";
+
+async function buildEdgePyodideRunner() {
+  await esbuild.build({
+    absWorkingDir: ROOT,
+    entryPoints: [path.join(ROOT, "durable", "js", "edge-runner-pyodide.js")],
+    outfile: path.join(OUT, EDGE_PYODIDE_RUNNER),
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    external: ["./pyodide.asm.wasm", "./policy.wasm", "./python_stdlib.zip", "./pyodide-lock.json", "./snapshot.bin", "cloudflare:workers", ...NODE_ONLY],
+    alias: ALIASES,
+    loader: { ".py": "text" },
+    plugins: [patchPyodide()],
+    minifyWhitespace: true,
+    logLevel: "warning",
+  });
+  return path.dirname(EDGE_PYODIDE_RUNNER);
 }
 
 /** The runner test page and its bundle, into TEST_OUT only. */

@@ -13,7 +13,7 @@ exec 9>build/.lock
 flock 9
 
 stamp=build/.relay-stamp
-inputs=(src durable/src durable/js durable/Cargo.toml policy-wasm migrations Cargo.toml Cargo.lock public scripts/build-assets.mjs package-lock.json)
+inputs=(src durable/src durable/js durable/Cargo.toml policy-wasm migrations Cargo.toml Cargo.lock public scripts/build-assets.mjs scripts/pyodide-patches.mjs package-lock.json)
 if [ -f "$stamp" ] && [ -z "$(find "${inputs[@]}" -newer "$stamp" -print -quit)" ]; then
   exit 0
 fi

@@ -107,6 +107,10 @@ pub fn tenant_workspace_body(tenant: &str, sha256: &str) -> String {
     format!("workspace/{tenant}/{sha256}")
 }
 
+// R2 also holds Pyodide's memory snapshot for the edge executor, no tenant's, written and read
+// by the Worker's JavaScript (`durable/js/edge-pyodide.mjs` `snapshotOf`):
+// `runtime-snapshots/<runtime id>/<sha256 of what shaped it>`, which no retention sweep lists.
+
 /// R2: the prefixes of everything a tenant owns there (layers are shared, never a tenant's):
 /// its capsules, its build records, its `/out` files, its workspace bodies. Each ends in `/`.
 pub fn tenant_prefixes(tenant: &str) -> [(&'static str, String); 4] {

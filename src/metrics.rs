@@ -70,6 +70,50 @@ pub struct Snapshot {
     /// hold them, and filled in when metrics are asked for.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub storage_failures: BTreeMap<String, u64>,
+    /// [`Wake`] kind -> times the relay session's Durable Object ran code (what an idle tab
+    /// costs: see docs/COST.md), kept in its own table and filled in when metrics are asked for.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub wakeups: BTreeMap<String, u64>,
+    /// `set` or `delete` -> writes of the relay session DO's alarm, kept with the wake-ups. A
+    /// run answered within a tick writes none: an alarm moved earlier holds the storage commit
+    /// it is in for the alarm scheduler, and the DO's messages with it (docs/BENCHMARKS.md).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub alarm_writes: BTreeMap<String, u64>,
+}
+
+/// Why a relay session's Durable Object ran code: each is billed wall-clock duration (and a
+/// request or a WebSocket message, 20 messages to a request) unless it would have been
+/// running anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// A request from the Worker (a call, a tab's attach, batch POST, lease POST, metrics...).
+    Request,
+    /// A message (a results batch), close or error on a hibernatable socket; lease pings are
+    /// answered by the runtime itself and wake nothing.
+    SocketMessage,
+    /// The DO's alarm: the run machine's next deadline.
+    Alarm,
+    /// A ticker on an open response stream fired.
+    Tick,
+    /// A new instance of the DO started (after it slept and was evicted, or a restart): not a
+    /// wake-up of its own (what woke it is counted too), but each is an instance that began
+    /// with nothing in memory (`relay_session::kept` is what it takes back).
+    Start,
+}
+
+impl Wake {
+    pub const ALL: [Wake; 5] = [Wake::Request, Wake::SocketMessage, Wake::Alarm, Wake::Tick, Wake::Start];
+
+    /// Its label in `relay_do_wakeups_total{kind}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Wake::Request => "request",
+            Wake::SocketMessage => "socket_message",
+            Wake::Alarm => "alarm",
+            Wake::Tick => "tick",
+            Wake::Start => "start",
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -126,6 +170,8 @@ impl Snapshot {
             (&mut self.executor_runs, &other.executor_runs),
             (&mut self.executor_ms, &other.executor_ms),
             (&mut self.storage_failures, &other.storage_failures),
+            (&mut self.wakeups, &other.wakeups),
+            (&mut self.alarm_writes, &other.alarm_writes),
         ] {
             for (key, n) in theirs {
                 *mine.entry(key.clone()).or_default() += n;
@@ -190,6 +236,22 @@ impl Snapshot {
             &tenant_label,
             &self.storage_failures,
             ["what", ""],
+        );
+        counter(
+            &mut out,
+            "relay_do_wakeups_total",
+            "Times a relay session's Durable Object ran code, by kind (request, socket_message, alarm, tick; start counts new instances, each woken by one of the others).",
+            &tenant_label,
+            &self.wakeups,
+            ["kind", ""],
+        );
+        counter(
+            &mut out,
+            "relay_do_alarm_writes_total",
+            "Writes of a relay session's Durable Object alarm, by op (set, delete): only runs in hand past a tick set it.",
+            &tenant_label,
+            &self.alarm_writes,
+            ["op", ""],
         );
         histogram(
             &mut out,

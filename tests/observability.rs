@@ -4,8 +4,9 @@
 
 use relay_core::audit::{AuditRecord, Kind};
 use relay_core::log::{route, Level, LogLine};
-use relay_core::metrics::{escape, RunEnd, Snapshot, BYTE_BUCKETS, MS_BUCKETS};
+use relay_core::metrics::{escape, RunEnd, Snapshot, Wake, BYTE_BUCKETS, MS_BUCKETS};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 fn record(kind: Kind, tool: &str) -> AuditRecord {
     AuditRecord {
@@ -190,6 +191,44 @@ fn the_prometheus_text_is_well_formed_with_cumulative_buckets() {
     assert!(text.contains("relay_run_ms_bucket{tenant=\"t_1\",le=\"+Inf\"} 3\n"));
     assert!(text.contains("relay_run_ms_count{tenant=\"t_1\"} 3\n"));
     assert!(text.contains("# TYPE relay_build_ms histogram\n"));
+}
+
+#[test]
+fn wakeups_merge_and_render_by_kind() {
+    let one: BTreeMap<String, u64> = Wake::ALL.iter().map(|w| (w.as_str().to_owned(), 0)).collect();
+    let mut a = Snapshot { wakeups: one.clone(), ..Snapshot::default() };
+    a.wakeups.insert(Wake::Alarm.as_str().into(), 2);
+    a.merge(&Snapshot {
+        wakeups: BTreeMap::from([("alarm".to_owned(), 2), ("request".to_owned(), 1)]),
+        ..Snapshot::default()
+    });
+    assert_eq!((a.wakeups["alarm"], a.wakeups["request"], a.wakeups["tick"]), (4, 1, 0));
+    let text = a.prometheus("t_1");
+    assert!(text.contains("# TYPE relay_do_wakeups_total counter\n"));
+    assert!(text.contains("relay_do_wakeups_total{tenant=\"t_1\",kind=\"alarm\"} 4\n"), "{text}");
+    assert!(text.contains("relay_do_wakeups_total{tenant=\"t_1\",kind=\"tick\"} 0\n"), "a flat counter shows as 0");
+    assert!(text.lines().filter(|l| !l.starts_with('#')).all(is_sample()), "{text}");
+    let stored = serde_json::to_value(Snapshot::default()).unwrap();
+    assert!(stored.get("wakeups").is_none(), "a stored snapshot keeps its shape: {stored}");
+}
+
+#[test]
+fn alarm_writes_merge_and_render_by_op() {
+    let mut a = Snapshot {
+        alarm_writes: BTreeMap::from([("set".to_owned(), 1), ("delete".to_owned(), 0)]),
+        ..Snapshot::default()
+    };
+    a.merge(&Snapshot {
+        alarm_writes: BTreeMap::from([("set".to_owned(), 2), ("delete".to_owned(), 3)]),
+        ..Snapshot::default()
+    });
+    assert_eq!((a.alarm_writes["set"], a.alarm_writes["delete"]), (3, 3));
+    let text = a.prometheus("t_1");
+    assert!(text.contains("# TYPE relay_do_alarm_writes_total counter\n"));
+    assert!(text.contains("relay_do_alarm_writes_total{tenant=\"t_1\",op=\"set\"} 3\n"), "{text}");
+    assert!(text.lines().filter(|l| !l.starts_with('#')).all(is_sample()), "{text}");
+    let stored = serde_json::to_value(Snapshot::default()).unwrap();
+    assert!(stored.get("alarmWrites").is_none(), "a stored snapshot keeps its shape: {stored}");
 }
 
 /// Whether a line is `name{labels} value` with properly quoted label values.

@@ -19,7 +19,8 @@ use relay_core::error::ErrorName;
 use relay_core::mcp::{Era, Tool};
 use relay_core::protocol::Caller;
 use relay_core::relay_session::runs::{executor_of, prepare, Answer, Call, FileCall, Work};
-use relay_core::relay_session::Sql;
+use relay_core::relay_session::{RelaySession, Sql, Store};
+use relay_core::run::contexts::{Ask, ContextSettings};
 use relay_core::run::executor::{EdgeBudget, Executor};
 use relay_core::upstream::seal::SealingKey;
 use serde_json::{json, Value};
@@ -120,12 +121,24 @@ fn a_packaged_run_never_built_gets_its_build_at_the_edge_within_the_caps_one_at_
 }
 
 #[test]
-fn python_and_runs_in_a_context_stay_on_tabs_and_a_call_cannot_send_them_to_the_edge() {
+fn python_with_packages_and_runs_in_a_context_stay_on_tabs_and_a_call_cannot_send_them_to_the_edge() {
     let caller = edge_caller();
+    // Python runs at the edge as JavaScript does (the tenant is tab-or-edge)...
     let py = tool_call(Tool::RunPy, json!({ "code": "print(1)" }), Era::Modern, None);
-    assert_eq!(executor_of(&py, &caller), Ok(Executor::Tab));
-    let to_edge = tool_call(Tool::RunPy, json!({ "code": "print(1)", "executor": "edge" }), Era::Modern, None);
-    assert!(executor_of(&to_edge, &caller).unwrap_err().contains("Python needs a browser tab"));
+    assert_eq!(executor_of(&py, &caller), Ok(Executor::TabOrEdge));
+    let py_at_edge = tool_call(Tool::RunPy, json!({ "code": "print(1)", "executor": "edge" }), Era::Modern, None);
+    assert_eq!(executor_of(&py_at_edge, &caller), Ok(Executor::Edge));
+    let no_packages = json!({ "code": "print(1)", "pip": { "requirements": [] } });
+    assert_eq!(executor_of(&tool_call(Tool::RunPy, no_packages, Era::Modern, None), &caller), Ok(Executor::TabOrEdge));
+    // ...but not with pip packages: a compiled module is wasm compiled as it loads.
+    let packaged = json!({ "code": "import attrs", "pip": { "requirements": ["attrs"] } });
+    assert_eq!(executor_of(&tool_call(Tool::RunPy, packaged.clone(), Era::Modern, None), &caller), Ok(Executor::Tab));
+    let mut to_edge = packaged;
+    to_edge["executor"] = json!("edge");
+    let refusal = executor_of(&tool_call(Tool::RunPy, to_edge, Era::Modern, None), &caller).unwrap_err();
+    assert!(refusal.contains("Python with pip packages needs a browser tab") && refusal.contains(".so"), "{refusal}");
+    let wheel = json!({ "code": "1", "pip": { "wheelUrls": ["https://example.com/a-1.0-py3-none-any.whl"] } });
+    assert_eq!(executor_of(&tool_call(Tool::RunPy, wheel, Era::Modern, None), &caller), Ok(Executor::Tab));
     let js = tool_call(Tool::RunJs, json!({ "code": "1", "executor": "tab" }), Era::Modern, None);
     assert_eq!(executor_of(&js, &caller), Ok(Executor::Tab));
     // A context lives in a tab: a run in one goes there, and may not ask for the edge.
@@ -195,4 +208,48 @@ fn an_edge_run_that_ends_is_told_to_the_attached_tabs_and_kept_for_tabs_attachin
         relay_core::protocol::RAN_OUTPUT_CHARS,
         "the start of the output, by characters"
     );
+}
+
+/// A new instance over `session`'s storage (its DO slept and was evicted): a fresh SQLite
+/// holding the row `session` kept, opened as the DO's constructor opens it.
+fn next_instance(session: &Session) -> Session {
+    let kept: Vec<Value> = session.platform.sql.rows("SELECT doc FROM kept", &[]).unwrap();
+    let sql = support::Sqlite::new();
+    Store::new(&sql).migrate().unwrap();
+    for row in kept {
+        sql.exec("INSERT INTO kept (id, doc) VALUES (1, ?)", &[row["doc"].as_str().unwrap().into()]).unwrap();
+    }
+    let next = Rc::new(RelaySession::new(platform::TestPlatform::over(sql)));
+    next.open().expect("opened");
+    next
+}
+
+#[test]
+fn what_an_instance_keeps_is_in_the_next_one_over_its_storage() {
+    let session = edge_session();
+    let (_, stream) = start(&session, "r_1", Tool::RunJs, json!({ "code": "console.log(1)" }));
+    let exit = json!({ "runId": "r_1", "seq": 0, "type": "exit", "exitCode": 0, "usage": { "wallMs": 3 } });
+    session.edge_events(exit.to_string().as_bytes()).expect("applied");
+    assert!(stream.messages().iter().any(|m| m.get("result").is_some()), "the run ended");
+    let contexts = ContextSettings::default();
+    session.claim_context("quickjs@1", &Ask { name: "nb".into(), reset: false }, &contexts).expect("claimed");
+    session.caches.saw_client(&json!({ "name": "inspector", "version": "1.0" }), 5);
+    assert!(next_instance(&session).edge_run_frames().is_empty(), "nothing is saved before the relay session is idle");
+
+    session.keep_memory();
+    let next = next_instance(&session);
+    assert!(next.configured(), "the machine can take its tabs back before any request");
+    assert_eq!(next.edge_run_frames().len(), 1);
+    assert_eq!(next.edge_run_frames(), session.edge_run_frames());
+    assert_eq!(next.contexts_view(&contexts), session.contexts_view(&contexts));
+    assert_eq!(
+        next.contexts_view(&contexts)["contexts"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        next.contexts_view(&contexts)
+    );
+    assert_eq!(next.caches.clients(), session.caches.clients());
+    assert_ne!(session.edge_meter(), Default::default(), "the edge run's start was counted");
+    assert_eq!(next.edge_meter(), session.edge_meter(), "a new instance does not start its minute over");
+    assert!(!platform::session().configured(), "a relay session that never kept anything starts unconfigured");
 }

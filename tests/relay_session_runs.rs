@@ -19,6 +19,7 @@ use relay_core::auth::QueueSettings;
 use relay_core::capsule::jws::Signer;
 use relay_core::mcp::tasks::{TaskRecord, TaskStatus};
 use relay_core::mcp::{Era, Tool};
+use relay_core::metrics::Wake;
 use relay_core::quota::{answer, run_lease, Charge, LedgerRequest};
 use relay_core::relay_session::desk::{Unadmitted, ANSWERS_KEPT};
 use relay_core::relay_session::runs::{
@@ -313,6 +314,32 @@ fn a_restart_closes_the_runs_it_cut_off_and_a_resuming_client_hears_why() {
     assert!(restarted.platform.log.borrow().iter().any(|line| line.contains("\"r_1\"")));
     let Resumed::Answer(answer) = restarted.resume("mcp_1", "r_1", Stream::default()).unwrap() else { panic!() };
     assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("the relay restarted"));
+}
+
+#[test]
+fn the_do_s_wakeups_are_counted_by_kind_across_its_instances() {
+    // A DO that hibernates is a new instance at each wake: the count lives in its SQLite.
+    let session = with_tabs(&["tab_1"]);
+    for wake in [Wake::Request, Wake::Alarm, Wake::Alarm] {
+        session.woke(wake);
+    }
+    assert_eq!(session.metrics(0).unwrap().wakeups["alarm"], 2, "counted before they are written");
+    session.flush_wakeups();
+    session.woke(Wake::Tick); // never written: lost with its instance
+    let platform = Rc::try_unwrap(session).ok().expect("one owner").platform;
+    let woken = RelaySession::new(TestPlatform::over(platform.sql));
+    woken.open().unwrap();
+    woken.woke(Wake::SocketMessage);
+    woken.flush_wakeups();
+    woken.woke(Wake::SocketMessage);
+    woken.flush_wakeups();
+    let wakeups = woken.metrics(0).unwrap().wakeups;
+    let expected = [("alarm", 2), ("request", 1), ("socket_message", 2), ("start", 0), ("tick", 0)];
+    assert_eq!(
+        wakeups,
+        expected.into_iter().map(|(k, n)| (k.to_owned(), n)).collect(),
+        "every kind, 0 when never counted"
+    );
 }
 
 #[test]

@@ -6,19 +6,22 @@
 //
 // - EdgeExecutor.run(jobJson): called by the relay session's DO (ctx.exports, from Rust) for a
 //   run the run machine sent to the edge. Loads a fresh dynamic Worker for it (never reused:
-//   LOADER.load, not get), with no network (globalOutbound: null), no bindings, the runner
-//   bundle (durable/js/edge-runner.js, built by scripts/build-assets.mjs into dist/edge/) and
-//   QuickJS and policy.wasm as wasm modules (a dynamic worker may not compile wasm at run time),
-//   and calls its run(job, host) with the run's host entrypoint. Returns its NDJSON event
-//   stream, ended with an exit event of its own if the isolate dies before it sends one
-//   (edge-run.mjs). The two wasm files are the page's own static assets, the QuickJS runtime's
-//   files in runtimes.json, read once per isolate from the ASSETS binding: bundled into the
-//   Worker they would add 456 KiB gzipped to it.
-// - EdgeExecutor.standby(): that fresh dynamic Worker made ahead of the run, its runner prepared
-//   (QuickJS made, the prelude installed), as an RpcTarget (Standby) the relay session holds
-//   and later calls run(jobJson) on, once. A load()ed worker's stub serves only the request that
-//   loaded it, and the stub of a dynamic worker's entrypoint cannot be sent over RPC, so the
-//   standby stays in the call that made it, which lives as long as the relay session holds it.
+//   LOADER.load, not get), with no network (globalOutbound: null), no bindings, the runner of
+//   the capsule's language and its runtime's files as modules (a dynamic worker may not compile
+//   wasm at run time), and calls its run(job, host) with the run's host entrypoint. JavaScript:
+//   the runner bundle (durable/js/edge-runner.js, built by scripts/build-assets.mjs into
+//   dist/edge/) and QuickJS and policy.wasm as wasm modules, the page's own static assets (the
+//   QuickJS runtime's files in runtimes.json), read once per isolate from the ASSETS binding:
+//   bundled into the Worker they would add 456 KiB gzipped to it. Python: edge-pyodide.mjs
+//   (Pyodide's runner and files, assets too, and its memory snapshot, kept in R2). Returns its
+//   NDJSON event stream, ended with an exit event of its own if the isolate dies before it sends
+//   one (edge-run.mjs).
+// - EdgeExecutor.standby(): a run_js's fresh dynamic Worker made ahead of the run, its runner
+//   prepared (QuickJS made, the prelude installed), as an RpcTarget (Standby) the relay session
+//   holds and later calls run(jobJson) on, once. A load()ed worker's
+//   stub serves only the request that loaded it, and the stub of a dynamic worker's entrypoint
+//   cannot be sent over RPC, so the standby stays in the call that made it, which lives as long
+//   as the relay session holds it.
 // - EdgeHost: the run's host (a build's HOST), an entrypoint scoped to that run by its props
 //   (the run token), which the guest's isolate cannot read. Its fetch lets through only the
 //   routes a tab's run uses with its run token (/egress, /mcps-rpc, /workspace/bodies/*,
@@ -30,7 +33,9 @@ import Worker, { LedgerDO, SessionDO } from "../build/index.js";
 import BUILDER from "../../dist/edge/builder.txt";
 import RUNNER from "../../dist/edge/runner.txt";
 import { publishLayer } from "../../public/lib/packages/publish.js";
+import { asset, heldOnce, listedRuntime } from "./assets.mjs";
 import { STANDBY_MAX_AGE_MS, endingWithExit, isFresh, isRunRoute, standbyFits } from "./edge-run.mjs";
+import { pyodideModules } from "./edge-pyodide.mjs";
 
 export { LedgerDO, SessionDO };
 export default Worker;
@@ -48,42 +53,26 @@ let standbySlot = null;
 // The runtime whose files the edge runs, and the two of them it needs, by their runtimes.json names.
 const RUNTIME = "quickjs@";
 const WASM_FILES = ["emscripten-module.wasm", "policy.wasm"];
-let wasmFiles = null; // Promise<[quickjs, policy]> of this isolate, once read
 // esbuild-wasm's binary, as scripts/build-assets.mjs copies it into the page's assets.
 const ESBUILD_WASM = "esbuild.wasm";
-let esbuildWasm = null; // Promise<ArrayBuffer> of this isolate, once read
 
-/** `path` of the page's assets, or an error saying the page is not built. */
-async function asset(assets, path) {
-  const res = await assets.fetch(new URL(path, "https://assets.invalid/"));
-  if (!res.ok) throw new Error(`the asset ${path} answered ${res.status}: is the page built?`);
-  return res;
-}
-
-/** esbuild.wasm's bytes, from the page's assets (a failed read is not kept). */
+/** esbuild.wasm's bytes, from the page's assets. */
 function esbuildBytes(assets) {
-  esbuildWasm ??= asset(assets, ESBUILD_WASM)
-    .then((res) => res.arrayBuffer())
-    .catch((err) => {
-      esbuildWasm = null;
-      throw err;
-    });
-  return esbuildWasm;
+  return heldOnce(ESBUILD_WASM, async () => (await asset(assets, ESBUILD_WASM)).arrayBuffer());
 }
 
-/** QuickJS's and policy.wasm's bytes, from the page's assets (a failed read is not kept). */
+/** QuickJS's and policy.wasm's bytes, from the page's assets. */
 function runtimeWasm(assets) {
-  const read = (path) => asset(assets, path);
-  wasmFiles ??= (async () => {
-    const runtimes = await (await read("runtimes.json")).json();
-    const [, runtime] = Object.entries(runtimes).find(([id]) => id.startsWith(RUNTIME)) ?? [];
-    if (!runtime) throw new Error(`runtimes.json lists no ${RUNTIME} runtime`);
-    return Promise.all(WASM_FILES.map(async (name) => (await read(runtime.files[name].url)).arrayBuffer()));
-  })().catch((err) => {
-    wasmFiles = null;
-    throw err;
+  return heldOnce(RUNTIME, async () => {
+    const [, runtime] = await listedRuntime(assets, RUNTIME);
+    return Promise.all(WASM_FILES.map(async (name) => (await asset(assets, runtime.files[name].url)).arrayBuffer()));
   });
-  return wasmFiles;
+}
+
+/** The modules of a run_js's dynamic Worker: the runner, QuickJS and policy.wasm. */
+async function quickJsModules(assets) {
+  const [QUICKJS, POLICY] = await runtimeWasm(assets);
+  return { "runner.js": { js: RUNNER }, "quickjs.wasm": { wasm: QUICKJS }, "policy.wasm": { wasm: POLICY } };
 }
 
 export class EdgeExecutor extends WorkerEntrypoint {
@@ -94,7 +83,8 @@ export class EdgeExecutor extends WorkerEntrypoint {
   /** A Standby for the calling relay session, or null while this Worker isolate has one. */
   async standby() {
     if (standbySlot && isFresh(standbySlot, Date.now())) return null;
-    standbySlot = new Standby(this, await loadRunner(this.env, lastCpuMs), lastCpuMs);
+    const modules = await quickJsModules(this.env.ASSETS);
+    standbySlot = new Standby(this, loadRunner(this.env, modules, lastCpuMs), lastCpuMs);
     return standbySlot;
   }
 
@@ -128,32 +118,31 @@ export class EdgeExecutor extends WorkerEntrypoint {
   }
 }
 
-/** A fresh dynamic Worker running the runner, no binding in its env, `cpuMs` its CPU limit. */
-async function loadRunner(env, cpuMs) {
-  const [QUICKJS, POLICY] = await runtimeWasm(env.ASSETS);
-  return env.LOADER.load({
-    compatibilityDate: COMPATIBILITY_DATE,
-    mainModule: "runner.js",
-    modules: { "runner.js": { js: RUNNER }, "quickjs.wasm": { wasm: QUICKJS }, "policy.wasm": { wasm: POLICY } },
-    globalOutbound: null,
-    env: {},
-    limits: { cpuMs },
-  });
+/** A fresh dynamic Worker running a runner (`modules`), no binding in its env, `cpuMs` its CPU limit. */
+function loadRunner(env, modules, cpuMs) {
+  return env.LOADER.load({ compatibilityDate: COMPATIBILITY_DATE, mainModule: "runner.js", modules, globalOutbound: null, env: {}, limits: { cpuMs } });
 }
 
 /**
- * Runs `job` on `entry`'s behalf in `standby`'s worker ({worker, cpuMs, madeAt}) when it fits
- * the run (standbyFits), else in a fresh one: its events, ended with an exit (see the header).
+ * Runs `job` on `entry`'s behalf in `standby`'s worker ({worker, cpuMs, madeAt}: a run_js's,
+ * claimed) when it fits the run (standbyFits), else in a fresh one: its events, ended with an
+ * exit (see the header).
  */
 async function runAtEdge(entry, job, standby = null) {
   const runToken = job.announced.runToken;
   // The isolate holds no credential: its host adds the run token, and it needs no other.
   delete job.announced.runToken;
   delete job.announced.token;
-  const { timeoutMs = DEFAULT_TIMEOUT_MS } = JSON.parse(job.announced.inline.manifest).policy?.limits ?? {};
+  const manifest = JSON.parse(job.announced.inline.manifest);
+  const { timeoutMs = DEFAULT_TIMEOUT_MS } = manifest.policy?.limits ?? {};
   const cpuMs = timeoutMs + CPU_MS_GRACE;
-  lastCpuMs = cpuMs;
-  const worker = standby && standbyFits(standby, { cpuMs, now: Date.now() }) ? standby.worker : await loadRunner(entry.env, cpuMs);
+  let worker;
+  if (manifest.language === "py") worker = loadRunner(entry.env, await pyodideModules(entry.env, COMPATIBILITY_DATE), cpuMs);
+  else {
+    lastCpuMs = cpuMs;
+    const fits = standby && standbyFits(standby, { cpuMs, now: Date.now() });
+    worker = fits ? standby.worker : loadRunner(entry.env, await quickJsModules(entry.env.ASSETS), cpuMs);
+  }
   const host = entry.ctx.exports.EdgeHost({ props: { runToken } });
   const started = Date.now();
   const response = await worker.getEntrypoint().run(job, host);
@@ -163,9 +152,9 @@ async function runAtEdge(entry, job, standby = null) {
 
 /**
  * A runner loaded and prepared before its run (the header's EdgeExecutor.standby), for one run:
- * run() takes it, and a second run(), or one that comes once it is stale (isFresh) or for
- * another CPU limit, runs on a fresh runner. Stale, or disposed (its relay session let go of
- * it), it lets go of its worker, and this Worker isolate may make another.
+ * run() takes it; a run that comes once it is stale (isFresh), for
+ * another CPU limit, or in Python runs on a fresh runner. Stale, or disposed (its relay
+ * session let go of it), it lets go of its worker, and this Worker isolate may make another.
  */
 class Standby extends RpcTarget {
   constructor(entry, worker, cpuMs) {

@@ -101,7 +101,7 @@ async fn routes(req: Request, env: &Env, ctx: &Context, who: &Who) -> Result<Res
         (_, ["mcp"]) => mcp::forward(req, env, who).await,
         (Method::Post, ["session"]) => session::attach(req, env, who).await,
         (Method::Post, ["session", id, "refresh"]) => session::refresh(req, env, id).await,
-        (Method::Get, ["session", id, "events"]) => session::forward(req, env, id, TabRoute::Events, who).await,
+        (Method::Get, ["session", id, "events"]) => session::events(req, env, id, who).await,
         (Method::Post, ["session", id, "result"]) => session::forward(req, env, id, TabRoute::Result, who).await,
         (Method::Get, ["session", id, "results"]) => session::tab_socket(req, env, id, who, TabSocket::Results).await,
         (Method::Get, ["session", id, "lease"]) => session::tab_socket(req, env, id, who, TabSocket::Lease).await,

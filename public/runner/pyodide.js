@@ -14,10 +14,11 @@
 // runs, and changes to it go to the page as they happen (python-files.js).
 
 import { loadPyodide } from "pyodide/pyodide.mjs";
-import { outputLimitFailure } from "../lib/errors.js";
+import { failure, outputLimitFailure } from "../lib/errors.js";
 import createPyodideModule from "pyodide/pyodide.asm.mjs";
 import { inWorkspace } from "../lib/workspace-rules.js";
 import { clearWorkspace, loadWorkspace, writeThrough } from "./python-files.js";
+import { SignalCounter } from "./python-limits.js";
 import { WriteRule, runnerPolicy } from "./write-rule.js";
 import relayRunSource from "./relay_run.py";
 import { MCPS_RPC } from "../lib/egress.js";
@@ -51,20 +52,60 @@ export const pyodideEngine = {
     const policy = runnerPolicy(assets.modules);
     let unwrap = null; // a context's last run's write-through, undone before its next run
     return {
-      async run(job, sink, relay) {
+      /** `guard`: at the edge only (durable/js/edge-runner-pyodide.js), see guarded(). */
+      async run(job, sink, relay, guard) {
         const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
         if (unwrap) {
           unwrap();
           clearWorkspace(pyodide.FS);
         }
-        const { exitCode, unwrapped } = await runCapsule(pyodide, relayRun, { job, sink, relay, rule });
+        const running = () => runCapsule(pyodide, relayRun, { job, sink, relay, rule, guard });
+        const { exitCode, unwrapped } = guard ? await guarded(pyodide, guard, job.limits.memMb, running) : await running();
         if (job.context) unwrap = unwrapped;
         // The interpreter's whole wasm heap: it only grows, so this is the run's peak.
-        return { exitCode, memPeakMb: pyodide._module.HEAPU8.buffer.byteLength / MiB };
+        const memPeakMb = pyodide._module.HEAPU8.buffer.byteLength / MiB;
+        return guard?.error ? { ...failure(guard.error.name, guard.error.message), memPeakMb } : { exitCode, memPeakMb };
       },
     };
   },
 };
+
+/**
+ * Runs `running()` at the edge, where nothing else stops a busy interpreter (wrangler dev
+ * enforces no limit on a dynamic worker: a runaway freezes all of workerd): each of CPython's
+ * signal reads spends work on the `guard` (edge-serve.js's Guard: a budget of ticks, the clock
+ * where it moves), which answers KeyboardInterrupt once the run must stop and halts the
+ * interpreter a little later (python-limits.js); a stop from outside (the guard's timer, the
+ * relay session leaving) halts it at its next read and ends the run now. The wasm heap is
+ * capped at `memMb` (the patched getHeapMax): past it Python raises MemoryError.
+ */
+async function guarded(pyodide, guard, memMb, running) {
+  globalThis.relayHeapMax = memMb * MiB;
+  seal(pyodide);
+  const counter = new SignalCounter(pyodide._module, (ticks) => guard.spend(ticks));
+  // Sets CPython's flag that it has a buffer to read; the patched helper reads this one, out of
+  // the guest's reach (Module.Py_EmscriptenSignalBuffer, were the Module reached, is not read).
+  globalThis.relaySignalBuffer = counter.buffer();
+  pyodide.setInterruptBuffer(globalThis.relaySignalBuffer);
+  guard.onStop = () => counter.haltSoon();
+  try {
+    return await Promise.race([running(), counter.stopped]);
+  } catch (err) {
+    // A halted interpreter: the guard says why (its error), and the isolate is thrown away.
+    if (err?.relayHardStop || guard.error) return { exitCode: 1, unwrapped: () => {} };
+    throw err;
+  }
+}
+
+/**
+ * Takes Pyodide's JavaScript API (pyodide_js: the Module, its heap, its FS, setInterruptBuffer)
+ * from the guest's reach before it runs, and the edge's other walls (relay_run.py's relay_seal).
+ * The edge only: a tab's worker is its own thread, stopped from outside.
+ */
+function seal(pyodide) {
+  pyodide.unregisterJsModule("pyodide_js");
+  pyodide.runPython("relay_seal()");
+}
 
 async function load({ modules, files }, options) {
   const wasmModule = modules[WASM_FILE];
@@ -144,25 +185,25 @@ async function guestFetch(input, init) {
 }
 
 /** Runs the capsule: `{exitCode, unwrapped}`, unwrapped() undoing its write-through. */
-async function runCapsule(pyodide, relayRun, { job, sink, relay, rule }) {
+async function runCapsule(pyodide, relayRun, { job, sink, relay, rule, guard }) {
   writeFiles(pyodide.FS, job.files);
   // Before the workspace and its write-through: installing unpacks each wheel through /tmp.
   await installWheels(pyodide, job.files);
   loadWorkspace(pyodide.FS, job.workspace);
   const unwrapped = writeThrough(pyodide.FS, { rule, relay, workspace: job.workspace, warn: (text) => sink.write("stderr", text) });
   activeRelay = relay;
-  pyodide.setStdout({ write: streamWriter(sink, "stdout") });
-  pyodide.setStderr({ write: streamWriter(sink, "stderr") });
+  pyodide.setStdout({ write: streamWriter(sink, "stdout", guard) });
+  pyodide.setStderr({ write: streamWriter(sink, "stderr", guard) });
   const { entry } = job;
   const config = { entry: entry.path, argv: entry.argv, env: entry.env, cwd: entry.cwd, stdin: entry.stdin, context: Boolean(job.context) };
   // What relay_run.py's audit hook asks before a write: the same rule as above.
   // And where display() goes (bytes come as a PyProxy of a buffer: copied out here).
-  const guard = {
+  const writeGuard = {
     deniedWrite: (path) => rule.denied(path) ?? undefined,
     inWorkspace: (path) => inWorkspace(path),
     display: (mime, data) => relay.display(mime || undefined, typeof data === "string" ? data : bytesOfProxy(data)),
   };
-  return { exitCode: await callRelayRun(pyodide, relayRun, JSON.stringify(config), guard), unwrapped };
+  return { exitCode: await callRelayRun(pyodide, relayRun, JSON.stringify(config), writeGuard), unwrapped };
 }
 
 /**
@@ -212,9 +253,12 @@ function writeFiles(FS, files) {
  * A Pyodide raw write handler for one stream. Past the output cap it throws, which raises in
  * the Python code that printed, so a printing loop ends instead of running to the timeout.
  */
-function streamWriter(sink, stream) {
+function streamWriter(sink, stream, guard) {
   const decoder = new TextDecoder();
   return (bytes) => {
+    // A stopped run's interpreter may still print on its way down (the KeyboardInterrupt's
+    // traceback, Pyodide's report of its halt): the run's error says why it ended instead.
+    if (guard?.error) return bytes.length;
     if (!sink.write(stream, decoder.decode(bytes, { stream: true }))) {
       throw new Error(outputLimitFailure(sink.limitBytes).error.message);
     }

@@ -8,7 +8,7 @@ cwd, stdin, a fresh __main__), and no later run ever sees what this one changed.
 the builtin `mcps` calls the tenant's upstream MCP servers: `await mcps.call(server, tool, params)`.
 
 Blocking on a JavaScript promise (`run_sync`: driving a top-level await from a plain call,
-`asyncio.run`, urllib) needs WebAssembly stack switching (JSPI). A browser without it (WebKit)
+`asyncio.run`, urllib) needs WebAssembly stack switching (JSPI). A runtime without it (WebKit, the edge)
 calls `relay_run` with `can_block=False`: an entry that awaits at top level is then handed back
 as an awaitable of its exit code, and urllib raises a URLError saying to use pyfetch.
 
@@ -114,6 +114,61 @@ def relay_warm():
         _exec_main(warm)
     finally:
         os.remove(warm)
+    _reseed()
+
+
+def _reseed():
+    """Every interpreter starts from the same memory snapshot, which imported `random` (and
+    tempfile's names may come from it): seeded from the OS's randomness here, each run draws its
+    own numbers. The hash secret stays the snapshot's (CPython fixes it at startup)."""
+    import random
+
+    random.seed()
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:
+        tempfile._name_sequence = None  # made again, from a fresh Random, on first use
+
+
+def relay_seal():
+    """At the edge, before the guest (pyodide.js): nothing of Pyodide's JavaScript API stays
+    reachable (pyodide.js unregistered `pyodide_js`; its modules go here), since through it a
+    guest reaches the interpreter's memory and its work counter; ctypes, which writes that
+    memory, and gc's object lists, which find what is left of it, are refused by an audit hook;
+    and calls that would freeze the isolate (time.sleep's busy-wait, unseen by the work count;
+    blocking on a promise, which needs JSPI) raise instead, naming what to use."""
+    import asyncio
+    import time
+
+    import pyodide.http  # binds what pyfetch takes from pyodide_js while it is there
+    import pyodide.webloop
+
+    for name in [name for name in sys.modules if name == "pyodide_js" or name.startswith("pyodide_js.")]:
+        # Its loader outlives it (the import system's records), holding the API: emptied.
+        sys.modules.pop(name).__spec__.loader.jsproxy = None
+    sys.addaudithook(_edge_audit)
+    time.sleep = _edge_refuses("time.sleep", "`await asyncio.sleep(seconds)`")
+    asyncio.run = _edge_refuses("asyncio.run", "`await main()` at top level")
+    pyodide.webloop.WebLoop.run_until_complete = _edge_refuses("run_until_complete", "`await` at top level")
+
+
+# Audit events the edge refuses: ctypes writes the interpreter's memory; the collector's lists
+# hand out every live object, the import system's leftovers of what was sealed among them.
+_EDGE_REFUSED = ("ctypes.", "gc.get_objects", "gc.get_referrers", "gc.get_referents")
+
+
+def _edge_audit(event, _args):
+    if event.startswith(_EDGE_REFUSED):
+        what = "ctypes" if event.startswith("ctypes.") else event
+        raise RuntimeError(f"{what} is not available at the edge executor (it reaches the interpreter's memory); run it in a tab (executor: tab)")
+
+
+def _edge_refuses(what, instead):
+    """A stand-in for `what`, which the edge executor cannot run (it would block its one thread)."""
+
+    def refused(*_args, **_kwargs):
+        raise RuntimeError(f"{what} is not available at the edge executor (it would block its only thread): use {instead}, or run it in a tab (executor: tab)")
+
+    return refused
 
 
 def _run_entry(entry, can_block, keep=False):
@@ -208,8 +263,9 @@ def _drive(coroutine):
 
 
 URLLIB_NEEDS_JSPI = (
-    "urllib.request blocks on the page's fetch, which needs WebAssembly stack switching (JSPI); "
-    "this browser has none: use `await pyodide.http.pyfetch(url)`, or run the executor tab in Chrome or Firefox"
+    "urllib.request blocks on the runner's fetch, which needs WebAssembly stack switching (JSPI); "
+    "this runtime has none (a WebKit browser, or the edge executor): use `await pyodide.http.pyfetch(url)`, "
+    "or run it in an executor tab in Chrome or Firefox"
 )
 
 

@@ -361,7 +361,8 @@ const RUN_COMMON: &str = "Each run starts in a fresh interpreter unless it names
     fetch or write the policy refuses raises PolicyDenied inside the program, naming what to \
     allow. `await mcps.call(server, tool, params)` (JS and Python) calls a tool of the tenant's \
     upstream MCP servers (see /mcps/index.json); their credentials stay on the server. A browser tab runs the code; where the tenant allows \
-    it, JavaScript with no tab runs at the edge instead (structuredContent.executor says where; \
+    it, code with no tab runs at the edge instead (Python there without pip packages, time.sleep or \
+    urllib: use await asyncio.sleep and pyfetch; structuredContent.executor says where; \
     EdgeBudgetExceeded when its budget is spent). On NoExecutorAttached ask the user to open the relay page.";
 
 /// The `context` argument: what it keeps, what it shares, how it ends.
@@ -393,7 +394,7 @@ fn run_schema(code: &str, deps_name: &str, deps: Value) -> Value {
                    "description": "With `context`: throw the context's interpreter away and start it afresh for this run." },
         "policy": policy_schema(),
         "executor": { "type": "string", "enum": ["tab", "tab-or-edge", "edge"],
-                      "description": "Where the code may run, within the tenant's defaults.executor (a call may only narrow it): a browser tab, a tab when one is attached or coming back else the edge (a fresh sandbox on the server, JavaScript only), or the edge only." },
+                      "description": "Where the code may run, within the tenant's defaults.executor (a call may only narrow it): a browser tab, a tab when one is attached or coming back else the edge (a fresh sandbox on the server; Python there without pip packages, and with pyfetch rather than urllib), or the edge only." },
     });
     properties[deps_name] = deps;
     object(properties, &["code"])

@@ -54,8 +54,8 @@ pub const EDGE_BUILD_CAPS: EdgeBuildCaps = EdgeBuildCaps {
 const ON_A_TAB: &str = "a browser tab can build it: open the relay page once and call again (later identical calls \
                         reuse that build, at the edge too)";
 
-/// Why a build may not run at the edge, if it may not: Python's (Pyodide does not run at the
-/// edge), or an npm build when `claim` (asked only for those) finds another build of the relay
+/// Why a build may not run at the edge, if it may not: Python's (a run naming pip packages goes
+/// to a tab before it is built: its compiled modules cannot load at the edge), or an npm build when `claim` (asked only for those) finds another build of the relay
 /// session running there (one at a time).
 pub fn edge_build_refusal(language: Language, claim: impl FnOnce() -> bool) -> Option<String> {
     match language {

@@ -34,6 +34,10 @@ pub fn object_name(tenant_id: &str, session: &str) -> String {
 
 /// The header naming the tab a tab route's request comes from (the `tabId` of its `hello`).
 pub const TAB_HEADER: &str = "x-relay-tab";
+/// On a relay session's answer to a legacy client's standalone `GET /mcp`: the stream is
+/// accepted, and the Worker holds it (nothing is ever sent on it unprompted: keep-alives only),
+/// so the DO keeps no timer awake for it.
+pub const HOLD_STREAM_HEADER: &str = "x-relay-hold-stream";
 
 /// On a tab socket's upgrade: when the attach token it was opened with expires (seconds since
 /// the epoch). The DO takes no batch on that socket after it.
@@ -44,7 +48,8 @@ pub const TOKEN_EXPIRY_HEADER: &str = "x-relay-token-expiry";
 pub enum SessionRequest {
     /// `/mcp`: the client's request as it came (its method, headers and body).
     Mcp(HttpRequest),
-    /// A tab opens its command stream.
+    /// A tab opens its command stream: a WebSocket from the Worker, which holds the tab's SSE
+    /// stream and writes on it what the DO sends.
     Events,
     /// A batch of a tab's events (NDJSON, judged by `run::backchannel`).
     Result { tab: Option<String>, batch: Vec<u8> },
@@ -151,7 +156,7 @@ impl SessionRequest {
                 headers: request.headers,
                 body: request.body,
             },
-            Events => get(path::EVENTS, Vec::new()),
+            Events => get(path::EVENTS, vec![("upgrade".into(), "websocket".into())]),
             Result { tab, batch } => post(path::RESULT, &[], tab_header(tab), batch),
             ResultsSocket { tab, token_expiry_s } => get(path::RESULTS, socket_headers(tab, token_expiry_s)),
             LeaseSocket { tab, token_expiry_s } => get(path::LEASE, socket_headers(tab, token_expiry_s)),

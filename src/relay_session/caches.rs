@@ -90,6 +90,15 @@ impl Caches {
         Value::from(Vec::from(self.clients.borrow().clone()))
     }
 
+    /// The clients seen, as an earlier instance kept them (`kept`): shown, not decided on.
+    pub fn set_clients(&self, clients: VecDeque<Value>) {
+        *self.clients.borrow_mut() = clients;
+    }
+
+    pub fn seen_clients(&self) -> VecDeque<Value> {
+        self.clients.borrow().clone()
+    }
+
     /// What is known of the protocol era of upstream `key` (name and URL).
     pub fn upstream_era(&self, key: &str) -> Known {
         self.upstream_eras.borrow().get(key).cloned().unwrap_or_default()

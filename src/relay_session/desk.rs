@@ -86,19 +86,24 @@ struct RunIo<F> {
 
 /// The run machine and the runs in hand.
 pub struct Desk<F> {
-    machine: RefCell<Option<RunMachine>>,
+    pub(super) machine: RefCell<Option<RunMachine>>,
     runs: RefCell<HashMap<String, RunIo<F>>>,
     /// Run -> its answer, for legacy calls whose client may resume (oldest first).
-    kept_answers: RefCell<VecDeque<(String, Value)>>,
+    pub(super) kept_answers: RefCell<VecDeque<(String, Value)>>,
     /// Runs whose deps layer a tab is building, by run id (see `builds.rs`).
     builds: RefCell<HashMap<String, PendingBuild>>,
     /// The relay session's contexts (`run::contexts`).
-    contexts: RefCell<Contexts>,
-    /// The last runs at the edge, oldest first, for the pages' lists (in memory only).
-    edge_runs: RefCell<VecDeque<RanCommand>>,
+    pub(super) contexts: RefCell<Contexts>,
+    /// The `ran` frames of the last runs at the edge, oldest first, for the pages' lists.
+    pub(super) edge_runs: RefCell<VecDeque<String>>,
+    /// The tenant's queue settings and edge budget as the last request carried them.
+    pub(super) settings: RefCell<Option<Settings>>,
     /// The run whose deps build is running at the edge: one at a time per relay session.
     edge_building: RefCell<Option<String>>,
 }
+
+/// What the run machine is configured with: the tenant's queue settings and edge budget.
+pub type Settings = (QueueSettings, Option<EdgeBudget>);
 
 impl<F> Default for Desk<F> {
     fn default() -> Self {
@@ -109,6 +114,7 @@ impl<F> Default for Desk<F> {
             builds: RefCell::default(),
             contexts: RefCell::default(),
             edge_runs: RefCell::default(),
+            settings: RefCell::default(),
             edge_building: RefCell::default(),
         }
     }
@@ -138,6 +144,7 @@ impl<P: Platform> RelaySession<P> {
         let machine = machine.get_or_insert_with(|| RunMachine::new(settings.clone()));
         machine.configure(settings);
         machine.set_edge_budget(edge_budget);
+        *self.desk.settings.borrow_mut() = Some((settings.clone(), edge_budget));
     }
 
     /// The tenant's edge spend today, as its ledger said when it charged this call.
@@ -272,12 +279,12 @@ impl<P: Platform> RelaySession<P> {
 
     /// Tells every attached tab of a run that ended at the edge, and keeps it for tabs to come.
     fn tell_edge_run(&self, ran: RanCommand) {
-        let frame = TabCommand::Ran(ran.clone()).frame();
+        let frame = TabCommand::Ran(ran).frame();
         for tab in self.platform.tabs().ids() {
             self.platform.tabs().write(&tab, frame.clone());
         }
         let mut kept = self.desk.edge_runs.borrow_mut();
-        kept.push_back(ran);
+        kept.push_back(String::from_utf8_lossy(&frame).into_owned());
         if kept.len() > EDGE_RUNS_KEPT {
             kept.pop_front();
         }
@@ -285,7 +292,7 @@ impl<P: Platform> RelaySession<P> {
 
     /// The `ran` commands of the last runs at the edge, oldest first, for a tab attaching.
     pub fn edge_run_frames(&self) -> Vec<Vec<u8>> {
-        self.desk.edge_runs.borrow().iter().map(|ran| TabCommand::Ran(ran.clone()).frame()).collect()
+        self.desk.edge_runs.borrow().iter().map(|frame| frame.clone().into_bytes()).collect()
     }
 
     /// What a run of context `claim` that ended as `outcome` on `tab` leaves of it.

@@ -14,6 +14,7 @@
 //!   tools answered from it; [`workspace_routes`] the routes of tabs and runs over it.
 //! - [`body_sweep`]: the retention sweep of its workspace bodies, when the cron asks.
 //! - [`caches`]: what one instance remembers to be faster, never to decide.
+//! - [`kept`]: what must outlive an instance (its DO sleeps between runs): saved when idle.
 //! - [`store`] over [`sql`]: the SQLite (migrations, the audit chain, metrics, tasks, `/out`
 //!   slots, legacy MCP sessions). Every write returns its error: a failed one is reported
 //!   ([`RelaySession::audited`], [`RelaySession::persisted`]), never dropped.
@@ -23,6 +24,7 @@ pub mod builds;
 pub mod caches;
 pub mod desk;
 pub mod edge;
+pub mod kept;
 pub mod runs;
 pub mod sql;
 pub mod store;
@@ -44,9 +46,13 @@ use crate::audit::AuditRecord;
 use crate::auth::Tenant;
 use crate::error::HttpError;
 use crate::log::LogLine;
-use crate::metrics::Snapshot;
+use crate::metrics::{Snapshot, Wake};
 use crate::stores::{Blobs, Records};
 use crate::upstream::client::{Post, Received};
+
+/// The DO alarm's writes by op, and the kinds they are counted under in the wake-ups' table
+/// (not wake-ups: `Wake::ALL` lists those).
+const ALARM_WRITES: [(&str, &str); 2] = [("set", "alarm_set"), ("delete", "alarm_delete")];
 
 /// What a relay session stands on. The Durable Object implements it over the runtime
 /// (`durable/src/relay_session/shared.rs`), the native tests over SQLite in memory and
@@ -110,6 +116,11 @@ pub struct RelaySession<P: Platform> {
     /// Writes to the SQLite that failed since this instance started, by what (the metrics
     /// report them: the storage that failed cannot hold them).
     failures: RefCell<BTreeMap<String, u64>>,
+    /// Wake-ups (and alarm writes) counted since they were last written (`woke`,
+    /// `alarm_written`, `flush_wakeups`).
+    wakeups: RefCell<BTreeMap<&'static str, u64>>,
+    /// The kept memory as last saved or restored (`kept`): a save that changes nothing is skipped.
+    kept_doc: RefCell<String>,
 }
 
 impl<P: Platform> RelaySession<P> {
@@ -120,6 +131,8 @@ impl<P: Platform> RelaySession<P> {
             caches: Caches::default(),
             bodies: BodyGuard::default(),
             failures: RefCell::default(),
+            wakeups: RefCell::default(),
+            kept_doc: RefCell::default(),
         }
     }
 
@@ -139,13 +152,15 @@ impl<P: Platform> RelaySession<P> {
         format!("{prefix}{}", hex::encode(bytes))
     }
 
-    /// Brings the SQLite up to date and closes the runs a restart cut off (no run can be in
-    /// flight in an instance that is only starting). A migration that failed is returned: the
-    /// relay session must then serve nothing, its schema being half-way.
+    /// Brings the SQLite up to date, closes the runs a restart cut off (no run can be in
+    /// flight in an instance that is only starting) and takes back what an earlier instance
+    /// kept (`kept`). A migration that failed is returned: the relay session must then serve
+    /// nothing, its schema being half-way.
     pub fn open(&self) -> Result<(), StorageError> {
         self.store().migrate()?;
         let closed = self.store().close_unfinished(self.now_ms());
         self.audited("closing runs cut off by a restart", closed);
+        self.restore_memory();
         Ok(())
     }
 
@@ -176,9 +191,43 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// The relay session's metrics, with what only this instance knows: its wasm memory
-    /// (`wasm_memory_bytes`), the writes to its storage that failed.
+    /// (`wasm_memory_bytes`), the writes to its storage that failed; and its DO's wake-ups,
+    /// every kind listed (0 when never counted).
     pub fn metrics(&self, wasm_memory_bytes: u64) -> Result<Snapshot, StorageError> {
         let stored = self.store().metrics()?;
-        Ok(Snapshot { wasm_memory_bytes, storage_failures: self.failures.borrow().clone(), ..stored })
+        let counted = self.store().wakeups()?;
+        let pending = self.wakeups.borrow();
+        let count = |kind: &str| counted.get(kind).copied().unwrap_or(0) + pending.get(kind).copied().unwrap_or(0);
+        let wakeups = Wake::ALL.iter().map(|w| (w.as_str().to_owned(), count(w.as_str())));
+        let alarm_writes = ALARM_WRITES.iter().map(|(op, kind)| ((*op).to_owned(), count(kind)));
+        Ok(Snapshot {
+            wasm_memory_bytes,
+            storage_failures: self.failures.borrow().clone(),
+            wakeups: wakeups.collect(),
+            alarm_writes: alarm_writes.collect(),
+            ..stored
+        })
+    }
+
+    /// Its DO ran code, for `wake`: counted in memory until `flush_wakeups` writes it.
+    pub fn woke(&self, wake: Wake) {
+        *self.wakeups.borrow_mut().entry(wake.as_str()).or_default() += 1;
+    }
+
+    /// Its DO's alarm was set (`set`) or deleted: counted with the wake-ups, and written with them.
+    pub fn alarm_written(&self, set: bool) {
+        let (_, kind) = ALARM_WRITES[usize::from(!set)];
+        *self.wakeups.borrow_mut().entry(kind).or_default() += 1;
+    }
+
+    /// Writes the wake-ups counted in memory to the SQLite, where they outlive the instance (a
+    /// DO that hibernates is a new instance at each wake). The DO calls it when no run is in
+    /// hand, after its answer has gone: a write holds the DO's next messages until it is
+    /// committed, which in a run's path would delay the run.
+    pub fn flush_wakeups(&self) {
+        let pending = std::mem::take(&mut *self.wakeups.borrow_mut());
+        for (kind, n) in pending {
+            self.persisted("wakeups", self.store().count_wakeups(kind, n));
+        }
     }
 }

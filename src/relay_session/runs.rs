@@ -25,12 +25,13 @@ use super::store::{Ended, Queued};
 use super::{Platform, RelaySession, StorageError};
 use crate::audit;
 use crate::capsule::jws::Signer;
-use crate::capsule::Capsule;
+use crate::capsule::{Capsule, Language};
 use crate::error::ErrorName;
 use crate::files::download_url;
 use crate::mcp::jsonrpc::{RpcError, INVALID_REQUEST};
 use crate::mcp::tasks::{TaskRecord, TaskStatus};
 use crate::mcp::{self, Era, HttpResponse, LogLevel, Tool, ToolCall, ToolResult};
+use crate::packages::request::DepsRequest;
 use crate::protocol::{Caller, CapsuleCommand, ContextOrder, TabCommand};
 use crate::quota::{run_lease, Charge, LedgerAnswer};
 use crate::run::args::{capsule_spec, deps_request};
@@ -239,7 +240,10 @@ impl Call {
             context_runs: exit.usage.context_runs,
             files,
             images: images.collect(),
-            error: exit.error.as_ref().map(|e| named_error(e, caller, call.tool)),
+            error: exit
+                .error
+                .as_ref()
+                .map(|e| named_error(e, caller, call.tool == Tool::RunPy && names_pip_packages(&call.arguments))),
             context,
             displays: exit.displays.clone(),
             run: run.clone(),
@@ -270,37 +274,47 @@ fn listed_file(file: &OutFile, signer: &Signer, caller: &Caller, run: &str, now_
 }
 
 /// Where the run of `call` may execute: the tenant's `defaults.executor` (as `tab` without an
-/// edge budget) narrowed by the call's `executor` argument. The edge runs JavaScript only, so
-/// Python goes to a tab.
+/// edge budget) narrowed by the call's `executor` argument. A run in a context, and Python with
+/// pip packages, go to a tab.
 pub fn executor_of(call: &ToolCall, caller: &Caller) -> Result<Executor, String> {
     let defaults = &caller.tenant.defaults;
     let asked = call.arguments.get("executor").and_then(Value::as_str).and_then(Executor::parse);
     let executor = defaults.executor.for_call(defaults.edge.is_some(), asked)?;
     // A context lives in a tab's runner worker: a run in one goes to a tab.
     let in_context = call.arguments.get("context").is_some_and(|context| !context.is_null());
-    match (call.tool, executor) {
-        (Tool::RunPy, Executor::Edge) => Err(PYTHON_NEEDS_A_TAB.into()),
-        (_, Executor::Edge) if in_context => Err(CONTEXT_NEEDS_A_TAB.into()),
-        (Tool::RunPy, _) => Ok(Executor::Tab),
-        (_, _) if in_context => Ok(Executor::Tab),
-        (_, executor) => Ok(executor),
+    let packages = call.tool == Tool::RunPy && names_pip_packages(&call.arguments);
+    match executor {
+        Executor::Edge if in_context => Err(CONTEXT_NEEDS_A_TAB.into()),
+        Executor::Edge if packages => Err(PYTHON_PACKAGES_NEED_A_TAB.into()),
+        _ if in_context || packages => Ok(Executor::Tab),
+        executor => Ok(executor),
     }
+}
+
+/// Whether a run_py call's `pip` lists a package (an invalid one is refused on its own later).
+fn names_pip_packages(arguments: &Value) -> bool {
+    arguments
+        .as_object()
+        .is_some_and(|arguments| matches!(DepsRequest::from_arguments(Language::Py, arguments), Ok(Some(_))))
 }
 
 /// Why a run in a context never runs at the edge.
 const CONTEXT_NEEDS_A_TAB: &str =
     "a context lives in a browser tab: a run in one cannot go to the edge executor (leave out context, or executor)";
 
-/// Why Python never runs at the edge (Pyodide is not measured there yet: docs/ARCHITECTURE.md
-/// "The edge executor").
-const PYTHON_NEEDS_A_TAB: &str = "Python needs a browser tab: the edge executor runs JavaScript (run_js) only";
+/// Why Python with pip packages never runs at the edge: a compiled module (.so) is compiled to
+/// wasm when it is imported, which a dynamic Worker refuses (docs/ARCHITECTURE.md "The edge
+/// executor").
+const PYTHON_PACKAGES_NEED_A_TAB: &str = "Python with pip packages needs a browser tab: a package's compiled \
+     modules (.so) are WebAssembly compiled as they load, which the edge executor's sandbox refuses; Python \
+     without pip runs at the edge";
 
 /// The error name of a run's error; NoExecutorAttached says which page to open (and, for
-/// Python where the tenant runs JavaScript at the edge, that Python needs a tab).
-fn named_error(error: &RunError, caller: &Caller, tool: Tool) -> (ErrorName, String) {
+/// Python with packages where the tenant runs code at the edge, why they need a tab).
+fn named_error(error: &RunError, caller: &Caller, packaged_python: bool) -> (ErrorName, String) {
     match tool_error_name(&error.name) {
-        Some(ErrorName::NoExecutorAttached) if tool == Tool::RunPy && caller.tenant.defaults.edge.is_some() => {
-            (ErrorName::NoExecutorAttached, format!("{PYTHON_NEEDS_A_TAB}; {}", caller.no_executor_message()))
+        Some(ErrorName::NoExecutorAttached) if packaged_python && caller.tenant.defaults.edge.is_some() => {
+            (ErrorName::NoExecutorAttached, format!("{PYTHON_PACKAGES_NEED_A_TAB}; {}", caller.no_executor_message()))
         }
         Some(ErrorName::NoExecutorAttached) => (ErrorName::NoExecutorAttached, caller.no_executor_message()),
         Some(name) => (name, error.message.clone()),

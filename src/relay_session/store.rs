@@ -6,6 +6,7 @@
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 use super::sql::{Sql, SqlValue};
 use crate::audit::{self, AuditRecord, ChainHead, Kind, Scope};
@@ -28,6 +29,8 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0007_workspace.sql"),
     include_str!("../../migrations/0008_run_executor.sql"),
     include_str!("../../migrations/0009_body_retention.sql"),
+    include_str!("../../migrations/0010_wakeups.sql"),
+    include_str!("../../migrations/0011_kept.sql"),
 ];
 /// How long a run's published paths are counted: longer than any run token lives.
 const OUT_FILES_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
@@ -267,6 +270,32 @@ impl<'a, S: Sql> Store<'a, S> {
     }
 
     /// The relay session's metrics so far.
+    /// `n` more wake-ups of the DO of kind `kind` (`metrics::Wake`).
+    pub fn count_wakeups(&self, kind: &str, n: u64) -> Result<()> {
+        let query = "INSERT INTO wakeups (kind, n) VALUES (?, ?) ON CONFLICT (kind) DO UPDATE SET n = n + excluded.n";
+        self.sql.exec(query, &[kind.into(), n.into()])
+    }
+
+    /// The wake-ups counted so far, by kind.
+    pub fn wakeups(&self) -> Result<BTreeMap<String, u64>> {
+        #[derive(Deserialize)]
+        struct Row {
+            kind: String,
+            n: u64,
+        }
+        Ok(self.sql.rows::<Row>("SELECT kind, n FROM wakeups", &[])?.into_iter().map(|r| (r.kind, r.n)).collect())
+    }
+
+    /// Replaces the relay session's kept memory (`kept::Kept`, as JSON).
+    pub fn save_kept(&self, doc: &str) -> Result<()> {
+        self.sql.exec("INSERT OR REPLACE INTO kept (id, doc) VALUES (1, ?)", &[doc.into()])
+    }
+
+    /// The kept memory as last saved, if any (a document that does not parse is none).
+    pub fn kept<T: DeserializeOwned>(&self) -> Result<Option<T>> {
+        Ok(self.documents("SELECT doc FROM kept WHERE id = 1", &[])?.into_iter().next())
+    }
+
     pub fn metrics(&self) -> Result<Snapshot> {
         Ok(self
             .documents("SELECT snapshot AS doc FROM metrics WHERE id = 1", &[])?

@@ -83,7 +83,7 @@ pub fn ask_of(arguments: &Map<String, Value>) -> Result<Option<Ask>, String> {
 pub type Key = (String, String);
 
 /// A live context as the relay session knows it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Live {
     created_ms: u64,
     last_used_ms: u64,
@@ -167,14 +167,33 @@ impl Report {
     }
 }
 
-/// The book of a relay session's contexts.
-#[derive(Debug, Default)]
+/// The book of a relay session's contexts. It outlives its relay session's instance (a DO
+/// that sleeps between runs loses its memory): it is kept as JSON, each map as a list of
+/// pairs (JSON objects take only string keys).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Contexts {
+    #[serde(with = "pairs")]
     live: BTreeMap<Key, Live>,
     /// Why a context ended, for the next run that names it (at most [`LOST_KEPT`]).
+    #[serde(with = "pairs")]
     lost: BTreeMap<Key, String>,
     /// The limit the latest claim was held to.
     limit: usize,
+}
+
+/// A map keyed by [`Key`] as a JSON list of `[key, value]` pairs.
+mod pairs {
+    use super::Key;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<V: Serialize, S: Serializer>(map: &BTreeMap<Key, V>, to: S) -> Result<S::Ok, S::Error> {
+        to.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<'de, V: Deserialize<'de>, D: Deserializer<'de>>(from: D) -> Result<BTreeMap<Key, V>, D::Error> {
+        Ok(Vec::<(Key, V)>::deserialize(from)?.into_iter().collect())
+    }
 }
 
 impl Contexts {

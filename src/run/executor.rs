@@ -109,8 +109,9 @@ impl EdgeBudget {
 }
 
 /// What a relay session spent of its edge budget: the starts of the last minute and the
-/// milliseconds of the current UTC day.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// milliseconds of the current UTC day. Kept across its relay session's instances
+/// (`relay_session::kept`): a DO evicted between runs must not start its minute over.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeMeter {
     starts: VecDeque<u64>,
     day: u64,

@@ -313,6 +313,16 @@ impl RunMachine {
         self.meter.seed(now_ms, spent_ms);
     }
 
+    /// What this relay session spent of its edge budget (kept across instances).
+    pub fn edge_meter(&self) -> &EdgeMeter {
+        &self.meter
+    }
+
+    /// The meter an earlier instance kept.
+    pub fn restore_edge_meter(&mut self, meter: EdgeMeter) {
+        self.meter = meter;
+    }
+
     /// Milliseconds of edge runs spent today, for the metrics.
     pub fn edge_spent_ms(&self) -> u64 {
         self.meter.spent_ms()

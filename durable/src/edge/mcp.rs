@@ -12,15 +12,19 @@ use super::oauth;
 use super::tenants::authenticate;
 use super::Who;
 use crate::platform::bindings::{self, public_origin, PUBLIC_URL, RELAY_ALLOW_LOCALHOST};
-use crate::platform::http::{error, refuse, to_response};
-use crate::platform::{ledger, now_ms, stub};
+use crate::platform::http::{error, refuse, sse_headers, to_response};
+use crate::platform::{ledger, now_ms, sleep, stub};
+use futures::{future, StreamExt};
 use relay_core::auth::{bearer, check_key_shape, session_name_ok, Tenant, SESSION_NAME_RULE};
 use relay_core::error::ErrorName;
 use relay_core::mcp::{self, Context, HttpRequest, HttpResponse, RelayView, MAX_BODY_BYTES};
-use relay_core::protocol::{Caller, SessionRequest, CALLER_HEADER};
+use relay_core::protocol::{Caller, SessionRequest, CALLER_HEADER, HOLD_STREAM_HEADER};
 use relay_core::quota::{Admitted, Charge, LedgerAnswer};
 use std::cell::RefCell;
 use worker::{Env, Method, Request, Response, Result};
+
+/// How often a quiet legacy GET stream gets a keep-alive comment.
+const KEEPALIVE_MS: u64 = 15_000;
 
 pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
     let url = req.url()?;
@@ -72,7 +76,24 @@ pub async fn forward(mut req: Request, env: &Env, who: &Who) -> Result<Response>
     if let Some(refused) = admit(env, &caller, &request).await? {
         return Ok(refused);
     }
-    stub::send(env, &caller, SessionRequest::Mcp(request)).await
+    let answer = stub::send(env, &caller, SessionRequest::Mcp(request)).await?;
+    if answer.headers().has(HOLD_STREAM_HEADER)? {
+        return held_stream();
+    }
+    Ok(answer)
+}
+
+/// A legacy client's standalone GET stream, accepted by its relay session's DO and held here
+/// (`HOLD_STREAM_HEADER`): a keep-alive comment every `KEEPALIVE_MS` until the client leaves,
+/// and no timer in the DO, which can sleep meanwhile (docs/COST.md).
+fn held_stream() -> Result<Response> {
+    let keepalive = || Ok::<_, worker::Error>(mcp::SSE_KEEPALIVE.as_bytes().to_vec());
+    let first = futures::stream::once(future::ready(keepalive()));
+    let ticks = futures::stream::unfold((), move |()| async move {
+        let _ = sleep(KEEPALIVE_MS).await;
+        Some((keepalive(), ()))
+    });
+    Ok(Response::from_stream(first.chain(ticks))?.with_headers(sse_headers()))
 }
 
 /// Charges the tenant's ledger for `request` before it reaches its relay session (a

@@ -1,7 +1,8 @@
 //! Tabs attaching as executors: `POST /session` mints an attach token (EdDSA JWT, 5 minutes)
 //! for a relay session of the caller's tenant; `/session/:id/refresh` renews it; `events`,
 //! `result`, `lease` and the tab's sockets are forwarded to the session's DO once the token is
-//! checked. The tenant is taken
+//! checked; the tab's command stream (`events`) is held here, by the Worker, over a socket to
+//! the DO, so the DO can sleep while the tab is idle. The tenant is taken
 //! from the token, so a session id in the path never reaches another tenant. Tokens travel in
 //! `Authorization: Bearer` (a WebSocket's: in its offered subprotocols), never in URLs, which
 //! access logs and trace stores keep.
@@ -10,18 +11,23 @@ use super::http::read_capped;
 use super::tenants::{authenticated_body, token_tenant};
 use super::Who;
 use crate::platform::bindings::public_origin;
-use crate::platform::http::{json, refuse};
+use crate::platform::http::{json, refuse, sse_headers};
 use crate::platform::signer::{signer, token_keys};
-use crate::platform::{ledger, now_ms, random, stub};
+use crate::platform::{ledger, now_ms, random, sleep, stub};
+use futures::channel::mpsc::{self, UnboundedSender};
+use futures::future::{self, Either};
+use futures::StreamExt;
 use relay_core::auth::{
     bearer, session_name_ok, socket_bearer, AttachClaims, LEASE_PROTOCOL, RESULTS_PROTOCOL, SESSION_NAME_RULE,
 };
 use relay_core::error::ErrorName;
 use relay_core::protocol::{Caller, SessionRequest, TAB_HEADER};
 use relay_core::quota::Charge;
+use relay_core::relay_session::desk::HEARTBEAT;
 use relay_core::run::backchannel::MAX_BATCH_BYTES;
 use serde_json::{json, Value};
-use worker::{Env, Request, Response, Result};
+use worker::wasm_bindgen_futures::spawn_local;
+use worker::{Env, Request, Response, Result, WebSocket, WebsocketEvent};
 
 /// Body limit of `POST /session`: `{"session": NAME}` and nothing more.
 const ATTACH_BODY_MAX: usize = 4 * 1024;
@@ -29,6 +35,9 @@ const ATTACH_BODY_MAX: usize = 4 * 1024;
 const REFRESH_BODY_MAX: usize = 4 * 1024;
 /// Body limit of `POST /session/:id/ready`: a few runtimes' states.
 const READY_BODY_MAX: usize = 4 * 1024;
+/// How long a tab's command stream may be quiet before the Worker writes a keep-alive comment
+/// on it (the page takes a stream silent for 8 s as lost, and reattaches).
+const KEEPALIVE_MS: u64 = 2_000;
 
 /// `POST /session` with the tenant's key and `{"session": NAME}` (default `default`).
 pub async fn attach(mut req: Request, env: &Env, who: &Who) -> Result<Response> {
@@ -178,8 +187,6 @@ pub async fn tab_socket(req: Request, env: &Env, session: &str, who: &Who, socke
 /// A tab's request that its relay session's DO answers (the tab named in `x-relay-tab`).
 #[derive(Clone, Copy)]
 pub enum TabRoute {
-    /// `GET /session/:id/events`: the command stream.
-    Events,
     /// `POST /session/:id/result`: a batch of events.
     Result,
     /// `POST /session/:id/lease`: a renewal, where the lease socket cannot open.
@@ -204,7 +211,6 @@ impl TabRoute {
 
     fn request(self, tab: Option<String>, body: Vec<u8>) -> SessionRequest {
         match self {
-            TabRoute::Events => SessionRequest::Events,
             TabRoute::Result => SessionRequest::Result { tab, batch: body },
             TabRoute::RenewLease => SessionRequest::RenewLease { tab },
             TabRoute::Mcps => SessionRequest::McpsTree,
@@ -212,6 +218,46 @@ impl TabRoute {
             TabRoute::Ready => SessionRequest::Ready { tab, report: body },
         }
     }
+}
+
+/// `GET /session/:id/events`: a tab attaches. The Worker holds its SSE stream, not the DO: it
+/// opens a WebSocket to the relay session's DO (which accepts it hibernatable, tagged with the
+/// tab), writes each frame the DO sends on it (`hello`, then the other `TabCommand`s, each
+/// already an SSE event) to the tab, and writes the keep-alive comments itself. So an idle tab
+/// keeps no DO awake: the DO runs only when it has something to say or to decide.
+pub async fn events(req: Request, env: &Env, session: &str, who: &Who) -> Result<Response> {
+    let answer = to_tab_session(req, env, session, who, None, |_, _| SessionRequest::Events).await?;
+    if answer.status_code() != 101 {
+        return Ok(answer); // the DO's refusal, as it is
+    }
+    let Some(socket) = answer.websocket() else {
+        return Ok(refuse(ErrorName::Internal, "the relay session answered the tab's attach with no socket; retry"));
+    };
+    socket.accept()?;
+    let (stream, body) = mpsc::unbounded();
+    let _ = stream.unbounded_send(Ok(b"retry: 2000\n\n".to_vec()));
+    spawn_local(relay_frames(socket, stream));
+    Ok(Response::from_stream(body)?.with_headers(sse_headers()))
+}
+
+/// Writes each frame the DO sends on `socket` to the tab's `stream`, and a keep-alive whenever
+/// it has been quiet for `KEEPALIVE_MS`, until the DO closes the socket (it dropped the tab:
+/// the stream ends and the page reattaches) or the tab's stream is gone (a write fails: the
+/// socket is closed, so the DO hears of it). The tab's liveness stays its lease's.
+async fn relay_frames(socket: WebSocket, stream: UnboundedSender<Result<Vec<u8>>>) {
+    let Ok(mut events) = socket.events() else { return };
+    loop {
+        let frame = match future::select(events.next(), sleep(KEEPALIVE_MS)).await {
+            Either::Left((Some(Ok(WebsocketEvent::Message(message))), _)) => message.text().map(String::into_bytes),
+            Either::Left(_) => break, // closed, or failed
+            Either::Right(_) => Some(HEARTBEAT.to_vec()),
+        };
+        if frame.is_some_and(|frame| stream.unbounded_send(Ok(frame)).is_err()) {
+            break;
+        }
+    }
+    drop(events);
+    let _ = socket.close(Some(1000), Some("the tab's command stream ended"));
 }
 
 /// A tab's request (`TabRoute`), its token checked, forwarded to the session's DO.

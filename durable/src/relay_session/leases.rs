@@ -15,6 +15,9 @@ pub const PING: &str = "ping";
 const PONG: &str = "pong";
 /// The tag every lease socket carries (its other tags: its tab, and its token's expiry).
 pub const LEASE_TAG: &str = "lease";
+/// The tag of a tab's command socket (the Worker's, which holds the tab's SSE stream); its other
+/// tag is its tab.
+pub const EVENTS_TAG: &str = "events";
 /// A socket's tag that holds its attach token's expiry (`exp:<seconds>`), results socket or lease.
 pub const EXPIRY_TAG: &str = "exp:";
 
@@ -78,6 +81,7 @@ impl Leases {
 /// A socket's tab and its token's expiry (seconds; 0 when it has none), from its tags.
 pub fn socket_tags(tags: &[String]) -> (Option<&str>, u64) {
     let expiry = tags.iter().find_map(|t| t.strip_prefix(EXPIRY_TAG)?.parse::<u64>().ok()).unwrap_or(0);
-    let tab = tags.iter().find(|t| *t != LEASE_TAG && !t.starts_with(EXPIRY_TAG)).map(String::as_str);
+    let tab =
+        tags.iter().find(|t| *t != LEASE_TAG && *t != EVENTS_TAG && !t.starts_with(EXPIRY_TAG)).map(String::as_str);
     (tab, expiry)
 }

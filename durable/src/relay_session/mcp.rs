@@ -1,21 +1,18 @@
 //! `/mcp` inside the Session DO: feeds the request to the pure MCP core and acts on its
-//! [`Dispatch`]: replies as they are, legacy GET streams kept alive, tool calls run, cancels.
+//! [`Dispatch`]: replies as they are, legacy GET streams accepted (the Worker holds them), tool
+//! calls run, cancels.
 
 use super::runs;
 use super::shared::Shared;
 use crate::platform::http::{self, sse_headers};
-use crate::platform::{ledger, now_ms, random, sleep};
-use futures::StreamExt;
+use crate::platform::{ledger, now_ms, random};
 use relay_core::mcp::{self, Context, Dispatch, HttpRequest, HttpResponse, RelayView};
-use relay_core::protocol::Caller;
+use relay_core::protocol::{Caller, HOLD_STREAM_HEADER};
 use relay_core::relay_session::{McpSessions, Platform, Tabs};
 use relay_core::run::machine::{Cancel, Input};
 use serde_json::Value;
 use std::rc::Rc;
 use worker::{Headers, Response, Result};
-
-/// How often a quiet legacy GET stream gets a keep-alive comment.
-const KEEPALIVE_MS: u64 = 15_000;
 
 pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) -> Result<Response> {
     // Lapsed leases and passed deadlines are acted on first, so what `relay://session` and the
@@ -50,7 +47,7 @@ pub async fn handle(shared: Rc<Shared>, request: HttpRequest, caller: Caller) ->
         Dispatch::OpenStream { session_id, last_event_id: Some(event_id) } => {
             runs::resume(shared, &session_id, &event_id)
         }
-        Dispatch::OpenStream { .. } => keepalive_stream(),
+        Dispatch::OpenStream { .. } => held_stream(),
         Dispatch::Call(call) => runs::respond(shared, caller, call).await,
         Dispatch::CancelRun { run_id, reply } => {
             shared.feed(Input::Cancel { run: run_id, why: Cancel::ByClient });
@@ -80,14 +77,10 @@ fn relay_view(shared: &Shared, caller: &Caller) -> RelayView {
     }
 }
 
-/// The legacy server-to-client stream: we send nothing unprompted, so it carries keep-alives
-/// until the client closes it.
-fn keepalive_stream() -> Result<Response> {
-    let first = futures::stream::once(async { Ok::<_, worker::Error>(mcp::SSE_KEEPALIVE.as_bytes().to_vec()) });
-    let ticks = futures::stream::unfold((), |()| async {
-        let _ = sleep(KEEPALIVE_MS).await;
-        Some((Ok(mcp::SSE_KEEPALIVE.as_bytes().to_vec()), ()))
-    });
+/// The legacy server-to-client stream, accepted: the Worker holds it (`edge/mcp.rs`). We send
+/// nothing unprompted on it, so a DO that held it would stay awake for its keep-alives alone.
+fn held_stream() -> Result<Response> {
     let headers: Headers = sse_headers();
-    Ok(Response::from_stream(first.chain(ticks))?.with_headers(headers))
+    headers.set(HOLD_STREAM_HEADER, "1")?;
+    Ok(Response::empty()?.with_headers(headers))
 }

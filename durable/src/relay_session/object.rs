@@ -5,13 +5,14 @@
 //! request is answered 503 `StorageUnavailable` until an instance migrates it.
 
 use super::edge::EdgeRuns;
-use super::leases::{Leases, LEASE_TAG};
-use super::shared::{DoPlatform, Shared};
+use super::leases::{EVENTS_TAG, LEASE_TAG};
+use super::shared::{schedule, DoPlatform, Shared};
 use super::{builds, mcp, out_files, tabs, upstreams, workspace};
 use crate::platform::http::{error, json, refuse, storage_unavailable};
 use crate::platform::sql::DoSql;
 use crate::platform::{kv, stub, wasm_memory_bytes};
 use relay_core::error::ErrorName;
+use relay_core::metrics::Wake;
 use relay_core::protocol::{Caller, SessionRequest};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -28,8 +29,8 @@ pub struct SessionDO {
     unmigrated: Option<String>,
     /// Whether this instance has served a request yet (see `register`).
     served: Cell<bool>,
-    /// Whether its storage was erased (its tenant deleted): it serves nothing more.
-    erased: Cell<bool>,
+    /// Whether this instance has attached again the tabs an earlier one had (`tabs::reattach`).
+    reattached: Cell<bool>,
 }
 
 impl DurableObject for SessionDO {
@@ -37,14 +38,22 @@ impl DurableObject for SessionDO {
         let sql = DoSql(state.storage().sql());
         // The Worker's own entrypoints (the edge executor's among them: durable/js/entry.mjs).
         let exports = worker::js_sys::Reflect::get(state.as_raw(), &"exports".into()).unwrap_or_default();
-        let shared = Shared::new(DoPlatform::new(env, sql, Leases::new(&state), EdgeRuns::new(exports)));
+        let shared = Shared::new(DoPlatform::new(&state, env, sql, EdgeRuns::new(exports)));
         let unmigrated = shared.open().err().map(|e| {
             worker::console_error!("relay session storage: {e}");
             e.to_string()
         });
         let shared = Rc::new(shared);
+        shared.woke(Wake::Start);
         shared.platform.edge.set_home(&shared);
-        SessionDO { shared, state, unmigrated, served: Cell::new(false), erased: Cell::new(false) }
+        // Tabs are taken back at once when the run machine is configured (an earlier instance
+        // kept its settings): so an alarm or a tab's batch finds them, not only a request.
+        let reattached = unmigrated.is_none() && shared.configured();
+        if reattached {
+            tabs::reattach(&shared, &state);
+        }
+        let (served, reattached) = (Cell::new(false), Cell::new(reattached));
+        SessionDO { shared, state, unmigrated, served, reattached }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -52,7 +61,7 @@ impl DurableObject for SessionDO {
             let message = format!("this relay session's storage could not be brought up to date ({why}); retry later");
             return Ok(refuse(ErrorName::StorageUnavailable, message));
         }
-        if self.erased.get() {
+        if self.shared.platform.erased.get() {
             return Ok(refuse(ErrorName::NotFound, "this relay session was erased with its tenant"));
         }
         let (caller, request) = match stub::receive(req).await? {
@@ -60,44 +69,92 @@ impl DurableObject for SessionDO {
             Err(refusal) => return Ok(error(refusal)),
         };
         let shared = self.shared.clone();
+        shared.woke(Wake::Request);
         shared.configure(&caller.tenant.defaults.queue, caller.tenant.defaults.edge);
+        // The run machine exists once configured: only then can it take the tabs back.
+        if !self.reattached.replace(true) {
+            tabs::reattach(&shared, &self.state);
+        }
         // An erasure must not list the relay session under its tenant again; a sweep comes
         // from that listing.
         let listed = matches!(request, SessionRequest::Erase | SessionRequest::SweepBodies { .. });
         if !listed && !self.served.replace(true) {
             register(&shared, &caller).await;
         }
-        self.dispatch(shared, caller, request).await
+        let response = self.dispatch(shared.clone(), caller, request).await;
+        if self.serving() {
+            schedule(&shared);
+        }
+        response
     }
 
     async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
-        if self.state.get_tags(&ws).iter().any(|tag| tag == LEASE_TAG) {
+        if !self.serving() {
+            return Ok(());
+        }
+        self.shared.woke(Wake::SocketMessage);
+        let tags = self.state.get_tags(&ws);
+        if tags.iter().any(|tag| tag == LEASE_TAG) {
             return tabs::lease_message(&ws);
         }
-        tabs::socket_batch(&self.shared, &self.state, &ws, message)
+        if tags.iter().any(|tag| tag == EVENTS_TAG) {
+            return Ok(()); // the Worker sends nothing on a tab's command socket
+        }
+        let answered = tabs::socket_batch(&self.shared, &self.state, &ws, message);
+        schedule(&self.shared);
+        answered
     }
 
-    /// A results socket closed by its tab: no more command copies on it. (It says nothing of
-    /// the tab's liveness: that is the lease's, never a socket's.)
+    /// The run machine's next deadline came (`shared::schedule` set it): tick it, then set the
+    /// alarm for the one after.
+    async fn alarm(&self) -> Result<Response> {
+        self.shared.platform.alarm.fired();
+        if self.serving() {
+            self.shared.woke(Wake::Alarm);
+            self.shared.tick();
+            schedule(&self.shared);
+        }
+        Response::empty()
+    }
+
+    /// A socket closed: a results socket gets no more command copies; a command socket's
+    /// tab is gone (its stream ended). A socket that closes unreported says nothing: liveness
+    /// is the lease's.
     async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _clean: bool) -> Result<()> {
-        self.shared.platform.roster.forget_socket(&ws);
-        Ok(())
+        self.socket_ended(&ws).await
     }
 
     async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
-        self.shared.platform.roster.forget_socket(&ws);
-        Ok(())
+        self.socket_ended(&ws).await
     }
 }
 
 impl SessionDO {
+    /// Whether this instance serves: its storage is migrated and not erased.
+    fn serving(&self) -> bool {
+        self.unmigrated.is_none() && !self.shared.platform.erased.get()
+    }
+
+    async fn socket_ended(&self, ws: &WebSocket) -> Result<()> {
+        self.shared.platform.roster.forget_socket(ws);
+        if !self.serving() {
+            return Ok(());
+        }
+        self.shared.woke(Wake::SocketMessage);
+        if self.state.get_tags(ws).iter().any(|tag| tag == EVENTS_TAG) {
+            tabs::stream_closed(&self.shared, &self.state, ws);
+            schedule(&self.shared);
+        }
+        Ok(())
+    }
+
     /// One handler per route: a new `SessionRequest` variant is a compile error here until it
     /// has one.
     async fn dispatch(&self, shared: Rc<Shared>, caller: Caller, request: SessionRequest) -> Result<Response> {
         use SessionRequest::*;
         match request {
             Mcp(request) => mcp::handle(shared, request, caller).await,
-            Events => tabs::attach(shared, &caller),
+            Events => tabs::attach(&shared, &self.state, &caller),
             Result { tab, batch } => Ok(tabs::result(&shared, tab, &batch)),
             ResultsSocket { tab, token_expiry_s } => tabs::open_results(&shared, &self.state, tab, token_expiry_s),
             LeaseSocket { tab, token_expiry_s } => tabs::open_lease(&shared, &self.state, tab, token_expiry_s),
@@ -134,7 +191,7 @@ impl SessionDO {
     /// instance's only: an instance woken later finds empty storage, and no route of the Worker
     /// reaches it for a tenant with no record (keys revoked, tokens refused, the sweep skips it).
     async fn erase(&self) -> Result<Response> {
-        self.erased.set(true);
+        self.shared.platform.erased.set(true);
         self.shared.platform.roster.drop_all();
         let storage = self.state.storage();
         storage.delete_alarm().await?;
@@ -160,7 +217,7 @@ fn audit(shared: &Shared) -> Response {
 }
 
 /// The relay session's metrics, with what only this instance knows (its wasm memory, the
-/// writes to its storage that failed).
+/// writes to its storage that failed, its wake-ups).
 fn metrics(shared: &Shared) -> Response {
     match shared.metrics(wasm_memory_bytes()) {
         Ok(snapshot) => json(200, &serde_json::to_value(snapshot).expect("metrics serialize")),

@@ -1,13 +1,13 @@
-//! The tabs attached as executors: their SSE command streams (`/events`), the NDJSON
+//! The tabs attached as executors: their command sockets (`/events`: the Worker holds each
+//! tab's SSE stream and writes on it what the DO sends on the socket), the NDJSON
 //! backchannel their results come back on (`POST /result`, or batches on a results socket,
 //! `/results`), and their leases (`/lease`: a lease socket the runtime answers, or a `POST`).
 //! All feed the run machine.
 
-use super::leases::{socket_tags, EXPIRY_TAG, LEASE_TAG};
-use super::shared::{ticker, Shared};
-use crate::platform::http::{error, json, sse_headers};
+use super::leases::{socket_tags, EVENTS_TAG, EXPIRY_TAG, LEASE_TAG};
+use super::shared::{Shared, TabNote};
+use crate::platform::http::{error, json};
 use crate::platform::{now_ms, random};
-use futures::channel::mpsc;
 use relay_core::auth::{LEASE_PROTOCOL, RESULTS_PROTOCOL};
 use relay_core::error::{ErrorName, HttpError};
 use relay_core::protocol::{not_attached, Caller, TabCommand, TAB_HEADER};
@@ -17,25 +17,73 @@ use relay_core::run::lease::TAB_LEASE_MS;
 use relay_core::run::machine::{Input, Output};
 use relay_core::run::readiness::Readiness;
 use serde_json::Value;
-use std::rc::Rc;
 use worker::{Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair};
 
-/// `GET /session/:id/events`: a tab attaches. Its stream carries `hello` (its tab id, and how
-/// long its lease lasts unrenewed), then the other `TabCommand`s, and heartbeat comments.
-pub fn attach(shared: Rc<Shared>, caller: &Caller) -> Result<Response> {
-    let (tx, rx) = mpsc::unbounded();
+/// `GET /session/:id/events`: a tab attaches, through the Worker, which holds its SSE stream
+/// (`edge/session.rs` `events`). Its command socket is the runtime's (hibernatable, tagged
+/// `events` and the tab), so it keeps no DO awake: each frame sent on it is one SSE event,
+/// `hello` (its tab id, and how long its lease lasts unrenewed) first, then the other
+/// `TabCommand`s. Nothing ticks for it: deadlines are the DO's alarm's.
+pub fn attach(shared: &Shared, state: &State, caller: &Caller) -> Result<Response> {
     let tab = format!("tab_{}", hex::encode(random::<6>()));
     let hello = TabCommand::Hello { tab_id: tab.clone(), session: caller.session.clone(), lease_ms: TAB_LEASE_MS };
-    let _ = tx.unbounded_send(Ok(b"retry: 2000\n\n".to_vec()));
-    let _ = tx.unbounded_send(Ok(hello.frame()));
+    let pair = WebSocketPair::new()?;
+    state.accept_websocket_with_tags(&pair.server, &[EVENTS_TAG, tab.as_str()]);
+    pair.server.send_with_str(String::from_utf8_lossy(&hello.frame()))?;
+    // The edge runs in hand, so the page lists them too.
     for ran in shared.edge_run_frames() {
-        let _ = tx.unbounded_send(Ok(ran));
+        pair.server.send_with_str(String::from_utf8_lossy(&ran))?;
     }
-    shared.platform.roster.add_tab(&tab, tx);
-    shared.feed(Input::TabAttached { tab: tab.clone() });
-    // The tab's stream ticks too: heartbeats find a closed tab even while no run is in flight.
-    let ticking = ticker(shared, move |s| s.platform.roster.has_tab(&tab), None);
-    Ok(Response::from_stream(futures::stream::select(rx, ticking))?.with_headers(sse_headers()))
+    shared.platform.roster.add_tab(&tab, pair.server);
+    shared.feed(Input::TabAttached { tab });
+    Response::from_websocket(pair.client)
+}
+
+/// A new instance of the DO (it slept, hibernated, with tabs attached; or it was evicted): the
+/// tabs whose command sockets the runtime kept are attached again, in the order they attached,
+/// with what each said of its runtimes (their sockets' notes) and its results socket, if their
+/// lease sockets pinged within the lease; the others went while the DO slept (attaching them
+/// would lease them afresh): their sockets are closed, so a page still there attaches anew.
+/// Contexts whose tab did not come back are then lost.
+pub fn reattach(shared: &Shared, state: &State) {
+    let pinged: std::collections::HashMap<String, u64> = shared.platform.roster.seen().into_iter().collect();
+    let now = now_ms();
+    let mut back = Vec::new();
+    for socket in state.get_websockets_with_tag(EVENTS_TAG) {
+        let tags = state.get_tags(&socket);
+        let Some(tab) = socket_tags(&tags).0.map(str::to_owned) else { continue };
+        if pinged.get(&tab).is_some_and(|&at| now.saturating_sub(at) < TAB_LEASE_MS) {
+            let note = socket.deserialize_attachment::<TabNote>().ok().flatten();
+            back.push((note.as_ref().map_or(0, |n| n.attached_ms), tab, socket, note.and_then(|n| n.readiness)));
+        } else {
+            let _ = socket.close(Some(4410), Some("this tab's lease lapsed: attach again"));
+        }
+    }
+    back.sort_by_key(|(attached_ms, ..)| *attached_ms);
+    for (_, tab, socket, readiness) in back {
+        shared.platform.roster.add_tab_back(&tab, socket, readiness);
+        shared.feed(Input::TabAttached { tab });
+    }
+    for socket in state.get_websockets() {
+        let tags = state.get_tags(&socket);
+        let (tab, _) = socket_tags(&tags);
+        let results = !tags.iter().any(|t| t == LEASE_TAG || t == EVENTS_TAG);
+        if let Some(tab) = tab.filter(|tab| results && shared.platform.roster.has_tab(tab)) {
+            shared.platform.roster.set_socket(tab, socket.clone());
+        }
+    }
+    shared.tabs_settled();
+}
+
+/// A command socket closed or failed (the Worker's end: the tab's stream ended): its tab is
+/// gone, unless it already has a newer one. The runtime does not always report this; the
+/// tab's lease is what always tells.
+pub fn stream_closed(shared: &Shared, state: &State, socket: &WebSocket) {
+    if let (Some(tab), _) = socket_tags(&state.get_tags(socket)) {
+        if shared.platform.roster.forget_stream(tab, socket) {
+            shared.feed(Input::TabGone { tab: tab.to_owned() });
+        }
+    }
 }
 
 /// `POST /session/:id/detach`: the tab named in `x-relay-tab` is going away (its page is

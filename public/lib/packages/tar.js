@@ -1,7 +1,7 @@
 // Reads an npm tarball (gzip'd ustar, with pax or GNU long names): its regular files by path,
 // the first path segment ("package/") stripped. Paths with ".." or a leading "/" are refused.
 
-import { Gunzip } from "fflate";
+import { Inflate } from "pako";
 import { Budget, failed } from "./registry.js";
 
 const BLOCK = 512;
@@ -60,8 +60,9 @@ function entries(tar, what, budget) {
 }
 
 /**
- * A gzip stream's inflated bytes, taken a given number at a time. The inflater is a pure-JS one
- * (fflate), run in the reader's own turn: a take hands it the next slice only while the bytes
+ * A gzip stream's inflated bytes, taken a given number at a time. The inflater is zlib's in
+ * JS (pako: its CPU per input byte is zlib's, whatever the stream's blocks, headers or members
+ * are), run in the reader's own turn: a take hands it the next slice only while the bytes
  * inflated so far fall short, so what it holds past the reads is at most one slice's output
  * (deflate's 1032:1: ~4 MiB for a 4 KiB slice). A stream inflater (DecompressionStream) cannot
  * give that bound: workerd's has no backpressure and inflates a written chunk whole, outside the
@@ -75,10 +76,7 @@ export class Inflated {
     this.what = what;
     this.chunks = [];
     this.length = 0;
-    this.gunzip = new Gunzip((chunk) => {
-      this.chunks.push(chunk);
-      this.length += chunk.length;
-    });
+    this.inflater = this.member();
   }
 
   /** The next `n` bytes, or null when the stream ends first. */
@@ -102,12 +100,29 @@ export class Inflated {
     if (this.fed === this.compressed.length) return false;
     const slice = this.compressed.subarray(this.fed, this.fed + this.slice);
     this.fed += slice.length;
-    try {
-      this.gunzip.push(slice, this.fed === this.compressed.length);
-    } catch (err) {
-      throw failed(`${this.what}: the tarball is not gzip: ${err.message}`);
+    const last = this.fed === this.compressed.length;
+    if (this.inflater.ended) {
+      // Past a member's end, zeros are padding (zlib and npm read them so); the rest is ignored.
+      if (slice[0] === 0) {
+        this.fed = this.compressed.length;
+        return false;
+      }
+      this.inflater = this.member(); // anything else is the next member
     }
+    this.inflater.push(slice, last);
+    if (this.inflater.err) throw failed(`${this.what}: the tarball is not gzip: ${this.inflater.msg}`);
+    if (last && !this.inflater.ended) throw failed(`${this.what}: the tarball is not gzip: it ends before its compressed stream does`);
     return true;
+  }
+
+  /** An inflater for the next gzip member, its output appended to what takes read. */
+  member() {
+    const inflater = new Inflate();
+    inflater.onData = (chunk) => {
+      this.chunks.push(chunk);
+      this.length += chunk.length;
+    };
+    return inflater;
   }
 }
 
