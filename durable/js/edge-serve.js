@@ -25,7 +25,8 @@
 // An RPC entrypoint (entry.mjs calls it): run(job, host) -> a Response of NDJSON events, one a
 // line, as a tab's backchannel carries them ({runId, seq, type, ...}: progress, stdout, stderr,
 // denied, exit). A reader that goes away (the relay session cancelled the run) stops the guest.
-// prepare() readies the isolate's engine before its run is known (a standby's: see `isolate` below).
+// prepare() readies the isolate's engine before its run is known and take() claims the isolate
+// for the run to come (a standby's: see `isolate` below).
 // POST /snapshot (an engine that makes one: Pyodide) -> the engine's memory snapshot, made in
 // this fresh isolate before any guest code exists.
 
@@ -85,6 +86,17 @@ export function edgeRunner(engine) {
       return isolateId();
     }
 
+    /**
+     * Claims this isolate for the one run() to come, before its job is sent (a standby's): the
+     * isolate's id, or an error once it is claimed or has run. Whoever holds a standby sends a job
+     * only after this answered, so a failure up to here provably ran nothing (entry.mjs).
+     */
+    take() {
+      if (isolate.taken) throw new Error(`edge isolate ${isolateId()} is taken by a run already`);
+      isolate.taken = true;
+      return isolateId();
+    }
+
     /** Runs `job`; `host` is the run's host entrypoint, the isolate's one way out (see the header). */
     run(job, host) {
       const events = new EventStream(job.announced.runId);
@@ -93,7 +105,7 @@ export function edgeRunner(engine) {
         events.end(failure("Internal", `edge isolate ${isolateId()} has run a run already, and serves one only: run the tool again`));
         return response;
       }
-      isolate.ran = true;
+      isolate.ran = isolate.taken = true;
       const prepared = isolate.engine !== null;
       globalThis.fetch = (input, init) => host.fetch(new Request(new URL(input, ORIGIN), init));
       this.ctx.waitUntil(execute(job, events, engine, prepared).catch((err) => events.end(failure("Internal", `the edge runner failed: ${err.message}`))));
@@ -107,7 +119,7 @@ export function edgeRunner(engine) {
 // run's host entrypoint come as run()'s arguments. It serves one run and refuses a second, so no
 // run ever sees what another left. Its random id goes with the run's execute progress (with
 // whether it was prepared before the run), so tests and benchmarks can tell isolates apart.
-const isolate = { id: null, engine: null, ran: false };
+const isolate = { id: null, engine: null, taken: false, ran: false };
 
 function isolateId() {
   isolate.id ??= crypto.randomUUID().slice(0, 8);

@@ -18,10 +18,11 @@
 //   one (edge-run.mjs).
 // - EdgeExecutor.standby(): a run_js's fresh dynamic Worker made ahead of the run, its runner
 //   prepared (QuickJS made, the prelude installed), as an RpcTarget (Standby) the relay session
-//   holds and later calls run(jobJson) on, once. A load()ed worker's
+//   holds, then claims with take() and runs a job on with run(jobJson), once. A load()ed worker's
 //   stub serves only the request that loaded it, and the stub of a dynamic worker's entrypoint
 //   cannot be sent over RPC, so the standby stays in the call that made it, which lives as long
-//   as the relay session holds it.
+//   as the relay session holds it, or as the platform lets it (docs/ARCHITECTURE.md): a standby
+//   lost before take() answered costs its run nothing but the wait (a fresh runner serves it).
 // - EdgeHost: the run's host (a build's HOST), an entrypoint scoped to that run by its props
 //   (the run token), which the guest's isolate cannot read. Its fetch lets through only the
 //   routes a tab's run uses with its run token (/egress, /mcps-rpc, /workspace/bodies/*,
@@ -34,7 +35,7 @@ import BUILDER from "../../dist/edge/builder.txt";
 import RUNNER from "../../dist/edge/runner.txt";
 import { publishLayer } from "../../public/lib/packages/publish.js";
 import { asset, heldOnce, listedRuntime } from "./assets.mjs";
-import { STANDBY_MAX_AGE_MS, endingWithExit, isFresh, isRunRoute, standbyFits } from "./edge-run.mjs";
+import { STANDBY_MAX_AGE_MS, endingWithExit, isRunRoute, standbyFits } from "./edge-run.mjs";
 import { pyodideModules } from "./edge-pyodide.mjs";
 
 export { LedgerDO, SessionDO };
@@ -47,7 +48,8 @@ const CPU_MS_GRACE = 1000;
 const DEFAULT_TIMEOUT_MS = 60_000;
 // The CPU limit of the last run's worker: the next standby is made with it.
 let lastCpuMs = DEFAULT_TIMEOUT_MS + CPU_MS_GRACE;
-// This Worker isolate's one standby, until a run takes it (or its relay session drops it).
+// This Worker isolate's one standby, until a run takes it, its relay session drops it or another
+// relay session's edge run ends.
 let standbySlot = null;
 
 // The runtime whose files the edge runs, and the two of them it needs, by their runtimes.json names.
@@ -80,9 +82,13 @@ export class EdgeExecutor extends WorkerEntrypoint {
     return runAtEdge(this, JSON.parse(jobJson));
   }
 
-  /** A Standby for the calling relay session, or null while this Worker isolate has one. */
+  /**
+   * A Standby for the calling relay session: this Worker isolate's one, taken from the relay
+   * session that held it (the one whose edge run ended last gets it; the other's next run finds
+   * it let go and loads a fresh runner).
+   */
   async standby() {
-    if (standbySlot && isFresh(standbySlot, Date.now())) return null;
+    standbySlot?.release();
     const modules = await quickJsModules(this.env.ASSETS);
     standbySlot = new Standby(this, loadRunner(this.env, modules, lastCpuMs), lastCpuMs);
     return standbySlot;
@@ -152,8 +158,8 @@ async function runAtEdge(entry, job, standby = null) {
 
 /**
  * A runner loaded and prepared before its run (the header's EdgeExecutor.standby), for one run:
- * run() takes it; a run that comes once it is stale (isFresh), for
- * another CPU limit, or in Python runs on a fresh runner. Stale, or disposed (its relay
+ * take() claims it, run() then runs a job on it; a run that comes once it is stale (isFresh), for
+ * another CPU limit, or in Python runs on a fresh runner. Stale, taken or disposed (its relay
  * session let go of it), it lets go of its worker, and this Worker isolate may make another.
  */
 class Standby extends RpcTarget {
@@ -161,6 +167,7 @@ class Standby extends RpcTarget {
     super();
     this.entry = entry;
     this.worker = worker;
+    this.claimed = null;
     this.cpuMs = cpuMs;
     this.madeAt = Date.now();
     this.expiry = setTimeout(() => this.release(), STANDBY_MAX_AGE_MS);
@@ -171,10 +178,25 @@ class Standby extends RpcTarget {
       .catch(() => {});
   }
 
-  async run(jobJson) {
-    const taken = this.worker && { worker: this.worker, cpuMs: this.cpuMs, madeAt: this.madeAt };
+  /**
+   * Claims the runner for the run to come, before its job is sent: whether it is claimed (not
+   * when stale or taken already). Rejects when the runner's isolate cannot be reached: no job
+   * was sent to it, so the run may go on a fresh runner without running twice.
+   */
+  async take() {
+    const worker = this.worker;
     this.release();
-    return runAtEdge(this.entry, JSON.parse(jobJson), taken);
+    if (!worker) return false;
+    await worker.getEntrypoint().take();
+    this.claimed = worker;
+    return true;
+  }
+
+  /** Runs `jobJson` on the runner take() claimed, or on a fresh one if it claimed none. */
+  async run(jobJson) {
+    const claimed = this.claimed && { worker: this.claimed, cpuMs: this.cpuMs, madeAt: this.madeAt };
+    this.claimed = null;
+    return runAtEdge(this.entry, JSON.parse(jobJson), claimed);
   }
 
   release() {

@@ -16,7 +16,7 @@ use relay_core::packages::edge_build::build_outcome;
 use relay_core::relay_session::edge::Refusal;
 use relay_core::relay_session::{Platform, RelaySession};
 use serde_json::Value;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 use worker::js_sys::{Array, Function, Promise, Reflect, Symbol};
@@ -53,11 +53,20 @@ pub struct EdgeRuns<P: Platform> {
     /// One run takes it, waiting for it if it is still coming; the next is asked for once that
     /// run's events end.
     standby: RefCell<Option<(Promise, oneshot::Sender<()>)>>,
+    /// Whether the last edge run was a `run_js`: only then is a standby asked for (a standby is
+    /// QuickJS's; a relay session running Python would hold it unused, and take it from another).
+    last_ran_js: Cell<bool>,
 }
 
 impl<P: EdgePlatform> EdgeRuns<P> {
     pub fn new(exports: JsValue) -> Self {
-        EdgeRuns { home: RefCell::new(Weak::new()), exports, running: RefCell::default(), standby: RefCell::default() }
+        EdgeRuns {
+            home: RefCell::new(Weak::new()),
+            exports,
+            running: RefCell::default(),
+            standby: RefCell::default(),
+            last_ran_js: Cell::new(false),
+        }
     }
 
     pub fn set_home(&self, shared: &Rc<RelaySession<P>>) {
@@ -80,11 +89,11 @@ impl<P: EdgePlatform> EdgeRuns<P> {
         });
     }
 
-    /// Asks the Worker for the next run's standby, unless one is held or coming, after
-    /// [`STANDBY_DEFER_MS`]. None comes while the Worker isolate holds one for another relay
-    /// session (at most one per isolate).
+    /// Asks the Worker for the next run's standby after a `run_js`, unless one is held or
+    /// coming, after [`STANDBY_DEFER_MS`]. The Worker isolate holds one at most: this relay
+    /// session's takes the place of another's.
     fn ask_standby(&self) {
-        if self.standby.borrow().is_some() {
+        if !self.last_ran_js.get() || self.standby.borrow().is_some() {
             return;
         }
         let exports = self.exports.clone();
@@ -129,13 +138,19 @@ async fn execute<P: EdgePlatform>(
         job = shared.edge_job(run).await?; // now the capsule the build finalized
     }
     job["keys"] = key_set(shared.platform.env()).map_err(internal)?.to_jwks();
-    // The standby's run, or a fresh runner's; the standby is the run's, let go once it ends.
+    shared.platform.edge_runs().last_ran_js.set(runs_js(&job));
+    // The standby's run if it claimed itself for it, else a fresh runner's; the standby is the
+    // run's, let go once it ends.
     let standby = shared.platform.edge_runs().take_standby().await;
     let _let_go = standby.as_ref().map(Disposing);
+    let claimed = match &standby {
+        Some(standby) => claim(standby, lose_standby(shared.platform.env())).await,
+        None => false,
+    };
     let job = job.to_string();
-    let response = match &standby {
-        Some(standby) => call_rpc(standby, None, "run", Some(&job)),
-        None => call_rpc(&shared.platform.edge_runs().exports, Some("EdgeExecutor"), "run", Some(&job)),
+    let response = match (&standby, claimed) {
+        (Some(standby), true) => call_rpc(standby, None, "run", Some(&job)),
+        _ => call_rpc(&shared.platform.edge_runs().exports, Some("EdgeExecutor"), "run", Some(&job)),
     };
     let response: web_sys::Response =
         JsFuture::from(response.map_err(js_internal)?).await.map_err(js_internal)?.unchecked_into();
@@ -207,6 +222,42 @@ fn call_rpc(target: &JsValue, entry: Option<&str>, method: &str, arg: Option<&st
     let method: Function = Reflect::get(&stub, &method.into())?.unchecked_into();
     let args = arg.map_or_else(Array::new, |arg| Array::of1(&arg.into()));
     Ok(Reflect::apply(&method, &stub, &args)?.unchecked_into())
+}
+
+/// Whether an edge job runs JavaScript (its manifest's language is not Python's).
+fn runs_js(job: &Value) -> bool {
+    let manifest = job["announced"]["inline"]["manifest"].as_str().and_then(|m| serde_json::from_str::<Value>(m).ok());
+    manifest.is_some_and(|m| m["language"] != "py")
+}
+
+/// Whether `standby` claimed itself for the run to come (its `take()`), before the run's job is
+/// sent: false when it is stale or taken, and when it cannot be reached (its stub disposed or
+/// broken, its isolate or its call's context gone), which the log says. A standby that did not
+/// answer `take()` was sent no job, so its run goes on a fresh runner and runs once.
+/// `lose`: a test's fault (see [`lose_standby`]), the stub disposed first.
+async fn claim(standby: &JsValue, lose: bool) -> bool {
+    if lose {
+        drop(Disposing(standby));
+    }
+    let answer = match call_rpc(standby, None, "take", None) {
+        Ok(taken) => JsFuture::from(taken).await,
+        Err(e) => Err(e),
+    };
+    match answer {
+        Ok(taken) => taken.as_bool() == Some(true),
+        Err(e) => {
+            let (_, why) = js_internal(e);
+            worker::console_warn!("edge: a standby was lost before its run ({why}); the run goes on a fresh runner");
+            false
+        }
+    }
+}
+
+/// The Worker var `RELAY_TEST_LOSE_STANDBY` = "1" (a test's, never set in wrangler.toml): each
+/// relay session's standby is disposed before its run is offered to it, as the platform disposes
+/// the stub of a call whose context ended, so a test sees such a run go on a fresh runner.
+fn lose_standby(env: &Env) -> bool {
+    env.var("RELAY_TEST_LOSE_STANDBY").is_ok_and(|v| v.to_string() == "1")
 }
 
 /// An RPC stub disposed when this is dropped (`Symbol.dispose`), so the far side lets go of
