@@ -2,10 +2,14 @@
 // a run's HOST lets through (the guest cannot reach HOST itself: QuickJS has no binding) and a
 // build's, and
 // the exit event a run gets when its isolate dies first (production's limits.cpuMs and 128 MB,
-// which wrangler dev does not enforce on a dynamic worker), and which runs a standby may serve.
+// which wrangler dev does not enforce on a dynamic worker), which runs a standby may serve, and
+// that an edge module read from the page's assets is refused unless it is this build's
+// (assets.mjs's checkedText, over a real Response; the deps builder is read so).
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { describe, test } from "node:test";
+import { checkedText } from "../durable/js/assets.mjs";
 import { STANDBY_MAX_AGE_MS, endingWithExit, isFresh, isRunRoute, standbyFits } from "../durable/js/edge-run.mjs";
 
 describe("a run's HOST reaches only its run token's routes", () => {
@@ -116,5 +120,23 @@ describe("a standby serves a run only while young and made for the run's CPU lim
     assert.ok(standbyFits(standby, { cpuMs: 61_000, now: madeAt + 10 }));
     for (const cpuMs of [60_999, 61_001, 3_000, undefined, "61000"]) assert.ok(!standbyFits(standby, { cpuMs, now: madeAt + 10 }), `${cpuMs}`);
     assert.ok(!standbyFits(standby, { cpuMs: 61_000, now: madeAt + STANDBY_MAX_AGE_MS }), "stale");
+  });
+});
+
+describe("an edge module read from the page's assets is this build's or refused", () => {
+  const text = "export default {};\n";
+  const integrity = `sha384-${createHash("sha384").update(text).digest("base64")}`;
+  // The ASSETS binding's shape: fetch(URL) -> Response; `served` by path.
+  const assets = (served) => ({ fetch: async (url) => (url.pathname in served ? new Response(served[url.pathname]) : new Response("", { status: 404 })) });
+
+  test("the listed bytes are read as text", async () => {
+    assert.equal(await checkedText(assets({ "/edge/builder.mjs": text }), { url: "edge/builder.mjs", integrity }), text);
+  });
+
+  test("other bytes (another build's, or damaged), or none, are refused naming the asset and what to do", async () => {
+    for (const other of [text.replace("{}", "{ x: 1 }"), `${text} `, ""]) {
+      await assert.rejects(checkedText(assets({ "/edge/builder.mjs": other }), { url: "edge/builder.mjs", integrity }), /edge\/builder\.mjs is sha384-.*not sha384-.*deploy the page's assets and the Worker from one build/);
+    }
+    await assert.rejects(checkedText(assets({}), { url: "edge/builder.mjs", integrity }), /answered 404: is the page built\?/);
   });
 });

@@ -31,10 +31,10 @@
 
 import { RpcTarget, WorkerEntrypoint } from "cloudflare:workers";
 import Worker, { LedgerDO, SessionDO } from "../build/index.js";
-import BUILDER from "../../dist/edge/builder.txt";
+import BUILDER from "../../dist/generated/edge-builder.json";
 import RUNNER from "../../dist/edge/runner.txt";
 import { publishLayer } from "../../public/lib/packages/publish.js";
-import { asset, heldOnce, listedRuntime } from "./assets.mjs";
+import { asset, checkedText, heldOnce, listedRuntime } from "./assets.mjs";
 import { STANDBY_MAX_AGE_MS, endingWithExit, isRunRoute, standbyFits } from "./edge-run.mjs";
 import { pyodideModules } from "./edge-pyodide.mjs";
 
@@ -61,6 +61,11 @@ const ESBUILD_WASM = "esbuild.wasm";
 /** esbuild.wasm's bytes, from the page's assets. */
 function esbuildBytes(assets) {
   return heldOnce(ESBUILD_WASM, async () => (await asset(assets, ESBUILD_WASM)).arrayBuffer());
+}
+
+/** The deps builder's module text, from the page's assets, checked against this build's integrity. */
+function builderText(assets) {
+  return heldOnce(BUILDER.url, () => checkedText(assets, BUILDER));
 }
 
 /** QuickJS's and policy.wasm's bytes, from the page's assets. */
@@ -100,7 +105,7 @@ export class EdgeExecutor extends WorkerEntrypoint {
     const worker = this.env.LOADER.load({
       compatibilityDate: COMPATIBILITY_DATE,
       mainModule: "builder.js",
-      modules: { "builder.js": { js: BUILDER }, "esbuild.wasm": { wasm: await esbuildBytes(this.env.ASSETS) } },
+      modules: { "builder.js": { js: await builderText(this.env.ASSETS) }, "esbuild.wasm": { wasm: await esbuildBytes(this.env.ASSETS) } },
       globalOutbound: null,
       env: { HOST: this.ctx.exports.EdgeHost({ props: { runToken, build: true } }) },
       limits: { cpuMs: caps.cpuMs },
