@@ -32,6 +32,12 @@ use worker::{web_sys, Env, Response};
 /// waits for that standby rather than load another.
 const STANDBY_DEFER_MS: u64 = 50;
 
+/// How long a relay session holds a standby no run has taken, then lets go of it. While its stub
+/// is held the DO is not evicted (under `wrangler dev` it stayed through idle.test.mjs's 40 s
+/// idle), so it is billed duration then (docs/COST.md): runs an agent makes one after another
+/// find it, and a relay session left alone can sleep this long after its last edge run.
+const STANDBY_HOLD_MS: u64 = 15_000;
+
 /// A platform whose relay session runs at the edge: it holds that session's [`EdgeRuns`] and
 /// the Worker's env (for the signing keys). The DO's platform (`shared.rs`) is the one; the
 /// trait keeps this file from naming it.
@@ -52,7 +58,10 @@ pub struct EdgeRuns<P: Platform> {
     /// (a runner loaded and prepared ahead) or null, and the sender that cuts its wait short.
     /// One run takes it, waiting for it if it is still coming; the next is asked for once that
     /// run's events end.
-    standby: RefCell<Option<(Promise, oneshot::Sender<()>)>>,
+    standby: RefCell<Option<(Promise, oneshot::Sender<()>, u64)>>,
+    /// How many standbys were asked for: each one's number, so the one let go unused after
+    /// [`STANDBY_HOLD_MS`] is the one that was asked for then.
+    asked: Cell<u64>,
     /// Whether the last edge run was a `run_js`: only then is a standby asked for (a standby is
     /// QuickJS's; a relay session running Python would hold it unused, and take it from another).
     last_ran_js: Cell<bool>,
@@ -65,6 +74,7 @@ impl<P: EdgePlatform> EdgeRuns<P> {
             exports,
             running: RefCell::default(),
             standby: RefCell::default(),
+            asked: Cell::new(0),
             last_ran_js: Cell::new(false),
         }
     }
@@ -106,13 +116,33 @@ impl<P: EdgePlatform> EdgeRuns<P> {
             };
             Ok(standby)
         });
-        *self.standby.borrow_mut() = Some((asked, hurry));
+        let number = self.asked.get() + 1;
+        self.asked.set(number);
+        *self.standby.borrow_mut() = Some((asked, hurry, number));
+        let home = self.home.borrow().clone();
+        spawn_local(async move {
+            let _ = platform::sleep(STANDBY_DEFER_MS + STANDBY_HOLD_MS).await;
+            let Some(shared) = home.upgrade() else { return };
+            let unused = shared.platform.edge_runs().unused_standby(number);
+            if let Some(unused) = unused {
+                drop(Disposing(&JsFuture::from(unused).await.unwrap_or(JsValue::NULL)));
+            }
+        });
+    }
+
+    /// Standby number `number`, taken out if it is still held (no run took it).
+    fn unused_standby(&self, number: u64) -> Option<Promise> {
+        let mut held = self.standby.borrow_mut();
+        if held.as_ref().map(|(_, _, n)| *n) != Some(number) {
+            return None;
+        }
+        held.take().map(|(coming, _, _)| coming)
     }
 
     /// The standby the next run takes, if one is held or coming (waited for, its deferral cut
     /// short: a run waits for no timer).
     async fn take_standby(&self) -> Option<JsValue> {
-        let (coming, hurry) = self.standby.borrow_mut().take()?;
+        let (coming, hurry, _) = self.standby.borrow_mut().take()?;
         drop(hurry);
         JsFuture::from(coming).await.ok().filter(|standby| !standby.is_null() && !standby.is_undefined())
     }
