@@ -2,11 +2,15 @@
 // a run's HOST lets through (the guest cannot reach HOST itself: QuickJS has no binding) and a
 // build's, and
 // the exit event a run gets when its isolate dies first (production's limits.cpuMs and 128 MB,
-// which wrangler dev does not enforce on a dynamic worker).
+// which wrangler dev does not enforce on a dynamic worker), which runs a standby may serve, and
+// that an edge module read from the page's assets is refused unless it is this build's
+// (assets.mjs's checkedText, over a real Response; the deps builder is read so).
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { describe, test } from "node:test";
-import { endingWithExit, isRunRoute } from "../durable/js/edge-run.mjs";
+import { checkedText } from "../durable/js/assets.mjs";
+import { STANDBY_MAX_AGE_MS, endingWithExit, isFresh, isRunRoute, standbyFits } from "../durable/js/edge-run.mjs";
 
 describe("a run's HOST reaches only its run token's routes", () => {
   test("the five routes, by method and path, and nothing else", () => {
@@ -100,5 +104,39 @@ describe("a run whose isolate dies still ends with an exit event", () => {
     const source = new ReadableStream({ pull() {}, cancel: (reason) => void (cancelled = reason) });
     await endingWithExit(source, { runId: "r_1", started: Date.now(), timeoutMs: 1000 }).cancel("stopped");
     assert.equal(cancelled, "stopped");
+  });
+});
+
+describe("a standby serves a run only while young and made for the run's CPU limit", () => {
+  const madeAt = 1_000_000;
+  test("young: from when it was made to just before STANDBY_MAX_AGE_MS; never when the clock reads before it was made", () => {
+    for (const age of [0, 1, STANDBY_MAX_AGE_MS - 1]) assert.ok(isFresh({ madeAt }, madeAt + age), `${age}`);
+    for (const age of [STANDBY_MAX_AGE_MS, STANDBY_MAX_AGE_MS + 1, 24 * 3600_000, -1, NaN]) assert.ok(!isFresh({ madeAt }, madeAt + age), `${age}`);
+    assert.ok(!isFresh({}, madeAt), "one with no time made is never young");
+  });
+
+  test("fits a run whose worker needs the same CPU limit, no other", () => {
+    const standby = { madeAt, cpuMs: 61_000 };
+    assert.ok(standbyFits(standby, { cpuMs: 61_000, now: madeAt + 10 }));
+    for (const cpuMs of [60_999, 61_001, 3_000, undefined, "61000"]) assert.ok(!standbyFits(standby, { cpuMs, now: madeAt + 10 }), `${cpuMs}`);
+    assert.ok(!standbyFits(standby, { cpuMs: 61_000, now: madeAt + STANDBY_MAX_AGE_MS }), "stale");
+  });
+});
+
+describe("an edge module read from the page's assets is this build's or refused", () => {
+  const text = "export default {};\n";
+  const integrity = `sha384-${createHash("sha384").update(text).digest("base64")}`;
+  // The ASSETS binding's shape: fetch(URL) -> Response; `served` by path.
+  const assets = (served) => ({ fetch: async (url) => (url.pathname in served ? new Response(served[url.pathname]) : new Response("", { status: 404 })) });
+
+  test("the listed bytes are read as text", async () => {
+    assert.equal(await checkedText(assets({ "/edge/builder.mjs": text }), { url: "edge/builder.mjs", integrity }), text);
+  });
+
+  test("other bytes (another build's, or damaged), or none, are refused naming the asset and what to do", async () => {
+    for (const other of [text.replace("{}", "{ x: 1 }"), `${text} `, ""]) {
+      await assert.rejects(checkedText(assets({ "/edge/builder.mjs": other }), { url: "edge/builder.mjs", integrity }), /edge\/builder\.mjs is sha384-.*not sha384-.*deploy the page's assets and the Worker from one build/);
+    }
+    await assert.rejects(checkedText(assets({}), { url: "edge/builder.mjs", integrity }), /answered 404: is the page built\?/);
   });
 });

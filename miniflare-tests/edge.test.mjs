@@ -15,10 +15,14 @@
 // edge-run.test.mjs). Figures are printed; only those bounds are asserted.
 
 import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { inflateRawSync } from "node:zlib";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openExecutor, waitForLine } from "./lib/browser.mjs";
 import { admin, EDGE_BUDGET as BUDGET, edgeTenant, healthzDuring, MARGIN_MS } from "./lib/edge.mjs";
+import { startWorker } from "./lib/local-worker.mjs";
 import { connectClient } from "./lib/mcp-client.mjs";
 import { modernCall } from "./lib/mcp-http.mjs";
 import { BASE, createTenant, devVars } from "./lib/relay.mjs";
@@ -186,7 +190,62 @@ describe("run_js with no tab runs at the edge", () => {
     const metrics = await (await fetch(`${BASE}/admin/metrics?tenant=${tenant.id}`, { headers: admin })).text();
     assert.match(metrics, /relay_executor_runs_total\{tenant="[^"]+",executor="edge"\} [1-9]/);
   });
+
+  test("each run has an isolate of its own; a run after the last one ended finds its isolate prepared (a standby), unless it needs another CPU limit", async () => {
+    const isolates = [];
+    // The fifth asks for a 2 s timeout: its worker's limits.cpuMs is not the standby's.
+    for (const extra of [{}, {}, {}, {}, { policy: { limits: { timeoutMs: 2000 } } }]) {
+      // The next standby is asked for once a run's events end: a run a second later finds it.
+      if (isolates.length > 0) await new Promise((r) => setTimeout(r, 1000));
+      const { out, id, how } = await isolateRun(client, { code: "console.log(1)", ...extra });
+      assert.equal(out.stdout, "1\n", JSON.stringify(out));
+      isolates.push({ id, how, wallMs: out.usage.wallMs });
+    }
+    console.log("edge runs, 1 s apart:", JSON.stringify(isolates));
+    assert.equal(new Set(isolates.map((i) => i.id)).size, isolates.length, "no isolate serves two runs");
+    assert.deepEqual(
+      isolates.slice(1).map((i) => i.how),
+      [...Array(3).fill("prepared before the run"), "started for it"],
+    );
+  });
+
+  test("a standby lost before its run (its stub disposed, as when the platform ends the call that made it) costs the run nothing: it goes on a fresh runner, once", async () => {
+    // A server of its own (RELAY_RESTART_PORT) whose relay sessions dispose their standby's stub
+    // before offering it a run (RELAY_TEST_LOSE_STANDBY): the RPC that fails is the real one.
+    const stateDir = await mkdtemp(path.join(tmpdir(), "relay-edge-lost-standby-"));
+    const worker = await startWorker({ port: Number(process.env.RELAY_RESTART_PORT ?? 8796), stateDir, vars: { RELAY_TEST_LOSE_STANDBY: "1" } });
+    try {
+      const { key: own } = await createTenant("edge-lost-standby", { executor: "edge", edge: BUDGET }, worker.url);
+      const c = await connectClient(own, "default", undefined, worker.url);
+      // Each run counts itself in the workspace: a run made twice would skip a number.
+      const code = `import fs from "fs";
+        let n = 0; try { n = Number(fs.readFileSync("/tmp/runs.txt", "utf8")); } catch {}
+        fs.writeFileSync("/tmp/runs.txt", String(n + 1)); console.log(n + 1);`;
+      const runs = [];
+      for (let i = 0; i < 3; i++) {
+        if (i > 0) await new Promise((r) => setTimeout(r, 1000)); // each finds a standby held
+        runs.push(await isolateRun(c, { code }));
+      }
+      await c.close();
+      console.log("edge runs with their standby lost:", JSON.stringify(runs.map(({ id, how, out }) => ({ id, how, out: out.stdout }))));
+      assert.deepEqual(runs.map(({ out }) => out.stdout), ["1\n", "2\n", "3\n"]);
+      assert.deepEqual(runs.map(({ how }) => how), Array(3).fill("started for it"), "each on a fresh runner");
+    } finally {
+      await worker.stop();
+      await rm(stateDir, { recursive: true, force: true });
+    }
+  });
 });
+
+/** A run_js at the edge through `c`: its result, and its isolate's id and how it was readied (its execute progress). */
+async function isolateRun(c, args) {
+  const progress = [];
+  const { structuredContent: out } = await c.callTool({ name: "run_js", arguments: args }, undefined, { timeout: 120_000, onprogress: (p) => progress.push(p.message) });
+  assert.equal(out.executor, "edge", JSON.stringify(out));
+  const [, id, how] = progress.map((m) => /^execute \(isolate (\w+), (.+)\)$/.exec(m)).find(Boolean) ?? [];
+  assert.ok(id, JSON.stringify({ progress, out }));
+  return { out, id, how };
+}
 
 describe("limits the runner enforces itself; the server answers again within the run's timeout", () => {
   const limits = (timeoutMs) => ({ policy: { limits: { timeoutMs } } });

@@ -16,7 +16,8 @@
 // - copies esbuild-wasm's esbuild.wasm (the dependency builds' bundler) into dist/public/ and its
 //   SRI hash into dist/generated/esbuild-wasm.json, imported as `relay-esbuild-wasm`.
 // - bundles the edge executor's Python runner (durable/js/edge-runner-pyodide.js) with
-//   Pyodide's JS, patched, into dist/public/edge/ (the Worker reads it from its assets).
+//   Pyodide's JS, patched, and its deps builder (durable/js/edge-build.js) into dist/public/edge/
+//   (the Worker reads them from its assets; the builder's integrity in dist/generated/).
 // Run as `node scripts/build-assets.mjs`; also imported by the tests (buildAssets()).
 // Idempotent: vendored files whose size and mtime already match are not copied again.
 
@@ -89,7 +90,7 @@ export async function buildAssets({ log = console.log } = {}) {
   const outputs = [await buildPolicyWasm(), await vendorEsbuildWasm(), ...(await bundle()), ...(await bundleRunners()), await writeSandboxHtml(), ...(await copyStatic())];
   await buildTestPage();
   await buildEdgeRunner();
-  outputs.push(await buildEdgePyodideRunner());
+  outputs.push(await buildEdgePyodideRunner(), await buildEdgeBuilder());
   const runtimes = {};
   for (const runtime of RUNTIMES) {
     const { id, files } = await vendorRuntime(runtime);
@@ -202,33 +203,45 @@ async function bundleRunners() {
   }));
 }
 
-// The edge executor's runner (durable/js/edge-runner.js) and deps builder (edge-build.js), which
-// the Worker's main module (durable/js/entry.mjs) imports and hands to each run's or build's
-// dynamic Worker: one ES module each, as text, in dist/edge/, never served (QuickJS's wasm,
-// policy.wasm and esbuild.wasm come from the page's assets).
+// The edge executor's runner (durable/js/edge-runner.js), which the Worker's main module
+// (durable/js/entry.mjs) imports and hands to each run_js's dynamic Worker: one ES module, as
+// text, in dist/edge/, never served (QuickJS's wasm and policy.wasm come from the page's assets).
 const EDGE_OUT = path.join(ROOT, "dist", "edge");
+// The edge's deps builder (durable/js/edge-build.js: the tab's build code and esbuild-wasm's
+// browser API, 338 KB), which entry.mjs hands to each build's dynamic Worker: one of the page's
+// static assets, read as the Pyodide runner is, so the Worker's bundle does not carry it; its
+// `{url, integrity, size}` goes to dist/generated/edge-builder.json, which entry.mjs imports
+// and checks the asset it reads against (an asset of another build is refused).
+const EDGE_BUILDER = "edge/builder.mjs";
+const EDGE_BUILDER_HASH = path.join(GENERATED, "edge-builder.json");
+
+/** An edge module (`entry` in durable/js/) bundled as one ES module into `outfile`. */
+function edgeModule(entry, outfile, external) {
+  return esbuild.build({
+    absWorkingDir: ROOT,
+    entryPoints: [path.join(ROOT, "durable", "js", entry)],
+    outfile,
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    external: [...external, ...NODE_ONLY],
+    alias: ALIASES,
+    logLevel: "warning",
+  });
+}
 
 async function buildEdgeRunner() {
   await mkdir(EDGE_OUT, { recursive: true });
-  const edgeModule = (entry, outfile, external) =>
-    esbuild.build({
-      absWorkingDir: ROOT,
-      entryPoints: [path.join(ROOT, "durable", "js", entry)],
-      outfile: path.join(EDGE_OUT, outfile),
-      bundle: true,
-      format: "esm",
-      platform: "browser",
-      target: "es2022",
-      external: [...external, ...NODE_ONLY],
-      alias: ALIASES,
-      logLevel: "warning",
-    });
-  // The edge's deps builder (durable/js/edge-build.js: the tab's build code and esbuild-wasm's
-  // browser API), whose esbuild.wasm is the page's asset too.
-  await Promise.all([
-    edgeModule("edge-runner.js", "runner.txt", ["./quickjs.wasm", "./policy.wasm"]),
-    edgeModule("edge-build.js", "builder.txt", ["./esbuild.wasm"]),
-  ]);
+  await edgeModule("edge-runner.js", path.join(EDGE_OUT, "runner.txt"), ["./quickjs.wasm", "./policy.wasm", "cloudflare:workers"]);
+}
+
+/** The edge's deps builder into the page's assets (its esbuild.wasm is one too): the names written. */
+async function buildEdgeBuilder() {
+  const outfile = path.join(OUT, EDGE_BUILDER);
+  await edgeModule("edge-build.js", outfile, ["./esbuild.wasm"]);
+  await writeIfChanged(EDGE_BUILDER_HASH, JSON.stringify(await listed(EDGE_BUILDER, outfile), null, 2) + "\n");
+  return EDGE_BUILDER;
 }
 
 function outputNames({ metafile }) {
@@ -250,7 +263,7 @@ async function buildEdgePyodideRunner() {
     format: "esm",
     platform: "browser",
     target: "es2022",
-    external: ["./pyodide.asm.wasm", "./policy.wasm", "./python_stdlib.zip", "./pyodide-lock.json", "./snapshot.bin", ...NODE_ONLY],
+    external: ["./pyodide.asm.wasm", "./policy.wasm", "./python_stdlib.zip", "./pyodide-lock.json", "./snapshot.bin", "cloudflare:workers", ...NODE_ONLY],
     alias: ALIASES,
     loader: { ".py": "text" },
     plugins: [patchPyodide()],

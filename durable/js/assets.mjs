@@ -1,5 +1,5 @@
 // What the edge executor reads from the page's static assets (the ASSETS binding): the runtimes'
-// files and esbuild.wasm, each read once per Worker isolate.
+// files, esbuild.wasm and the deps builder, each read once per Worker isolate.
 
 const held = new Map(); // key -> Promise, this isolate's
 
@@ -22,6 +22,20 @@ export async function asset(assets, path) {
   const res = await assets.fetch(new URL(path, "https://assets.invalid/"));
   if (!res.ok) throw new Error(`the asset ${path} answered ${res.status}: is the page built?`);
   return res;
+}
+
+/**
+ * The text of the asset `listed` names (`{url, integrity}`: a `sha384-<base64>` SRI hash, as
+ * scripts/build-assets.mjs lists it), or an error naming it if its bytes are not the listed
+ * ones (an asset of another build than this Worker's: deploy the page's assets and the Worker
+ * together).
+ */
+export async function checkedText(assets, { url, integrity }) {
+  const bytes = await (await asset(assets, url)).arrayBuffer();
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-384", bytes));
+  const found = `sha384-${btoa(String.fromCharCode(...digest))}`;
+  if (found !== integrity) throw new Error(`the asset ${url} is ${found}, not ${integrity} as this Worker was built with: deploy the page's assets and the Worker from one build`);
+  return new TextDecoder().decode(bytes);
 }
 
 /** `[id, entry]` of the runtime runtimes.json lists whose id starts with `prefix` (`quickjs@`). */

@@ -1,6 +1,7 @@
 // The rules of entry.mjs's edge entrypoints that need no workerd, in a module of their own so
 // Node tests them (miniflare-tests/edge-run.test.mjs): which routes a run's HOST lets through
-// (and a build's), and the exit event a run gets when its isolate dies before it sends one.
+// (and a build's), the exit event a run gets when its isolate dies before it sends one, and
+// which run a standby may serve.
 
 // The routes a run may reach with its token, by method and path.
 const RUN_ROUTES = [
@@ -69,4 +70,19 @@ function lostExit(runId, seq, wallMs, timeoutMs) {
       ? ["Timeout", `the run did not finish within its ${timeoutMs} ms timeout (policy.limits.timeoutMs); the edge stopped it`]
       : ["RuntimeCrashed", `the edge isolate running the code died after ${wallMs} ms, most likely of its CPU time or its 128 MB of memory. Use less memory or CPU per call (work in pieces), or run it in a tab`];
   return { runId, seq, type: "exit", exitCode: EXIT_CODES[name], usage: { wallMs, memPeakMb: 0 }, error: { name, message } };
+}
+
+// How long a standby waits for its run at most: past it the run takes a fresh runner, so a
+// standby never serves runs long after it was made (the Worker's code may have changed since).
+export const STANDBY_MAX_AGE_MS = 3 * 60_000;
+
+/** Whether a standby made at `madeAt` (ms) is still young enough at `now` to serve a run. */
+export function isFresh({ madeAt }, now) {
+  const age = now - madeAt;
+  return age >= 0 && age < STANDBY_MAX_AGE_MS;
+}
+
+/** Whether a standby ({cpuMs, madeAt}) may serve, at `now`, a run whose worker needs CPU limit `cpuMs`. */
+export function standbyFits(standby, { cpuMs, now }) {
+  return standby.cpuMs === cpuMs && isFresh(standby, now);
 }

@@ -10,7 +10,8 @@ const MODULES = { "emscripten-module.wasm": quickjsWasm, "policy.wasm": policyWa
 
 export default edgeRunner({
   modules: MODULES,
-  // Made at the edge's cap, so the run takes this instance and does not make a second one.
+  // Made at the edge's cap, once per isolate (a standby's before its run): a run that asks for
+  // less gets an instance of its own cap from it.
   start: (memMb) => quickJsEngine.start({ modules: MODULES, memMb }),
   // Interrupt-handler calls a millisecond of guest work is worth (QuickJS calls it every 10,000
   // branches and calls or so).

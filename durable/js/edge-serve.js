@@ -5,8 +5,8 @@
 // lib/capsule.js (signature, layer hashes, unzip) as a tab checks it, the engine (the page's
 // runner/quickjs.js or runner/pyodide.js) runs it, serve.js's runJob caps its output. Around the
 // run it does what the page's RunQueue and RunnerHost do, over this isolate's single `fetch`,
-// which goes to env.HOST: the host entrypoint scoped to this run (entry.mjs's EdgeHost), which
-// adds the run's token (this isolate never holds it) and lets through only the run token's
+// which goes to the host entrypoint scoped to this run that run() is given (entry.mjs's
+// EdgeHost), which adds the run's token (this isolate never holds it) and lets through only the run token's
 // routes. So guest fetches go through lib/egress.js (the policy checked here, then by /egress,
 // redirects re-checked there), `mcps.call` through /mcps-rpc, and workspace writes through
 // lib/workspace-sync.js's RunWriter to /workspace/commit as they are made, all checked by the
@@ -22,12 +22,15 @@
 // (writes not yet committed, events not yet sent, fetches in flight), HELD_MAX_BYTES; output by
 // the tab's cap. Production's limits.cpuMs on this isolate is a second wall.
 //
-// POST /run {job} -> NDJSON events, one a line, as a tab's backchannel carries them
-// ({runId, seq, type, ...}: progress, stdout, stderr, denied, exit). A reader that goes away
-// (the relay session cancelled the run) stops the guest.
+// An RPC entrypoint (entry.mjs calls it): run(job, host) -> a Response of NDJSON events, one a
+// line, as a tab's backchannel carries them ({runId, seq, type, ...}: progress, stdout, stderr,
+// denied, exit). A reader that goes away (the relay session cancelled the run) stops the guest.
+// prepare() readies the isolate's engine before its run is known and take() claims the isolate
+// for the run to come (a standby's: see `isolate` below).
 // POST /snapshot (an engine that makes one: Pyodide) -> the engine's memory snapshot, made in
 // this fresh isolate before any guest code exists.
 
+import { WorkerEntrypoint } from "cloudflare:workers";
 import { fromBase64 } from "../../public/lib/bytes.js";
 import { loadCapsule, runnerJob } from "../../public/lib/capsule.js";
 import { Displays, storeDisplays } from "../../public/lib/displays.js";
@@ -64,23 +67,72 @@ globalThis.location = new URL(`${ORIGIN}/`);
 
 /**
  * The dynamic Worker's default export for an engine: `modules` (the engine's wasm and policy.wasm,
- * by the names the page's runners use), `start(memMb)` making the engine's instance for one run,
- * `ticksPerMs` (units of the engine's work counter a millisecond of guest work is worth,
+ * by the names the page's runners use), `start(memMb)` making the engine's instance (made once
+ * per isolate, at the edge's cap: a run that asks for less gets an instance of its own cap from
+ * it), `ticksPerMs` (units of the engine's work counter a millisecond of guest work is worth,
  * measured under wrangler dev: docs/BENCHMARKS.md), and `snapshot()` if the engine makes a memory
  * snapshot to start from.
  */
 export function edgeRunner(engine) {
-  return {
-    async fetch(request, env, ctx) {
+  return class EdgeRunner extends WorkerEntrypoint {
+    async fetch(request) {
       if (new URL(request.url).pathname === "/snapshot" && engine.snapshot) return new Response(await engine.snapshot());
-      const job = await request.json();
-      // The isolate's one way out: the host entrypoint of this run (see the header).
-      globalThis.fetch = (input, init) => env.HOST.fetch(new Request(new URL(input, ORIGIN), init));
+      return new Response("this runner serves run() over RPC, and POST /snapshot if its engine makes one", { status: 404 });
+    }
+
+    /** Readies this isolate's engine for the run to come; the isolate's id. */
+    async prepare() {
+      await engineInstance(engine);
+      return isolateId();
+    }
+
+    /**
+     * Claims this isolate for the one run() to come, before its job is sent (a standby's): the
+     * isolate's id, or an error once it is claimed or has run. Whoever holds a standby sends a job
+     * only after this answered, so a failure up to here provably ran nothing (entry.mjs).
+     */
+    take() {
+      if (isolate.taken) throw new Error(`edge isolate ${isolateId()} is taken by a run already`);
+      isolate.taken = true;
+      return isolateId();
+    }
+
+    /** Runs `job`; `host` is the run's host entrypoint, the isolate's one way out (see the header). */
+    run(job, host) {
       const events = new EventStream(job.announced.runId);
-      ctx.waitUntil(execute(job, events, engine).catch((err) => events.end(failure("Internal", `the edge runner failed: ${err.message}`))));
-      return new Response(events.readable, { headers: { "content-type": "application/x-ndjson" } });
-    },
+      const response = new Response(events.readable, { headers: { "content-type": "application/x-ndjson" } });
+      if (isolate.ran) {
+        events.end(failure("Internal", `edge isolate ${isolateId()} has run a run already, and serves one only: run the tool again`));
+        return response;
+      }
+      isolate.ran = isolate.taken = true;
+      const prepared = isolate.engine !== null;
+      globalThis.fetch = (input, init) => host.fetch(new Request(new URL(input, ORIGIN), init));
+      this.ctx.waitUntil(execute(job, events, engine, prepared).catch((err) => events.end(failure("Internal", `the edge runner failed: ${err.message}`))));
+      return response;
+    }
   };
+}
+
+// This isolate and its one run. It may be a standby (entry.mjs): loaded, and its engine started
+// by prepare() before its run is known; so nothing of a run is in its env, and the job and the
+// run's host entrypoint come as run()'s arguments. It serves one run and refuses a second, so no
+// run ever sees what another left. Its random id goes with the run's execute progress (with
+// whether it was prepared before the run), so tests and benchmarks can tell isolates apart.
+const isolate = { id: null, engine: null, taken: false, ran: false };
+
+function isolateId() {
+  isolate.id ??= crypto.randomUUID().slice(0, 8);
+  return isolate.id;
+}
+
+/** This isolate's engine instance, started once, at the edge's cap (a failed start is not kept). */
+function engineInstance(engine) {
+  isolate.engine ??= engine.start(EDGE_MEM_MB).catch((err) => {
+    isolate.engine = null;
+    throw err;
+  });
+  return isolate.engine;
 }
 
 /** The run's events as NDJSON, numbered as a tab numbers them. */
@@ -209,7 +261,8 @@ class Guard {
   }
 }
 
-async function execute(job, events, engine) {
+/** Runs `job` in this isolate; `prepared`: whether its engine was started before the run came. */
+async function execute(job, events, engine, prepared) {
   const started = Date.now();
   const { announced } = job;
   let capsule;
@@ -225,11 +278,11 @@ async function execute(job, events, engine) {
   const guard = new Guard(runnerJobOf.limits.timeoutMs, engine.ticksPerMs);
   events.guard = guard;
   const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(engine.modules), events, guard, runnerJobOf.limits.stdoutBytes);
-  events.emit({ type: "progress", phase: "execute" });
+  events.emit({ type: "progress", phase: "execute", detail: `isolate ${isolateId()}, ${prepared ? "prepared before the run" : "started for it"}` });
   // A stop while the engine starts (its timeout, the relay session leaving) ends the run then:
   // a start that never settles would otherwise hold it until the relay session's deadline (the
   // run's pending timer keeps workerd from taking such an isolate for hung).
-  const instance = await Promise.race([engine.start(runnerJobOf.limits.memMb), new Promise((resolve) => (guard.onStop = () => resolve(null)))]);
+  const instance = await Promise.race([engineInstance(engine), new Promise((resolve) => (guard.onStop = () => resolve(null)))]);
   if (!instance) return events.end(failure(guard.error.name, guard.error.message));
   guard.begin();
   const exit = await runJob(instance, runnerJobOf, (message) => host.hear(message), host.relay, guard);
