@@ -168,10 +168,17 @@ async fn execute<P: EdgePlatform>(
         job = shared.edge_job(run).await?; // now the capsule the build finalized
     }
     job["keys"] = key_set(shared.platform.env()).map_err(internal)?.to_jwks();
-    shared.platform.edge_runs().last_ran_js.set(runs_js(&job));
+    let js = runs_js(&job);
+    shared.platform.edge_runs().last_ran_js.set(js);
     // The standby's run if it claimed itself for it, else a fresh runner's; the standby is the
-    // run's, let go once it ends.
-    let standby = shared.platform.edge_runs().take_standby().await;
+    // run's, let go once it ends. A Python run leaves it to the next JavaScript run.
+    let standby = match js {
+        true => match future::select(Box::pin(shared.platform.edge_runs().take_standby()), &mut stopped).await {
+            Either::Left((standby, _)) => standby,
+            Either::Right(_) => return Ok(()), // stopped while its standby was being made
+        },
+        false => None,
+    };
     let _let_go = standby.as_ref().map(Disposing);
     let claimed = match &standby {
         Some(standby) => claim(standby, lose_standby(shared.platform.env())).await,
