@@ -107,12 +107,8 @@ export function edgeRunner(engine) {
       }
       isolate.ran = isolate.taken = true;
       const prepared = isolate.engine !== null;
-      // A stub received as an argument may be disposed when run() returns (Workers RPC,
-      // "Lifecycle"); the run's fetches outlive it, so it keeps its own until the run ends.
-      const kept = typeof host.dup === "function" ? host.dup() : host;
-      globalThis.fetch = (input, init) => kept.fetch(new Request(new URL(input, ORIGIN), init));
-      const ran = execute(job, events, engine, prepared).catch((err) => events.end(failure("Internal", `the edge runner failed: ${err.message}`)));
-      this.ctx.waitUntil(ran.finally(() => kept !== host && kept[Symbol.dispose]?.()));
+      globalThis.fetch = (input, init) => host.fetch(new Request(new URL(input, ORIGIN), init));
+      this.ctx.waitUntil(execute(job, events, engine, prepared).catch((err) => events.end(failure("Internal", `the edge runner failed: ${err.message}`))));
       return response;
     }
   };
