@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { attachedExecutor } from "./lib/attached.mjs";
-import { waitForLine } from "./lib/browser.mjs";
+import { openExecutor, waitForLine } from "./lib/browser.mjs";
+import { readRelaySession } from "./lib/mcp-client.mjs";
 import { modernBody, modernHeaders } from "./lib/mcp-http.mjs";
 
 let attached;
@@ -194,6 +195,23 @@ console.log(last, fs.existsSync("/tmp/agent.txt") ? fs.readFileSync("/tmp/agent.
       assert.match(records[i].workspaceBefore, /^[0-9a-f]{64}$/);
     }
     assert.notEqual(records[0].workspaceBefore, records[0].workspaceAfter, "a run's write changes the root");
+  });
+
+  test("a second tab's writes reach the first tab's next run through its command", async () => {
+    await runJs(chained(6)); // the first tab is given the workspace
+    const second = await openExecutor(attached.browser, key);
+    try {
+      const wrote = await runJs(`import fs from "node:fs"; fs.writeFileSync("/tmp/second.txt", "from the second tab".repeat(400));`);
+      assert.equal(wrote.structuredContent.exitCode, 0, JSON.stringify(wrote));
+      assert.ok(second.lines.some((l) => l.startsWith("Executing capsule")), "the newest tab ran it");
+    } finally {
+      await second.context.close();
+    }
+    for (let i = 0; i < 300 && (await readRelaySession(client)).executor.tabs > 1; i++) await new Promise((r) => setTimeout(r, 100));
+    const from = syncs.length;
+    const read = await runJs(`import fs from "node:fs"; console.log(fs.readFileSync("/tmp/second.txt", "utf8").length, fs.readFileSync("/tmp/chain.txt", "utf8"));`);
+    assert.equal(read.structuredContent.stdout, "7600 6\n", JSON.stringify(read));
+    assert.deepEqual(syncs.slice(from), [], "the first tab took the second's write from the command (its body fetched by hash)");
   });
 });
 
