@@ -392,7 +392,7 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// The tab run `run` was sent to was given the workspace at `version` (its sync's answer).
-    pub fn tab_synced(&self, run: &str, version: u64) {
+    pub(super) fn tab_synced(&self, run: &str, version: u64) {
         let tab = self.desk.runs.borrow().get(run).and_then(|io| io.tab.clone());
         if let Some(tab) = tab {
             self.desk.tab_versions.borrow_mut().gave(&tab, version);
