@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { attachedExecutor } from "./lib/attached.mjs";
-import { waitForLine } from "./lib/browser.mjs";
+import { openExecutor, waitForLine } from "./lib/browser.mjs";
+import { readRelaySession } from "./lib/mcp-client.mjs";
 import { modernBody, modernHeaders } from "./lib/mcp-http.mjs";
 
 let attached;
@@ -149,6 +150,68 @@ describe("the runtimes share the workspace", () => {
     });
     assert.equal(result.structuredContent.error.name, "Timeout");
     assert.equal((await call("read", { path: "/tmp/before-timeout.txt" })).structuredContent.content, "kept");
+  });
+});
+
+describe("a run's command carries its workspace (issue 28)", () => {
+  // The tab's own round trip before a run (GET /session/<id>/workspace) is what the command's
+  // `workspace` field saves: counted here as the page makes it.
+  const syncs = [];
+  const counted = (request) => {
+    const url = new URL(request.url());
+    if (request.method() === "GET" && /^\/session\/[^/]+\/workspace$/.test(url.pathname)) syncs.push(url.search);
+  };
+  before(() => executor.page.on("request", counted));
+  after(() => executor.page.off("request", counted));
+
+  const chained = (n) => `import fs from "node:fs";
+const last = fs.existsSync("/tmp/chain.txt") ? fs.readFileSync("/tmp/chain.txt", "utf8") : "none";
+fs.writeFileSync("/tmp/chain.txt", "${n}");
+console.log(last, fs.existsSync("/tmp/agent.txt") ? fs.readFileSync("/tmp/agent.txt", "utf8") : "-");`;
+
+  async function auditRuns(count) {
+    const { contents } = await client.readResource({ uri: "relay://audit" });
+    return JSON.parse(contents[0].text).records.slice(-count);
+  }
+
+  test("back to back, no sync after the first run; each run reads what the last wrote, and an agent's write between runs", async () => {
+    const first = await runJs(chained(0));
+    assert.equal(first.structuredContent.exitCode, 0, JSON.stringify(first));
+    const afterFirst = syncs.length;
+    for (let n = 1; n <= 4; n++) {
+      const result = await runJs(chained(n));
+      assert.equal(result.structuredContent.stdout, `${n - 1} -\n`, JSON.stringify(result));
+    }
+    await call("write", { path: "/tmp/agent.txt", content: "agent", mode: "overwrite" });
+    const seen = await runJs(chained(5));
+    assert.equal(seen.structuredContent.stdout, "4 agent\n", JSON.stringify(seen));
+    console.log(`workspace syncs: ${afterFirst} for the first run, ${syncs.length - afterFirst} over the next five`);
+    assert.deepEqual(syncs.slice(afterFirst), [], "the runs after the first asked for the workspace");
+    // Each run's audit has the workspace it ran on: where the call before it left it.
+    const records = await auditRuns(7);
+    assert.deepEqual(records.map((r) => r.tool), ["run_js", "run_js", "run_js", "run_js", "run_js", "write", "run_js"]);
+    for (let i = 1; i < records.length; i++) {
+      assert.equal(records[i].workspaceBefore, records[i - 1].workspaceAfter, `call ${i} starts where call ${i - 1} ended`);
+      assert.match(records[i].workspaceBefore, /^[0-9a-f]{64}$/);
+    }
+    assert.notEqual(records[0].workspaceBefore, records[0].workspaceAfter, "a run's write changes the root");
+  });
+
+  test("a second tab's writes reach the first tab's next run through its command", async () => {
+    await runJs(chained(6)); // the first tab is given the workspace
+    const second = await openExecutor(attached.browser, key);
+    try {
+      const wrote = await runJs(`import fs from "node:fs"; fs.writeFileSync("/tmp/second.txt", "from the second tab".repeat(400));`);
+      assert.equal(wrote.structuredContent.exitCode, 0, JSON.stringify(wrote));
+      assert.ok(second.lines.some((l) => l.startsWith("Executing capsule")), "the newest tab ran it");
+    } finally {
+      await second.context.close();
+    }
+    for (let i = 0; i < 300 && (await readRelaySession(client)).executor.tabs > 1; i++) await new Promise((r) => setTimeout(r, 100));
+    const from = syncs.length;
+    const read = await runJs(`import fs from "node:fs"; console.log(fs.readFileSync("/tmp/second.txt", "utf8").length, fs.readFileSync("/tmp/chain.txt", "utf8"));`);
+    assert.equal(read.structuredContent.stdout, "7600 6\n", JSON.stringify(read));
+    assert.deepEqual(syncs.slice(from), [], "the first tab took the second's write from the command (its body fetched by hash)");
   });
 });
 

@@ -155,7 +155,7 @@ export class RunQueue {
     view.code(new TextDecoder().decode(capsule.files[capsule.manifest.entry.path.slice(1)]));
     this.noteDoing("bringing its workspace up to date");
     try {
-      await this.sync.sync(runId);
+      await this.sync.sync(runId, announced.workspace);
     } catch (err) {
       const stale = failure("Internal", `could not bring this tab's copy of the workspace up to date: ${err.message}; run again`);
       return this.complete(report, view, { ...stale, usage: { wallMs: 0, memPeakMb: 0 } });

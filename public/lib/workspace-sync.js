@@ -4,9 +4,11 @@
 // run, and it sends what a run writes up as the run makes it, committed by the relay session in
 // run order.
 //
-// - sync(runId): GET /session/<id>/workspace?since=<the version this tab holds>&run=<runId>
+// - sync(runId, delta): GET /session/<id>/workspace?since=<the version this tab holds>&run=<runId>
 //   (the whole index the first time), then each body it lacks by its hash
 //   (GET /session/<id>/workspace/bodies/<sha256>), checked against the hash before it is kept.
+//   A run's command may carry that answer itself (`workspace`: the changes since the version
+//   the relay session last gave this tab): applied, with no GET, when this copy is at its `since`.
 // - writer(runToken): a run's changes, batched: bodies over INLINE_MAX_BYTES first
 //   (PUT /workspace/bodies/<sha256>), then POST /workspace/commit, at most MAX_COMMIT_CHANGES
 //   at a time. The run's exit waits for done(), so what it wrote reaches the relay session first.
@@ -43,27 +45,52 @@ export class WorkspaceSync {
     this.syncing = Promise.resolve();
   }
 
-  /** Brings this copy to the relay session's workspace (before run `runId`, if given); one sync at a time. */
-  sync(runId) {
-    const next = this.syncing.catch(() => {}).then(() => this.syncOnce(runId));
+  /**
+   * Brings this copy to the relay session's workspace (before run `runId`, if given); one sync
+   * at a time. `delta`: the changes the run's command carried (relay_session::tab_sync), used
+   * only when this copy is exactly at its `since`; otherwise, or if applying it fails, this asks.
+   */
+  sync(runId, delta) {
+    const next = this.syncing.catch(() => {}).then(() => this.syncOnce(runId, delta));
     this.syncing = next;
     return next;
   }
 
-  async syncOnce(runId) {
+  async syncOnce(runId, delta) {
     const started = performance.now();
+    let fetched = delta && this.version !== null && delta.since === this.version ? await this.applyCarried(delta) : null;
+    const index = fetched === null ? await this.index(runId) : delta;
+    fetched ??= await this.apply(index);
+    return { version: index.version, root: index.root, files: index.files.length, fetched, ms: performance.now() - started };
+  }
+
+  /** A run's carried changes applied: how many bodies it fetched; null when they could not be (the caller asks). */
+  async applyCarried(delta) {
+    try {
+      return await this.apply(delta);
+    } catch (err) {
+      this.status.log(`Could not apply the workspace changes the run's command carried (${err.message}); asking the relay session`);
+      return null;
+    }
+  }
+
+  /** The relay session's index since the version this copy is at (all of it the first time). */
+  async index(runId) {
     const { url, headers } = this.endpoint("workspace");
     const asked = new URL(url, location.href);
     if (this.version !== null) asked.searchParams.set("since", this.version);
     if (runId) asked.searchParams.set("run", runId);
-    const index = await withRetry(async () => (await fetchOk(asked, { headers })).json());
+    return withRetry(async () => (await fetchOk(asked, { headers })).json());
+  }
+
+  /** Applies an index (or a delta): this copy is then at its version. How many bodies it fetched. */
+  async apply(index) {
     this.workspace.limitBytes = index.maxBytes; // the tenant's cap: this copy and the runners hold to it
     const taken = await pool(index.files, FETCHES_AT_ONCE, (file) => this.take(file));
-    const fetched = taken.reduce((sum, n) => sum + n, 0);
     for (const path of index.removed) await this.drop(path);
     if (index.full) await this.dropUnlisted(new Set(index.files.map((f) => f.path)));
     this.version = index.version;
-    return { version: index.version, root: index.root, files: index.files.length, fetched, ms: performance.now() - started };
+    return taken.reduce((sum, n) => sum + n, 0);
   }
 
   /** Holds the relay session's `file`, fetching its body unless this copy has those bytes: 1 if fetched. */

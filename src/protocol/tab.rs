@@ -11,6 +11,7 @@ use crate::capsule::{inline_files, Capsule, CapsuleSpec, Language};
 use crate::mcp::sse_frame;
 use crate::packages::{DepsRequest, PackageSources};
 use crate::protocol::Caller;
+use crate::relay_session::tab_sync::WorkspaceDelta;
 use crate::run::machine::{Outcome, LOAD_BUDGET_MS};
 
 /// A command for a tab.
@@ -143,6 +144,10 @@ pub struct CapsuleCommand {
     /// The context the run names: the tab runs it in that context's interpreter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextOrder>,
+    /// The workspace's changes since the version the tab was last given, when the relay session
+    /// knows it and they are few (`relay_session::tab_sync`): the tab then need not ask.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceDelta>,
 }
 
 /// What the tab is told of a run's context (`run::contexts`): its name, whether to throw away
@@ -176,6 +181,7 @@ impl CapsuleCommand {
             run_token: run_claims.sign(signer),
             inline: inline_files(capsule),
             context: None,
+            workspace: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use serde_json::Value;
 
 use super::store::Queued;
+use super::tab_sync::{inline_delta, TabVersions};
 use super::{Platform, RelaySession, StorageError};
 use crate::auth::QueueSettings;
 use crate::packages::PendingBuild;
@@ -100,6 +101,8 @@ pub struct Desk<F> {
     pub(super) settings: RefCell<Option<Settings>>,
     /// The run whose deps build is running at the edge: one at a time per relay session.
     edge_building: RefCell<Option<String>>,
+    /// The workspace version each tab was last given (`tab_sync`).
+    tab_versions: RefCell<TabVersions>,
 }
 
 /// What the run machine is configured with: the tenant's queue settings and edge budget.
@@ -116,6 +119,7 @@ impl<F> Default for Desk<F> {
             edge_runs: RefCell::default(),
             settings: RefCell::default(),
             edge_building: RefCell::default(),
+            tab_versions: RefCell::default(),
         }
     }
 }
@@ -166,6 +170,7 @@ impl<P: Platform> RelaySession<P> {
         if tabs != tabs_before {
             self.announce_tabs(&tabs);
             self.desk.contexts.borrow_mut().tabs_now(&tabs);
+            self.desk.tab_versions.borrow_mut().keep_only(&tabs);
         }
         answers
     }
@@ -224,7 +229,7 @@ impl<P: Platform> RelaySession<P> {
             }
             return None;
         }
-        let frame = self.command_frame(command);
+        let frame = self.command_frame(&tab, command);
         if !self.platform.tabs().write(&tab, frame.clone()) {
             return Some(Input::TabGone { tab });
         }
@@ -353,13 +358,44 @@ impl<P: Platform> RelaySession<P> {
         self.desk.machine.borrow().as_ref().and_then(RunMachine::queue_full)
     }
 
-    fn command_frame(&self, command: &Command) -> Vec<u8> {
+    fn command_frame(&self, tab: &str, command: &Command) -> Vec<u8> {
         match command {
-            Command::Capsule { run } => {
-                let runs = self.desk.runs.borrow();
-                runs.get(run).and_then(|io| io.command.as_ref()).map(|(_, frame)| frame.clone()).unwrap_or_default()
-            }
+            Command::Capsule { run } => self.run_frame(tab, run),
             Command::Cancel { run } => TabCommand::Cancel { run_id: run.clone() }.frame(),
+        }
+    }
+
+    /// Run `run`'s command for `tab`: a capsule's carries the workspace's changes since the
+    /// version `tab` was last given when it may (`tab_sync`), and then the run's workspace
+    /// before it is recorded for its audit now, in the turn that sends it (the tab will not ask).
+    fn run_frame(&self, tab: &str, run: &str) -> Vec<u8> {
+        let runs = self.desk.runs.borrow();
+        let Some((io, (command, frame))) = runs.get(run).and_then(|io| Some((io, io.command.as_ref()?))) else {
+            return Vec::new();
+        };
+        let TabCommand::Capsule(capsule) = command else { return frame.clone() };
+        let busy = runs.iter().any(|(other, io)| other != run && io.tab.as_deref() == Some(tab));
+        let Some(since) = self.desk.tab_versions.borrow().since(tab, busy, io.tab.is_some()) else {
+            return frame.clone();
+        };
+        let changes = self.persisted("workspace", self.store().workspace_changes(Some(since)));
+        let Some(delta) = changes.and_then(|changes| inline_delta(since, changes, io.workspace_max)) else {
+            return frame.clone();
+        };
+        if self.persisted("audit", self.store().audit_workspace(run, Some(&delta.root), None)).is_none() {
+            return frame.clone(); // the tab's sync records it
+        }
+        self.desk.tab_versions.borrow_mut().gave(tab, delta.version);
+        let mut capsule = capsule.clone();
+        capsule.workspace = Some(delta);
+        TabCommand::Capsule(capsule).frame()
+    }
+
+    /// The tab run `run` was sent to was given the workspace at `version` (its sync's answer).
+    pub(super) fn tab_synced(&self, run: &str, version: u64) {
+        let tab = self.desk.runs.borrow().get(run).and_then(|io| io.tab.clone());
+        if let Some(tab) = tab {
+            self.desk.tab_versions.borrow_mut().gave(&tab, version);
         }
     }
 

@@ -11,7 +11,8 @@
 //! - [`builds`]: storing capsules, a packaged run's build from presign to finalize.
 //! - [`upstreams`]: calls to the tenant's upstream MCP servers and their audit; the `/mcps` tree.
 //! - [`workspace`]: the relay session's workspace: its index and bodies, commits, the file
-//!   tools answered from it; [`workspace_routes`] the routes of tabs and runs over it.
+//!   tools answered from it; [`workspace_routes`] the routes of tabs and runs over it;
+//!   [`tab_sync`] the changes a run's command carries to its tab, so the tab need not ask.
 //! - [`body_sweep`]: the retention sweep of its workspace bodies, when the cron asks.
 //! - [`caches`]: what one instance remembers to be faster, never to decide.
 //! - [`kept`]: what must outlive an instance (its DO sleeps between runs): saved when idle.
@@ -28,6 +29,7 @@ pub mod kept;
 pub mod runs;
 pub mod sql;
 pub mod store;
+pub mod tab_sync;
 pub mod upstreams;
 pub mod workspace;
 pub mod workspace_routes;

@@ -61,8 +61,9 @@ impl WireChange {
 impl<P: Platform> RelaySession<P> {
     /// `GET /session/<id>/workspace?since=&run=`: the changes since version `since` (all files
     /// without it) as `{version, root, full, files, removed, maxBytes}` (`max_bytes`: the
-    /// tenant's cap, which the tab's copy holds to). A tab asks before it starts run `run`, so
-    /// the root it answers is the run's workspace before it, recorded for its audit.
+    /// tenant's cap, which the tab's copy holds to). A tab asks before it starts run `run`
+    /// (unless the run's command carried the changes: `tab_sync`), so the root it answers is the
+    /// run's workspace before it, recorded for its audit, and the version the run's tab holds.
     pub fn workspace_index(
         &self,
         since: Option<u64>,
@@ -72,6 +73,7 @@ impl<P: Platform> RelaySession<P> {
         let changes = self.store().workspace_changes(since).map_err(|_| unavailable_sqlite())?;
         if let Some(run) = run.filter(|run| self.has_run(run)) {
             self.persisted("audit", self.store().audit_workspace(run, Some(&changes.root), None));
+            self.tab_synced(run, changes.version);
         }
         Ok(json!({
             "version": changes.version, "root": changes.root, "full": changes.full,
