@@ -276,12 +276,20 @@ async function describe(path, bytes, put) {
 async function pool(items, width, work) {
   const results = new Array(items.length);
   let next = 0;
+  let failure = null;
   const lane = async () => {
-    while (next < items.length) {
+    while (next < items.length && failure === null) {
       const i = next++;
-      results[i] = await work(items[i]);
+      try {
+        results[i] = await work(items[i]);
+      } catch (err) {
+        failure ??= { err };
+      }
     }
   };
+  // Every lane settles before a failure is thrown: nothing of a failed pass writes after what
+  // its caller does next (a carried delta that failed is followed by the relay session's index).
   await Promise.all(Array.from({ length: Math.min(width, items.length) }, lane));
+  if (failure !== null) throw failure.err;
   return results;
 }
