@@ -1,6 +1,8 @@
 // What the edge executor reads from the page's static assets (the ASSETS binding): the runtimes'
 // files, esbuild.wasm and the deps builder, each read once per Worker isolate.
 
+import { sriOf } from "../../public/lib/bytes.js";
+
 const held = new Map(); // key -> Promise, this isolate's
 
 /** `make()`'s promise, kept for this isolate under `key`; a failure is not kept (the next call tries again). */
@@ -32,8 +34,7 @@ export async function asset(assets, path) {
  */
 export async function checkedText(assets, { url, integrity }) {
   const bytes = await (await asset(assets, url)).arrayBuffer();
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-384", bytes));
-  const found = `sha384-${btoa(String.fromCharCode(...digest))}`;
+  const found = await sriOf(bytes, integrity);
   if (found !== integrity) throw new Error(`the asset ${url} is ${found}, not ${integrity} as this Worker was built with: deploy the page's assets and the Worker from one build`);
   return new TextDecoder().decode(bytes);
 }

@@ -12,7 +12,7 @@
 
 use super::http::read_capped;
 use super::tenants::{authenticate, by_id};
-use crate::platform::bindings::{kv, public_origin, OAUTH_REGISTER};
+use crate::platform::bindings::{kv, public_origin, var, OAUTH_REGISTER, RELAY_ALLOW_LOCALHOST};
 use crate::platform::http::{json, storage_unavailable, with_header};
 use crate::platform::{now_ms, random, sleep};
 use futures::future::{select, Either};
@@ -118,7 +118,7 @@ async fn registration_limited(req: &Request, env: &Env) -> Result<Option<Respons
 /// The client `client_id` names: registered here, or described by its metadata document.
 async fn client(env: &Env, client_id: &str) -> Result<std::result::Result<Client, OAuthError>> {
     if names_document(client_id) {
-        let dev = env.var("RELAY_ALLOW_LOCALHOST").is_ok_and(|v| v.to_string() == "1");
+        let dev = var(env, RELAY_ALLOW_LOCALHOST).is_some_and(|v| v == "1");
         let url = match document_url(client_id, dev) {
             Ok(url) => url,
             Err(e) => return Ok(Err(e)),

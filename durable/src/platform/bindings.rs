@@ -21,6 +21,9 @@ pub const RELAY_VERSION: &str = "RELAY_VERSION";
 pub const LOG_LEVEL: &str = "LOG_LEVEL";
 /// Variable: `1` under `wrangler dev`, where loopback origins may call `/mcp`.
 pub const RELAY_ALLOW_LOCALHOST: &str = "RELAY_ALLOW_LOCALHOST";
+/// Variable: `1` in one edge test only (never in wrangler.toml): a relay session loses its edge
+/// standby before each run (`relay_session::edge`).
+pub const RELAY_TEST_LOSE_STANDBY: &str = "RELAY_TEST_LOSE_STANDBY";
 
 pub fn bucket(env: &Env) -> Result<worker::Bucket> {
     env.bucket(R2_CAPSULES)

@@ -7,6 +7,7 @@
 //! then runs the capsule that build made. What the run starts with, and every decision, is the
 //! core's (`relay_core::relay_session::edge`, `relay_core::packages::edge_build`).
 
+use crate::platform::bindings::{self, RELAY_TEST_LOSE_STANDBY};
 use crate::platform::{self, signer::key_set};
 use futures::channel::oneshot;
 use futures::future::{self, Either};
@@ -294,7 +295,7 @@ async fn claim(standby: &JsValue, lose: bool) -> bool {
 /// relay session's standby is disposed before its run is offered to it, as the platform disposes
 /// the stub of a call whose context ended, so a test sees such a run go on a fresh runner.
 fn lose_standby(env: &Env) -> bool {
-    env.var("RELAY_TEST_LOSE_STANDBY").is_ok_and(|v| v.to_string() == "1")
+    bindings::var(env, RELAY_TEST_LOSE_STANDBY).is_some_and(|v| v == "1")
 }
 
 /// An RPC stub disposed when this is dropped (`Symbol.dispose`), so the far side lets go of
