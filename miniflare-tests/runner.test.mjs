@@ -12,6 +12,7 @@ import { after, before, describe, test } from "node:test";
 import { crc32, deflateRawSync } from "node:zlib";
 import { launchWithTabs } from "./lib/background-tab.mjs";
 import { RUNTIMES, runnerJob as job, startRunnerPages } from "./lib/runner-page.mjs";
+import { REFILL_AFTER_MS } from "../public/lib/standby-refill.js";
 
 let pages;
 let server;
@@ -501,6 +502,14 @@ describe("standby workers offered ahead", () => {
     await run(job("py", "print(1)"));
     assert.equal(await readyWorkers(RUNTIMES.py, 1), 1);
     assert.equal(await readyWorkers(RUNTIMES.py, 2, 1_500), 1, "Pyodide keeps one: each holds ~100 MB");
+  });
+
+  test("after a run that came spaced out, the executor page has the standbys refilled once the answer had time to leave", async () => {
+    // On the page's own clock (a browser's setTimeout, which throws when called as another
+    // object's method): null would mean the taken standbys are never replaced.
+    const delay = await page.evaluate(() => window.relayTest.refillDelay());
+    assert.notEqual(delay, null, "the page never had the sandbox refill");
+    assert.ok(delay >= REFILL_AFTER_MS - 2, `refilled after ${delay} ms, before the answer had time to leave`);
   });
 
   test("an offer made before a kill it did not count is discarded: the run takes a worker the slow way", async () => {

@@ -7,6 +7,7 @@ import { loadCapsule } from "./lib/capsule.js";
 import { canonicalJson } from "./lib/canonical-json.js";
 import { KeyRing, verifyManifestSignature } from "./lib/jws.js";
 import { RunnerHost } from "./lib/runner-host.js";
+import { StandbyRefill } from "./lib/standby-refill.js";
 import { openWorkspace } from "./lib/workspace.js";
 import { unzip } from "./lib/zip.js";
 
@@ -81,6 +82,22 @@ window.relayTest = {
     const deadline = performance.now() + (timeoutMs ?? 10_000);
     while (sandbox.ready[runtimeId] !== count && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     return sandbox.ready[runtimeId] ?? 0;
+  },
+
+  /**
+   * The executor page's standby timing (lib/standby-refill.js) on the page's own clock, after a
+   * run that came spaced out: the ms from the page's idling until it has the sandbox refill, or
+   * null if it did not in `timeoutMs`.
+   */
+  refillDelay(timeoutMs = 2_000) {
+    return new Promise((resolve) => {
+      let idleAt;
+      const refills = new StandbyRefill(() => resolve(performance.now() - idleAt));
+      refills.runStarts();
+      idleAt = performance.now();
+      refills.idle();
+      setTimeout(() => resolve(null), timeoutMs);
+    });
   },
 
   /** Whether the sandbox holds offer `id` of `runtimeId`. */

@@ -9,7 +9,7 @@
 // the relay passes on to its client and quotes if the wait outlasts the run's deadline. (That
 // the tab is alive at all is its lease's business: lease-worker.js.) Once idle, with the
 // results delivered, the sandbox is told to load the standby workers runs took
-// (RunnerHost.refill).
+// (RunnerHost.refill), when standby-refill.js says.
 
 import { loadCapsule, runnerJob } from "./capsule.js";
 import { MCPS_RPC, guardedFetch, mcpsRpc } from "./egress.js";
@@ -20,6 +20,7 @@ import { exitEvent } from "./exit-event.js";
 import { notStored, uploadOutFiles } from "./out-files.js";
 import { notKept } from "./workspace-sync.js";
 import { cancelledOutcome } from "./runner-host.js";
+import { StandbyRefill } from "./standby-refill.js";
 import { runtimeName } from "./status.js";
 
 // A waiting run hears of the stored file changes of the run ahead at most this often.
@@ -45,6 +46,7 @@ export class RunQueue {
     // {runId, abort: AbortController, doing: what it is at, stored: file changes stored}
     this.current = null;
     this.notedAt = 0; // when the waiting runs were last told what the current one is doing
+    this.refills = new StandbyRefill(() => this.runner.refill());
   }
 
   /**
@@ -96,6 +98,7 @@ export class RunQueue {
   async next() {
     const announced = this.pending.shift();
     if (!announced) return;
+    this.refills.runStarts();
     this.current = { runId: announced.runId, abort: new AbortController(), doing: "starting", stored: 0 };
     try {
       if (announced.build) await this.buildThenExecute(announced, this.current.abort.signal);
@@ -109,7 +112,7 @@ export class RunQueue {
     this.current = null;
     if (this.pending.length) return this.next();
     // Idle: once the results are on their way, the sandbox may use the CPU for the next standby.
-    this.backchannel.drained().then(() => this.current || this.runner.refill());
+    this.backchannel.drained().then(() => this.current || this.refills.idle());
   }
 
   /** Builds the run's dependencies into its capsule, then runs that; a failed build ends the run. */

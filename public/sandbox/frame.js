@@ -16,7 +16,8 @@
 // move the wait: a Pyodide worker takes longer to load than a call). One that was taken is
 // replaced when the page says it is idle (`refill`: the run's results are delivered), not when
 // the run ends: on two cores, loading a worker (QuickJS ~20-40 ms, Pyodide ~300 ms of CPU)
-// beside a run's last requests held those requests up by as much.
+// beside a run's last requests held those requests up by as much (and when, after that, is the
+// page's choice: lib/standby-refill.js).
 //
 // A ready standby is offered to the page ahead (`standby`, with its port), so a run starts
 // with one message to its worker instead of a round trip through this frame first; the page
