@@ -478,6 +478,7 @@ describe("capsule manifest signatures", () => {
 describe("standby workers offered ahead", () => {
   const offerOf = (runtime, options) => page.evaluate(([r, o]) => window.relayTest.offerOf(r, o), [runtime, options]);
   const holdsOffer = (runtime, id) => page.evaluate(([r, i]) => window.relayTest.holdsOffer(r, i), [runtime, id]);
+  const offerCurrent = (runtime) => page.evaluate((r) => window.relayTest.offerCurrent(r), runtime);
 
   test("an idle page is offered a ready worker, and the next run starts in it", async () => {
     await run(job("js", "1"));
@@ -495,8 +496,8 @@ describe("standby workers offered ahead", () => {
     await run(job("js", "1"));
     assert.equal(await readyWorkers(RUNTIMES.js, 2), 2, "QuickJS keeps two standbys: one offered, one in reserve");
     // A stale offer sends the run to `take`, which finds the reserve: still a fresh worker.
-    assert.ok(await offerOf(RUNTIMES.js, { stale: true }));
-    const result = await run(job("js", "console.log(typeof globalThis.seen)"));
+    assert.ok(await offerOf(RUNTIMES.js));
+    const result = await run({ ...job("js", "console.log(typeof globalThis.seen)"), killFirst: true });
     assert.equal(result.stdout, "undefined\n");
     assert.equal(await readyWorkers(RUNTIMES.js, 2), 2, "refilled once idle");
     await run(job("py", "print(1)"));
@@ -512,11 +513,22 @@ describe("standby workers offered ahead", () => {
     assert.ok(delay >= REFILL_AFTER_MS - 2, `refilled after ${delay} ms, before the answer had time to leave`);
   });
 
+  test("an offer the page holds across a run of another runtime is confirmed current again, not thrown away", async () => {
+    await run(job("py", "print(1)"));
+    const offer = await offerOf(RUNTIMES.py);
+    assert.ok(offer, "no Pyodide standby was offered");
+    await run(job("js", "1")); // its kill makes every offer held older than the kills sent
+    // Were it left stale, the next run_py would discard a ready Pyodide worker and load another.
+    assert.equal(await offerCurrent(RUNTIMES.py), true, "the frame did not confirm the Pyodide offer after the kill");
+    assert.equal((await run(job("py", "print(2)"))).stdout, "2\n");
+    assert.equal(await holdsOffer(RUNTIMES.py, offer), false, "the offer was used");
+  });
+
   test("an offer made before a kill it did not count is discarded: the run takes a worker the slow way", async () => {
     await run(job("js", "1"));
-    const stale = await offerOf(RUNTIMES.js, { stale: true });
+    const stale = await offerOf(RUNTIMES.js);
     assert.ok(stale);
-    const result = await run(job("js", "console.log(typeof globalThis.seen)"));
+    const result = await run({ ...job("js", "console.log(typeof globalThis.seen)"), killFirst: true });
     assert.equal(result.exitCode, 0);
     assert.equal(result.stdout, "undefined\n", "a fresh worker all the same");
     assert.equal(await holdsOffer(RUNTIMES.js, stale), false, "the stale offer was discarded");

@@ -26,7 +26,7 @@ window.relayTest = {
    * fetches (a text `body`; an unlisted url is denied with PolicyDenied), and the result lists
    * the requests heard (`requests`, bodies as text).
    */
-  async run({ files, cancelAfterMs, workspace, fetches = {}, ...job }) {
+  async run({ files, cancelAfterMs, workspace, fetches = {}, killFirst = false, ...job }) {
     const output = { stdout: "", stderr: "" };
     const requests = [];
     let loaded = false;
@@ -34,6 +34,8 @@ window.relayTest = {
     if (cancelAfterMs !== undefined) setTimeout(() => abort.abort(), cancelAfterMs);
     const opened = workspace && (await workspaceOf(workspace));
     const started = performance.now();
+    // A kill the frame cannot have handled when the run asks for its worker: every offer held is stale.
+    if (killFirst) runner.sandbox.kill("r_of_no_run");
     const outcome = await runner.run(
       {
         ...job,
@@ -58,18 +60,15 @@ window.relayTest = {
 
   /**
    * The sandbox's standby offers (lib/sandbox.js): `refill` as the idle page says it, then wait
-   * until the frame has offered a standby of `runtimeId`; with `stale`, first a kill the frame
-   * counts (of no run), so that offer no longer matches the kills sent. Resolves with the offer's
-   * id, or null if none came in `timeoutMs`.
+   * until the frame has offered a standby of `runtimeId`. Resolves with the offer's id, or null
+   * if none came in `timeoutMs`.
    */
-  async offerOf(runtimeId, { stale = false, timeoutMs = 10_000 } = {}) {
+  async offerOf(runtimeId, { timeoutMs = 10_000 } = {}) {
     runner.refill();
     const sandbox = runner.sandbox;
     const deadline = performance.now() + timeoutMs;
     while (!sandbox.offers.has(runtimeId) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    const offer = sandbox.offers.get(runtimeId);
-    if (offer && stale) sandbox.kill("r_of_no_run");
-    return offer?.id ?? null;
+    return sandbox.offers.get(runtimeId)?.id ?? null;
   },
 
   /**
@@ -98,6 +97,18 @@ window.relayTest = {
       refills.idle();
       setTimeout(() => resolve(null), timeoutMs);
     });
+  },
+
+  /**
+   * Whether the page's offer of `runtimeId` is current (its kill count is the kills sent), once
+   * it is or after `timeoutMs`; null when the page holds none.
+   */
+  async offerCurrent(runtimeId, timeoutMs = 5_000) {
+    const sandbox = runner.sandbox;
+    const current = () => sandbox.offers.get(runtimeId)?.killed === sandbox.killsSent;
+    const deadline = performance.now() + timeoutMs;
+    while (!current() && sandbox.offers.has(runtimeId) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    return sandbox.offers.has(runtimeId) ? current() : null;
   },
 
   /** Whether the sandbox holds offer `id` of `runtimeId`. */

@@ -240,6 +240,8 @@ export class Sandbox {
         return this.settle(`taken:${data.runId}`, null, { port: ports[0] });
       case "standby":
         return this.keepOffer(data, ports[0]);
+      case "current":
+        return this.confirmOffer(data);
       case "lost":
         return this.contexts.delete(data.context);
       case "crashed":
@@ -302,6 +304,12 @@ export class Sandbox {
   /** Loads `runtimeIds` into the new frame one after another (the first is ready soonest). */
   async reload(runtimeIds) {
     for (const runtimeId of runtimeIds) await this.prepare(runtimeId).catch(() => {});
+  }
+
+  /** The frame confirmed offer `id` as current as of `killed` kills (it handled them since). */
+  confirmOffer({ runtimeId, id, killed }) {
+    const offer = this.offers.get(runtimeId);
+    if (offer?.id === id && Number.isInteger(killed)) offer.killed = killed;
   }
 
   keepOffer({ runtimeId, id, killed }, port) {

@@ -25,7 +25,8 @@
 // `kill`s this frame had handled (each terminating its run's worker, if it had one). The page
 // uses an offer only if that count equals the kills it has sent: then every worker a guest ever
 // ran in was dead when the offer was made, and no run has started since. Otherwise it
-// `discard`s the offer and `take`s a worker the slow way.
+// `discard`s the offer and `take`s a worker the slow way. An offer the page still holds when the
+// frame handles later kills is confirmed (`current`) with the new count, under the same rule.
 //
 // Messages (page <-> frame, window.postMessage; the frame answers only its parent):
 //   page -> frame  {type:"prepare", runtimeId, files:{name: ArrayBuffer}}   runtime files, SRI-checked by the page
@@ -43,6 +44,7 @@
 //                  {type:"prepared", runtimeId, snapshot?} | {type:"failed", runtimeId, message}
 //                  {type:"taken", runId} + [port]                           the port reaches the worker's glue
 //                  {type:"standby", runtimeId, id, killed} + [port]        an offer (see above)
+//                  {type:"current", runtimeId, id, killed}                  offer `id` is current as of `killed` kills
 //                  {type:"crashed", runId, message}                         the run's worker died of an error
 //                  {type:"pong", id, ready:{runtimeId: n}}                  the answer to ping `id`, with the standbys ready
 //                  {type:"lost", context, message}                          context `context`'s worker died between its runs
@@ -207,10 +209,16 @@ function stopRunning() {
 function offerStandbys() {
   if (running || taking) return;
   for (const runtime of runtimes.values()) {
-    if (runtime.offer) continue; // one offer at a time: the page holds one port per runtime
+    // One offer at a time (the page holds one port per runtime): one made before kills this
+    // frame has handled since is confirmed as current again, or the page would discard a ready
+    // worker (a whole Pyodide load, ~300 ms) for a run of another runtime having ended.
+    if (runtime.offer) {
+      confirm(runtime);
+      continue;
+    }
     const ready = runtime.takeReady();
     if (!ready) continue;
-    const offer = { id: ++offers, worker: ready.worker, crashed: null };
+    const offer = { id: ++offers, worker: ready.worker, crashed: null, killed };
     runtime.offer = offer;
     ready.worker.onerror = (event) => {
       event.preventDefault();
@@ -218,6 +226,13 @@ function offerStandbys() {
     };
     reply({ type: "standby", runtimeId: runtime.id, id: offer.id, killed }, [ready.port]);
   }
+}
+
+/** Tells the page that `runtime`'s offer is current as of the kills handled now, if it was older. */
+function confirm({ id: runtimeId, offer }) {
+  if (offer.killed === killed) return;
+  offer.killed = killed;
+  reply({ type: "current", runtimeId, id: offer.id, killed });
 }
 
 function reply(message, transfer = []) {
