@@ -107,6 +107,21 @@ describe("run_js", () => {
     const complaints = executor.lines.slice(seen).filter((line) => /refused|lost/.test(line));
     assert.deepEqual(complaints, []);
   });
+
+  test("once the page is idle after a run, its sandbox holds its standbys again: two QuickJS workers and one Pyodide", async () => {
+    // The sandbox frame's workers (blob: URLs of its opaque origin), by runtime: one URL each.
+    const perRuntime = () => {
+      const counts = {};
+      for (const worker of executor.page.workers()) {
+        if (worker.url().startsWith("blob:null/")) counts[worker.url()] = (counts[worker.url()] ?? 0) + 1;
+      }
+      return Object.values(counts).sort();
+    };
+    for (let i = 0; i < 3; i++) assert.equal((await runJs(`console.log(${i})`)).structuredContent.stdout, `${i}\n`);
+    const deadline = Date.now() + 10_000;
+    while (perRuntime().join() !== "1,2" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(perRuntime(), [1, 2], "the runs' workers were not replaced once the page was idle");
+  });
 });
 
 describe("results by POST", () => {

@@ -479,6 +479,11 @@ describe("standby workers offered ahead", () => {
   const offerOf = (runtime, options) => page.evaluate(([r, o]) => window.relayTest.offerOf(r, o), [runtime, options]);
   const holdsOffer = (runtime, id) => page.evaluate(([r, i]) => window.relayTest.holdsOffer(r, i), [runtime, id]);
   const offerCurrent = (runtime) => page.evaluate((r) => window.relayTest.offerCurrent(r), runtime);
+  /** How the page asked for the run's worker: "took" an offer, or "take" through the frame (after a "discard"). */
+  const howTaken = async () => {
+    const sent = await page.evaluate(() => window.relayTest.sentToFrame());
+    return sent.filter((type) => ["took", "take", "discard"].includes(type)).join(" ");
+  };
 
   test("an idle page is offered a ready worker, and the next run starts in it", async () => {
     await run(job("js", "1"));
@@ -505,7 +510,7 @@ describe("standby workers offered ahead", () => {
     assert.equal(await readyWorkers(RUNTIMES.py, 2, 1_500), 1, "Pyodide keeps one: each holds ~100 MB");
   });
 
-  test("after a run that came spaced out, the executor page has the standbys refilled once the answer had time to leave", async () => {
+  test("the executor page's refill timing works on a browser's own clock", async () => {
     // On the page's own clock (a browser's setTimeout, which throws when called as another
     // object's method): null would mean the taken standbys are never replaced.
     const delay = await page.evaluate(() => window.relayTest.refillDelay());
@@ -520,15 +525,18 @@ describe("standby workers offered ahead", () => {
     await run(job("js", "1")); // its kill makes every offer held older than the kills sent
     // Were it left stale, the next run_py would discard a ready Pyodide worker and load another.
     assert.equal(await offerCurrent(RUNTIMES.py), true, "the frame did not confirm the Pyodide offer after the kill");
+    await howTaken();
     assert.equal((await run(job("py", "print(2)"))).stdout, "2\n");
-    assert.equal(await holdsOffer(RUNTIMES.py, offer), false, "the offer was used");
+    assert.equal(await howTaken(), "took", "the run did not start in the offered worker");
   });
 
   test("an offer made before a kill it did not count is discarded: the run takes a worker the slow way", async () => {
     await run(job("js", "1"));
     const stale = await offerOf(RUNTIMES.js);
     assert.ok(stale);
+    await howTaken();
     const result = await run({ ...job("js", "console.log(typeof globalThis.seen)"), killFirst: true });
+    assert.equal(await howTaken(), "discard take", "the stale offer was used");
     assert.equal(result.exitCode, 0);
     assert.equal(result.stdout, "undefined\n", "a fresh worker all the same");
     assert.equal(await holdsOffer(RUNTIMES.js, stale), false, "the stale offer was discarded");

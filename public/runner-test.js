@@ -12,6 +12,13 @@ import { openWorkspace } from "./lib/workspace.js";
 import { unzip } from "./lib/zip.js";
 
 const runner = new RunnerHost(new URL("sandbox.html", import.meta.url));
+// The types of the messages the page sends the sandbox frame, for tests to tell its paths apart.
+const sentToFrame = [];
+const post = runner.sandbox.post.bind(runner.sandbox);
+runner.sandbox.post = (message, transfer) => {
+  sentToFrame.push(message.type);
+  return post(message, transfer);
+};
 
 window.relayTest = {
   /**
@@ -109,6 +116,11 @@ window.relayTest = {
     const deadline = performance.now() + timeoutMs;
     while (!current() && sandbox.offers.has(runtimeId) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     return sandbox.offers.has(runtimeId) ? current() : null;
+  },
+
+  /** The types of the messages the page sent the sandbox frame since the last call. */
+  sentToFrame() {
+    return sentToFrame.splice(0);
   },
 
   /** Whether the sandbox holds offer `id` of `runtimeId`. */

@@ -98,9 +98,9 @@ export class RunQueue {
   async next() {
     const announced = this.pending.shift();
     if (!announced) return;
-    this.refills.runStarts();
     this.current = { runId: announced.runId, abort: new AbortController(), doing: "starting", stored: 0 };
     try {
+      this.refills.runStarts();
       if (announced.build) await this.buildThenExecute(announced, this.current.abort.signal);
       else await this.execute(announced, this.current.abort.signal);
     } catch (err) {

@@ -228,9 +228,12 @@ function offerStandbys() {
   }
 }
 
-/** Tells the page that `runtime`'s offer is current as of the kills handled now, if it was older. */
+/**
+ * Tells the page that `runtime`'s offer is current as of the kills handled now, if it was older.
+ * A crashed one is left stale: the page discards it and its run takes a worker that works.
+ */
 function confirm({ id: runtimeId, offer }) {
-  if (offer.killed === killed) return;
+  if (offer.crashed || offer.killed === killed) return;
   offer.killed = killed;
   reply({ type: "current", runtimeId, id: offer.id, killed });
 }
