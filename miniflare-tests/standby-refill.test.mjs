@@ -75,6 +75,16 @@ test("a run that starts while a load waits starts that load at once, and it does
   assert.equal(counted.loads, 1);
 });
 
+test("a run that started with no idling since the last one (it waited in the tab's queue) came back to back", () => {
+  const { refills, counted, advance } = onTestClock();
+  refills.runStarts();
+  advance(10 * BACK_TO_BACK_MS);
+  refills.runStarts(); // the next run of the queue: the page never idled
+  advance(10 * BACK_TO_BACK_MS);
+  refills.idle();
+  assert.equal(counted.loads, 1, "at once: the runs came back to back");
+});
+
 test("the page idling twice before the wait is over loads once", () => {
   const { refills, counted, advance } = onTestClock();
   refills.runStarts();

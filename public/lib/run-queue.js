@@ -51,8 +51,7 @@ export class RunQueue {
 
   /**
    * @param announced the `capsule` command ({runId, hash, manifestUrl, language, size, token,
-   *   runToken}), the `build` command ({runId, language, build, sources, runToken}) or the
-   *   `file` command ({runId, tool, arguments, filesystem})
+   *   runToken}) or the `build` command ({runId, language, build, sources, runToken})
    */
   add(announced) {
     // The same run announced again (e.g. re-sent after a reconnect) is already in hand.

@@ -29,18 +29,24 @@ export class StandbyRefill {
     this.clock = clock;
     this.timer = null; // a load waiting for the last answer to reach its client
     this.idleSince = -Infinity;
-    this.backToBack = false; // the current run started within BACK_TO_BACK_MS of the last idling
+    this.idled = true; // the page was idle since the last run started
+    this.backToBack = false; // the current run started with no idling, or within BACK_TO_BACK_MS of it
   }
 
-  /** A run starts: whether it came back to back is noted, and a waiting load starts now. */
+  /**
+   * A run starts: whether it came back to back is noted (a run that waited behind another in
+   * the tab's queue always did), and a waiting load starts now.
+   */
   runStarts() {
-    this.backToBack = this.clock.now() - this.idleSince < BACK_TO_BACK_MS;
+    this.backToBack = !this.idled || this.clock.now() - this.idleSince < BACK_TO_BACK_MS;
+    this.idled = false;
     if (this.timer !== null) this.refill();
   }
 
   /** The page is idle, its results delivered: the load starts now or after REFILL_AFTER_MS. */
   idle() {
     this.idleSince = this.clock.now();
+    this.idled = true;
     if (this.backToBack) this.refill();
     else this.timer ??= this.clock.setTimer(() => this.refill(), REFILL_AFTER_MS);
   }
