@@ -51,6 +51,8 @@ describe("state survives between the runs of one context", () => {
     assert.equal(second.structuredContent.stdout, "42 82 [41]\n", shown(second));
     assert.deepEqual(second.structuredContent.context, { name: "py-a", runtime: "pyodide@314", fresh: false, kept: true });
     assert.equal(second.structuredContent.usage.contextRuns, 1);
+    // The runner's own setup (the cwd's makedirs) is no write of the run's: none was denied.
+    assert.equal(second.structuredContent.usage.denied, 0, "the context's second run reported a denied write it never made");
 
     // A cell's last expression is shown, as a notebook shows it; a trailing `;` hides it.
     const cell = await runPy("y = x * 2\n{'y': y}", { context: "py-a" });

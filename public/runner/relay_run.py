@@ -67,7 +67,9 @@ def relay_run(config_json, guard=None, can_block=True):
 
 
 def _prepare(config, guard):
-    """The process state of `python <entry> <args>`: argv, path, env, cwd, stdin."""
+    """The process state of `python <entry> <args>`: argv, path, env, cwd, stdin. Made by the
+    runner, not the guest: the run's guard judges only what runs after it (see _finish)."""
+    global _guard, _hooked
     entry = config["entry"]
     sys.argv = [entry, *config["argv"]]
     # Like `python entry.py`: the entry's directory first.
@@ -79,7 +81,6 @@ def _prepare(config, guard):
     os.makedirs(config["cwd"], exist_ok=True)
     os.chdir(config["cwd"])
     sys.stdin = io.TextIOWrapper(io.BytesIO(config["stdin"].encode()), encoding="utf-8")
-    global _guard, _hooked
     _guard = guard
     if guard is not None and not _hooked:
         sys.addaudithook(_write_guard())
@@ -87,6 +88,11 @@ def _prepare(config, guard):
 
 
 def _finish(keep=False):
+    """Ends a run. Its guard goes with it: left in place, it judged what the runner does before
+    the worker's next run (a context's, or the first after the standby's warm run: pyodide.js),
+    installing its wheels and making its cwd, as writes that run was denied."""
+    global _guard
+    _guard = None
     if not keep:
         _close_leftovers()
     sys.stdout.flush()
