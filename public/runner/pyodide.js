@@ -22,6 +22,7 @@ import { SignalCounter } from "./python-limits.js";
 import { WriteRule, runnerPolicy } from "./write-rule.js";
 import relayRunSource from "./relay_run.py";
 import { MCPS_RPC } from "../lib/egress.js";
+import { RunRelay } from "./run-relay.js";
 
 const MiB = 1024 * 1024;
 const WASM_FILE = "pyodide.asm.wasm";
@@ -52,6 +53,8 @@ export const pyodideEngine = {
     const policy = runnerPolicy(assets.modules);
     let unwrap = null; // a context's last run's write-through, undone before its next run
     return {
+      /** The tab's standby only (serve.js): see warmRun. */
+      warm: () => warmRun(pyodide, relayRun, policy),
       /** `guard`: at the edge only (durable/js/edge-runner-pyodide.js), see guarded(). */
       async run(job, sink, relay, guard) {
         const rule = new WriteRule(policy, job.filesystem, relay, job.workspaceLimit);
@@ -182,6 +185,27 @@ async function guestFetch(input, init) {
   const response = new Response(NULL_BODY_STATUSES.has(status) ? null : answer.body, { status, statusText, headers });
   Object.defineProperty(response, "url", { value: url });
   return response;
+}
+
+// The empty program warmRun runs.
+const WARM_ENTRY = "/.relay-warm.py";
+
+/**
+ * Runs an empty program down a run's whole path (its files, the workspace, the write-through,
+ * the output handlers, relay_run through stack switching) while a tab's worker waits as a
+ * standby: a fresh worker compiles that JavaScript when it first runs it, ~27 ms of a fresh
+ * worker's `print(1)` against ~5 ms in a context's (docs/BENCHMARKS.md). No guest exists yet,
+ * and nothing of the program stays: its file is removed, its write-through undone, and the
+ * run's own handlers replace its output handlers and relay.
+ */
+async function warmRun(pyodide, relayRun, policy) {
+  const relay = new RunRelay(() => {}); // an empty program sends nothing
+  const job = { files: { [WARM_ENTRY.slice(1)]: new Uint8Array(0) }, workspace: {}, entry: { path: WARM_ENTRY, argv: [], env: {}, cwd: "/", stdin: "" } };
+  const sink = { write: () => true };
+  const { unwrapped } = await runCapsule(pyodide, relayRun, { job, sink, relay, rule: new WriteRule(policy, undefined, relay) });
+  unwrapped();
+  pyodide.FS.unlink(WARM_ENTRY);
+  activeRelay = null;
 }
 
 /** Runs the capsule: `{exitCode, unwrapped}`, unwrapped() undoing its write-through. */

@@ -55,6 +55,7 @@ async function boot(engine, { mode, modules, files, snapshot }, port, send) {
     return;
   }
   const instance = await engine.start(assets);
+  await instance.warm?.();
   let relay = null; // the current run's: its fetches
   let running = false;
   let kept = true; // only a context's worker takes another run, and only after an exit
