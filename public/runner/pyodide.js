@@ -193,7 +193,7 @@ const WARM_ENTRY = "/.relay-warm.py";
 /**
  * Runs an empty program down a run's whole path (its files, the workspace, the write-through,
  * the output handlers, relay_run through stack switching) while a tab's worker waits as a
- * standby: a fresh worker compiles that JavaScript when it first runs it, ~27 ms of a fresh
+ * standby: a fresh worker compiles that JavaScript when it first runs it, ~32 ms of a fresh
  * worker's `print(1)` against ~5 ms in a context's (docs/BENCHMARKS.md). No guest exists yet,
  * and nothing of the program stays: its file is removed, its write-through undone, and the
  * run's own handlers replace its output handlers and relay.
