@@ -193,6 +193,19 @@ print("never")`,
     assert.ok(result.usage.memPeakMb > 0);
   });
 
+  test("a write the guest makes as its run ends (a __del__ of what it left) is still judged by the run's policy", async () => {
+    const code = `class Leftover:
+    def __del__(self):
+        try:
+            open("/etc/written-at-the-end", "w")
+            print("written")
+        except PermissionError as e:
+            print("refused:", str(e).split(":")[0])
+leftover = Leftover()`;
+    const result = await run(job("py", code));
+    assert.equal(result.stdout, "refused: PolicyDenied\n", result.stderr);
+  });
+
   test("an uncaught exception prints its traceback and exits 1", async () => {
     const result = await run(job("py", `def f():\n    return 1 / 0\n\nf()\n`));
     assert.equal(result.exitCode, 1);

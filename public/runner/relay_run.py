@@ -88,15 +88,18 @@ def _prepare(config, guard):
 
 
 def _finish(keep=False):
-    """Ends a run. Its guard goes with it: left in place, it judged what the runner does before
-    the worker's next run (a context's, or the first after the standby's warm run: pyodide.js),
+    """Ends a run, and its guard last: guest code still runs here (the __del__ of what it left,
+    its own sys.stdout's flush). Left in place, the guard judged what the runner does before the
+    worker's next run (a context's, or the first after the standby's warm run: pyodide.js),
     installing its wheels and making its cwd, as writes that run was denied."""
     global _guard
-    _guard = None
-    if not keep:
-        _close_leftovers()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        if not keep:
+            _close_leftovers()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        _guard = None
 
 
 async def _finishing(outcome, keep):
