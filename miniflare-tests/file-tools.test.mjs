@@ -7,8 +7,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { attachedExecutor } from "./lib/attached.mjs";
 import { openExecutor, waitForLine } from "./lib/browser.mjs";
-import { readRelaySession } from "./lib/mcp-client.mjs";
+import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
 import { modernBody, modernHeaders } from "./lib/mcp-http.mjs";
+import { BASE, createTenant, devVars } from "./lib/relay.mjs";
 
 let attached;
 let key;
@@ -212,6 +213,42 @@ console.log(last, fs.existsSync("/tmp/agent.txt") ? fs.readFileSync("/tmp/agent.
     const read = await runJs(`import fs from "node:fs"; console.log(fs.readFileSync("/tmp/second.txt", "utf8").length, fs.readFileSync("/tmp/chain.txt", "utf8"));`);
     assert.equal(read.structuredContent.stdout, "7600 6\n", JSON.stringify(read));
     assert.deepEqual(syncs.slice(from), [], "the first tab took the second's write from the command (its body fetched by hash)");
+  });
+});
+
+describe("a write the relay session refused", () => {
+  test("is not what the tab's next run reads: the tab takes the relay session's bytes again", async () => {
+    // A tenant of its own, whose storedBytes quota a run's write will pass: the refusal is the
+    // server's (429 on the body's upload), after the tab already holds the run's bytes.
+    const QUOTA = 1 << 20; // the least a tenant's storedBytes may be
+    const { key: quotaKey, tenant } = await createTenant("refused-write", { quotas: { storedBytes: QUOTA } });
+    const tab = await openExecutor(attached.browser, quotaKey);
+    const agent = await connectClient(quotaKey);
+    try {
+      const run = async (code) => (await agent.callTool({ name: "run_js", arguments: { code } })).structuredContent;
+      const writing = `import fs from "node:fs"; fs.writeFileSync("/tmp/s.txt", "tab " + "t".repeat(20000) + Date.now());`;
+      const reading = `import fs from "node:fs"; console.log(fs.readFileSync("/tmp/s.txt", "utf8").slice(0, 6));`;
+      // Both capsules stored while there is room (admitted again once the quota is reached).
+      assert.equal((await run(writing)).exitCode, 0);
+      assert.equal((await run(reading)).stdout, "tab tt\n");
+      await agent.callTool({ name: "write", arguments: { path: "/tmp/s.txt", content: "server", mode: "overwrite" } });
+      const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}` };
+      const { usage } = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
+      const half = Math.floor((QUOTA - usage.storedBytes.used - 5000) / 2); // 5,000 bytes of room left
+      for (const path of ["/tmp/fill1", "/tmp/fill2"]) {
+        const fill = await agent.callTool({ name: "write", arguments: { path, content: path.at(-1).repeat(half) } });
+        assert.equal(fill.isError, false, JSON.stringify(fill));
+      }
+      const refused = await run(writing);
+      assert.match(refused.stderr, /\/tmp\/s\.txt was not kept in the workspace: QuotaExceeded/, JSON.stringify(refused));
+      assert.equal((await agent.callTool({ name: "read", arguments: { path: "/tmp/s.txt" } })).structuredContent.content, "server");
+      // The tab had the relay session's "server" before that run, and its hash: trusting it
+      // after the refusal kept the refused bytes, and this run read "tab tt".
+      assert.equal((await run(reading)).stdout, "server\n", "the next run reads what the relay session holds");
+    } finally {
+      await agent.close();
+      await tab.context.close();
+    }
   });
 });
 

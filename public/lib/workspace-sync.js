@@ -184,8 +184,13 @@ export class RunWriter {
     this.failure = null;
   }
 
-  /** A change the run made (already stored in this tab). */
+  /**
+   * A change the run made (already stored in this tab). This copy's bytes at `path` are no longer
+   * known to be the relay session's until the change is committed: a refused one must not leave
+   * the old hash trusted, or the next sync keeps the bytes the relay session refused.
+   */
   push(path, bytes) {
+    this.sync.hashes.delete(path);
     this.heldBytes += (bytes?.length ?? 0) - (this.waiting.get(path)?.length ?? 0);
     this.waiting.delete(path); // so it goes after the changes made before this one
     this.waiting.set(path, bytes);
@@ -250,8 +255,7 @@ export class RunWriter {
     results.forEach((result, i) => {
       const { path, sha256 } = changes[i];
       if (result.error) this.refused.push({ path, ...result.error });
-      else if (sha256) this.sync.hashes.set(path, sha256);
-      else this.sync.hashes.delete(path);
+      else if (sha256 && !this.waiting.has(path)) this.sync.hashes.set(path, sha256); // unless changed again since
     });
   }
 }
