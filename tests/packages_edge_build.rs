@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use relay_core::capsule::Language;
 use relay_core::error::ErrorName;
-use relay_core::packages::edge_build::{build_outcome, edge_build_refusal, over_cap, EDGE_BUILD_CAPS};
+use relay_core::packages::edge_build::{build_outcome, build_unstarted, edge_build_refusal, over_cap, EDGE_BUILD_CAPS};
 use serde_json::json;
 
 /// The caps the job carries, by the names edge-build.js reads: each one a guest may stop at.
@@ -113,4 +113,14 @@ proptest! {
         prop_assert!(ErrorName::from_name(error.as_str()).is_some());
         prop_assert!(message.contains(&text));
     }
+}
+
+#[test]
+fn a_build_that_never_started_names_the_operator_and_the_tab_not_a_retry() {
+    let why = "the asset builder.js is sha384-a, not sha384-b as this Worker was built with";
+    let (name, message) = build_unstarted(why);
+    assert_eq!(name, ErrorName::DepsResolutionFailed);
+    assert!(message.contains(why), "{message}");
+    assert!(message.contains("operator") && message.contains("open the relay page"), "{message}");
+    assert!(!message.contains("run the tool again"), "calling again meets the same failure: {message}");
 }

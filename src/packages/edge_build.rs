@@ -96,6 +96,18 @@ pub fn over_cap(cap: &str, value: u64, what: Option<&str>) -> Option<String> {
     ))
 }
 
+/// The outcome of a build at the edge whose isolate never answered: the Worker's entry failed
+/// before or while starting it (`why`), as when the page's assets it reads (the builder,
+/// esbuild.wasm) are missing or of another build than the Worker's. Calling again meets the same
+/// failure, so the message names who can mend it, and the tab meanwhile.
+pub fn build_unstarted(why: &str) -> (ErrorName, String) {
+    let message = format!(
+        "the dependency build at the edge could not start ({why}); the relay's operator can mend it by deploying the \
+         page's assets and the Worker from one build; meanwhile {ON_A_TAB}"
+    );
+    (ErrorName::DepsResolutionFailed, message)
+}
+
 /// What the Worker's entry answered for a build at the edge, as the run goes on: `{ok: true}`
 /// (finalized: the run now holds its capsule), `{cap, value, what?}` (stopped at a cap), or `{error:
 /// {name, message}}` (the build's own error, or the server's refusal of its upload). Anything

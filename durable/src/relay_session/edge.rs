@@ -13,7 +13,7 @@ use futures::channel::oneshot;
 use futures::future::{self, Either};
 use futures::StreamExt;
 use relay_core::error::ErrorName;
-use relay_core::packages::edge_build::build_outcome;
+use relay_core::packages::edge_build::{build_outcome, build_unstarted};
 use relay_core::relay_session::edge::Refusal;
 use relay_core::relay_session::{Platform, RelaySession};
 use serde_json::Value;
@@ -228,7 +228,7 @@ async fn build<P: EdgePlatform>(
         Ok(built) => JsFuture::from(built),
         Err(e) => {
             shared.edge_build_over(run);
-            return Err(js_internal(e));
+            return Err(build_unstarted(&js_message(e)));
         }
     };
     let answer = match future::select(built, stopped).await {
@@ -243,9 +243,8 @@ async fn build<P: EdgePlatform>(
         }
     };
     shared.edge_build_over(run);
-    build_outcome(
-        &serde_json::from_str(&answer.map_err(js_internal)?.as_string().unwrap_or_default()).unwrap_or_default(),
-    )?;
+    let answer = answer.map_err(|e| build_unstarted(&js_message(e)))?;
+    build_outcome(&serde_json::from_str(&answer.as_string().unwrap_or_default()).unwrap_or_default())?;
     Ok(true)
 }
 
@@ -318,5 +317,10 @@ fn internal(e: impl std::fmt::Display) -> Refusal {
 }
 
 fn js_internal(e: JsValue) -> Refusal {
-    internal(e.as_string().or_else(|| Reflect::get(&e, &"message".into()).ok()?.as_string()).unwrap_or_default())
+    internal(js_message(e))
+}
+
+/// A JavaScript error's message (or the thrown string).
+fn js_message(e: JsValue) -> String {
+    e.as_string().or_else(|| Reflect::get(&e, &"message".into()).ok()?.as_string()).unwrap_or_default()
 }
