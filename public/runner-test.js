@@ -73,8 +73,7 @@ window.relayTest = {
   async offerOf(runtimeId, { timeoutMs = 10_000 } = {}) {
     runner.refill();
     const sandbox = runner.sandbox;
-    const deadline = performance.now() + timeoutMs;
-    while (!sandbox.offers.has(runtimeId) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await waitUntil(() => sandbox.offers.has(runtimeId), timeoutMs);
     return sandbox.offers.get(runtimeId)?.id ?? null;
   },
 
@@ -82,11 +81,10 @@ window.relayTest = {
    * How many standby workers of `runtimeId` the frame holds ready (the offered one included),
    * once its pongs have said `count` or after `timeoutMs`.
    */
-  async readyWorkers(runtimeId, count, timeoutMs) {
+  async readyWorkers(runtimeId, count, timeoutMs = 10_000) {
     runner.refill();
     const sandbox = runner.sandbox;
-    const deadline = performance.now() + (timeoutMs ?? 10_000);
-    while (sandbox.ready[runtimeId] !== count && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await waitUntil(() => sandbox.ready[runtimeId] === count, timeoutMs);
     return sandbox.ready[runtimeId] ?? 0;
   },
 
@@ -113,8 +111,7 @@ window.relayTest = {
   async offerCurrent(runtimeId, timeoutMs = 5_000) {
     const sandbox = runner.sandbox;
     const current = () => sandbox.offers.get(runtimeId)?.killed === sandbox.killsSent;
-    const deadline = performance.now() + timeoutMs;
-    while (!current() && sandbox.offers.has(runtimeId) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await waitUntil(() => current() || !sandbox.offers.has(runtimeId), timeoutMs);
     return sandbox.offers.has(runtimeId) ? current() : null;
   },
 
@@ -198,6 +195,12 @@ window.relayTest = {
 };
 
 const workspaces = new Map(); // "backend:name" -> Promise<Workspace>, one per page like the executor's
+
+/** Resolves once `condition()` holds (polled every 10 ms) or `timeoutMs` have passed. */
+async function waitUntil(condition, timeoutMs) {
+  const deadline = performance.now() + timeoutMs;
+  while (!condition() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+}
 
 function workspaceOf({ name, backend }) {
   const key = `${backend}:${name}`;

@@ -213,7 +213,7 @@ function offerStandbys() {
     // frame has handled since is confirmed as current again, or the page would discard a ready
     // worker (a whole Pyodide load, ~300 ms) for a run of another runtime having ended.
     if (runtime.offer) {
-      confirm(runtime);
+      confirmCurrent(runtime);
       continue;
     }
     const ready = runtime.takeReady();
@@ -232,7 +232,7 @@ function offerStandbys() {
  * Tells the page that `runtime`'s offer is current as of the kills handled now, if it was older.
  * A crashed one is left stale: the page discards it and its run takes a worker that works.
  */
-function confirm({ id: runtimeId, offer }) {
+function confirmCurrent({ id: runtimeId, offer }) {
   if (offer.crashed || offer.killed === killed) return;
   offer.killed = killed;
   reply({ type: "current", runtimeId, id: offer.id, killed });
