@@ -16,8 +16,10 @@ use crate::workspace::FileEntry;
 /// The most entries (files changed and paths removed together) a run's command carries. The
 /// command goes twice (the tab's stream and its results socket) and is parsed before the run
 /// starts, and a tab behind by more than a few changes fetches their bodies anyway, next to
-/// which the round trip saved (~10 ms) is small: 64 entries (about 150 bytes each) keep the
-/// command within ~10 KiB, and cover what runs back to back write between them.
+/// which the round trip saved (~10 ms) is small: 64 entries (about 150 bytes each, at most
+/// ~2.2 KiB: a path of 1,024 bytes whose JSON escapes double it; no entry holds a body) keep the
+/// command within ~10 KiB, at most ~140 KiB, far below a socket message's cap (1 MiB), and cover
+/// what runs back to back write between them.
 pub const INLINE_DELTA_MAX_ENTRIES: usize = 64;
 
 /// The workspace as a run's command carries it: the index's answer to a sync since `since`
