@@ -252,6 +252,39 @@ describe("a write the relay session refused", () => {
   });
 });
 
+describe("a tab catching up on another tab's removals", () => {
+  test("applies them before the files: a file renamed under a tight cap, and a file that became a directory", async () => {
+    // A 64 KiB workspace: a file of 40 KiB renamed by another tab fits the relay session, never
+    // both copies at once; the first tab got "/tmp/b" written before "/tmp/a" gone, and its
+    // runs failed to sync (OutputLimitExceeded, and "/tmp/d is a file") until its storage was cleared.
+    const { key: capKey } = await createTenant("sync-order", { workspace: { maxBytes: 65536 } });
+    const first = await openExecutor(attached.browser, capKey);
+    const agent = await connectClient(capKey);
+    try {
+      const run = async (code) => (await agent.callTool({ name: "run_js", arguments: { code } })).structuredContent;
+      const made = await run(`import fs from "node:fs"; fs.writeFileSync("/tmp/a", "a".repeat(40000)); fs.writeFileSync("/tmp/d", "file");`);
+      assert.equal(made.exitCode, 0, JSON.stringify(made));
+      const second = await openExecutor(attached.browser, capKey);
+      try {
+        const moved = await run(`import fs from "node:fs";
+const a = fs.readFileSync("/tmp/a"); fs.unlinkSync("/tmp/a"); fs.writeFileSync("/tmp/b", a);
+fs.unlinkSync("/tmp/d"); fs.mkdirSync("/tmp/d"); fs.writeFileSync("/tmp/d/x", "in a directory");`);
+        assert.equal(moved.exitCode, 0, JSON.stringify(moved));
+        assert.ok(second.lines.some((l) => l.startsWith("Executing capsule")), "the newest tab ran it");
+      } finally {
+        await second.context.close();
+      }
+      for (let i = 0; i < 300 && (await readRelaySession(agent)).executor.tabs > 1; i++) await new Promise((r) => setTimeout(r, 100));
+      const seen = await run(`import fs from "node:fs"; console.log(fs.existsSync("/tmp/a"), fs.readFileSync("/tmp/b").length, fs.readFileSync("/tmp/d/x", "utf8"));`);
+      assert.equal(seen.exitCode, 0, JSON.stringify(seen));
+      assert.equal(seen.stdout, "false 40000 in a directory\n");
+    } finally {
+      await agent.close();
+      await first.context.close();
+    }
+  });
+});
+
 describe("the person's own tab as MCP client", () => {
   test("the executor page calls write and read through POST /mcp on its own workspace", async () => {
     const write = modernBody("tools/call", { name: "write", arguments: { path: "/tmp/from-page.txt", content: "mine", mode: "overwrite" } });

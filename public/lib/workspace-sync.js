@@ -83,12 +83,16 @@ export class WorkspaceSync {
     return withRetry(async () => (await fetchOk(asked, { headers })).json());
   }
 
-  /** Applies an index (or a delta): this copy is then at its version. How many bodies it fetched. */
+  /**
+   * Applies an index (or a delta): this copy is then at its version. How many bodies it fetched.
+   * Removals first: the relay session's state is whole, the steps to it are not (a file that
+   * became a directory, or made room for another, is written only once it is gone).
+   */
   async apply(index) {
-    this.workspace.limitBytes = index.maxBytes; // the tenant's cap: this copy and the runners hold to it
-    const taken = await pool(index.files, FETCHES_AT_ONCE, (file) => this.take(file));
+    this.workspace.limitBytes = index.maxBytes; // the tenant's cap: the runners hold to it
     for (const path of index.removed) await this.drop(path);
     if (index.full) await this.dropUnlisted(new Set(index.files.map((f) => f.path)));
+    const taken = await pool(index.files, FETCHES_AT_ONCE, (file) => this.take(file));
     this.version = index.version;
     return taken.reduce((sum, n) => sum + n, 0);
   }
@@ -100,7 +104,7 @@ export class WorkspaceSync {
       this.hashes.set(path, sha256);
       return 0;
     }
-    await this.workspace.write(path, await this.body(sha256));
+    await this.workspace.write(path, await this.body(sha256), { mirrored: true });
     this.hashes.set(path, sha256);
     return 1;
   }
