@@ -554,6 +554,17 @@ describe("standby workers offered ahead", () => {
     assert.equal(result.stdout, "undefined\n", "a fresh worker all the same");
     assert.equal(await holdsOffer(RUNTIMES.js, stale), false, "the stale offer was discarded");
   });
+
+  test("a run cancelled while the frame loads its worker leaves no worker running: the idle page is offered a standby", async () => {
+    await run(job("py", "print(1)")); // takes the ready Pyodide worker: the next take loads one
+    const cancelled = await run({ ...job("py", "print('never')", { cancelAfterMs: 50 }), killFirst: true });
+    assert.equal(cancelled.error?.name, "Cancelled");
+    assert.equal(cancelled.stdout, "");
+    // Were the worker the frame finished loading left running with no run, the frame would
+    // offer no standby (one is offered only while none runs) until the next run's take.
+    assert.ok(await offerOf(RUNTIMES.py, { timeoutMs: 15_000 }), "no Pyodide standby offered after the cancelled run");
+    assert.equal((await run(job("py", "print(2)"))).stdout, "2\n");
+  });
 });
 
 describe("a capsule's files inline in its announcement", () => {

@@ -113,12 +113,21 @@ export class Sandbox {
   /**
    * A fresh worker, loaded with `runtimeId`, for run `runId`: the MessagePort to its glue. No
    * worker is asked for once `wanted()` says the run is over (the frame would stop the worker
-   * of whichever run holds one then). A frame that dies meanwhile is replaced and asked again.
+   * of whichever run holds one then), and one that comes after is stopped: the run's kill came
+   * while the frame was still loading it, so the frame would run it with no one to stop it, and
+   * offer no standby meanwhile; the frame then refills (the page's refill came while it was
+   * loading, and was let go). A frame that dies meanwhile is replaced and asked again.
    */
   async take(runtimeId, runId, wanted = () => true, context = undefined) {
     for (;;) {
       try {
         const port = await this.takeFromFrame(runtimeId, runId, wanted, context);
+        if (!wanted()) {
+          port.close();
+          this.kill(runId);
+          this.refill();
+          throw new Error(`run ${runId} ended before it had a worker`);
+        }
         this.holder = runId;
         return port;
       } catch (err) {
