@@ -98,6 +98,17 @@ describe("run_js with npm.dependencies", () => {
     assert.match(result.error.message, /is-docker@3\.0\.0 needs the Node built-in "node:fs"/);
   });
 
+  test("in a context, a build that fails before the run reaches the interpreter keeps the context", async () => {
+    const set = await call("run_js", { code: "var loaded = 'data'", context: "deps" });
+    assert.equal(set.exitCode, 0, JSON.stringify(set));
+    const unbuilt = await call("run_js", { code: "1", context: "deps", npm: { dependencies: { lodash: "^5.0.0" } } });
+    assert.equal(unbuilt.error?.name, "DepsResolutionFailed", JSON.stringify(unbuilt));
+    assert.equal(unbuilt.context.kept, true, "a typo in a dependency ended the context");
+    const next = await call("run_js", { code: "console.log(loaded)", context: "deps" });
+    assert.equal(next.stdout, "data\n", JSON.stringify(next));
+    assert.deepEqual([next.context.fresh, next.context.lost], [false, undefined]);
+  });
+
   test("a tarball that does not match the registry's integrity is refused before it is used", async () => {
     const result = await call("run_js", { code: "1", npm: { dependencies: { "tampered-number": "6.0.0" } } });
     assert.equal(result.error?.name, "DepsResolutionFailed", JSON.stringify(result));

@@ -172,7 +172,10 @@ fn exit_with_every_listed_field(extra: Option<(&str, &str)>) -> serde_json::Valu
 fn exit_fields_lists_exactly_what_an_exit_may_carry() {
     let events = parse_batch(line(exit_with_every_listed_field(None)).as_bytes()).unwrap();
     let EventBody::Exit { usage, error, files, displays, .. } = &events[0].body else { panic!("not an exit") };
-    assert_eq!(*usage, Usage { wall_ms: 1, mem_peak_mb: 1, fetches: 1, denied: 1, file_errors: 1, context_runs: 1 });
+    assert_eq!(
+        *usage,
+        Usage { wall_ms: 1, mem_peak_mb: 1, fetches: 1, denied: 1, file_errors: 1, context_runs: Some(1) }
+    );
     assert_eq!((displays[0].mime_type.as_str(), displays[0].text.as_deref()), ("x", Some("x")));
     assert_eq!(error.as_ref().map(|e| e.name.as_str()), Some("x"));
     assert!(files[0].uploaded && files[0].image.is_some());

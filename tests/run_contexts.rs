@@ -23,12 +23,12 @@ fn args(value: Value) -> Map<String, Value> {
 
 /// A run that ended well on `tab`, its context having served `runs_before` runs there.
 fn ok_on(tab: &str, runs_before: u64) -> RunEnd<'_> {
-    RunEnd { tab: Some(tab), error: None, runs_before, by_relay: false, mem_peak_mb: 12 }
+    RunEnd { tab: Some(tab), error: None, runs_before: Some(runs_before), by_relay: false, mem_peak_mb: 12 }
 }
 
 /// A run that ended with error `name` on `tab` (none: it never reached one), as the relay ended it.
 fn failed<'a>(tab: Option<&'a str>, name: &'a str, message: &'a str) -> RunEnd<'a> {
-    RunEnd { tab, error: Some((name, message)), runs_before: 0, by_relay: true, mem_peak_mb: 0 }
+    RunEnd { tab, error: Some((name, message)), runs_before: None, by_relay: true, mem_peak_mb: 0 }
 }
 
 #[test]
@@ -119,6 +119,31 @@ fn an_error_ends_the_context_and_the_next_run_is_told_once() {
     assert!(report.note().unwrap().contains("context \"t\" was lost (a run in it ended with Timeout"));
     let after = book.claim(JS, &ask("t"), &s, 2_200).unwrap();
     assert_eq!((after.fresh, after.lost), (false, None));
+}
+
+#[test]
+fn an_error_before_the_interpreter_took_the_run_keeps_the_context() {
+    let mut book = Contexts::default();
+    let s = settings(4, 60_000);
+    let first = book.claim(PY, &ask("df"), &s, 0).unwrap();
+    book.ended(&first, &ok_on("t1", 0), 10);
+    // Its deps build failed in the tab: the exit says no context runs (the interpreter never had it).
+    let unbuilt = book.claim(PY, &ask("df"), &s, 20).unwrap();
+    let end = RunEnd {
+        tab: Some("t1"),
+        error: Some(("DepsResolutionFailed", "no such package")),
+        runs_before: None,
+        by_relay: false,
+        mem_peak_mb: 0,
+    };
+    let report = book.ended(&unbuilt, &end, 30);
+    assert!(report.kept && report.note().is_none(), "{report:?}");
+    let next = book.claim(PY, &ask("df"), &s, 40).unwrap();
+    assert_eq!((next.fresh, next.lost.clone()), (false, None), "the loaded data is still there");
+    // The same error once the interpreter ran it (the tab says how many runs it had served) ends it.
+    let ran = RunEnd { runs_before: Some(1), error: Some(("RuntimeCrashed", "out of memory")), ..end };
+    assert!(!book.ended(&next, &ran, 50).kept);
+    assert!(book.claim(PY, &ask("df"), &s, 60).unwrap().fresh);
 }
 
 #[test]

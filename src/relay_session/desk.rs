@@ -428,7 +428,7 @@ impl<P: Platform> RelaySession<P> {
             Err(message) => return Err(Unadmitted::Context(message)),
         };
         let unclaim = |context: &Option<Claim>| {
-            let never_sent = RunEnd { tab: None, error: None, runs_before: 0, by_relay: true, mem_peak_mb: 0 };
+            let never_sent = RunEnd { tab: None, error: None, runs_before: None, by_relay: true, mem_peak_mb: 0 };
             context.iter().for_each(|claim| drop(self.desk.contexts.borrow_mut().ended(claim, &never_sent, 0)));
         };
         if let Err(e) = self.store().audit_queued(queued, self.now_ms()) {

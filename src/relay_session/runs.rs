@@ -246,7 +246,7 @@ impl Call {
             fetches: exit.usage.fetches,
             denied: exit.usage.denied,
             file_errors: exit.usage.file_errors,
-            context_runs: exit.usage.context_runs,
+            context_runs: exit.usage.context_runs.unwrap_or(0),
             files,
             images: images.collect(),
             error: exit

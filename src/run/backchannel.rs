@@ -78,8 +78,11 @@ pub struct Usage {
     /// workspace refused the change): the guest was not told, so the result says it.
     pub file_errors: u64,
     /// For a run in a context: how many runs the context's interpreter had served in the tab
-    /// before this one (0: the tab started it for this run). See `run::contexts`.
-    pub context_runs: u64,
+    /// before this one (0: the tab started it for this run); none when the run ended before
+    /// the interpreter took it up (its deps build, its capsule or the workspace failed first).
+    /// See `run::contexts`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_runs: Option<u64>,
 }
 
 /// A file a run left in `/out`, as the tab reports it after uploading it.
@@ -138,7 +141,7 @@ pub fn exit_fields() -> Value {
         path: Some(String::new()),
     };
     serde_json::json!({
-        "usage": field_names(&Usage::default()),
+        "usage": field_names(&Usage { context_runs: Some(0), ..Usage::default() }),
         "error": field_names(&error),
         "file": field_names(&file),
         "display": field_names(&display),

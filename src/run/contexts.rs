@@ -120,8 +120,9 @@ pub struct RunEnd<'a> {
     pub tab: Option<&'a str>,
     /// The error it ended with (its name and message), if any: the interpreter is gone.
     pub error: Option<(&'a str, &'a str)>,
-    /// How many runs the context had served before this one in the tab (0: started afresh).
-    pub runs_before: u64,
+    /// How many runs the context had served before this one in the tab (0: started afresh);
+    /// none if the run ended before the tab's interpreter took it up.
+    pub runs_before: Option<u64>,
     /// The relay ended it (a deadline, a lost tab): the tab's exit never came.
     pub by_relay: bool,
     pub mem_peak_mb: u64,
@@ -268,8 +269,14 @@ impl Contexts {
             self.release(&claim.key);
             return report;
         };
+        if end.error.is_some() && end.runs_before.is_none() && !end.by_relay {
+            // It failed in the tab before the interpreter took it up (its deps build, its
+            // capsule, the workspace): the interpreter is as it was, and the tab keeps it.
+            self.release(&claim.key);
+            return report;
+        }
         // The tab started the interpreter for this run, though the book expected one.
-        let started = end.runs_before == 0 && !end.by_relay;
+        let started = end.runs_before.unwrap_or(0) == 0 && !end.by_relay;
         if started && !claim.fresh && report.lost.is_none() {
             let old_tab = self.live.get(&claim.key).and_then(|l| l.tab.clone());
             report.lost = Some(self.lost.remove(&claim.key).unwrap_or_else(|| match old_tab {
