@@ -217,37 +217,74 @@ console.log(last, fs.existsSync("/tmp/agent.txt") ? fs.readFileSync("/tmp/agent.
 });
 
 describe("a write the relay session refused", () => {
-  test("is not what the tab's next run reads: the tab takes the relay session's bytes again", async () => {
-    // A tenant of its own, whose storedBytes quota a run's write will pass: the refusal is the
-    // server's (429 on the body's upload), after the tab already holds the run's bytes.
-    const QUOTA = 1 << 20; // the least a tenant's storedBytes may be
-    const { key: quotaKey, tenant } = await createTenant("refused-write", { quotas: { storedBytes: QUOTA } });
-    const tab = await openExecutor(attached.browser, quotaKey);
+  // A tenant of its own, whose storedBytes quota a run's write will pass: the refusal is the
+  // server's (429 on the body's upload), after the tab already holds the run's bytes.
+  const QUOTA = 1 << 20; // the least a tenant's storedBytes may be
+  const writing = `import fs from "node:fs"; fs.writeFileSync("/tmp/s.txt", "tab " + "t".repeat(20000) + Date.now());`;
+  const reading = `import fs from "node:fs"; console.log(fs.readFileSync("/tmp/s.txt", "utf8").slice(0, 6));`;
+
+  /**
+   * A tenant whose tab `first` holds /tmp/s.txt = "server" (the relay session's, its hash
+   * cached by the tab's sync) and whose quota has 5,000 bytes of room: `writing` runs and is
+   * refused, `reading` runs (both capsules stored while there was room).
+   */
+  async function nearlyFull(name) {
+    const { key: quotaKey, tenant } = await createTenant(name, { quotas: { storedBytes: QUOTA } });
+    const first = await openExecutor(attached.browser, quotaKey);
     const agent = await connectClient(quotaKey);
-    try {
-      const run = async (code) => (await agent.callTool({ name: "run_js", arguments: { code } })).structuredContent;
-      const writing = `import fs from "node:fs"; fs.writeFileSync("/tmp/s.txt", "tab " + "t".repeat(20000) + Date.now());`;
-      const reading = `import fs from "node:fs"; console.log(fs.readFileSync("/tmp/s.txt", "utf8").slice(0, 6));`;
-      // Both capsules stored while there is room (admitted again once the quota is reached).
-      assert.equal((await run(writing)).exitCode, 0);
-      assert.equal((await run(reading)).stdout, "tab tt\n");
-      await agent.callTool({ name: "write", arguments: { path: "/tmp/s.txt", content: "server", mode: "overwrite" } });
-      const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}` };
-      const { usage } = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
-      const half = Math.floor((QUOTA - usage.storedBytes.used - 5000) / 2); // 5,000 bytes of room left
-      for (const path of ["/tmp/fill1", "/tmp/fill2"]) {
-        const fill = await agent.callTool({ name: "write", arguments: { path, content: path.at(-1).repeat(half) } });
-        assert.equal(fill.isError, false, JSON.stringify(fill));
-      }
+    const run = async (code) => (await agent.callTool({ name: "run_js", arguments: { code } })).structuredContent;
+    assert.equal((await run(writing)).exitCode, 0);
+    await agent.callTool({ name: "write", arguments: { path: "/tmp/s.txt", content: "server", mode: "overwrite" } });
+    assert.equal((await run(reading)).stdout, "server\n");
+    const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}` };
+    const { usage } = await (await fetch(`${BASE}/admin/tenants/${tenant.id}/usage`, { headers: admin })).json();
+    const half = Math.floor((QUOTA - usage.storedBytes.used - 5000) / 2);
+    for (const path of ["/tmp/fill1", "/tmp/fill2"]) {
+      const fill = await agent.callTool({ name: "write", arguments: { path, content: path.at(-1).repeat(half) } });
+      assert.equal(fill.isError, false, JSON.stringify(fill));
+    }
+    const refusedRun = async () => {
       const refused = await run(writing);
       assert.match(refused.stderr, /\/tmp\/s\.txt was not kept in the workspace: QuotaExceeded/, JSON.stringify(refused));
       assert.equal((await agent.callTool({ name: "read", arguments: { path: "/tmp/s.txt" } })).structuredContent.content, "server");
+    };
+    const close = async () => {
+      await agent.close();
+      await first.context.close();
+    };
+    return { quotaKey, first, agent, run, refusedRun, close };
+  }
+
+  test("is not what the tab's next run reads: the tab takes the relay session's bytes again", async () => {
+    const { run, refusedRun, close } = await nearlyFull("refused-write");
+    try {
+      await refusedRun();
       // The tab had the relay session's "server" before that run, and its hash: trusting it
       // after the refusal kept the refused bytes, and this run read "tab tt".
       assert.equal((await run(reading)).stdout, "server\n", "the next run reads what the relay session holds");
     } finally {
-      await agent.close();
-      await tab.context.close();
+      await close();
+    }
+  });
+
+  test("made by another tab of the same browser, is not what this tab's next run reads", async () => {
+    // The two tabs share the browser's storage (OPFS): the first takes in what the second
+    // stored, the refused bytes too, when it next stores a file of its own.
+    const { quotaKey, first, agent, run, refusedRun, close } = await nearlyFull("refused-sibling");
+    try {
+      const sameBrowser = { newContext: async () => first.context };
+      const second = await openExecutor(sameBrowser, quotaKey);
+      try {
+        await refusedRun();
+        assert.ok(second.lines.some((l) => l.startsWith("Executing capsule")), "the newest tab ran it");
+      } finally {
+        await second.page.close();
+      }
+      for (let i = 0; i < 300 && (await readRelaySession(agent)).executor.tabs > 1; i++) await new Promise((r) => setTimeout(r, 100));
+      await agent.callTool({ name: "write", arguments: { path: "/tmp/q", content: "q" } }); // stored by the first tab's sync
+      assert.equal((await run(reading)).stdout, "server\n", "the first tab's run read the second tab's refused bytes");
+    } finally {
+      await close();
     }
   });
 });

@@ -58,10 +58,30 @@ export class WorkspaceSync {
 
   async syncOnce(runId, delta) {
     const started = performance.now();
-    let fetched = delta && this.version !== null && delta.since === this.version ? await this.applyCarried(delta) : null;
-    const index = fetched === null ? await this.index(runId) : delta;
-    fetched ??= await this.apply(index);
+    let fetched = 0;
+    let index;
+    let passes = 0;
+    this.forgetOthers();
+    do {
+      const carried = index === undefined && delta && this.version !== null && delta.since === this.version;
+      const taken = carried ? await this.applyCarried(delta) : null;
+      index = taken === null ? await this.index(runId) : delta;
+      fetched += taken ?? (await this.apply(index));
+    } while (this.forgetOthers() && ++passes < 3); // past that, the next sync is a whole one too
     return { version: index.version, root: index.root, files: index.files.length, fetched, ms: performance.now() - started };
+  }
+
+  /**
+   * Whether this copy took in what another tab of this browser stored since last asked (they
+   * share its storage: that tab's runs' writes, the relay session's refusals of them too): then
+   * no hash or version it holds is trusted, and the next index is the whole one, each file checked.
+   */
+  forgetOthers() {
+    if (!this.workspace.tookFromOthers) return false;
+    this.workspace.tookFromOthers = false;
+    this.hashes.clear();
+    this.version = null;
+    return true;
   }
 
   /** A run's carried changes applied: how many bodies it fetched; null when they could not be (the caller asks). */

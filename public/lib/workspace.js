@@ -75,6 +75,7 @@ export class Workspace {
     this.limitBytes = WORKSPACE_LIMIT_BYTES; // the tenant's cap, once the relay session says it (workspace-sync.js)
     this.waiting = []; // changes asked for, not stored yet: {path, bytes (null: remove), resolve, reject}
     this.storing = false;
+    this.tookFromOthers = false; // took in what other tabs of this browser stored (workspace-sync.js)
   }
 
   get totalBytes() {
@@ -147,7 +148,9 @@ export class Workspace {
   async storeBatch(batch) {
     const accepted = [];
     try {
-      this.takeIn(await this.store.newer());
+      const newer = await this.store.newer();
+      this.tookFromOthers ||= newer !== null;
+      this.takeIn(newer);
       const pending = new PendingTree(this.tree);
       for (const change of batch) {
         try {
