@@ -137,12 +137,15 @@ window.relayTest = {
     return { backend: opened.backend, totalBytes: opened.totalBytes, files };
   },
 
-  /** Writes (text, or `size` zero bytes) or removes a workspace file directly: "ok" or the error. */
-  async workspaceChange(workspace, { op, path, text, size }) {
+  /**
+   * Writes (text, or `size` zero bytes; `mirrored`: as a sync takes the relay session's file) or
+   * removes a workspace file directly: "ok" or the error.
+   */
+  async workspaceChange(workspace, { op, path, text, size, mirrored }) {
     const opened = await workspaceOf(workspace);
     try {
       if (op === "remove") await opened.remove(path);
-      else await opened.write(path, size === undefined ? new TextEncoder().encode(text) : new Uint8Array(size));
+      else await opened.write(path, size === undefined ? new TextEncoder().encode(text) : new Uint8Array(size), { mirrored });
       return "ok";
     } catch (err) {
       return `${err.name}: ${err.message}`;

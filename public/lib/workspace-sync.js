@@ -67,19 +67,23 @@ export class WorkspaceSync {
       const taken = carried ? await this.applyCarried(delta) : null;
       index = taken === null ? await this.index(runId) : delta;
       fetched += taken ?? (await this.apply(index));
-    } while (this.forgetOthers() && ++passes < 3); // past that, the next sync is a whole one too
+      if (++passes === 3 && this.forgetOthers()) throw new Error("another tab of this browser kept storing changes to the workspace meanwhile");
+    } while (this.forgetOthers());
     return { version: index.version, root: index.root, files: index.files.length, fetched, ms: performance.now() - started };
   }
 
   /**
    * Whether this copy took in what another tab of this browser stored since last asked (they
    * share its storage: that tab's runs' writes, the relay session's refusals of them too): then
-   * no hash or version it holds is trusted, and the next index is the whole one, each file checked.
+   * the hashes of those paths are not trusted, nor the version, and the next index is the whole
+   * one, each of those files checked.
    */
   forgetOthers() {
-    if (!this.workspace.tookFromOthers) return false;
-    this.workspace.tookFromOthers = false;
-    this.hashes.clear();
+    const taken = this.workspace.tookFromOthers;
+    if (taken?.size === 0) return false;
+    this.workspace.tookFromOthers = new Set();
+    if (taken === null) this.hashes.clear();
+    for (const path of taken ?? []) this.hashes.delete(path);
     this.version = null;
     return true;
   }

@@ -75,7 +75,9 @@ export class Workspace {
     this.limitBytes = WORKSPACE_LIMIT_BYTES; // the tenant's cap, once the relay session says it (workspace-sync.js)
     this.waiting = []; // changes asked for, not stored yet: {path, bytes (null: remove), resolve, reject}
     this.storing = false;
-    this.tookFromOthers = false; // took in what other tabs of this browser stored (workspace-sync.js)
+    // Paths other tabs of this browser stored changes at, taken in since workspace-sync.js last
+    // asked; null for all of them (a newer base).
+    this.tookFromOthers = new Set();
   }
 
   get totalBytes() {
@@ -149,7 +151,8 @@ export class Workspace {
     const accepted = [];
     try {
       const newer = await this.store.newer();
-      this.tookFromOthers ||= newer !== null;
+      if (newer?.files) this.tookFromOthers = null;
+      for (const path of newer?.changes?.keys() ?? []) this.tookFromOthers?.add(path);
       this.takeIn(newer);
       const pending = new PendingTree(this.tree);
       for (const change of batch) {
