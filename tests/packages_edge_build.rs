@@ -116,11 +116,12 @@ proptest! {
 }
 
 #[test]
-fn a_build_that_never_started_names_the_operator_and_the_tab_not_a_retry() {
-    let why = "the asset builder.js is sha384-a, not sha384-b as this Worker was built with";
+fn a_build_whose_entry_failed_says_why_and_names_the_tab() {
+    let why = "the asset builder.js is sha384-a, not sha384-b as this Worker was built with: deploy the page's assets \
+               and the Worker from one build";
     let (name, message) = build_unstarted(why);
     assert_eq!(name, ErrorName::DepsResolutionFailed);
-    assert!(message.contains(why), "{message}");
-    assert!(message.contains("operator") && message.contains("open the relay page"), "{message}");
-    assert!(!message.contains("run the tool again"), "calling again meets the same failure: {message}");
+    assert!(message.contains(why), "the operator's fix is in the entry's own words: {message}");
+    assert!(message.contains("open the relay page"), "what mends it when calling again does not: {message}");
+    assert!(build_unstarted("").1.contains("(it gave no reason)"));
 }

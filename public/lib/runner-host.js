@@ -20,7 +20,8 @@
 // A job in a context runs in that context's worker (lib/sandbox.js takeContext), which is kept
 // when the run ends without an error (whatever its exit code) and killed, ending the context,
 // when it ends with one: the relay's book follows the same rule (relay_core::run::contexts).
-// usage.contextRuns says how many runs the worker had served before (0: it started here).
+// usage.contextRuns says how many runs the worker had served before (0: it started here); a run
+// that ends before it has the worker (its runtime, say) leaves it out, and the context as it was.
 
 import { failure, outputLimitFailure, relayError } from "./errors.js";
 import { OutputSink } from "./output-sink.js";

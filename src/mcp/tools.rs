@@ -256,7 +256,7 @@ impl Tool {
                                         "fetches": { "type": "integer", "minimum": 0, "description": "Requests made through fetch." },
                                         "denied": { "type": "integer", "minimum": 0, "description": "Fetches and workspace writes the policy refused (each is on the audit chain, the first 16 of a run)." },
                                         "fileErrors": { "type": "integer", "minimum": 0, "description": "File changes the run made that the executor tab could not store (see notStored)." },
-                                        "contextRuns": { "type": "integer", "minimum": 0, "description": "In a context: the runs its interpreter had served before this one (0: it started with this run)." } },
+                                        "contextRuns": { "type": "integer", "minimum": 0, "description": "In a context: the runs its interpreter had served before this one (0: it started with this run, or the run failed before it reached the interpreter)." } },
                         "required": ["wallMs", "memPeakMb"],
                     },
                     "files": {

@@ -96,14 +96,14 @@ pub fn over_cap(cap: &str, value: u64, what: Option<&str>) -> Option<String> {
     ))
 }
 
-/// The outcome of a build at the edge whose isolate never answered: the Worker's entry failed
-/// before or while starting it (`why`), as when the page's assets it reads (the builder,
-/// esbuild.wasm) are missing or of another build than the Worker's. Calling again meets the same
-/// failure, so the message names who can mend it, and the tab meanwhile.
+/// The outcome of a build at the edge whose Worker entry failed (`why`, its error) rather than
+/// answer: its isolate was restarted, say, which calling again mends, or the page's assets it
+/// reads (the builder, esbuild.wasm) are of another build than the Worker's (`why` then says
+/// the operator's fix), which calling again meets once more: the tab builds it either way.
 pub fn build_unstarted(why: &str) -> (ErrorName, String) {
+    let why = if why.is_empty() { "it gave no reason" } else { why };
     let message = format!(
-        "the dependency build at the edge could not start ({why}); the relay's operator can mend it by deploying the \
-         page's assets and the Worker from one build; meanwhile {ON_A_TAB}"
+        "the dependency build at the edge failed ({why}); call again, and if it fails the same way, {ON_A_TAB}"
     );
     (ErrorName::DepsResolutionFailed, message)
 }

@@ -8,7 +8,9 @@
 //! sandbox, one runner worker per (runtime, name); a run that ends with an error (a timeout,
 //! a crash, a cancel, the output cap) kills its worker, and with it the context; any other end
 //! (whatever the exit code) keeps it. A run's `exit` says how many runs its context had served
-//! before it (`usage.contextRuns`): 0 means the tab started it afresh for this run.
+//! before it (`usage.contextRuns`): 0 means the tab started it afresh for this run; none, that
+//! the run failed before its worker had it (its deps build, its capsule, the tab's workspace),
+//! which leaves the context as it was.
 
 use std::collections::BTreeMap;
 
