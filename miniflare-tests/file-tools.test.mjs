@@ -7,9 +7,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { attachedExecutor } from "./lib/attached.mjs";
 import { openExecutor, waitForLine } from "./lib/browser.mjs";
-import { connectClient, readRelaySession } from "./lib/mcp-client.mjs";
+import { readRelaySession } from "./lib/mcp-client.mjs";
 import { modernBody, modernHeaders } from "./lib/mcp-http.mjs";
-import { BASE, createTenant, devVars } from "./lib/relay.mjs";
+import { BASE, devVars } from "./lib/relay.mjs";
 
 let attached;
 let key;
@@ -26,6 +26,11 @@ after(() => attached?.close());
 const call = (name, args) => client.callTool({ name, arguments: args });
 const runJs = (code) => call("run_js", { code });
 const runPy = (code) => call("run_py", { code });
+
+/** Resolves once `agent`'s relay session has one tab attached (a closed one let go), or after 30 s. */
+async function untilOneTab(agent) {
+  for (let i = 0; i < 300 && (await readRelaySession(agent)).executor.tabs > 1; i++) await new Promise((r) => setTimeout(r, 100));
+}
 
 describe("read, write and search", () => {
   test("a file written with write is read back whole, with its size", async () => {
@@ -208,7 +213,7 @@ console.log(last, fs.existsSync("/tmp/agent.txt") ? fs.readFileSync("/tmp/agent.
     } finally {
       await second.context.close();
     }
-    for (let i = 0; i < 300 && (await readRelaySession(client)).executor.tabs > 1; i++) await new Promise((r) => setTimeout(r, 100));
+    await untilOneTab(client);
     const from = syncs.length;
     const read = await runJs(`import fs from "node:fs"; console.log(fs.readFileSync("/tmp/second.txt", "utf8").length, fs.readFileSync("/tmp/chain.txt", "utf8"));`);
     assert.equal(read.structuredContent.stdout, "7600 6\n", JSON.stringify(read));
@@ -229,9 +234,8 @@ describe("a write the relay session refused", () => {
    * refused, `reading` runs (both capsules stored while there was room).
    */
   async function nearlyFull(name) {
-    const { key: quotaKey, tenant } = await createTenant(name, { quotas: { storedBytes: QUOTA } });
-    const first = await openExecutor(attached.browser, quotaKey);
-    const agent = await connectClient(quotaKey);
+    const own = await attachedExecutor(name, { quotas: { storedBytes: QUOTA } }, { browser: attached.browser });
+    const { key: quotaKey, tenant, executor: first, client: agent, close } = own;
     const run = async (code) => (await agent.callTool({ name: "run_js", arguments: { code } })).structuredContent;
     assert.equal((await run(writing)).exitCode, 0);
     await agent.callTool({ name: "write", arguments: { path: "/tmp/s.txt", content: "server", mode: "overwrite" } });
@@ -247,10 +251,6 @@ describe("a write the relay session refused", () => {
       const refused = await run(writing);
       assert.match(refused.stderr, /\/tmp\/s\.txt was not kept in the workspace: QuotaExceeded/, JSON.stringify(refused));
       assert.equal((await agent.callTool({ name: "read", arguments: { path: "/tmp/s.txt" } })).structuredContent.content, "server");
-    };
-    const close = async () => {
-      await agent.close();
-      await first.context.close();
     };
     return { quotaKey, first, agent, run, refusedRun, close };
   }
@@ -280,7 +280,7 @@ describe("a write the relay session refused", () => {
       } finally {
         await second.page.close();
       }
-      for (let i = 0; i < 300 && (await readRelaySession(agent)).executor.tabs > 1; i++) await new Promise((r) => setTimeout(r, 100));
+      await untilOneTab(agent);
       await agent.callTool({ name: "write", arguments: { path: "/tmp/q", content: "q" } }); // stored by the first tab's sync
       assert.equal((await run(reading)).stdout, "server\n", "the first tab's run read the second tab's refused bytes");
     } finally {
@@ -294,9 +294,8 @@ describe("a tab catching up on another tab's removals", () => {
     // A 64 KiB workspace: a file of 40 KiB renamed by another tab fits the relay session, never
     // both copies at once; the first tab got "/tmp/b" written before "/tmp/a" gone, and its
     // runs failed to sync (OutputLimitExceeded, and "/tmp/d is a file") until its storage was cleared.
-    const { key: capKey } = await createTenant("sync-order", { workspace: { maxBytes: 65536 } });
-    const first = await openExecutor(attached.browser, capKey);
-    const agent = await connectClient(capKey);
+    const own = await attachedExecutor("sync-order", { workspace: { maxBytes: 65536 } }, { browser: attached.browser });
+    const { key: capKey, client: agent } = own;
     try {
       const run = async (code) => (await agent.callTool({ name: "run_js", arguments: { code } })).structuredContent;
       const made = await run(`import fs from "node:fs"; fs.writeFileSync("/tmp/a", "a".repeat(40000)); fs.writeFileSync("/tmp/d", "file");`);
@@ -311,13 +310,12 @@ fs.unlinkSync("/tmp/d"); fs.mkdirSync("/tmp/d"); fs.writeFileSync("/tmp/d/x", "i
       } finally {
         await second.context.close();
       }
-      for (let i = 0; i < 300 && (await readRelaySession(agent)).executor.tabs > 1; i++) await new Promise((r) => setTimeout(r, 100));
+      await untilOneTab(agent);
       const seen = await run(`import fs from "node:fs"; console.log(fs.existsSync("/tmp/a"), fs.readFileSync("/tmp/b").length, fs.readFileSync("/tmp/d/x", "utf8"));`);
       assert.equal(seen.exitCode, 0, JSON.stringify(seen));
       assert.equal(seen.stdout, "false 40000 in a directory\n");
     } finally {
-      await agent.close();
-      await first.context.close();
+      await own.close();
     }
   });
 });

@@ -6,12 +6,13 @@ import { connectClient } from "./mcp-client.mjs";
 import { createTenant } from "./relay.mjs";
 
 /**
- * Creates tenant `name` with `defaults`, attaches an executor page and connects a client.
+ * Creates tenant `name` with `defaults`, attaches an executor page and connects a client. With
+ * `browser`, the page opens in a context of that browser, and close() closes that context only.
  * @returns {Promise<{key, tenant, browser, executor, client, close(): Promise<void>}>}
  */
-export async function attachedExecutor(name, defaults) {
+export async function attachedExecutor(name, defaults, { browser: shared } = {}) {
   const { key, tenant } = await createTenant(name, defaults);
-  const browser = await launchBrowser();
+  const browser = shared ?? (await launchBrowser());
   const executor = await openExecutor(browser, key);
   const client = await connectClient(key);
   return {
@@ -22,7 +23,7 @@ export async function attachedExecutor(name, defaults) {
     client,
     async close() {
       await client.close();
-      await browser.close();
+      await (shared ? executor.context : browser).close();
     },
   };
 }
