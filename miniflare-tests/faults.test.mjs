@@ -134,6 +134,66 @@ test("a tab whose connections stop delivering attaches anew: a run sent meanwhil
   }
 });
 
+test("a tab that attaches anew mid-run brings its workspace up to date only once the run's writes are in: a later run reads the last one", { timeout: 150_000 }, async () => {
+  // Run R writes a file twice; the relay session commits the first write, and the second's
+  // commit is held here while the tab's connections stall. The tab attaches anew (a new
+  // `hello`) with R still running. Had it synced its copy then, the first write's bytes (the
+  // relay session's latest) would overwrite the second's, and the second's commit, landing
+  // after, would mark the stale bytes as the relay session's: every later run in this tab
+  // would read "first", which the relay session no longer holds.
+  const { key } = await createTenant("reattach-mid-run");
+  const client = await connectClient(key);
+  const deaf = await startDeafProxy(BASE);
+  let release;
+  const held = new Promise((resolve) => (release = resolve));
+  let secondCommitHeld;
+  const secondCommit = new Promise((resolve) => (secondCommitHeld = resolve));
+  const answers = [];
+  // Sent from the test's side (route.fetch), so not on a stalled connection of the browser.
+  const holdSecondCommit = (context) =>
+    context.route("**/workspace/commit", async (route) => {
+      if (answers.push(null) === 2) {
+        secondCommitHeld();
+        await held;
+      }
+      const response = await route.fetch();
+      const body = await response.text();
+      answers[answers.length - 1] = `${response.status()} ${body}`;
+      await route.fulfill({ response, body });
+    });
+  const tab = await openExecutor(browser, key, "default", deaf.url, { beforeOpen: holdSecondCommit });
+  const path = "/tmp/reattached.txt";
+  try {
+    const warm = await runJs(client, "console.log('warm')", undefined, { timeout: 90_000 });
+    assert.equal(warm.structuredContent.stdout, "warm\n", JSON.stringify(warm.structuredContent));
+    const writesTwice = `import fs from "fs";
+      fs.writeFileSync(${JSON.stringify(path)}, "first");
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      fs.writeFileSync(${JSON.stringify(path)}, "second");
+      await new Promise((resolve) => setTimeout(resolve, 15000));`;
+    const run = runJs(client, writesTwice, undefined, { timeout: 120_000 });
+    await secondCommit;
+    const seen = tab.lines.length;
+    deaf.stall();
+    await waitForLine(tab.lines, /^Connected to server/, 60_000, seen);
+    // A sync at the new hello takes well under a second here; the fixed page waits for the run.
+    await waitForLine(tab.lines, /^Workspace: \d+ file\(s\) from the relay session/, 3_000, seen).catch(() => {});
+    release();
+    await run; // it ends with its tab's old id (an Internal error); what matters is its files
+    assert.match(answers[1] ?? "", /^200 /, `the second write's commit: ${answers[1]}`);
+    assert.doesNotMatch(answers[1], /"error"/, `the second write's commit: ${answers[1]}`);
+    const stored = await client.callTool({ name: "read", arguments: { path } });
+    assert.equal(stored.structuredContent.content, "second", JSON.stringify(stored.structuredContent));
+    const reads = await runJs(client, `import fs from "fs"; console.log(fs.readFileSync(${JSON.stringify(path)}, "utf8"))`, undefined, { timeout: 90_000 });
+    assert.equal(reads.structuredContent.stdout, "second\n", JSON.stringify(reads.structuredContent));
+  } finally {
+    release();
+    await deaf.close();
+    await client.close();
+    await tab.context.close();
+  }
+});
+
 test("a run queued in a tab behind long page work runs late: the busy tab is never taken for gone", async () => {
   // Run A times out at the relay while its tab is still uploading A's /out file (held here):
   // the relay sends run B, which the tab acknowledges and keeps queued behind that upload for

@@ -95,8 +95,9 @@ async function main() {
           status.log(`Connected to server (session: ${client.sessionId})`);
           status.log("Ready. Waiting for execution requests...");
           mcps.sync();
-          sync
-            .sync()
+          queue
+            .whenIdle() // a run under way keeps its writes (RunQueue.whenIdle)
+            .then(() => sync.sync())
             .then(({ files, fetched, ms }) => status.log(`Workspace: ${files} file(s) from the relay session, ${fetched} fetched, in ${Math.round(ms)} ms`))
             .catch((err) => status.error(`could not bring the workspace up to date: ${err.message}`));
           break;

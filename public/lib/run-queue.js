@@ -46,6 +46,7 @@ export class RunQueue {
     // {runId, abort: AbortController, doing: what it is at, stored: file changes stored}
     this.current = null;
     this.notedAt = 0; // when the waiting runs were last told what the current one is doing
+    this.idle = []; // whenIdle's resolvers
     this.refills = new StandbyRefill(() => this.runner.refill());
   }
 
@@ -62,6 +63,16 @@ export class RunQueue {
     this.pending.push(announced);
     if (!this.current) return this.next();
     report({ type: "progress", phase: "queued", detail: this.waitingBehind() });
+  }
+
+  /**
+   * Settles once no run is in hand here (at once if none is). A sync of the workspace other than
+   * a run's own waits for this: in the middle of a run it would overwrite what the run wrote with
+   * the relay session's older bytes, and the run's commit, landing after, would vouch for them.
+   */
+  whenIdle() {
+    if (!this.current) return Promise.resolve();
+    return new Promise((resolve) => this.idle.push(resolve));
   }
 
   /** What a run waiting here waits for: the current run, and what it is doing. */
@@ -110,6 +121,7 @@ export class RunQueue {
     }
     this.current = null;
     if (this.pending.length) return this.next();
+    for (const resolve of this.idle.splice(0)) resolve();
     // Idle: once the results are on their way, the sandbox may use the CPU for the next standby.
     this.backchannel.drained().then(() => this.current || this.refills.idle());
   }

@@ -49,6 +49,8 @@ export class WorkspaceSync {
    * Brings this copy to the relay session's workspace (before run `runId`, if given); one sync
    * at a time. `delta`: the changes the run's command carried (relay_session::tab_sync), used
    * only when this copy is exactly at its `since`; otherwise, or if applying it fails, this asks.
+   * Never while a run's writer has changes on their way (a sync not a run's own waits for
+   * RunQueue.whenIdle): it would take the relay session's older bytes over them.
    */
   sync(runId, delta) {
     const next = this.syncing.catch(() => {}).then(() => this.syncOnce(runId, delta));
