@@ -181,6 +181,16 @@ describe("run_js with no tab runs at the edge", () => {
     assert.doesNotMatch(JSON.stringify(out), new RegExp(SECRET));
   });
 
+  test("guest code reads the /mcps tree as on a tab, and cannot write under it", async () => {
+    const out = await atEdge(`
+      import fs from "fs";
+      const index = JSON.parse(fs.readFileSync("/mcps/index.json", "utf8"));
+      console.log(JSON.stringify(index.servers.modern.tools), fs.readFileSync("/mcps/modern.d.ts", "utf8").includes("shout"));
+      try { fs.writeFileSync("/mcps/modern.d.ts", "x"); } catch (e) { console.log(e.name); }
+    `);
+    assert.deepEqual(out.stdout.trim().split("\n"), ['["shout","slow"] true', "PolicyDenied"], JSON.stringify(out));
+  });
+
   test("the audit records where each run executed", async () => {
     const { message } = await modernCall(key, "resources/read", { uri: "relay://audit" });
     const audit = JSON.parse(message.result.contents[0].text);

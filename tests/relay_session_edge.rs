@@ -13,7 +13,7 @@ mod support;
 use std::rc::Rc;
 
 use base64::Engine;
-use platform::{run, session, signer, tool_call, Session, Stream};
+use platform::{edge_job, run, session, signer, tool_call, Session, Stream};
 use relay_core::auth::QueueSettings;
 use relay_core::error::ErrorName;
 use relay_core::mcp::{Era, Tool};
@@ -66,7 +66,7 @@ fn a_run_with_no_tab_goes_to_the_edge_with_its_capsule_and_workspace_and_ends_by
     let (_, stream) = start(&session, "r_1", Tool::RunJs, json!({ "code": "console.log(1)" }));
     assert_eq!(*session.platform.edge.borrow(), ["start r_1"]);
 
-    let job = run(session.edge_job("r_1")).expect("a job");
+    let job = edge_job(&session, "r_1").expect("a job");
     let inline = &job["announced"]["inline"];
     let manifest: Value = serde_json::from_str(inline["manifest"].as_str().unwrap()).unwrap();
     for layer in manifest["fsLayers"].as_array().unwrap() {
@@ -74,6 +74,10 @@ fn a_run_with_no_tab_goes_to_the_edge_with_its_capsule_and_workspace_and_ends_by
     }
     let a = base64::engine::general_purpose::STANDARD.decode(job["workspace"]["/tmp/a.txt"].as_str().unwrap()).unwrap();
     assert_eq!(a, b"hello");
+    let index =
+        base64::engine::general_purpose::STANDARD.decode(job["workspace"]["/mcps/index.json"].as_str().unwrap());
+    let index: Value = serde_json::from_slice(&index.unwrap()).expect("the /mcps tree, as a tab has it");
+    assert!(index["usage"].as_str().is_some_and(|usage| usage.contains("mcps.call")), "{index}");
     let before: Vec<Value> =
         session.platform.sql.rows("SELECT workspace_before FROM runs WHERE run_id = 'r_1'", &[]).unwrap();
     assert!(before[0]["workspace_before"].is_string(), "the run's root before it is recorded");
@@ -97,7 +101,7 @@ fn a_packaged_run_never_built_gets_its_build_at_the_edge_within_the_caps_one_at_
     let session = edge_session();
     let args = json!({ "code": "import _ from 'lodash'", "npm": { "dependencies": { "lodash": "^4.17.0" } } });
     let (_, _stream) = start(&session, "r_2", Tool::RunJs, args.clone());
-    let job = run(session.edge_job("r_2")).expect("a build job");
+    let job = edge_job(&session, "r_2").expect("a build job");
     // The tab's own build command (with its run token for /registry, presign and finalize).
     assert_eq!(job["build"]["runId"], "r_2");
     assert_eq!(job["build"]["build"]["dependencies"]["lodash"], "^4.17.0");
@@ -106,15 +110,15 @@ fn a_packaged_run_never_built_gets_its_build_at_the_edge_within_the_caps_one_at_
     assert_eq!(job["caps"]["treeFiles"], 2_000);
     // Asked again (as the durable layer does once the build finalized, or a retry), the same
     // run still holds the one build; another run of the relay session does not get it.
-    run(session.edge_job("r_2")).expect("the same run keeps its build");
+    edge_job(&session, "r_2").expect("the same run keeps its build");
     let (_, stream) = start(&session, "r_3", Tool::RunJs, args);
-    let (name, message) = run(session.edge_job("r_3")).unwrap_err();
+    let (name, message) = edge_job(&session, "r_3").unwrap_err();
     assert_eq!(name.as_str(), "DepsResolutionFailed");
     assert!(message.contains("one at a time") && message.contains("a browser tab can build it"), "{message}");
     session.edge_build_over("r_3"); // not the one building: changes nothing
-    assert!(run(session.edge_job("r_3")).unwrap_err().1.contains("one at a time"), "r_2 still builds");
+    assert!(edge_job(&session, "r_3").unwrap_err().1.contains("one at a time"), "r_2 still builds");
     session.edge_build_over("r_2");
-    run(session.edge_job("r_3")).expect("with r_2's build over, r_3 builds");
+    edge_job(&session, "r_3").expect("with r_2's build over, r_3 builds");
     session.edge_failed("r_3", (name, message));
     let answer = stream.messages().into_iter().find(|m| m.get("result").is_some()).expect("answered");
     assert_eq!(answer["result"]["structuredContent"]["error"]["name"], "DepsResolutionFailed");
@@ -163,7 +167,7 @@ fn a_workspace_past_the_edge_bound_refuses_the_edge_run_saying_what_to_do() {
         let file = FileCall { tool_call: write, caller: edge_caller(), run: format!("w_{i}"), op };
         run(session.answer_file(&file, &SealingKey::of(&signer()))).expect("written");
         let (_, stream) = start(&session, &format!("r_{i}"), Tool::RunJs, json!({ "code": "1" }));
-        let job = run(session.edge_job(&format!("r_{i}")));
+        let job = edge_job(&session, &format!("r_{i}"));
         if i < 2 {
             // Up to the bound (two halves make it exactly): the run gets its workspace.
             assert!(job.is_ok(), "{i}: {:?}", job.err());

@@ -15,7 +15,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
 use futures::future::{FutureExt, LocalBoxFuture};
-use platform::{call_of, run, start, tool_call, with_tabs, MemoryBlobs, Session};
+use platform::{call_of, edge_job, run, start, tool_call, with_tabs, MemoryBlobs, Session};
 use relay_core::auth::admin::from_admin_json;
 use relay_core::auth::Tenant;
 use relay_core::keys;
@@ -306,14 +306,14 @@ fn a_capsule_found_missing_by_the_edge_is_stored_again_by_the_next_call() {
         .collect();
     run(blobs.delete(swept.clone())).unwrap(); // the sweep, racing a store the note remembers
     call("r_2");
-    let (name, message) = run(session.edge_job("r_2")).expect_err("its capsule is gone");
+    let (name, message) = edge_job(&session, "r_2").expect_err("its capsule is gone");
     assert!(message.contains("is not in storage"), "{name:?}: {message}");
     exit(&session, "r_2");
     call("r_3");
     for key in &swept {
         assert!(blobs.objects.borrow().contains_key(key), "stored again: {key}");
     }
-    run(session.edge_job("r_3")).expect("the edge reads it");
+    edge_job(&session, "r_3").expect("the edge reads it");
 }
 
 /// The same for a tab: a run that ends `Internal` (the page's "could not fetch capsule") makes

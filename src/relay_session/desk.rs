@@ -15,7 +15,7 @@ use super::tab_sync::{inline_delta, TabVersions};
 use super::{Platform, RelaySession, StorageError};
 use crate::auth::QueueSettings;
 use crate::packages::PendingBuild;
-use crate::protocol::{object_name, RanCommand, TabCommand, TabsCommand};
+use crate::protocol::{Caller, RanCommand, TabCommand, TabsCommand};
 use crate::run::backchannel::EventBody;
 use crate::run::contexts::{Ask, Claim, ContextSettings, Contexts, RunEnd};
 use crate::run::executor::{EdgeBudget, Executor, EDGE};
@@ -70,11 +70,8 @@ struct RunIo<F> {
     delivery: Box<dyn Delivery<F>>,
     /// The command for a tab (`capsule` or `build`), once the run is prepared, and its frame.
     command: Option<(TabCommand, Vec<u8>)>,
-    /// The tenant whose run it is, the relay session's name and its workspace cap (what the
-    /// edge executor needs).
-    tenant: String,
-    session: String,
-    workspace_max: u64,
+    /// Who called: the tenant (its workspace cap, its upstream servers) and the relay session.
+    caller: Caller,
     /// The runtime a capsule runs on (none for a file tool).
     runtime: Option<String>,
     /// Identifies the MCP request, for `notifications/cancelled` ([`request_key`]).
@@ -263,7 +260,7 @@ impl<P: Platform> RelaySession<P> {
         self.audited("a run's end", sealed);
         self.desk.builds.borrow_mut().remove(run);
         let Some(mut io) = self.desk.runs.borrow_mut().remove(run) else { return };
-        self.platform.run_ended(&io.tenant, run, outcome.edge_ms);
+        self.platform.run_ended(&io.caller.tenant.id, run, outcome.edge_ms);
         if let Some(claim) = &io.context {
             outcome.context = Some(self.context_ended(claim, io.tab.as_deref(), &outcome));
         }
@@ -379,7 +376,9 @@ impl<P: Platform> RelaySession<P> {
             return frame.clone();
         };
         let changes = self.persisted("workspace", self.store().workspace_changes(Some(since)));
-        let Some(delta) = changes.and_then(|changes| inline_delta(since, changes, io.workspace_max)) else {
+        let Some(delta) =
+            changes.and_then(|changes| inline_delta(since, changes, io.caller.tenant.defaults.workspace.max_bytes))
+        else {
             return frame.clone();
         };
         if self.persisted("audit", self.store().audit_workspace(run, Some(&delta.root), None)).is_none() {
@@ -419,7 +418,7 @@ impl<P: Platform> RelaySession<P> {
         &self,
         queued: &Queued,
         (timeout_ms, output_cap): (u64, u64),
-        (executor, workspace_max): (Executor, u64),
+        (executor, caller): (Executor, &Caller),
         context: Option<Result<Claim, String>>,
         delivery: Box<dyn Delivery<P::Frames>>,
     ) -> Result<(), Unadmitted> {
@@ -436,7 +435,6 @@ impl<P: Platform> RelaySession<P> {
             return Err(Unadmitted::Storage(e));
         }
         let request_key = request_key(queued.mcp_session, queued.request_id);
-        let (tenant, session) = (queued.tenant.to_owned(), queued.relay_session.to_owned());
         let io = RunIo {
             delivery,
             command: None,
@@ -444,9 +442,7 @@ impl<P: Platform> RelaySession<P> {
             request_key,
             context: context.clone(),
             tab: None,
-            tenant,
-            session,
-            workspace_max,
+            caller: caller.clone(),
         };
         self.desk.runs.borrow_mut().insert(queued.run_id.to_owned(), io);
         let admit = Input::Admit { run: queued.run_id.to_owned(), timeout_ms, output_cap, executor };
@@ -491,13 +487,11 @@ impl<P: Platform> RelaySession<P> {
         }
     }
 
-    /// What the edge executor needs of run `run`: its command, its tenant, its relay session's
-    /// object name and the workspace cap.
-    pub(super) fn edge_start(&self, run: &str) -> Option<(TabCommand, String, String, u64)> {
+    /// What the edge executor needs of run `run`: its command, and who called.
+    pub(super) fn edge_start(&self, run: &str) -> Option<(TabCommand, Caller)> {
         let runs = self.desk.runs.borrow();
         let io = runs.get(run)?;
-        let relay_session = object_name(&io.tenant, &io.session);
-        Some((io.command.as_ref()?.0.clone(), io.tenant.clone(), relay_session, io.workspace_max))
+        Some((io.command.as_ref()?.0.clone(), io.caller.clone()))
     }
 
     /// `notifications/cancelled`: cancels the run of that request, if there is one; its

@@ -19,6 +19,7 @@ use crate::run::backchannel::parse_batch;
 use crate::run::executor::{EDGE, EDGE_WORKSPACE_MAX_BYTES};
 use crate::run::machine::{Cancel, Input, Output};
 use crate::stores::Blobs;
+use crate::upstream::seal::SealingKey;
 
 /// Why an edge run could not start: the error to end it with.
 pub type Refusal = (ErrorName, String);
@@ -29,17 +30,22 @@ impl<P: Platform> RelaySession<P> {
     /// run whose deps layer was never built, what its build's isolate starts with (`{build,
     /// caps}`: the `build` command a tab would get, and [`EDGE_BUILD_CAPS`]), unless the build may
     /// not run at the edge; a build started holds the relay session's one build at the edge
-    /// until [`RelaySession::edge_build_over`].
-    pub async fn edge_job(&self, run: &str) -> Result<Value, Refusal> {
-        let (command, tenant, relay_session, workspace_limit) = self.edge_start(run).ok_or_else(|| {
+    /// until [`RelaySession::edge_build_over`]. The workspace has the `/mcps` tree, as a tab's
+    /// has (`key` opens the upstream servers' credentials to list them).
+    pub async fn edge_job(&self, run: &str, key: &SealingKey) -> Result<Value, Refusal> {
+        let (command, caller) = self.edge_start(run).ok_or_else(|| {
             (ErrorName::Internal, "the run was no longer in hand when the edge executor took it".to_owned())
         })?;
         let announced = match command {
-            TabCommand::Capsule(capsule) => self.inlined(capsule, &tenant).await?,
+            TabCommand::Capsule(capsule) => self.inlined(capsule, &caller.tenant.id).await?,
             TabCommand::Build(build) => return edge_build_job(build, || self.claim_edge_build(run)),
             _ => return Err((ErrorName::Internal, "the run has no capsule for the edge".to_owned())),
         };
-        let workspace = self.edge_workspace(run, &relay_session).await?;
+        let mut workspace = self.edge_workspace(run, &caller.object_name()).await?;
+        for (path, text) in self.mcps_files(&caller, key).await {
+            workspace.insert(path, Value::String(BASE64.encode(text)));
+        }
+        let workspace_limit = caller.tenant.defaults.workspace.max_bytes;
         Ok(json!({ "announced": announced, "workspace": workspace, "workspaceLimit": workspace_limit }))
     }
 

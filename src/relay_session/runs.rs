@@ -430,7 +430,7 @@ impl<P: Platform + 'static> RelaySession<P> {
         let context =
             context_ask(tool_call).ok().flatten().map(|ask| self.claim_context(job.runtime(), &ask, settings));
         let executor = executor_of(tool_call, caller).unwrap_or_default();
-        let placement = (executor, caller.tenant.defaults.workspace.max_bytes);
+        let placement = (executor, caller);
         with_queued(tool_call, caller, run, &job.audit_name(), |queued| {
             self.admit(queued, job.limits(), placement, context, delivery)
         })
@@ -597,7 +597,7 @@ impl<P: Platform + 'static> Drop for Preparing<P> {
 impl<P: Platform> RelaySession<P> {
     /// The `/mcps` tree's files (none when the tenant's servers cannot be read: a search of the
     /// whole workspace still answers).
-    async fn mcps_files(&self, caller: &Caller, key: &SealingKey) -> Vec<(String, Vec<u8>)> {
+    pub(super) async fn mcps_files(&self, caller: &Caller, key: &SealingKey) -> Vec<(String, Vec<u8>)> {
         let Some(tree) = self.mcps_tree(caller, key).await.ok() else { return Vec::new() };
         let files = tree["files"].as_array().cloned().unwrap_or_default();
         let file = |f: &Value| Some((f["path"].as_str()?.to_owned(), f["text"].as_str()?.as_bytes().to_vec()));

@@ -18,12 +18,14 @@ use relay_core::error::{ErrorName, HttpError};
 use relay_core::mcp::{Era, Tool, ToolCall};
 use relay_core::protocol::Caller;
 use relay_core::quota::{answer, Charge, LedgerAnswer, LedgerRequest, MemoryLedger};
+use relay_core::relay_session::edge::Refusal;
 use relay_core::relay_session::runs::{prepare, Answer, Call, Work};
 use relay_core::relay_session::{Frames, Platform, RelaySession, Sql, StorageError, Tabs};
 use relay_core::run::machine::Input;
 use relay_core::run::readiness::Readiness;
 use relay_core::stores::{Blobs, Head, Listing, Meta, Records};
 use relay_core::upstream::client::{Post, Received};
+use relay_core::upstream::seal::SealingKey;
 use serde_json::{json, Value};
 
 use super::support::Sqlite;
@@ -342,6 +344,11 @@ pub fn caller() -> Caller {
 /// The Worker's signing key in every test.
 pub fn signer() -> Signer {
     Signer::from_seed(&[7; 32])
+}
+
+/// Run `run_id`'s job for the edge executor (the upstream servers' key from [`signer`]).
+pub fn edge_job<P: Platform>(session: &RelaySession<P>, run_id: &str) -> Result<Value, Refusal> {
+    run(session.edge_job(run_id, &SealingKey::of(&signer())))
 }
 
 /// A streamed `tools/call` of `tool` (JSON-RPC id 7, progress token `p1`).

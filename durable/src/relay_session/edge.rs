@@ -8,7 +8,7 @@
 //! core's (`relay_core::relay_session::edge`, `relay_core::packages::edge_build`).
 
 use crate::platform::bindings::{self, RELAY_TEST_LOSE_STANDBY};
-use crate::platform::{self, signer::key_set};
+use crate::platform::{self, signer::key_set, signer::sealing_key};
 use futures::channel::oneshot;
 use futures::future::{self, Either};
 use futures::StreamExt;
@@ -161,12 +161,13 @@ async fn execute<P: EdgePlatform>(
     stopped: oneshot::Receiver<()>,
 ) -> Result<(), Refusal> {
     let mut stopped = stopped;
-    let mut job = shared.edge_job(run).await?;
+    let key = sealing_key(shared.platform.env()).map_err(internal)?;
+    let mut job = shared.edge_job(run, &key).await?;
     if job.get("build").is_some() {
         if !build(shared, run, &job, &mut stopped).await? {
             return Ok(()); // stopped: the build's isolate ends at its caps, then frees the slot
         }
-        job = shared.edge_job(run).await?; // now the capsule the build finalized
+        job = shared.edge_job(run, &key).await?; // now the capsule the build finalized
     }
     job["keys"] = key_set(shared.platform.env()).map_err(internal)?.to_jwks();
     let js = runs_js(&job);
