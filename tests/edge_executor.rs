@@ -7,9 +7,9 @@ use proptest::prelude::*;
 use relay_core::auth::QueueSettings;
 use relay_core::error::ErrorName;
 use relay_core::run::backchannel::{EventBody, TabEvent, Usage};
-use relay_core::run::executor::{EdgeBudget, EdgeMeter, Executor, EDGE};
+use relay_core::run::executor::{EdgeBudget, EdgeMeter, Executor, EDGE, EDGE_LOAD_MS};
 use relay_core::run::lease::TAB_LEASE_MS;
-use relay_core::run::machine::{Cancel, Command, Input, Output, RunMachine};
+use relay_core::run::machine::{Cancel, Command, Input, Output, RunMachine, TIMEOUT_GRACE_MS};
 
 const ATTACH_WAIT: u64 = 5_000;
 const SETTINGS: QueueSettings = QueueSettings { max_queued: 100, max_wait_ms: 300_000, attach_wait_ms: ATTACH_WAIT };
@@ -365,6 +365,19 @@ fn an_edge_run_is_charged_the_relays_time_from_sending_to_its_end_however_it_end
     m.handle(deadline + 400, Input::TabAttached { tab: "t1".into() });
     m.handle(deadline + 900, Input::Cancel { run: "r5".into(), why: Cancel::ClientGone });
     assert_eq!(m.edge_spent_ms(), 7_800 + deadline - 20_000, "a run at the edge while a tab came");
+}
+
+#[test]
+fn an_edge_run_that_never_starts_times_out_by_the_edge_s_load_time_and_says_so_not_a_tab_s() {
+    let mut m = RunMachine::new(SETTINGS);
+    m.set_edge_budget(Some(EdgeBudget { cpu_ms_per_day: DAY, runs_per_minute: 100 }));
+    queue(&mut m, 0, "r1", Executor::Edge);
+    let deadline = m.next_wake().expect("its deadline");
+    assert_eq!(deadline, EDGE_LOAD_MS + 60_000 + TIMEOUT_GRACE_MS);
+    let (name, _, executor, message) = finished(&m.handle(deadline, Input::Tick)).expect("timed out");
+    assert_eq!((name.as_str(), executor), ("Timeout", Some(EDGE)));
+    assert!(message.contains(&format!("the edge executor did not start the run within {deadline} ms")), "{message}");
+    assert!(message.contains("run it on a browser tab") && !message.contains("reload the tab"), "{message}");
 }
 
 #[test]

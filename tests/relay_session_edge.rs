@@ -177,6 +177,7 @@ fn a_workspace_past_the_edge_bound_refuses_the_edge_run_saying_what_to_do() {
         let Err((name, message)) = job else { panic!("a workspace past the bound went to the edge") };
         assert_eq!(name, ErrorName::EdgeBudgetExceeded);
         assert!(message.contains("16 MiB") && message.contains("delete files"), "{message}");
+        assert!(message.contains("the `write` tool (mode \"overwrite\""), "with no tab, a way out: {message}");
         assert!(message.contains("executor \"tab\""), "{message}");
         session.edge_failed("r_2", (name, message));
         let answer = stream.messages().into_iter().find(|m| m.get("result").is_some()).expect("answered");

@@ -128,7 +128,8 @@ fn too_big_for_the_edge(bytes: u64) -> String {
     format!(
         "the workspace holds {bytes} bytes, more than a run at the edge can start with ({} MiB, {EDGE_WORKSPACE_MAX_BYTES} bytes): \
          delete files under /tmp or /out you no longer need (fs.rmSync in JavaScript, os.remove in Python, in a \
-         run on a tab) and call again; or run it on a browser tab: open the relay page and call with executor \"tab\" (a tenant whose defaults.executor is \
+         run on a tab), or with no tab empty them with the `write` tool (mode \"overwrite\", content \"\"), and call \
+         again; or run it on a browser tab: open the relay page and call with executor \"tab\" (a tenant whose defaults.executor is \
          \"edge\" needs its admin to change it)",
         EDGE_WORKSPACE_MAX_BYTES / (1024 * 1024)
     )

@@ -575,8 +575,10 @@ impl RunMachine {
         if let Some(assigned) = self.runs.get(run).and_then(|entry| entry.assigned.as_ref()) {
             out.push(Output::Send { tab: assigned.tab.clone(), command: Command::Cancel { run: run.to_owned() } });
         }
+        let from = self.runs.get(run).and_then(|entry| entry.assigned.as_ref()).map(|a| a.tab.as_str());
+        let from = if from == Some(EDGE) { "the edge executor's" } else { "the tab's" };
         let message = format!(
-            "the tab's results for this run were lost on the way here (from event {expected} on); run the tool again"
+            "{from} results for this run were lost on the way here (from event {expected} on); run the tool again"
         );
         self.end(now_ms, run, ErrorName::Internal, message, out);
     }
@@ -794,11 +796,17 @@ impl RunMachine {
 }
 
 /// Why a run on a live tab ran out of time: its program's timeout, or a tab too busy (or stuck)
-/// to start it, with what the tab said it was doing.
+/// to start it, with what the tab said it was doing; or the edge executor too slow to start it.
 fn timeout_message(assigned: &Assignment, timeout_ms: u64) -> String {
     if assigned.executing {
         return format!(
             "the run did not finish within its {timeout_ms} ms timeout (policy.limits.timeoutMs); it was stopped"
+        );
+    }
+    if assigned.tab == EDGE {
+        let budget = EDGE_LOAD_MS + timeout_ms + TIMEOUT_GRACE_MS;
+        return format!(
+            "the edge executor did not start the run within {budget} ms (reading its capsule and workspace, or loading its runtime, took that long); it was stopped: run the tool again, and if it fails the same way, run it on a browser tab (open the relay page and call with executor \"tab\")"
         );
     }
     let budget = LOAD_BUDGET_MS + timeout_ms + TIMEOUT_GRACE_MS;
