@@ -31,13 +31,14 @@ import { startPackageSources, startSilentSource } from "./lib/package-sources.mj
 const SECRET = "edge-upstream-secret-5f1c";
 
 let port; // of a loopback server the policy allows
+let hits; // () => how many requests its /hit had
 let tenant;
 let key;
 let client;
 let close;
 
 before(async () => {
-  ({ port, key, tenant, client, close } = await edgeTenant("edge", SECRET));
+  ({ port, key, tenant, client, close, hits } = await edgeTenant("edge", SECRET));
 });
 
 after(async () => {
@@ -397,6 +398,33 @@ describe("limits the runner enforces itself; the server answers again within the
     await own.close();
     console.log(`# cancel: /healthz p50 ${running} ms while the guest computed, ${after} ms after the cancel (timeout 60 s)`);
     assert.ok(after * 4 < running, `p50 ${running} ms while running, ${after} ms after the cancel`);
+  });
+
+  // A cancel that comes while the relay session still makes the run's job (its capsule and
+  // workspace read from R2) must stop it as surely as one that comes while it runs.
+  test("a run cancelled while its job is being made never starts: its guest reaches nothing", async () => {
+    const own = await connectClient(key, "edge-cancel-early");
+    try {
+      // 12 MiB of workspace to read first (a `write` carries less than /mcp's 1 MiB body): the
+      // cancel comes meanwhile.
+      const half = "x".repeat(1 << 19);
+      for (let i = 0; i < 24; i++) {
+        const written = await own.callTool({ name: "write", arguments: { path: `/tmp/prep/${i}.bin`, content: half, mode: "overwrite" } });
+        assert.equal(written.isError, false, JSON.stringify(written).slice(0, 500));
+      }
+      const before = hits();
+      const abort = new AbortController();
+      // Its request waits 3 s: a run stopped as it should never makes it.
+      const code = `await new Promise((r) => setTimeout(r, 3000)); await fetch("http://localhost:${port}/hit"); console.log("ran")`;
+      const call = own.callTool({ name: "run_js", arguments: { code } }, undefined, { timeout: 120_000, signal: abort.signal });
+      await new Promise((r) => setTimeout(r, Number(process.env.CANCEL_AFTER ?? 100)));
+      abort.abort("while its job is being made");
+      await assert.rejects(call);
+      await new Promise((r) => setTimeout(r, 6000)); // what a guest that ran would have reached by now
+      assert.equal(hits() - before, 0, "the cancelled run's guest made a request");
+    } finally {
+      await own.close();
+    }
   });
 
   test("after all that the edge still runs the next call", async () => {

@@ -135,6 +135,9 @@ function engineInstance(engine) {
   return isolate.engine;
 }
 
+// Why a run whose events no one reads any more ends: the relay session dropped its stream.
+const STOPPED = ["Cancelled", "the relay session stopped the run"];
+
 /** The run's events as NDJSON, numbered as a tab numbers them. */
 class EventStream {
   constructor(runId) {
@@ -145,7 +148,17 @@ class EventStream {
     this.seq = 0;
     this.unsentBytes = 0; // written to the stream and not yet taken by its reader
     this.guard = null; // stopped when no one reads any more
-    this.writer.closed.catch(() => this.guard?.stop("Cancelled", "the relay session stopped the run"));
+    this.unread = false; // no one reads any more
+    this.writer.closed.catch(() => {
+      this.unread = true;
+      this.guard?.stop(...STOPPED);
+    });
+  }
+
+  /** `guard` is the run's: stopped when no one reads, at once if no one reads already. */
+  watch(guard) {
+    this.guard = guard;
+    if (this.unread) guard.stop(...STOPPED);
   }
 
   /**
@@ -276,14 +289,14 @@ async function execute(job, events, engine, prepared) {
   const runnerJobOf = runnerJob(announced.runId, capsule, workspace, job.workspaceLimit);
   runnerJobOf.limits = { ...runnerJobOf.limits, memMb: Math.min(runnerJobOf.limits.memMb, EDGE_MEM_MB) };
   const guard = new Guard(runnerJobOf.limits.timeoutMs, engine.ticksPerMs);
-  events.guard = guard;
+  events.watch(guard); // the relay session may have stopped the run while its capsule loaded
   const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(engine.modules), events, guard, runnerJobOf.limits.stdoutBytes);
   events.emit({ type: "progress", phase: "execute", detail: `isolate ${isolateId()}, ${prepared ? "prepared before the run" : "started for it"}` });
   // A stop while the engine starts (its timeout, the relay session leaving) ends the run then:
   // a start that never settles would otherwise hold it until the relay session's deadline (the
   // run's pending timer keeps workerd from taking such an isolate for hung).
   const instance = await Promise.race([engineInstance(engine), new Promise((resolve) => (guard.onStop = () => resolve(null)))]);
-  if (!instance) return events.end(failure(guard.error.name, guard.error.message));
+  if (!instance || guard.error) return events.end(failure(guard.error.name, guard.error.message));
   guard.begin();
   const exit = await runJob(instance, runnerJobOf, (message) => host.hear(message), host.relay, guard);
   // As the page does: displays inline or in /out, what the run left in /out uploaded and listed.

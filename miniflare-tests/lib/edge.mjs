@@ -12,11 +12,13 @@ export const admin = { authorization: `Bearer ${devVars.ADMIN_TOKEN}`, "content-
 
 /**
  * A `tab-or-edge` tenant named `name` with an edge budget, a loopback server its policy allows
- * (`port`: `/hello`, and `/to-evil` redirecting off the list) and an upstream MCP server
- * `modern` holding `secret`; a client of it. `close()` stops them.
+ * (`port`: `/hello`, `/to-evil` redirecting off the list, and `/hit`, whose requests `hits()`
+ * counts) and an upstream MCP server `modern` holding `secret`; a client of it. `close()` stops them.
  */
 export async function edgeTenant(name, secret) {
+  let hits = 0;
   const target = createServer((req, res) => {
+    if (req.url === "/hit") return res.writeHead(200).end(String(++hits));
     if (req.url === "/hello") return res.writeHead(200, { "content-type": "text/plain" }).end("hello from the target");
     if (req.url === "/to-evil") return res.writeHead(302, { location: "https://evil.example/steal" }).end();
     res.writeHead(404).end();
@@ -38,7 +40,7 @@ export async function edgeTenant(name, secret) {
     await upstream.close();
     target.close();
   };
-  return { port, key, tenant, client, close };
+  return { port, key, tenant, client, close, hits: () => hits };
 }
 
 // How much later than a run's timeout the server may answer again, on a loaded machine.

@@ -169,6 +169,9 @@ async fn execute<P: EdgePlatform>(
         }
         job = shared.edge_job(run, &key).await?; // now the capsule the build finalized
     }
+    if !matches!(stopped.try_recv(), Ok(None)) {
+        return Ok(()); // stopped while its job was made: no isolate for it
+    }
     job["keys"] = key_set(shared.platform.env()).map_err(internal)?.to_jwks();
     let js = runs_js(&job);
     shared.platform.edge_runs().last_ran_js.set(js);
