@@ -487,6 +487,26 @@ describe("where runs go", () => {
     await c.close();
   });
 
+  test("a workspace too big for the edge refuses runs at no cost to the budget, and the write tool shrinks it with no tab", async () => {
+    const small = await createTenant("edge-full", { executor: "edge", edge: { cpuMsPerDay: 3_600_000, runsPerMinute: 2 } });
+    const c = await connectClient(small.key);
+    try {
+      const half = "x".repeat(1 << 19);
+      const write = (i, content) => c.callTool({ name: "write", arguments: { path: `/tmp/full/${i}.bin`, content, mode: "overwrite" } });
+      for (let i = 0; i < 34; i++) assert.equal((await write(i, half)).isError, false); // 17 MiB
+      for (let i = 0; i < 3; i++) {
+        const refused = (await runJs("console.log(1)", {}, c)).structuredContent;
+        assert.equal(refused.error.name, "EdgeBudgetExceeded", JSON.stringify(refused));
+        assert.match(refused.error.message, /more than a run at the edge can start with \(16 MiB.*the `write` tool \(mode "overwrite", content ""\)/);
+      }
+      for (let i = 0; i < 3; i++) assert.equal((await write(i, "")).isError, false); // 15.5 MiB
+      const ran = (await runJs("console.log('fits')", {}, c)).structuredContent;
+      assert.equal(ran.stdout, "fits\n", JSON.stringify(ran));
+    } finally {
+      await c.close();
+    }
+  });
+
   test("a deps layer a tab built earlier runs at the edge", async () => {
     const registry = await startPackageSources();
     const browser = await launchBrowser();

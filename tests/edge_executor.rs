@@ -368,6 +368,24 @@ fn an_edge_run_is_charged_the_relays_time_from_sending_to_its_end_however_it_end
 }
 
 #[test]
+fn runs_the_edge_refuses_before_any_isolate_has_them_cost_no_budget() {
+    // BUDGET: 3 runs a minute. Five runs whose job could not be made (another build holds the
+    // relay session's one build at the edge, say) spend none of it.
+    let mut m = machine();
+    for (i, run) in ["u1", "u2", "u3", "u4", "u5"].iter().enumerate() {
+        let now = 1_000 * i as u64;
+        assert_eq!(sent_to(&queue(&mut m, now, run, Executor::Edge)), Some(EDGE.into()), "{run}");
+        let refused = Cancel::Unstarted(ErrorName::DepsResolutionFailed, "one build at a time".into());
+        let end = m.handle(now + 400, Input::Cancel { run: run.to_string(), why: refused });
+        assert_eq!(finished(&end).expect("ended").0, "DepsResolutionFailed");
+    }
+    assert_eq!(m.edge_spent_ms(), 0);
+    spend_the_minute(&mut m); // still all three of the minute's runs
+    let out = queue(&mut m, 10_000, "r4", Executor::Edge);
+    assert_eq!(finished(&out).expect("refused").0, "EdgeBudgetExceeded", "and no more");
+}
+
+#[test]
 fn an_edge_run_that_never_starts_times_out_by_the_edge_s_load_time_and_says_so_not_a_tab_s() {
     let mut m = RunMachine::new(SETTINGS);
     m.set_edge_budget(Some(EdgeBudget { cpu_ms_per_day: DAY, runs_per_minute: 100 }));

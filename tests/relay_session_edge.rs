@@ -119,7 +119,7 @@ fn a_packaged_run_never_built_gets_its_build_at_the_edge_within_the_caps_one_at_
     assert!(edge_job(&session, "r_3").unwrap_err().1.contains("one at a time"), "r_2 still builds");
     session.edge_build_over("r_2");
     edge_job(&session, "r_3").expect("with r_2's build over, r_3 builds");
-    session.edge_failed("r_3", (name, message));
+    session.edge_unstarted("r_3", (name, message));
     let answer = stream.messages().into_iter().find(|m| m.get("result").is_some()).expect("answered");
     assert_eq!(answer["result"]["structuredContent"]["error"]["name"], "DepsResolutionFailed");
 }
@@ -179,7 +179,7 @@ fn a_workspace_past_the_edge_bound_refuses_the_edge_run_saying_what_to_do() {
         assert!(message.contains("16 MiB") && message.contains("delete files"), "{message}");
         assert!(message.contains("the `write` tool (mode \"overwrite\""), "with no tab, a way out: {message}");
         assert!(message.contains("executor \"tab\""), "{message}");
-        session.edge_failed("r_2", (name, message));
+        session.edge_unstarted("r_2", (name, message));
         let answer = stream.messages().into_iter().find(|m| m.get("result").is_some()).expect("answered");
         assert_eq!(answer["result"]["structuredContent"]["error"]["name"], "EdgeBudgetExceeded");
     }

@@ -120,6 +120,12 @@ impl<P: Platform> RelaySession<P> {
     pub fn edge_failed(&self, run: &str, (name, message): Refusal) {
         self.feed(Input::Cancel { run: run.to_owned(), why: Cancel::Failed(name, message) });
     }
+
+    /// [`RelaySession::edge_job`] refused run `run`: it ends as [`RelaySession::edge_failed`]
+    /// says, charged nothing of the edge budget (no isolate had it).
+    pub fn edge_unstarted(&self, run: &str, (name, message): Refusal) {
+        self.feed(Input::Cancel { run: run.to_owned(), why: Cancel::Unstarted(name, message) });
+    }
 }
 
 /// Why a run whose workspace holds `bytes`, past [`EDGE_WORKSPACE_MAX_BYTES`], cannot run at

@@ -147,6 +147,14 @@ impl EdgeMeter {
         self.starts.push_back(now_ms);
     }
 
+    /// The start recorded at `started_ms` never became a run (the edge refused it before any
+    /// isolate had it): it no longer counts to its minute.
+    pub fn take_back_start(&mut self, started_ms: u64) {
+        if let Some(at) = self.starts.iter().rposition(|&at| at == started_ms) {
+            self.starts.remove(at);
+        }
+    }
+
     /// A run at the edge ended after `ms` milliseconds: they count to the day it started.
     pub fn charge(&mut self, ms: u64) {
         self.spent_ms = self.spent_ms.saturating_add(ms);

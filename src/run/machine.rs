@@ -96,6 +96,9 @@ pub enum Cancel {
     Unprepared(String),
     /// Its executor could not run it (the edge's job, isolate or stream failed), with why.
     Failed(ErrorName, String),
+    /// The edge refused it before any isolate had it (its job could not be made), with why:
+    /// it costs the edge budget nothing, neither its start nor its time.
+    Unstarted(ErrorName, String),
 }
 
 /// What the DO must do.
@@ -652,6 +655,13 @@ impl RunMachine {
             Cancel::ClientGone => (ErrorName::Cancelled, "the client closed the request".to_owned()),
             Cancel::Unprepared(why) => (ErrorName::Internal, format!("the run could not be prepared: {why}")),
             Cancel::Failed(name, message) => (name, message),
+            Cancel::Unstarted(name, message) => {
+                if let Some(assigned) = entry.assigned.as_mut().filter(|a| a.tab == EDGE) {
+                    self.meter.take_back_start(assigned.sent_ms);
+                    assigned.sent_ms = now_ms; // `finish` charges nothing
+                }
+                (name, message)
+            }
         };
         self.end(now_ms, run, name, message, out);
     }

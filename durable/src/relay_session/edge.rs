@@ -162,7 +162,13 @@ async fn execute<P: EdgePlatform>(
 ) -> Result<(), Refusal> {
     let mut stopped = stopped;
     let key = sealing_key(shared.platform.env()).map_err(internal)?;
-    let mut job = shared.edge_job(run, &key).await?;
+    let mut job = match shared.edge_job(run, &key).await {
+        Ok(job) => job,
+        Err(refusal) => {
+            shared.edge_unstarted(run, refusal); // no isolate had it: the budget is not charged
+            return Ok(());
+        }
+    };
     if job.get("build").is_some() {
         if !build(shared, run, &job, &mut stopped).await? {
             return Ok(()); // stopped: the build's isolate ends at its caps, then frees the slot
