@@ -65,7 +65,8 @@ fn every_request() -> Vec<SessionRequest> {
         WorkspacePutBody { run: Some("r_1".into()), sha256: "ab".repeat(32), body: vec![0, 1, 2] },
         WorkspacePutBody { run: None, sha256: "cd".repeat(32), body: vec![] },
         WorkspaceUpload { changes: b"{\"changes\":[]}".to_vec() },
-        WorkspaceCommit { run: "r_1".into(), cap: "c".into(), changes: b"{\"changes\":[]}".to_vec() },
+        WorkspaceCommit { run: "r_1".into(), cap: "c".into(), tab: None, changes: b"{\"changes\":[]}".to_vec() },
+        WorkspaceCommit { run: "r_1".into(), cap: "c".into(), tab: Some("tab_1".into()), changes: b"{}".to_vec() },
     ]
 }
 

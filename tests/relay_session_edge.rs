@@ -82,6 +82,12 @@ fn a_run_with_no_tab_goes_to_the_edge_with_its_capsule_and_workspace_and_ends_by
         session.platform.sql.rows("SELECT workspace_before FROM runs WHERE run_id = 'r_1'", &[]).unwrap();
     assert!(before[0]["workspace_before"].is_string(), "the run's root before it is recorded");
 
+    // A tab that had the run before it went to the edge writes nothing for it.
+    let cap = job["announced"]["hash"].as_str().unwrap();
+    let changes = json!({ "changes": [{ "path": "/tmp/t", "removed": true }] }).to_string();
+    let stale = run(session.commit_run(&edge_caller(), ("r_1", Some("tab_0")), cap, changes.as_bytes())).unwrap_err();
+    assert!(stale.message.contains("went to the edge executor after tab tab_0 took it"), "{}", stale.message);
+
     let lines = [
         json!({ "runId": "r_1", "seq": 0, "type": "stdout", "data": "1\n" }),
         json!({ "runId": "r_1", "seq": 1, "type": "exit", "exitCode": 0, "usage": { "wallMs": 9 } }),

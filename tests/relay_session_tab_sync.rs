@@ -61,7 +61,7 @@ fn commit(session: &Session, run_id: &str, cap: &str, path: &str, bytes: &[u8]) 
     let inline = base64::engine::general_purpose::STANDARD.encode(bytes);
     let change = json!({ "path": path, "sha256": sha256_hex(bytes), "size": bytes.len(), "inline": inline });
     let body = json!({ "changes": [change] }).to_string();
-    run(session.commit_run(&caller(), run_id, cap, body.as_bytes())).expect("committed");
+    run(session.commit_run(&caller(), (run_id, None), cap, body.as_bytes())).expect("committed");
 }
 
 /// An agent's `write` (the file tool: no run, no tab).
@@ -103,7 +103,7 @@ fn a_tab_that_synced_gets_the_changes_since_in_its_next_runs_command_and_the_run
 
     // The tab holds that version now: the next run's command carries what changed since.
     let body = json!({ "changes": [{ "path": "/tmp/a", "removed": true }] }).to_string();
-    run(session.commit_run(&caller(), "r_2", &cap, body.as_bytes())).expect("removed");
+    run(session.commit_run(&caller(), ("r_2", None), &cap, body.as_bytes())).expect("removed");
     end_run(&session, "tab_1", "r_2");
     write(&session, "/tmp/c", "later");
     start_run(&session, "r_3");

@@ -398,9 +398,14 @@ fn running() -> (Session, String) {
     (session, capsule.hash.clone())
 }
 
+/// Run `r_1`'s commit of `changes` from its tab, `tab_1`.
 fn commit(session: &Session, cap: &str, changes: Value) -> Result<Value, (ErrorName, String)> {
+    commit_from(session, Some("tab_1"), cap, changes)
+}
+
+fn commit_from(session: &Session, tab: Option<&str>, cap: &str, changes: Value) -> Result<Value, (ErrorName, String)> {
     let body = json!({ "changes": changes }).to_string();
-    run(session.commit_run(&caller(), "r_1", cap, body.as_bytes())).map_err(|e| (e.name, e.message))
+    run(session.commit_run(&caller(), ("r_1", tab), cap, body.as_bytes())).map_err(|e| (e.name, e.message))
 }
 
 fn inline(path: &str, bytes: &[u8]) -> Value {
@@ -468,6 +473,25 @@ fn a_tampered_or_oversized_body_is_refused_and_nothing_is_stored() {
     assert_eq!(too_big.name, ErrorName::PayloadTooLarge);
     let bad = commit(&session, &cap, json!([{ "path": "/tmp/a", "sha256": claimed }])).unwrap();
     assert!(bad["results"][0]["error"]["message"].as_str().unwrap().contains("give {path, sha256, size"));
+}
+
+#[test]
+fn a_tab_that_no_longer_holds_the_run_writes_nothing_for_it() {
+    // tab_0 had run r_1 first and was taken for gone before it acknowledged it: the run went to
+    // tab_1 with the same token. What tab_0 still runs of it must not write beside tab_1.
+    let (session, cap) = running();
+    let stale = commit_from(&session, Some("tab_0"), &cap, json!([inline("/tmp/a", b"stale")])).unwrap_err();
+    assert_eq!(stale.0, ErrorName::Conflict);
+    assert!(
+        stale.1.contains("went to tab tab_1 after tab tab_0 took it") && stale.1.contains("not kept"),
+        "{}",
+        stale.1
+    );
+    assert_eq!(listing(&session), [], "nothing of tab_0's landed");
+    commit(&session, &cap, json!([inline("/tmp/a", b"live")])).expect("tab_1 writes");
+    commit_from(&session, None, &cap, json!([inline("/tmp/b", b"no tab named")]))
+        .expect("a writer naming no tab (the edge's)");
+    assert_eq!(listing(&session).len(), 2);
 }
 
 #[test]

@@ -192,9 +192,13 @@ export class WorkspaceSync {
     this.status.log(`Uploaded ${uploaded} of ${paths.length} file(s) this tab held from before the relay session kept the workspace`);
   }
 
-  /** Where run `runToken`'s changes go. */
+  /**
+   * Where run `runToken`'s changes go, from this tab: should the relay session have given the
+   * run to another executor since (this tab taken for gone before it acknowledged the run), it
+   * keeps none of them.
+   */
   writer(runToken) {
-    return new RunWriter(this, runToken);
+    return new RunWriter(this, runToken, this.endpoint("workspace").headers["x-relay-tab"]);
   }
 }
 
@@ -204,9 +208,10 @@ export class WorkspaceSync {
  * change was sent keeps only the latest, so a loop rewriting one file holds one copy of it.
  */
 export class RunWriter {
-  constructor(sync, runToken) {
+  /** @param tab the tab that runs it (none at the edge) */
+  constructor(sync, runToken, tab = undefined) {
     this.sync = sync;
-    this.headers = { authorization: `Bearer ${runToken}` };
+    this.headers = { authorization: `Bearer ${runToken}`, ...(tab && { "x-relay-tab": tab }) };
     this.waiting = new Map(); // path -> its latest unsent change: Uint8Array, or null (removed)
     this.heldBytes = 0; // bytes of the changes not yet committed, waiting or being sent
     this.draining = null;

@@ -90,8 +90,9 @@ pub enum SessionRequest {
     /// A tab uploads the files it held from before the relay session kept the workspace
     /// (`{changes}`, writes of paths the index does not have).
     WorkspaceUpload { changes: Vec<u8> },
-    /// Run `run` (capsule `cap`) commits changes to the workspace (`{changes}`).
-    WorkspaceCommit { run: String, cap: String, changes: Vec<u8> },
+    /// Run `run` (capsule `cap`) commits changes to the workspace (`{changes}`), from `tab` if
+    /// a tab sends them.
+    WorkspaceCommit { run: String, cap: String, tab: Option<String>, changes: Vec<u8> },
     /// The relay session's metrics.
     Metrics,
     /// The relay session's whole audit chain (`audit::RETENTION` records at most), for an
@@ -197,8 +198,11 @@ impl SessionRequest {
                 post(path::WORKSPACE_BODY, &query, Vec::new(), body)
             }
             WorkspaceUpload { changes } => post(path::WORKSPACE_UPLOAD, &[], Vec::new(), changes),
-            WorkspaceCommit { run, cap, changes } => {
-                post(path::WORKSPACE_COMMIT, &[("run", &run), ("cap", &cap)], Vec::new(), changes)
+            WorkspaceCommit { run, cap, tab, changes } => {
+                let tab = tab.as_deref().map(|tab| ("tab", tab));
+                let query: Vec<(&str, &str)> =
+                    [("run", run.as_str()), ("cap", cap.as_str())].into_iter().chain(tab).collect();
+                post(path::WORKSPACE_COMMIT, &query, Vec::new(), changes)
             }
         }
     }
@@ -264,7 +268,9 @@ impl SessionRequest {
             }
             (path::WORKSPACE_UPLOAD, _) => WorkspaceUpload { changes: body },
             (path::WORKSPACE_BODY, _) => WorkspaceBody { sha256: param("sha256")? },
-            (path::WORKSPACE_COMMIT, _) => WorkspaceCommit { run: param("run")?, cap: param("cap")?, changes: body },
+            (path::WORKSPACE_COMMIT, _) => {
+                WorkspaceCommit { run: param("run")?, cap: param("cap")?, tab: param("tab").ok(), changes: body }
+            }
             (route, _) => {
                 return Err(HttpError::new(ErrorName::NotFound, format!("session object has no route {route}")))
             }

@@ -221,7 +221,12 @@ impl<P: Platform> RelaySession<P> {
     fn send(&self, tab: String, command: &Command) -> Option<Input> {
         if tab == EDGE {
             match command {
-                Command::Capsule { run } => self.platform.start_edge(run),
+                Command::Capsule { run } => {
+                    if let Some(io) = self.desk.runs.borrow_mut().get_mut(run) {
+                        io.tab = Some(EDGE.to_owned()); // a tab that had it before writes no more
+                    }
+                    self.platform.start_edge(run)
+                }
                 Command::Cancel { run } => self.platform.cancel_edge(run),
             }
             return None;
@@ -464,6 +469,12 @@ impl<P: Platform> RelaySession<P> {
     /// Whether the run has not ended yet.
     pub fn has_run(&self, run: &str) -> bool {
         self.desk.runs.borrow().contains_key(run)
+    }
+
+    /// Where run `run` was sent (a tab's id or [`EDGE`]), if it is in flight; `Some(None)`: not
+    /// sent yet.
+    pub(super) fn run_executor(&self, run: &str) -> Option<Option<String>> {
+        self.desk.runs.borrow().get(run).map(|io| io.tab.clone())
     }
 
     /// Hands a run still in flight to a client of MCP session `session` resuming its stream.

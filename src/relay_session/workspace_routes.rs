@@ -12,6 +12,7 @@ use super::{Platform, RelaySession, StorageError};
 use crate::error::{ErrorName, HttpError};
 use crate::policy::{check_path, Access, FsPolicy};
 use crate::protocol::Caller;
+use crate::run::executor::EDGE;
 use crate::workspace::rules;
 use crate::workspace::{Change, Refusal, INLINE_MAX_BYTES};
 
@@ -116,7 +117,7 @@ impl<P: Platform> RelaySession<P> {
         bytes: Vec<u8>,
     ) -> std::result::Result<Value, HttpError> {
         if let Some(run) = run {
-            self.writing_run(run)?;
+            self.writing_run(run, None)?;
         }
         let max = caller.tenant.defaults.workspace.max_bytes;
         if bytes.len() as u64 > max {
@@ -128,19 +129,20 @@ impl<P: Platform> RelaySession<P> {
         Ok(json!({ "sha256": sha256, "size": size }))
     }
 
-    /// `POST /workspace/commit` with the token of run `run` (capsule `cap`): the run's changes,
-    /// each checked against the run's policy and the workspace's rules and committed on its own,
-    /// in order. `{results: [{version} | {error: {name, message}}], version, root}`.
+    /// `POST /workspace/commit` with the token of run `run` (capsule `cap`), from `tab` if a tab
+    /// sends it (`x-relay-tab`): the run's changes, each checked against the run's policy and
+    /// the workspace's rules and committed on its own, in order.
+    /// `{results: [{version} | {error: {name, message}}], version, root}`.
     pub async fn commit_run(
         &self,
         caller: &Caller,
-        run: &str,
+        (run, tab): (&str, Option<&str>),
         cap: &str,
         body: &[u8],
     ) -> std::result::Result<Value, HttpError> {
-        self.writing_run(run)?;
+        self.writing_run(run, tab)?;
         let policy = self.capsule_policy(&caller.tenant.id, cap).await?;
-        self.commit_wire(caller, &policy.filesystem, body, Some(run), false).await
+        self.commit_wire(caller, &policy.filesystem, body, Some((run, tab)), false).await
     }
 
     /// `POST /session/<id>/workspace/upload` (attach token): the files a tab held from before
@@ -159,7 +161,7 @@ impl<P: Platform> RelaySession<P> {
         caller: &Caller,
         filesystem: &FsPolicy,
         body: &[u8],
-        run: Option<&str>,
+        run: Option<(&str, Option<&str>)>,
         only_new: bool,
     ) -> std::result::Result<Value, HttpError> {
         let commit: Commit = serde_json::from_slice(body)
@@ -174,8 +176,8 @@ impl<P: Platform> RelaySession<P> {
         }
         // Storing inline bodies awaited: the run may have ended meanwhile. From here on nothing
         // awaits, so no other commit comes between the checks and the writes.
-        if let Some(run) = run {
-            self.writing_run(run)?;
+        if let Some((run, tab)) = run {
+            self.writing_run(run, tab)?;
         }
         if only_new {
             for admitted in &mut admitted {
@@ -241,13 +243,21 @@ impl<P: Platform> RelaySession<P> {
 
     /// Refuses a write for run `run` unless it is in flight: what a run left before it ended is
     /// kept, nothing of it lands after.
-    fn writing_run(&self, run: &str) -> std::result::Result<(), HttpError> {
-        if self.has_run(run) {
-            return Ok(());
-        }
-        let message = format!(
-            "run {run} has ended: a run writes to the workspace only while it runs (what it wrote before it ended is kept)"
-        );
+    /// Whether run `run` may write now, from `tab` if a tab writes: it is in flight, and on that
+    /// tab. A tab taken for gone before it acknowledged a run sees it given to another executor
+    /// with the same token; what it still runs of it must not write beside that one.
+    fn writing_run(&self, run: &str, tab: Option<&str>) -> std::result::Result<(), HttpError> {
+        let message = match (self.run_executor(run), tab) {
+            (None, _) => format!(
+                "run {run} has ended: a run writes to the workspace only while it runs (what it wrote before it ended is kept)"
+            ),
+            (Some(Some(on)), Some(tab)) if on != tab => {
+                let tab: String = tab.chars().take(64).collect(); // the sender's words
+                let there = if on == EDGE { "the edge executor".to_owned() } else { format!("tab {on}") };
+                format!("run {run} went to {there} after tab {tab} took it (it was taken for gone before it acknowledged the run): tab {tab}'s writes for it are not kept; the run goes on there")
+            }
+            _ => return Ok(()),
+        };
         Err(HttpError::new(ErrorName::Conflict, message))
     }
 }

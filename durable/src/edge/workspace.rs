@@ -71,11 +71,14 @@ pub async fn upload(req: Request, env: &Env, session: &str, who: &Who) -> Result
     to_tab_session(req, env, session, who, Some(COMMIT_MAX), request).await
 }
 
-/// `POST /workspace/commit` (run token): the run's changes, `{changes: [...]}`.
+/// `POST /workspace/commit` (run token): the run's changes, `{changes: [...]}`, from the tab
+/// its `x-relay-tab` names, if any.
 pub async fn commit(req: Request, env: &Env, who: &Who) -> Result<Response> {
+    let tab = req.headers().get("x-relay-tab")?;
     to_run_session(req, env, who, COMMIT_MAX, |claims, changes| SessionRequest::WorkspaceCommit {
         run: claims.run.clone(),
         cap: claims.cap.clone(),
+        tab,
         changes,
     })
     .await

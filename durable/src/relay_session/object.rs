@@ -178,8 +178,8 @@ impl SessionDO {
                 Ok(workspace::put_body(&shared, &caller, run.as_deref(), &sha256, body).await)
             }
             WorkspaceUpload { changes } => Ok(workspace::upload(&shared, &caller, &changes).await),
-            WorkspaceCommit { run, cap, changes } => {
-                Ok(workspace::commit(&shared, &caller, &run, &cap, &changes).await)
+            WorkspaceCommit { run, cap, tab, changes } => {
+                Ok(workspace::commit(&shared, &caller, (&run, tab.as_deref()), &cap, &changes).await)
             }
         }
     }

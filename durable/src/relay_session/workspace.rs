@@ -35,7 +35,13 @@ pub async fn upload(shared: &Shared, caller: &Caller, changes: &[u8]) -> Respons
     shared.upload_from_tab(caller, changes).await.map_or_else(error, |answer| json(200, &answer))
 }
 
-/// `POST /workspace/commit?run=&cap=`: a run's changes, committed in order.
-pub async fn commit(shared: &Shared, caller: &Caller, run: &str, cap: &str, changes: &[u8]) -> Response {
+/// `POST /workspace/commit?run=&cap=&tab=`: a run's changes, committed in order.
+pub async fn commit(
+    shared: &Shared,
+    caller: &Caller,
+    run: (&str, Option<&str>),
+    cap: &str,
+    changes: &[u8],
+) -> Response {
     shared.commit_run(caller, run, cap, changes).await.map_or_else(error, |answer| json(200, &answer))
 }
