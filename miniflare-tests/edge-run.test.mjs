@@ -86,6 +86,14 @@ describe("a run whose isolate dies still ends with an exit event", () => {
     assert.match(got[1].error.message, /died after \d+ ms.*Use less memory or CPU/);
   });
 
+  test("a line the isolate died in the middle of is dropped: the exit after it stays whole, and the events before it too", async () => {
+    const cut = lines(output, { runId: "r_1", seq: 1, type: "stdout", data: "x".repeat(40) }).slice(0, -20);
+    const got = await read(endingWithExit(stream(cut, new Error("isolate died")), { runId: "r_1", started: Date.now(), timeoutMs: 60_000 }));
+    assert.deepEqual(got[0], output);
+    assert.equal(got.length, 2);
+    assert.deepEqual([got[1].type, got[1].seq, got[1].error.name], ["exit", 1, "RuntimeCrashed"]);
+  });
+
   test("one that ends with no exit after its timeout ends Timeout", async () => {
     const got = await read(endingWithExit(stream(lines(output), "close"), { runId: "r_1", started: Date.now() - 2000, timeoutMs: 1000 }));
     assert.equal(got.at(-1).error.name, "Timeout");

@@ -33,15 +33,18 @@ const EXIT_CODES = { Timeout: 124, RuntimeCrashed: 137 };
  * first (production's limits.cpuMs or its 128 MB, which the runner's own limits should reach
  * first but may not): the stream errors or ends with no exit, and the run would end Internal.
  * The exit says Timeout once the run's `timeoutMs` has passed since `started`, else
- * RuntimeCrashed, as a tab's run whose worker died.
+ * RuntimeCrashed, as a tab's run whose worker died. Only whole lines are passed on: a line the
+ * isolate died in the middle of is dropped, or the exit after it would be cut into it and the
+ * relay session would refuse both, with the events sent beside them.
  */
 export function endingWithExit(events, { runId, started, timeoutMs }) {
   const reader = events.getReader();
   const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
   let partial = "";
   let seq = -1;
   let exited = false;
-  const note = (bytes) => {
+  const wholeLines = (bytes) => {
     const lines = (partial + decoder.decode(bytes, { stream: true })).split("\n");
     partial = lines.pop();
     for (const line of lines.filter(Boolean)) {
@@ -49,15 +52,17 @@ export function endingWithExit(events, { runId, started, timeoutMs }) {
       seq = Math.max(seq, event.seq);
       exited ||= event.type === "exit";
     }
+    return lines.length ? `${lines.join("\n")}\n` : "";
   };
   return new ReadableStream({
     async pull(controller) {
-      const read = await reader.read().catch(() => ({ done: true }));
-      if (!read.done) {
-        note(read.value);
-        return controller.enqueue(read.value);
+      for (;;) {
+        const read = await reader.read().catch(() => ({ done: true }));
+        if (read.done) break;
+        const whole = wholeLines(read.value);
+        if (whole) return controller.enqueue(encoder.encode(whole)); // else read on: a pull must give something
       }
-      if (!exited) controller.enqueue(new TextEncoder().encode(`${JSON.stringify(lostExit(runId, seq + 1, Date.now() - started, timeoutMs))}\n`));
+      if (!exited) controller.enqueue(encoder.encode(`${JSON.stringify(lostExit(runId, seq + 1, Date.now() - started, timeoutMs))}\n`));
       controller.close();
     },
     cancel: (reason) => reader.cancel(reason),
