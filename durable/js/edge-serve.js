@@ -290,13 +290,14 @@ async function execute(job, events, engine, prepared) {
   runnerJobOf.limits = { ...runnerJobOf.limits, memMb: Math.min(runnerJobOf.limits.memMb, EDGE_MEM_MB) };
   const guard = new Guard(runnerJobOf.limits.timeoutMs, engine.ticksPerMs);
   events.watch(guard); // the relay session may have stopped the run while its capsule loaded
+  if (guard.error) return events.end(failure(guard.error.name, guard.error.message));
   const host = new EdgeHost(capsule.manifest.policy, runnerPolicy(engine.modules), events, guard, runnerJobOf.limits.stdoutBytes);
   events.emit({ type: "progress", phase: "execute", detail: `isolate ${isolateId()}, ${prepared ? "prepared before the run" : "started for it"}` });
   // A stop while the engine starts (its timeout, the relay session leaving) ends the run then:
   // a start that never settles would otherwise hold it until the relay session's deadline (the
   // run's pending timer keeps workerd from taking such an isolate for hung).
   const instance = await Promise.race([engineInstance(engine), new Promise((resolve) => (guard.onStop = () => resolve(null)))]);
-  if (!instance || guard.error) return events.end(failure(guard.error.name, guard.error.message));
+  if (!instance) return events.end(failure(guard.error.name, guard.error.message));
   guard.begin();
   const exit = await runJob(instance, runnerJobOf, (message) => host.hear(message), host.relay, guard);
   // As the page does: displays inline or in /out, what the run left in /out uploaded and listed.

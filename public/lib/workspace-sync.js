@@ -193,12 +193,13 @@ export class WorkspaceSync {
   }
 
   /**
-   * Where run `runToken`'s changes go, from this tab: should the relay session have given the
-   * run to another executor since (this tab taken for gone before it acknowledged the run), it
+   * Where run `runToken`'s changes go, from this tab as the relay session knows it when each
+   * commit is sent (its results are judged by the same id): should the relay session have given
+   * the run to another executor (this tab taken for gone before it acknowledged the run), it
    * keeps none of them.
    */
   writer(runToken) {
-    return new RunWriter(this, runToken, this.endpoint("workspace").headers["x-relay-tab"]);
+    return new RunWriter(this, runToken, () => this.endpoint("workspace").headers["x-relay-tab"]);
   }
 }
 
@@ -208,10 +209,11 @@ export class WorkspaceSync {
  * change was sent keeps only the latest, so a loop rewriting one file holds one copy of it.
  */
 export class RunWriter {
-  /** @param tab the tab that runs it (none at the edge) */
-  constructor(sync, runToken, tab = undefined) {
+  /** @param tab () => the id of the tab that runs it (none at the edge) */
+  constructor(sync, runToken, tab = () => undefined) {
     this.sync = sync;
-    this.headers = { authorization: `Bearer ${runToken}`, ...(tab && { "x-relay-tab": tab }) };
+    this.headers = { authorization: `Bearer ${runToken}` };
+    this.tab = tab;
     this.waiting = new Map(); // path -> its latest unsent change: Uint8Array, or null (removed)
     this.heldBytes = 0; // bytes of the changes not yet committed, waiting or being sent
     this.draining = null;
@@ -284,7 +286,8 @@ export class RunWriter {
 
   async post(changes) {
     const body = JSON.stringify({ changes });
-    const headers = { ...this.headers, "content-type": "application/json" };
+    const tab = this.tab();
+    const headers = { ...this.headers, "content-type": "application/json", ...(tab && { "x-relay-tab": tab }) };
     const post = async () => (await fetchOk("/workspace/commit", { method: "POST", headers, body })).json();
     const { results } = await withRetry(post);
     results.forEach((result, i) => {

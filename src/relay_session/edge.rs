@@ -10,6 +10,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
+use super::workspace::Changes;
 use super::{Platform, RelaySession};
 use crate::error::ErrorName;
 use crate::keys;
@@ -24,6 +25,11 @@ use crate::upstream::seal::SealingKey;
 /// Why an edge run could not start: the error to end it with.
 pub type Refusal = (ErrorName, String);
 
+/// How old the `/mcps` tree an edge run gets may be: as old as a tab's copy may be (the page
+/// lists it again every 5 minutes). A listing, which awaits every upstream server (a dead one
+/// its timeout), holds the run's start and counts to its edge time, so it is made seldom.
+pub const EDGE_TREE_MAX_AGE_MS: u64 = 5 * 60_000;
+
 impl<P: Platform> RelaySession<P> {
     /// What run `run`'s isolate starts with: `{announced, workspace: {path: base64},
     /// workspaceLimit}` (`announced`: the capsule command with every layer inline); or, for a
@@ -36,13 +42,15 @@ impl<P: Platform> RelaySession<P> {
         let (command, caller) = self.edge_start(run).ok_or_else(|| {
             (ErrorName::Internal, "the run was no longer in hand when the edge executor took it".to_owned())
         })?;
-        let announced = match command {
-            TabCommand::Capsule(capsule) => self.inlined(capsule, &caller.tenant.id).await?,
+        let capsule = match command {
+            TabCommand::Capsule(capsule) => capsule,
             TabCommand::Build(build) => return edge_build_job(build, || self.claim_edge_build(run)),
             _ => return Err((ErrorName::Internal, "the run has no capsule for the edge".to_owned())),
         };
-        let mut workspace = self.edge_workspace(run, &caller.object_name()).await?;
-        for (path, text) in self.mcps_files(&caller, key).await {
+        let listing = self.edge_listing()?; // a workspace too big is refused before any R2 read
+        let announced = self.inlined(capsule, &caller.tenant.id).await?;
+        let mut workspace = self.edge_workspace(run, &caller.object_name(), listing).await?;
+        for (path, text) in self.mcps_files(&caller, key, EDGE_TREE_MAX_AGE_MS).await {
             workspace.insert(path, Value::String(BASE64.encode(text)));
         }
         let workspace_limit = caller.tenant.defaults.workspace.max_bytes;
@@ -85,19 +93,28 @@ impl<P: Platform> RelaySession<P> {
         }
     }
 
-    /// The workspace as run `run` starts (path -> base64), its root recorded as the run's
-    /// workspace before it.
-    async fn edge_workspace(&self, run: &str, relay_session: &str) -> Result<Map<String, Value>, Refusal> {
-        let failed = |e: String| (ErrorName::Internal, format!("the workspace could not be read: {e}; run again"));
-        let listing = self.store().workspace_listing().map_err(|e| failed(e.to_string()))?;
+    /// The workspace's index as an edge run starts, unless it is too big for the edge.
+    fn edge_listing(&self) -> Result<Changes, Refusal> {
+        let listing = self.store().workspace_listing().map_err(|e| unreadable(e.to_string()))?;
         let bytes: u64 = listing.files.iter().map(|file| file.size).sum();
         if bytes > EDGE_WORKSPACE_MAX_BYTES {
             return Err((ErrorName::EdgeBudgetExceeded, too_big_for_the_edge(bytes)));
         }
+        Ok(listing)
+    }
+
+    /// The workspace `listing` names as run `run` starts (path -> base64), its root recorded as
+    /// the run's workspace before it.
+    async fn edge_workspace(
+        &self,
+        run: &str,
+        relay_session: &str,
+        listing: Changes,
+    ) -> Result<Map<String, Value>, Refusal> {
         self.persisted("audit", self.store().audit_workspace(run, Some(&listing.root), None));
         let mut files = Map::new();
         for file in listing.files {
-            let bytes = self.body_bytes(relay_session, &file.sha256).await.map_err(|e| failed(e.to_string()))?;
+            let bytes = self.body_bytes(relay_session, &file.sha256).await.map_err(|e| unreadable(e.to_string()))?;
             files.insert(file.path, Value::String(BASE64.encode(bytes)));
         }
         Ok(files)
@@ -126,6 +143,11 @@ impl<P: Platform> RelaySession<P> {
     pub fn edge_unstarted(&self, run: &str, (name, message): Refusal) {
         self.feed(Input::Cancel { run: run.to_owned(), why: Cancel::Unstarted(name, message) });
     }
+}
+
+/// Why an edge run whose workspace could not be read (`e`) did not start.
+fn unreadable(e: String) -> Refusal {
+    (ErrorName::Internal, format!("the workspace could not be read: {e}; run again"))
 }
 
 /// Why a run whose workspace holds `bytes`, past [`EDGE_WORKSPACE_MAX_BYTES`], cannot run at

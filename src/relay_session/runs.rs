@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use super::builds::{unprepared, Packaged};
 use super::desk::{Delivery, Frames, Unadmitted};
 use super::store::{Ended, Queued};
+use super::upstreams::TREE_TTL_MS;
 use super::{Platform, RelaySession, StorageError};
 use crate::audit;
 use crate::capsule::jws::Signer;
@@ -449,7 +450,7 @@ impl<P: Platform + 'static> RelaySession<P> {
         with_queued(tool_call, caller, run, &audit_name, |queued| self.store().audit_queued(queued, started))?;
         let before = self.store().workspace_root().map(|(_, root)| root);
         let tenant = &caller.tenant;
-        let mcps = if op.reads_mcps() { self.mcps_files(caller, key).await } else { Vec::new() };
+        let mcps = if op.reads_mcps() { self.mcps_files(caller, key, TREE_TTL_MS).await } else { Vec::new() };
         let answer = match &before {
             Ok(_) => {
                 let max_bytes = tenant.defaults.workspace.max_bytes;
@@ -597,8 +598,13 @@ impl<P: Platform + 'static> Drop for Preparing<P> {
 impl<P: Platform> RelaySession<P> {
     /// The `/mcps` tree's files (none when the tenant's servers cannot be read: a search of the
     /// whole workspace still answers).
-    pub(super) async fn mcps_files(&self, caller: &Caller, key: &SealingKey) -> Vec<(String, Vec<u8>)> {
-        let Some(tree) = self.mcps_tree(caller, key).await.ok() else { return Vec::new() };
+    pub(super) async fn mcps_files(
+        &self,
+        caller: &Caller,
+        key: &SealingKey,
+        max_age_ms: u64,
+    ) -> Vec<(String, Vec<u8>)> {
+        let Some(tree) = self.mcps_tree_within(caller, key, max_age_ms).await.ok() else { return Vec::new() };
         let files = tree["files"].as_array().cloned().unwrap_or_default();
         let file = |f: &Value| Some((f["path"].as_str()?.to_owned(), f["text"].as_str()?.as_bytes().to_vec()));
         files.iter().filter_map(file).collect()

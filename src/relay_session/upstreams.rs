@@ -106,7 +106,17 @@ impl<P: Platform> RelaySession<P> {
 
     /// The `/mcps` tree: `{files: [{path, text}], listedAt}`, the tree of every server's tools.
     pub async fn mcps_tree(&self, caller: &Caller, key: &SealingKey) -> Result<Value, HttpError> {
-        if let Some(tree) = self.caches.mcps_tree(self.now_ms(), TREE_TTL_MS) {
+        self.mcps_tree_within(caller, key, TREE_TTL_MS).await
+    }
+
+    /// The `/mcps` tree, listed again only if the one kept is older than `max_age_ms`.
+    pub(super) async fn mcps_tree_within(
+        &self,
+        caller: &Caller,
+        key: &SealingKey,
+        max_age_ms: u64,
+    ) -> Result<Value, HttpError> {
+        if let Some(tree) = self.caches.mcps_tree(self.now_ms(), max_age_ms) {
             return Ok(tree);
         }
         let upstreams = stores::upstreams(self.platform.records(), &caller.tenant.id).await?;

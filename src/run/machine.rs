@@ -816,7 +816,7 @@ fn timeout_message(assigned: &Assignment, timeout_ms: u64) -> String {
     if assigned.tab == EDGE {
         let budget = EDGE_LOAD_MS + timeout_ms + TIMEOUT_GRACE_MS;
         return format!(
-            "the edge executor did not start the run within {budget} ms (reading its capsule and workspace, or loading its runtime, took that long); it was stopped: run the tool again, and if it fails the same way, run it on a browser tab (open the relay page and call with executor \"tab\")"
+            "the edge executor did not start the run within {budget} ms (reading its capsule and workspace, listing the upstream MCP servers for /mcps, or loading its runtime took that long); it was stopped: run the tool again, and if it fails the same way, run it on a browser tab (open the relay page and call with executor \"tab\")"
         );
     }
     let budget = LOAD_BUDGET_MS + timeout_ms + TIMEOUT_GRACE_MS;

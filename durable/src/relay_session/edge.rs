@@ -169,14 +169,20 @@ async fn execute<P: EdgePlatform>(
             return Ok(());
         }
     };
+    // Stopped while its job was made (R2's reads, the /mcps listing): no isolate for it.
+    let was_stopped = |stopped: &mut oneshot::Receiver<()>| !matches!(stopped.try_recv(), Ok(None));
     if job.get("build").is_some() {
+        if was_stopped(&mut stopped) {
+            shared.edge_build_over(run); // the build its job claimed
+            return Ok(());
+        }
         if !build(shared, run, &job, &mut stopped).await? {
             return Ok(()); // stopped: the build's isolate ends at its caps, then frees the slot
         }
         job = shared.edge_job(run, &key).await?; // now the capsule the build finalized
     }
-    if !matches!(stopped.try_recv(), Ok(None)) {
-        return Ok(()); // stopped while its job was made: no isolate for it
+    if was_stopped(&mut stopped) {
+        return Ok(());
     }
     job["keys"] = key_set(shared.platform.env()).map_err(internal)?.to_jwks();
     let js = runs_js(&job);
