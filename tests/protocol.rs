@@ -67,6 +67,8 @@ fn every_request() -> Vec<SessionRequest> {
         WorkspaceUpload { changes: b"{\"changes\":[]}".to_vec() },
         WorkspaceCommit { run: "r_1".into(), cap: "c".into(), tab: None, changes: b"{\"changes\":[]}".to_vec() },
         WorkspaceCommit { run: "r_1".into(), cap: "c".into(), tab: Some("tab_1".into()), changes: b"{}".to_vec() },
+        // A tab id is the sender's words: one shaped to add a parameter stays one value.
+        WorkspaceCommit { run: "r_1".into(), cap: "c".into(), tab: Some("t&run=r_9&cap=x#".into()), changes: vec![] },
     ]
 }
 

@@ -488,6 +488,9 @@ fn a_tab_that_no_longer_holds_the_run_writes_nothing_for_it() {
         stale.1
     );
     assert_eq!(listing(&session), [], "nothing of tab_0's landed");
+    let long = format!("tab_{}", "9".repeat(5_000));
+    let (_, message) = commit_from(&session, Some(&long), &cap, json!([inline("/tmp/a", b"stale")])).unwrap_err();
+    assert!(message.contains(&long[..64]) && !message.contains(&long[..65]), "the sender's id, cut: {}", message.len());
     commit(&session, &cap, json!([inline("/tmp/a", b"live")])).expect("tab_1 writes");
     commit_from(&session, None, &cap, json!([inline("/tmp/b", b"no tab named")]))
         .expect("a writer naming no tab (the edge's)");

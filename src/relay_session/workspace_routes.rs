@@ -241,11 +241,10 @@ impl<P: Platform> RelaySession<P> {
         Ok(change)
     }
 
-    /// Refuses a write for run `run` unless it is in flight: what a run left before it ended is
-    /// kept, nothing of it lands after.
-    /// Whether run `run` may write now, from `tab` if a tab writes: it is in flight, and on that
-    /// tab. A tab taken for gone before it acknowledged a run sees it given to another executor
-    /// with the same token; what it still runs of it must not write beside that one.
+    /// Refuses a write for run `run` unless it is in flight (what a run left before it ended is
+    /// kept, nothing of it lands after) and, when a tab writes, on `tab`: a tab taken for gone
+    /// before it acknowledged a run sees it given to another executor with the same token, and
+    /// what it still runs of it must not write beside that one.
     fn writing_run(&self, run: &str, tab: Option<&str>) -> std::result::Result<(), HttpError> {
         let message = match (self.run_executor(run), tab) {
             (None, _) => format!(
