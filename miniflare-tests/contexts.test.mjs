@@ -178,6 +178,24 @@ describe("a context's end", () => {
     }
   });
 
+  test("a run admitted before its context's idle time, waiting behind a long run, still finds it", async () => {
+    // The page ends a context on its own clock (idle time + 5 s), and the relay sends one run
+    // at a time: a run it admitted while the context was live waits in its queue while the
+    // page runs the long one, and must not find the context ended when it comes.
+    await patchContexts({ idleMs: 2000 });
+    try {
+      await runJs("var held = 'kept'", { context: "js-wait" });
+      const long = runJs("await new Promise((resolve) => setTimeout(resolve, 9000)); console.log('long done')");
+      await new Promise((resolve) => setTimeout(resolve, 800));
+      const waiting = await runJs("console.log(typeof held === 'undefined' ? 'gone' : held)", { context: "js-wait" });
+      assert.equal((await long).structuredContent.stdout, "long done\n");
+      assert.equal(waiting.structuredContent.stdout, "kept\n", shown(waiting));
+      assert.equal(waiting.structuredContent.context.fresh, false, shown(waiting));
+    } finally {
+      await patchContexts({ idleMs: 15 * 60 * 1000 });
+    }
+  });
+
   test("bad names and a reset without a context are refused with ValidationError", async () => {
     for (const context of ["", "-lead", "a b", "x".repeat(65), "caf\u00e9", "a/b"]) {
       const refused = await runPy("print(1)", { context });

@@ -97,6 +97,11 @@ export class RunnerHost {
     return ids;
   }
 
+  /** `busy()`: whether the page has a run in hand (no context is expired while it has). */
+  whileBusy(busy) {
+    this.sandbox.busy = busy;
+  }
+
   /** Nothing runs and the run's results are delivered: the sandbox loads the next standby now. */
   refill() {
     if (!this.current) this.sandbox.refill();

@@ -52,6 +52,11 @@ export class Sandbox {
     this.pings = 0;
     // (runId, error): the frame died while run `runId` held one of its workers.
     this.onCrash = () => {};
+    // Whether the page has a run in hand. Contexts are not expired then, and their idle time
+    // counts from the end of it: the relay sends one run at a time, so a run it admitted for a
+    // context waits in its queue while the page runs another, maybe past the idle time.
+    this.busy = () => false;
+    this.busyAt = 0; // when the page was last seen with a run in hand
     window.addEventListener("message", (event) => this.onMessage(event));
     this.open();
     every(PING_EVERY_MS, () => {
@@ -196,8 +201,10 @@ export class Sandbox {
   /** Ends the contexts no run used for their idle time (and a margin: the relay decides first). */
   expireContexts() {
     const now = performance.now();
+    if (this.busy()) return (this.busyAt = now);
     for (const [key, { runId, usedAt, idleMs }] of this.contexts) {
-      if (runId === null && now - usedAt > idleMs + CONTEXT_IDLE_MARGIN_MS) this.dropContext(key);
+      const idle = now - Math.max(usedAt, this.busyAt);
+      if (runId === null && idle > idleMs + CONTEXT_IDLE_MARGIN_MS) this.dropContext(key);
     }
   }
 
