@@ -60,7 +60,7 @@ async function startRun(code) {
   const { value } = await commands.next();
   assert.equal(value.event, "capsule");
   assert.equal(value.data.manifestUrl, `/capsules/${value.data.hash}/capsule.json`);
-  return { runId: value.data.runId, result };
+  return { runId: value.data.runId, runToken: value.data.runToken, result };
 }
 
 function post(lines, t = token) {
@@ -280,6 +280,26 @@ test("a refused event does not hold back the other runs' events in its batch", a
   assert.equal(body.applied, 3);
   assert.deepEqual(body.refused.map((r) => r.runId), [previous.runId]);
   assert.equal((await result).structuredContent.stdout, "two\n");
+});
+
+test("a run's /out file is published only from the tab the run is on, and only while it runs", async () => {
+  const { runId, runToken, result } = await startRun("console.log('out')");
+  const put = (tab) =>
+    fetch(`${BASE}/files/${runId}/out/a.txt`, { method: "PUT", headers: { ...bearer(runToken), ...(tab && { "x-relay-tab": tab }) }, body: "a" });
+  // A tab taken for gone before it acknowledged the run may still run it: not its files.
+  const stale = await put("tab_taken_for_gone");
+  assert.equal(stale.status, 409);
+  const refusal = (await stale.json()).error;
+  assert.equal(refusal.name, "Conflict");
+  assert.match(refusal.message, new RegExp(`went to tab ${tabId} after tab tab_taken_for_gone took it`));
+  const published = await put(tabId);
+  assert.equal(published.status, 201, await published.clone().text());
+  assert.match((await published.json()).url, new RegExp(`/files/.+/${runId}/out/a\\.txt\\?exp=`));
+  await post([exit(runId, 0)]);
+  await result;
+  const late = await put(tabId);
+  assert.equal(late.status, 409);
+  assert.match((await late.json()).error.message, /has ended/);
 });
 
 test("an event past a gap is refused and ends the run: its output was lost on the way", async () => {

@@ -81,7 +81,7 @@ fn a_tab_that_synced_gets_the_changes_since_in_its_next_runs_command_and_the_run
     let session = with_tabs(&["tab_1"]);
     let cap = start_run(&session, "r_1");
     assert!(last_command(&session, "tab_1").get("workspace").is_none(), "a tab never given a version asks");
-    let index = session.workspace_index(None, Some("r_1"), CAP).unwrap();
+    let index = session.workspace_index(None, (Some("r_1"), Some("tab_1")), CAP).unwrap();
     commit(&session, "r_1", &cap, "/tmp/a", b"one");
     end_run(&session, "tab_1", "r_1");
     write(&session, "/tmp/b", "from the agent");
@@ -125,18 +125,24 @@ fn a_tab_that_synced_gets_the_changes_since_in_its_next_runs_command_and_the_run
 fn a_tab_with_a_run_in_hand_gets_no_changes_and_asks_as_before() {
     let session = with_tabs(&["tab_1"]);
     start_run(&session, "r_1");
-    session.workspace_index(None, Some("r_1"), CAP).unwrap();
+    session.workspace_index(None, (Some("r_1"), Some("tab_1")), CAP).unwrap();
     start_run(&session, "r_2");
     assert!(last_command(&session, "tab_1").get("workspace").is_none(), "r_1 may still write");
-    let index = session.workspace_index(Some(0), Some("r_2"), CAP).unwrap();
-    assert_eq!(workspace_before(&session, "r_2").as_deref(), index["root"].as_str(), "its sync records it, as before");
+    // One run at a time: r_2 waits in the relay session's queue, so no tab holds it yet, and a
+    // sync naming it (a tab's mistake, or a stale tab's) records nothing for it.
+    session.workspace_index(Some(0), (Some("r_2"), Some("tab_1")), CAP).unwrap();
+    assert_eq!(workspace_before(&session, "r_2"), None);
+    end_run(&session, "tab_1", "r_1");
+    assert_eq!(last_command(&session, "tab_1")["runId"], json!("r_2"));
+    let index = session.workspace_index(Some(0), (Some("r_2"), Some("tab_1")), CAP).unwrap();
+    assert_eq!(workspace_before(&session, "r_2").as_deref(), index["root"].as_str(), "its tab's sync records it");
 }
 
 #[test]
 fn more_changes_than_a_command_carries_leave_the_tab_to_ask() {
     let session = with_tabs(&["tab_1"]);
     start_run(&session, "r_1");
-    session.workspace_index(None, Some("r_1"), CAP).unwrap();
+    session.workspace_index(None, (Some("r_1"), Some("tab_1")), CAP).unwrap();
     end_run(&session, "tab_1", "r_1");
     for n in 0..INLINE_DELTA_MAX_ENTRIES {
         write(&session, &format!("/tmp/{n}"), "x");
@@ -157,7 +163,7 @@ fn more_changes_than_a_command_carries_leave_the_tab_to_ask() {
 fn a_new_tab_asks_first() {
     let session = with_tabs(&["tab_1"]);
     start_run(&session, "r_1");
-    session.workspace_index(None, Some("r_1"), CAP).unwrap();
+    session.workspace_index(None, (Some("r_1"), Some("tab_1")), CAP).unwrap();
     end_run(&session, "tab_1", "r_1");
     session.platform.tabs.attach("tab_2");
     session.feed(Input::TabAttached { tab: "tab_2".into() });

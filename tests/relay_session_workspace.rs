@@ -17,11 +17,12 @@ use platform::{call_of, caller, run, session, signer, start, tool_call, with_tab
 use proptest::prelude::*;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
+use relay_core::files::Slot;
 use relay_core::keys;
 use relay_core::mcp::{Era, Tool};
 use relay_core::relay_session::runs::{FileCall, Job, Work};
 use relay_core::relay_session::workspace_routes::MAX_COMMIT_CHANGES;
-use relay_core::relay_session::RelaySession;
+use relay_core::relay_session::{RelaySession, Sql};
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
 use relay_core::upstream::seal::SealingKey;
@@ -498,9 +499,41 @@ fn a_tab_that_no_longer_holds_the_run_writes_nothing_for_it() {
 }
 
 #[test]
+fn a_tab_that_no_longer_holds_the_run_neither_sets_its_audited_root_nor_publishes_its_out_files() {
+    let (session, cap) = running();
+    let before = || {
+        let rows = session.platform.sql.rows::<Value>("SELECT workspace_before FROM runs WHERE run_id = 'r_1'", &[]);
+        rows.unwrap()[0]["workspace_before"].as_str().map(str::to_owned)
+    };
+    session.workspace_index(None, (Some("r_1"), Some("tab_1")), CAP).unwrap();
+    assert_eq!(before().as_deref(), Some(EMPTY_ROOT));
+    commit(&session, &cap, json!([inline("/tmp/a", b"live")])).unwrap();
+    // tab_0, taken for gone, syncs late: it is answered, but the run's root stays the one its
+    // own tab synced to, and so does what the relay session thinks tab_1 holds.
+    for tab in [Some("tab_0"), None] {
+        let index = session.workspace_index(None, (Some("r_1"), tab), CAP).unwrap();
+        assert_ne!(index["root"], json!(EMPTY_ROOT), "the index itself is the current one");
+        assert_eq!(before().as_deref(), Some(EMPTY_ROOT), "{tab:?} rewrote the run's audited root");
+    }
+
+    let reserve = |tab| session.reserve_out_file(("r_1", tab), "/out/a.csv").map_err(|e| (e.name, e.message));
+    let stale = reserve(Some("tab_0")).unwrap_err();
+    assert_eq!(stale.0, ErrorName::Conflict);
+    assert!(stale.1.contains("went to tab tab_1 after tab tab_0 took it"), "{}", stale.1);
+    assert_eq!(reserve(Some("tab_1")), Ok(Slot::Take));
+    assert_eq!(reserve(None), Ok(Slot::Replace), "a publisher naming no tab (the edge's)");
+    let batch = json!({ "runId": "r_1", "seq": 0, "type": "exit", "exitCode": 0, "usage": { "wallMs": 5 } });
+    session
+        .feed(Input::Heard { tab: Some("tab_1".into()), events: parse_batch(batch.to_string().as_bytes()).unwrap() });
+    let late = reserve(Some("tab_1")).unwrap_err();
+    assert_eq!(late.0, ErrorName::Conflict);
+    assert!(late.1.contains("has ended"), "{}", late.1);
+}
+
+#[test]
 fn nothing_of_a_run_lands_after_it_ended_and_its_audit_has_both_roots() {
     let (session, cap) = running();
-    let index = session.workspace_index(None, Some("r_1"), CAP).unwrap();
+    let index = session.workspace_index(None, (Some("r_1"), Some("tab_1")), CAP).unwrap();
     assert_eq!((index["version"].clone(), index["root"].clone()), (json!(0), json!(EMPTY_ROOT)));
     assert_eq!(index["maxBytes"], json!(CAP), "the tab's copy holds to the tenant's cap");
     commit(&session, &cap, json!([inline("/tmp/a", b"before the end")])).unwrap();

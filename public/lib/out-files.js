@@ -18,18 +18,20 @@ const IMAGE_TYPES = { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", g
  * @returns {Promise<Array<{path, size, sha256, uploaded, image?, url?, error?}>>} the exit event's
  *   `files` (without `url`, the download link, which is for the page)
  */
-export async function uploadOutFiles(workspace, paths, { runId, runToken }) {
+export async function uploadOutFiles(workspace, paths, { runId, runToken, tab = () => undefined }) {
   const present = paths.map((path) => [path, workspace.read(path)]).filter(([, bytes]) => bytes);
   present.sort(([a], [b]) => (a < b ? -1 : 1));
-  return Promise.all(present.map(([path, bytes], i) => upload(path, bytes, i < MAX_FILES, { runId, runToken })));
+  return Promise.all(present.map(([path, bytes], i) => upload(path, bytes, i < MAX_FILES, { runId, runToken, tab })));
 }
 
-async function upload(path, bytes, allowed, { runId, runToken }) {
+async function upload(path, bytes, allowed, { runId, runToken, tab }) {
   const sha256 = await sha256Hex(bytes);
   const file = { path, size: bytes.length, sha256, uploaded: false };
   if (allowed) {
     const url = `/files/${encodeURIComponent(runId)}${path.split("/").map(encodeURIComponent).join("/")}`;
-    const res = await fetch(url, { method: "PUT", headers: { authorization: `Bearer ${runToken}` }, body: bytes }).catch((err) => err);
+    const id = tab();
+    const headers = { authorization: `Bearer ${runToken}`, ...(id && { "x-relay-tab": id }) };
+    const res = await fetch(url, { method: "PUT", headers, body: bytes }).catch((err) => err);
     file.uploaded = Boolean(res?.ok);
     const body = res instanceof Response ? await res.json().catch(() => null) : null;
     // The signed download link, for the page's list (the exit event does not carry it).

@@ -215,7 +215,7 @@ export class RunQueue {
     for (const { path, name, message } of refused) this.status.error(`run ${runId}: the relay session refused ${path}: ${name}: ${message}`);
     if (lost) this.status.error(`run ${runId}: file changes did not reach the relay session: ${lost.message}`);
     if (outWrites.size) this.noteDoing("uploading its /out files");
-    const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken });
+    const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken, tab: writer.tab });
     // What was not stored, and why, goes to the agent too (the run's stderr).
     const unsaved = notKept(kept) + notStored(files);
     if (unsaved) {

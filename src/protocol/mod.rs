@@ -75,13 +75,14 @@ pub enum SessionRequest {
     BuildSpend(UploadGrant),
     /// Run `run`'s tab proposes its build (`packages::Proposal`).
     BuildFinalize { run: String, proposal: Vec<u8> },
-    /// Reserve the slot of `path` among run `run`'s published `/out` files.
-    ReserveOutFile { run: String, path: String },
+    /// Reserve the slot of `path` among run `run`'s published `/out` files, for `tab` if a
+    /// tab publishes it.
+    ReserveOutFile { run: String, path: String, tab: Option<String> },
     /// Give back the slot of a file that could not be stored.
     ReleaseOutFile { run: String, path: String },
-    /// The workspace's changes since version `since` (all of it without), asked by a tab
+    /// The workspace's changes since version `since` (all of it without), asked by `tab`
     /// before it starts run `run` (whose audit records the root it got).
-    WorkspaceIndex { since: Option<u64>, run: Option<String> },
+    WorkspaceIndex { since: Option<u64>, run: Option<String>, tab: Option<String> },
     /// A body of the workspace, by its sha256.
     WorkspaceBody { sha256: String },
     /// Run `run` uploads a body before it commits the file that names it (no run: a tab
@@ -173,8 +174,11 @@ impl SessionRequest {
                 post(path::BUILD_SPEND, &[], Vec::new(), serde_json::to_vec(&grant).expect("a grant serializes"))
             }
             BuildFinalize { run, proposal } => post(path::BUILD_FINALIZE, &[("run", &run)], Vec::new(), proposal),
-            ReserveOutFile { run, path } => {
-                post(path::FILES_RESERVE, &[("run", &run), ("path", &path)], vec![], vec![])
+            ReserveOutFile { run, path, tab } => {
+                let tab = tab.as_deref().map(|tab| ("tab", tab));
+                let query: Vec<(&str, &str)> =
+                    [("run", run.as_str()), ("path", &path)].into_iter().chain(tab).collect();
+                post(path::FILES_RESERVE, &query, vec![], vec![])
             }
             ReleaseOutFile { run, path } => {
                 post(path::FILES_RELEASE, &[("run", &run), ("path", &path)], vec![], vec![])
@@ -183,12 +187,13 @@ impl SessionRequest {
             Audit => get(path::AUDIT, Vec::new()),
             Erase => post(path::ERASE, &[], Vec::new(), Vec::new()),
             SweepBodies { as_of_ms } => post(path::SWEEP_BODIES, &[("asOf", &as_of_ms.to_string())], vec![], vec![]),
-            WorkspaceIndex { since, run } => {
+            WorkspaceIndex { since, run, tab } => {
                 let since = since.map(|v| v.to_string());
-                let query: Vec<(&str, &str)> = [("since", since.as_deref()), ("run", run.as_deref())]
-                    .into_iter()
-                    .filter_map(|(k, v)| Some((k, v?)))
-                    .collect();
+                let query: Vec<(&str, &str)> =
+                    [("since", since.as_deref()), ("run", run.as_deref()), ("tab", tab.as_deref())]
+                        .into_iter()
+                        .filter_map(|(k, v)| Some((k, v?)))
+                        .collect();
                 get(&with_query(path::WORKSPACE, &query), Vec::new())
             }
             WorkspaceBody { sha256 } => get(&with_query(path::WORKSPACE_BODY, &[("sha256", &sha256)]), Vec::new()),
@@ -246,7 +251,10 @@ impl SessionRequest {
                 HttpError::new(ErrorName::ValidationError, format!("{route}: the grant does not parse: {e}"))
             })?),
             (path::BUILD_FINALIZE, _) => BuildFinalize { run: param("run")?, proposal: body },
-            (path::FILES_RESERVE, _) => out_file(&param, |run, path| ReserveOutFile { run, path })?,
+            (path::FILES_RESERVE, _) => {
+                let tab = param("tab").ok();
+                out_file(&param, |run, path| ReserveOutFile { run, path, tab })?
+            }
             (path::FILES_RELEASE, _) => out_file(&param, |run, path| ReleaseOutFile { run, path })?,
             (path::METRICS, _) => Metrics,
             (path::AUDIT, _) => Audit,
@@ -261,7 +269,7 @@ impl SessionRequest {
                 let since = since.transpose().map_err(|_| {
                     HttpError::new(ErrorName::ValidationError, "since must be a workspace version (a whole number)")
                 })?;
-                WorkspaceIndex { since, run: param("run").ok() }
+                WorkspaceIndex { since, run: param("run").ok(), tab: param("tab").ok() }
             }
             (path::WORKSPACE_BODY, "POST") => {
                 WorkspacePutBody { run: param("run").ok(), sha256: param("sha256")?, body }
@@ -281,7 +289,7 @@ impl SessionRequest {
 /// A route that names a run and a path of its `/out` files.
 fn out_file(
     param: &dyn Fn(&str) -> std::result::Result<String, HttpError>,
-    make: fn(String, String) -> SessionRequest,
+    make: impl FnOnce(String, String) -> SessionRequest,
 ) -> std::result::Result<SessionRequest, HttpError> {
     match (param("run"), param("path")) {
         (Ok(run), Ok(path)) => Ok(make(run, path)),

@@ -1,7 +1,7 @@
 //! The workspace's routes, decided (docs/ARCHITECTURE.md "The workspace"): a tab's index and
 //! bodies (`workspace_index`, `workspace_body_bytes`), a run's body uploads and commits
-//! (`put_body`, `commit_run`), a tab's files from before (`upload_from_tab`), and
-//! `relay://workspace`. The store and the file tools are `workspace.rs`.
+//! (`put_body`, `commit_run`) and the slots of its `/out` files (`reserve_out_file`), a tab's
+//! files from before (`upload_from_tab`), and `relay://workspace`. The store and the file tools are `workspace.rs`.
 
 use base64::Engine;
 use serde::Deserialize;
@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::workspace::BASE64;
 use super::{Platform, RelaySession, StorageError};
 use crate::error::{ErrorName, HttpError};
+use crate::files::Slot;
 use crate::policy::{check_path, Access, FsPolicy};
 use crate::protocol::Caller;
 use crate::run::executor::EDGE;
@@ -60,19 +61,21 @@ impl WireChange {
 }
 
 impl<P: Platform> RelaySession<P> {
-    /// `GET /session/<id>/workspace?since=&run=`: the changes since version `since` (all files
-    /// without it) as `{version, root, full, files, removed, maxBytes}` (`max_bytes`: the
-    /// tenant's cap, which the tab's copy holds to). A tab asks before it starts run `run`
-    /// (unless the run's command carried the changes: `tab_sync`), so the root it answers is the
-    /// run's workspace before it, recorded for its audit, and the version the run's tab holds.
+    /// `GET /session/<id>/workspace?since=&run=` from tab `tab`: the changes since version
+    /// `since` (all files without it) as `{version, root, full, files, removed, maxBytes}`
+    /// (`max_bytes`: the tenant's cap, which the tab's copy holds to). A tab asks before it
+    /// starts run `run` (unless the run's command carried the changes: `tab_sync`), so the root
+    /// it answers is the run's workspace before it, recorded for its audit, and the version the
+    /// run's tab holds: only when the run is on that tab (one taken for gone may still ask).
     pub fn workspace_index(
         &self,
         since: Option<u64>,
-        run: Option<&str>,
+        (run, tab): (Option<&str>, Option<&str>),
         max_bytes: u64,
     ) -> std::result::Result<Value, HttpError> {
         let changes = self.store().workspace_changes(since).map_err(|_| unavailable_sqlite())?;
-        if let Some(run) = run.filter(|run| self.has_run(run)) {
+        let on_tab = |run: &&str| tab.is_some() && self.run_executor(run).flatten().as_deref() == tab;
+        if let Some(run) = run.filter(on_tab) {
             self.persisted("audit", self.store().audit_workspace(run, Some(&changes.root), None));
             self.tab_synced(run, changes.version);
         }
@@ -127,6 +130,18 @@ impl<P: Platform> RelaySession<P> {
         let size = bytes.len();
         self.store_claimed_body(caller, sha256, bytes).await.map_err(http_error)?;
         Ok(json!({ "sha256": sha256, "size": size }))
+    }
+
+    /// `PUT /files/<run>/out/...` with run `run`'s token, from `tab` if a tab sends it: the
+    /// slot of `path` among the run's published files (`files::slot`), taken in one synchronous
+    /// step, only while the run is in flight there (as its commits are).
+    pub fn reserve_out_file(
+        &self,
+        (run, tab): (&str, Option<&str>),
+        path: &str,
+    ) -> std::result::Result<Slot, HttpError> {
+        self.writing_run(run, tab)?;
+        self.store().reserve_out_file(run, path, self.now_ms()).map_err(|_| unavailable_sqlite())
     }
 
     /// `POST /workspace/commit` with the token of run `run` (capsule `cap`), from `tab` if a tab

@@ -20,7 +20,7 @@ use relay_core::capsule::canonical::sha256_hex;
 use relay_core::error::ErrorName;
 use relay_core::files::{self, PathError};
 use relay_core::keys;
-use relay_core::protocol::{Caller, SessionRequest};
+use relay_core::protocol::{Caller, SessionRequest, TAB_HEADER};
 use serde_json::json;
 use worker::{Bucket, Env, Headers, HttpMetadata, Method, Request, Response, Result};
 
@@ -57,7 +57,8 @@ async fn publish(req: &mut Request, env: &Env, run: &str, encoded_path: &[&str],
     let bucket = bucket(env)?;
     let caller = Caller { tenant, session: claims.sid.clone(), origin: public_origin(env, &req.url()?)? };
     // The slot first: a run past its files' cap is refused before its body is read.
-    let reserve = SessionRequest::ReserveOutFile { run: run.to_owned(), path: path.clone() };
+    let tab = req.headers().get(TAB_HEADER)?;
+    let reserve = SessionRequest::ReserveOutFile { run: run.to_owned(), path: path.clone(), tab };
     let mut reserved = stub::send(env, &caller, reserve).await?;
     if reserved.status_code() != 200 {
         return Ok(reserved);

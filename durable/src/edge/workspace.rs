@@ -8,7 +8,7 @@ use super::session::to_tab_session;
 use super::Who;
 use crate::platform::http::refuse;
 use relay_core::error::ErrorName;
-use relay_core::protocol::SessionRequest;
+use relay_core::protocol::{SessionRequest, TAB_HEADER};
 use relay_core::workspace::check_sha256;
 use worker::{Env, Request, Response, Result};
 
@@ -18,7 +18,7 @@ const BODY_MAX: usize = 100 * 1024 * 1024;
 const COMMIT_MAX: usize = 8 * 1024 * 1024;
 
 /// `GET /session/<id>/workspace?since=<version>&run=<run>` (attach token): the changes since
-/// the version the tab holds, or the whole index.
+/// the version the tab (its `x-relay-tab`) holds, or the whole index.
 pub async fn index(req: Request, env: &Env, session: &str, who: &Who) -> Result<Response> {
     let url = req.url()?;
     let query = |name: &str| url.query_pairs().find_map(|(k, v)| (k == name).then(|| v.into_owned()));
@@ -27,7 +27,7 @@ pub async fn index(req: Request, env: &Env, session: &str, who: &Who) -> Result<
         Err(_) => return Ok(refuse(ErrorName::ValidationError, "since must be a workspace version (a whole number)")),
     };
     let run = query("run");
-    to_tab_session(req, env, session, who, None, |_, _| SessionRequest::WorkspaceIndex { since, run }).await
+    to_tab_session(req, env, session, who, None, |tab, _| SessionRequest::WorkspaceIndex { since, run, tab }).await
 }
 
 /// `GET /session/<id>/workspace/bodies/<sha256>` (attach token): a body of the workspace.
@@ -74,7 +74,7 @@ pub async fn upload(req: Request, env: &Env, session: &str, who: &Who) -> Result
 /// `POST /workspace/commit` (run token): the run's changes, `{changes: [...]}`, from the tab
 /// its `x-relay-tab` names, if any.
 pub async fn commit(req: Request, env: &Env, who: &Who) -> Result<Response> {
-    let tab = req.headers().get("x-relay-tab")?;
+    let tab = req.headers().get(TAB_HEADER)?;
     to_run_session(req, env, who, COMMIT_MAX, |claims, changes| SessionRequest::WorkspaceCommit {
         run: claims.run.clone(),
         cap: claims.cap.clone(),

@@ -166,13 +166,15 @@ impl SessionDO {
             BuildPresign { run, ask } => builds::presign(&shared, &caller, &run, &ask),
             BuildSpend(grant) => builds::spend(&shared, &grant),
             BuildFinalize { run, proposal } => builds::finalize(&shared, &caller, &run, &proposal).await,
-            ReserveOutFile { run, path } => Ok(out_files::reserve(&shared, &run, &path)),
+            ReserveOutFile { run, path, tab } => Ok(out_files::reserve(&shared, (&run, tab.as_deref()), &path)),
             ReleaseOutFile { run, path } => Ok(out_files::release(&shared, &run, &path)),
             Metrics => Ok(metrics(&shared)),
             Audit => Ok(audit(&shared)),
             Erase => self.erase().await,
             SweepBodies { as_of_ms } => Ok(sweep_bodies(&shared, &caller, as_of_ms).await),
-            WorkspaceIndex { since, run } => Ok(workspace::index(&shared, &caller, since, run.as_deref())),
+            WorkspaceIndex { since, run, tab } => {
+                Ok(workspace::index(&shared, &caller, since, (run.as_deref(), tab.as_deref())))
+            }
             WorkspaceBody { sha256 } => workspace::body(&shared, &caller, &sha256).await,
             WorkspacePutBody { run, sha256, body } => {
                 Ok(workspace::put_body(&shared, &caller, run.as_deref(), &sha256, body).await)

@@ -5,21 +5,21 @@
 //! racing each other cannot pass `files::MAX_FILES_PER_RUN`.
 
 use super::shared::Shared;
-use crate::platform::http::{json, refuse, storage_unavailable};
-use crate::platform::now_ms;
+use crate::platform::http::{error, json, refuse, storage_unavailable};
 use relay_core::error::ErrorName;
 use relay_core::files::{too_many_files, Slot};
 use serde_json::json;
 use worker::Response;
 
-/// Reserves `path`'s slot: 200 `{"slot": "take" | "replace"}`, or 413 when the run has
-/// published as many files as it may.
-pub fn reserve(shared: &Shared, run: &str, path: &str) -> Response {
-    match shared.store().reserve_out_file(run, path, now_ms()) {
+/// Reserves `path`'s slot for run `run` on `tab` (the core's `reserve_out_file`): 200
+/// `{"slot": "take" | "replace"}`, 413 when the run has published as many files as it may, 409
+/// when it is no longer in flight there.
+pub fn reserve(shared: &Shared, (run, tab): (&str, Option<&str>), path: &str) -> Response {
+    match shared.reserve_out_file((run, tab), path) {
         Ok(Slot::Take) => json(200, &json!({ "slot": "take" })),
         Ok(Slot::Replace) => json(200, &json!({ "slot": "replace" })),
         Ok(Slot::Full) => refuse(ErrorName::OutputLimitExceeded, too_many_files(path)),
-        Err(e) => storage_unavailable("the relay session's SQLite", &e),
+        Err(refusal) => error(refusal),
     }
 }
 

@@ -6,10 +6,10 @@ use crate::platform::http::{error, json};
 use relay_core::protocol::Caller;
 use worker::{Headers, Response, Result};
 
-/// `/workspace?since=&run=`: the changes since a version, or the whole index, with the cap.
-pub fn index(shared: &Shared, caller: &Caller, since: Option<u64>, run: Option<&str>) -> Response {
+/// `/workspace?since=&run=&tab=`: the changes since a version, or the whole index, with the cap.
+pub fn index(shared: &Shared, caller: &Caller, since: Option<u64>, run_on: (Option<&str>, Option<&str>)) -> Response {
     let max_bytes = caller.tenant.defaults.workspace.max_bytes;
-    shared.workspace_index(since, run, max_bytes).map_or_else(error, |index| json(200, &index))
+    shared.workspace_index(since, run_on, max_bytes).map_or_else(error, |index| json(200, &index))
 }
 
 /// `/workspace/body?sha256=`: a body's bytes, immutable (named by its hash).
