@@ -499,7 +499,7 @@ fn a_tab_that_no_longer_holds_the_run_writes_nothing_for_it() {
 }
 
 #[test]
-fn a_tab_that_no_longer_holds_the_run_neither_sets_its_audited_root_nor_publishes_its_out_files() {
+fn a_tab_that_no_longer_holds_the_run_neither_sets_its_audited_root_nor_publishes_its_out_files_beside_it() {
     let (session, cap) = running();
     let before = || {
         let rows = session.platform.sql.rows::<Value>("SELECT workspace_before FROM runs WHERE run_id = 'r_1'", &[]);
@@ -522,12 +522,6 @@ fn a_tab_that_no_longer_holds_the_run_neither_sets_its_audited_root_nor_publishe
     assert!(stale.1.contains("went to tab tab_1 after tab tab_0 took it"), "{}", stale.1);
     assert_eq!(reserve(Some("tab_1")), Ok(Slot::Take));
     assert_eq!(reserve(None), Ok(Slot::Replace), "a publisher naming no tab (the edge's)");
-    let batch = json!({ "runId": "r_1", "seq": 0, "type": "exit", "exitCode": 0, "usage": { "wallMs": 5 } });
-    session
-        .feed(Input::Heard { tab: Some("tab_1".into()), events: parse_batch(batch.to_string().as_bytes()).unwrap() });
-    let late = reserve(Some("tab_1")).unwrap_err();
-    assert_eq!(late.0, ErrorName::Conflict);
-    assert!(late.1.contains("has ended"), "{}", late.1);
 }
 
 #[test]

@@ -134,13 +134,17 @@ impl<P: Platform> RelaySession<P> {
 
     /// `PUT /files/<run>/out/...` with run `run`'s token, from `tab` if a tab sends it: the
     /// slot of `path` among the run's published files (`files::slot`), taken in one synchronous
-    /// step, only while the run is in flight there (as its commits are).
+    /// step, unless the run is in flight on another executor (a stale tab's file would replace
+    /// the live run's). Once the run has ended its token alone decides: nothing of it changes
+    /// what the run's result said.
     pub fn reserve_out_file(
         &self,
         (run, tab): (&str, Option<&str>),
         path: &str,
     ) -> std::result::Result<Slot, HttpError> {
-        self.writing_run(run, tab)?;
+        if let Some(on) = self.run_executor(run) {
+            not_elsewhere(run, on.as_deref(), tab)?;
+        }
         self.store().reserve_out_file(run, path, self.now_ms()).map_err(|_| unavailable_sqlite())
     }
 
@@ -261,19 +265,27 @@ impl<P: Platform> RelaySession<P> {
     /// before it acknowledged a run sees it given to another executor with the same token, and
     /// what it still runs of it must not write beside that one.
     fn writing_run(&self, run: &str, tab: Option<&str>) -> std::result::Result<(), HttpError> {
-        let message = match (self.run_executor(run), tab) {
-            (None, _) => format!(
+        let Some(on) = self.run_executor(run) else {
+            let message = format!(
                 "run {run} has ended: a run writes to the workspace only while it runs (what it wrote before it ended is kept)"
-            ),
-            (Some(Some(on)), Some(tab)) if on != tab => {
-                let tab: String = tab.chars().take(64).collect(); // the sender's words
-                let there = if on == EDGE { "the edge executor".to_owned() } else { format!("tab {on}") };
-                format!("run {run} went to {there} after tab {tab} took it (it was taken for gone before it acknowledged the run): tab {tab}'s writes for it are not kept; the run goes on there")
-            }
-            _ => return Ok(()),
+            );
+            return Err(HttpError::new(ErrorName::Conflict, message));
         };
-        Err(HttpError::new(ErrorName::Conflict, message))
+        not_elsewhere(run, on.as_deref(), tab)
     }
+}
+
+/// Refuses what `tab` sends for run `run`, in flight `on` an executor (none yet: not sent),
+/// when that is another one.
+fn not_elsewhere(run: &str, on: Option<&str>, tab: Option<&str>) -> std::result::Result<(), HttpError> {
+    let (Some(on), Some(tab)) = (on, tab) else { return Ok(()) };
+    if on == tab {
+        return Ok(());
+    }
+    let tab: String = tab.chars().take(64).collect(); // the sender's words
+    let there = if on == EDGE { "the edge executor".to_owned() } else { format!("tab {on}") };
+    let message = format!("run {run} went to {there} after tab {tab} took it (it was taken for gone before it acknowledged the run): tab {tab}'s writes for it are not kept; the run goes on there");
+    Err(HttpError::new(ErrorName::Conflict, message))
 }
 
 fn unavailable_sqlite() -> HttpError {
