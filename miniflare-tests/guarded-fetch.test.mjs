@@ -243,4 +243,27 @@ describe("files left in /out", () => {
     tampered.pathname = tampered.pathname.replace("data.csv", "plot.svg");
     assert.equal((await fetch(tampered)).status, 403);
   });
+
+  test("70 images of 90 KB: the result comes, 32 published, 32 more listed as refused, the rest counted, images within the budget", async () => {
+    // Every image inlined in the exit event made one line of ~8 MB, past the 4 MiB a batch may
+    // be: the exit never reached the relay and the run ended at its deadline with nothing.
+    const code = `import fs from "fs";
+for (let i = 0; i < 70; i++) fs.writeFileSync("/out/p" + String(i).padStart(2, "0") + ".png", new Uint8Array(90 * 1024).fill(i));
+console.log("drawn");`;
+    const result = await runJs(code);
+    const { files, exitCode, stderr } = result.structuredContent;
+    assert.equal(exitCode, 0, JSON.stringify({ ...result.structuredContent, files: files?.length }));
+    assert.equal(files.length, 64);
+    assert.deepEqual(files.slice(0, 32).map((f) => typeof f.url), Array(32).fill("string"), "a download URL each");
+    for (const file of files.slice(32)) {
+      assert.equal(file.url, undefined);
+      assert.equal(file.error?.name, "OutputLimitExceeded", JSON.stringify(file));
+      assert.match(file.error.message, /at most 32 files from \/out/);
+    }
+    assert.equal(files[32].path, "/out/p32.png", "the first 32 in path order are published");
+    assert.match(stderr, /6 more files in \/out were neither stored nor listed/);
+    const images = result.content.filter((c) => c.type === "image");
+    assert.ok(images.length >= 1, "the first images still come back");
+    assert.ok(images.reduce((sum, c) => sum + c.data.length, 0) <= 128 * 1024);
+  });
 });

@@ -160,8 +160,8 @@ pub fn verify_download(keys: &KeySet, url_path: &str, exp: u64, sig: &str, now_s
     }
     if now_s >= exp {
         return Err(format!(
-            "this download URL expired at {exp} (unix seconds; URLs last {DOWNLOAD_URL_TTL_S} s): run the code \
-             again, or ask for a new URL"
+            "this download URL expired at {exp} (unix seconds; URLs last {DOWNLOAD_URL_TTL_S} s) and none is \
+             signed again: read the file from the workspace with the `read` tool (its /out path), or run the code again"
         ));
     }
     Ok(())

@@ -306,12 +306,12 @@ async function execute(job, events, engine, prepared) {
   });
   const kept = await host.writer.done();
   const { refused, failure: lost } = kept;
-  const files = await uploadOutFiles({ read: (path) => host.outFiles.get(path) }, [...host.outFiles.keys()], { runId: announced.runId, runToken: "" });
+  const published = await uploadOutFiles({ read: (path) => host.outFiles.get(path) }, [...host.outFiles.keys()], { runId: announced.runId, runToken: "" });
   // What was not stored, and why, goes to the agent (the run's stderr), as a tab's does.
-  const unsaved = notKept(kept) + notStored(files);
+  const unsaved = notKept(kept) + notStored(published);
   if (unsaved) events.emit({ type: "stderr", data: unsaved });
   const usage = { wallMs: Date.now() - started, memPeakMb: exit.memPeakMb, ...host.counts, fileErrors: refused.length + (lost ? 1 : 0) };
-  events.end({ exitCode: exit.exitCode, error: exit.error, files, displays }, usage);
+  events.end({ exitCode: exit.exitCode, error: exit.error, files: published.files, displays }, usage);
 }
 
 /** What the page does for a run, at the edge: output to the events, writes and fetches to the Worker. */

@@ -215,14 +215,14 @@ export class RunQueue {
     for (const { path, name, message } of refused) this.status.error(`run ${runId}: the relay session refused ${path}: ${name}: ${message}`);
     if (lost) this.status.error(`run ${runId}: file changes did not reach the relay session: ${lost.message}`);
     if (outWrites.size) this.noteDoing("uploading its /out files");
-    const files = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken, tab: writer.tab });
+    const published = await uploadOutFiles(this.workspace, [...outWrites], { runId, runToken: announced.runToken, tab: writer.tab });
     // What was not stored, and why, goes to the agent too (the run's stderr).
-    const unsaved = notKept(kept) + notStored(files);
+    const unsaved = notKept(kept) + notStored(published);
     if (unsaved) {
       report({ type: "stderr", data: unsaved });
       view.output("stderr", unsaved);
     }
-    this.complete(report, view, { ...outcome, files, displays: shown });
+    this.complete(report, view, { ...outcome, files: published.files, displays: shown });
   }
 
   /**
@@ -237,8 +237,8 @@ export class RunQueue {
       await this.workspace.remove(verdict.path);
       return writer.push(verdict.path, null);
     }
-    if (verdict.path.startsWith("/out/")) outWrites.add(verdict.path);
     await this.workspace.write(verdict.path, data);
+    if (verdict.path.startsWith("/out/")) outWrites.add(verdict.path); // once written: not an older copy
     writer.push(verdict.path, data);
   }
 
