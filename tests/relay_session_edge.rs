@@ -20,8 +20,10 @@ use relay_core::mcp::{Era, Tool};
 use relay_core::protocol::Caller;
 use relay_core::relay_session::runs::{executor_of, prepare, Answer, Call, FileCall, Work};
 use relay_core::relay_session::{RelaySession, Sql, Store};
+use relay_core::run::backchannel::parse_batch;
 use relay_core::run::contexts::{Ask, ContextSettings};
 use relay_core::run::executor::{EdgeBudget, Executor};
+use relay_core::run::machine::Input;
 use relay_core::upstream::seal::SealingKey;
 use serde_json::{json, Value};
 
@@ -219,6 +221,35 @@ fn an_edge_run_that_ends_is_told_to_the_attached_tabs_and_kept_for_tabs_attachin
         relay_core::protocol::RAN_OUTPUT_CHARS,
         "the start of the output, by characters"
     );
+}
+
+#[test]
+fn a_new_instance_taking_two_tabs_back_keeps_the_contexts_of_both() {
+    let session = edge_session();
+    for tab in ["tab_1", "tab_2"] {
+        session.platform.tabs.attach(tab);
+        session.feed(Input::TabAttached { tab: tab.into() });
+    }
+    start(&session, "r_1", Tool::RunJs, json!({ "code": "var x = 1", "context": "nb" }));
+    let exit =
+        json!({ "runId": "r_1", "seq": 0, "type": "exit", "exitCode": 0, "usage": { "wallMs": 3, "contextRuns": 0 } });
+    let events = parse_batch(exit.to_string().as_bytes()).unwrap();
+    session.feed(Input::Heard { tab: Some("tab_2".into()), events });
+    let settings = ContextSettings::default();
+    let live = |s: &Session| s.contexts_view(&settings)["contexts"].clone();
+    assert_eq!(live(&session)[0]["tab"], json!("tab_2"), "{}", live(&session));
+    session.keep_memory();
+
+    let next = next_instance(&session);
+    for tab in ["tab_1", "tab_2"] {
+        next.platform.tabs.attach(tab);
+    }
+    next.take_tabs_back(vec!["tab_1".into(), "tab_2".into()]);
+    assert_eq!(live(&next), live(&session), "the context in the newer tab is still live");
+    let gone = next_instance(&session);
+    gone.platform.tabs.attach("tab_1");
+    gone.take_tabs_back(vec!["tab_1".into()]);
+    assert_eq!(live(&gone), json!([]), "its tab did not come back: lost");
 }
 
 /// A new instance over `session`'s storage (its DO slept and was evicted): a fresh SQLite

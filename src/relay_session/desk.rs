@@ -172,6 +172,21 @@ impl<P: Platform> RelaySession<P> {
         answers
     }
 
+    /// A new instance takes back `tabs` (oldest first), which an earlier one had attached: each
+    /// attaches again, then the tabs hear the roster once, and contexts whose tab did not come
+    /// back are lost. Told after each tab instead, the book would lose the contexts of every
+    /// tab but the first (it keeps only those of the tabs attached then).
+    pub fn take_tabs_back(&self, tabs: Vec<String>) {
+        self.read_leases();
+        for tab in tabs {
+            self.feed_inputs(Input::TabAttached { tab });
+        }
+        let tabs = self.view().0;
+        self.announce_tabs(&tabs);
+        self.desk.contexts.borrow_mut().tabs_now(&tabs);
+        self.desk.tab_versions.borrow_mut().keep_only(&tabs);
+    }
+
     /// Tells every attached tab how many there are and which gets the next run (the newest),
     /// so each page can say whether it runs next. A write that fails is left to the
     /// heartbeat, which notices a gone tab anyway.

@@ -88,11 +88,4 @@ impl<P: Platform> RelaySession<P> {
     pub fn configured(&self) -> bool {
         self.desk.settings.borrow().is_some()
     }
-
-    /// The tabs were taken back by a new instance: contexts whose tab did not come back are
-    /// lost (the book is told whenever the tabs change, and a new instance starts with none).
-    pub fn tabs_settled(&self) {
-        let (tabs, _) = self.view();
-        self.desk.contexts.borrow_mut().tabs_now(&tabs);
-    }
 }

@@ -60,10 +60,12 @@ pub fn reattach(shared: &Shared, state: &State) {
         }
     }
     back.sort_by_key(|(attached_ms, ..)| *attached_ms);
+    let mut tabs = Vec::with_capacity(back.len());
     for (_, tab, socket, readiness) in back {
         shared.platform.roster.add_tab_back(&tab, socket, readiness);
-        shared.feed(Input::TabAttached { tab });
+        tabs.push(tab);
     }
+    shared.take_tabs_back(tabs);
     for socket in state.get_websockets() {
         let tags = state.get_tags(&socket);
         let (tab, _) = socket_tags(&tags);
@@ -72,7 +74,6 @@ pub fn reattach(shared: &Shared, state: &State) {
             shared.platform.roster.set_socket(tab, socket.clone());
         }
     }
-    shared.tabs_settled();
 }
 
 /// A command socket closed or failed (the Worker's end: the tab's stream ended): its tab is
