@@ -57,6 +57,31 @@ fn the_arguments_are_read_and_checked() {
 }
 
 #[test]
+fn a_context_whose_first_run_failed_before_its_interpreter_is_started_by_the_next_with_no_loss_told() {
+    // A names a new context and B the same, queued behind it; A fails before the tab's
+    // interpreter takes it up (its deps build, say): B starts the context, which lived nowhere.
+    let mut book = Contexts::default();
+    let s = settings(4, 60_000);
+    let a = book.claim(JS, &ask("a"), &s, 0).unwrap();
+    let b = book.claim(JS, &ask("a"), &s, 1).unwrap();
+    assert!(a.fresh && !b.fresh);
+    let build_failed = RunEnd {
+        tab: Some("t1"),
+        error: Some(("DepsResolutionFailed", "no such package")),
+        runs_before: None,
+        by_relay: false,
+        mem_peak_mb: 0,
+    };
+    assert!(book.ended(&a, &build_failed, 5).kept);
+    let report = book.ended(&b, &ok_on("t1", 0), 9);
+    assert_eq!(report.lost, None, "no loss to tell: {report:?}");
+    assert!(report.fresh && report.kept);
+    // Once a run has ended in it, a tab that no longer holds it is a loss, as before.
+    let c = book.claim(JS, &ask("a"), &s, 10).unwrap();
+    assert!(book.ended(&c, &ok_on("t1", 0), 11).lost.unwrap().contains("the tab no longer held it"));
+}
+
+#[test]
 fn a_context_is_fresh_once_then_continued_and_listed() {
     let mut book = Contexts::default();
     let s = settings(4, 60_000);

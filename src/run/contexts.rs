@@ -280,11 +280,16 @@ impl Contexts {
         // The tab started the interpreter for this run, though the book expected one.
         let started = end.runs_before.unwrap_or(0) == 0 && !end.by_relay;
         if started && !claim.fresh && report.lost.is_none() {
-            let old_tab = self.live.get(&claim.key).and_then(|l| l.tab.clone());
-            report.lost = Some(self.lost.remove(&claim.key).unwrap_or_else(|| match old_tab {
-                Some(old) if old != tab => format!("it lived in tab {old}, and the calls now go to tab {tab}"),
-                _ => "the tab no longer held it: the page was reloaded, or its sandbox was replaced".to_owned(),
-            }));
+            // A context no run has ended in yet (the run that named it first failed before its
+            // interpreter had it) lived nowhere: starting it now loses nothing.
+            report.lost = self.lost.remove(&claim.key).or_else(|| {
+                let old = self.live.get(&claim.key)?.tab.clone()?;
+                Some(if old != tab {
+                    format!("it lived in tab {old}, and the calls now go to tab {tab}")
+                } else {
+                    "the tab no longer held it: the page was reloaded, or its sandbox was replaced".to_owned()
+                })
+            });
         }
         report.fresh = claim.fresh || started;
         if let Some((name, message)) = end.error {
