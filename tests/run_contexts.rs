@@ -79,6 +79,14 @@ fn a_context_whose_first_run_failed_before_its_interpreter_is_started_by_the_nex
     // Once a run has ended in it, a tab that no longer holds it is a loss, as before.
     let c = book.claim(JS, &ask("a"), &s, 10).unwrap();
     assert!(book.ended(&c, &ok_on("t1", 0), 11).lost.unwrap().contains("the tab no longer held it"));
+    // And so it is for a run that claimed it while it lived in a tab, though an error ended it
+    // meanwhile and a fresh claim made it anew (its entry lives nowhere yet).
+    let d = book.claim(JS, &ask("a"), &s, 12).unwrap();
+    let e = book.claim(JS, &ask("a"), &s, 13).unwrap();
+    book.ended(&d, &failed(Some("t1"), "Timeout", "too slow"), 14);
+    let f = book.claim(JS, &ask("a"), &s, 15).unwrap();
+    assert!(f.fresh && f.lost.is_some());
+    assert!(book.ended(&e, &ok_on("t1", 0), 16).lost.is_some(), "e's context died with d");
 }
 
 #[test]

@@ -113,6 +113,9 @@ pub struct Claim {
     pub reset: bool,
     /// Why the context this run names was lost since its last run, if it was.
     pub lost: Option<String>,
+    /// The tab the book had the context in when the run claimed it (none: it lived nowhere
+    /// yet, or it is fresh).
+    pub lived_in: Option<String>,
 }
 
 /// How a run in a context ended, as its tab and the run machine report it.
@@ -221,11 +224,12 @@ impl Contexts {
         }
         // A reason is told only to a run that starts the context afresh because of it.
         let lost = self.lost.remove(&key).filter(|_| !ask.reset && !was_live);
+        let lived_in = self.live.get(&key).and_then(|l| l.tab.clone()).filter(|_| !ask.reset);
         if ask.reset {
             self.live.remove(&key);
         }
         self.live.entry(key.clone()).or_insert_with(|| Live::new(now_ms, 0)).in_flight += 1;
-        Ok(Claim { key, fresh: ask.reset || !was_live, reset: ask.reset, lost })
+        Ok(Claim { key, fresh: ask.reset || !was_live, reset: ask.reset, lost, lived_in })
     }
 
     fn limit_message(&self, runtime: &str, ask: &Ask, settings: &ContextSettings) -> String {
@@ -280,10 +284,10 @@ impl Contexts {
         // The tab started the interpreter for this run, though the book expected one.
         let started = end.runs_before.unwrap_or(0) == 0 && !end.by_relay;
         if started && !claim.fresh && report.lost.is_none() {
-            // A context no run has ended in yet (the run that named it first failed before its
-            // interpreter had it) lived nowhere: starting it now loses nothing.
+            // A context no run had ended in when this one claimed it (the run that named it
+            // first failed before its interpreter had it) lived nowhere: starting it loses nothing.
             report.lost = self.lost.remove(&claim.key).or_else(|| {
-                let old = self.live.get(&claim.key)?.tab.clone()?;
+                let old = self.live.get(&claim.key).and_then(|l| l.tab.clone()).or_else(|| claim.lived_in.clone())?;
                 Some(if old != tab {
                     format!("it lived in tab {old}, and the calls now go to tab {tab}")
                 } else {
