@@ -139,6 +139,24 @@ fn a_tab_with_a_run_in_hand_gets_no_changes_and_asks_as_before() {
 }
 
 #[test]
+fn a_stale_tabs_sync_for_a_run_does_not_move_the_version_the_runs_tab_is_said_to_hold() {
+    // tab_0 was taken for gone and r_1 went to tab_1; tab_0 still syncs for it, later than
+    // tab_1 did, after the agent wrote a file. Taken as tab_1's, that sync would have the next
+    // command to tab_1 carry only what changed since, and tab_1 would never get the file.
+    let session = with_tabs(&["tab_0", "tab_1"]);
+    start_run(&session, "r_1");
+    let synced = session.workspace_index(None, (Some("r_1"), Some("tab_1")), CAP).unwrap();
+    write(&session, "/tmp/agent.txt", "written while r_1 ran");
+    session.workspace_index(None, (Some("r_1"), Some("tab_0")), CAP).unwrap();
+    end_run(&session, "tab_1", "r_1");
+    start_run(&session, "r_2");
+    let delta = &last_command(&session, "tab_1")["workspace"];
+    assert_eq!(delta["since"], synced["version"], "{delta}");
+    let paths: Vec<&str> = delta["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/tmp/agent.txt"]);
+}
+
+#[test]
 fn more_changes_than_a_command_carries_leave_the_tab_to_ask() {
     let session = with_tabs(&["tab_1"]);
     start_run(&session, "r_1");

@@ -509,7 +509,7 @@ fn a_tab_that_no_longer_holds_the_run_neither_sets_its_audited_root_nor_publishe
     assert_eq!(before().as_deref(), Some(EMPTY_ROOT));
     commit(&session, &cap, json!([inline("/tmp/a", b"live")])).unwrap();
     // tab_0, taken for gone, syncs late: it is answered, but the run's root stays the one its
-    // own tab synced to, and so does what the relay session thinks tab_1 holds.
+    // own tab synced to (and so does the version tab_1 is said to hold: relay_session_tab_sync.rs).
     for tab in [Some("tab_0"), None] {
         let index = session.workspace_index(None, (Some("r_1"), tab), CAP).unwrap();
         assert_ne!(index["root"], json!(EMPTY_ROOT), "the index itself is the current one");
@@ -521,7 +521,7 @@ fn a_tab_that_no_longer_holds_the_run_neither_sets_its_audited_root_nor_publishe
     assert_eq!(stale.0, ErrorName::Conflict);
     assert!(stale.1.contains("went to tab tab_1 after tab tab_0 took it"), "{}", stale.1);
     assert_eq!(reserve(Some("tab_1")), Ok(Slot::Take));
-    assert_eq!(reserve(None), Ok(Slot::Replace), "a publisher naming no tab (the edge's)");
+    assert_eq!(reserve(None), Ok(Slot::Replace), "a publisher naming no tab is not refused");
 }
 
 #[test]

@@ -74,7 +74,7 @@ impl<P: Platform> RelaySession<P> {
         max_bytes: u64,
     ) -> std::result::Result<Value, HttpError> {
         let changes = self.store().workspace_changes(since).map_err(|_| unavailable_sqlite())?;
-        let on_tab = |run: &&str| tab.is_some() && self.run_executor(run).flatten().as_deref() == tab;
+        let on_tab = |run: &&str| tab.is_some_and(|tab| self.run_executor(run).flatten().as_deref() == Some(tab));
         if let Some(run) = run.filter(on_tab) {
             self.persisted("audit", self.store().audit_workspace(run, Some(&changes.root), None));
             self.tab_synced(run, changes.version);
@@ -145,7 +145,8 @@ impl<P: Platform> RelaySession<P> {
         if let Some(on) = self.run_executor(run) {
             not_elsewhere(run, on.as_deref(), tab)?;
         }
-        self.store().reserve_out_file(run, path, self.now_ms()).map_err(|_| unavailable_sqlite())
+        self.persisted("out files", self.store().reserve_out_file(run, path, self.now_ms()))
+            .ok_or_else(unavailable_sqlite)
     }
 
     /// `POST /workspace/commit` with the token of run `run` (capsule `cap`), from `tab` if a tab
