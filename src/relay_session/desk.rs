@@ -165,11 +165,17 @@ impl<P: Platform> RelaySession<P> {
         let answers = self.feed_inputs(input);
         let tabs = self.view().0;
         if tabs != tabs_before {
-            self.announce_tabs(&tabs);
-            self.desk.contexts.borrow_mut().tabs_now(&tabs);
-            self.desk.tab_versions.borrow_mut().keep_only(&tabs);
+            self.tabs_changed(&tabs);
         }
         answers
+    }
+
+    /// The attached tabs are now `tabs`: each hears the roster, and what the relay session
+    /// keeps of the others (their contexts, the workspace versions they held) goes.
+    fn tabs_changed(&self, tabs: &[String]) {
+        self.announce_tabs(tabs);
+        self.desk.contexts.borrow_mut().tabs_now(tabs);
+        self.desk.tab_versions.borrow_mut().keep_only(tabs);
     }
 
     /// A new instance takes back `tabs` (oldest first), which an earlier one had attached: each
@@ -181,10 +187,7 @@ impl<P: Platform> RelaySession<P> {
         for tab in tabs {
             self.feed_inputs(Input::TabAttached { tab });
         }
-        let tabs = self.view().0;
-        self.announce_tabs(&tabs);
-        self.desk.contexts.borrow_mut().tabs_now(&tabs);
-        self.desk.tab_versions.borrow_mut().keep_only(&tabs);
+        self.tabs_changed(&self.view().0);
     }
 
     /// Tells every attached tab how many there are and which gets the next run (the newest),
