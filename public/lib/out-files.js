@@ -13,11 +13,13 @@ const MAX_LISTED = 2 * MAX_FILES;
 // relay's budget for a result's images together (src/mcp/results.rs IMAGE_BUDGET).
 const INLINE_IMAGE_BYTES = 96 * 1024;
 const INLINE_IMAGES_TOTAL = 128 * 1024;
+const PAST_THE_CAP = `a run publishes at most ${MAX_FILES} files from /out (the first, in path order); write fewer, larger files (an archive)`;
 const IMAGE_TYPES = { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", gif: "image/gif", webp: "image/webp", svg: "image/svg+xml" };
 
 /**
  * Uploads the /out files of `paths` that still exist, in path order, the first MAX_FILES of
- * them. A file the Worker did not store says why (`error: {name, message}`, e.g. QuotaExceeded
+ * them, from tab `tab()` (none at the edge: the relay session refuses a tab the run went away
+ * from). A file the Worker did not store says why (`error: {name, message}`, e.g. QuotaExceeded
  * naming defaults.quotas.storedBytes), as does one past the cap: the result lists it so, and
  * `notStored` words it for the run's stderr.
  * @returns {Promise<{files: Array<{path, size, sha256, uploaded, image?, url?, error?}>, unlisted: number}>}
@@ -29,14 +31,13 @@ export async function uploadOutFiles(workspace, paths, { runId, runToken, tab = 
   present.sort(([a], [b]) => (a < b ? -1 : 1));
   const listed = present.slice(0, MAX_LISTED);
   const files = await Promise.all(listed.map(([path, bytes], i) => (i < MAX_FILES ? upload(path, bytes, { runId, runToken, tab }) : pastTheCap(path, bytes))));
-  let imageBytes = 0;
+  let imageBytes = 0; // of base64, which takes 4 characters for every 3 bytes begun
   listed.slice(0, MAX_FILES).forEach(([path, bytes], i) => {
     const mimeType = IMAGE_TYPES[path.split(".").pop().toLowerCase()];
-    if (!mimeType || bytes.length > INLINE_IMAGE_BYTES) return;
-    const data = toBase64(bytes);
-    if (imageBytes + data.length > INLINE_IMAGES_TOTAL) return;
-    imageBytes += data.length;
-    files[i].image = { mimeType, data };
+    const size = 4 * Math.ceil(bytes.length / 3);
+    if (!mimeType || bytes.length > INLINE_IMAGE_BYTES || imageBytes + size > INLINE_IMAGES_TOTAL) return;
+    imageBytes += size;
+    files[i].image = { mimeType, data: toBase64(bytes) };
   });
   return { files, unlisted: present.length - listed.length };
 }
@@ -56,8 +57,7 @@ async function upload(path, bytes, { runId, runToken, tab }) {
 }
 
 async function pastTheCap(path, bytes) {
-  const message = `a run publishes at most ${MAX_FILES} files from /out (the first, in path order); write fewer, larger files (an archive)`;
-  return { path, size: bytes.length, sha256: await sha256Hex(bytes), uploaded: false, error: { name: "OutputLimitExceeded", message } };
+  return { path, size: bytes.length, sha256: await sha256Hex(bytes), uploaded: false, error: { name: "OutputLimitExceeded", message: PAST_THE_CAP } };
 }
 
 /** Why an upload answered `res` (a Response with its JSON `body`, or the fetch's error) was not stored. */
@@ -68,7 +68,9 @@ function refusal(res, body) {
 
 /** The stderr lines for the files the relay did not store, and why; "" when it stored them all. */
 export function notStored({ files, unlisted }) {
-  const lines = files.filter((file) => file.error).map(({ path, error }) => `${path} was not stored: ${error.name}: ${error.message}\n`);
-  if (unlisted) lines.push(`${unlisted} more files in /out were neither stored nor listed: a run publishes at most ${MAX_FILES}\n`);
+  const tried = files.slice(0, MAX_FILES).filter((file) => file.error);
+  const lines = tried.map(({ path, error }) => `${path} was not stored: ${error.name}: ${error.message}\n`);
+  const past = files.length - MAX_FILES + unlisted;
+  if (past > 0) lines.push(`${past} more files in /out were not stored: ${PAST_THE_CAP}\n`);
   return lines.join("");
 }

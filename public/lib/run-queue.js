@@ -48,7 +48,7 @@ export class RunQueue {
     this.notedAt = 0; // when the waiting runs were last told what the current one is doing
     this.idle = []; // whenIdle's resolvers
     this.refills = new StandbyRefill(() => this.runner.refill());
-    this.runner.whileBusy(() => this.current !== null);
+    this.runner.setBusy(() => this.current !== null);
   }
 
   /**

@@ -98,7 +98,7 @@ export class RunnerHost {
   }
 
   /** `busy()`: whether the page has a run in hand (no context is expired while it has). */
-  whileBusy(busy) {
+  setBusy(busy) {
     this.sandbox.busy = busy;
   }
 

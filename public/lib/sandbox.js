@@ -201,7 +201,10 @@ export class Sandbox {
   /** Ends the contexts no run used for their idle time (and a margin: the relay decides first). */
   expireContexts() {
     const now = performance.now();
-    if (this.busy()) return (this.busyAt = now);
+    if (this.busy()) {
+      this.busyAt = now;
+      return;
+    }
     for (const [key, { runId, usedAt, idleMs }] of this.contexts) {
       const idle = now - Math.max(usedAt, this.busyAt);
       if (runId === null && idle > idleMs + CONTEXT_IDLE_MARGIN_MS) this.dropContext(key);
