@@ -11,7 +11,7 @@ mod platform;
 mod support;
 
 use base64::Engine;
-use platform::{call_of, caller, run, start, tool_call, with_tabs, Session};
+use platform::{call_of, caller, last_command, run, start, tool_call, with_tabs, Session};
 use proptest::prelude::*;
 use relay_core::capsule::canonical::sha256_hex;
 use relay_core::mcp::{Era, Tool};
@@ -33,22 +33,6 @@ fn start_run(session: &Session, run_id: &str) -> String {
         panic!("a capsule job")
     };
     capsule.hash.clone()
-}
-
-/// The `capsule` commands `tab` was sent, their data, in order.
-fn capsule_commands(session: &Session, tab: &str) -> Vec<Value> {
-    let streams = session.platform.tabs.streams.borrow();
-    let frames = streams.get(tab).map(Vec::as_slice).unwrap_or_default();
-    frames
-        .iter()
-        .filter(|f| f.starts_with("event: capsule\n"))
-        .filter_map(|f| f.lines().find_map(|l| l.strip_prefix("data: ")))
-        .map(|data| serde_json::from_str(data).expect("JSON data"))
-        .collect()
-}
-
-fn last_command(session: &Session, tab: &str) -> Value {
-    capsule_commands(session, tab).pop().expect("a capsule command")
 }
 
 fn end_run(session: &Session, tab: &str, run_id: &str) {

@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use serde_json::Value;
 
 use super::store::Queued;
-use super::tab_sync::{inline_delta, TabVersions};
+use super::tab_sync::{inline_delta, TabVersions, WorkspaceDelta};
 use super::{Platform, RelaySession, StorageError};
 use crate::auth::QueueSettings;
 use crate::packages::PendingBuild;
@@ -386,8 +386,8 @@ impl<P: Platform> RelaySession<P> {
     }
 
     /// Run `run`'s command for `tab`: a capsule's carries the workspace's changes since the
-    /// version `tab` was last given when it may (`tab_sync`), and then the run's workspace
-    /// before it is recorded for its audit now, in the turn that sends it (the tab will not ask).
+    /// version `tab` was last given when it may (`tab_sync`), and has `tab` start the run's
+    /// context afresh unless the book has the context in `tab` (`Contexts::held_in`).
     fn run_frame(&self, tab: &str, run: &str) -> Vec<u8> {
         let runs = self.desk.runs.borrow();
         let Some((io, (command, frame))) = runs.get(run).and_then(|io| Some((io, io.command.as_ref()?))) else {
@@ -395,22 +395,31 @@ impl<P: Platform> RelaySession<P> {
         };
         let TabCommand::Capsule(capsule) = command else { return frame.clone() };
         let busy = runs.iter().any(|(other, io)| other != run && io.tab.as_deref() == Some(tab));
-        let Some(since) = self.desk.tab_versions.borrow().since(tab, busy, io.tab.is_some()) else {
+        let delta = self.tab_delta(tab, run, io, busy);
+        let claim = io.context.as_ref();
+        let moved = claim.is_some_and(|claim| !claim.fresh && !self.desk.contexts.borrow().held_in(&claim.key, tab));
+        if delta.is_none() && !moved {
             return frame.clone();
-        };
-        let changes = self.persisted("workspace", self.store().workspace_changes(Some(since)));
-        let Some(delta) =
-            changes.and_then(|changes| inline_delta(since, changes, io.caller.tenant.defaults.workspace.max_bytes))
-        else {
-            return frame.clone();
-        };
-        if self.persisted("audit", self.store().audit_workspace(run, Some(&delta.root), None)).is_none() {
-            return frame.clone(); // the tab's sync records it
         }
-        self.desk.tab_versions.borrow_mut().gave(tab, delta.version);
         let mut capsule = capsule.clone();
-        capsule.workspace = Some(delta);
+        capsule.workspace = delta.or(capsule.workspace);
+        if let Some(order) = capsule.context.as_mut().filter(|_| moved) {
+            order.fresh = true;
+        }
         TabCommand::Capsule(capsule).frame()
+    }
+
+    /// The workspace's changes since the version `tab` was last given, for run `run`'s command,
+    /// when it may carry them (`tab_sync`); the run's workspace before it is then recorded for
+    /// its audit now, in the turn that sends it (the tab will not ask).
+    fn tab_delta(&self, tab: &str, run: &str, io: &RunIo<P::Frames>, busy: bool) -> Option<WorkspaceDelta> {
+        let since = self.desk.tab_versions.borrow().since(tab, busy, io.tab.is_some())?;
+        let changes = self.persisted("workspace", self.store().workspace_changes(Some(since)))?;
+        let delta = inline_delta(since, changes, io.caller.tenant.defaults.workspace.max_bytes)?;
+        // Unrecorded, the tab's sync records it.
+        self.persisted("audit", self.store().audit_workspace(run, Some(&delta.root), None))?;
+        self.desk.tab_versions.borrow_mut().gave(tab, delta.version);
+        Some(delta)
     }
 
     /// The tab run `run` was sent to was given the workspace at `version` (its sync's answer).

@@ -325,6 +325,14 @@ impl Contexts {
         report
     }
 
+    /// Whether the book has context `key` in `tab`. A run of a context claimed not fresh that
+    /// goes to a tab which does not hold it has the tab start it afresh: what that tab may hold
+    /// under the name is an older interpreter, from before the context moved to another tab or
+    /// was lost (its tab went, a run in it failed), and its state is not the context's.
+    pub fn held_in(&self, key: &Key, tab: &str) -> bool {
+        self.live.get(key).and_then(|l| l.tab.as_deref()) == Some(tab)
+    }
+
     /// A run that never reached a tab: a context it alone made, which never ran, goes.
     fn release(&mut self, key: &Key) {
         let Some(live) = self.live.get_mut(key) else { return };

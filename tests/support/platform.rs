@@ -335,6 +335,23 @@ pub fn with_tabs(tabs: &[&str]) -> Session {
     session
 }
 
+/// The `capsule` commands `tab` was sent, their data, in order.
+pub fn capsule_commands(session: &Session, tab: &str) -> Vec<Value> {
+    let streams = session.platform.tabs.streams.borrow();
+    let frames = streams.get(tab).map(Vec::as_slice).unwrap_or_default();
+    frames
+        .iter()
+        .filter(|f| f.starts_with("event: capsule\n"))
+        .filter_map(|f| f.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|data| serde_json::from_str(data).expect("JSON data"))
+        .collect()
+}
+
+/// The last `capsule` command `tab` was sent, its data.
+pub fn last_command(session: &Session, tab: &str) -> Value {
+    capsule_commands(session, tab).pop().expect("a capsule command")
+}
+
 /// Who calls in every test: tenant `t_1` ("acme") with its defaults, relay session `default`.
 pub fn caller() -> Caller {
     let tenant = Tenant { id: "t_1".into(), name: "acme".into(), defaults: TenantDefaults::default() };
