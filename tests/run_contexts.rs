@@ -26,6 +26,12 @@ fn ok_on(tab: &str, runs_before: u64) -> RunEnd<'_> {
     RunEnd { tab: Some(tab), error: None, runs_before: Some(runs_before), by_relay: false, mem_peak_mb: 12 }
 }
 
+/// A run whose deps build failed on `tab`: its interpreter never had it (no `contextRuns`).
+fn unbuilt_on(tab: &str) -> RunEnd<'_> {
+    let error = Some(("DepsResolutionFailed", "no such package"));
+    RunEnd { tab: Some(tab), error, runs_before: None, by_relay: false, mem_peak_mb: 0 }
+}
+
 /// A run that ended with error `name` on `tab` (none: it never reached one), as the relay ended it.
 fn failed<'a>(tab: Option<&'a str>, name: &'a str, message: &'a str) -> RunEnd<'a> {
     RunEnd { tab, error: Some((name, message)), runs_before: None, by_relay: true, mem_peak_mb: 0 }
@@ -65,14 +71,7 @@ fn a_context_whose_first_run_failed_before_its_interpreter_is_started_by_the_nex
     let a = book.claim(JS, &ask("a"), &s, 0).unwrap();
     let b = book.claim(JS, &ask("a"), &s, 1).unwrap();
     assert!(a.fresh && !b.fresh);
-    let build_failed = RunEnd {
-        tab: Some("t1"),
-        error: Some(("DepsResolutionFailed", "no such package")),
-        runs_before: None,
-        by_relay: false,
-        mem_peak_mb: 0,
-    };
-    assert!(book.ended(&a, &build_failed, 5).kept);
+    assert!(book.ended(&a, &unbuilt_on("t1"), 5).kept);
     let report = book.ended(&b, &ok_on("t1", 0), 9);
     assert_eq!(report.lost, None, "no loss to tell: {report:?}");
     assert!(report.fresh && report.kept);
@@ -162,19 +161,12 @@ fn an_error_before_the_interpreter_took_the_run_keeps_the_context() {
     book.ended(&first, &ok_on("t1", 0), 10);
     // Its deps build failed in the tab: the exit says no context runs (the interpreter never had it).
     let unbuilt = book.claim(PY, &ask("df"), &s, 20).unwrap();
-    let end = RunEnd {
-        tab: Some("t1"),
-        error: Some(("DepsResolutionFailed", "no such package")),
-        runs_before: None,
-        by_relay: false,
-        mem_peak_mb: 0,
-    };
-    let report = book.ended(&unbuilt, &end, 30);
+    let report = book.ended(&unbuilt, &unbuilt_on("t1"), 30);
     assert!(report.kept && report.note().is_none(), "{report:?}");
     let next = book.claim(PY, &ask("df"), &s, 40).unwrap();
     assert_eq!((next.fresh, next.lost.clone()), (false, None), "the loaded data is still there");
     // The same error once the interpreter ran it (the tab says how many runs it had served) ends it.
-    let ran = RunEnd { runs_before: Some(1), error: Some(("RuntimeCrashed", "out of memory")), ..end };
+    let ran = RunEnd { runs_before: Some(1), error: Some(("RuntimeCrashed", "out of memory")), ..unbuilt_on("t1") };
     assert!(!book.ended(&next, &ran, 50).kept);
     assert!(book.claim(PY, &ask("df"), &s, 60).unwrap().fresh);
 }
