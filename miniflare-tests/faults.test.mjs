@@ -101,7 +101,7 @@ test("a tab closed whose goodbye fails leaves relay://session and the other tab'
   }
 });
 
-test("a tab whose connections stop delivering attaches anew: a run sent meanwhile runs within seconds, not at its deadline", { timeout: 150_000 }, async () => {
+test("a tab whose connections stop delivering attaches anew: a run sent meanwhile runs within seconds, not at its deadline, and its contexts live on", { timeout: 150_000 }, async () => {
   // The proxy stalls every connection the tab has open (its command stream, results socket and
   // lease socket) and closes none: the relay's writes still succeed, and the tab's lease goes
   // on by POST. Only the command stream's silence (no heartbeat) can tell the tab.
@@ -112,7 +112,9 @@ test("a tab whose connections stop delivering attaches anew: a run sent meanwhil
   try {
     // A run first, so QuickJS is loaded: a runtime fetch that the browser sends on one of its
     // idle keep-alive sockets would stall with them, which is not what this test is about.
-    const warm = await runJs(client, "console.log('warm')", undefined, { timeout: 90_000 });
+    // It runs in a context, which the page keeps through its new attach (it names its old tab id).
+    const inContext = (code) => client.callTool({ name: "run_js", arguments: { code, context: "kept" } }, undefined, { timeout: 90_000 });
+    const warm = await inContext("var before = 'the stall'; console.log('warm')");
     assert.equal(warm.structuredContent.stdout, "warm\n", JSON.stringify(warm.structuredContent));
     const [stalledTab] = (await readRelaySession(client)).executor.tabIds;
     const seen = tab.lines.length;
@@ -127,6 +129,9 @@ test("a tab whose connections stop delivering attaches anew: a run sent meanwhil
     assert.equal(tabIds.length, 1, JSON.stringify(tabIds));
     assert.notEqual(tabIds[0], stalledTab, "the tab attached anew");
     console.log(`# a run sent as the tab's connections stalled ran ${waited} ms later (${noticed})`);
+    const after = await inContext("console.log(before)");
+    assert.equal(after.structuredContent.stdout, "the stall\n", JSON.stringify(after.structuredContent));
+    assert.equal(after.structuredContent.context.fresh, false);
   } finally {
     await deaf.close();
     await client.close();

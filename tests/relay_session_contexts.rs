@@ -63,3 +63,25 @@ fn a_context_run_claimed_while_its_context_lived_in_a_tab_that_then_went_starts_
     }
     assert_eq!(order(&sent), ("r_4", true), "{sent}");
 }
+
+#[test]
+fn a_page_that_attaches_anew_keeps_its_contexts_under_its_new_tab_id() {
+    // tab_1's command stream broke and its page attached again as tab_2, naming tab_1: its
+    // sandbox, and `a` in it, stayed, so `a` goes on there, not afresh.
+    let session = with_tabs(&["tab_1"]);
+    start_run(&session, "r_1", Some("a"));
+    end_run(&session, "tab_1", "r_1", 0);
+    session.platform.tabs.attach("tab_2");
+    session.tab_came_back("tab_1", "tab_2");
+    session.feed(Input::TabAttached { tab: "tab_2".into() });
+    session.feed(Input::TabGone { tab: "tab_1".into() });
+    start_run(&session, "r_2", Some("a"));
+    assert_eq!(order(&last_command(&session, "tab_2")), ("r_2", false));
+    end_run(&session, "tab_2", "r_2", 1);
+    let contexts = session.contexts_view(&Default::default());
+    assert_eq!(contexts["contexts"][0]["tab"], json!("tab_2"), "{contexts}");
+    assert_eq!(contexts["contexts"][0]["runs"], json!(2), "{contexts}");
+    // Another page naming a tab id it never was moves nothing of anyone's.
+    session.tab_came_back("tab_9", "tab_3");
+    assert_eq!(session.contexts_view(&Default::default())["contexts"][0]["tab"], json!("tab_2"));
+}

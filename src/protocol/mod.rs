@@ -51,8 +51,9 @@ pub enum SessionRequest {
     /// (`mcp::Admission::ToSession`).
     Mcp { request: HttpRequest, charge_call: bool },
     /// A tab opens its command stream: a WebSocket from the Worker, which holds the tab's SSE
-    /// stream and writes on it what the DO sends.
-    Events,
+    /// stream and writes on it what the DO sends. `previous`: the id the page had before, when
+    /// it attaches anew (its stream broke): its contexts are this tab's now.
+    Events { previous: Option<String> },
     /// A batch of a tab's events (NDJSON, judged by `run::backchannel`).
     Result { tab: Option<String>, batch: Vec<u8> },
     /// A tab opens its results socket (hibernatable; batches come as its messages).
@@ -160,7 +161,10 @@ impl SessionRequest {
                 headers: request.headers,
                 body: request.body,
             },
-            Events => get(path::EVENTS, vec![("upgrade".into(), "websocket".into())]),
+            Events { previous } => {
+                let query: Vec<(&str, &str)> = previous.as_deref().map(|tab| ("previous", tab)).into_iter().collect();
+                get(&with_query(path::EVENTS, &query), vec![("upgrade".into(), "websocket".into())])
+            }
             Result { tab, batch } => post(path::RESULT, &[], tab_header(tab), batch),
             ResultsSocket { tab, token_expiry_s } => get(path::RESULTS, socket_headers(tab, token_expiry_s)),
             LeaseSocket { tab, token_expiry_s } => get(path::LEASE, socket_headers(tab, token_expiry_s)),
@@ -237,7 +241,7 @@ impl SessionRequest {
                 request: HttpRequest { method: method.clone(), headers, body },
                 charge_call: params.iter().any(|(k, v)| k == "chargeCall" && v == "1"),
             },
-            (path::EVENTS, _) => Events,
+            (path::EVENTS, _) => Events { previous: param("previous").ok() },
             (path::RESULT, _) => Result { tab, batch: body },
             (path::RESULTS, _) => socket().map(|(tab, token_expiry_s)| ResultsSocket { tab, token_expiry_s })?,
             (path::LEASE, "POST") => RenewLease { tab },

@@ -178,6 +178,12 @@ impl<P: Platform> RelaySession<P> {
         self.desk.tab_versions.borrow_mut().keep_only(tabs);
     }
 
+    /// The page that was tab `previous` attached anew as `tab` (its command stream broke; its
+    /// sandbox, and the contexts in it, stayed): the book has those contexts in `tab` now.
+    pub fn tab_came_back(&self, previous: &str, tab: &str) {
+        self.desk.contexts.borrow_mut().moved(previous, tab);
+    }
+
     /// A new instance takes back `tabs` (oldest first), which an earlier one had attached: each
     /// attaches again, then the tabs hear the roster once, and contexts whose tab did not come
     /// back are lost. Told after each tab instead, the book would lose the contexts of every

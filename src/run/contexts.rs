@@ -325,6 +325,13 @@ impl Contexts {
         report
     }
 
+    /// The page that was tab `from` is tab `to` now (it attached anew): its contexts move.
+    pub fn moved(&mut self, from: &str, to: &str) {
+        for live in self.live.values_mut().filter(|l| l.tab.as_deref() == Some(from)) {
+            live.tab = Some(to.to_owned());
+        }
+    }
+
     /// Whether the book has context `key` in `tab`. A run of a context claimed not fresh that
     /// goes to a tab which does not hold it has the tab start it afresh: what that tab may hold
     /// under the name is an older interpreter, from before the context moved to another tab or

@@ -226,7 +226,8 @@ impl TabRoute {
 /// already an SSE event) to the tab, and writes the keep-alive comments itself. So an idle tab
 /// keeps no DO awake: the DO runs only when it has something to say or to decide.
 pub async fn events(req: Request, env: &Env, session: &str, who: &Who) -> Result<Response> {
-    let answer = to_tab_session(req, env, session, who, None, |_, _| SessionRequest::Events).await?;
+    let answer =
+        to_tab_session(req, env, session, who, None, |previous, _| SessionRequest::Events { previous }).await?;
     if answer.status_code() != 101 {
         return Ok(answer); // the DO's refusal, as it is
     }

@@ -154,7 +154,7 @@ impl SessionDO {
         use SessionRequest::*;
         match request {
             Mcp { request, charge_call } => mcp::handle(shared, request, caller, charge_call).await,
-            Events => tabs::attach(&shared, &self.state, &caller),
+            Events { previous } => tabs::attach(&shared, &self.state, &caller, previous.as_deref()),
             Result { tab, batch } => Ok(tabs::result(&shared, tab, &batch)),
             ResultsSocket { tab, token_expiry_s } => tabs::open_results(&shared, &self.state, tab, token_expiry_s),
             LeaseSocket { tab, token_expiry_s } => tabs::open_lease(&shared, &self.state, tab, token_expiry_s),

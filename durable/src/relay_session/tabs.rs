@@ -23,8 +23,9 @@ use worker::{Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSo
 /// (`edge/session.rs` `events`). Its command socket is the runtime's (hibernatable, tagged
 /// `events` and the tab), so it keeps no DO awake: each frame sent on it is one SSE event,
 /// `hello` (its tab id, and how long its lease lasts unrenewed) first, then the other
-/// `TabCommand`s. Nothing ticks for it: deadlines are the DO's alarm's.
-pub fn attach(shared: &Shared, state: &State, caller: &Caller) -> Result<Response> {
+/// `TabCommand`s. Nothing ticks for it: deadlines are the DO's alarm's. A page attaching anew
+/// names the id it had (`previous`): the contexts it still holds are this tab's now.
+pub fn attach(shared: &Shared, state: &State, caller: &Caller, previous: Option<&str>) -> Result<Response> {
     let tab = format!("tab_{}", hex::encode(random::<6>()));
     let hello = TabCommand::Hello { tab_id: tab.clone(), session: caller.session.clone(), lease_ms: TAB_LEASE_MS };
     let pair = WebSocketPair::new()?;
@@ -35,6 +36,9 @@ pub fn attach(shared: &Shared, state: &State, caller: &Caller) -> Result<Respons
         pair.server.send_with_str(String::from_utf8_lossy(&ran))?;
     }
     shared.platform.roster.add_tab(&tab, pair.server);
+    if let Some(previous) = previous {
+        shared.tab_came_back(previous, &tab);
+    }
     shared.feed(Input::TabAttached { tab });
     Response::from_websocket(pair.client)
 }
