@@ -8,19 +8,26 @@ mod platform;
 #[allow(dead_code)]
 mod support;
 
-use platform::{call_of, last_command, start, tool_call, with_tabs, Session};
+use platform::{call_of, last_command, start, tool_call, with_tabs, Session, Stream};
 use relay_core::mcp::{Era, Tool};
 use relay_core::run::backchannel::parse_batch;
 use relay_core::run::machine::Input;
 use serde_json::{json, Value};
 
-/// Admits and prepares run `run_id`, a `run_js` in `context` if one is named.
-fn start_run(session: &Session, run_id: &str, context: Option<&str>) {
+/// Admits and prepares run `run_id`, a `run_js` in `context` if one is named: its stream.
+fn start_run(session: &Session, run_id: &str, context: Option<&str>) -> Stream {
     let mut arguments = json!({ "code": "1" });
     if let Some(context) = context {
         arguments["context"] = json!(context);
     }
-    start(session, &call_of(&**session, run_id, tool_call(Tool::RunJs, arguments, Era::Modern, None)));
+    start(session, &call_of(&**session, run_id, tool_call(Tool::RunJs, arguments, Era::Modern, None)))
+}
+
+/// What the result on `stream` says of the run's context.
+fn context_said(stream: &Stream) -> Value {
+    let messages = stream.messages();
+    let result = messages.iter().find_map(|m| m.get("result")).expect("the run's result");
+    result["structuredContent"]["context"].clone()
 }
 
 /// Run `run_id` ended well on `tab`, its context (if any) having served `runs_before` runs.
@@ -54,7 +61,7 @@ fn a_context_run_claimed_while_its_context_lived_in_a_tab_that_then_went_starts_
     end_run(&session, "tab_2", "r_3", 1);
 
     start_run(&session, "r_long", None);
-    start_run(&session, "r_4", Some("a"));
+    let r_4 = start_run(&session, "r_4", Some("a"));
     session.feed(Input::TabGone { tab: "tab_2".into() });
     let mut sent = last_command(&session, "tab_1");
     if sent["runId"] == json!("r_long") {
@@ -62,6 +69,10 @@ fn a_context_run_claimed_while_its_context_lived_in_a_tab_that_then_went_starts_
         sent = last_command(&session, "tab_1");
     }
     assert_eq!(order(&sent), ("r_4", true), "{sent}");
+    end_run(&session, "tab_1", "r_4", 0);
+    let said = context_said(&r_4);
+    assert_eq!(said["fresh"], json!(true), "{said}");
+    assert!(said["lost"].as_str().is_some_and(|why| why.contains("tab_2")), "why it was lost: {said}");
 }
 
 #[test]

@@ -89,6 +89,22 @@ fn a_context_whose_first_run_failed_before_its_interpreter_is_started_by_the_nex
 }
 
 #[test]
+fn a_page_that_attached_anew_keeps_its_contexts_though_a_run_s_end_comes_under_its_old_id() {
+    let mut book = Contexts::default();
+    let s = settings(4, 60_000);
+    let first = book.claim(JS, &ask("a"), &s, 0).unwrap();
+    book.ended(&first, &ok_on("t1", 0), 1);
+    book.moved("t1", "t2");
+    // A run sent before the page attached anew as t2, its end heard under t1.
+    let late = book.claim(JS, &ask("a"), &s, 2).unwrap();
+    assert!(book.ended(&late, &ok_on("t1", 1), 3).lost.is_none());
+    book.tabs_now(&["t2".to_owned()]);
+    let again = book.claim(JS, &ask("a"), &s, 4).unwrap();
+    assert!(!again.fresh && again.lost.is_none(), "{again:?}");
+    assert_eq!(book.view(&s, 5)["contexts"][0]["tab"], json!("t2"));
+}
+
+#[test]
 fn a_context_is_fresh_once_then_continued_and_listed() {
     let mut book = Contexts::default();
     let s = settings(4, 60_000);

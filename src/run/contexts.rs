@@ -319,7 +319,11 @@ impl Contexts {
         }
         live.in_flight = live.in_flight.saturating_sub(1);
         live.last_used_ms = now_ms;
-        live.tab = Some(tab.to_owned());
+        // A run that went on in the interpreter the book has leaves it where the book has it:
+        // that may be the page's new id (it attached anew), the run's end heard under the old.
+        if started || live.tab.is_none() {
+            live.tab = Some(tab.to_owned());
+        }
         live.runs += 1;
         live.mem_peak_mb = end.mem_peak_mb;
         report

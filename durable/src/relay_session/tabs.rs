@@ -24,7 +24,8 @@ use worker::{Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSo
 /// `events` and the tab), so it keeps no DO awake: each frame sent on it is one SSE event,
 /// `hello` (its tab id, and how long its lease lasts unrenewed) first, then the other
 /// `TabCommand`s. Nothing ticks for it: deadlines are the DO's alarm's. A page attaching anew
-/// names the id it had (`previous`): the contexts it still holds are this tab's now.
+/// names the id it had (`previous`): the contexts it still holds are this tab's now (those the
+/// book had not dropped with the old id already: a closed stream can be seen first).
 pub fn attach(shared: &Shared, state: &State, caller: &Caller, previous: Option<&str>) -> Result<Response> {
     let tab = format!("tab_{}", hex::encode(random::<6>()));
     let hello = TabCommand::Hello { tab_id: tab.clone(), session: caller.session.clone(), lease_ms: TAB_LEASE_MS };
