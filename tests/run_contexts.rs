@@ -26,6 +26,16 @@ fn ok_on(tab: &str, runs_before: u64) -> RunEnd<'_> {
     RunEnd { tab: Some(tab), error: None, runs_before: Some(runs_before), by_relay: false, mem_peak_mb: 12 }
 }
 
+/// A book (4 contexts, a minute idle) whose context `name` of `runtime` ran once in `tab`,
+/// claimed at 0 and ended at 10 ms.
+fn ran_once(runtime: &str, name: &str, tab: &str) -> (Contexts, ContextSettings) {
+    let mut book = Contexts::default();
+    let s = settings(4, 60_000);
+    let first = book.claim(runtime, &ask(name), &s, 0).unwrap();
+    book.ended(&first, &ok_on(tab, 0), 10);
+    (book, s)
+}
+
 /// A run whose deps build failed on `tab`: its interpreter never had it (no `contextRuns`).
 fn unbuilt_on(tab: &str) -> RunEnd<'_> {
     let error = Some(("DepsResolutionFailed", "no such package"));
@@ -90,18 +100,15 @@ fn a_context_whose_first_run_failed_before_its_interpreter_is_started_by_the_nex
 
 #[test]
 fn a_page_that_attached_anew_keeps_its_contexts_though_a_run_s_end_comes_under_its_old_id() {
-    let mut book = Contexts::default();
-    let s = settings(4, 60_000);
-    let first = book.claim(JS, &ask("a"), &s, 0).unwrap();
-    book.ended(&first, &ok_on("t1", 0), 1);
+    let (mut book, s) = ran_once(JS, "a", "t1");
     book.moved("t1", "t2");
     // A run sent before the page attached anew as t2, its end heard under t1.
-    let late = book.claim(JS, &ask("a"), &s, 2).unwrap();
-    assert!(book.ended(&late, &ok_on("t1", 1), 3).lost.is_none());
+    let late = book.claim(JS, &ask("a"), &s, 20).unwrap();
+    assert!(book.ended(&late, &ok_on("t1", 1), 30).lost.is_none());
     book.tabs_now(&["t2".to_owned()]);
-    let again = book.claim(JS, &ask("a"), &s, 4).unwrap();
+    let again = book.claim(JS, &ask("a"), &s, 40).unwrap();
     assert!(!again.fresh && again.lost.is_none(), "{again:?}");
-    assert_eq!(book.view(&s, 5)["contexts"][0]["tab"], json!("t2"));
+    assert_eq!(book.view(&s, 50)["contexts"][0]["tab"], json!("t2"));
 }
 
 #[test]
@@ -150,10 +157,7 @@ fn past_the_limit_a_new_context_is_refused_with_a_way_out() {
 
 #[test]
 fn an_error_ends_the_context_and_the_next_run_is_told_once() {
-    let mut book = Contexts::default();
-    let s = settings(4, 60_000);
-    let first = book.claim(JS, &ask("t"), &s, 0).unwrap();
-    book.ended(&first, &ok_on("t1", 0), 10);
+    let (mut book, s) = ran_once(JS, "t", "t1");
     let looping = book.claim(JS, &ask("t"), &s, 20).unwrap();
     let end = failed(Some("t1"), "Timeout", "the run exceeded 1500 ms");
     let report = book.ended(&looping, &end, 1_600);
@@ -171,10 +175,7 @@ fn an_error_ends_the_context_and_the_next_run_is_told_once() {
 
 #[test]
 fn an_error_before_the_interpreter_took_the_run_keeps_the_context() {
-    let mut book = Contexts::default();
-    let s = settings(4, 60_000);
-    let first = book.claim(PY, &ask("df"), &s, 0).unwrap();
-    book.ended(&first, &ok_on("t1", 0), 10);
+    let (mut book, s) = ran_once(PY, "df", "t1");
     // Its deps build failed in the tab: the exit says no context runs (the interpreter never had it).
     let unbuilt = book.claim(PY, &ask("df"), &s, 20).unwrap();
     let report = book.ended(&unbuilt, &unbuilt_on("t1"), 30);
@@ -206,10 +207,7 @@ fn idle_contexts_expire_but_not_while_a_run_of_theirs_waits() {
 
 #[test]
 fn a_context_goes_with_its_tab() {
-    let mut book = Contexts::default();
-    let s = settings(4, 60_000);
-    let claim = book.claim(PY, &ask("a"), &s, 0).unwrap();
-    book.ended(&claim, &ok_on("tab-old", 0), 10);
+    let (mut book, s) = ran_once(PY, "a", "tab-old");
     book.tabs_now(&["tab-old".into(), "tab-new".into()]);
     assert_eq!(book.len(), 1);
     book.tabs_now(&["tab-new".into()]);
@@ -220,10 +218,7 @@ fn a_context_goes_with_its_tab() {
 
 #[test]
 fn a_tab_that_no_longer_holds_the_context_is_believed() {
-    let mut book = Contexts::default();
-    let s = settings(4, 60_000);
-    let claim = book.claim(PY, &ask("a"), &s, 0).unwrap();
-    book.ended(&claim, &ok_on("t1", 0), 10);
+    let (mut book, s) = ran_once(PY, "a", "t1");
     // The next run went to another tab, which started the interpreter: the agent hears it.
     let moved = book.claim(PY, &ask("a"), &s, 20).unwrap();
     assert!(!moved.fresh);

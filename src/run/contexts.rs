@@ -224,7 +224,7 @@ impl Contexts {
         }
         // A reason is told only to a run that starts the context afresh because of it.
         let lost = self.lost.remove(&key).filter(|_| !ask.reset && !was_live);
-        let lived_in = self.live.get(&key).and_then(|l| l.tab.clone()).filter(|_| !ask.reset);
+        let lived_in = self.tab_of(&key).filter(|_| !ask.reset).map(str::to_owned);
         if ask.reset {
             self.live.remove(&key);
         }
@@ -287,7 +287,7 @@ impl Contexts {
             // A context no run had ended in when this one claimed it (the run that named it
             // first failed before its interpreter had it) lived nowhere: starting it loses nothing.
             report.lost = self.lost.remove(&claim.key).or_else(|| {
-                let old = self.live.get(&claim.key).and_then(|l| l.tab.clone()).or_else(|| claim.lived_in.clone())?;
+                let old = self.tab_of(&claim.key).or(claim.lived_in.as_deref())?.to_owned();
                 Some(if old != tab {
                     format!("it lived in tab {old}, and the calls now go to tab {tab}")
                 } else {
@@ -341,7 +341,12 @@ impl Contexts {
     /// under the name is an older interpreter, from before the context moved to another tab or
     /// was lost (its tab went, a run in it failed), and its state is not the context's.
     pub fn held_in(&self, key: &Key, tab: &str) -> bool {
-        self.live.get(key).and_then(|l| l.tab.as_deref()) == Some(tab)
+        self.tab_of(key) == Some(tab)
+    }
+
+    /// The tab the book has context `key` in, if it lives in one.
+    fn tab_of(&self, key: &Key) -> Option<&str> {
+        self.live.get(key)?.tab.as_deref()
     }
 
     /// A run that never reached a tab: a context it alone made, which never ran, goes.
