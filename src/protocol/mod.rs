@@ -162,7 +162,7 @@ impl SessionRequest {
                 body: request.body,
             },
             Events { previous } => {
-                let query: Vec<(&str, &str)> = previous.as_deref().map(|tab| ("previous", tab)).into_iter().collect();
+                let query = present(&[("previous", previous.as_deref())]);
                 get(&with_query(path::EVENTS, &query), vec![("upgrade".into(), "websocket".into())])
             }
             Result { tab, batch } => post(path::RESULT, &[], tab_header(tab), batch),
@@ -179,9 +179,7 @@ impl SessionRequest {
             }
             BuildFinalize { run, proposal } => post(path::BUILD_FINALIZE, &[("run", &run)], Vec::new(), proposal),
             ReserveOutFile { run, path, tab } => {
-                let tab = tab.as_deref().map(|tab| ("tab", tab));
-                let query: Vec<(&str, &str)> =
-                    [("run", run.as_str()), ("path", &path)].into_iter().chain(tab).collect();
+                let query = present(&[("run", Some(&run)), ("path", Some(&path)), ("tab", tab.as_deref())]);
                 post(path::FILES_RESERVE, &query, vec![], vec![])
             }
             ReleaseOutFile { run, path } => {
@@ -193,24 +191,17 @@ impl SessionRequest {
             SweepBodies { as_of_ms } => post(path::SWEEP_BODIES, &[("asOf", &as_of_ms.to_string())], vec![], vec![]),
             WorkspaceIndex { since, run, tab } => {
                 let since = since.map(|v| v.to_string());
-                let query: Vec<(&str, &str)> =
-                    [("since", since.as_deref()), ("run", run.as_deref()), ("tab", tab.as_deref())]
-                        .into_iter()
-                        .filter_map(|(k, v)| Some((k, v?)))
-                        .collect();
+                let query = present(&[("since", since.as_deref()), ("run", run.as_deref()), ("tab", tab.as_deref())]);
                 get(&with_query(path::WORKSPACE, &query), Vec::new())
             }
             WorkspaceBody { sha256 } => get(&with_query(path::WORKSPACE_BODY, &[("sha256", &sha256)]), Vec::new()),
             WorkspacePutBody { run, sha256, body } => {
-                let run = run.as_deref().map(|run| ("run", run));
-                let query: Vec<(&str, &str)> = run.into_iter().chain([("sha256", sha256.as_str())]).collect();
+                let query = present(&[("run", run.as_deref()), ("sha256", Some(&sha256))]);
                 post(path::WORKSPACE_BODY, &query, Vec::new(), body)
             }
             WorkspaceUpload { changes } => post(path::WORKSPACE_UPLOAD, &[], Vec::new(), changes),
             WorkspaceCommit { run, cap, tab, changes } => {
-                let tab = tab.as_deref().map(|tab| ("tab", tab));
-                let query: Vec<(&str, &str)> =
-                    [("run", run.as_str()), ("cap", cap.as_str())].into_iter().chain(tab).collect();
+                let query = present(&[("run", Some(&run)), ("cap", Some(&cap)), ("tab", tab.as_deref())]);
                 post(path::WORKSPACE_COMMIT, &query, Vec::new(), changes)
             }
         }
@@ -322,6 +313,11 @@ fn with_query(path: &str, query: &[(&str, &str)]) -> String {
         serializer.append_pair(name, value);
     }
     format!("{path}?{}", serializer.finish())
+}
+
+/// The query parameters of `pairs` that have a value, in order.
+fn present<'a>(pairs: &[(&'a str, Option<&'a str>)]) -> Vec<(&'a str, &'a str)> {
+    pairs.iter().filter_map(|&(name, value)| Some((name, value?))).collect()
 }
 
 fn tab_header(tab: Option<String>) -> Vec<(String, String)> {
