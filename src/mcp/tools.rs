@@ -350,7 +350,8 @@ const RUN_COMMON: &str = "Each run starts in a fresh interpreter unless it names
     workspace (/tmp, /out, /host) persists between runs and is shared with read, write and search. Returns \
     exitCode, stdout, stderr, usage {wallMs, memPeakMb, fetches, denied} and files (what the run \
     wrote to /out, each with size, sha256 and a download URL valid for an hour: the first 32 in path \
-    order, so write an archive for more; images also come back as image content). `display(value)` (a builtin in JS and Python, following IPython: an object's \
+    order, so write an archive for more; images also come back as image content). \
+    `display(value)` (a builtin in JS and Python, following IPython: an object's \
     _repr_png_/_repr_svg_/_repr_html_/_repr_markdown_/_repr_json_, a mime bundle with raw=True, raw PNG/JPEG \
     bytes) shows it in the result: images as image content, HTML and Markdown as embedded resources, a list \
     of records or a dict of columns as a Markdown table with its rows in structuredContent.displays, other \

@@ -1,7 +1,8 @@
 //! The workspace's routes, decided (docs/ARCHITECTURE.md "The workspace"): a tab's index and
 //! bodies (`workspace_index`, `workspace_body_bytes`), a run's body uploads and commits
 //! (`put_body`, `commit_run`) and the slots of its `/out` files (`reserve_out_file`), a tab's
-//! files from before (`upload_from_tab`), and `relay://workspace`. The store and the file tools are `workspace.rs`.
+//! files from before (`upload_from_tab`), and `relay://workspace`. The store and the file
+//! tools are `workspace.rs`.
 
 use base64::Engine;
 use serde::Deserialize;
